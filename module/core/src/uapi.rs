@@ -1,0 +1,184 @@
+//! The userspace ABI of `/dev/tierkit`: ioctl numbers and argument layouts.
+//!
+//! Shared verbatim by the module and by `userspace-tests`, so both sides agree
+//! by construction. Documented for users in `Documentation/ABI/testing/dev-tierkit`.
+//! All structs are `#[repr(C)]`, little-endian x86_64, with explicit padding.
+
+/// The ioctl "type" byte. 0xB9 is unassigned in
+/// `Documentation/userspace-api/ioctl/ioctl-number.rst` (7.3).
+pub const TIERKIT_IOC_MAGIC: u32 = 0xB9;
+
+const IOC_NRBITS: u32 = 8;
+const IOC_TYPEBITS: u32 = 8;
+const IOC_SIZEBITS: u32 = 14;
+const IOC_NRSHIFT: u32 = 0;
+const IOC_TYPESHIFT: u32 = IOC_NRSHIFT + IOC_NRBITS;
+const IOC_SIZESHIFT: u32 = IOC_TYPESHIFT + IOC_TYPEBITS;
+const IOC_DIRSHIFT: u32 = IOC_SIZESHIFT + IOC_SIZEBITS;
+const IOC_WRITE: u32 = 1;
+const IOC_READ: u32 = 2;
+
+/// `_IOWR(TIERKIT_IOC_MAGIC, nr, size)` as in `include/uapi/asm-generic/ioctl.h`.
+pub const fn iowr(nr: u32, size: usize) -> u32 {
+    ((IOC_READ | IOC_WRITE) << IOC_DIRSHIFT)
+        | (TIERKIT_IOC_MAGIC << IOC_TYPESHIFT)
+        | (nr << IOC_NRSHIFT)
+        | ((size as u32) << IOC_SIZESHIFT)
+}
+
+/// `_IOR(TIERKIT_IOC_MAGIC, nr, size)`.
+pub const fn ior(nr: u32, size: usize) -> u32 {
+    (IOC_READ << IOC_DIRSHIFT)
+        | (TIERKIT_IOC_MAGIC << IOC_TYPESHIFT)
+        | (nr << IOC_NRSHIFT)
+        | ((size as u32) << IOC_SIZESHIFT)
+}
+
+/// Highest node id + 1 that the ABI can name: nodemasks are one `u64`.
+pub const TIERKIT_MAX_NODES: usize = 64;
+
+// ---------------------------------------------------------------------------
+// Weighted interleave (owner: module/src/wi, module/src/dev.rs)
+// ---------------------------------------------------------------------------
+
+/// `TkPolicy::mode`: `MPOL_WEIGHTED_INTERLEAVE` semantics (mm/mempolicy.c
+/// `weighted_interleave_nid`), using tierkit's global weight table.
+pub const TK_MODE_WEIGHTED_INTERLEAVE: u32 = 0;
+/// `TkPolicy::mode`: `MPOL_INTERLEAVE` semantics (mm/mempolicy.c
+/// `interleave_nid`): every node in the mask has weight 1.
+pub const TK_MODE_INTERLEAVE: u32 = 1;
+
+/// Argument of [`TK_IOC_SET_POLICY`].
+///
+/// In: `mode` and the requested `nodemask` (bit N = node N). Out: `nodemask`
+/// becomes the effective mask (requested ∩ N_MEMORY, as `mpol_set_nodemask`
+/// does), and `weights` the weight of each node at the time of the call.
+/// Errors: `EINVAL` for an unknown mode, non-zero `flags`, or an effective
+/// mask that is empty; `EBUSY` once the file has been mapped.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct TkPolicy {
+    pub mode: u32,
+    pub flags: u32,
+    pub nodemask: u64,
+    pub weights: [u8; TIERKIT_MAX_NODES],
+}
+
+/// Sets the open file's policy. Must come before `mmap`.
+pub const TK_IOC_SET_POLICY: u32 = iowr(1, core::mem::size_of::<TkPolicy>());
+
+/// Argument of [`TK_IOC_BULK`]: run the bulk path
+/// (mm/mempolicy.c `alloc_pages_bulk_weighted_interleave`) for `nr_pages`
+/// pages against the open file's task state (`il_prev`, `il_weight`),
+/// allocating real pages on each node and freeing them before returning.
+///
+/// In: `nr_pages` (1..=2^20). Out: `per_node[n]` pages placed on node `n`,
+/// verified with `page_to_nid`; `il_prev` and `il_weight` the resume state
+/// left behind (`il_prev` = -1 for "before the first node").
+/// Errors: `EINVAL` for 0 or too many pages or a file without a weighted
+/// interleave policy; `ENOMEM` if an allocation fails (all pages are freed
+/// and the task state is left unchanged).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct TkBulk {
+    pub nr_pages: u64,
+    pub per_node: [u64; TIERKIT_MAX_NODES],
+    pub il_prev: i32,
+    pub il_weight: u32,
+}
+
+/// Runs the bulk path. See [`TkBulk`].
+pub const TK_IOC_BULK: u32 = iowr(2, core::mem::size_of::<TkBulk>());
+
+/// Most nodes one [`TK_IOC_TASK_NEXT`] call returns.
+pub const TK_TASK_NEXT_MAX: usize = 256;
+
+/// Argument of [`TK_IOC_TASK_NEXT`]: the task path
+/// (mm/mempolicy.c `weighted_interleave_nodes`), `count` steps against the
+/// open file's task state. In: `count` (1..=256). Out: `nodes[0..count]`.
+/// Errors: `EINVAL` for a bad count or no weighted-interleave policy.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct TkTaskNext {
+    pub count: u32,
+    pub _pad: u32,
+    pub nodes: [u8; TK_TASK_NEXT_MAX],
+}
+
+/// Steps the task path. See [`TkTaskNext`].
+pub const TK_IOC_TASK_NEXT: u32 = iowr(3, core::mem::size_of::<TkTaskNext>());
+
+// ---------------------------------------------------------------------------
+// Gigantic clearing (owner: module/src/clear)
+// ---------------------------------------------------------------------------
+
+/// Bytes in one gigantic page (1 GiB).
+pub const TK_GIGANTIC_BYTES: u64 = 1 << 30;
+
+/// Worker placement: CPUs of the memory's node, or of the nearest node with
+/// CPUs when the memory's node has none (`numa_nearest_node(nid, N_CPU)`).
+pub const TK_PLACE_LOCAL: u32 = 0;
+/// Worker placement: CPUs of a node other than the one `local` would use.
+/// `EINVAL` when there is no such node with CPUs.
+pub const TK_PLACE_REMOTE: u32 = 1;
+/// Worker placement: any online CPU.
+pub const TK_PLACE_ANY: u32 = 2;
+
+/// `threads` value asking tierkit to add workers until the measured
+/// bandwidth stops rising.
+pub const TK_THREADS_AUTO: u32 = 0;
+
+/// Argument of [`TK_IOC_SET_GIGANTIC`]: switch the open file into gigantic
+/// mode. Each 1 GiB of a later `mmap` is one physically contiguous gigantic
+/// page, placed on the node the file's policy selects for
+/// `ilx = pgoff / 2^18 + i` (the ilx counts gigantic pages, as the kernel's
+/// `get_vma_policy` shifts the ilx by the folio order) and cleared in
+/// parallel before it is mapped.
+///
+/// In: `threads` (1..=eligible CPUs, or [`TK_THREADS_AUTO`]), `placement`
+/// (`TK_PLACE_*`), `chunk_kib` (clearing chunk, multiple of 4, 0 = 2048).
+/// Out: `last_elapsed_ns`, `last_workers` after each mmap can be read back
+/// with the same ioctl. Errors: `EINVAL` for bad values, `EBUSY` once mapped.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct TkGigantic {
+    pub threads: u32,
+    pub placement: u32,
+    pub chunk_kib: u32,
+    pub flags: u32,
+}
+
+/// Switches the open file into gigantic mode. See [`TkGigantic`].
+pub const TK_IOC_SET_GIGANTIC: u32 = iowr(4, core::mem::size_of::<TkGigantic>());
+
+/// Argument of [`TK_IOC_CLEAR_BENCH`]: allocate `nr_gigantic` 1 GiB ranges
+/// on node `nid`, clear each with `threads` workers placed per `placement`,
+/// free them, and report the clearing time (allocation is not timed).
+///
+/// In: `nid`, `threads` (1..=eligible CPUs; [`TK_THREADS_AUTO`] picks),
+/// `placement`, `nr_gigantic` (1..=64), `chunk_kib` (0 = 2048).
+/// Out: `elapsed_ns` (sum over ranges), `bytes`, `mbps` (MB/s, 10^6 bytes/s),
+/// `workers` actually used, `cpu_node` whose CPUs ran the workers (-1 for
+/// `any`), `variant` the NUL-terminated `clear_pages` variant
+/// ("erms", "rep_good", "unrolled").
+/// Errors: `EINVAL` (offline or memoryless node, bad thread count, bad
+/// placement), `ENOMEM` (no free naturally aligned GiB on the node).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct TkClearBench {
+    pub nid: i32,
+    pub threads: u32,
+    pub placement: u32,
+    pub nr_gigantic: u32,
+    pub chunk_kib: u32,
+    pub workers: u32,
+    pub cpu_node: i32,
+    pub _pad: u32,
+    pub elapsed_ns: u64,
+    pub bytes: u64,
+    pub mbps: u64,
+    pub variant: [u8; 16],
+}
+
+/// Runs one clearing benchmark. See [`TkClearBench`].
+pub const TK_IOC_CLEAR_BENCH: u32 = iowr(5, core::mem::size_of::<TkClearBench>());

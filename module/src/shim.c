@@ -1,0 +1,180 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * tierkit C shim: one-line wrappers around static inline functions and
+ * macros that Rust cannot call. Each wrapper is declared in src/shim.rs
+ * with the same signature; keep the two in sync.
+ */
+#include <linux/cpumask.h>
+#include <linux/gfp.h>
+#include <linux/mm.h>
+#include <linux/mmzone.h>
+#include <linux/nodemask.h>
+#include <linux/numa.h>
+#include <linux/sched.h>
+#include <linux/timekeeping.h>
+#include <linux/topology.h>
+#include <linux/vmstat.h>
+#include <linux/workqueue.h>
+#include <asm/cpufeature.h>
+
+/* --- nodes and CPUs ------------------------------------------------------ */
+
+int tk_cpu_to_node(int cpu)
+{
+	return cpu_to_node(cpu);
+}
+
+unsigned int tk_nr_cpu_ids(void)
+{
+	return nr_cpu_ids;
+}
+
+bool tk_cpu_online(int cpu)
+{
+	return cpu >= 0 && cpu < nr_cpu_ids && cpu_online(cpu);
+}
+
+/* Next online CPU of @nid after @prev (-1 to start); >= nr_cpu_ids at the end. */
+int tk_node_next_cpu(int nid, int prev)
+{
+	const struct cpumask *m = cpumask_of_node(nid);
+	int cpu = prev;
+
+	for (;;) {
+		cpu = cpumask_next(cpu, m);
+		if (cpu >= nr_cpu_ids || cpu_online(cpu))
+			return cpu;
+	}
+}
+
+unsigned int tk_nr_cpus_node(int nid)
+{
+	return cpumask_weight_and(cpumask_of_node(nid), cpu_online_mask);
+}
+
+int tk_nr_node_ids(void)
+{
+	return nr_node_ids;
+}
+
+bool tk_node_online(int nid)
+{
+	return nid >= 0 && nid < nr_node_ids && node_online(nid);
+}
+
+bool tk_node_has_memory(int nid)
+{
+	return nid >= 0 && nid < nr_node_ids && node_state(nid, N_MEMORY);
+}
+
+bool tk_node_has_cpu(int nid)
+{
+	return nid >= 0 && nid < nr_node_ids && node_state(nid, N_CPU);
+}
+
+/* numa_nearest_node(nid, N_CPU): the node whose CPUs are nearest @nid. */
+int tk_nearest_cpu_node(int nid)
+{
+	return numa_nearest_node(nid, N_CPU);
+}
+
+/* Free pages on @nid, summed over its zones (pages). */
+unsigned long tk_node_free_pages(int nid)
+{
+	unsigned long sum = 0;
+	int i;
+
+	if (!tk_node_online(nid) || !NODE_DATA(nid))
+		return 0;
+	for (i = 0; i < MAX_NR_ZONES; i++)
+		sum += zone_page_state(&NODE_DATA(nid)->node_zones[i], NR_FREE_PAGES);
+	return sum;
+}
+
+/* --- pages --------------------------------------------------------------- */
+
+/* alloc_pages_node() with __GFP_THISNODE: never falls back to another node. */
+struct page *tk_alloc_pages_node(int nid, gfp_t gfp, unsigned int order)
+{
+	return alloc_pages_node(nid, gfp | __GFP_THISNODE | __GFP_NOWARN, order);
+}
+
+unsigned long tk_page_to_pfn(const struct page *page)
+{
+	return page_to_pfn(page);
+}
+
+struct page *tk_pfn_to_page(unsigned long pfn)
+{
+	return pfn_to_page(pfn);
+}
+
+void *tk_page_address(const struct page *page)
+{
+	return page_address(page);
+}
+
+int tk_page_to_nid(const struct page *page)
+{
+	return page_to_nid(page);
+}
+
+/* The kernel's own clear_pages(): rep stosb / rep stosq / unrolled movq. */
+void tk_clear_pages(void *addr, unsigned int npages)
+{
+	clear_pages(addr, npages);
+}
+
+/* Which clear_pages() variant the alternatives picked on this CPU. */
+const char *tk_clear_pages_variant(void)
+{
+	if (boot_cpu_has(X86_FEATURE_ERMS))
+		return "erms";
+	if (boot_cpu_has(X86_FEATURE_REP_GOOD))
+		return "rep_good";
+	return "unrolled";
+}
+
+/* Is init_on_alloc on? Then the allocator zeroes serially behind our back. */
+bool tk_init_on_alloc(void)
+{
+	return want_init_on_alloc(GFP_KERNEL);
+}
+
+/*
+ * A physically contiguous, naturally aligned range of @nr_pages on @nid,
+ * never another node's memory and never pre-zeroed.
+ */
+struct page *tk_alloc_contig(unsigned long nr_pages, int nid)
+{
+	return alloc_contig_pages(nr_pages, GFP_KERNEL | __GFP_THISNODE | __GFP_NOWARN,
+				  nid, NULL);
+}
+
+void tk_free_contig(struct page *page, unsigned long nr_pages)
+{
+	free_contig_range(page_to_pfn(page), nr_pages);
+}
+
+/* --- scheduling, time, workqueues ---------------------------------------- */
+
+void tk_cond_resched(void)
+{
+	cond_resched();
+}
+
+u64 tk_ktime_get_ns(void)
+{
+	return ktime_get_ns();
+}
+
+void tk_init_work(struct work_struct *work, work_func_t fn)
+{
+	INIT_WORK(work, fn);
+}
+
+struct workqueue_struct *tk_alloc_workqueue(const char *name)
+{
+	/* Per-CPU (bound) workqueue, so queue_work_on() really runs on that CPU. */
+	return alloc_workqueue("%s", WQ_HIGHPRI, 0, name);
+}
