@@ -17,6 +17,8 @@
 #include <linux/workqueue.h>
 #include <asm/cpufeature.h>
 
+#include "shim.h"
+
 /* --- nodes and CPUs ------------------------------------------------------ */
 
 int tk_cpu_to_node(int cpu)

@@ -1,0 +1,37 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* Prototypes of the tierkit C shim (shim.c); the Rust side is shim.rs. */
+#ifndef TIERKIT_SHIM_H
+#define TIERKIT_SHIM_H
+
+#include <linux/types.h>
+#include <linux/workqueue.h>
+
+struct page;
+
+int tk_cpu_to_node(int cpu);
+unsigned int tk_nr_cpu_ids(void);
+bool tk_cpu_online(int cpu);
+int tk_node_next_cpu(int nid, int prev);
+unsigned int tk_nr_cpus_node(int nid);
+int tk_nr_node_ids(void);
+bool tk_node_online(int nid);
+bool tk_node_has_memory(int nid);
+bool tk_node_has_cpu(int nid);
+int tk_nearest_cpu_node(int nid);
+unsigned long tk_node_free_pages(int nid);
+struct page *tk_alloc_pages_node(int nid, gfp_t gfp, unsigned int order);
+unsigned long tk_page_to_pfn(const struct page *page);
+struct page *tk_pfn_to_page(unsigned long pfn);
+void *tk_page_address(const struct page *page);
+int tk_page_to_nid(const struct page *page);
+void tk_clear_pages(void *addr, unsigned int npages);
+const char *tk_clear_pages_variant(void);
+bool tk_init_on_alloc(void);
+struct page *tk_alloc_contig(unsigned long nr_pages, int nid);
+void tk_free_contig(struct page *page, unsigned long nr_pages);
+void tk_cond_resched(void);
+u64 tk_ktime_get_ns(void);
+void tk_init_work(struct work_struct *work, work_func_t fn);
+struct workqueue_struct *tk_alloc_workqueue(const char *name);
+
+#endif /* TIERKIT_SHIM_H */
