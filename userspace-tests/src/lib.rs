@@ -1,0 +1,308 @@
+//! tierkit's guest-side test library: a thin syscall layer ([`sys`]),
+//! topology discovery ([`node`]), the weight files of the kernel and of
+//! tierkit ([`weights`]), `/dev/tierkit` ([`tk`]), result reporting
+//! ([`report`]), and small helpers shared by the binaries in `src/bin/`.
+//!
+//! Binaries: `tk-test-*` are run by `cargo xtask test` (exit 0 = pass),
+//! `tk-bench-*` by `cargo xtask bench`, `tk-demo` by `cargo xtask run`.
+//! They are built static and run as root from the guest's `/init`; they
+//! also run on a real NUMA machine with tierkit.ko loaded.
+//!
+//! Everything that does not need the guest is unit-tested on the host with
+//! `cargo test -p userspace-tests`.
+
+pub mod node;
+pub mod report;
+pub mod sys;
+pub mod tk;
+pub mod weights;
+
+use std::path::Path;
+
+/// Mounts debugfs on `/sys/kernel/debug` if nothing is mounted there yet
+/// (as root; errors are ignored, the caller then finds no files).
+pub fn ensure_debugfs() {
+    let mounted = std::fs::read_to_string("/proc/mounts")
+        .map(|m| {
+            m.lines()
+                .any(|l| l.split_whitespace().nth(1) == Some("/sys/kernel/debug"))
+        })
+        .unwrap_or(true);
+    if !mounted && Path::new("/sys/kernel/debug").is_dir() {
+        // SAFETY: plain mount(2) with NUL-terminated static strings.
+        unsafe {
+            libc::mount(
+                c"none".as_ptr(),
+                c"/sys/kernel/debug".as_ptr(),
+                c"debugfs".as_ptr(),
+                0,
+                std::ptr::null(),
+            );
+        }
+    }
+}
+
+/// The node the kernel (with `MPOL_WEIGHTED_INTERLEAVE`) or tierkit (with
+/// `TK_MODE_WEIGHTED_INTERLEAVE`) picks for `ilx`: mm/mempolicy.c
+/// `weighted_interleave_nid`, taken from tierkit-core's reference model.
+/// `weights[n]` is node n's weight (0 is read as 1, "never set").
+pub fn expected_wi_nid(nodemask: u64, weights: &[u8; 64], ilx: u64) -> u32 {
+    let mut w = *weights;
+    for x in w.iter_mut() {
+        if *x == 0 {
+            *x = 1;
+        }
+    }
+    wi_nid_ref(nodemask, &w, ilx)
+}
+
+// TEMPORARY until tierkit_core::interleave lands: a straight port of
+// mm/mempolicy.c weighted_interleave_nid.
+fn wi_nid_ref(nodemask: u64, weights: &[u8; 64], ilx: u64) -> u32 {
+    let nodes = node::nodes_of(nodemask);
+    let total: u64 = nodes.iter().map(|&n| weights[n as usize] as u64).sum();
+    let mut target = ilx % total;
+    let mut i = 0;
+    while target != 0 {
+        let w = weights[nodes[i] as usize] as u64;
+        if target < w {
+            break;
+        }
+        target -= w;
+        i = (i + 1) % nodes.len();
+    }
+    nodes[i]
+}
+
+/// mm/mempolicy.c `interleave_nid`: the `ilx % nr_nodes`-th node of the mask.
+pub fn expected_il_nid(nodemask: u64, ilx: u64) -> u32 {
+    expected_wi_nid(nodemask, &[1; 64], ilx)
+}
+
+/// Expected nodes for ilx `first_ilx .. first_ilx + n`.
+pub fn expected_seq(
+    mode_weighted: bool,
+    nodemask: u64,
+    weights: &[u8; 64],
+    first_ilx: u64,
+    n: usize,
+) -> Vec<u32> {
+    (0..n as u64)
+        .map(|i| {
+            if mode_weighted {
+                expected_wi_nid(nodemask, weights, first_ilx + i)
+            } else {
+                expected_il_nid(nodemask, first_ilx + i)
+            }
+        })
+        .collect()
+}
+
+/// A weight table with `(node, weight)` set and every other node 1.
+pub fn weight_table(weights: &[(u32, u8)]) -> [u8; 64] {
+    let mut t = [1u8; 64];
+    for &(n, w) in weights {
+        t[n as usize] = w;
+    }
+    t
+}
+
+/// Compares the nodes `move_pages` reported with the expected ones, page
+/// by page. On mismatch the error names the first few differing pages and
+/// how many differ.
+pub fn compare_nodes(got: &[i32], want: &[u32]) -> Result<(), String> {
+    if got.len() != want.len() {
+        return Err(format!(
+            "{} pages queried, {} expected",
+            got.len(),
+            want.len()
+        ));
+    }
+    let bad: Vec<usize> = (0..got.len())
+        .filter(|&i| got[i] != want[i] as i32)
+        .collect();
+    if bad.is_empty() {
+        return Ok(());
+    }
+    let first: Vec<String> = bad
+        .iter()
+        .take(4)
+        .map(|&i| format!("page {i} on {}, expected {}", status_str(got[i]), want[i]))
+        .collect();
+    Err(format!(
+        "{} of {} pages differ: {}",
+        bad.len(),
+        got.len(),
+        first.join("; ")
+    ))
+}
+
+/// Compares two observed sequences (e.g. kernel against tierkit).
+pub fn compare_seqs(a_name: &str, a: &[i32], b_name: &str, b: &[i32]) -> Result<(), String> {
+    if a.len() != b.len() {
+        return Err(format!(
+            "{a_name} has {} pages, {b_name} {}",
+            a.len(),
+            b.len()
+        ));
+    }
+    let bad: Vec<usize> = (0..a.len()).filter(|&i| a[i] != b[i]).collect();
+    if bad.is_empty() {
+        return Ok(());
+    }
+    let first: Vec<String> = bad
+        .iter()
+        .take(4)
+        .map(|&i| {
+            format!(
+                "page {i}: {a_name} {} {b_name} {}",
+                status_str(a[i]),
+                status_str(b[i])
+            )
+        })
+        .collect();
+    Err(format!(
+        "{} of {} pages differ: {}",
+        bad.len(),
+        a.len(),
+        first.join("; ")
+    ))
+}
+
+/// A `move_pages` status as text: the node, or the errno name.
+pub fn status_str(s: i32) -> String {
+    match s {
+        s if s >= 0 => s.to_string(),
+        s if s == -libc::ENOENT => "ENOENT(not present)".into(),
+        s if s == -libc::EFAULT => "EFAULT".into(),
+        s => format!("errno {}", -s),
+    }
+}
+
+/// Pages per node: `(node, count)` ascending, negative statuses under -1.
+pub fn per_node_counts(nodes: &[i32]) -> Vec<(i32, usize)> {
+    let mut m = std::collections::BTreeMap::new();
+    for &n in nodes {
+        *m.entry(if n < 0 { -1 } else { n }).or_insert(0usize) += 1;
+    }
+    m.into_iter().collect()
+}
+
+/// One character per page: the node's digit (`a`.. from node 10), `?` for
+/// a page with no node.
+pub fn picture(nodes: &[i32]) -> String {
+    nodes
+        .iter()
+        .map(|&n| match n {
+            0..=9 => (b'0' + n as u8) as char,
+            10..=35 => (b'a' + (n - 10) as u8) as char,
+            _ => '?',
+        })
+        .collect()
+}
+
+/// Formats `(node, weight)` pairs: `w{0:3,1:1}`.
+pub fn fmt_weights(weights: &[(u32, u8)]) -> String {
+    let v: Vec<String> = weights.iter().map(|(n, w)| format!("{n}:{w}")).collect();
+    format!("w{{{}}}", v.join(","))
+}
+
+/// The errno of an `io::Error`, for messages.
+pub fn errno_name(e: &std::io::Error) -> String {
+    match e.raw_os_error() {
+        Some(libc::EINVAL) => "EINVAL".into(),
+        Some(libc::ENOMEM) => "ENOMEM".into(),
+        Some(libc::ENODEV) => "ENODEV".into(),
+        Some(libc::EBUSY) => "EBUSY".into(),
+        Some(libc::EPERM) => "EPERM".into(),
+        Some(libc::EACCES) => "EACCES".into(),
+        Some(libc::ENOENT) => "ENOENT".into(),
+        Some(libc::ENOTTY) => "ENOTTY".into(),
+        Some(libc::EFAULT) => "EFAULT".into(),
+        Some(libc::EOVERFLOW) => "EOVERFLOW".into(),
+        Some(n) => format!("errno {n}"),
+        None => e.to_string(),
+    }
+}
+
+/// Checks that `r` failed with `errno`.
+pub fn expect_errno<T>(r: std::io::Result<T>, errno: i32) -> Result<(), String> {
+    match r {
+        Ok(_) => Err(format!(
+            "succeeded, expected {}",
+            errno_name(&std::io::Error::from_raw_os_error(errno))
+        )),
+        Err(e) if e.raw_os_error() == Some(errno) => Ok(()),
+        Err(e) => Err(format!(
+            "failed with {}, expected {}",
+            errno_name(&e),
+            errno_name(&std::io::Error::from_raw_os_error(errno))
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn expected_sequences_from_the_issue() {
+        // nodes {0,1}, weights {3,1}: 0,0,0,1,0,0,0,1
+        let t = weight_table(&[(0, 3), (1, 1)]);
+        assert_eq!(
+            expected_seq(true, 0b11, &t, 0, 8),
+            vec![0, 0, 0, 1, 0, 0, 0, 1]
+        );
+        // nodes {1,3}, weights {2,5}: 1,1,3,3,3,3,3,1
+        let t = weight_table(&[(1, 2), (3, 5)]);
+        assert_eq!(
+            expected_seq(true, 0b1010, &t, 0, 8),
+            vec![1, 1, 3, 3, 3, 3, 3, 1]
+        );
+        // MPOL_INTERLEAVE ignores weights.
+        assert_eq!(expected_seq(false, 0b1010, &t, 1, 4), vec![3, 1, 3, 1]);
+        // 0 reads as 1.
+        let mut z = [0u8; 64];
+        z[0] = 2;
+        assert_eq!(expected_seq(true, 0b11, &z, 0, 3), vec![0, 0, 1]);
+    }
+
+    #[test]
+    fn compare() {
+        assert!(compare_nodes(&[0, 1], &[0, 1]).is_ok());
+        let e = compare_nodes(&[0, -libc::ENOENT], &[0, 1]).unwrap_err();
+        assert!(e.contains("1 of 2 pages differ"), "{e}");
+        assert!(e.contains("page 1 on ENOENT"), "{e}");
+        assert!(compare_nodes(&[0], &[0, 1]).is_err());
+        assert!(compare_seqs("kernel", &[0, 1], "tierkit", &[0, 1]).is_ok());
+        let e = compare_seqs("kernel", &[0, 1], "tierkit", &[0, 0]).unwrap_err();
+        assert!(e.contains("page 1: kernel 1 tierkit 0"), "{e}");
+    }
+
+    #[test]
+    fn counts_and_picture() {
+        assert_eq!(
+            per_node_counts(&[0, 0, 1, -2]),
+            vec![(-1, 1), (0, 2), (1, 1)]
+        );
+        assert_eq!(picture(&[0, 0, 0, 1, 10, -2]), "0001a?");
+        assert_eq!(fmt_weights(&[(0, 3), (1, 1)]), "w{0:3,1:1}");
+    }
+
+    #[test]
+    fn errno_checks() {
+        assert!(expect_errno::<()>(
+            Err(std::io::Error::from_raw_os_error(libc::EINVAL)),
+            libc::EINVAL
+        )
+        .is_ok());
+        let e = expect_errno::<()>(Ok(()), libc::EINVAL).unwrap_err();
+        assert_eq!(e, "succeeded, expected EINVAL");
+        let e = expect_errno::<()>(
+            Err(std::io::Error::from_raw_os_error(libc::ENOMEM)),
+            libc::EINVAL,
+        )
+        .unwrap_err();
+        assert_eq!(e, "failed with ENOMEM, expected EINVAL");
+    }
+}

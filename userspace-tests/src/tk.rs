@@ -1,0 +1,173 @@
+//! `/dev/tierkit`: open, the ioctls of `tierkit_core::uapi`, and `mmap`.
+
+use crate::sys::{self, Mapping};
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::fd::AsRawFd;
+use tierkit_core::uapi::{
+    TkBulk, TkClearBench, TkPolicy, TkTaskNext, TIERKIT_MAX_NODES, TK_IOC_BULK, TK_IOC_CLEAR_BENCH,
+    TK_IOC_SET_POLICY, TK_IOC_TASK_NEXT, TK_TASK_NEXT_MAX,
+};
+
+pub use tierkit_core::uapi::{TK_MODE_INTERLEAVE, TK_MODE_WEIGHTED_INTERLEAVE};
+
+/// The misc device.
+pub const DEV_PATH: &str = "/dev/tierkit";
+
+/// An open `/dev/tierkit` file: each open file has its own policy and task
+/// state.
+#[derive(Debug)]
+pub struct Tierkit {
+    file: File,
+}
+
+/// A zeroed [`TkPolicy`] with `mode` and `nodemask`.
+pub fn policy(mode: u32, nodemask: u64) -> TkPolicy {
+    TkPolicy {
+        mode,
+        flags: 0,
+        nodemask,
+        weights: [0; TIERKIT_MAX_NODES],
+    }
+}
+
+impl Tierkit {
+    pub fn open() -> io::Result<Tierkit> {
+        Ok(Tierkit {
+            file: OpenOptions::new().read(true).write(true).open(DEV_PATH)?,
+        })
+    }
+
+    /// Whether `/dev/tierkit` exists.
+    pub fn present() -> bool {
+        std::path::Path::new(DEV_PATH).exists()
+    }
+
+    pub fn fd(&self) -> i32 {
+        self.file.as_raw_fd()
+    }
+
+    /// `TK_IOC_SET_POLICY` with a full argument; returns what the module
+    /// wrote back (effective mask, weights).
+    pub fn set_policy_raw(&self, mut p: TkPolicy) -> io::Result<TkPolicy> {
+        // SAFETY: TK_IOC_SET_POLICY is _IOWR(.., TkPolicy).
+        unsafe { sys::ioctl(self.fd(), TK_IOC_SET_POLICY, &mut p)? };
+        Ok(p)
+    }
+
+    /// `TK_IOC_SET_POLICY` with `mode` and `nodemask`.
+    pub fn set_policy(&self, mode: u32, nodemask: u64) -> io::Result<TkPolicy> {
+        self.set_policy_raw(policy(mode, nodemask))
+    }
+
+    /// `TK_IOC_TASK_NEXT`: `count` (1..=256) steps of the task path.
+    pub fn task_next(&self, count: usize) -> io::Result<Vec<u8>> {
+        let mut a = TkTaskNext {
+            count: count as u32,
+            _pad: 0,
+            nodes: [0; TK_TASK_NEXT_MAX],
+        };
+        // SAFETY: TK_IOC_TASK_NEXT is _IOWR(.., TkTaskNext).
+        unsafe { sys::ioctl(self.fd(), TK_IOC_TASK_NEXT, &mut a)? };
+        Ok(a.nodes[..count.min(TK_TASK_NEXT_MAX)].to_vec())
+    }
+
+    /// `TK_IOC_BULK` for `nr_pages` pages.
+    pub fn bulk(&self, nr_pages: u64) -> io::Result<TkBulk> {
+        let mut a = TkBulk {
+            nr_pages,
+            per_node: [0; TIERKIT_MAX_NODES],
+            il_prev: 0,
+            il_weight: 0,
+        };
+        // SAFETY: TK_IOC_BULK is _IOWR(.., TkBulk).
+        unsafe { sys::ioctl(self.fd(), TK_IOC_BULK, &mut a)? };
+        Ok(a)
+    }
+
+    /// `TK_IOC_CLEAR_BENCH` (gigantic clearing benchmark, module/src/clear).
+    pub fn clear_bench(&self, mut a: TkClearBench) -> io::Result<TkClearBench> {
+        // SAFETY: TK_IOC_CLEAR_BENCH is _IOWR(.., TkClearBench).
+        unsafe { sys::ioctl(self.fd(), TK_IOC_CLEAR_BENCH, &mut a)? };
+        Ok(a)
+    }
+
+    /// `mmap(NULL, nr_pages * 4096, RW, MAP_SHARED, fd, offset_pages * 4096)`:
+    /// page `i` gets ilx `offset_pages + i`.
+    pub fn map(&self, nr_pages: usize, offset_pages: u64) -> io::Result<Mapping> {
+        self.map_flags(nr_pages, offset_pages, libc::MAP_SHARED)
+    }
+
+    /// Like [`Tierkit::map`] with explicit `mmap` flags (to check that
+    /// `MAP_PRIVATE` is refused).
+    pub fn map_flags(&self, nr_pages: usize, offset_pages: u64, flags: i32) -> io::Result<Mapping> {
+        Mapping::new(
+            nr_pages * sys::PAGE_SIZE,
+            flags,
+            self.fd(),
+            offset_pages << sys::PAGE_SHIFT,
+        )
+    }
+}
+
+/// A zeroed [`TkClearBench`] for node `nid`.
+pub fn clear_bench_arg(nid: i32, threads: u32, placement: u32, nr_gigantic: u32) -> TkClearBench {
+    TkClearBench {
+        nid,
+        threads,
+        placement,
+        nr_gigantic,
+        chunk_kib: 0,
+        workers: 0,
+        cpu_node: 0,
+        _pad: 0,
+        elapsed_ns: 0,
+        bytes: 0,
+        mbps: 0,
+        variant: [0; 16],
+    }
+}
+
+/// The NUL-terminated `variant` of a [`TkClearBench`] as text.
+pub fn variant_str(v: &[u8; 16]) -> String {
+    let end = v.iter().position(|&b| b == 0).unwrap_or(v.len());
+    String::from_utf8_lossy(&v[..end]).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn variant() {
+        let mut v = [0u8; 16];
+        v[..4].copy_from_slice(b"erms");
+        assert_eq!(variant_str(&v), "erms");
+        assert_eq!(variant_str(&[b'x'; 16]), "x".repeat(16));
+    }
+
+    #[test]
+    fn ioctl_numbers_are_iowr_b9() {
+        // dir=3 (read|write), type 0xB9, sizes from the structs.
+        for (req, nr, size) in [
+            (TK_IOC_SET_POLICY, 1, std::mem::size_of::<TkPolicy>()),
+            (TK_IOC_BULK, 2, std::mem::size_of::<TkBulk>()),
+            (TK_IOC_TASK_NEXT, 3, std::mem::size_of::<TkTaskNext>()),
+        ] {
+            assert_eq!(req >> 30, 3);
+            assert_eq!((req >> 8) & 0xff, 0xB9);
+            assert_eq!(req & 0xff, nr);
+            assert_eq!(((req >> 16) & 0x3fff) as usize, size);
+        }
+        assert_eq!(std::mem::size_of::<TkPolicy>(), 8 + 8 + 64);
+        assert_eq!(std::mem::size_of::<TkTaskNext>(), 8 + 256);
+        assert_eq!(std::mem::size_of::<TkBulk>(), 8 + 64 * 8 + 8);
+    }
+
+    #[test]
+    fn open_without_device_fails_cleanly() {
+        if !Tierkit::present() {
+            assert!(Tierkit::open().is_err());
+        }
+    }
+}
