@@ -10,4 +10,5 @@
 #[cfg(test)]
 extern crate std;
 
+pub mod chunks;
 pub mod uapi;

@@ -111,60 +111,88 @@ pub const TK_IOC_TASK_NEXT: u32 = iowr(3, core::mem::size_of::<TkTaskNext>());
 // ---------------------------------------------------------------------------
 // Gigantic clearing (owner: module/src/clear)
 // ---------------------------------------------------------------------------
+// Documented for users in `Documentation/ABI/testing/dev-tierkit-clear`.
 
 /// Bytes in one gigantic page (1 GiB).
 pub const TK_GIGANTIC_BYTES: u64 = 1 << 30;
 
 /// Worker placement: CPUs of the memory's node, or of the nearest node with
-/// CPUs when the memory's node has none (`numa_nearest_node(nid, N_CPU)`).
+/// CPUs when the memory's node has none (`numa_nearest_node(nid, N_CPU)`),
+/// which is what a CXL node looks like.
 pub const TK_PLACE_LOCAL: u32 = 0;
-/// Worker placement: CPUs of a node other than the one `local` would use.
-/// `EINVAL` when there is no such node with CPUs.
+/// Worker placement: CPUs of a node other than the one `local` would use:
+/// of those nodes with CPUs, the nearest to the memory by `node_distance`
+/// (lowest id on ties). `EINVAL` when there is no such node.
 pub const TK_PLACE_REMOTE: u32 = 1;
 /// Worker placement: any online CPU.
 pub const TK_PLACE_ANY: u32 = 2;
 
-/// `threads` value asking tierkit to add workers until the measured
-/// bandwidth stops rising.
-pub const TK_THREADS_AUTO: u32 = 0;
+/// `threads` value asking tierkit to pick the worker count: it clears a
+/// 64 MiB probe slice with 1, 2, ... workers and stops adding workers once
+/// one more raises the bandwidth by 5% or less. Zero is not "auto": a zero
+/// thread count is `EINVAL`.
+pub const TK_THREADS_AUTO: u32 = u32::MAX;
+
+/// `TkGigantic::flags`: only read the `last_*` fields back; change nothing.
+/// Allowed at any time, also after `mmap`.
+pub const TK_GIGANTIC_F_QUERY: u32 = 1 << 0;
 
 /// Argument of [`TK_IOC_SET_GIGANTIC`]: switch the open file into gigantic
-/// mode. Each 1 GiB of a later `mmap` is one physically contiguous gigantic
-/// page, placed on the node the file's policy selects for
-/// `ilx = pgoff / 2^18 + i` (the ilx counts gigantic pages, as the kernel's
-/// `get_vma_policy` shifts the ilx by the folio order) and cleared in
-/// parallel before it is mapped.
+/// mode. Each 1 GiB of a later `mmap` is one physically contiguous,
+/// naturally aligned gigantic range, placed on the node the file's policy
+/// selects for `ilx = pgoff / 2^18 + i` (the ilx counts gigantic pages, as
+/// the kernel's `get_vma_policy` shifts the ilx by the folio order), cleared
+/// in parallel, and then mapped with 4 KiB PTEs.
 ///
 /// In: `threads` (1..=eligible CPUs, or [`TK_THREADS_AUTO`]), `placement`
-/// (`TK_PLACE_*`), `chunk_kib` (clearing chunk, multiple of 4, 0 = 2048).
-/// Out: `last_elapsed_ns`, `last_workers` after each mmap can be read back
-/// with the same ioctl. Errors: `EINVAL` for bad values, `EBUSY` once mapped.
+/// (`TK_PLACE_*`), `chunk_kib` (clearing chunk: a multiple of 4 up to
+/// 32768, 0 = 2048), `flags` (0 or [`TK_GIGANTIC_F_QUERY`]).
+/// Out (always written back): the `last_*` fields describe the gigantic
+/// range most recently cleared for this file (`last_nid` = -1 before the
+/// first), and `nr_cleared` counts the ranges cleared so far.
+/// Errors: `EINVAL` for bad values (thread count, placement, chunk, flags;
+/// a thread count above the eligible CPUs is reported at `mmap`, where the
+/// node is known), `EBUSY` to change the parameters once mapped.
 #[repr(C)]
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Default)]
 pub struct TkGigantic {
     pub threads: u32,
     pub placement: u32,
     pub chunk_kib: u32,
     pub flags: u32,
+    pub last_elapsed_ns: u64,
+    pub last_workers: u32,
+    pub last_nid: i32,
+    pub last_cpu_node: i32,
+    pub nr_cleared: u32,
 }
 
 /// Switches the open file into gigantic mode. See [`TkGigantic`].
 pub const TK_IOC_SET_GIGANTIC: u32 = iowr(4, core::mem::size_of::<TkGigantic>());
 
+/// Most gigantic ranges one [`TK_IOC_CLEAR_BENCH`] call clears.
+pub const TK_CLEAR_BENCH_MAX: u32 = 64;
+
 /// Argument of [`TK_IOC_CLEAR_BENCH`]: allocate `nr_gigantic` 1 GiB ranges
-/// on node `nid`, clear each with `threads` workers placed per `placement`,
-/// free them, and report the clearing time (allocation is not timed).
+/// on node `nid` one at a time, clear each with `threads` workers placed per
+/// `placement`, free it, and report the clearing time. Allocation and
+/// freeing are not timed; with [`TK_THREADS_AUTO`] the probe runs on the
+/// first range, is not timed either, and its choice is used for every range.
+/// No side effect on the system other than the time taken.
 ///
-/// In: `nid`, `threads` (1..=eligible CPUs; [`TK_THREADS_AUTO`] picks),
-/// `placement`, `nr_gigantic` (1..=64), `chunk_kib` (0 = 2048).
-/// Out: `elapsed_ns` (sum over ranges), `bytes`, `mbps` (MB/s, 10^6 bytes/s),
-/// `workers` actually used, `cpu_node` whose CPUs ran the workers (-1 for
-/// `any`), `variant` the NUL-terminated `clear_pages` variant
-/// ("erms", "rep_good", "unrolled").
-/// Errors: `EINVAL` (offline or memoryless node, bad thread count, bad
-/// placement), `ENOMEM` (no free naturally aligned GiB on the node).
+/// In: `nid`, `threads` (1..=eligible CPUs, or [`TK_THREADS_AUTO`]),
+/// `placement`, `nr_gigantic` (1..=[`TK_CLEAR_BENCH_MAX`]), `chunk_kib`
+/// (as in [`TkGigantic`]).
+/// Out: `elapsed_ns` (sum over ranges), `bytes`, `mbps` (MB/s, 10^6
+/// bytes/s), `workers` actually used, `cpu_node` whose CPUs ran the
+/// workers (-1 for `any`), `variant` the NUL-terminated `clear_pages`
+/// variant the kernel picked ("erms", "rep_good", "unrolled").
+/// Errors: `EINVAL` (node id out of range, offline or memoryless node, bad
+/// thread count, placement, chunk or `nr_gigantic`, `remote` without a
+/// remote node, `init_on_alloc` on), `ENOMEM` (no free naturally aligned
+/// GiB on the node).
 #[repr(C)]
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Default)]
 pub struct TkClearBench {
     pub nid: i32,
     pub threads: u32,
@@ -182,3 +210,16 @@ pub struct TkClearBench {
 
 /// Runs one clearing benchmark. See [`TkClearBench`].
 pub const TK_IOC_CLEAR_BENCH: u32 = iowr(5, core::mem::size_of::<TkClearBench>());
+
+#[cfg(test)]
+mod clear_abi_tests {
+    use super::*;
+
+    #[test]
+    fn clear_structs_have_stable_sizes() {
+        assert_eq!(core::mem::size_of::<TkGigantic>(), 40);
+        assert_eq!(core::mem::size_of::<TkClearBench>(), 72);
+        assert_eq!(TK_IOC_SET_GIGANTIC, 0xc028_b904);
+        assert_eq!(TK_IOC_CLEAR_BENCH, 0xc048_b905);
+    }
+}
