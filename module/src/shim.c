@@ -8,7 +8,9 @@
 #include <linux/gfp.h>
 #include <linux/mm.h>
 #include <linux/mmzone.h>
+#include <linux/node.h>
 #include <linux/nodemask.h>
+#include <linux/notifier.h>
 #include <linux/numa.h>
 #include <linux/sched.h>
 #include <linux/timekeeping.h>
@@ -179,4 +181,50 @@ struct workqueue_struct *tk_alloc_workqueue(const char *name)
 {
 	/* Per-CPU (bound) workqueue, so queue_work_on() really runs on that CPU. */
 	return alloc_workqueue("%s", WQ_HIGHPRI, 0, name);
+}
+
+/* --- weighted interleave: node hotplug ---------------------------------- */
+
+static tk_node_event_fn tk_node_event_cb;
+static void *tk_node_event_ctx;
+
+/* Like mm/mempolicy.c wi_node_notifier(): a node gained or lost memory. */
+static int tk_node_notifier_call(struct notifier_block *nb,
+				 unsigned long action, void *data)
+{
+	struct node_notify *nn = data;
+
+	switch (action) {
+	case NODE_ADDED_FIRST_MEMORY:
+		tk_node_event_cb(tk_node_event_ctx, nn->nid, true);
+		break;
+	case NODE_REMOVED_LAST_MEMORY:
+		tk_node_event_cb(tk_node_event_ctx, nn->nid, false);
+		break;
+	}
+	return NOTIFY_OK;
+}
+
+static struct notifier_block tk_node_nb = {
+	.notifier_call = tk_node_notifier_call,
+	.priority = 0,
+};
+
+/* One registration at a time: @cb(@ctx, nid, added) until unregistered. */
+int tk_register_node_notifier(tk_node_event_fn cb, void *ctx)
+{
+	tk_node_event_cb = cb;
+	tk_node_event_ctx = ctx;
+	return register_node_notifier(&tk_node_nb);
+}
+
+void tk_unregister_node_notifier(void)
+{
+	unregister_node_notifier(&tk_node_nb);
+}
+
+/* __GFP_NORETRY, which the Rust bindings do not export. */
+gfp_t tk_gfp_noretry(void)
+{
+	return __GFP_NORETRY;
 }

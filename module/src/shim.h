@@ -34,4 +34,9 @@ u64 tk_ktime_get_ns(void);
 void tk_init_work(struct work_struct *work, work_func_t fn);
 struct workqueue_struct *tk_alloc_workqueue(const char *name);
 
+typedef void (*tk_node_event_fn)(void *ctx, int nid, bool added);
+int tk_register_node_notifier(tk_node_event_fn cb, void *ctx);
+void tk_unregister_node_notifier(void);
+gfp_t tk_gfp_noretry(void);
+
 #endif /* TIERKIT_SHIM_H */

@@ -41,6 +41,14 @@ extern "C" {
     pub(crate) fn tk_ktime_get_ns() -> u64;
     pub(crate) fn tk_init_work(work: *mut bindings::work_struct, f: bindings::work_func_t);
     pub(crate) fn tk_alloc_workqueue(name: *const c_char) -> *mut bindings::workqueue_struct;
+
+    // Weighted interleave: node hotplug (module/src/wi/debugfs.rs).
+    pub(crate) fn tk_register_node_notifier(
+        cb: Option<unsafe extern "C" fn(ctx: *mut core::ffi::c_void, nid: c_int, added: bool)>,
+        ctx: *mut core::ffi::c_void,
+    ) -> c_int;
+    pub(crate) fn tk_unregister_node_notifier();
+    pub(crate) fn tk_gfp_noretry() -> bindings::gfp_t;
 }
 
 /// Safe view of the node facts the module asks for everywhere.

@@ -11,9 +11,16 @@
 //! The pure algorithms live in `module/core/` and are compiled both here and
 //! on the host, where they are property-tested.
 
-use kernel::prelude::*;
+use kernel::{debugfs::Dir, prelude::*, sync::Arc};
 
+#[path = "../core/src/interleave.rs"]
+mod interleave;
+#[path = "../core/src/uapi.rs"]
+mod uapi;
+
+mod dev;
 mod shim;
+mod wi;
 
 module! {
     type: TierKit,
@@ -23,12 +30,33 @@ module! {
     license: "GPL",
 }
 
-struct TierKit;
+/// The module: the weight table, its debugfs files and `/dev/tierkit`.
+///
+/// Fields drop in declaration order: the weight files (and the node
+/// notifier) first, then the device, then the debugfs root. Open files keep
+/// their own reference to the weight table (and the module while open).
+struct TierKit {
+    _wi_files: Pin<KBox<wi::debugfs::WiFiles>>,
+    _dev: Pin<KBox<dev::TkDevice>>,
+    _debugfs: Dir,
+}
 
 impl kernel::Module for TierKit {
     fn init(_module: &'static ThisModule) -> Result<Self> {
-        pr_info!("tierkit: loaded ({} possible nodes)\n", shim::node::nr_node_ids());
-        Ok(TierKit)
+        let debugfs = Dir::new(c"tierkit");
+        let wi = Arc::pin_init(wi::Wi::new(), GFP_KERNEL)?;
+        let wi_files = wi::debugfs::WiFiles::new(&debugfs, wi.clone())?;
+        let dev = KBox::pin_init(dev::TkDevice::new(wi), GFP_KERNEL)?;
+        pr_info!(
+            "tierkit: loaded ({} possible nodes, memory on {:#x})\n",
+            shim::node::nr_node_ids(),
+            wi::memory_nodes().0
+        );
+        Ok(TierKit {
+            _wi_files: wi_files,
+            _dev: dev,
+            _debugfs: debugfs,
+        })
     }
 }
 

@@ -1,0 +1,273 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Pages on chosen nodes: the allocation behind `/dev/tierkit`'s `mmap`
+//! (address path) and `TK_IOC_BULK` (bulk path).
+//!
+//! The kernel crate's [`kernel::page::Page`] can only be allocated without a
+//! node (`Page::alloc_page`) and has no constructor from a raw page, so
+//! [`NodePage`] owns an order-0 page from `alloc_pages_node()` itself (through
+//! the shim, with `__GFP_THISNODE`: a page is on the node asked for or the
+//! allocation fails) and lends it out as a [`BorrowedPage`] where the crate
+//! wants a `&Page` (e.g. `vm_insert_page`).
+
+use super::Wi;
+use crate::interleave::{self, Nodemask, Selector, TaskState, Weights, MAX_NUMNODES};
+use crate::shim;
+use kernel::{
+    bindings,
+    ffi::c_int,
+    page::{BorrowedPage, PAGE_SIZE},
+    prelude::*,
+    sync::Arc,
+};
+use core::ptr::NonNull;
+
+/// An owned order-0 page allocated on a given node.
+///
+/// # Invariants
+///
+/// `page` points to a valid `struct page` of an order-0 allocation that this
+/// object owns (one reference, freed on drop).
+pub(crate) struct NodePage {
+    page: NonNull<bindings::page>,
+}
+
+// SAFETY: A page allocation is not tied to the thread that made it.
+unsafe impl Send for NodePage {}
+// SAFETY: `NodePage` offers no interior mutability through `&self` except
+// raw access to the page's bytes, whose users document their own exclusion.
+unsafe impl Sync for NodePage {}
+
+impl NodePage {
+    /// Allocates one page on `nid` with `gfp | __GFP_THISNODE |
+    /// __GFP_NOWARN`: never another node's memory. `ENOMEM` on failure.
+    pub(crate) fn alloc_gfp(nid: usize, gfp: bindings::gfp_t) -> Result<NodePage> {
+        if nid >= MAX_NUMNODES || !shim::node::has_memory(nid) {
+            return Err(EINVAL);
+        }
+        // SAFETY: `nid` is a node with memory; the flags allow sleeping,
+        // which is fine in the process context of every caller.
+        let page = unsafe { shim::tk_alloc_pages_node(nid as c_int, gfp, 0) };
+        // INVARIANT: a non-NULL result is a fresh order-0 page we now own.
+        NonNull::new(page).map(|page| NodePage { page }).ok_or(ENOMEM)
+    }
+
+    /// A zeroed page on `nid` (`GFP_KERNEL | __GFP_ZERO`). The page is
+    /// cleared by the allocator (`__GFP_ZERO`) whatever `init_on_alloc`
+    /// says: with it on, the allocator clears once for both reasons.
+    pub(crate) fn alloc_zeroed(nid: usize) -> Result<NodePage> {
+        Self::alloc_gfp(nid, bindings::GFP_KERNEL | bindings::__GFP_ZERO)
+    }
+
+    /// A page on `nid` whose contents are whatever was there
+    /// (`GFP_KERNEL`; zero only if `init_on_alloc` is on).
+    pub(crate) fn alloc_uninit(nid: usize) -> Result<NodePage> {
+        Self::alloc_gfp(nid, bindings::GFP_KERNEL)
+    }
+
+    /// The raw `struct page`.
+    pub(crate) fn as_ptr(&self) -> *mut bindings::page {
+        self.page.as_ptr()
+    }
+
+    /// `page_to_nid()`.
+    pub(crate) fn nid(&self) -> usize {
+        // SAFETY: `self.page` is a valid page by the type invariant.
+        unsafe { shim::tk_page_to_nid(self.page.as_ptr()) as usize }
+    }
+
+    /// The page as the kernel crate's `&Page`, borrowed from `self`.
+    pub(crate) fn borrow(&self) -> BorrowedPage<'_> {
+        // SAFETY: `self.page` is valid and stays valid while `self` is
+        // borrowed (the type invariant; we free it only on drop).
+        unsafe { BorrowedPage::from_raw(self.page) }
+    }
+
+    /// The page's bytes through its direct-map address. x86_64 has no
+    /// highmem, so `page_address()` is always valid.
+    fn addr(&self) -> *mut u8 {
+        // SAFETY: `self.page` is valid by the type invariant.
+        unsafe { shim::tk_page_address(self.page.as_ptr()).cast::<u8>() }
+    }
+
+    /// Fills the page with `byte`.
+    ///
+    /// # Safety
+    ///
+    /// No one else may access the page's contents concurrently (e.g. it is
+    /// not mapped to userspace).
+    pub(crate) unsafe fn fill(&self, byte: u8) {
+        // SAFETY: `addr()` is valid for PAGE_SIZE bytes; the caller excludes
+        // concurrent access.
+        unsafe { core::ptr::write_bytes(self.addr(), byte, PAGE_SIZE) };
+    }
+
+    /// Whether every byte of the page is `byte`.
+    ///
+    /// # Safety
+    ///
+    /// No one may write the page's contents concurrently.
+    pub(crate) unsafe fn all_bytes_are(&self, byte: u8) -> bool {
+        // SAFETY: `addr()` is valid for PAGE_SIZE bytes and nobody writes
+        // them concurrently (caller's promise).
+        let bytes = unsafe { core::slice::from_raw_parts(self.addr(), PAGE_SIZE) };
+        bytes.iter().all(|&b| b == byte)
+    }
+}
+
+impl Drop for NodePage {
+    fn drop(&mut self) {
+        // SAFETY: we own this order-0 page (type invariant). If it is also
+        // mapped into userspace, `vm_insert_page()` took its own reference,
+        // so this only drops ours.
+        unsafe { bindings::__free_pages(self.page.as_ptr(), 0) };
+    }
+}
+
+/// Calls `tk_cond_resched()` every 512 pages of a long loop.
+fn maybe_resched(i: usize) {
+    if i % 512 == 511 {
+        // SAFETY: called from process context without spinlocks held.
+        unsafe { shim::tk_cond_resched() };
+    }
+}
+
+/// The pages of one mapping of a `/dev/tierkit` file, in mapping order,
+/// counted as "held" in the statistics until dropped.
+pub(crate) struct PlacedPages {
+    pages: KVVec<NodePage>,
+    wi: Arc<Wi>,
+}
+
+impl PlacedPages {
+    /// The pages, page `i` of the mapping at index `i`.
+    pub(crate) fn pages(&self) -> &[NodePage] {
+        &self.pages
+    }
+
+    /// Number of pages.
+    pub(crate) fn len(&self) -> usize {
+        self.pages.len()
+    }
+}
+
+impl Drop for PlacedPages {
+    fn drop(&mut self) {
+        for p in self.pages.iter() {
+            self.wi.stats.release(p.nid(), 1);
+        }
+        // The KVVec drops the pages themselves.
+    }
+}
+
+/// The address path for a mapping: allocates `nr_pages` zeroed pages, page
+/// `i` on `sel.node_for_ilx(pgoff + i)` (the ilx `get_vma_policy()`
+/// computes for a mapping at file page offset `pgoff`), and checks each
+/// page's node. All pages are allocated before anything is mapped; if one
+/// allocation fails, every page taken so far is freed and the result is
+/// `ENOMEM`.
+///
+/// `fail_after` makes the allocation number `fail_after` fail, for tests of
+/// the error path.
+pub(crate) fn alloc_placed_with(
+    wi: &Arc<Wi>,
+    sel: &Selector,
+    pgoff: u64,
+    nr_pages: usize,
+    fail_after: Option<usize>,
+) -> Result<PlacedPages> {
+    let mut placed = PlacedPages {
+        pages: KVVec::with_capacity(nr_pages, GFP_KERNEL)?,
+        wi: wi.clone(),
+    };
+    let mut nodes = [0u8; 256];
+    let mut done = 0usize;
+    while done < nr_pages {
+        let chunk = (nr_pages - done).min(nodes.len());
+        sel.fill(pgoff.wrapping_add(done as u64), &mut nodes[..chunk]);
+        for &nid in &nodes[..chunk] {
+            let nid = nid as usize;
+            if fail_after == Some(placed.pages.len()) {
+                return Err(ENOMEM);
+            }
+            let page = NodePage::alloc_zeroed(nid)?;
+            if page.nid() != nid {
+                // __GFP_THISNODE makes this impossible; refuse rather than
+                // hand out a misplaced page.
+                return Err(EIO);
+            }
+            wi.stats.add(nid, 1, true);
+            // Capacity was reserved: this cannot fail.
+            placed.pages.push_within_capacity(page).map_err(|_| ENOMEM)?;
+            maybe_resched(placed.pages.len());
+        }
+        done += chunk;
+    }
+    Ok(placed)
+}
+
+/// [`alloc_placed_with`] without fault injection.
+pub(crate) fn alloc_placed(
+    wi: &Arc<Wi>,
+    sel: &Selector,
+    pgoff: u64,
+    nr_pages: usize,
+) -> Result<PlacedPages> {
+    alloc_placed_with(wi, sel, pgoff, nr_pages, None)
+}
+
+/// The bulk path (`alloc_pages_bulk_weighted_interleave()`, mm/mempolicy.c)
+/// with real pages: splits `nr_pages` over `mask` from `task`'s state as
+/// the kernel does ([`interleave::bulk_split`]), allocates that many pages
+/// on each node, checks every page's node, and frees them all. On success
+/// `per_node` holds the counts and `task` the resume state the kernel would
+/// leave; on failure (`ENOMEM`, or `EIO` for a misplaced page) every page is
+/// freed and `task` is unchanged.
+///
+/// `fail_after` makes the allocation number `fail_after` fail, for tests.
+pub(crate) fn bulk_with(
+    wi: &Wi,
+    mask: Nodemask,
+    weights: &Weights,
+    task: &mut TaskState,
+    nr_pages: u64,
+    per_node: &mut [u64; MAX_NUMNODES],
+    fail_after: Option<usize>,
+) -> Result {
+    let mut next = *task;
+    let total = interleave::bulk_split(&mut next, mask, weights, nr_pages, per_node);
+    if nr_pages == 0 || total != nr_pages {
+        return Err(EINVAL);
+    }
+    let count = usize::try_from(nr_pages).map_err(|_| EINVAL)?;
+    let mut pages: KVVec<NodePage> = KVVec::with_capacity(count, GFP_KERNEL)?;
+    for nid in mask.iter() {
+        for _ in 0..per_node[nid] {
+            if fail_after == Some(pages.len()) {
+                return Err(ENOMEM);
+            }
+            let page = NodePage::alloc_uninit(nid)?;
+            if page.nid() != nid {
+                return Err(EIO);
+            }
+            wi.stats.add(nid, 1, false);
+            pages.push_within_capacity(page).map_err(|_| ENOMEM)?;
+            maybe_resched(pages.len());
+        }
+    }
+    drop(pages);
+    *task = next;
+    Ok(())
+}
+
+/// [`bulk_with`] without fault injection.
+pub(crate) fn bulk(
+    wi: &Wi,
+    mask: Nodemask,
+    weights: &Weights,
+    task: &mut TaskState,
+    nr_pages: u64,
+    per_node: &mut [u64; MAX_NUMNODES],
+) -> Result {
+    bulk_with(wi, mask, weights, task, nr_pages, per_node, None)
+}
