@@ -18,6 +18,9 @@ pub mod tk;
 pub mod weights;
 
 use std::path::Path;
+use tierkit_core::interleave::{
+    interleave_nid_ref, weighted_interleave_nid_ref, Nodemask, Weights,
+};
 
 /// Mounts debugfs on `/sys/kernel/debug` if nothing is mounted there yet
 /// (as root; errors are ignored, the caller then finds no files).
@@ -44,39 +47,18 @@ pub fn ensure_debugfs() {
 
 /// The node the kernel (with `MPOL_WEIGHTED_INTERLEAVE`) or tierkit (with
 /// `TK_MODE_WEIGHTED_INTERLEAVE`) picks for `ilx`: mm/mempolicy.c
-/// `weighted_interleave_nid`, taken from tierkit-core's reference model.
-/// `weights[n]` is node n's weight (0 is read as 1, "never set").
+/// `weighted_interleave_nid`, by tierkit-core's reference model (a straight
+/// port of the kernel's walk). `weights[n]` is node n's weight (0 reads as
+/// 1, "never set"). `nodemask` must not be empty.
 pub fn expected_wi_nid(nodemask: u64, weights: &[u8; 64], ilx: u64) -> u32 {
-    let mut w = *weights;
-    for x in w.iter_mut() {
-        if *x == 0 {
-            *x = 1;
-        }
-    }
-    wi_nid_ref(nodemask, &w, ilx)
+    let w = Weights::from_table(*weights);
+    weighted_interleave_nid_ref(Nodemask(nodemask), &w, ilx).expect("empty nodemask") as u32
 }
 
-// TEMPORARY until tierkit_core::interleave lands: a straight port of
-// mm/mempolicy.c weighted_interleave_nid.
-fn wi_nid_ref(nodemask: u64, weights: &[u8; 64], ilx: u64) -> u32 {
-    let nodes = node::nodes_of(nodemask);
-    let total: u64 = nodes.iter().map(|&n| weights[n as usize] as u64).sum();
-    let mut target = ilx % total;
-    let mut i = 0;
-    while target != 0 {
-        let w = weights[nodes[i] as usize] as u64;
-        if target < w {
-            break;
-        }
-        target -= w;
-        i = (i + 1) % nodes.len();
-    }
-    nodes[i]
-}
-
-/// mm/mempolicy.c `interleave_nid`: the `ilx % nr_nodes`-th node of the mask.
+/// mm/mempolicy.c `interleave_nid`: the `ilx % nr_nodes`-th node of the
+/// mask, by tierkit-core's reference model.
 pub fn expected_il_nid(nodemask: u64, ilx: u64) -> u32 {
-    expected_wi_nid(nodemask, &[1; 64], ilx)
+    interleave_nid_ref(Nodemask(nodemask), ilx).expect("empty nodemask") as u32
 }
 
 /// Expected nodes for ilx `first_ilx .. first_ilx + n`.
@@ -105,6 +87,91 @@ pub fn weight_table(weights: &[(u32, u8)]) -> [u8; 64] {
         t[n as usize] = w;
     }
     t
+}
+
+/// One weight set of the placement and differential tests.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WeightSet {
+    pub nodemask: u64,
+    /// Weight of each node of the mask.
+    pub weights: Vec<(u32, u8)>,
+}
+
+impl WeightSet {
+    pub fn new(weights: &[(u32, u8)]) -> WeightSet {
+        let nodes: Vec<u32> = weights.iter().map(|w| w.0).collect();
+        WeightSet {
+            nodemask: node::mask_of(&nodes),
+            weights: weights.to_vec(),
+        }
+    }
+
+    /// `{0,1} w{0:3,1:1}`.
+    pub fn name(&self) -> String {
+        format!(
+            "{} {}",
+            node::fmt_mask(self.nodemask),
+            fmt_weights(&self.weights)
+        )
+    }
+
+    /// Σ weights: one interleave cycle.
+    pub fn total(&self) -> u32 {
+        self.weights.iter().map(|w| w.1 as u32).sum()
+    }
+
+    /// Enough pages to see every node's run at least twice, and at least
+    /// `min`.
+    pub fn pages(&self, min: usize) -> usize {
+        (2 * self.total() as usize + 7).max(min)
+    }
+
+    /// The full weight table (1 outside the set).
+    pub fn table(&self) -> [u8; 64] {
+        weight_table(&self.weights)
+    }
+}
+
+/// The weight sets the tests run on a topology: on (DRAM, CXL) the issue's
+/// {3,1}, then equal, 255 on either or both sides, co-prime, and then
+/// single-node masks; on three or more memory nodes one set over all of
+/// them. With one memory node only the single-node sets.
+pub fn weight_sets(topo: &node::Topology) -> Vec<WeightSet> {
+    let mut v = Vec::new();
+    let Some(d) = topo.dram_node().or_else(|| topo.memory.first().copied()) else {
+        return v;
+    };
+    let c = topo
+        .cxl_node()
+        .or_else(|| topo.memory.iter().copied().find(|&n| n != d));
+    if let Some(c) = c {
+        for (a, b) in [
+            (3, 1),
+            (1, 1),
+            (255, 1),
+            (1, 255),
+            (255, 255),
+            (2, 5),
+            (13, 7),
+        ] {
+            v.push(WeightSet::new(&[(d, a), (c, b)]));
+        }
+    }
+    v.push(WeightSet::new(&[(d, 9)]));
+    if let Some(c) = c {
+        v.push(WeightSet::new(&[(c, 255)]));
+    }
+    if topo.memory.len() >= 3 {
+        let all: Vec<(u32, u8)> = topo
+            .memory
+            .iter()
+            .enumerate()
+            .filter(|(_, &n)| n < 64)
+            .map(|(i, &n)| (n, (i * 37 % 255 + 1) as u8))
+            .collect();
+        v.push(WeightSet::new(&all));
+    }
+    v
 }
 
 /// Compares the nodes `move_pages` reported with the expected ones, page
@@ -265,6 +332,37 @@ mod tests {
         let mut z = [0u8; 64];
         z[0] = 2;
         assert_eq!(expected_seq(true, 0b11, &z, 0, 3), vec![0, 0, 1]);
+    }
+
+    #[test]
+    fn sets() {
+        let t = node::Topology {
+            online: vec![0, 1],
+            memory: vec![0, 1],
+            cpu: vec![0],
+        };
+        let v = weight_sets(&t);
+        assert_eq!(v[0], WeightSet::new(&[(0, 3), (1, 1)]));
+        assert_eq!(v[0].name(), "{0,1} w{0:3,1:1}");
+        assert_eq!(v[0].pages(256), 256);
+        assert_eq!(v[4].total(), 510);
+        assert_eq!(v[4].pages(256), 1027);
+        assert!(v.iter().any(|s| s.nodemask == 0b01));
+        assert!(v
+            .iter()
+            .any(|s| s.nodemask == 0b10 && s.weights == vec![(1, 255)]));
+        let one = node::Topology {
+            online: vec![0],
+            memory: vec![0],
+            cpu: vec![0],
+        };
+        assert_eq!(weight_sets(&one), vec![WeightSet::new(&[(0, 9)])]);
+        let three = node::Topology {
+            online: vec![0, 1, 2],
+            memory: vec![0, 1, 2],
+            cpu: vec![0],
+        };
+        assert_eq!(weight_sets(&three).last().unwrap().nodemask, 0b111);
     }
 
     #[test]

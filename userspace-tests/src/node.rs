@@ -130,6 +130,21 @@ impl Topology {
     }
 }
 
+/// Node `nid`'s access class 1 bandwidth (nearest CPU initiator,
+/// `ACCESS_COORDINATE_CPU`, drivers/base/node.c) as `(read, write)` MB/s from
+/// `accessN/initiators/{read,write}_bandwidth`, which the kernel fills from
+/// HMAT or CDAT. `None` if the files are missing (no HMAT).
+pub fn access1_bandwidth(nid: u32) -> Option<(u32, u32)> {
+    access_bandwidth_from(Path::new(NODE_SYSFS), nid)
+}
+
+/// [`access1_bandwidth`] under another root.
+pub fn access_bandwidth_from(root: &Path, nid: u32) -> Option<(u32, u32)> {
+    let dir = root.join(format!("node{nid}/access1/initiators"));
+    let rd = |f: &str| -> Option<u32> { fs::read_to_string(dir.join(f)).ok()?.trim().parse().ok() };
+    Some((rd("read_bandwidth")?, rd("write_bandwidth")?))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -161,12 +176,18 @@ mod tests {
         fs::write(dir.join("has_memory"), "0-2\n").unwrap();
         fs::write(dir.join("has_cpu"), "0\n").unwrap();
         let t = Topology::read_from(&dir).unwrap();
-        fs::remove_dir_all(&dir).unwrap();
         assert_eq!(t.dram_node(), Some(0));
         assert_eq!(t.cxl_node(), Some(1));
         assert_eq!(t.memory_only(), vec![1, 2]);
         assert_eq!(t.memory_mask(), 0b111);
+        let ini = dir.join("node1/access1/initiators");
+        fs::create_dir_all(&ini).unwrap();
+        fs::write(ini.join("read_bandwidth"), "50000\n").unwrap();
+        fs::write(ini.join("write_bandwidth"), "40000\n").unwrap();
+        assert_eq!(access_bandwidth_from(&dir, 1), Some((50000, 40000)));
+        assert_eq!(access_bandwidth_from(&dir, 0), None);
         assert!(t.describe().contains("cxl 1"));
+        fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

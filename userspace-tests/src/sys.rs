@@ -293,6 +293,27 @@ impl Drop for Mapping {
     }
 }
 
+/// The inode number `/proc/self/maps` shows for the mapping that starts at
+/// `addr` (for a shared anonymous mapping: its shmem inode, `/dev/zero
+/// (deleted)`), `None` if there is no such line.
+pub fn maps_inode(addr: usize) -> Option<u64> {
+    parse_maps_inode(&std::fs::read_to_string("/proc/self/maps").ok()?, addr)
+}
+
+/// [`maps_inode`] on the text of a maps file.
+pub fn parse_maps_inode(maps: &str, addr: usize) -> Option<u64> {
+    maps.lines().find_map(|l| {
+        let mut f = l.split_whitespace();
+        let range = f.next()?;
+        let start = usize::from_str_radix(range.split('-').next()?, 16).ok()?;
+        if start != addr {
+            return None;
+        }
+        // perms, offset, dev, inode
+        f.nth(3)?.parse().ok()
+    })
+}
+
 /// `clock_gettime(CLOCK_MONOTONIC)` in ns.
 pub fn monotonic_ns() -> u64 {
     let mut ts = libc::timespec {
@@ -312,6 +333,17 @@ mod tests {
     fn maxnode_is_bits_plus_one() {
         assert_eq!(maxnode(1), 65);
         assert_eq!(maxnode(16), 1025);
+    }
+
+    #[test]
+    fn maps_inode_parsing() {
+        let maps = "7f0000000000-7f0000004000 rw-s 00000000 00:01 1043 /dev/zero (deleted)\n\
+                    7f0000004000-7f0000005000 rw-p 00000000 00:00 0 \n";
+        assert_eq!(parse_maps_inode(maps, 0x7f00_0000_0000), Some(1043));
+        assert_eq!(parse_maps_inode(maps, 0x7f00_0000_4000), Some(0));
+        assert_eq!(parse_maps_inode(maps, 0x1000), None);
+        let m = Mapping::new(PAGE_SIZE, libc::MAP_SHARED | libc::MAP_ANONYMOUS, -1, 0).unwrap();
+        assert!(maps_inode(m.addr()).unwrap() > 0);
     }
 
     #[test]

@@ -110,6 +110,52 @@ impl Tierkit {
     }
 }
 
+/// tierkit's per-node page counters (Documentation/ABI/testing/debugfs-tierkit).
+pub const STATS_PATH: &str = "/sys/kernel/debug/tierkit/stats";
+
+/// One line of [`STATS_PATH`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NodeStats {
+    pub nid: u32,
+    /// 4 KiB pages allocated on the node since load (cumulative).
+    pub allocated: u64,
+    /// Pages currently owned by open `/dev/tierkit` files.
+    pub held: u64,
+}
+
+/// Parses the stats file: a header line `node allocated held`, then one
+/// `NID ALLOCATED HELD` line per node.
+pub fn parse_stats(s: &str) -> anyhow::Result<Vec<NodeStats>> {
+    let mut out = Vec::new();
+    for l in s.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        if l.starts_with("node") {
+            continue;
+        }
+        let f: Vec<&str> = l.split_whitespace().collect();
+        anyhow::ensure!(f.len() >= 3, "bad stats line {l:?}");
+        out.push(NodeStats {
+            nid: f[0].parse()?,
+            allocated: f[1].parse()?,
+            held: f[2].parse()?,
+        });
+    }
+    Ok(out)
+}
+
+/// Reads [`STATS_PATH`]; `None` if it cannot be read.
+pub fn read_stats() -> Option<Vec<NodeStats>> {
+    crate::ensure_debugfs();
+    parse_stats(&std::fs::read_to_string(STATS_PATH).ok()?).ok()
+}
+
+/// `(allocated, held)` of `nid` in `stats`, zeros if absent.
+pub fn stats_of(stats: &[NodeStats], nid: u32) -> (u64, u64) {
+    stats
+        .iter()
+        .find(|s| s.nid == nid)
+        .map_or((0, 0), |s| (s.allocated, s.held))
+}
+
 /// A zeroed [`TkClearBench`] for node `nid`.
 pub fn clear_bench_arg(nid: i32, threads: u32, placement: u32, nr_gigantic: u32) -> TkClearBench {
     TkClearBench {
@@ -137,6 +183,16 @@ pub fn variant_str(v: &[u8; 16]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stats() {
+        let s = parse_stats("node allocated held\n0 1536 1024\n1 512 0\n").unwrap();
+        assert_eq!(s.len(), 2);
+        assert_eq!(stats_of(&s, 0), (1536, 1024));
+        assert_eq!(stats_of(&s, 1), (512, 0));
+        assert_eq!(stats_of(&s, 7), (0, 0));
+        assert!(parse_stats("0 1\n").is_err());
+    }
 
     #[test]
     fn variant() {

@@ -149,6 +149,29 @@ impl WeightDir {
         write_file(&self.auto_path(), value)
     }
 
+    /// tierkit's `bandwidth` file (Documentation/ABI/testing/debugfs-tierkit).
+    pub fn bandwidth_path(&self) -> PathBuf {
+        self.path.join("bandwidth")
+    }
+
+    /// Writes `(nid, read_mbps, write_mbps)` lines to tierkit's `bandwidth`
+    /// file in one write, as `mempolicy_set_node_perf` would for each node.
+    pub fn write_bandwidth(&self, entries: &[(u32, u32, u32)]) -> io::Result<()> {
+        write_file(&self.bandwidth_path(), &bandwidth_text(entries))
+    }
+
+    /// Reads every node's weight as a 64-entry table (1 for nodes without a
+    /// file).
+    pub fn table(&self) -> Result<[u8; 64]> {
+        let mut t = [1u8; 64];
+        for n in self.nodes()? {
+            if n < 64 {
+                t[n as usize] = self.weight(n)?;
+            }
+        }
+        Ok(t)
+    }
+
     /// Reads `auto` and every node's weight, to put back later.
     pub fn snapshot(&self) -> Result<WeightSnapshot> {
         let nodes = self.nodes()?;
@@ -162,6 +185,14 @@ impl WeightDir {
             weights,
         })
     }
+}
+
+/// The text of a `bandwidth` write: one `NID READ WRITE` line per entry.
+pub fn bandwidth_text(entries: &[(u32, u32, u32)]) -> String {
+    entries
+        .iter()
+        .map(|(n, r, w)| format!("{n} {r} {w}\n"))
+        .collect()
 }
 
 /// Saved weights and `auto` of a [`WeightDir`].
@@ -244,6 +275,20 @@ mod tests {
         assert_eq!(d.weight(0).unwrap(), 25);
         assert_eq!(d.weight(1).unwrap(), 6);
         assert_eq!(d.auto().unwrap(), Some(true));
+        fs::remove_dir_all(&d.path).unwrap();
+    }
+
+    #[test]
+    fn bandwidth_lines() {
+        assert_eq!(
+            bandwidth_text(&[(0, 200, 100), (1, 50, 50)]),
+            "0 200 100\n1 50 50\n"
+        );
+        let d = fake("bw");
+        d.write_bandwidth(&[(1, 5, 6)]).unwrap();
+        assert_eq!(fs::read_to_string(d.bandwidth_path()).unwrap(), "1 5 6\n");
+        let t = d.table().unwrap();
+        assert_eq!((t[0], t[1], t[2]), (25, 6, 1));
         fs::remove_dir_all(&d.path).unwrap();
     }
 
