@@ -60,13 +60,7 @@ fn mask_buf(nodemask: u64) -> [u64; MASK_WORDS] {
 }
 
 /// `mbind(2)` for `[addr, addr + len)` with a nodemask of nodes 0..63.
-pub fn mbind(
-    addr: *mut c_void,
-    len: usize,
-    mode: i32,
-    nodemask: u64,
-    flags: u32,
-) -> io::Result<()> {
+pub fn mbind(addr: usize, len: usize, mode: i32, nodemask: u64, flags: u32) -> io::Result<()> {
     let buf = mask_buf(nodemask);
     // SAFETY: the kernel reads `MASK_WORDS` words from `buf`, which lives
     // across the call; `addr`/`len` are checked by the kernel.
@@ -106,7 +100,7 @@ pub fn set_mempolicy(mode: i32, nodemask: u64) -> io::Result<()> {
 
 /// `get_mempolicy(2)` with `flags` and `addr`: returns (mode or node, mask
 /// of nodes 0..63).
-pub fn get_mempolicy(addr: *const c_void, flags: u64) -> io::Result<(i32, u64)> {
+pub fn get_mempolicy(addr: usize, flags: u64) -> io::Result<(i32, u64)> {
     let mut mode: libc::c_int = 0;
     let mut buf = [0u64; MASK_WORDS];
     // SAFETY: the kernel writes one int to `mode` and at most
@@ -127,7 +121,7 @@ pub fn get_mempolicy(addr: *const c_void, flags: u64) -> io::Result<(i32, u64)> 
 
 /// The node of the page at `addr` (`get_mempolicy(MPOL_F_NODE | MPOL_F_ADDR)`;
 /// this faults the page in if it is not present).
-pub fn node_of_addr(addr: *const c_void) -> io::Result<i32> {
+pub fn node_of_addr(addr: usize) -> io::Result<i32> {
     get_mempolicy(addr, MPOL_F_NODE | MPOL_F_ADDR).map(|(n, _)| n)
 }
 
@@ -164,8 +158,13 @@ pub fn query_page_nodes(base: *const u8, nr_pages: usize) -> io::Result<Vec<i32>
 }
 
 /// `madvise(2)`.
-pub fn madvise(addr: *mut c_void, len: usize, advice: i32) -> io::Result<()> {
-    // SAFETY: madvise only changes the kernel's view of the range.
+///
+/// # Safety
+/// Some advice (`MADV_DONTNEED`, `MADV_FREE`, ...) discards the contents
+/// of the range: the caller must own `[addr, addr + len)` and not rely on
+/// its contents afterwards for such advice.
+pub unsafe fn madvise(addr: *mut c_void, len: usize, advice: i32) -> io::Result<()> {
+    // SAFETY: per the caller's contract.
     let ret = unsafe { libc::madvise(addr, len, advice) };
     check(ret as libc::c_long).map(|_| ())
 }
@@ -191,23 +190,27 @@ pub struct Mapping {
 impl Mapping {
     /// `mmap(NULL, len, PROT_READ | PROT_WRITE, flags, fd, offset)`.
     pub fn new(len: usize, flags: i32, fd: RawFd, offset: u64) -> io::Result<Mapping> {
-        Self::new_at(ptr::null_mut(), len, flags, fd, offset)
+        Self::new_at(0, len, flags, fd, offset)
     }
 
     /// Like [`Mapping::new`] with an address hint (or a fixed address with
-    /// `MAP_FIXED_NOREPLACE` in `flags`).
+    /// `MAP_FIXED_NOREPLACE` in `flags`). `MAP_FIXED`, which would replace
+    /// whatever is mapped there, is refused with `EINVAL`.
     pub fn new_at(
-        hint: *mut c_void,
+        hint: usize,
         len: usize,
         flags: i32,
         fd: RawFd,
         offset: u64,
     ) -> io::Result<Mapping> {
-        // SAFETY: a fresh mapping; with MAP_FIXED_NOREPLACE the kernel refuses
-        // to replace existing mappings.
+        if flags & libc::MAP_FIXED != 0 {
+            return Err(io::Error::from_raw_os_error(libc::EINVAL));
+        }
+        // SAFETY: a fresh mapping: without MAP_FIXED the kernel never
+        // replaces an existing mapping (MAP_FIXED_NOREPLACE fails instead).
         let p = unsafe {
             libc::mmap(
-                hint,
+                hint as *mut c_void,
                 len,
                 libc::PROT_READ | libc::PROT_WRITE,
                 flags,
@@ -253,12 +256,13 @@ impl Mapping {
     /// allocate order-0 folios and the ilx is not shifted by a THP order
     /// (mm/mempolicy.c `get_vma_policy`).
     pub fn no_huge(&self) -> io::Result<()> {
-        madvise(self.ptr as *mut c_void, self.len, libc::MADV_NOHUGEPAGE)
+        // SAFETY: the mapping is ours; MADV_NOHUGEPAGE keeps its contents.
+        unsafe { madvise(self.ptr as *mut c_void, self.len, libc::MADV_NOHUGEPAGE) }
     }
 
     /// `mbind` the whole mapping.
     pub fn mbind(&self, mode: i32, nodemask: u64, flags: u32) -> io::Result<()> {
-        mbind(self.ptr as *mut c_void, self.len, mode, nodemask, flags)
+        mbind(self.addr(), self.len, mode, nodemask, flags)
     }
 
     /// Fault every page in, in address order, by writing one byte to each.

@@ -5,8 +5,8 @@ use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::fd::AsRawFd;
 use tierkit_core::uapi::{
-    TkBulk, TkClearBench, TkPolicy, TkTaskNext, TIERKIT_MAX_NODES, TK_IOC_BULK, TK_IOC_CLEAR_BENCH,
-    TK_IOC_SET_POLICY, TK_IOC_TASK_NEXT, TK_TASK_NEXT_MAX,
+    TkBulk, TkClearBench, TkGigantic, TkPolicy, TkTaskNext, TIERKIT_MAX_NODES, TK_IOC_BULK,
+    TK_IOC_CLEAR_BENCH, TK_IOC_SET_GIGANTIC, TK_IOC_SET_POLICY, TK_IOC_TASK_NEXT, TK_TASK_NEXT_MAX,
 };
 
 pub use tierkit_core::uapi::{TK_MODE_INTERLEAVE, TK_MODE_WEIGHTED_INTERLEAVE};
@@ -89,6 +89,14 @@ impl Tierkit {
     pub fn clear_bench(&self, mut a: TkClearBench) -> io::Result<TkClearBench> {
         // SAFETY: TK_IOC_CLEAR_BENCH is _IOWR(.., TkClearBench).
         unsafe { sys::ioctl(self.fd(), TK_IOC_CLEAR_BENCH, &mut a)? };
+        Ok(a)
+    }
+
+    /// `TK_IOC_SET_GIGANTIC` (gigantic mode for later mmaps, or a query of
+    /// the `last_*` fields with `TK_GIGANTIC_F_QUERY`).
+    pub fn set_gigantic(&self, mut a: TkGigantic) -> io::Result<TkGigantic> {
+        // SAFETY: TK_IOC_SET_GIGANTIC is _IOWR(.., TkGigantic).
+        unsafe { sys::ioctl(self.fd(), TK_IOC_SET_GIGANTIC, &mut a)? };
         Ok(a)
     }
 

@@ -24,7 +24,7 @@ const BIN: &str = "tk-test-placement";
 
 /// Page offsets the mappings are placed at, in turn: 0, small, odd, and a
 /// typical anonymous-mapping address (vm_pgoff up to 2^35).
-const OFFSETS: [u64; 4] = [0, 5, 12_345, 0x7f12_3456_7];
+const OFFSETS: [u64; 4] = [0, 5, 12_345, 0x0007_f123_4567];
 
 fn main() -> ExitCode {
     let mut r = Report::new(BIN, "test");
