@@ -9,6 +9,9 @@
 use kernel::bindings;
 use kernel::ffi::{c_char, c_int, c_uint, c_ulong};
 
+// `struct page` ends in a zero-sized bindgen array (`its_array`), which
+// rustc calls FFI-unsafe; only pointers to it cross the boundary.
+#[allow(improper_ctypes)]
 extern "C" {
     pub(crate) fn tk_cpu_to_node(cpu: c_int) -> c_int;
     pub(crate) fn tk_nr_cpu_ids() -> c_uint;

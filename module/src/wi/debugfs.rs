@@ -122,6 +122,16 @@ impl WiFiles {
     /// `root`, registers the node notifier, and creates `nodeN` for every
     /// node that has memory.
     pub(crate) fn new(root: &Dir, wi: Arc<Wi>) -> Result<Pin<KBox<WiFiles>>> {
+        Self::new_with(root, wi, true)
+    }
+
+    /// [`WiFiles::new`], optionally without the node notifier (the C shim
+    /// holds one registration; KUnit tests build their own `WiFiles`).
+    pub(crate) fn new_with(
+        root: &Dir,
+        wi: Arc<Wi>,
+        notify: bool,
+    ) -> Result<Pin<KBox<WiFiles>>> {
         let dir = root.subdir(c"weighted_interleave");
         let auto = KBox::pin_init(
             dir.read_write_callback_file(c"auto", wi.clone(), &auto_show, &auto_store),
@@ -156,21 +166,27 @@ impl WiFiles {
             }),
             GFP_KERNEL,
         )?;
-        let ctx = core::ptr::from_ref::<WiFiles>(&this).cast_mut().cast::<c_void>();
-        // SAFETY: `ctx` points to a pinned `WiFiles`, which unregisters the
-        // notifier in its drop before it goes away (INVARIANT below).
-        let ret = unsafe { shim::tk_register_node_notifier(Some(node_event), ctx) };
-        kernel::error::to_result(ret)?;
-        // INVARIANT: registered just above; `notifier` is not structurally
-        // pinned, so writing it through the pin is fine.
-        // SAFETY: we do not move out of the pinned object.
-        unsafe { this.as_mut().get_unchecked_mut().notifier = true };
+        if notify {
+            let ctx = this.ctx();
+            // SAFETY: `ctx` points to a pinned `WiFiles`, which unregisters
+            // the notifier in its drop before it goes away (INVARIANT below).
+            let ret = unsafe { shim::tk_register_node_notifier(Some(node_event), ctx) };
+            kernel::error::to_result(ret)?;
+            // INVARIANT: registered just above.
+            // SAFETY: `notifier` is not structurally pinned; nothing moves.
+            unsafe { this.as_mut().get_unchecked_mut().notifier = true };
+        }
         for nid in 0..possible_nodes() {
             if shim::node::has_memory(nid) {
                 this.add_node(nid);
             }
         }
         Ok(this)
+    }
+
+    /// The pointer the node notifier passes back to [`node_event`].
+    pub(crate) fn ctx(&self) -> *mut c_void {
+        core::ptr::from_ref::<WiFiles>(self).cast_mut().cast::<c_void>()
     }
 
     /// Creates `nodeN` if it does not exist yet (`sysfs_wi_node_add()`);
@@ -246,7 +262,7 @@ impl PinnedDrop for WiFiles {
 ///
 /// `ctx` is the pointer `WiFiles::new` registered, still valid (the
 /// notifier is unregistered before the `WiFiles` is dropped).
-unsafe extern "C" fn node_event(ctx: *mut c_void, nid: c_int, added: bool) {
+pub(crate) unsafe extern "C" fn node_event(ctx: *mut c_void, nid: c_int, added: bool) {
     // SAFETY: see the function's safety section.
     let files = unsafe { &*ctx.cast::<WiFiles>() };
     let Ok(nid) = usize::try_from(nid) else {

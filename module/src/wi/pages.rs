@@ -65,11 +65,6 @@ impl NodePage {
         Self::alloc_gfp(nid, bindings::GFP_KERNEL)
     }
 
-    /// The raw `struct page`.
-    pub(crate) fn as_ptr(&self) -> *mut bindings::page {
-        self.page.as_ptr()
-    }
-
     /// `page_to_nid()`.
     pub(crate) fn nid(&self) -> usize {
         // SAFETY: `self.page` is a valid page by the type invariant.

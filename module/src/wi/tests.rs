@@ -1,2 +1,693 @@
 // SPDX-License-Identifier: GPL-2.0
-//! KUnit suites of the weighted-interleave code.
+
+//! KUnit suites of the weighted-interleave code, run in the guest when the
+//! module loads.
+//!
+//! - `tierkit_wi_selector`: node sequences of the address and task paths
+//!   (the examples of the issue, a weight of 255, single-node masks).
+//! - `tierkit_wi_abi`: the weight-file ABI and the policy nodemask, with
+//!   every rejected input of mm/mempolicy.c and its errno.
+//! - `tierkit_wi_alloc`: the real allocation paths: bulk split and resume
+//!   state, pages on the node the selector picks, zeroed pages from dirty
+//!   memory, and cleanup when an allocation fails part-way.
+//!
+//! Each case builds its own [`Wi`], so the weight table userspace sees is
+//! never touched. KUnit aborts a failing case without running destructors;
+//! the cases check what they can before an assertion that could leak pages.
+//!
+//! [`Wi`]: crate::wi::Wi
+
+use kernel::prelude::*;
+
+/// Sequences of the address path (`weighted_interleave_nid`,
+/// `interleave_nid`) and the task path (`weighted_interleave_nodes`).
+#[kunit_tests(tierkit_wi_selector)]
+mod selector {
+    use crate::interleave::{
+        interleave_nid_ref, weighted_interleave_nid_ref, Nodemask, Selector, TaskState, Weights,
+        MAX_NUMNODES,
+    };
+
+    fn weights(pairs: &[(usize, u8)]) -> Weights {
+        let mut t = [0u8; MAX_NUMNODES];
+        for &(nid, w) in pairs {
+            t[nid] = w;
+        }
+        Weights::from_table(t)
+    }
+
+    fn mask(nodes: &[usize]) -> Nodemask {
+        nodes.iter().fold(Nodemask::EMPTY, |m, &n| m.with(n))
+    }
+
+    /// Address path, selector and the kernel's walk, against `expect` from
+    /// ilx 0; plus `Selector::fill` for the same run.
+    fn address_path_is(m: Nodemask, w: &Weights, expect: &[usize]) -> bool {
+        let Some(sel) = Selector::new(m, w) else {
+            return false;
+        };
+        let mut filled = [0u8; 64];
+        let n = expect.len().min(filled.len());
+        sel.fill(0, &mut filled[..n]);
+        expect.iter().enumerate().all(|(ilx, &nid)| {
+            sel.node_for_ilx(ilx as u64) == nid
+                && weighted_interleave_nid_ref(m, w, ilx as u64) == Some(nid)
+                && (ilx >= n || filled[ilx] as usize == nid)
+        })
+    }
+
+    #[test]
+    fn issue_example_nodes_0_1_weights_3_1() {
+        let m = mask(&[0, 1]);
+        let w = weights(&[(0, 3), (1, 1)]);
+        assert!(address_path_is(m, &w, &[0, 0, 0, 1, 0, 0, 0, 1]));
+    }
+
+    #[test]
+    fn issue_example_nodes_1_3_weights_2_5() {
+        let m = mask(&[1, 3]);
+        let w = weights(&[(1, 2), (3, 5)]);
+        assert!(address_path_is(m, &w, &[1, 1, 3, 3, 3, 3, 3, 1]));
+    }
+
+    #[test]
+    fn unset_weights_count_as_one() {
+        // A node without a weight (table entry 0, the kernel's NULL state)
+        // weighs 1: {0,1} with only node 0 set to 2 gives 0,0,1.
+        let m = mask(&[0, 1]);
+        let w = weights(&[(0, 2)]);
+        assert!(address_path_is(m, &w, &[0, 0, 1, 0, 0, 1]));
+    }
+
+    #[test]
+    fn weight_255() {
+        let m = mask(&[0, 1]);
+        let w = weights(&[(0, 255), (1, 1)]);
+        let sel = Selector::new(m, &w);
+        assert!(sel.is_some());
+        let Some(sel) = sel else { return };
+        assert_eq!(sel.total(), 256);
+        assert!((0..255u64).all(|ilx| sel.node_for_ilx(ilx) == 0));
+        assert_eq!(sel.node_for_ilx(255), 1);
+        assert_eq!(sel.node_for_ilx(256), 0);
+        assert_eq!(sel.node_for_ilx(256 * 1000 + 255), 1);
+        // Two heavy nodes around a light one.
+        let m = mask(&[0, 2, 5]);
+        let w = weights(&[(0, 255), (2, 7), (5, 255)]);
+        let sel = Selector::new(m, &w);
+        assert!(sel.is_some());
+        let Some(sel) = sel else { return };
+        assert_eq!(sel.total(), 517);
+        assert_eq!(sel.node_for_ilx(254), 0);
+        assert_eq!(sel.node_for_ilx(255), 2);
+        assert_eq!(sel.node_for_ilx(261), 2);
+        assert_eq!(sel.node_for_ilx(262), 5);
+        assert_eq!(sel.node_for_ilx(516), 5);
+        assert_eq!(sel.node_for_ilx(517), 0);
+        assert!((0..5000u64).all(|ilx| {
+            Some(sel.node_for_ilx(ilx)) == weighted_interleave_nid_ref(m, &w, ilx)
+        }));
+    }
+
+    #[test]
+    fn single_node_masks() {
+        for nid in [0usize, 1, 7, 63] {
+            let m = mask(&[nid]);
+            let w = weights(&[(nid, 200)]);
+            let sel = Selector::new(m, &w);
+            assert!(sel.is_some());
+            if let Some(sel) = sel {
+                assert!([0u64, 1, 199, 200, 12345, u64::MAX]
+                    .iter()
+                    .all(|&ilx| sel.node_for_ilx(ilx) == nid));
+            }
+            let mut t = TaskState::new();
+            assert!((0..500).all(|_| t.next(m, &w) == Some(nid)));
+        }
+    }
+
+    #[test]
+    fn empty_mask_has_no_selector() {
+        assert!(Selector::new(Nodemask::EMPTY, &Weights::new()).is_none());
+        assert!(Selector::interleave(Nodemask::EMPTY).is_none());
+    }
+
+    #[test]
+    fn interleave_mode_ignores_weights() {
+        let m = mask(&[0, 1, 3]);
+        let sel = Selector::interleave(m);
+        assert!(sel.is_some());
+        if let Some(sel) = sel {
+            let expect = [0usize, 1, 3, 0, 1, 3, 0];
+            assert!(expect
+                .iter()
+                .enumerate()
+                .all(|(ilx, &n)| sel.node_for_ilx(ilx as u64) == n
+                    && interleave_nid_ref(m, ilx as u64) == Some(n)));
+        }
+    }
+
+    #[test]
+    fn selector_matches_kernel_walk() {
+        // xorshift: masks and weights of every shape, against the walk.
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let mut ok = true;
+        for _ in 0..200 {
+            let m = Nodemask(next() & next());
+            if m.is_empty() {
+                continue;
+            }
+            let mut t = [0u8; MAX_NUMNODES];
+            for slot in t.iter_mut() {
+                *slot = (next() % 256) as u8;
+            }
+            let w = Weights::from_table(t);
+            let Some(sel) = Selector::new(m, &w) else {
+                ok = false;
+                continue;
+            };
+            let start = next();
+            let mut run = [0u8; 128];
+            sel.fill(start, &mut run);
+            for (k, &filled) in run.iter().enumerate() {
+                let ilx = start.wrapping_add(k as u64);
+                let r = weighted_interleave_nid_ref(m, &w, ilx);
+                ok &= Some(sel.node_for_ilx(ilx)) == r && Some(filled as usize) == r;
+            }
+        }
+        assert!(ok);
+    }
+
+    #[test]
+    fn task_path_sequence() {
+        // weighted_interleave_nodes() from a fresh policy.
+        let m = mask(&[0, 1]);
+        let w = weights(&[(0, 3), (1, 1)]);
+        let mut t = TaskState::new();
+        let seq = [0usize, 0, 0, 1, 0, 0, 0, 1, 0];
+        assert!(seq.iter().all(|&n| t.next(m, &w) == Some(n)));
+        // A node leaving the mask moves the task on at once.
+        let mut t = TaskState::new();
+        assert_eq!(t.next(m, &w), Some(0));
+        assert_eq!(t.next(mask(&[1, 3]), &w), Some(1));
+        assert_eq!(t.next(mask(&[1, 3]), &w), Some(3));
+    }
+}
+
+/// The weight-file ABI (mm/mempolicy.c `node_store`,
+/// `weighted_interleave_auto_store`, `mempolicy_set_node_perf`) and the
+/// policy nodemask (`mpol_set_nodemask`).
+#[kunit_tests(tierkit_wi_abi)]
+mod abi {
+    use crate::interleave::{Nodemask, MAX_NUMNODES};
+    use crate::uapi;
+    use crate::wi::{memory_nodes, possible_nodes, Mode, Policy, Wi};
+    use kernel::{prelude::*, sync::Arc};
+
+    fn new_wi() -> Result<Arc<Wi>> {
+        Arc::pin_init(Wi::new(), GFP_KERNEL)
+    }
+
+    fn m01() -> Nodemask {
+        Nodemask(0b11)
+    }
+
+    #[test]
+    fn initial_state_is_auto_with_weights_1() -> Result {
+        let wi = new_wi()?;
+        assert!(wi.is_auto());
+        assert!(!wi.has_bandwidth());
+        assert!((0..MAX_NUMNODES).all(|n| wi.weight(n) == 1));
+        Ok(())
+    }
+
+    #[test]
+    fn node_store_rejects_bad_weights() -> Result {
+        let wi = new_wi()?;
+        // From the initial state: rejected, and auto stays on.
+        for bad in [
+            &b"0"[..],
+            b"0\n",
+            b"256",
+            b"256\n",
+            b"1000",
+            b"abc",
+            b"",
+            b"\n",
+            b"-1",
+            b" 3",
+            b"3 ",
+            b"3\n\n",
+            b"0x",
+            b"08",
+        ] {
+            assert_eq!(wi.node_store(0, bad), Err(EINVAL));
+        }
+        assert!(wi.is_auto());
+        assert_eq!(wi.weight(0), 1);
+        // After a valid write the old weight is kept.
+        assert_eq!(wi.node_store(0, b"5\n"), Ok(()));
+        assert!(!wi.is_auto());
+        for bad in [&b"0"[..], b"256", b"abc", b""] {
+            assert_eq!(wi.node_store(0, bad), Err(EINVAL));
+        }
+        assert_eq!(wi.weight(0), 5);
+        Ok(())
+    }
+
+    #[test]
+    fn node_store_accepts_kstrtou8_forms() -> Result {
+        let wi = new_wi()?;
+        assert_eq!(wi.node_store(1, b"3\n"), Ok(()));
+        assert_eq!(wi.weight(1), 3);
+        // The other nodes are 1 in the table a first write creates.
+        assert_eq!(wi.weight(0), 1);
+        assert!(!wi.is_auto());
+        assert_eq!(wi.node_store(1, b"0x10"), Ok(()));
+        assert_eq!(wi.weight(1), 16);
+        assert_eq!(wi.node_store(1, b"010"), Ok(()));
+        assert_eq!(wi.weight(1), 8);
+        assert_eq!(wi.node_store(1, b"+7"), Ok(()));
+        assert_eq!(wi.weight(1), 7);
+        assert_eq!(wi.node_store(1, b"255"), Ok(()));
+        assert_eq!(wi.weight(1), 255);
+        // A NUL ends the string, as sysfs NUL-terminates the buffer.
+        assert_eq!(wi.node_store(1, b"4\0junk"), Ok(()));
+        assert_eq!(wi.weight(1), 4);
+        Ok(())
+    }
+
+    #[test]
+    fn auto_without_bandwidth_is_enodev() -> Result {
+        let wi = new_wi()?;
+        // Initial state: true goes on to the bandwidth check.
+        assert_eq!(wi.auto_store_with(b"1", m01()), Err(ENODEV));
+        assert!(wi.is_auto());
+        // Manual mode: ENODEV, weights and mode kept.
+        assert_eq!(wi.node_store(0, b"9"), Ok(()));
+        assert_eq!(wi.auto_store_with(b"true\n", m01()), Err(ENODEV));
+        assert!(!wi.is_auto());
+        assert_eq!(wi.weight(0), 9);
+        Ok(())
+    }
+
+    #[test]
+    fn auto_rejects_non_booleans() -> Result {
+        let wi = new_wi()?;
+        for bad in [&b""[..], b"maybe", b"2", b"o", b"ox", b"\n", b" 1"] {
+            assert_eq!(wi.auto_store_with(bad, m01()), Err(EINVAL));
+        }
+        assert!(wi.is_auto());
+        Ok(())
+    }
+
+    #[test]
+    fn auto_false_keeps_weights() -> Result {
+        let wi = new_wi()?;
+        // From the initial state: manual mode, every weight 1.
+        assert_eq!(wi.auto_store_with(b"0\n", m01()), Ok(()));
+        assert!(!wi.is_auto());
+        assert_eq!(wi.weight(0), 1);
+        assert_eq!(wi.node_store(0, b"6"), Ok(()));
+        // Already manual: nothing changes.
+        assert_eq!(wi.auto_store_with(b"false", m01()), Ok(()));
+        assert_eq!(wi.weight(0), 6);
+        // Auto and back to manual keeps the auto weights.
+        assert_eq!(wi.bandwidth_store_with(b"0 100 100\n1 300 300\n", 2, m01()), Ok(()));
+        assert!(!wi.is_auto());
+        assert_eq!(wi.weight(0), 6);
+        assert_eq!(wi.auto_store_with(b"y", m01()), Ok(()));
+        assert!(wi.is_auto());
+        // floor(32*100/400) = 8, floor(32*300/400) = 24, gcd 8: 1 and 3.
+        assert_eq!((wi.weight(0), wi.weight(1)), (1, 3));
+        assert_eq!(wi.auto_store_with(b"off", m01()), Ok(()));
+        assert!(!wi.is_auto());
+        assert_eq!((wi.weight(0), wi.weight(1)), (1, 3));
+        Ok(())
+    }
+
+    #[test]
+    fn bandwidth_in_auto_mode_sets_weights() -> Result {
+        let wi = new_wi()?;
+        // min(read, write): 200000 and 50000 of 250000 -> 25 and 6.
+        assert_eq!(
+            wi.bandwidth_store_with(b"0 200000 250000\n1 60000 50000\n", 2, m01()),
+            Ok(())
+        );
+        assert!(wi.is_auto());
+        assert!(wi.has_bandwidth());
+        assert_eq!((wi.weight(0), wi.weight(1)), (25, 6));
+        // Nodes without memory keep 1.
+        assert_eq!(wi.weight(2), 1);
+        // A later report for one node recomputes all (auto mode).
+        assert_eq!(wi.bandwidth_store_with(b"1\t200000 200000", 2, m01()), Ok(()));
+        assert_eq!((wi.weight(0), wi.weight(1)), (1, 1));
+        // A node with memory but no bandwidth gets 1.
+        let wi = new_wi()?;
+        assert_eq!(wi.bandwidth_store_with(b"0 1000 1000\n", 3, Nodemask(0b111)), Ok(()));
+        assert_eq!((wi.weight(0), wi.weight(1), wi.weight(2)), (1, 1, 1));
+        Ok(())
+    }
+
+    #[test]
+    fn bandwidth_in_manual_mode_is_only_stored() -> Result {
+        let wi = new_wi()?;
+        assert_eq!(wi.node_store(0, b"3"), Ok(()));
+        assert_eq!(wi.bandwidth_store_with(b"0 200000 200000\n1 50000 50000\n", 2, m01()), Ok(()));
+        assert!(!wi.is_auto());
+        assert_eq!((wi.weight(0), wi.weight(1)), (3, 1));
+        assert_eq!(wi.auto_store_with(b"1", m01()), Ok(()));
+        assert_eq!((wi.weight(0), wi.weight(1)), (4, 1));
+        Ok(())
+    }
+
+    #[test]
+    fn bandwidth_rejects_bad_lines() -> Result {
+        let wi = new_wi()?;
+        for bad in [
+            &b""[..],
+            b"\n",
+            b"0 1",
+            b"0 1 2 3",
+            b"x 1 2",
+            b"0 -1 2",
+            b"0 1 99999999999",
+            b"2 1 1",
+            b"64 1 1",
+            b"0 1 1\n1 1",
+        ] {
+            assert_eq!(wi.bandwidth_store_with(bad, 2, m01()), Err(EINVAL));
+        }
+        // Nothing was applied, not even the good first line of the last.
+        assert!(!wi.has_bandwidth());
+        assert!(wi.is_auto());
+        Ok(())
+    }
+
+    #[test]
+    fn policy_nodemask_is_intersected_with_n_memory() -> Result {
+        let has = Nodemask(0b1011);
+        let p = Policy::new_with(uapi::TK_MODE_WEIGHTED_INTERLEAVE, 0, 0b1_0110, has)?;
+        // Nodes 2 and 4 have no memory: dropped, and reported as dropped.
+        assert_eq!(p.mask, Nodemask(0b0010));
+        assert_eq!(p.mode, Mode::Weighted);
+        let p = Policy::new_with(uapi::TK_MODE_INTERLEAVE, 0, u64::MAX, has)?;
+        assert_eq!(p.mask, has);
+        assert_eq!(p.mode, Mode::Interleave);
+        // Nothing left: EINVAL.
+        assert_eq!(Policy::new_with(0, 0, 0b0100, has).err(), Some(EINVAL));
+        assert_eq!(Policy::new_with(0, 0, 0, has).err(), Some(EINVAL));
+        // Bad mode or flags.
+        assert_eq!(Policy::new_with(2, 0, 0b1, has).err(), Some(EINVAL));
+        assert_eq!(Policy::new_with(0, 1, 0b1, has).err(), Some(EINVAL));
+        Ok(())
+    }
+
+    #[test]
+    fn policy_on_this_machine() -> Result {
+        let mem = memory_nodes();
+        assert!(!mem.is_empty());
+        let p = Policy::new(0, 0, u64::MAX)?;
+        assert_eq!(p.mask, mem);
+        // Offline, memoryless and impossible nodes alone are EINVAL.
+        for nid in 0..MAX_NUMNODES {
+            if !mem.contains(nid) {
+                assert_eq!(Policy::new(0, 0, 1u64 << nid).err(), Some(EINVAL));
+            }
+        }
+        assert!(possible_nodes() <= MAX_NUMNODES);
+        Ok(())
+    }
+}
+
+/// The real allocation paths behind `/dev/tierkit`.
+#[kunit_tests(tierkit_wi_alloc)]
+mod alloc {
+    use crate::interleave::{weighted_interleave_nid_ref, Nodemask, TaskState, MAX_NUMNODES};
+    use crate::shim;
+    use crate::wi::{
+        memory_nodes,
+        pages::{alloc_placed, alloc_placed_with, bulk, bulk_with, NodePage},
+        Policy, Wi,
+    };
+    use kernel::{prelude::*, str::CString, sync::Arc};
+
+    fn new_wi() -> Result<Arc<Wi>> {
+        Arc::pin_init(Wi::new(), GFP_KERNEL)
+    }
+
+    /// The first two nodes with memory (the default topology: DRAM node 0
+    /// and a CPU-less CXL node).
+    fn two_nodes() -> Result<(usize, usize)> {
+        let mut it = memory_nodes().iter();
+        match (it.next(), it.next()) {
+            (Some(a), Some(b)) => Ok((a, b)),
+            _ => {
+                pr_err!("tierkit_wi_alloc: needs two nodes with memory\n");
+                Err(ENODEV)
+            }
+        }
+    }
+
+    /// A table with weights {a: wa, b: wb}, set through the nodeN ABI.
+    fn wi_with(a: usize, wa: u8, b: usize, wb: u8) -> Result<Arc<Wi>> {
+        let wi = new_wi()?;
+        wi.node_store(a, CString::try_from_fmt(fmt!("{wa}\n"))?.to_bytes())?;
+        wi.node_store(b, CString::try_from_fmt(fmt!("{wb}\n"))?.to_bytes())?;
+        Ok(wi)
+    }
+
+    fn held_total(wi: &Wi) -> u64 {
+        (0..MAX_NUMNODES).map(|n| wi.stats.held(n)).sum()
+    }
+
+    #[test]
+    fn bulk_split_and_resume_state() -> Result {
+        let (a, b) = two_nodes()?;
+        let wi = wi_with(a, 3, b, 1)?;
+        let mask = Nodemask::single(a).with(b);
+        let weights = wi.weights();
+        let mut task = TaskState::new();
+        let mut per_node = [0u64; MAX_NUMNODES];
+        // Fresh policy, {3,1}, 10 pages: 8 and 2, real pages.
+        bulk(&wi, mask, &weights, &mut task, 10, &mut per_node)?;
+        assert_eq!(per_node[a], 8);
+        assert_eq!(per_node[b], 2);
+        assert_eq!(per_node.iter().sum::<u64>(), 10);
+        assert_eq!(wi.stats.allocated(a), 8);
+        assert_eq!(wi.stats.allocated(b), 2);
+        assert_eq!(held_total(&wi), 0);
+        // Resume state: il_prev = a with 1 left, so the next three single
+        // allocations go a, b, a.
+        assert_eq!(task.il_prev(), a as i32);
+        assert_eq!(task.il_weight(), 1);
+        let mut t = task;
+        assert_eq!(t.next(mask, &weights), Some(a));
+        assert_eq!(t.next(mask, &weights), Some(b));
+        assert_eq!(t.next(mask, &weights), Some(a));
+        // And the bulk path resumes from there too: 1 more page goes to a.
+        bulk(&wi, mask, &weights, &mut task, 1, &mut per_node)?;
+        assert_eq!((per_node[a], per_node[b]), (1, 0));
+        assert_eq!((task.il_prev(), task.il_weight()), (a as i32, 0));
+        Ok(())
+    }
+
+    #[test]
+    fn bulk_failure_keeps_state_and_frees() -> Result {
+        let (a, b) = two_nodes()?;
+        let wi = wi_with(a, 3, b, 1)?;
+        let mask = Nodemask::single(a).with(b);
+        let weights = wi.weights();
+        let mut task = TaskState::from_raw(a as i32, 2);
+        let before = task;
+        let mut per_node = [0u64; MAX_NUMNODES];
+        let free_before = shim::node::free_pages(a);
+        let r = bulk_with(&wi, mask, &weights, &mut task, 4096, &mut per_node, Some(3000));
+        assert_eq!(r, Err(ENOMEM));
+        assert_eq!(task, before);
+        assert_eq!(held_total(&wi), 0);
+        // The 3000 pages came back (allow for the rest of the system).
+        let free_after = shim::node::free_pages(a);
+        assert!(free_after + 1024 >= free_before);
+        // Zero pages and an empty mask are EINVAL.
+        assert_eq!(bulk(&wi, mask, &weights, &mut task, 0, &mut per_node), Err(EINVAL));
+        assert_eq!(
+            bulk(&wi, Nodemask::EMPTY, &weights, &mut task, 1, &mut per_node),
+            Err(EINVAL)
+        );
+        assert_eq!(task, before);
+        Ok(())
+    }
+
+    #[test]
+    fn mapped_pages_sit_on_the_selected_node() -> Result {
+        let (a, b) = two_nodes()?;
+        let wi = wi_with(a, 3, b, 1)?;
+        let policy = Policy::new(0, 0, Nodemask::single(a).with(b).0)?;
+        let weights = wi.weights();
+        let sel = policy.selector(&weights)?;
+        let pgoff = 0x7f12_3456_7u64;
+        let nr = 1024usize;
+        let placed = alloc_placed(&wi, &sel, pgoff, nr)?;
+        let mut on_node = true;
+        let mut zero = true;
+        for (i, page) in placed.pages().iter().enumerate() {
+            let want = weighted_interleave_nid_ref(policy.mask, &weights, pgoff + i as u64);
+            on_node &= Some(page.nid()) == want;
+            // SAFETY: the pages are ours alone (never mapped).
+            zero &= unsafe { page.all_bytes_are(0) };
+        }
+        let held = held_total(&wi);
+        drop(placed);
+        assert!(on_node);
+        assert!(zero);
+        assert_eq!(held, nr as u64);
+        assert_eq!(held_total(&wi), 0);
+        assert_eq!(wi.stats.allocated(a) + wi.stats.allocated(b), nr as u64);
+        assert_eq!(wi.stats.allocated(a), 768);
+        Ok(())
+    }
+
+    #[test]
+    fn mapped_pages_failure_frees_everything() -> Result {
+        let (a, b) = two_nodes()?;
+        let wi = wi_with(a, 1, b, 1)?;
+        let policy = Policy::new(1, 0, Nodemask::single(a).with(b).0)?;
+        let sel = policy.selector(&wi.weights())?;
+        let r = alloc_placed_with(&wi, &sel, 0, 512, Some(300));
+        assert!(matches!(r, Err(e) if e == ENOMEM));
+        assert_eq!(held_total(&wi), 0);
+        assert_eq!(wi.stats.allocated(a) + wi.stats.allocated(b), 300);
+        Ok(())
+    }
+
+    /// Allocates most of `nid`'s free memory, fills it with 0xA5 and frees
+    /// it, so that the allocations that follow get dirty pages. Returns the
+    /// number of pages dirtied.
+    fn dirty_node(nid: usize) -> Result<usize> {
+        // Most of it (7/8, at most 1 GiB), stopping early rather than
+        // pushing the node into reclaim (__GFP_NORETRY).
+        let target = ((shim::node::free_pages(nid) / 8 * 7) as usize).min(1 << 18);
+        let mut pages: KVVec<NodePage> = KVVec::with_capacity(target, GFP_KERNEL)?;
+        // SAFETY: reads a constant.
+        let noretry = unsafe { shim::tk_gfp_noretry() };
+        while pages.len() < target {
+            let Ok(p) = NodePage::alloc_gfp(nid, kernel::bindings::GFP_KERNEL | noretry) else {
+                break;
+            };
+            // SAFETY: the page is ours alone.
+            unsafe { p.fill(0xa5) };
+            if pages.push_within_capacity(p).is_err() {
+                break;
+            }
+            if pages.len() % 512 == 0 {
+                // SAFETY: process context, no locks held.
+                unsafe { shim::tk_cond_resched() };
+            }
+        }
+        Ok(pages.len())
+    }
+
+    /// The zero check on one node: after dirtying it, plain allocations do
+    /// see the dirt (so the check can fail), and every page of the mmap
+    /// allocation path is on `nid` and zero.
+    fn zero_check(nid: usize) -> Result<(usize, usize, bool, bool)> {
+        let dirtied = dirty_node(nid)?;
+        // Proof that the memory handed out next is dirty.
+        let mut probes: KVec<NodePage> = KVec::with_capacity(64, GFP_KERNEL)?;
+        for _ in 0..64 {
+            probes.push(NodePage::alloc_uninit(nid)?, GFP_KERNEL)?;
+        }
+        // SAFETY: the probe pages are ours alone.
+        let dirty_seen = probes.iter().filter(|p| unsafe { p.all_bytes_are(0xa5) }).count();
+        drop(probes);
+        // The mmap path, single-node policy.
+        let wi = new_wi()?;
+        let policy = Policy::new(0, 0, Nodemask::single(nid).0)?;
+        let sel = policy.selector(&wi.weights())?;
+        let placed = alloc_placed(&wi, &sel, 0, 4096)?;
+        let on_node = placed.pages().iter().all(|p| p.nid() == nid);
+        // SAFETY: the pages are ours alone (never mapped).
+        let zero = placed.pages().iter().all(|p| unsafe { p.all_bytes_are(0) });
+        Ok((dirtied, dirty_seen, on_node, zero))
+    }
+
+    #[test]
+    fn pages_are_zero_even_from_dirty_memory() -> Result {
+        // SAFETY: reads a boot-time setting.
+        let init_on_alloc = unsafe { shim::tk_init_on_alloc() };
+        for nid in memory_nodes().iter() {
+            let (dirtied, dirty_seen, on_node, zero) = zero_check(nid)?;
+            pr_info!(
+                "tierkit_wi_alloc: node{}: dirtied {} pages, {}/64 probes dirty, init_on_alloc {}\n",
+                nid,
+                dirtied,
+                dirty_seen,
+                init_on_alloc
+            );
+            assert!(dirtied >= 4096);
+            // Unless the allocator zeroes everything anyway, the dirt shows.
+            assert!(init_on_alloc || dirty_seen > 0);
+            assert!(on_node);
+            assert!(zero);
+        }
+        Ok(())
+    }
+}
+
+/// The `nodeN` files and the node hotplug events that add and remove them.
+#[kunit_tests(tierkit_wi_files)]
+mod files {
+    use crate::interleave::MAX_NUMNODES;
+    use crate::wi::{
+        debugfs::{node_event, WiFiles},
+        memory_nodes, Wi,
+    };
+    use kernel::{debugfs::Dir, ffi::c_int, prelude::*, sync::Arc};
+
+    #[test]
+    fn node_files_follow_hotplug_events() -> Result {
+        // A private tree (the notifier stays with the module's own files).
+        let root = Dir::new(c"tierkit_kunit");
+        let wi = Arc::pin_init(Wi::new(), GFP_KERNEL)?;
+        let files = WiFiles::new_with(&root, wi, false)?;
+        let mem = memory_nodes();
+        // One file per node with memory, none for the others.
+        assert!((0..MAX_NUMNODES).all(|n| files.has_node(n) == mem.contains(n)));
+        let first = mem.first().unwrap_or(0);
+        // NODE_REMOVED_LAST_MEMORY removes the file, NODE_ADDED_FIRST_MEMORY
+        // brings it back, once.
+        // SAFETY: `files.ctx()` is the live `WiFiles` node_event expects.
+        unsafe { node_event(files.ctx(), first as c_int, false) };
+        assert!(!files.has_node(first));
+        // SAFETY: as above.
+        unsafe { node_event(files.ctx(), first as c_int, true) };
+        // SAFETY: as above.
+        unsafe { node_event(files.ctx(), first as c_int, true) };
+        assert!(files.has_node(first));
+        // A node that gets memory later (as a CXL region onlined by dax
+        // kmem) gets its file then.
+        if let Some(late) = (0..MAX_NUMNODES).find(|&n| !mem.contains(n)) {
+            assert!(!files.has_node(late));
+            // SAFETY: as above.
+            unsafe { node_event(files.ctx(), late as c_int, true) };
+            assert!(files.has_node(late));
+            // SAFETY: as above.
+            unsafe { node_event(files.ctx(), late as c_int, false) };
+            assert!(!files.has_node(late));
+        }
+        // Ids tierkit cannot name are ignored.
+        // SAFETY: as above.
+        unsafe { node_event(files.ctx(), -1, true) };
+        // SAFETY: as above.
+        unsafe { node_event(files.ctx(), MAX_NUMNODES as c_int, true) };
+        assert!(!files.has_node(MAX_NUMNODES));
+        Ok(())
+    }
+}
