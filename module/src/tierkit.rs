@@ -21,7 +21,11 @@ mod interleave;
 #[allow(dead_code, unreachable_pub)]
 #[path = "../core/src/uapi.rs"]
 mod uapi;
+#[allow(dead_code, unreachable_pub)]
+#[path = "../core/src/chunks.rs"]
+mod chunks;
 
+mod clear;
 mod dev;
 mod shim;
 mod wi;

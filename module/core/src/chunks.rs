@@ -30,7 +30,11 @@ pub const MAX_CHUNK_KIB: u32 = 32 * 1024;
 /// [`DEFAULT_CHUNK_KIB`]; otherwise a multiple of 4 KiB up to
 /// [`MAX_CHUNK_KIB`]. `None` for anything else.
 pub const fn chunk_pages_from_kib(chunk_kib: u32) -> Option<u32> {
-    let kib = if chunk_kib == 0 { DEFAULT_CHUNK_KIB } else { chunk_kib };
+    let kib = if chunk_kib == 0 {
+        DEFAULT_CHUNK_KIB
+    } else {
+        chunk_kib
+    };
     if kib % 4 != 0 || kib > MAX_CHUNK_KIB {
         return None;
     }
@@ -65,7 +69,10 @@ impl ChunkPlan {
             return None;
         }
         // INVARIANT: both are non-zero.
-        Some(Self { nr_pages, chunk_pages })
+        Some(Self {
+            nr_pages,
+            chunk_pages,
+        })
     }
 
     /// Pages in the whole range.
@@ -96,7 +103,10 @@ impl ChunkPlan {
         } else {
             self.chunk_pages
         };
-        Some(Chunk { first_page, nr_pages })
+        Some(Chunk {
+            first_page,
+            nr_pages,
+        })
     }
 
     /// Every chunk in order.
@@ -122,8 +132,12 @@ pub const fn mbps(bytes: u64, elapsed_ns: u64) -> u64 {
     if elapsed_ns == 0 {
         return 0;
     }
-    // bytes * 1000 / ns = bytes / us = MB/s; u128 keeps any u64 product.
-    ((bytes as u128 * 1000) / elapsed_ns as u128) as u64
+    // bytes * 1000 / ns = bytes / us = MB/s. No u128: the kernel has no
+    // 128-bit division (`__udivti3`). Exact below 18 PB.
+    match bytes.checked_mul(1000) {
+        Some(b) => b / elapsed_ns,
+        None => bytes / elapsed_ns.div_ceil(1000),
+    }
 }
 
 /// A gain counts only above this many percent: the probe of `auto` stops
@@ -158,7 +172,13 @@ impl AutoThreads {
     /// A probe that may go up to `max_workers` (at least 1).
     pub const fn new(max_workers: u32) -> Self {
         let max_workers = if max_workers == 0 { 1 } else { max_workers };
-        Self { max_workers, tried: 0, best_workers: 1, best_mbps: 0, done: false }
+        Self {
+            max_workers,
+            tried: 0,
+            best_workers: 1,
+            best_mbps: 0,
+            done: false,
+        }
     }
 
     /// The worker count to measure next, or `None` when the probe is over.
@@ -234,7 +254,13 @@ mod tests {
         // The KUnit matrix uses 3 MiB + 4 KiB chunks: 769 pages.
         let p = ChunkPlan::new(GIGANTIC_PAGES, 769).unwrap();
         assert_eq!(p.nr_chunks(), 341);
-        assert_eq!(p.chunk(340), Some(Chunk { first_page: 340 * 769, nr_pages: 262_144 - 340 * 769 }));
+        assert_eq!(
+            p.chunk(340),
+            Some(Chunk {
+                first_page: 340 * 769,
+                nr_pages: 262_144 - 340 * 769
+            })
+        );
         assert_eq!(p.chunk(341), None);
         assert_eq!(p.chunk(u64::MAX), None);
     }
@@ -251,6 +277,7 @@ mod tests {
         assert_eq!(mbps(1 << 30, 2_000_000_000), 536);
         assert_eq!(mbps(1, 0), 0);
         assert_eq!(mbps(u64::MAX, 1000), u64::MAX);
+        assert_eq!(mbps(64 << 30, 1_000_000_000), 68_719);
     }
 
     #[test]

@@ -1,0 +1,198 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! [`GiganticRange`]: a physically contiguous, naturally aligned range of
+//! base pages on one node, from `alloc_contig_pages()`.
+
+use crate::chunks::{GIGANTIC_PAGES, PAGE_BYTES};
+use crate::shim::{self, node};
+use core::ptr::NonNull;
+use kernel::{bindings, page::BorrowedPage, prelude::*};
+
+/// Largest range [`GiganticRange::alloc_pages`] accepts: 2^24 pages (64 GiB).
+pub(crate) const MAX_RANGE_PAGES: u64 = 1 << 24;
+
+/// Checks that `nid` names an online node with memory (`N_MEMORY`).
+///
+/// Returns `EINVAL`, with a message, for an id out of range, an offline node
+/// or a memoryless one.
+pub(crate) fn check_memory_node(nid: i64) -> Result<usize> {
+    let ids = node::nr_node_ids();
+    if nid < 0 || nid as u64 >= ids as u64 {
+        pr_err!("clear: node {} does not exist (nr_node_ids {})\n", nid, ids);
+        return Err(EINVAL);
+    }
+    let nid = nid as usize;
+    if !node::online(nid) {
+        pr_err!("clear: node {} is offline\n", nid);
+        return Err(EINVAL);
+    }
+    if !node::has_memory(nid) {
+        pr_err!("clear: node {} has no memory (not in N_MEMORY)\n", nid);
+        return Err(EINVAL);
+    }
+    Ok(nid)
+}
+
+/// A physically contiguous range of `nr_pages` base pages on one node.
+///
+/// The pages are not cleared by the allocator: tierkit never passes
+/// `__GFP_ZERO`, and [`alloc_pages`](Self::alloc_pages) refuses to work when
+/// `init_on_alloc` would zero them serially. Clearing them is the job of
+/// [`clear`](super::clear).
+///
+/// # Invariants
+///
+/// - `first` is the first of `nr_pages` physically contiguous pages, all on
+///   node `nid`, allocated by `alloc_contig_pages()`. `nr_pages` is a power
+///   of two, so the range is naturally aligned. Each page is an order-0
+///   page with one reference, owned by this value and put on drop with
+///   `free_contig_range()`.
+/// - `base` is `page_address(first)`: the range is lowmem on x86_64, so the
+///   direct map covers all `nr_pages * PAGE_SIZE` bytes from `base`.
+pub(crate) struct GiganticRange {
+    first: NonNull<bindings::page>,
+    base: NonNull<u8>,
+    nr_pages: u64,
+    nid: usize,
+}
+
+// SAFETY: the range is plain memory owned by this value; nothing ties it to
+// the thread that allocated it.
+unsafe impl Send for GiganticRange {}
+
+// SAFETY: `&GiganticRange` only gives out page pointers and the address of
+// the memory; every write through them is `unsafe` and its caller keeps it
+// exclusive.
+unsafe impl Sync for GiganticRange {}
+
+impl GiganticRange {
+    /// A 1 GiB range (2^18 pages) on node `nid`. See
+    /// [`alloc_pages`](Self::alloc_pages).
+    pub(crate) fn alloc(nid: usize) -> Result<Self> {
+        Self::alloc_pages(nid, GIGANTIC_PAGES)
+    }
+
+    /// `nr_pages` (a power of two up to [`MAX_RANGE_PAGES`]) physically
+    /// contiguous, naturally aligned pages on node `nid`, never another
+    /// node's memory (`__GFP_THISNODE`), not zeroed.
+    ///
+    /// Errors: `EINVAL` for a bad size, a node that does not exist, is
+    /// offline or has no memory, or when `init_on_alloc` is on; `ENOMEM`
+    /// when the node has no free naturally aligned range of that size in
+    /// one zone (`GFP_KERNEL` never takes `ZONE_MOVABLE`).
+    pub(crate) fn alloc_pages(nid: usize, nr_pages: u64) -> Result<Self> {
+        if nr_pages == 0 || !nr_pages.is_power_of_two() || nr_pages > MAX_RANGE_PAGES {
+            pr_err!("clear: bad range size of {} pages\n", nr_pages);
+            return Err(EINVAL);
+        }
+        let nid = check_memory_node(nid as i64)?;
+        // SAFETY: reads a static key / boot parameter.
+        if unsafe { shim::tk_init_on_alloc() } {
+            pr_err!("clear: init_on_alloc is on: the allocator would zero the range serially; boot with init_on_alloc=0\n");
+            return Err(EINVAL);
+        }
+        // SAFETY: `nid` is an online node with memory; the shim passes
+        // GFP_KERNEL | __GFP_THISNODE | __GFP_NOWARN and no nodemask.
+        let first = unsafe { shim::tk_alloc_contig(nr_pages as c_ulong, nid as c_int) };
+        let Some(first) = NonNull::new(first) else {
+            pr_err!(
+                "clear: no free naturally aligned {} MiB range on node {}\n",
+                nr_pages * PAGE_BYTES >> 20,
+                nid
+            );
+            return Err(ENOMEM);
+        };
+        // SAFETY: `first` is the first page of the `nr_pages` pages just
+        // allocated, so `first + nr_pages - 1` is in the same memmap range
+        // (pfn_to_page of its pfn).
+        let (nid_first, nid_last, base) = unsafe {
+            let pfn = shim::tk_page_to_pfn(first.as_ptr());
+            let last = shim::tk_pfn_to_page(pfn + (nr_pages - 1) as c_ulong);
+            (
+                shim::tk_page_to_nid(first.as_ptr()),
+                shim::tk_page_to_nid(last),
+                shim::tk_page_address(first.as_ptr()),
+            )
+        };
+        let free = || {
+            // SAFETY: the pages were allocated above and are not used.
+            unsafe { shim::tk_free_contig(first.as_ptr(), nr_pages as c_ulong) }
+        };
+        if nid_first != nid as c_int || nid_last != nid as c_int {
+            pr_err!(
+                "clear: asked node {}, got pages of nodes {}..{}\n",
+                nid,
+                nid_first,
+                nid_last
+            );
+            free();
+            return Err(ENOMEM);
+        }
+        let Some(base) = NonNull::new(base.cast::<u8>()) else {
+            pr_err!("clear: range on node {} is not in the direct map\n", nid);
+            free();
+            return Err(EINVAL);
+        };
+        // INVARIANT: checked above: `nr_pages` contiguous pages of `nid`
+        // from `alloc_contig_pages()`, mapped at `base`.
+        Ok(Self {
+            first,
+            base,
+            nr_pages,
+            nid,
+        })
+    }
+
+    /// The node of every page of the range.
+    pub(crate) fn nid(&self) -> usize {
+        self.nid
+    }
+
+    /// Base pages in the range.
+    pub(crate) fn nr_pages(&self) -> u64 {
+        self.nr_pages
+    }
+
+    /// Bytes in the range.
+    pub(crate) fn bytes(&self) -> u64 {
+        self.nr_pages * PAGE_BYTES
+    }
+
+    /// The pfn of the first page.
+    pub(crate) fn pfn(&self) -> u64 {
+        // SAFETY: `first` is a valid page (type invariant).
+        unsafe { shim::tk_page_to_pfn(self.first.as_ptr()) as u64 }
+    }
+
+    /// The kernel virtual address of the first byte (direct map). Writing
+    /// through it is the caller's business: it must not race with other
+    /// users of the memory, such as a process that has it mapped.
+    pub(crate) fn as_ptr(&self) -> *mut u8 {
+        self.base.as_ptr()
+    }
+
+    /// Page `index` of the range, for `vm_insert_page()`: an order-0 page
+    /// with a reference held by the range, neither anon nor typed, so
+    /// `validate_page_before_insert()` (mm/memory.c) accepts it. A mapping
+    /// takes its own reference, so the pages outlive the range while mapped.
+    pub(crate) fn page(&self, index: u64) -> Option<BorrowedPage<'_>> {
+        if index >= self.nr_pages {
+            return None;
+        }
+        // SAFETY: `index < nr_pages`, so the pfn is inside the range.
+        let page = unsafe { shim::tk_pfn_to_page((self.pfn() + index) as c_ulong) };
+        let page = NonNull::new(page)?;
+        // SAFETY: the page is part of the range, owned by `self`, and stays
+        // valid while `self` is borrowed.
+        Some(unsafe { BorrowedPage::from_raw(page) })
+    }
+}
+
+impl Drop for GiganticRange {
+    fn drop(&mut self) {
+        // SAFETY: by the type invariant `first` heads `nr_pages` pages
+        // from `alloc_contig_pages()` to which this value holds one
+        // reference each; pages still mapped by a process keep theirs.
+        unsafe { shim::tk_free_contig(self.first.as_ptr(), self.nr_pages as c_ulong) };
+    }
+}
