@@ -11,4 +11,5 @@
 extern crate std;
 
 pub mod chunks;
+pub mod interleave;
 pub mod uapi;
