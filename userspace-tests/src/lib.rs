@@ -45,6 +45,24 @@ pub fn ensure_debugfs() {
     }
 }
 
+/// A one-line description of the THP setup that matters for the kernel
+/// side of a comparison: the global mode and whether `madvise` exists.
+pub fn thp_note() -> String {
+    let mode = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "no THP".into());
+    // madvise(0, 0, MADV_NORMAL) is a no-op that only tells whether the
+    // syscall exists.
+    // SAFETY: an empty range; MADV_NORMAL changes nothing.
+    let madv = match unsafe { sys::madvise(std::ptr::null_mut(), 0, libc::MADV_NORMAL) } {
+        Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => {
+            "no madvise (CONFIG_ADVISE_SYSCALLS=n): THP off per process with PR_SET_THP_DISABLE"
+        }
+        _ => "MADV_NOHUGEPAGE per mapping",
+    };
+    format!("THP enabled: {mode}; {madv}")
+}
+
 /// The node the kernel (with `MPOL_WEIGHTED_INTERLEAVE`) or tierkit (with
 /// `TK_MODE_WEIGHTED_INTERLEAVE`) picks for `ilx`: mm/mempolicy.c
 /// `weighted_interleave_nid`, by tierkit-core's reference model (a straight

@@ -142,6 +142,14 @@ impl Report {
         }
     }
 
+    /// Records (and prints) the checks of another report, in order: for
+    /// checks made inside a larger one and printed after it.
+    pub fn absorb(&mut self, other: Report) {
+        for c in other.checks {
+            self.push(&c.name, c.status, c.detail);
+        }
+    }
+
     /// A comment line (`# ...`), not a check.
     pub fn note(&self, msg: impl AsRef<str>) {
         if !self.quiet {
@@ -240,6 +248,10 @@ mod tests {
         assert_eq!(j["skipped"], json!(1));
         assert_eq!(j["pages"], json!(256));
         assert_eq!(j["checks"][1]["detail"], json!("bad"));
+        let mut sub = Report::silent("tk-x", "test");
+        sub.ok("d");
+        r.absorb(sub);
+        assert_eq!(r.json()["passed"], json!(2));
         assert_eq!(r.finish(), ExitCode::FAILURE);
     }
 }

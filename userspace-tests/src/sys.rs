@@ -169,6 +169,24 @@ pub unsafe fn madvise(addr: *mut c_void, len: usize, advice: i32) -> io::Result<
     check(ret as libc::c_long).map(|_| ())
 }
 
+/// `prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0)`: no transparent huge pages of
+/// any size for this process's mappings from now on
+/// (`MMF_DISABLE_THP_COMPLETELY`, kernel/sys.c `prctl_set_thp_disable`).
+/// Available whatever `CONFIG_ADVISE_SYSCALLS` says.
+pub fn disable_thp() -> io::Result<()> {
+    // SAFETY: prctl with integer arguments only.
+    let ret = unsafe {
+        libc::prctl(
+            libc::PR_SET_THP_DISABLE,
+            1 as libc::c_ulong,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+        )
+    };
+    check(ret as libc::c_long).map(|_| ())
+}
+
 /// `ioctl(2)` with a pointer to `arg`.
 ///
 /// # Safety
@@ -254,10 +272,15 @@ impl Mapping {
 
     /// `madvise(MADV_NOHUGEPAGE)` on the whole mapping, so anonymous faults
     /// allocate order-0 folios and the ilx is not shifted by a THP order
-    /// (mm/mempolicy.c `get_vma_policy`).
+    /// (mm/mempolicy.c `get_vma_policy`). A kernel without
+    /// `CONFIG_ADVISE_SYSCALLS` has no madvise (`ENOSYS`); then THP is
+    /// turned off for the whole process with [`disable_thp`] instead.
     pub fn no_huge(&self) -> io::Result<()> {
         // SAFETY: the mapping is ours; MADV_NOHUGEPAGE keeps its contents.
-        unsafe { madvise(self.ptr as *mut c_void, self.len, libc::MADV_NOHUGEPAGE) }
+        match unsafe { madvise(self.ptr as *mut c_void, self.len, libc::MADV_NOHUGEPAGE) } {
+            Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => disable_thp(),
+            r => r,
+        }
     }
 
     /// `mbind` the whole mapping.

@@ -141,6 +141,7 @@ fn main() -> ExitCode {
         }
     };
     r.note(format!("topology: {}", topo.describe()));
+    r.note(thp_note());
     if !Tierkit::present() {
         r.fail(
             "open /dev/tierkit",

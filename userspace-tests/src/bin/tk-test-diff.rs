@@ -78,6 +78,7 @@ fn main() -> ExitCode {
     };
     let tsaved = tw.snapshot();
     r.note(format!("kernel weights before: {}", ksaved.describe()));
+    r.note(thp_note());
 
     auto_weights(&mut r, &kw, &tw, &topo, &ksaved);
 
