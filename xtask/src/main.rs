@@ -1,1 +1,353 @@
-fn main() {}
+//! `cargo xtask`: builds Linux with Rust and tierkit, boots it in QEMU with
+//! a CPU-less memory node, and reports KUnit and userspace results.
+//!
+//! Pipeline, one module per stage:
+//! [`setup`] (host tools) -> [`kernel`] (source, config, build) ->
+//! [`module`] (tierkit.ko) -> [`userspace`] (static guest binaries) ->
+//! [`initramfs`] (cpio with `guest/init.sh`) -> [`qemu`] (+ [`topology`]) ->
+//! [`verdict`] (markers, [`ktap`]) -> [`report`].
+
+mod initramfs;
+mod kconfig;
+mod kernel;
+mod ktap;
+mod module;
+mod qemu;
+mod report;
+mod setup;
+mod topology;
+mod userspace;
+mod util;
+mod verdict;
+
+use anyhow::{Context, Result};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+use std::time::Duration;
+
+use qemu::Mode;
+use topology::{Topology, TopologyKind, TopologyOpts};
+use util::{fmt_dur, Timer};
+
+const ABOUT: &str = "Build Linux 7.3 with Rust and the tierkit module, boot it in QEMU with a \
+CPU-less memory node, and report the results.";
+
+const AFTER_HELP: &str = "\
+The two main commands:
+  cargo xtask run     build everything (cached), boot, load tierkit, run the demos
+  cargo xtask test    host tests, then boot, KUnit + userspace tests, summary, JSON, JUnit
+
+Cache: $TIERKIT_CACHE (default ~/.cache/tierkit). Output: target/tierkit/.
+A fresh Debian 12 machine needs nothing else: missing tools are installed by
+scripts/setup-host.sh on first use.";
+
+#[derive(Parser)]
+#[command(name = "cargo xtask", about = ABOUT, after_help = AFTER_HELP, version)]
+struct Cli {
+    /// Show the whole guest console and every command xtask runs.
+    #[arg(short, long, global = true)]
+    verbose: bool,
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Check the host tools; install what is missing (scripts/setup-host.sh).
+    Setup {
+        /// Run scripts/setup-host.sh even if nothing seems missing.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Fetch, configure and build the kernel (cached); print its KDIR.
+    Kernel(KernelArgs),
+    /// Build module/tierkit.ko against the cached kernel.
+    Module(KernelArgs),
+    /// Build everything the guest needs (kernel, module, guest binaries,
+    /// initramfs) without booting.
+    Build(KernelArgs),
+    /// The main job: build (cached), boot the default topology, load
+    /// tierkit (its KUnit suites run) and run the demos (/bin/tk-demo*).
+    Run(GuestArgs),
+    /// Run all tests: host tests, then boot with KUnit and the userspace
+    /// tests (/bin/tk-test-*); print a summary and write JSON and JUnit XML.
+    Test(TestArgs),
+    /// Boot and run a benchmark (/bin/tk-bench-<name>); its `TIERKIT-JSON`
+    /// lines go to target/tierkit/bench/<name>.json.
+    Bench(BenchArgs),
+}
+
+#[derive(Args, Clone)]
+struct KernelArgs {
+    /// Use this kernel source tree (e.g. a git checkout; it must be clean:
+    /// xtask builds out of tree). Default: Debian's linux-source-7.3.
+    #[arg(long, value_name = "DIR", env = "TIERKIT_KERNEL_SRC")]
+    kernel_src: Option<PathBuf>,
+    /// Regenerate the kernel config even if an identical one is remembered.
+    #[arg(long)]
+    fresh_config: bool,
+}
+
+#[derive(Args, Clone)]
+struct GuestArgs {
+    #[command(flatten)]
+    kernel: KernelArgs,
+    /// Guest NUMA topology.
+    #[arg(long, value_enum, default_value_t = TopologyKind::Numa)]
+    topology: TopologyKind,
+    /// Guest CPUs in total (numa2 splits them over its two CPU nodes).
+    #[arg(long, default_value_t = 2, value_name = "N")]
+    cpus: u32,
+    /// DRAM per CPU node, in whole GiB.
+    #[arg(long, default_value = "4G", value_parser = util::parse_gib, value_name = "SIZE")]
+    dram: u32,
+    /// Size of the memory-only (emulated CXL) node, in whole GiB.
+    #[arg(long, default_value = "3G", value_parser = util::parse_gib, value_name = "SIZE")]
+    cxl_mem: u32,
+    /// QEMU CPU model (`-cpu`), e.g. `max` or `max,erms=off`.
+    #[arg(long = "cpu", default_value = "max", value_name = "MODEL")]
+    cpu_model: String,
+    /// Use KVM even if it does not look usable.
+    #[arg(long, overrides_with = "no_kvm")]
+    kvm: bool,
+    /// Never use KVM (TCG).
+    #[arg(long)]
+    no_kvm: bool,
+    /// Kill the guest after this many seconds [default: 600; bench: 1800].
+    #[arg(long, value_name = "SECS")]
+    timeout: Option<u64>,
+    /// Only run matching tests: `kunit.filter_glob=GLOB` for KUnit
+    /// (`suite` or `suite.test`), and a shell glob on userspace test names.
+    #[arg(long, value_name = "GLOB")]
+    filter: Option<String>,
+    /// Extra kernel command line parameters (repeatable).
+    #[arg(long, value_name = "ARGS")]
+    append: Vec<String>,
+}
+
+#[derive(Args, Clone)]
+struct TestArgs {
+    #[command(flatten)]
+    guest: GuestArgs,
+    /// Skip the host tests (`cargo test --workspace`).
+    #[arg(long)]
+    no_host_tests: bool,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum BenchKind {
+    /// Parallel gigantic-page clearing (/bin/tk-bench-clear).
+    Clear,
+    /// Weighted-interleave placement (/bin/tk-bench-wi).
+    Wi,
+}
+
+#[derive(Args, Clone)]
+struct BenchArgs {
+    #[arg(value_enum)]
+    which: BenchKind,
+    #[command(flatten)]
+    guest: GuestArgs,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    util::set_verbose(cli.verbose);
+    util::setup_llvm_path();
+    match real_main(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("\nerror: {e:?}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn real_main(cli: Cli) -> Result<ExitCode> {
+    match cli.cmd {
+        Cmd::Setup { force } => setup::cmd_setup(force).map(|_| ExitCode::SUCCESS),
+        Cmd::Kernel(k) => {
+            setup::ensure()?;
+            kernel::cmd_kernel(k.kernel_src.as_deref(), k.fresh_config)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::Module(k) => {
+            setup::ensure()?;
+            let kb = kernel::ensure(k.kernel_src.as_deref(), k.fresh_config)?;
+            let m = module::build(&kb)?;
+            say!("module: {}", m.ko.display());
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::Build(k) => {
+            setup::ensure()?;
+            let b = build_all(&k)?;
+            say!("initramfs: {} ({} KiB)", b.initramfs.path.display(), b.initramfs.size / 1024);
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::Run(g) => guest_cmd(Mode::Run, &g, None),
+        Cmd::Test(t) => {
+            setup::ensure()?;
+            let host = if t.no_host_tests { None } else { Some(host_tests()?) };
+            guest_cmd(Mode::Test, &t.guest, host)
+        }
+        Cmd::Bench(b) => {
+            let name = match b.which {
+                BenchKind::Clear => "clear",
+                BenchKind::Wi => "wi",
+            };
+            guest_cmd(Mode::Bench(name.into()), &b.guest, None)
+        }
+    }
+}
+
+/// Everything built for a boot.
+struct Built {
+    kernel: kernel::KernelBuild,
+    initramfs: initramfs::Initramfs,
+    times: Vec<(&'static str, Duration)>,
+}
+
+fn build_all(k: &KernelArgs) -> Result<Built> {
+    let mut times = Vec::new();
+    let t = Timer::start();
+    let kb = kernel::ensure(k.kernel_src.as_deref(), k.fresh_config)?;
+    times.push(("kernel", t.elapsed()));
+    let t = Timer::start();
+    let m = module::build(&kb)?;
+    times.push(("module", t.elapsed()));
+    let t = Timer::start();
+    let bins = userspace::build()?;
+    times.push(("guest binaries", t.elapsed()));
+    let t = Timer::start();
+    let info = format!("kernel {} ({}), guest binaries: {}", kb.key, kb.src.display(),
+        bins.iter().map(|b| b.name.as_str()).collect::<Vec<_>>().join(" "));
+    let dir = util::out_dir();
+    std::fs::create_dir_all(&dir)?;
+    let ir = initramfs::build(&dir, &info, &m, &bins)?;
+    times.push(("initramfs", t.elapsed()));
+    Ok(Built { kernel: kb, initramfs: ir, times })
+}
+
+/// Host tests: `cargo test --workspace` (the core crate's property tests,
+/// the KTAP parser, xtask's own unit tests, ...).
+fn host_tests() -> Result<(bool, Duration)> {
+    let t = Timer::start();
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let log = util::out_dir().join("host-tests.log");
+    std::fs::create_dir_all(util::out_dir())?;
+    say!("host tests: cargo test --workspace (log: {})", log.display());
+    let mut cmd = Command::new(cargo);
+    cmd.current_dir(util::repo_root())
+        .args(["test", "--workspace"])
+        .env_remove("CARGO_ENCODED_RUSTFLAGS")
+        .stdin(Stdio::null());
+    let out = cmd.output().context("could not run cargo test")?;
+    let mut text = String::from_utf8_lossy(&out.stderr).into_owned();
+    text.push_str(&String::from_utf8_lossy(&out.stdout));
+    std::fs::write(&log, &text)?;
+    let (mut passed, mut failed) = (0usize, 0usize);
+    for l in text.lines().filter(|l| l.starts_with("test result:")) {
+        let num = |key: &str| {
+            l.split(';')
+                .find_map(|p| p.trim().trim_start_matches("test result: ok. ").trim_start_matches("test result: FAILED. ").strip_suffix(key).map(|n| n.trim().parse::<usize>().unwrap_or(0)))
+                .unwrap_or(0)
+        };
+        passed += num(" passed");
+        failed += num(" failed");
+    }
+    let ok = out.status.success();
+    if ok {
+        say!("host tests: {passed} passed ({})", fmt_dur(t.elapsed()));
+    } else {
+        eprintln!("{}", util::tail_lines(&text, 60));
+        say!("host tests FAILED ({failed} failed; log: {}); booting the guest anyway", log.display());
+    }
+    Ok((ok, t.elapsed()))
+}
+
+fn guest_cmd(mode: Mode, g: &GuestArgs, host: Option<(bool, Duration)>) -> Result<ExitCode> {
+    setup::ensure()?;
+    let total = Timer::start();
+    let topo = Topology::new(&TopologyOpts { kind: g.topology, cpus: g.cpus, dram_gib: g.dram, slow_gib: g.cxl_mem })?;
+    let b = build_all(&g.kernel)?;
+    let accel = qemu::choose_accel(if g.kvm { Some(true) } else if g.no_kvm { Some(false) } else { None });
+    let default_timeout = if matches!(mode, Mode::Bench(_)) { 1800 } else { 600 };
+    let cfg = qemu::GuestConfig {
+        topology: topo,
+        cpu_model: g.cpu_model.clone(),
+        accel,
+        mode: mode.clone(),
+        filter: g.filter.clone(),
+        append: g.append.clone(),
+        timeout: Duration::from_secs(g.timeout.unwrap_or(default_timeout)),
+    };
+    let run_dir = util::out_dir().join(format!("{}-{}", mode.as_param(), g.topology));
+    std::fs::create_dir_all(&run_dir)?;
+    say!("booting {} with {} ({:?}, -cpu {}), mode {}", g.topology, cfg.topology.describe(), accel, cfg.cpu_model, mode.as_param());
+    say!("console log: {}", run_dir.join("console.log").display());
+    let mut streamer = qemu::Streamer::new(util::verbose(), !matches!(mode, Mode::Test));
+    let t = Timer::start();
+    let guest = qemu::boot(&b.kernel, &b.initramfs, &cfg, &run_dir, &mut streamer)?;
+    let boot_time = t.elapsed();
+    let mut outcome = verdict::evaluate(&guest, &mode);
+    if let Some((false, _)) = host {
+        let msg = format!("host tests failed (see {})", util::out_dir().join("host-tests.log").display());
+        outcome.reasons.push(msg.clone());
+        outcome.user_tests.push(report::UserTest { name: "[harness] host tests".into(), passed: false, rc: 1, output_tail: msg, duration_ms: 0 });
+    }
+
+    let mut times = b.times.clone();
+    if let Some((_, d)) = host {
+        times.insert(0, ("host tests", d));
+    }
+    times.push(("boot", boot_time));
+    let timing: Vec<String> = times.iter().map(|(n, d)| format!("{n} {}", fmt_dur(*d))).collect();
+
+    println!();
+    if !guest.qemu_stderr.trim().is_empty() && util::verbose() {
+        say!("QEMU stderr: {}", guest.qemu_stderr.trim());
+    }
+    if let Mode::Bench(name) = &mode {
+        write_bench(name, &cfg, &outcome, &guest.run_dir)?;
+    }
+    let results = run_dir.join("results.json");
+    let junit = run_dir.join("junit.xml");
+    report::write_json(&results, &outcome.run, &outcome.user_tests)?;
+    report::write_junit(&junit, &outcome.run, &outcome.user_tests)?;
+    say!("console: {}", guest.console_log.display());
+    say!("results: {} and {}", results.display(), junit.display());
+    say!("time: {} (total {})", timing.join(", "), fmt_dur(total.elapsed()));
+    if !outcome.ok() {
+        // Reasons that the summary's tables do not show on their own.
+        for r in &outcome.reasons {
+            if r.lines().count() <= 2 {
+                say!("FAIL: {r}");
+            }
+        }
+    }
+    println!();
+    report::print_summary(&outcome.run, &outcome.user_tests);
+    Ok(if outcome.ok() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+/// Collects the `TIERKIT-JSON` lines of the bench programs into
+/// `target/tierkit/bench/<name>.json`.
+fn write_bench(name: &str, cfg: &qemu::GuestConfig, o: &verdict::Outcome, run_dir: &Path) -> Result<()> {
+    let results: Vec<&serde_json::Value> = o.markers.progs.iter().flat_map(|p| p.json.iter()).collect();
+    let doc = serde_json::json!({
+        "bench": name,
+        "topology": cfg.topology.kind.to_string(),
+        "topology_detail": cfg.topology.describe(),
+        "guest_topology": o.markers.topology,
+        "cpu_model": cfg.cpu_model,
+        "accel": format!("{:?}", cfg.accel),
+        "programs": o.markers.progs.iter().map(|p| serde_json::json!({"name": p.name, "rc": p.rc})).collect::<Vec<_>>(),
+        "results": results,
+    });
+    let dir = util::out_dir().join("bench");
+    let path = dir.join(format!("{name}.json"));
+    util::write_atomic(&path, serde_json::to_string_pretty(&doc)?.as_bytes())?;
+    say!("bench results: {} ({} JSON records; raw output in {})", path.display(), results.len(), run_dir.join("data.log").display());
+    Ok(())
+}

@@ -1,0 +1,178 @@
+//! The guest's initramfs: a newc cpio written in Rust (no root needed).
+//!
+//! Layout:
+//! - `/init`: `guest/init.sh`;
+//! - `/bin/busybox` (static) and a symlink for each of its applets;
+//! - `/lib/modules/tierkit.ko`;
+//! - `/bin/<name>` for every userspace binary (`tk-test-*`, `tk-demo*`,
+//!   `tk-bench-*`, ...);
+//! - `/dev/console`, so the kernel can open the console for /init before
+//!   /init mounts devtmpfs over /dev.
+
+use crate::module::ModuleBuild;
+use crate::setup::BUSYBOX;
+use crate::userspace::GuestBinary;
+use crate::util;
+use anyhow::{bail, Context, Result};
+use cpio::newc::{Builder, ModeFileType};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+pub const INIT_TEMPLATE: &str = include_str!("guest/init.sh");
+
+/// The written archive.
+#[derive(Clone, Debug)]
+pub struct Initramfs {
+    pub path: PathBuf,
+    pub size: u64,
+}
+
+/// One archive entry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Entry {
+    Dir { path: String },
+    File { path: String, mode: u32, data: Vec<u8> },
+    Symlink { path: String, target: String },
+    CharDev { path: String, mode: u32, major: u32, minor: u32 },
+}
+
+impl Entry {
+    fn path(&self) -> &str {
+        match self {
+            Entry::Dir { path } | Entry::File { path, .. } | Entry::Symlink { path, .. } | Entry::CharDev { path, .. } => path,
+        }
+    }
+}
+
+/// The `/init` script with build information filled in.
+pub fn render_init(info: &str) -> String {
+    INIT_TEMPLATE.replace("@TIERKIT_BUILD_INFO@", info)
+}
+
+/// Busybox applet links (`usr/bin/awk`, `sbin/insmod`, ...) from
+/// `busybox --list-full`.
+fn busybox_links() -> Result<Vec<String>> {
+    let list = util::cmd_stdout(BUSYBOX, &["--list-full"])
+        .with_context(|| format!("`{BUSYBOX} --list-full` failed"))?;
+    Ok(list
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && *l != "bin/busybox")
+        .map(str::to_string)
+        .collect())
+}
+
+/// Everything that goes into the archive, in order (directories first).
+pub fn entries(init: &str, busybox: Vec<u8>, links: &[String], ko: Vec<u8>, bins: &[(String, Vec<u8>)]) -> Vec<Entry> {
+    let mut e = Vec::new();
+    for d in ["bin", "sbin", "usr", "usr/bin", "usr/sbin", "dev", "proc", "sys", "tmp", "root", "etc", "mnt", "lib", "lib/modules"] {
+        e.push(Entry::Dir { path: d.into() });
+    }
+    e.push(Entry::CharDev { path: "dev/console".into(), mode: 0o600, major: 5, minor: 1 });
+    e.push(Entry::File { path: "init".into(), mode: 0o755, data: init.as_bytes().to_vec() });
+    e.push(Entry::File { path: "bin/busybox".into(), mode: 0o755, data: busybox });
+    for l in links {
+        e.push(Entry::Symlink { path: l.clone(), target: "/bin/busybox".into() });
+    }
+    e.push(Entry::File { path: "lib/modules/tierkit.ko".into(), mode: 0o644, data: ko });
+    for (name, data) in bins {
+        e.push(Entry::File { path: format!("bin/{name}"), mode: 0o755, data: data.clone() });
+    }
+    e
+}
+
+/// Serializes entries as a newc archive.
+pub fn write_cpio<W: Write>(entries: &[Entry], mut w: W) -> Result<W> {
+    let mut seen = std::collections::HashSet::new();
+    for (i, en) in entries.iter().enumerate() {
+        if !seen.insert(en.path().to_string()) {
+            bail!("initramfs: duplicate entry {}", en.path());
+        }
+        let b = Builder::new(en.path()).ino(i as u32 + 1).uid(0).gid(0).mtime(0);
+        let (b, data): (Builder, &[u8]) = match en {
+            Entry::Dir { .. } => (b.mode(0o755).set_mode_file_type(ModeFileType::Directory).nlink(2), &[]),
+            Entry::File { mode, data, .. } => (b.mode(*mode).set_mode_file_type(ModeFileType::Regular), data),
+            Entry::Symlink { target, .. } => {
+                (b.mode(0o777).set_mode_file_type(ModeFileType::Symlink), target.as_bytes())
+            }
+            Entry::CharDev { mode, major, minor, .. } => (
+                b.mode(*mode).set_mode_file_type(ModeFileType::Char).rdev_major(*major).rdev_minor(*minor),
+                &[],
+            ),
+        };
+        let size = u32::try_from(data.len()).context("initramfs entry larger than 4 GiB")?;
+        let mut writer = b.write(w, size);
+        writer.write_all(data)?;
+        w = writer.finish()?;
+    }
+    Ok(cpio::newc::trailer(w)?)
+}
+
+/// Writes `dir/initramfs.cpio`.
+pub fn build(dir: &Path, info: &str, module: &ModuleBuild, bins: &[GuestBinary]) -> Result<Initramfs> {
+    let busybox = std::fs::read(BUSYBOX).with_context(|| format!("reading {BUSYBOX} (apt-get install busybox-static)"))?;
+    let ko = std::fs::read(&module.ko).with_context(|| format!("reading {}", module.ko.display()))?;
+    let mut files = Vec::new();
+    for b in bins {
+        files.push((b.name.clone(), std::fs::read(&b.path).with_context(|| format!("reading {}", b.path.display()))?));
+    }
+    let links = busybox_links()?;
+    let all = entries(&render_init(info), busybox, &links, ko, &files);
+    let buf = write_cpio(&all, Vec::new())?;
+    let path = dir.join("initramfs.cpio");
+    util::write_atomic(&path, &buf)?;
+    Ok(Initramfs { path, size: buf.len() as u64 })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Cursor;
+
+    #[test]
+    fn archive_round_trips() {
+        let all = entries(
+            "#!/bin/sh\necho hi\n",
+            b"BB".to_vec(),
+            &["bin/sh".to_string(), "sbin/insmod".to_string()],
+            b"KO".to_vec(),
+            &[("tk-test-a".to_string(), b"ELF".to_vec())],
+        );
+        let buf = write_cpio(&all, Vec::new()).unwrap();
+        let mut cur = Cursor::new(buf);
+        let mut names = Vec::new();
+        loop {
+            let r = cpio::newc::Reader::new(cur).unwrap();
+            if r.entry().is_trailer() {
+                break;
+            }
+            let e = r.entry();
+            names.push((e.name().to_string(), e.mode(), e.file_size()));
+            cur = r.finish().unwrap();
+        }
+        let get = |n: &str| names.iter().find(|x| x.0 == n).cloned().unwrap();
+        assert_eq!(get("init").1, 0o100755);
+        assert_eq!(get("bin/sh").1, 0o120777);
+        assert_eq!(get("bin/sh").2, "/bin/busybox".len() as u32);
+        assert_eq!(get("dev/console").1, 0o020600);
+        assert_eq!(get("lib/modules/tierkit.ko").2, 2);
+        assert_eq!(get("bin/tk-test-a").1, 0o100755);
+        assert_eq!(get("bin").1, 0o040755);
+    }
+
+    #[test]
+    fn duplicates_are_refused() {
+        let e = vec![Entry::Dir { path: "bin".into() }, Entry::Dir { path: "bin".into() }];
+        assert!(write_cpio(&e, Vec::new()).is_err());
+    }
+
+    #[test]
+    fn init_template_has_the_protocol() {
+        let s = render_init("built by test");
+        assert!(s.starts_with("#!/bin/sh\n"));
+        assert!(s.contains("built by test"));
+        for m in ["TIERKIT-DONE", "TIERKIT-INSMOD rc=", "TIERKIT-RMMOD rc=", "tierkit.mode=", "/dev/kmsg"] {
+            assert!(s.contains(m), "{m}");
+        }
+    }
+}

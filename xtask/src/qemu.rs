@@ -1,0 +1,480 @@
+//! Booting the guest: accelerator choice, kernel command line, the QEMU
+//! command, and a run with a timeout that streams the console.
+//!
+//! Serial ports: ttyS0 is the console (QEMU's stdout, read line by line,
+//! written to `console.log`); ttyS1 is the data channel (`data.log`), where
+//! /init copies the output of guest programs, whole lines only.
+
+use crate::initramfs::Initramfs;
+use crate::kernel::KernelBuild;
+use crate::say;
+use crate::topology::Topology;
+use crate::util;
+use anyhow::{bail, Context, Result};
+use std::fs;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// What the guest's /init does (`tierkit.mode=`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Load tierkit (KUnit runs) and run the demos `/bin/tk-demo*`.
+    Run,
+    /// Load tierkit (KUnit runs) and run the tests `/bin/tk-test-*`.
+    Test,
+    /// Load tierkit (KUnit off) and run `/bin/tk-bench-<name>`.
+    Bench(String),
+}
+
+impl Mode {
+    pub fn as_param(&self) -> String {
+        match self {
+            Mode::Run => "run".into(),
+            Mode::Test => "test".into(),
+            Mode::Bench(b) => format!("bench-{b}"),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Accel {
+    Kvm,
+    Tcg,
+}
+
+/// Why KVM can't be used here, or `None` when it can.
+pub fn kvm_problem() -> Option<String> {
+    if !Path::new("/dev/kvm").exists() {
+        return Some("no /dev/kvm".into());
+    }
+    if Path::new("/sys/module/kvm_pvm").exists() {
+        return Some("/dev/kvm is PVM (kvm_pvm), which cannot boot a stock kernel".into());
+    }
+    if !Path::new("/sys/module/kvm_intel").exists() && !Path::new("/sys/module/kvm_amd").exists() {
+        return Some("/dev/kvm exists but neither kvm_intel nor kvm_amd is loaded".into());
+    }
+    if let Err(e) = fs::OpenOptions::new().read(true).write(true).open("/dev/kvm") {
+        return Some(format!("cannot open /dev/kvm read-write ({e}); add yourself to group kvm"));
+    }
+    None
+}
+
+/// KVM when it really works (or `--kvm`), else TCG with a one-line note.
+pub fn choose_accel(force: Option<bool>) -> Accel {
+    match force {
+        Some(true) => {
+            if let Some(p) = kvm_problem() {
+                say!("warning: --kvm given although {p}");
+            }
+            Accel::Kvm
+        }
+        Some(false) => {
+            say!("note: using TCG (--no-kvm)");
+            Accel::Tcg
+        }
+        None => match kvm_problem() {
+            None => Accel::Kvm,
+            Some(p) => {
+                say!("note: using TCG, not KVM: {p}");
+                Accel::Tcg
+            }
+        },
+    }
+}
+
+/// Everything about one guest boot except the kernel and initramfs.
+#[derive(Clone, Debug)]
+pub struct GuestConfig {
+    pub topology: Topology,
+    pub cpu_model: String,
+    pub accel: Accel,
+    pub mode: Mode,
+    /// `--filter GLOB`: `kunit.filter_glob=` and `tierkit.filter=`.
+    pub filter: Option<String>,
+    /// Extra kernel command line (`--append`).
+    pub append: Vec<String>,
+    pub timeout: Duration,
+}
+
+/// The kernel command line. No `quiet` (it hides KTAP, printed at
+/// KERN_INFO) and no `kunit_shutdown` (it powers off before module suites).
+pub fn kernel_cmdline(cfg: &GuestConfig) -> Result<String> {
+    let mut p: Vec<String> = [
+        "console=ttyS0",
+        "loglevel=7",
+        "printk.devkmsg=on",
+        "panic=-1",
+        "oops=panic",
+        "init_on_alloc=0",
+        "memhp_default_state=online_kernel",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    p.push(format!("tierkit.mode={}", cfg.mode.as_param()));
+    if let Some(f) = &cfg.filter {
+        if f.is_empty() || f.chars().any(|c| c.is_whitespace() || c == '"') {
+            bail!("--filter `{f}`: a glob without spaces or quotes, e.g. 'tierkit_topology.*'");
+        }
+        p.push(format!("kunit.filter_glob={f}"));
+        p.push(format!("tierkit.filter={f}"));
+    }
+    if matches!(cfg.mode, Mode::Bench(_)) {
+        // Benchmarks measure; the test suites ran under `cargo xtask test`.
+        p.push("kunit.enable=0".into());
+    }
+    for a in &cfg.append {
+        if a.split_whitespace().any(|w| w == "quiet" || w.starts_with("kunit_shutdown")) {
+            bail!("--append `{a}`: `quiet` hides KTAP output and `kunit_shutdown` powers off before the module's suites run");
+        }
+        p.push(a.clone());
+    }
+    Ok(p.join(" "))
+}
+
+/// The QEMU command line (without the program name).
+pub fn qemu_args(kernel: &Path, initrd: &Path, data_log: &Path, cfg: &GuestConfig) -> Result<Vec<String>> {
+    let mut a: Vec<String> = vec!["-nodefaults".into(), "-no-user-config".into(), "-display".into(), "none".into()];
+    a.extend(cfg.topology.qemu_args());
+    a.push("-cpu".into());
+    a.push(cfg.cpu_model.clone());
+    a.push("-accel".into());
+    a.push(match cfg.accel {
+        Accel::Kvm => "kvm".into(),
+        Accel::Tcg => "tcg,thread=multi".into(),
+    });
+    a.extend([
+        "-serial".into(),
+        "stdio".into(),
+        "-serial".into(),
+        format!("file:{}", data_log.display()),
+        "-no-reboot".into(),
+        "-kernel".into(),
+        kernel.display().to_string(),
+        "-initrd".into(),
+        initrd.display().to_string(),
+        "-append".into(),
+        kernel_cmdline(cfg)?,
+    ]);
+    Ok(a)
+}
+
+/// What came out of one boot.
+#[derive(Debug)]
+pub struct GuestRun {
+    pub run_dir: PathBuf,
+    pub console_log: PathBuf,
+    pub data_log: PathBuf,
+    pub console: String,
+    pub data: String,
+    /// QEMU's exit status; `None` when it was killed.
+    pub exit: Option<ExitStatus>,
+    pub timed_out: bool,
+    pub elapsed: Duration,
+    pub qemu_stderr: String,
+}
+
+/// Strips the printk prefix: `[    1.234567] ` (and a caller id `[    T1] `).
+pub fn strip_printk(line: &str) -> (Option<f64>, &str) {
+    let mut s = line;
+    let mut ts = None;
+    for _ in 0..2 {
+        let t = s.trim_start();
+        if let Some(rest) = t.strip_prefix('[') {
+            if let Some(end) = rest.find(']') {
+                let inner = rest[..end].trim();
+                let is_ts = !inner.is_empty() && inner.chars().all(|c| c.is_ascii_digit() || c == '.');
+                let is_caller = inner.len() > 1
+                    && (inner.starts_with('T') || inner.starts_with('C'))
+                    && inner[1..].chars().all(|c| c.is_ascii_digit());
+                if is_ts || is_caller {
+                    if is_ts && ts.is_none() {
+                        ts = inner.parse().ok();
+                    }
+                    s = rest[end + 1..].strip_prefix(' ').unwrap_or(&rest[end + 1..]);
+                    continue;
+                }
+            }
+        }
+        break;
+    }
+    (ts, s)
+}
+
+/// Decides which console lines to show live when not `-v`.
+pub struct Streamer {
+    pub verbose: bool,
+    /// Show lines that guest programs print (run and bench modes).
+    pub show_userspace: bool,
+    in_program: bool,
+}
+
+impl Streamer {
+    pub fn new(verbose: bool, show_userspace: bool) -> Self {
+        Streamer { verbose, show_userspace, in_program: false }
+    }
+
+    /// The line to print for a console line, if any.
+    pub fn filter(&mut self, raw: &str) -> Option<String> {
+        let raw = raw.trim_end_matches(['\r', '\n']);
+        let (ts, text) = strip_printk(raw);
+        if let Some(i) = text.find("TIERKIT-") {
+            let m = &text[i..];
+            if m.contains("-START ") {
+                self.in_program = true;
+            } else if m.starts_with("TIERKIT-USERTEST ") || m.starts_with("TIERKIT-DEMO ") || m.starts_with("TIERKIT-BENCH ") {
+                self.in_program = false;
+            }
+        }
+        if self.verbose {
+            return Some(raw.to_string());
+        }
+        if ts.is_none() {
+            // Not a printk record: userspace output (or firmware noise).
+            return (self.in_program && self.show_userspace).then(|| format!("  {text}"));
+        }
+        let t = text.trim_start();
+        if let Some(i) = text.find("TIERKIT-") {
+            let m = &text[i..];
+            if let Some(topo) = m.strip_prefix("TIERKIT-TOPO ") {
+                return Some(format!("  topology: {topo}"));
+            }
+            if m.starts_with("TIERKIT-JSON") {
+                return None;
+            }
+            return Some(format!("  {m}"));
+        }
+        let ktap_result = t.starts_with("ok ") || t.starts_with("not ok ");
+        let interesting = [
+            "ASSERTION FAILED",
+            "EXPECTATION FAILED",
+            "Kernel panic",
+            "BUG:",
+            "Oops",
+            "WARNING:",
+            "general protection fault",
+            "Unable to handle",
+            "RIP:",
+            "Call Trace:",
+            "tierkit",
+            "kunit",
+        ];
+        if ktap_result || interesting.iter().any(|k| text.contains(k)) {
+            return Some(format!("  {text}"));
+        }
+        None
+    }
+}
+
+/// Boots the guest and waits for it to power off, to crash (`panic=-1` and
+/// `-no-reboot` make QEMU exit) or to time out.
+pub fn boot(
+    kernel: &KernelBuild,
+    initramfs: &Initramfs,
+    cfg: &GuestConfig,
+    run_dir: &Path,
+    streamer: &mut Streamer,
+) -> Result<GuestRun> {
+    let console_log = run_dir.join("console.log");
+    let data_log = run_dir.join("data.log");
+    let _ = fs::remove_file(&data_log);
+    let args = qemu_args(&kernel.bzimage, &initramfs.path, &data_log, cfg)?;
+    let qemu = "qemu-system-x86_64";
+    let shown = format!("{qemu} {}", args.iter().map(|a| if a.contains(' ') { format!("'{a}'") } else { a.clone() }).collect::<Vec<_>>().join(" "));
+    fs::write(run_dir.join("qemu-cmd.txt"), format!("{shown}\n"))?;
+    if util::verbose() {
+        say!("$ {shown}");
+    }
+    let mut child = Command::new(qemu)
+        .args(&args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .with_context(|| format!("could not start {qemu} (cargo xtask setup installs it)"))?;
+    let stdout = child.stdout.take().expect("piped");
+    let mut stderr = child.stderr.take().expect("piped");
+    let err_thread = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = stderr.read_to_string(&mut s);
+        s
+    });
+    let (tx, rx) = mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        let mut r = BufReader::new(stdout);
+        let mut buf = Vec::new();
+        loop {
+            buf.clear();
+            match r.read_until(b'\n', &mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {
+                    if tx.send(String::from_utf8_lossy(&buf).into_owned()).is_err() {
+                        break;
+                    }
+                }
+            }
+        }
+    });
+
+    let mut log = fs::File::create(&console_log).with_context(|| format!("creating {}", console_log.display()))?;
+    let mut console = String::new();
+    let start = Instant::now();
+    let deadline = start + cfg.timeout;
+    let mut timed_out = false;
+    let mut done_at: Option<Instant> = None;
+    loop {
+        let now = Instant::now();
+        // After TIERKIT-DONE the guest powers off; don't wait long for it.
+        let limit = match done_at {
+            Some(t) => deadline.min(t + Duration::from_secs(15)),
+            None => deadline,
+        };
+        if now >= limit {
+            if done_at.is_none() {
+                timed_out = true;
+            }
+            break;
+        }
+        match rx.recv_timeout(limit - now) {
+            Ok(line) => {
+                let clean = line.replace('\r', "");
+                log.write_all(clean.as_bytes())?;
+                console.push_str(&clean);
+                if !clean.ends_with('\n') {
+                    console.push('\n');
+                }
+                if clean.contains("TIERKIT-DONE") {
+                    done_at = Some(Instant::now());
+                }
+                if let Some(s) = streamer.filter(&clean) {
+                    println!("{s}");
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => continue,
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        }
+    }
+    let exit = if timed_out || done_at.is_some_and(|t| t.elapsed() >= Duration::from_secs(15)) {
+        let _ = child.kill();
+        let _ = child.wait();
+        if timed_out {
+            say!("guest timed out after {} s: killed QEMU (--timeout SECS to change)", cfg.timeout.as_secs());
+        } else {
+            say!("guest did not power off after TIERKIT-DONE: killed QEMU");
+        }
+        None
+    } else {
+        // QEMU closed its stdout: it is exiting.
+        let wait_until = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(st) = child.try_wait()? {
+                break Some(st);
+            }
+            if Instant::now() >= wait_until {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    log.flush()?;
+    let qemu_stderr = err_thread.join().unwrap_or_default();
+    let _ = fs::write(run_dir.join("qemu-stderr.log"), &qemu_stderr);
+    let data = fs::read(&data_log).map(|b| String::from_utf8_lossy(&b).replace('\r', "")).unwrap_or_default();
+    if console.trim().is_empty() && !timed_out {
+        bail!(
+            "QEMU failed to start or printed nothing (exit: {}):\n{}\ncommand: {}",
+            exit.map(|e| e.to_string()).unwrap_or_else(|| "killed".into()),
+            qemu_stderr.trim(),
+            run_dir.join("qemu-cmd.txt").display()
+        );
+    }
+    Ok(GuestRun {
+        run_dir: run_dir.to_path_buf(),
+        console_log,
+        data_log,
+        console,
+        data,
+        exit,
+        timed_out,
+        elapsed: start.elapsed(),
+        qemu_stderr,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::topology::{TopologyKind, TopologyOpts};
+
+    fn cfg(mode: Mode, filter: Option<&str>) -> GuestConfig {
+        GuestConfig {
+            topology: Topology::new(&TopologyOpts { kind: TopologyKind::Numa, cpus: 2, dram_gib: 4, slow_gib: 3 }).unwrap(),
+            cpu_model: "max".into(),
+            accel: Accel::Tcg,
+            mode,
+            filter: filter.map(str::to_string),
+            append: vec![],
+            timeout: Duration::from_secs(600),
+        }
+    }
+
+    #[test]
+    fn cmdline_has_what_ktap_needs() {
+        let c = kernel_cmdline(&cfg(Mode::Test, Some("tierkit_topology.*"))).unwrap();
+        for w in ["console=ttyS0", "loglevel=7", "panic=-1", "oops=panic", "tierkit.mode=test", "kunit.filter_glob=tierkit_topology.*", "init_on_alloc=0", "memhp_default_state=online_kernel"] {
+            assert!(c.split(' ').any(|x| x == w), "{w} in {c}");
+        }
+        assert!(!c.contains("quiet"));
+        assert!(!c.contains("kunit_shutdown"));
+        assert!(!c.contains("kunit.enable=0"));
+        let b = kernel_cmdline(&cfg(Mode::Bench("clear".into()), None)).unwrap();
+        assert!(b.contains("tierkit.mode=bench-clear") && b.contains("kunit.enable=0"));
+        assert!(kernel_cmdline(&cfg(Mode::Test, Some("a b"))).is_err());
+        let mut q = cfg(Mode::Run, None);
+        q.append = vec!["quiet".into()];
+        assert!(kernel_cmdline(&q).is_err());
+    }
+
+    #[test]
+    fn qemu_command_line() {
+        let a = qemu_args(Path::new("/k/bzImage"), Path::new("/r/initramfs.cpio"), Path::new("/r/data.log"), &cfg(Mode::Run, None)).unwrap();
+        let has = |x: &str, y: &str| a.windows(2).any(|w| w[0] == x && w[1] == y);
+        assert!(has("-machine", "q35,hmat=on"));
+        assert!(has("-cpu", "max"));
+        assert!(has("-accel", "tcg,thread=multi"));
+        assert!(has("-serial", "stdio"));
+        assert!(has("-serial", "file:/r/data.log"));
+        assert!(has("-kernel", "/k/bzImage"));
+        assert!(a.contains(&"-no-reboot".to_string()));
+    }
+
+    #[test]
+    fn printk_prefix() {
+        assert_eq!(strip_printk("[    1.234567] TIERKIT-DONE fails=0"), (Some(1.234567), "TIERKIT-DONE fails=0"));
+        assert_eq!(strip_printk("[    1.5] [    T1] ok 1 x").1, "ok 1 x");
+        assert_eq!(strip_printk("    ok 1 node0"), (None, "    ok 1 node0"));
+        assert_eq!(strip_printk("[    2.000000]     ok 1 node0").1, "    ok 1 node0");
+        assert_eq!(strip_printk("[x] hello").1, "[x] hello");
+    }
+
+    #[test]
+    fn streaming_filter() {
+        let mut s = Streamer::new(false, false);
+        assert!(s.filter("[    0.000000] Linux version 7.3.4").is_none());
+        assert_eq!(s.filter("[    2.1] TIERKIT-TOPO node0 cpus=0-1").unwrap(), "  topology: node0 cpus=0-1");
+        assert_eq!(s.filter("[    2.2]     ok 1 node0_has_cpus_and_memory").unwrap(), "      ok 1 node0_has_cpus_and_memory");
+        assert!(s.filter("[    2.3] not ok 1 tierkit_topology").is_some());
+        assert!(s.filter("[    2.4] TIERKIT-USERTEST-START tk-test-a").is_some());
+        assert!(s.filter("hello from userspace").is_none());
+        let mut r = Streamer::new(false, true);
+        r.filter("[    2.4] TIERKIT-DEMO-START tk-demo");
+        assert_eq!(r.filter("hello\r\n").unwrap(), "  hello");
+        r.filter("[    2.5] TIERKIT-DEMO tk-demo rc=0");
+        assert!(r.filter("SeaBIOS noise").is_none());
+    }
+}

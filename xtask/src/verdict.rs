@@ -1,0 +1,360 @@
+//! From console and data logs to a verdict.
+//!
+//! The KTAP part is [`crate::ktap`]'s; this module reads the markers /init
+//! prints (see `guest/init.sh`) and adds what only the harness knows: QEMU
+//! failures, timeouts, insmod/rmmod failures, guest programs that failed or
+//! never finished, and a guest that never printed `TIERKIT-DONE`.
+
+use crate::ktap;
+use crate::qemu::{strip_printk, GuestRun, Mode};
+use crate::report::UserTest;
+use std::collections::BTreeMap;
+
+/// One guest program run by /init (`TIERKIT-<KIND>-START name` ...
+/// `TIERKIT-<KIND> name rc=N`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ProgRun {
+    /// `USERTEST`, `DEMO` or `BENCH`.
+    pub kind: String,
+    pub name: String,
+    /// `None`: the end marker never came.
+    pub rc: Option<i32>,
+    pub start_s: Option<f64>,
+    pub end_s: Option<f64>,
+    /// Its output, from the data channel.
+    pub output: Vec<String>,
+    /// Parsed `TIERKIT-JSON {...}` lines of its output.
+    pub json: Vec<serde_json::Value>,
+    /// `TIERKIT-JSON` lines that did not parse.
+    pub bad_json: Vec<String>,
+}
+
+/// Everything /init reported.
+#[derive(Clone, Debug, Default)]
+pub struct Markers {
+    pub booted: bool,
+    pub insmod_rc: Option<i32>,
+    pub rmmod_rc: Option<i32>,
+    /// `TIERKIT-DONE fails=N`.
+    pub done: Option<i32>,
+    pub progs: Vec<ProgRun>,
+    /// `TIERKIT-ERROR ...` texts.
+    pub errors: Vec<String>,
+    pub notes: Vec<String>,
+    /// `TIERKIT-TOPO ...` lines.
+    pub topology: Vec<String>,
+}
+
+/// Marker kinds of guest programs run by /init.
+fn is_prog_kind(k: &str) -> bool {
+    matches!(k, "USERTEST" | "DEMO" | "BENCH")
+}
+
+fn rc_of(s: &str) -> Option<i32> {
+    s.split_whitespace().find_map(|w| w.strip_prefix("rc=")).and_then(|v| v.parse().ok())
+}
+
+/// Reads markers from the console (timestamps, order with KTAP) and program
+/// output from the data channel.
+pub fn scan(console: &str, data: &str) -> Markers {
+    let mut m = Markers::default();
+    let mut by_name: BTreeMap<String, usize> = BTreeMap::new();
+    for line in console.lines() {
+        let (ts, text) = strip_printk(line);
+        let Some(i) = text.find("TIERKIT-") else { continue };
+        let t = text[i..].trim_end();
+        let (tag, rest) = t.split_once(' ').unwrap_or((t, ""));
+        let tag = &tag["TIERKIT-".len()..];
+        match tag {
+            "BOOT" => m.booted = true,
+            "INSMOD" => m.insmod_rc = rc_of(rest),
+            "RMMOD" => m.rmmod_rc = rc_of(rest),
+            "DONE" => {
+                m.done = Some(rest.split_whitespace().find_map(|w| w.strip_prefix("fails=")).and_then(|v| v.parse().ok()).unwrap_or(0))
+            }
+            "ERROR" => m.errors.push(rest.to_string()),
+            "NOTE" => m.notes.push(rest.to_string()),
+            "TOPO" => m.topology.push(rest.to_string()),
+            _ => {
+                if let Some(kind) = tag.strip_suffix("-START").filter(|k| is_prog_kind(k)) {
+                    let name = rest.split_whitespace().next().unwrap_or_default().to_string();
+                    by_name.insert(format!("{kind}/{name}"), m.progs.len());
+                    m.progs.push(ProgRun { kind: kind.to_string(), name, start_s: ts, ..Default::default() });
+                } else if is_prog_kind(tag) {
+                    let name = rest.split_whitespace().next().unwrap_or_default();
+                    if let Some(&i) = by_name.get(&format!("{tag}/{name}")) {
+                        m.progs[i].rc = rc_of(rest);
+                        m.progs[i].end_s = ts;
+                    }
+                }
+            }
+        }
+    }
+    // The data channel: START/end markers delimit each program's output.
+    let mut cur: Option<usize> = None;
+    for line in data.lines() {
+        if let Some(rest) = line.strip_prefix("TIERKIT-") {
+            let (tag, args) = rest.split_once(' ').unwrap_or((rest, ""));
+            let name = args.split_whitespace().next().unwrap_or_default();
+            if let Some(kind) = tag.strip_suffix("-START").filter(|k| is_prog_kind(k)) {
+                cur = by_name.get(&format!("{kind}/{name}")).copied();
+                continue;
+            }
+            if is_prog_kind(tag) {
+                cur = None;
+                continue;
+            }
+        }
+        let Some(i) = cur else { continue };
+        let p = &mut m.progs[i];
+        if let Some(j) = line.find("TIERKIT-JSON ") {
+            let js = &line[j + "TIERKIT-JSON ".len()..];
+            match serde_json::from_str(js) {
+                Ok(v) => p.json.push(v),
+                Err(_) => p.bad_json.push(js.to_string()),
+            }
+        }
+        p.output.push(line.to_string());
+    }
+    m
+}
+
+/// The verdict of one boot.
+pub struct Outcome {
+    pub run: ktap::Run,
+    pub markers: Markers,
+    /// Userspace tests plus harness checks that failed (as failed entries,
+    /// so that the totals line counts them).
+    pub user_tests: Vec<UserTest>,
+    /// Why the run failed; empty when it passed.
+    pub reasons: Vec<String>,
+}
+
+impl Outcome {
+    pub fn ok(&self) -> bool {
+        self.reasons.is_empty()
+    }
+}
+
+fn harness_failure(name: &str, msg: String) -> UserTest {
+    UserTest { name: format!("[harness] {name}"), passed: false, rc: -1, output_tail: msg, duration_ms: 0 }
+}
+
+fn last_lines(s: &str, n: usize) -> String {
+    crate::util::tail_lines(s, n)
+}
+
+/// Judges a boot: KTAP (via [`ktap::Run::verdict`]) plus the /init protocol.
+pub fn evaluate(guest: &GuestRun, mode: &Mode) -> Outcome {
+    let run = ktap::Run::parse(&guest.console);
+    let markers = scan(&guest.console, &guest.data);
+    let mut reasons: Vec<String> = Vec::new();
+    let mut harness: Vec<UserTest> = Vec::new();
+    let mut fail = |name: &str, msg: String, reasons: &mut Vec<String>| {
+        reasons.push(msg.clone());
+        harness.push(harness_failure(name, msg));
+    };
+
+    if guest.timed_out {
+        fail(
+            "timeout",
+            format!(
+                "the guest hung: no TIERKIT-DONE within {:.0} s, QEMU killed. Last console lines:\n{}",
+                guest.elapsed.as_secs_f64(),
+                last_lines(&guest.console, 15)
+            ),
+            &mut reasons,
+        );
+    }
+    if !markers.booted {
+        fail(
+            "boot",
+            format!(
+                "the guest never reached /init (QEMU exit: {}). Last console lines:\n{}{}",
+                guest.exit.map(|e| e.to_string()).unwrap_or_else(|| "killed".into()),
+                last_lines(&guest.console, 20),
+                if guest.qemu_stderr.trim().is_empty() { String::new() } else { format!("\nQEMU: {}", guest.qemu_stderr.trim()) }
+            ),
+            &mut reasons,
+        );
+    } else {
+        match markers.insmod_rc {
+            Some(0) => {}
+            Some(rc) => {
+                let why = markers.errors.iter().find(|e| e.contains("insmod")).cloned().unwrap_or_default();
+                fail("insmod", format!("insmod tierkit.ko failed (rc={rc}): {why}"), &mut reasons);
+            }
+            None => fail("insmod", "insmod tierkit.ko never returned (the guest died during module init)".into(), &mut reasons),
+        }
+        for p in &markers.progs {
+            match p.rc {
+                Some(0) => {}
+                Some(rc) if p.kind == "USERTEST" => reasons.push(format!("userspace test {} failed (rc={rc})", p.name)),
+                Some(rc) => reasons.push(format!("{} {} failed (rc={rc})", p.kind.to_lowercase(), p.name)),
+                None => fail(&p.name, format!("{} {} started but never finished", p.kind.to_lowercase(), p.name), &mut reasons),
+            }
+            if !p.bad_json.is_empty() {
+                fail(&p.name, format!("{}: {} TIERKIT-JSON line(s) are not valid JSON, e.g. {}", p.name, p.bad_json.len(), p.bad_json[0].chars().take(200).collect::<String>()), &mut reasons);
+            }
+        }
+        if markers.insmod_rc == Some(0) && markers.rmmod_rc.is_some_and(|rc| rc != 0) {
+            let why = markers.errors.iter().find(|e| e.contains("rmmod")).cloned().unwrap_or_default();
+            fail("rmmod", format!("rmmod tierkit failed: {why}"), &mut reasons);
+        }
+        for e in &markers.errors {
+            if !e.contains("insmod") && !e.contains("rmmod") {
+                fail("guest", format!("guest error: {e}"), &mut reasons);
+            }
+        }
+        if markers.done.is_none() && !guest.timed_out {
+            fail(
+                "done",
+                format!(
+                    "the guest stopped before TIERKIT-DONE (crash or power-off). Last console lines:\n{}",
+                    last_lines(&guest.console, 15)
+                ),
+                &mut reasons,
+            );
+        }
+    }
+
+    // KTAP: failed or crashed tests, kernel crashes, short plans. Suites are
+    // expected whenever KUnit runs (not in bench mode, which turns it off).
+    let expect_suites = !matches!(mode, Mode::Bench(_)) && markers.insmod_rc == Some(0);
+    let kv = run.verdict(expect_suites);
+    reasons.extend(kv.reasons.iter().cloned());
+
+    let mut user_tests: Vec<UserTest> = markers
+        .progs
+        .iter()
+        .filter(|p| p.kind == "USERTEST" && p.rc.is_some())
+        .map(|p| UserTest {
+            name: p.name.clone(),
+            passed: p.rc == Some(0),
+            rc: p.rc.unwrap_or(-1),
+            output_tail: p.output[p.output.len().saturating_sub(40)..].join("\n"),
+            duration_ms: match (p.start_s, p.end_s) {
+                (Some(a), Some(b)) if b >= a => ((b - a) * 1000.0) as u64,
+                _ => 0,
+            },
+        })
+        .collect();
+    user_tests.extend(harness);
+    // A failed run must show at least one failure in the totals line.
+    if !reasons.is_empty() && crate::report::Totals::of(&run, &user_tests).failed == 0 {
+        user_tests.push(harness_failure("verdict", reasons.join("\n")));
+    }
+    Outcome { run, markers, user_tests, reasons }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+    use std::time::Duration;
+
+    const GOOD: &str = "\
+[    0.100000] KTAP version 1
+[    0.100001] 1..0
+[    1.000000] TIERKIT-BOOT mode=test kernel=7.3.4 cpus=2
+[    1.000100] TIERKIT-TOPO node0 cpus=0-1 mem_total=4000000 kB hugepages_1g=0
+[    1.100000] TIERKIT-INSMOD-START
+[    1.200000] KTAP version 1
+[    1.200001] 1..1
+[    1.200002]     KTAP version 1
+[    1.200003]     # Subtest: tierkit_topology
+[    1.200004]     # module: tierkit
+[    1.200005]     1..2
+[    1.200006]     ok 1 node0_has_cpus_and_memory
+[    1.200007]     ok 2 a_cpuless_memory_node_exists
+[    1.200008] # tierkit_topology: pass:2 fail:0 skip:0 total:2
+[    1.200009] # Totals: pass:2 fail:0 skip:0 total:2
+[    1.200010] ok 1 tierkit_topology
+[    1.300000] TIERKIT-INSMOD rc=0
+[    1.400000] TIERKIT-USERTEST-START tk-test-a
+hello from a
+[    1.900000] TIERKIT-USERTEST tk-test-a rc=0
+[    2.000000] TIERKIT-RMMOD rc=0
+[    2.100000] TIERKIT-DONE fails=0
+[    2.200000] reboot: Power down
+";
+    const GOOD_DATA: &str = "TIERKIT-USERTEST-START tk-test-a\nhello from a\nTIERKIT-JSON {\"x\": 1}\nTIERKIT-USERTEST tk-test-a rc=0\n";
+
+    fn guest(console: &str, data: &str, timed_out: bool) -> GuestRun {
+        GuestRun {
+            run_dir: PathBuf::from("/tmp"),
+            console_log: PathBuf::from("/tmp/console.log"),
+            data_log: PathBuf::from("/tmp/data.log"),
+            console: console.into(),
+            data: data.into(),
+            exit: None,
+            timed_out,
+            elapsed: Duration::from_secs(3),
+            qemu_stderr: String::new(),
+        }
+    }
+
+    #[test]
+    fn a_good_run_passes() {
+        let o = evaluate(&guest(GOOD, GOOD_DATA, false), &Mode::Test);
+        assert!(o.ok(), "{:?}", o.reasons);
+        assert_eq!(o.user_tests.len(), 1);
+        assert_eq!(o.user_tests[0].duration_ms, 500);
+        assert_eq!(o.markers.progs[0].json, vec![serde_json::json!({"x": 1})]);
+        assert_eq!(o.markers.progs[0].output[0], "hello from a");
+        assert_eq!(o.markers.topology.len(), 1);
+        let t = crate::report::Totals::of(&o.run, &o.user_tests);
+        assert_eq!((t.passed, t.failed), (3, 0));
+    }
+
+    #[test]
+    fn failing_usertest_fails() {
+        let c = GOOD.replace("tk-test-a rc=0", "tk-test-a rc=3");
+        let o = evaluate(&guest(&c, GOOD_DATA, false), &Mode::Test);
+        assert!(!o.ok());
+        assert!(o.reasons.iter().any(|r| r.contains("tk-test-a failed (rc=3)")));
+        assert_eq!(crate::report::Totals::of(&o.run, &o.user_tests).failed, 1);
+    }
+
+    #[test]
+    fn failing_kunit_case_fails() {
+        let c = GOOD.replace("    ok 2 a_cpuless", "    not ok 2 a_cpuless").replace("ok 1 tierkit_topology", "not ok 1 tierkit_topology");
+        let o = evaluate(&guest(&c, GOOD_DATA, false), &Mode::Test);
+        assert!(!o.ok());
+        assert_eq!(crate::report::Totals::of(&o.run, &o.user_tests).failed, 1);
+    }
+
+    #[test]
+    fn insmod_failure_fails() {
+        let c = "[ 1.0] TIERKIT-BOOT mode=test\n[ 1.1] TIERKIT-INSMOD rc=1\n[ 1.1] TIERKIT-ERROR insmod /lib/modules/tierkit.ko failed (rc=1): Invalid module format\n[ 1.2] TIERKIT-DONE fails=1\n";
+        let o = evaluate(&guest(c, "", false), &Mode::Test);
+        assert!(!o.ok());
+        assert!(o.reasons[0].contains("Invalid module format"), "{:?}", o.reasons);
+        assert!(crate::report::Totals::of(&o.run, &o.user_tests).failed >= 1);
+    }
+
+    #[test]
+    fn missing_done_and_timeout_fail() {
+        let cut = GOOD.split("[    2.000000]").next().unwrap();
+        let o = evaluate(&guest(cut, GOOD_DATA, false), &Mode::Test);
+        assert!(o.reasons.iter().any(|r| r.contains("TIERKIT-DONE")), "{:?}", o.reasons);
+        let o = evaluate(&guest(cut, GOOD_DATA, true), &Mode::Test);
+        assert!(o.reasons.iter().any(|r| r.contains("hung")), "{:?}", o.reasons);
+        assert!(crate::report::Totals::of(&o.run, &o.user_tests).failed >= 1);
+    }
+
+    #[test]
+    fn never_booted_fails() {
+        let o = evaluate(&guest("[    1.7] Kernel panic - not syncing: VFS: Unable to mount root fs\n", "", false), &Mode::Test);
+        assert!(o.reasons.iter().any(|r| r.contains("never reached /init")));
+    }
+
+    #[test]
+    fn unfinished_program_and_bad_json() {
+        let c = GOOD.replace("[    1.900000] TIERKIT-USERTEST tk-test-a rc=0\n", "");
+        let d = "TIERKIT-USERTEST-START tk-test-a\nTIERKIT-JSON {broken\n";
+        let o = evaluate(&guest(&c, d, false), &Mode::Test);
+        assert!(o.reasons.iter().any(|r| r.contains("never finished")));
+        assert!(o.reasons.iter().any(|r| r.contains("not valid JSON")));
+    }
+}
