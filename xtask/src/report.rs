@@ -1,0 +1,437 @@
+//! Presenting results: a compact summary for the terminal, JSON, and JUnit
+//! XML for CI.
+//!
+//! Everything works on a parsed KUnit [`Run`] plus the userspace tests that
+//! `/init` ran in the guest ([`UserTest`]). Counts are leaf-level: a
+//! parameterised case counts each parameter, a suite skipped as a whole
+//! counts once, and a case that crashed counts as failed.
+
+use std::fmt::{self, Write as _};
+use std::fs::File;
+use std::io::{BufWriter, Write as _};
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
+use serde::Serialize;
+
+use crate::ktap::{Run, Status, Suite};
+
+/// Diagnostic lines shown per failed case in the summary.
+const SUMMARY_DIAGNOSTIC_LINES: usize = 20;
+/// Output lines shown per failed userspace test in the summary.
+const SUMMARY_OUTPUT_LINES: usize = 10;
+/// Skipped cases listed by name in the summary.
+const SUMMARY_SKIPPED: usize = 20;
+
+/// One userspace test run by `/init` in the guest, reported by the marker
+/// line `TIERKIT-USERTEST name rc=N`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct UserTest {
+    pub name: String,
+    pub passed: bool,
+    /// The exit code.
+    pub rc: i32,
+    /// The last lines of the test's output.
+    pub output_tail: String,
+    pub duration_ms: u64,
+}
+
+/// Leaf-level totals over KUnit cases and userspace tests.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Totals {
+    pub passed: usize,
+    /// Failed and crashed.
+    pub failed: usize,
+    pub skipped: usize,
+}
+
+impl Totals {
+    /// Count a run and its userspace tests.
+    pub fn of(run: &Run, extra: &[UserTest]) -> Totals {
+        let counts = run.counts();
+        let user_passed = extra.iter().filter(|t| t.passed).count();
+        Totals {
+            passed: counts.passed + user_passed,
+            failed: counts.failed + counts.crashed + (extra.len() - user_passed),
+            skipped: counts.skipped,
+        }
+    }
+}
+
+impl fmt::Display for Totals {
+    /// The totals line: `tierkit: N passed, M failed, K skipped`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "tierkit: {} passed, {} failed, {} skipped",
+            self.passed, self.failed, self.skipped
+        )
+    }
+}
+
+/// Print [`format_summary`] to stdout.
+pub fn print_summary(run: &Run, extra: &[UserTest]) {
+    print!("{}", format_summary(run, extra));
+}
+
+/// The human summary: a table with passed/failed/skipped per suite (and a
+/// `userspace` row), then failed cases with their diagnostics, skipped
+/// cases with their reasons, kernel crashes, structural problems, and the
+/// totals line last.
+pub fn format_summary(run: &Run, extra: &[UserTest]) -> String {
+    let mut out = String::new();
+    // Writing to a String cannot fail.
+    let _ = write_summary(&mut out, run, extra);
+    out
+}
+
+fn write_summary(out: &mut String, run: &Run, extra: &[UserTest]) -> fmt::Result {
+    let suites: Vec<&Suite> = run.suites().collect();
+    let width = suites
+        .iter()
+        .map(|s| s.name.len())
+        .chain([5, "userspace".len()])
+        .max()
+        .unwrap_or(5);
+
+    writeln!(
+        out,
+        "{:<width$}  {:>7} {:>7} {:>7}",
+        "suite", "passed", "failed", "skipped"
+    )?;
+    for suite in &suites {
+        let c = suite.counts();
+        let mut note = String::new();
+        if suite.status == Status::Crashed {
+            note.push_str("  CRASHED");
+        } else if suite.status == Status::Fail && c.failed + c.crashed == 0 {
+            note.push_str("  FAILED");
+        }
+        if !suite.errors.is_empty() {
+            note.push_str("  (KTAP problems, see below)");
+        }
+        writeln!(
+            out,
+            "{:<width$}  {:>7} {:>7} {:>7}{note}",
+            suite.name,
+            c.passed,
+            c.failed + c.crashed,
+            c.skipped
+        )?;
+    }
+    if suites.is_empty() {
+        writeln!(out, "{:<width$}  (no KUnit suites ran)", "-")?;
+    }
+    if !extra.is_empty() {
+        let passed = extra.iter().filter(|t| t.passed).count();
+        writeln!(
+            out,
+            "{:<width$}  {:>7} {:>7} {:>7}",
+            "userspace",
+            passed,
+            extra.len() - passed,
+            0
+        )?;
+    }
+
+    let leaves = leaf_results(&suites);
+    let failed: Vec<&Leaf> = leaves.iter().filter(|l| l.status.is_failure()).collect();
+    let failed_users: Vec<&UserTest> = extra.iter().filter(|t| !t.passed).collect();
+    if !failed.is_empty() || !failed_users.is_empty() {
+        writeln!(out, "\nFailed:")?;
+        for leaf in &failed {
+            writeln!(out, "  {} {}", leaf.status, leaf.path)?;
+            for line in summary_diagnostics(leaf.diagnostics) {
+                writeln!(out, "      {line}")?;
+            }
+        }
+        for test in &failed_users {
+            writeln!(
+                out,
+                "  FAIL userspace.{} (rc={}, {} ms)",
+                test.name, test.rc, test.duration_ms
+            )?;
+            let lines: Vec<&str> = test.output_tail.lines().collect();
+            for line in &lines[lines.len().saturating_sub(SUMMARY_OUTPUT_LINES)..] {
+                writeln!(out, "      {line}")?;
+            }
+        }
+    }
+
+    let skipped: Vec<&Leaf> = leaves.iter().filter(|l| l.status == Status::Skip).collect();
+    if !skipped.is_empty() {
+        writeln!(out, "\nSkipped:")?;
+        for leaf in skipped.iter().take(SUMMARY_SKIPPED) {
+            match leaf.reason {
+                Some(reason) => writeln!(out, "  {}: {reason}", leaf.path)?,
+                None => writeln!(out, "  {}", leaf.path)?,
+            }
+        }
+        if skipped.len() > SUMMARY_SKIPPED {
+            writeln!(out, "  ... and {} more", skipped.len() - SUMMARY_SKIPPED)?;
+        }
+    }
+
+    if !run.crashes.is_empty() {
+        writeln!(out, "\nKernel crashes:")?;
+        for crash in &run.crashes {
+            writeln!(out, "  {crash}")?;
+            if let Some(rip) = &crash.rip {
+                writeln!(out, "      {rip}")?;
+            }
+            for frame in crash.call_trace.iter().take(5) {
+                writeln!(out, "      {frame}")?;
+            }
+        }
+    }
+
+    let problems = run.problems();
+    if !problems.is_empty() {
+        writeln!(out, "\nKTAP problems:")?;
+        for problem in &problems {
+            writeln!(out, "  {problem}")?;
+        }
+    }
+
+    writeln!(out, "\n{}", Totals::of(run, extra))
+}
+
+/// One leaf-level result: a case or parameter, or a suite without cases
+/// (skipped as a whole, or failed in `suite_init`).
+struct Leaf<'a> {
+    /// `suite`, `suite.case` or `suite.case.param`.
+    path: String,
+    status: Status,
+    reason: Option<&'a str>,
+    diagnostics: &'a [String],
+}
+
+/// All leaf-level results, in log order.
+fn leaf_results<'a>(suites: &[&'a Suite]) -> Vec<Leaf<'a>> {
+    let mut out = Vec::new();
+    for suite in suites {
+        if suite.cases.is_empty() {
+            out.push(Leaf {
+                path: suite.name.clone(),
+                status: suite.status,
+                reason: suite.reason.as_deref(),
+                diagnostics: &suite.diagnostics,
+            });
+        }
+        for (path, case) in suite.leaves() {
+            out.push(Leaf {
+                path: format!("{}.{path}", suite.name),
+                status: case.status,
+                reason: case.reason.as_deref(),
+                diagnostics: &case.diagnostics,
+            });
+        }
+    }
+    out
+}
+
+/// The diagnostics of a failed case worth showing in the summary: KUnit's
+/// `# ...` lines and the lines that continue them (assertion details),
+/// without interleaved console output such as a crash dump, which has its
+/// own section. At most [`SUMMARY_DIAGNOSTIC_LINES`], the last ones.
+fn summary_diagnostics(lines: &[String]) -> Vec<String> {
+    let indent = |l: &str| l.len() - l.trim_start().len();
+    let mut kept: Vec<&str> = Vec::new();
+    // The indentation of the last kept `#` line while its continuation
+    // lines (indented at least as much) follow.
+    let mut open: Option<usize> = None;
+    for line in lines {
+        let text = line.trim_start();
+        // KTAP diagnostics are `# text`; the kernel's `#PF: ...` is not one.
+        if text.starts_with("# ") || text == "#" {
+            kept.push(line);
+            open = Some(indent(line));
+        } else if !text.is_empty() && open.is_some_and(|i| indent(line) >= i) {
+            kept.push(line);
+        } else {
+            open = None;
+        }
+    }
+    if kept.is_empty() {
+        // No KUnit diagnostics: show the console lines before the result.
+        kept = lines.iter().map(String::as_str).collect();
+    }
+    let mut out = Vec::new();
+    let omitted = lines.len() - kept.len();
+    let earlier = kept.len().saturating_sub(SUMMARY_DIAGNOSTIC_LINES);
+    if omitted + earlier > 0 {
+        out.push(format!(
+            "[{} more console line(s) in the log]",
+            omitted + earlier
+        ));
+    }
+    let kept = &kept[earlier..];
+    let common = kept.iter().map(|l| indent(l)).min().unwrap_or(0);
+    out.extend(kept.iter().map(|l| l[common..].to_string()));
+    out
+}
+
+/// The JSON document [`write_json`] writes.
+#[derive(Serialize)]
+struct JsonReport<'a> {
+    totals: Totals,
+    kunit: &'a Run,
+    userspace: &'a [UserTest],
+}
+
+/// Write the run and the userspace tests as JSON:
+/// `{ "totals": {...}, "kunit": <Run>, "userspace": [<UserTest>...] }`.
+pub fn write_json(path: &Path, run: &Run, extra: &[UserTest]) -> anyhow::Result<()> {
+    let report = JsonReport {
+        totals: Totals::of(run, extra),
+        kunit: run,
+        userspace: extra,
+    };
+    let file = File::create(path).with_context(|| format!("creating {}", path.display()))?;
+    let mut writer = BufWriter::new(file);
+    serde_json::to_writer_pretty(&mut writer, &report)
+        .with_context(|| format!("writing {}", path.display()))?;
+    writeln!(writer)?;
+    writer
+        .flush()
+        .with_context(|| format!("writing {}", path.display()))
+}
+
+/// Build the JUnit report: one `<testsuite>` per KUnit suite with one
+/// `<testcase>` per leaf case (`case` or `case.param`), a `kernel` suite
+/// for crashes and KTAP problems when there are any, and a `userspace`
+/// suite for the userspace tests.
+pub fn junit_report(run: &Run, extra: &[UserTest]) -> Report {
+    let mut report = Report::new("tierkit");
+
+    for suite in run.suites() {
+        let mut ts = TestSuite::new(suite.name.as_str());
+        let leaves = suite.leaves();
+        if leaves.is_empty() {
+            // Skipped as a whole, or failed in suite_init: one test case.
+            let mut tc = TestCase::new(
+                suite.name.as_str(),
+                junit_status(suite.status, suite.reason.as_deref(), &suite.diagnostics),
+            );
+            tc.set_classname(suite.name.as_str());
+            ts.add_test_case(tc);
+        }
+        for (path, case) in leaves {
+            let mut tc = TestCase::new(
+                path,
+                junit_status(case.status, case.reason.as_deref(), &case.diagnostics),
+            );
+            tc.set_classname(suite.name.as_str());
+            if !case.diagnostics.is_empty() {
+                tc.set_system_out(case.diagnostics.join("\n"));
+            }
+            ts.add_test_case(tc);
+        }
+        if !suite.errors.is_empty() {
+            let mut status = TestCaseStatus::non_success(NonSuccessKind::Error);
+            status.set_message("KTAP problems");
+            status.set_description(suite.errors.join("\n"));
+            let mut tc = TestCase::new("(ktap)", status);
+            tc.set_classname(suite.name.as_str());
+            ts.add_test_case(tc);
+        }
+        report.add_test_suite(ts);
+    }
+
+    let problems = run.problems();
+    if !run.crashes.is_empty() || !problems.is_empty() {
+        let mut ts = TestSuite::new("kernel");
+        for crash in &run.crashes {
+            let mut status = TestCaseStatus::non_success(NonSuccessKind::Error);
+            status.set_message(crash.message.as_str());
+            status.set_type(crash.kind.to_string());
+            let mut description = crash.to_string();
+            for line in crash.rip.iter().chain(&crash.call_trace) {
+                description.push('\n');
+                description.push_str(line);
+            }
+            status.set_description(description);
+            let mut tc = TestCase::new(format!("crash at console line {}", crash.line), status);
+            tc.set_classname("kernel");
+            ts.add_test_case(tc);
+        }
+        if !problems.is_empty() {
+            let mut status = TestCaseStatus::non_success(NonSuccessKind::Error);
+            status.set_message("KTAP output is incomplete or inconsistent");
+            status.set_description(problems.join("\n"));
+            let mut tc = TestCase::new("ktap", status);
+            tc.set_classname("kernel");
+            ts.add_test_case(tc);
+        }
+        report.add_test_suite(ts);
+    }
+
+    if !extra.is_empty() {
+        let mut ts = TestSuite::new("userspace");
+        for test in extra {
+            let status = if test.passed {
+                TestCaseStatus::success()
+            } else {
+                let mut status = TestCaseStatus::non_success(NonSuccessKind::Failure);
+                status.set_message(format!("exit code {}", test.rc));
+                status
+            };
+            let mut tc = TestCase::new(test.name.as_str(), status);
+            tc.set_classname("userspace");
+            tc.set_time(Duration::from_millis(test.duration_ms));
+            if !test.output_tail.is_empty() {
+                tc.set_system_out(test.output_tail.as_str());
+            }
+            ts.add_test_case(tc);
+        }
+        report.add_test_suite(ts);
+    }
+
+    report
+}
+
+/// The JUnit status for a KTAP status.
+fn junit_status(status: Status, reason: Option<&str>, diagnostics: &[String]) -> TestCaseStatus {
+    match status {
+        Status::Pass => TestCaseStatus::success(),
+        Status::Skip => {
+            let mut s = TestCaseStatus::skipped();
+            if let Some(reason) = reason {
+                s.set_message(reason);
+            }
+            s
+        }
+        Status::Fail => {
+            let mut s = TestCaseStatus::non_success(NonSuccessKind::Failure);
+            // The assertion line is the most useful one-line message.
+            let message = diagnostics
+                .iter()
+                .find(|d| d.contains("FAILED at"))
+                .map_or("not ok", String::as_str);
+            s.set_message(message.trim());
+            if !diagnostics.is_empty() {
+                s.set_description(diagnostics.join("\n"));
+            }
+            s
+        }
+        Status::Crashed => {
+            let mut s = TestCaseStatus::non_success(NonSuccessKind::Error);
+            s.set_message("crashed: no result line (the output was cut short)");
+            s
+        }
+    }
+}
+
+/// Write [`junit_report`] as JUnit XML.
+pub fn write_junit(path: &Path, run: &Run, extra: &[UserTest]) -> anyhow::Result<()> {
+    let file = File::create(path).with_context(|| format!("creating {}", path.display()))?;
+    let mut writer = BufWriter::new(file);
+    junit_report(run, extra)
+        .serialize(&mut writer)
+        .with_context(|| format!("writing {}", path.display()))?;
+    writer
+        .flush()
+        .with_context(|| format!("writing {}", path.display()))
+}
