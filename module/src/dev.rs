@@ -5,17 +5,22 @@
 //! `module/core/src/uapi.rs`, mmap) is documented in
 //! `Documentation/ABI/testing/dev-tierkit`.
 
-use crate::interleave::{TaskState, MAX_NUMNODES};
-use crate::uapi::{self, TkBulk, TkPolicy, TkTaskNext};
+use crate::chunks::GIGANTIC_PAGES;
+use crate::clear::{self, gigantic::GiganticMode};
+use crate::interleave::{self, TaskState, MAX_NUMNODES};
+use crate::shim;
+use crate::uapi::{self, TkBulk, TkClearBench, TkGigantic, TkPolicy, TkTaskNext};
 use crate::wi::{
     pages::{self, PlacedPages},
     Mode, Policy, Wi,
 };
 use kernel::{
-    container_of,
+    bindings, container_of,
+    error::to_result,
+    ffi::c_ulong,
     fs::File,
     miscdevice::{MiscDevice, MiscDeviceOptions, MiscDeviceRegistration},
-    mm::virt::{flags as vm_flags, VmaNew},
+    mm::virt::{flags as vm_flags, VmaMixedMap, VmaNew},
     new_mutex,
     page::{PAGE_SHIFT, PAGE_SIZE},
     prelude::*,
@@ -37,10 +42,21 @@ unsafe impl AsBytes for TkBulk {}
 unsafe impl FromBytes for TkTaskNext {}
 // SAFETY: as above.
 unsafe impl AsBytes for TkTaskNext {}
+// SAFETY: `repr(C)`, integers only, no padding (uapi.rs checks the size).
+unsafe impl FromBytes for TkGigantic {}
+// SAFETY: as above.
+unsafe impl AsBytes for TkGigantic {}
+// SAFETY: `repr(C)`, integers and a byte array, no padding (uapi.rs).
+unsafe impl FromBytes for TkClearBench {}
+// SAFETY: as above.
+unsafe impl AsBytes for TkClearBench {}
 
 /// The most 4 KiB pages one open file holds (1 GiB): a single `mmap` above
 /// it is `EINVAL`, one that would take the file past it is `ENOMEM`.
 pub(crate) const MAX_FILE_PAGES: usize = 1 << 18;
+
+/// The most gigantic pages (1 GiB each) one open file maps in gigantic mode.
+pub(crate) const MAX_FILE_GIGANTIC: usize = 64;
 
 /// The most pages one `TK_IOC_BULK` call allocates (4 GiB).
 pub(crate) const MAX_BULK_PAGES: u64 = 1 << 20;
@@ -83,6 +99,9 @@ struct FileState {
     mappings: KVec<PlacedPages>,
     /// Pages in `mappings`.
     nr_pages: usize,
+    /// Gigantic mode (`TK_IOC_SET_GIGANTIC`): its parameters and the
+    /// cleared 1 GiB ranges it handed out, freed on release.
+    gigantic: Option<GiganticMode>,
 }
 
 /// An open `/dev/tierkit`.
@@ -171,6 +190,110 @@ impl TkFile {
         writer.write(&b)?;
         Ok(0)
     }
+
+    /// `TK_IOC_SET_GIGANTIC`: see `clear::gigantic::set_gigantic_ioctl`.
+    fn set_gigantic(&self, arg: usize) -> Result<isize> {
+        let (mut reader, mut writer) =
+            UserSlice::new(UserPtr::from_addr(arg), size_of::<TkGigantic>()).reader_writer();
+        let mut g: TkGigantic = reader.read()?;
+        {
+            let mut st = self.state.lock();
+            let mapped = st.mapped;
+            clear::gigantic::set_gigantic_ioctl(&mut st.gigantic, mapped, &mut g)?;
+        }
+        writer.write(&g)?;
+        Ok(0)
+    }
+
+    /// `mmap` in gigantic mode: gigantic page `i` of the mapping is a
+    /// cleared 1 GiB range on the node the policy picks for
+    /// `ilx = (pgoff >> 18) + i` (`get_vma_policy()` shifts both parts of
+    /// the ilx by the folio order, 18 for 1 GiB), inserted page by page.
+    fn mmap_gigantic(
+        &self,
+        st: &mut FileState,
+        vma: &VmaNew,
+        policy: Policy,
+        pgoff: u64,
+        nr_pages: usize,
+    ) -> Result {
+        let per_range = GIGANTIC_PAGES as usize;
+        if nr_pages == 0 || nr_pages % per_range != 0 {
+            return Err(EINVAL);
+        }
+        let nr_ranges = nr_pages / per_range;
+        let done = st.gigantic.as_ref().map_or(0, |g| g.ranges().len());
+        if nr_ranges > MAX_FILE_GIGANTIC {
+            return Err(EINVAL);
+        }
+        if done + nr_ranges > MAX_FILE_GIGANTIC {
+            return Err(ENOMEM);
+        }
+        let sel = policy.selector(&self.wi.weights())?;
+        let gm = st.gigantic.as_mut().ok_or(EINVAL)?;
+        let start = vma.start();
+        vma.set_dontexpand();
+        let mixed = vma.set_mixedmap();
+        let mut batch: KVec<*mut bindings::page> = KVec::with_capacity(INSERT_BATCH, GFP_KERNEL)?;
+        for i in 0..nr_ranges {
+            let ilx = interleave::vma_ilx(pgoff, (i * per_range) as u64, 18);
+            let nid = sel.node_for_ilx(ilx);
+            // Allocated and cleared in parallel; kept by the file. If a
+            // later step fails, the ranges of this call stay with the file
+            // until it is released (the mmap path unmaps what was inserted).
+            let range = gm.populate(nid)?;
+            let base = start + i * per_range * PAGE_SIZE;
+            let nr = range.nr_pages() as usize;
+            let mut j = 0usize;
+            while j < nr {
+                batch.clear();
+                let n = (nr - j).min(INSERT_BATCH);
+                for k in j..j + n {
+                    let page = range.page(k as u64).ok_or(EINVAL)?;
+                    batch.push_within_capacity(page.as_ptr()).map_err(|_| ENOMEM)?;
+                }
+                insert_pages(mixed, base + j * PAGE_SIZE, &batch)?;
+                j += n;
+                // SAFETY: process context; only the mmap lock (a sleeping
+                // lock) is held.
+                unsafe { shim::tk_cond_resched() };
+            }
+        }
+        st.mapped = true;
+        Ok(())
+    }
+}
+
+/// Pages per `vm_insert_pages()` call in gigantic mode.
+const INSERT_BATCH: usize = 512;
+
+/// Maps `pages` at `addr` onward with one `vm_insert_pages()` call, which
+/// takes the page-table lock once per batch instead of once per page as
+/// `vm_insert_page()` (the only one the Rust crate wraps) does.
+fn insert_pages(vma: &VmaMixedMap, addr: usize, pages: &[*mut bindings::page]) -> Result {
+    let mut num = pages.len() as c_ulong;
+    // SAFETY: `vma` has VM_MIXEDMAP set and is being set up in ->mmap with
+    // the mmap lock held for writing (what `VmaMixedMap` from `VmaNew`
+    // guarantees, as for `vm_insert_page()`). Every pointer in `pages` is a
+    // valid order-0, non-anon, untyped page the caller holds a reference to
+    // for the whole call; `vm_insert_pages()` only reads the array (the
+    // `*mut` is the C signature's) and takes its own reference on each page
+    // it maps. It checks that the range lies in the vma (`EFAULT`).
+    let ret = unsafe {
+        bindings::vm_insert_pages(vma.as_ptr(), addr, pages.as_ptr().cast_mut(), &mut num)
+    };
+    to_result(ret)
+}
+
+/// `TK_IOC_CLEAR_BENCH`: independent of the file's state, so it runs
+/// without the file's lock.
+fn clear_bench(arg: usize) -> Result<isize> {
+    let (mut reader, mut writer) =
+        UserSlice::new(UserPtr::from_addr(arg), size_of::<TkClearBench>()).reader_writer();
+    let mut a: TkClearBench = reader.read()?;
+    clear::bench::bench(&mut a)?;
+    writer.write(&a)?;
+    Ok(0)
 }
 
 #[vtable]
@@ -193,6 +316,7 @@ impl MiscDevice for TkFile {
                     mapped: false,
                     mappings: KVec::new(),
                     nr_pages: 0,
+                    gigantic: None,
                 }, "tierkit_file"),
             }),
             GFP_KERNEL,
@@ -204,6 +328,8 @@ impl MiscDevice for TkFile {
             uapi::TK_IOC_SET_POLICY => me.set_policy(arg),
             uapi::TK_IOC_TASK_NEXT => me.task_next(arg),
             uapi::TK_IOC_BULK => me.bulk(arg),
+            uapi::TK_IOC_SET_GIGANTIC => me.set_gigantic(arg),
+            uapi::TK_IOC_CLEAR_BENCH => clear_bench(arg),
             _ => Err(ENOTTY),
         }
     }
@@ -226,6 +352,9 @@ impl MiscDevice for TkFile {
 
         let mut st = me.state.lock();
         let policy = st.policy.ok_or(EINVAL)?;
+        if st.gigantic.is_some() {
+            return me.mmap_gigantic(&mut st, vma, policy, pgoff, nr_pages);
+        }
         if nr_pages == 0 || nr_pages > MAX_FILE_PAGES {
             return Err(EINVAL);
         }
@@ -242,12 +371,10 @@ impl MiscDevice for TkFile {
 
         vma.set_dontexpand();
         let mixed = vma.set_mixedmap();
-        for (i, page) in placed.pages().iter().enumerate() {
-            // On failure the mmap path unmaps what was inserted
-            // (__mmap_new_file_vma() -> unmap_region()) and `placed` frees
-            // the pages.
-            mixed.vm_insert_page(start + i * PAGE_SIZE, &page.borrow())?;
-        }
+        // On failure the mmap path unmaps what was inserted
+        // (__mmap_new_file_vma() -> unmap_region()) and `placed` frees the
+        // pages.
+        insert_pages(mixed, start, placed.raw_pages())?;
         st.nr_pages += placed.len();
         st.mapped = true;
         st.mappings.push_within_capacity(placed).map_err(|_| ENOMEM)?;

@@ -56,7 +56,7 @@ impl kernel::Module for TierKit {
         let wi_files = wi::debugfs::WiFiles::new(&debugfs, wi.clone())?;
         let dev = KBox::pin_init(dev::TkDevice::new(wi), GFP_KERNEL)?;
         pr_info!(
-            "tierkit: loaded ({} possible nodes, memory on {:#x})\n",
+            "loaded ({} possible nodes, memory on {:#x})\n",
             shim::node::nr_node_ids(),
             wi::memory_nodes().0
         );
@@ -70,7 +70,7 @@ impl kernel::Module for TierKit {
 
 impl Drop for TierKit {
     fn drop(&mut self) {
-        pr_info!("tierkit: unloaded\n");
+        pr_info!("unloaded\n");
     }
 }
 

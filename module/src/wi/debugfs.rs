@@ -193,7 +193,7 @@ impl WiFiles {
     /// a failure is logged, as the kernel logs it, and leaves no file.
     pub(crate) fn add_node(&self, nid: usize) {
         if nid >= MAX_NUMNODES {
-            pr_warn!("tierkit: node{} is beyond tierkit's 64 nodes, no weight file\n", nid);
+            pr_warn!("node{} is beyond tierkit's 64 nodes, no weight file\n", nid);
             return;
         }
         let mut nodes = self.nodes.lock();
@@ -220,7 +220,7 @@ impl WiFiles {
                     *slot = Some(file);
                 }
             }
-            Err(e) => pr_err!("tierkit: failed to add weight file for node{}: {:?}\n", nid, e),
+            Err(e) => pr_err!("failed to add weight file for node{}: {:?}\n", nid, e),
         }
     }
 

@@ -7,8 +7,8 @@
 //! node (`Page::alloc_page`) and has no constructor from a raw page, so
 //! [`NodePage`] owns an order-0 page from `alloc_pages_node()` itself (through
 //! the shim, with `__GFP_THISNODE`: a page is on the node asked for or the
-//! allocation fails) and lends it out as a [`BorrowedPage`] where the crate
-//! wants a `&Page` (e.g. `vm_insert_page`).
+//! allocation fails). The pages of a mapping go to `vm_insert_pages()` as
+//! one array ([`PlacedPages::raw_pages`]).
 
 use super::Wi;
 use crate::interleave::{self, Nodemask, Selector, TaskState, Weights, MAX_NUMNODES};
@@ -16,7 +16,7 @@ use crate::shim;
 use kernel::{
     bindings,
     ffi::c_int,
-    page::{BorrowedPage, PAGE_SIZE},
+    page::PAGE_SIZE,
     prelude::*,
     sync::Arc,
 };
@@ -28,6 +28,10 @@ use core::ptr::NonNull;
 ///
 /// `page` points to a valid `struct page` of an order-0 allocation that this
 /// object owns (one reference, freed on drop).
+///
+/// `repr(transparent)`: a `[NodePage]` has the layout of a `[*mut page]`
+/// (see [`PlacedPages::raw_pages`]).
+#[repr(transparent)]
 pub(crate) struct NodePage {
     page: NonNull<bindings::page>,
 }
@@ -69,13 +73,6 @@ impl NodePage {
     pub(crate) fn nid(&self) -> usize {
         // SAFETY: `self.page` is a valid page by the type invariant.
         unsafe { shim::tk_page_to_nid(self.page.as_ptr()) as usize }
-    }
-
-    /// The page as the kernel crate's `&Page`, borrowed from `self`.
-    pub(crate) fn borrow(&self) -> BorrowedPage<'_> {
-        // SAFETY: `self.page` is valid and stays valid while `self` is
-        // borrowed (the type invariant; we free it only on drop).
-        unsafe { BorrowedPage::from_raw(self.page) }
     }
 
     /// The page's bytes through its direct-map address. x86_64 has no
@@ -143,6 +140,16 @@ impl PlacedPages {
     /// Number of pages.
     pub(crate) fn len(&self) -> usize {
         self.pages.len()
+    }
+
+    /// The pages as an array of `struct page *`, for `vm_insert_pages()`.
+    /// The pages stay owned by `self` (the borrow keeps them alive).
+    pub(crate) fn raw_pages(&self) -> &[*mut bindings::page] {
+        let pages: &[NodePage] = &self.pages;
+        // SAFETY: `NodePage` is `repr(transparent)` over
+        // `NonNull<bindings::page>`, which has the layout of
+        // `*mut bindings::page`; same length, same lifetime, read only.
+        unsafe { core::slice::from_raw_parts(pages.as_ptr().cast(), pages.len()) }
     }
 }
 

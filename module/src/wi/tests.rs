@@ -348,10 +348,11 @@ mod abi {
         // A later report for one node recomputes all (auto mode).
         assert_eq!(wi.bandwidth_store_with(b"1\t200000 200000", 2, m01()), Ok(()));
         assert_eq!((wi.weight(0), wi.weight(1)), (1, 1));
-        // A node with memory but no bandwidth gets 1.
+        // A node with memory but no bandwidth gets 1; the one with all of
+        // it gets 32 (and the GCD with the 1s is 1).
         let wi = new_wi()?;
         assert_eq!(wi.bandwidth_store_with(b"0 1000 1000\n", 3, Nodemask(0b111)), Ok(()));
-        assert_eq!((wi.weight(0), wi.weight(1), wi.weight(2)), (1, 1, 1));
+        assert_eq!((wi.weight(0), wi.weight(1), wi.weight(2)), (32, 1, 1));
         Ok(())
     }
 
@@ -362,8 +363,10 @@ mod abi {
         assert_eq!(wi.bandwidth_store_with(b"0 200000 200000\n1 50000 50000\n", 2, m01()), Ok(()));
         assert!(!wi.is_auto());
         assert_eq!((wi.weight(0), wi.weight(1)), (3, 1));
+        // Switching to auto uses the stored bandwidth: 25 and 6.
         assert_eq!(wi.auto_store_with(b"1", m01()), Ok(()));
-        assert_eq!((wi.weight(0), wi.weight(1)), (4, 1));
+        assert!(wi.is_auto());
+        assert_eq!((wi.weight(0), wi.weight(1)), (25, 6));
         Ok(())
     }
 
@@ -507,14 +510,14 @@ mod alloc {
         let mut task = TaskState::from_raw(a as i32, 2);
         let before = task;
         let mut per_node = [0u64; MAX_NUMNODES];
-        let free_before = shim::node::free_pages(a);
         let r = bulk_with(&wi, mask, &weights, &mut task, 4096, &mut per_node, Some(3000));
         assert_eq!(r, Err(ENOMEM));
         assert_eq!(task, before);
         assert_eq!(held_total(&wi), 0);
-        // The 3000 pages came back (allow for the rest of the system).
-        let free_after = shim::node::free_pages(a);
-        assert!(free_after + 1024 >= free_before);
+        // (The pages go back through the per-CPU lists, which NR_FREE_PAGES
+        // does not count, so free counts cannot show it; the pages are
+        // owned by a vector whose drop frees them.)
+        assert_eq!(wi.stats.allocated(a) + wi.stats.allocated(b), 3000);
         // Zero pages and an empty mask are EINVAL.
         assert_eq!(bulk(&wi, mask, &weights, &mut task, 0, &mut per_node), Err(EINVAL));
         assert_eq!(
