@@ -235,6 +235,39 @@ impl WeightSnapshot {
     }
 }
 
+/// Restores a [`WeightSnapshot`] when dropped, also on a panic, unless
+/// [`RestoreOnDrop::done`] restored it already.
+#[derive(Debug)]
+pub struct RestoreOnDrop(Option<WeightSnapshot>);
+
+impl RestoreOnDrop {
+    pub fn new(s: WeightSnapshot) -> RestoreOnDrop {
+        RestoreOnDrop(Some(s))
+    }
+
+    /// Restores now and returns the result; the drop then does nothing.
+    pub fn done(&mut self) -> Result<()> {
+        match self.0.take() {
+            Some(s) => s.restore(),
+            None => Ok(()),
+        }
+    }
+
+    pub fn snapshot(&self) -> Option<&WeightSnapshot> {
+        self.0.as_ref()
+    }
+}
+
+impl Drop for RestoreOnDrop {
+    fn drop(&mut self) {
+        if let Some(s) = self.0.take() {
+            if let Err(e) = s.restore() {
+                eprintln!("# restoring {}: {e:#}", s.dir.path.display());
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -289,6 +322,23 @@ mod tests {
         assert_eq!(fs::read_to_string(d.bandwidth_path()).unwrap(), "1 5 6\n");
         let t = d.table().unwrap();
         assert_eq!((t[0], t[1], t[2]), (25, 6, 1));
+        fs::remove_dir_all(&d.path).unwrap();
+    }
+
+    #[test]
+    fn restore_on_drop() {
+        let d = fake("guard");
+        {
+            let _g = RestoreOnDrop::new(d.snapshot().unwrap());
+            d.set_weight(0, 9).unwrap();
+        }
+        assert_eq!(d.weight(0).unwrap(), 25);
+        let mut g = RestoreOnDrop::new(d.snapshot().unwrap());
+        d.set_weight(0, 9).unwrap();
+        g.done().unwrap();
+        d.set_weight(0, 8).unwrap();
+        drop(g);
+        assert_eq!(d.weight(0).unwrap(), 8);
         fs::remove_dir_all(&d.path).unwrap();
     }
 

@@ -78,6 +78,8 @@ fn main() -> ExitCode {
     };
     let tsaved = tw.snapshot();
     r.note(format!("kernel weights before: {}", ksaved.describe()));
+    // Puts the kernel's weights back even if something below panics.
+    let mut kguard = weights::RestoreOnDrop::new(ksaved.clone());
     r.note(thp_note());
 
     auto_weights(&mut r, &kw, &tw, &topo, &ksaved);
@@ -100,7 +102,7 @@ fn main() -> ExitCode {
 
     r.check(
         "restore kernel weights",
-        ksaved.restore().map_err(|e| format!("{e:#}")),
+        kguard.done().map_err(|e| format!("{e:#}")),
     );
     let after = kw.snapshot().map(|s| s.describe()).unwrap_or_default();
     r.note(format!("kernel weights after: {after}"));
