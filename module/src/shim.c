@@ -179,8 +179,13 @@ void tk_init_work(struct work_struct *work, work_func_t fn)
 
 struct workqueue_struct *tk_alloc_workqueue(const char *name)
 {
-	/* Per-CPU (bound) workqueue, so queue_work_on() really runs on that CPU. */
-	return alloc_workqueue("%s", WQ_HIGHPRI, 0, name);
+	/*
+	 * Per-CPU (bound) workqueue, so queue_work_on() really runs on that
+	 * CPU; 7.3 warns unless WQ_PERCPU or WQ_UNBOUND is explicit. Clearing
+	 * work is long and CPU bound: WQ_CPU_INTENSIVE keeps it out of the
+	 * pool's concurrency management.
+	 */
+	return alloc_workqueue("%s", WQ_HIGHPRI | WQ_PERCPU | WQ_CPU_INTENSIVE, 0, name);
 }
 
 /* --- weighted interleave: node hotplug ---------------------------------- */
