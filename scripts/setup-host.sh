@@ -1,10 +1,17 @@
 #!/usr/bin/env bash
 # Installs everything `cargo xtask` needs on a Debian 12 (bookworm) host.
+# `cargo xtask` runs it by itself when a tool is missing; `.ci/run` runs it
+# first on a fresh machine.
 #
 # Idempotent: each step checks first and does nothing when already done.
 # Only bookworm-backports is ever added to the system's apt sources (for
-# QEMU 10). Linux source packages from newer suites are fetched by xtask
-# through a *private* apt configuration, never through the system's.
+# QEMU 10). The Linux source package comes from trixie-backports through a
+# *private* apt configuration inside xtask, never through the system's:
+# adding trixie or sid here would let apt replace the system's libc6.
+#
+# Note on `set -o pipefail`: never write `cmd | grep -q ...` here. grep -q
+# exits at the first match, cmd then dies of SIGPIPE, and pipefail turns the
+# match into a failure. Capture the output into a variable and match that.
 set -euo pipefail
 
 say() { printf '[setup] %s\n' "$*" >&2; }
@@ -15,17 +22,26 @@ if [ "$(id -u)" != 0 ]; then
 fi
 
 APT_PKGS=(clang-19 lld-19 llvm-19 libclang-19-dev flex bison bc libelf-dev libssl-dev cpio
-          busybox-static make gcc libc6-dev python3 xz-utils rsync kmod)
+          busybox-static make gcc libc6-dev python3 xz-utils rsync kmod ca-certificates
+          debian-archive-keyring)
+
+installed() { # installed PKG -> 0 if dpkg has it fully installed
+    local st
+    st=$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null || true)
+    [ "$st" = "install ok installed" ]
+}
+
 missing=()
 for p in "${APT_PKGS[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+    installed "$p" || missing+=("$p")
 done
 
 BPO=/etc/apt/sources.list.d/bookworm-backports.sources
 need_qemu=1
 if command -v qemu-system-x86_64 >/dev/null; then
-    v=$(qemu-system-x86_64 --version | sed -n 's/.*version \([0-9]*\)\..*/\1/p')
-    [ "${v:-0}" -ge 10 ] && need_qemu=0
+    ver=$(qemu-system-x86_64 --version || true)
+    major=$(printf '%s\n' "$ver" | sed -n 's/.*version \([0-9][0-9]*\)\..*/\1/p')
+    [ "${major:-0}" -ge 10 ] && need_qemu=0
 fi
 
 updated=0
@@ -52,7 +68,17 @@ if [ $need_qemu = 1 ]; then
         -t bookworm-backports qemu-system-x86 >/dev/null
 fi
 
-if ! rustup component list --installed 2>/dev/null | grep -q '^rust-src'; then
+# Rust: the kernel builds core and alloc from source (rust-src) and needs
+# bindgen. Checked through the sysroot, not `rustup component list | grep`.
+if ! command -v rustup >/dev/null; then
+    if ! command -v rustc >/dev/null; then
+        say "no Rust toolchain: install rustup from https://rustup.rs, then run this again"
+        exit 1
+    fi
+fi
+sysroot=$(rustc --print sysroot)
+if [ ! -f "$sysroot/lib/rustlib/src/rust/library/core/src/lib.rs" ]; then
+    command -v rustup >/dev/null || { say "rust-src is missing and there is no rustup to add it"; exit 1; }
     say "rustup component add rust-src"
     rustup component add rust-src
 fi

@@ -290,7 +290,7 @@ fn guest_cmd(mode: Mode, g: &GuestArgs, host: Option<(bool, Duration)>) -> Resul
     let t = Timer::start();
     let guest = qemu::boot(&b.kernel, &b.initramfs, &cfg, &run_dir, &mut streamer)?;
     let boot_time = t.elapsed();
-    let mut outcome = verdict::evaluate(&guest, &mode);
+    let mut outcome = verdict::evaluate(&guest, &mode, g.filter.as_deref());
     if let Some((false, _)) = host {
         let msg = format!("host tests failed (see {})", util::out_dir().join("host-tests.log").display());
         outcome.reasons.push(msg.clone());

@@ -145,7 +145,9 @@ fn last_lines(s: &str, n: usize) -> String {
 }
 
 /// Judges a boot: KTAP (via [`ktap::Run::verdict`]) plus the /init protocol.
-pub fn evaluate(guest: &GuestRun, mode: &Mode) -> Outcome {
+/// `filter` is `--filter`: with it, a run without KUnit suites is fine as
+/// long as some test (KUnit or userspace) ran.
+pub fn evaluate(guest: &GuestRun, mode: &Mode, filter: Option<&str>) -> Outcome {
     let run = ktap::Run::parse(&guest.console);
     let markers = scan(&guest.console, &guest.data);
     let mut reasons: Vec<String> = Vec::new();
@@ -181,10 +183,14 @@ pub fn evaluate(guest: &GuestRun, mode: &Mode) -> Outcome {
         match markers.insmod_rc {
             Some(0) => {}
             Some(rc) => {
-                let why = markers.errors.iter().find(|e| e.contains("insmod")).cloned().unwrap_or_default();
-                fail("insmod", format!("insmod tierkit.ko failed (rc={rc}): {why}"), &mut reasons);
+                let why = markers.errors.iter().find(|e| e.contains("insmod")).cloned();
+                let msg = why.unwrap_or_else(|| format!("insmod tierkit.ko failed (rc={rc})"));
+                fail("insmod", format!("{msg}; the kernel's messages are in the console log"), &mut reasons);
             }
-            None => fail("insmod", "insmod tierkit.ko never returned (the guest died during module init)".into(), &mut reasons),
+            None if guest.timed_out => {
+                fail("insmod", "insmod tierkit.ko never returned: hung in module init or in a KUnit suite".into(), &mut reasons)
+            }
+            None => fail("insmod", "insmod tierkit.ko never returned: the guest died in module init or in a KUnit suite".into(), &mut reasons),
         }
         for p in &markers.progs {
             match p.rc {
@@ -198,8 +204,8 @@ pub fn evaluate(guest: &GuestRun, mode: &Mode) -> Outcome {
             }
         }
         if markers.insmod_rc == Some(0) && markers.rmmod_rc.is_some_and(|rc| rc != 0) {
-            let why = markers.errors.iter().find(|e| e.contains("rmmod")).cloned().unwrap_or_default();
-            fail("rmmod", format!("rmmod tierkit failed: {why}"), &mut reasons);
+            let why = markers.errors.iter().find(|e| e.contains("rmmod")).cloned();
+            fail("rmmod", why.unwrap_or_else(|| "rmmod tierkit failed".into()), &mut reasons);
         }
         for e in &markers.errors {
             if !e.contains("insmod") && !e.contains("rmmod") {
@@ -220,9 +226,15 @@ pub fn evaluate(guest: &GuestRun, mode: &Mode) -> Outcome {
 
     // KTAP: failed or crashed tests, kernel crashes, short plans. Suites are
     // expected whenever KUnit runs (not in bench mode, which turns it off).
-    let expect_suites = !matches!(mode, Mode::Bench(_)) && markers.insmod_rc == Some(0);
-    let kv = run.verdict(expect_suites);
+    let kunit_on = !matches!(mode, Mode::Bench(_)) && markers.insmod_rc == Some(0);
+    let kv = run.verdict(kunit_on && filter.is_none());
     reasons.extend(kv.reasons.iter().cloned());
+    if let Some(f) = filter {
+        let usertests = markers.progs.iter().filter(|p| p.kind == "USERTEST").count();
+        if kunit_on && markers.done.is_some() && run.suites().next().is_none() && usertests == 0 {
+            reasons.push(format!("--filter '{f}' matched no KUnit suite and no userspace test"));
+        }
+    }
 
     let mut user_tests: Vec<UserTest> = markers
         .progs
@@ -296,7 +308,7 @@ hello from a
 
     #[test]
     fn a_good_run_passes() {
-        let o = evaluate(&guest(GOOD, GOOD_DATA, false), &Mode::Test);
+        let o = evaluate(&guest(GOOD, GOOD_DATA, false), &Mode::Test, None);
         assert!(o.ok(), "{:?}", o.reasons);
         assert_eq!(o.user_tests.len(), 1);
         assert_eq!(o.user_tests[0].duration_ms, 500);
@@ -310,7 +322,7 @@ hello from a
     #[test]
     fn failing_usertest_fails() {
         let c = GOOD.replace("tk-test-a rc=0", "tk-test-a rc=3");
-        let o = evaluate(&guest(&c, GOOD_DATA, false), &Mode::Test);
+        let o = evaluate(&guest(&c, GOOD_DATA, false), &Mode::Test, None);
         assert!(!o.ok());
         assert!(o.reasons.iter().any(|r| r.contains("tk-test-a failed (rc=3)")));
         assert_eq!(crate::report::Totals::of(&o.run, &o.user_tests).failed, 1);
@@ -319,7 +331,7 @@ hello from a
     #[test]
     fn failing_kunit_case_fails() {
         let c = GOOD.replace("    ok 2 a_cpuless", "    not ok 2 a_cpuless").replace("ok 1 tierkit_topology", "not ok 1 tierkit_topology");
-        let o = evaluate(&guest(&c, GOOD_DATA, false), &Mode::Test);
+        let o = evaluate(&guest(&c, GOOD_DATA, false), &Mode::Test, None);
         assert!(!o.ok());
         assert_eq!(crate::report::Totals::of(&o.run, &o.user_tests).failed, 1);
     }
@@ -327,7 +339,7 @@ hello from a
     #[test]
     fn insmod_failure_fails() {
         let c = "[ 1.0] TIERKIT-BOOT mode=test\n[ 1.1] TIERKIT-INSMOD rc=1\n[ 1.1] TIERKIT-ERROR insmod /lib/modules/tierkit.ko failed (rc=1): Invalid module format\n[ 1.2] TIERKIT-DONE fails=1\n";
-        let o = evaluate(&guest(c, "", false), &Mode::Test);
+        let o = evaluate(&guest(c, "", false), &Mode::Test, None);
         assert!(!o.ok());
         assert!(o.reasons[0].contains("Invalid module format"), "{:?}", o.reasons);
         assert!(crate::report::Totals::of(&o.run, &o.user_tests).failed >= 1);
@@ -336,16 +348,16 @@ hello from a
     #[test]
     fn missing_done_and_timeout_fail() {
         let cut = GOOD.split("[    2.000000]").next().unwrap();
-        let o = evaluate(&guest(cut, GOOD_DATA, false), &Mode::Test);
+        let o = evaluate(&guest(cut, GOOD_DATA, false), &Mode::Test, None);
         assert!(o.reasons.iter().any(|r| r.contains("TIERKIT-DONE")), "{:?}", o.reasons);
-        let o = evaluate(&guest(cut, GOOD_DATA, true), &Mode::Test);
+        let o = evaluate(&guest(cut, GOOD_DATA, true), &Mode::Test, None);
         assert!(o.reasons.iter().any(|r| r.contains("hung")), "{:?}", o.reasons);
         assert!(crate::report::Totals::of(&o.run, &o.user_tests).failed >= 1);
     }
 
     #[test]
     fn never_booted_fails() {
-        let o = evaluate(&guest("[    1.7] Kernel panic - not syncing: VFS: Unable to mount root fs\n", "", false), &Mode::Test);
+        let o = evaluate(&guest("[    1.7] Kernel panic - not syncing: VFS: Unable to mount root fs\n", "", false), &Mode::Test, None);
         assert!(o.reasons.iter().any(|r| r.contains("never reached /init")));
     }
 
@@ -353,8 +365,20 @@ hello from a
     fn unfinished_program_and_bad_json() {
         let c = GOOD.replace("[    1.900000] TIERKIT-USERTEST tk-test-a rc=0\n", "");
         let d = "TIERKIT-USERTEST-START tk-test-a\nTIERKIT-JSON {broken\n";
-        let o = evaluate(&guest(&c, d, false), &Mode::Test);
+        let o = evaluate(&guest(&c, d, false), &Mode::Test, None);
         assert!(o.reasons.iter().any(|r| r.contains("never finished")));
         assert!(o.reasons.iter().any(|r| r.contains("not valid JSON")));
+    }
+
+    #[test]
+    fn filter_may_exclude_kunit_but_not_everything() {
+        let only_user = "[ 1.0] TIERKIT-BOOT mode=test\n[ 1.1] TIERKIT-INSMOD rc=0\n[ 1.2] TIERKIT-USERTEST-START tk-test-a\n[ 1.3] TIERKIT-USERTEST tk-test-a rc=0\n[ 1.4] TIERKIT-RMMOD rc=0\n[ 1.5] TIERKIT-DONE fails=0\n";
+        let o = evaluate(&guest(only_user, "", false), &Mode::Test, Some("tk-test-a"));
+        assert!(o.ok(), "{:?}", o.reasons);
+        let nothing = "[ 1.0] TIERKIT-BOOT mode=test\n[ 1.1] TIERKIT-INSMOD rc=0\n[ 1.4] TIERKIT-RMMOD rc=0\n[ 1.5] TIERKIT-DONE fails=0\n";
+        let o = evaluate(&guest(nothing, "", false), &Mode::Test, Some("typo*"));
+        assert!(o.reasons.iter().any(|r| r.contains("matched no")), "{:?}", o.reasons);
+        let o = evaluate(&guest(nothing, "", false), &Mode::Test, None);
+        assert!(o.reasons.iter().any(|r| r.contains("no KUnit suite ran")), "{:?}", o.reasons);
     }
 }
