@@ -6,7 +6,21 @@
 //! Binaries: `tk-test-*` are run by `cargo xtask test` (exit 0 = pass),
 //! `tk-bench-*` by `cargo xtask bench`, `tk-demo` by `cargo xtask run`.
 //! They are built static and run as root from the guest's `/init`; they
-//! also run on a real NUMA machine with tierkit.ko loaded.
+//! also run on a real NUMA machine with tierkit.ko loaded (they put the
+//! kernel's and tierkit's weights back when they are done).
+//!
+//! - `tk-test-placement`: tierkit's mmap places each page on
+//!   `weighted_interleave_nid(ilx)` and zeroes it; stats; refused inputs.
+//! - `tk-test-diff`: tierkit against the kernel's own
+//!   MPOL_WEIGHTED_INTERLEAVE / MPOL_INTERLEAVE, page by page, same ilx;
+//!   shmem; auto weights from the HMAT bandwidth.
+//! - `tk-test-task`: `TK_IOC_TASK_NEXT` and `TK_IOC_BULK` against
+//!   tierkit-core's `TaskState` and `bulk_split`.
+//! - `tk-bench-wi`: pages/s of tierkit's mmap against anonymous faults.
+//! - `tk-demo`: weighted placement and gigantic clearing, for people.
+//!
+//! Output protocol (see [`report`]): one `ok - ...` / `not ok - ...: why`
+//! line per check, `# ...` comments, and one `TIERKIT-JSON {...}` line last.
 //!
 //! Everything that does not need the guest is unit-tested on the host with
 //! `cargo test -p userspace-tests`.
