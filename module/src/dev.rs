@@ -181,7 +181,14 @@ impl TkFile {
             let weights = self.wi.weights();
             let mut per_node = [0u64; MAX_NUMNODES];
             let mut task = st.task;
-            pages::bulk(&self.wi, policy.mask, &weights, &mut task, b.nr_pages, &mut per_node)?;
+            pages::bulk(
+                &self.wi,
+                policy.mask,
+                &weights,
+                &mut task,
+                b.nr_pages,
+                &mut per_node,
+            )?;
             st.task = task;
             b.per_node = per_node;
             b.il_prev = task.il_prev();
@@ -250,7 +257,9 @@ impl TkFile {
                 let n = (nr - j).min(INSERT_BATCH);
                 for k in j..j + n {
                     let page = range.page(k as u64).ok_or(EINVAL)?;
-                    batch.push_within_capacity(page.as_ptr()).map_err(|_| ENOMEM)?;
+                    batch
+                        .push_within_capacity(page.as_ptr())
+                        .map_err(|_| ENOMEM)?;
                 }
                 insert_pages(mixed, base + j * PAGE_SIZE, &batch)?;
                 j += n;
@@ -304,9 +313,7 @@ impl MiscDevice for TkFile {
         // SAFETY: by the invariant of `TkDevice`, `misc` is the `reg` field
         // of a pinned `TkDevice`, which outlives the registration and so
         // this call (misc_open() keeps the device registered meanwhile).
-        let dev = unsafe {
-            &*container_of!(core::ptr::from_ref(misc).cast_mut(), TkDevice, reg)
-        };
+        let dev = unsafe { &*container_of!(core::ptr::from_ref(misc).cast_mut(), TkDevice, reg) };
         KBox::try_pin_init(
             try_pin_init!(TkFile {
                 wi: dev.wi.clone(),
@@ -377,8 +384,9 @@ impl MiscDevice for TkFile {
         insert_pages(mixed, start, placed.raw_pages())?;
         st.nr_pages += placed.len();
         st.mapped = true;
-        st.mappings.push_within_capacity(placed).map_err(|_| ENOMEM)?;
+        st.mappings
+            .push_within_capacity(placed)
+            .map_err(|_| ENOMEM)?;
         Ok(())
     }
 }
-

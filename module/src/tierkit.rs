@@ -16,14 +16,14 @@ use kernel::{debugfs::Dir, prelude::*, sync::Arc};
 // The pure code of `module/core/` is a library shared with the host crate:
 // its `pub` items are its API there, and not every one is used here.
 #[allow(dead_code, unreachable_pub)]
+#[path = "../core/src/chunks.rs"]
+mod chunks;
+#[allow(dead_code, unreachable_pub)]
 #[path = "../core/src/interleave.rs"]
 mod interleave;
 #[allow(dead_code, unreachable_pub)]
 #[path = "../core/src/uapi.rs"]
 mod uapi;
-#[allow(dead_code, unreachable_pub)]
-#[path = "../core/src/chunks.rs"]
-mod chunks;
 
 mod clear;
 mod dev;
@@ -92,7 +92,9 @@ mod topology_tests {
     #[test]
     fn a_cpuless_memory_node_exists() {
         let n = node::nr_node_ids();
-        let cpuless = (0..n).filter(|&nid| node::has_memory(nid) && !node::has_cpu(nid)).count();
+        let cpuless = (0..n)
+            .filter(|&nid| node::has_memory(nid) && !node::has_cpu(nid))
+            .count();
         assert!(cpuless >= 1);
     }
 

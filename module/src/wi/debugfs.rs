@@ -30,8 +30,7 @@ use crate::shim;
 use kernel::{
     debugfs::{Dir, File},
     ffi::{c_int, c_void},
-    fmt,
-    new_mutex,
+    fmt, new_mutex,
     prelude::*,
     str::CString,
     sync::{Arc, Mutex},
@@ -127,11 +126,7 @@ impl WiFiles {
 
     /// [`WiFiles::new`], optionally without the node notifier (the C shim
     /// holds one registration; KUnit tests build their own `WiFiles`).
-    pub(crate) fn new_with(
-        root: &Dir,
-        wi: Arc<Wi>,
-        notify: bool,
-    ) -> Result<Pin<KBox<WiFiles>>> {
+    pub(crate) fn new_with(root: &Dir, wi: Arc<Wi>, notify: bool) -> Result<Pin<KBox<WiFiles>>> {
         let dir = root.subdir(c"weighted_interleave");
         let auto = KBox::pin_init(
             dir.read_write_callback_file(c"auto", wi.clone(), &auto_show, &auto_store),
@@ -186,7 +181,9 @@ impl WiFiles {
 
     /// The pointer the node notifier passes back to [`node_event`].
     pub(crate) fn ctx(&self) -> *mut c_void {
-        core::ptr::from_ref::<WiFiles>(self).cast_mut().cast::<c_void>()
+        core::ptr::from_ref::<WiFiles>(self)
+            .cast_mut()
+            .cast::<c_void>()
     }
 
     /// Creates `nodeN` if it does not exist yet (`sysfs_wi_node_add()`);

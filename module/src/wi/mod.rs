@@ -25,14 +25,11 @@ pub(crate) mod debugfs;
 pub(crate) mod pages;
 mod tests;
 
-use crate::interleave::{
-    self, Nodemask, Selector, WeightError, Weights, MAX_NUMNODES,
-};
+use crate::interleave::{self, Nodemask, Selector, WeightError, Weights, MAX_NUMNODES};
 use crate::shim::node;
 use crate::uapi;
 use kernel::{
-    fmt,
-    new_mutex,
+    fmt, new_mutex,
     prelude::*,
     sync::{
         atomic::{Atomic, Relaxed},

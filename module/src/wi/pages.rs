@@ -13,14 +13,8 @@
 use super::Wi;
 use crate::interleave::{self, Nodemask, Selector, TaskState, Weights, MAX_NUMNODES};
 use crate::shim;
-use kernel::{
-    bindings,
-    ffi::c_int,
-    page::PAGE_SIZE,
-    prelude::*,
-    sync::Arc,
-};
 use core::ptr::NonNull;
+use kernel::{bindings, ffi::c_int, page::PAGE_SIZE, prelude::*, sync::Arc};
 
 /// An owned order-0 page allocated on a given node.
 ///
@@ -53,7 +47,9 @@ impl NodePage {
         // which is fine in the process context of every caller.
         let page = unsafe { shim::tk_alloc_pages_node(nid as c_int, gfp, 0) };
         // INVARIANT: a non-NULL result is a fresh order-0 page we now own.
-        NonNull::new(page).map(|page| NodePage { page }).ok_or(ENOMEM)
+        NonNull::new(page)
+            .map(|page| NodePage { page })
+            .ok_or(ENOMEM)
     }
 
     /// A zeroed page on `nid` (`GFP_KERNEL | __GFP_ZERO`). The page is
@@ -200,7 +196,10 @@ pub(crate) fn alloc_placed_with(
             }
             wi.stats.add(nid, 1, true);
             // Capacity was reserved: this cannot fail.
-            placed.pages.push_within_capacity(page).map_err(|_| ENOMEM)?;
+            placed
+                .pages
+                .push_within_capacity(page)
+                .map_err(|_| ENOMEM)?;
             maybe_resched(placed.pages.len());
         }
         done += chunk;

@@ -104,9 +104,8 @@ mod selector {
         assert_eq!(sel.node_for_ilx(262), 5);
         assert_eq!(sel.node_for_ilx(516), 5);
         assert_eq!(sel.node_for_ilx(517), 0);
-        assert!((0..5000u64).all(|ilx| {
-            Some(sel.node_for_ilx(ilx)) == weighted_interleave_nid_ref(m, &w, ilx)
-        }));
+        assert!((0..5000u64)
+            .all(|ilx| { Some(sel.node_for_ilx(ilx)) == weighted_interleave_nid_ref(m, &w, ilx) }));
     }
 
     #[test]
@@ -319,7 +318,10 @@ mod abi {
         assert_eq!(wi.auto_store_with(b"false", m01()), Ok(()));
         assert_eq!(wi.weight(0), 6);
         // Auto and back to manual keeps the auto weights.
-        assert_eq!(wi.bandwidth_store_with(b"0 100 100\n1 300 300\n", 2, m01()), Ok(()));
+        assert_eq!(
+            wi.bandwidth_store_with(b"0 100 100\n1 300 300\n", 2, m01()),
+            Ok(())
+        );
         assert!(!wi.is_auto());
         assert_eq!(wi.weight(0), 6);
         assert_eq!(wi.auto_store_with(b"y", m01()), Ok(()));
@@ -346,12 +348,18 @@ mod abi {
         // Nodes without memory keep 1.
         assert_eq!(wi.weight(2), 1);
         // A later report for one node recomputes all (auto mode).
-        assert_eq!(wi.bandwidth_store_with(b"1\t200000 200000", 2, m01()), Ok(()));
+        assert_eq!(
+            wi.bandwidth_store_with(b"1\t200000 200000", 2, m01()),
+            Ok(())
+        );
         assert_eq!((wi.weight(0), wi.weight(1)), (1, 1));
         // A node with memory but no bandwidth gets 1; the one with all of
         // it gets 32 (and the GCD with the 1s is 1).
         let wi = new_wi()?;
-        assert_eq!(wi.bandwidth_store_with(b"0 1000 1000\n", 3, Nodemask(0b111)), Ok(()));
+        assert_eq!(
+            wi.bandwidth_store_with(b"0 1000 1000\n", 3, Nodemask(0b111)),
+            Ok(())
+        );
         assert_eq!((wi.weight(0), wi.weight(1), wi.weight(2)), (32, 1, 1));
         Ok(())
     }
@@ -360,7 +368,10 @@ mod abi {
     fn bandwidth_in_manual_mode_is_only_stored() -> Result {
         let wi = new_wi()?;
         assert_eq!(wi.node_store(0, b"3"), Ok(()));
-        assert_eq!(wi.bandwidth_store_with(b"0 200000 200000\n1 50000 50000\n", 2, m01()), Ok(()));
+        assert_eq!(
+            wi.bandwidth_store_with(b"0 200000 200000\n1 50000 50000\n", 2, m01()),
+            Ok(())
+        );
         assert!(!wi.is_auto());
         assert_eq!((wi.weight(0), wi.weight(1)), (3, 1));
         // Switching to auto uses the stored bandwidth: 25 and 6.
@@ -510,7 +521,15 @@ mod alloc {
         let mut task = TaskState::from_raw(a as i32, 2);
         let before = task;
         let mut per_node = [0u64; MAX_NUMNODES];
-        let r = bulk_with(&wi, mask, &weights, &mut task, 4096, &mut per_node, Some(3000));
+        let r = bulk_with(
+            &wi,
+            mask,
+            &weights,
+            &mut task,
+            4096,
+            &mut per_node,
+            Some(3000),
+        );
         assert_eq!(r, Err(ENOMEM));
         assert_eq!(task, before);
         assert_eq!(held_total(&wi), 0);
@@ -519,7 +538,10 @@ mod alloc {
         // owned by a vector whose drop frees them.)
         assert_eq!(wi.stats.allocated(a) + wi.stats.allocated(b), 3000);
         // Zero pages and an empty mask are EINVAL.
-        assert_eq!(bulk(&wi, mask, &weights, &mut task, 0, &mut per_node), Err(EINVAL));
+        assert_eq!(
+            bulk(&wi, mask, &weights, &mut task, 0, &mut per_node),
+            Err(EINVAL)
+        );
         assert_eq!(
             bulk(&wi, Nodemask::EMPTY, &weights, &mut task, 1, &mut per_node),
             Err(EINVAL)
@@ -611,7 +633,10 @@ mod alloc {
             probes.push(NodePage::alloc_uninit(nid)?, GFP_KERNEL)?;
         }
         // SAFETY: the probe pages are ours alone.
-        let dirty_seen = probes.iter().filter(|p| unsafe { p.all_bytes_are(0xa5) }).count();
+        let dirty_seen = probes
+            .iter()
+            .filter(|p| unsafe { p.all_bytes_are(0xa5) })
+            .count();
         drop(probes);
         // The mmap path, single-node policy.
         let wi = new_wi()?;
