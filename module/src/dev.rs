@@ -346,8 +346,9 @@ impl MiscDevice for TkFile {
     /// Documentation/ABI/testing/dev-tierkit).
     fn mmap(me: Pin<&TkFile>, _file: &File, vma: &VmaNew) -> Result {
         // A private mapping would copy a page on write, and the copy lands
-        // wherever the task's own policy puts it.
-        if vma.flags() & vm_flags::SHARED == 0 {
+        // wherever the task's own policy puts it. VM_MAYSHARE is what
+        // MAP_SHARED sets; VM_SHARED is dropped for a read-only fd (do_mmap).
+        if vma.flags() & vm_flags::MAYSHARE == 0 {
             return Err(EINVAL);
         }
         let start = vma.start();
