@@ -40,31 +40,48 @@ fn words(range: &GiganticRange) -> u64 {
     range.bytes() / 8
 }
 
+/// The words of `range`.
+fn as_words(range: &GiganticRange) -> &[u64] {
+    // SAFETY: the test owns the range and nothing maps it; the direct map
+    // is 8-byte aligned and covers `bytes()`. The workers are done (the
+    // pool drains its queue before returning), and nothing writes while
+    // the slice lives.
+    unsafe { core::slice::from_raw_parts(range.as_ptr().cast::<u64>(), words(range) as usize) }
+}
+
 /// Fills `range` with [`pattern`].
 fn fill(range: &mut GiganticRange) {
-    let p = range.as_ptr().cast::<u64>();
-    for i in 0..words(range) {
-        // SAFETY: `i` words are inside the range, which `&mut` makes ours;
-        // the direct map is 8-byte aligned.
-        unsafe { p.add(i as usize).write(pattern(i)) };
+    // SAFETY: as in `as_words`; `&mut` makes the access exclusive.
+    let w = unsafe {
+        core::slice::from_raw_parts_mut(range.as_ptr().cast::<u64>(), words(range) as usize)
+    };
+    for (i, w) in w.iter_mut().enumerate() {
+        *w = pattern(i as u64);
     }
 }
 
-/// Whether every word holds its [`pattern`] (a full scan).
+/// Whether every word holds its [`pattern`] (a full scan; an OR of XORs so
+/// that the loop vectorizes).
 fn pattern_intact(range: &GiganticRange) -> bool {
-    let p = range.as_ptr().cast::<u64>();
-    // SAFETY: as in `fill`; nothing writes the range concurrently.
-    (0..words(range)).all(|i| unsafe { p.add(i as usize).read() } == pattern(i))
+    as_words(range)
+        .iter()
+        .enumerate()
+        .fold(0u64, |acc, (i, &w)| acc | (w ^ pattern(i as u64)))
+        == 0
 }
 
-/// The byte offset of the first non-zero word, if any (a full scan).
+/// The byte offset of the first non-zero word, if any (a full scan, one
+/// page at a time).
 fn first_nonzero(range: &GiganticRange) -> Option<u64> {
-    let p = range.as_ptr().cast::<u64>();
-    // SAFETY: as in `fill`; the workers are done (the pool drained its
-    // queue before returning).
-    (0..words(range))
-        .find(|&i| unsafe { p.add(i as usize).read() } != 0)
-        .map(|i| i * 8)
+    let page_words = (PAGE_BYTES / 8) as usize;
+    as_words(range)
+        .chunks(page_words)
+        .enumerate()
+        .find(|(_, page)| page.iter().fold(0u64, |acc, &w| acc | w) != 0)
+        .and_then(|(p, page)| {
+            let i = page.iter().position(|&w| w != 0)?;
+            Some(((p * page_words + i) * 8) as u64)
+        })
 }
 
 /// Free pages of every node, indexed by node id.
