@@ -172,11 +172,6 @@ u64 tk_ktime_get_ns(void)
 	return ktime_get_ns();
 }
 
-void tk_init_work(struct work_struct *work, work_func_t fn)
-{
-	INIT_WORK(work, fn);
-}
-
 struct workqueue_struct *tk_alloc_workqueue(const char *name)
 {
 	/*

@@ -31,7 +31,6 @@ struct page *tk_alloc_contig(unsigned long nr_pages, int nid);
 void tk_free_contig(struct page *page, unsigned long nr_pages);
 void tk_cond_resched(void);
 u64 tk_ktime_get_ns(void);
-void tk_init_work(struct work_struct *work, work_func_t fn);
 struct workqueue_struct *tk_alloc_workqueue(const char *name);
 
 typedef void (*tk_node_event_fn)(void *ctx, int nid, bool added);

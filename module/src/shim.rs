@@ -42,7 +42,6 @@ extern "C" {
 
     pub(crate) fn tk_cond_resched();
     pub(crate) fn tk_ktime_get_ns() -> u64;
-    pub(crate) fn tk_init_work(work: *mut bindings::work_struct, f: bindings::work_func_t);
     pub(crate) fn tk_alloc_workqueue(name: *const c_char) -> *mut bindings::workqueue_struct;
 
     // Weighted interleave: node hotplug (module/src/wi/debugfs.rs).
