@@ -129,7 +129,7 @@ fn round(r: &mut Report, nid: u32, tag: &str, fill: bool) -> Option<Seen> {
                 &name("mmap 1 GiB"),
                 format!(
                     "{} (ENOMEM: no free naturally aligned GiB on node {nid}; \
-                     on q35 a DRAM node needs at least 5 GiB)",
+                     on q35 a DRAM node needs 5 GiB, 6 GiB after the other tests)",
                     errno_name(&e)
                 ),
             );
