@@ -99,8 +99,9 @@ struct GuestArgs {
     /// Guest CPUs in total (numa2 splits them over its two CPU nodes).
     #[arg(long, default_value_t = 2, value_name = "N")]
     cpus: u32,
-    /// DRAM per CPU node, in whole GiB.
-    #[arg(long, default_value = "4G", value_parser = util::parse_gib, value_name = "SIZE")]
+    /// DRAM per CPU node, in whole GiB. 5 GiB leaves a free, naturally
+    /// aligned GiB on node 0 (q35 splits RAM around the PCI hole below 4 GiB).
+    #[arg(long, default_value = "5G", value_parser = util::parse_gib, value_name = "SIZE")]
     dram: u32,
     /// Size of the memory-only (emulated CXL) node, in whole GiB.
     #[arg(long, default_value = "3G", value_parser = util::parse_gib, value_name = "SIZE")]
@@ -181,7 +182,7 @@ fn real_main(cli: Cli) -> Result<ExitCode> {
         }
         Cmd::Build(k) => {
             setup::ensure()?;
-            let b = build_all(&k)?;
+            let b = build_all(&k, &util::out_dir())?;
             say!("initramfs: {} ({} KiB)", b.initramfs.path.display(), b.initramfs.size / 1024);
             Ok(ExitCode::SUCCESS)
         }
@@ -208,7 +209,8 @@ struct Built {
     times: Vec<(&'static str, Duration)>,
 }
 
-fn build_all(k: &KernelArgs) -> Result<Built> {
+/// Builds everything; the initramfs goes to `dir`.
+fn build_all(k: &KernelArgs, dir: &Path) -> Result<Built> {
     let mut times = Vec::new();
     let t = Timer::start();
     let kb = kernel::ensure(k.kernel_src.as_deref(), k.fresh_config)?;
@@ -220,11 +222,10 @@ fn build_all(k: &KernelArgs) -> Result<Built> {
     let bins = userspace::build()?;
     times.push(("guest binaries", t.elapsed()));
     let t = Timer::start();
-    let info = format!("kernel {} ({}), guest binaries: {}", kb.key, kb.src.display(),
+    let info = format!("kernel {} (config {}, source {}), guest binaries: {}", kb.key, kb.config_hash, kb.src.display(),
         bins.iter().map(|b| b.name.as_str()).collect::<Vec<_>>().join(" "));
-    let dir = util::out_dir();
-    std::fs::create_dir_all(&dir)?;
-    let ir = initramfs::build(&dir, &info, &m, &bins)?;
+    std::fs::create_dir_all(dir)?;
+    let ir = initramfs::build(dir, &info, &m, &bins)?;
     times.push(("initramfs", t.elapsed()));
     Ok(Built { kernel: kb, initramfs: ir, times })
 }
@@ -270,7 +271,6 @@ fn guest_cmd(mode: Mode, g: &GuestArgs, host: Option<(bool, Duration)>) -> Resul
     setup::ensure()?;
     let total = Timer::start();
     let topo = Topology::new(&TopologyOpts { kind: g.topology, cpus: g.cpus, dram_gib: g.dram, slow_gib: g.cxl_mem })?;
-    let b = build_all(&g.kernel)?;
     let accel = qemu::choose_accel(if g.kvm { Some(true) } else if g.no_kvm { Some(false) } else { None });
     let default_timeout = if matches!(mode, Mode::Bench(_)) { 1800 } else { 600 };
     let cfg = qemu::GuestConfig {
@@ -284,6 +284,12 @@ fn guest_cmd(mode: Mode, g: &GuestArgs, host: Option<(bool, Duration)>) -> Resul
     };
     let run_dir = util::out_dir().join(format!("{}-{}", mode.as_param(), g.topology));
     std::fs::create_dir_all(&run_dir)?;
+    // Two boots of the same mode and topology would write the same logs.
+    let _run_lock = util::lock(&run_dir.join(".lock"), "this run directory")?;
+    for stale in ["console.log", "data.log", "results.json", "junit.xml", "qemu-stderr.log"] {
+        let _ = std::fs::remove_file(run_dir.join(stale));
+    }
+    let b = build_all(&g.kernel, &run_dir)?;
     say!("booting {} with {} ({:?}, -cpu {}), mode {}", g.topology, cfg.topology.describe(), accel, cfg.cpu_model, mode.as_param());
     say!("console log: {}", run_dir.join("console.log").display());
     let mut streamer = qemu::Streamer::new(util::verbose(), !matches!(mode, Mode::Test));
@@ -309,7 +315,7 @@ fn guest_cmd(mode: Mode, g: &GuestArgs, host: Option<(bool, Duration)>) -> Resul
         say!("QEMU stderr: {}", guest.qemu_stderr.trim());
     }
     if let Mode::Bench(name) = &mode {
-        write_bench(name, &cfg, &outcome, &guest.run_dir)?;
+        write_bench(name, &cfg, &outcome, &guest.data_log)?;
     }
     let results = run_dir.join("results.json");
     let junit = run_dir.join("junit.xml");
@@ -333,7 +339,7 @@ fn guest_cmd(mode: Mode, g: &GuestArgs, host: Option<(bool, Duration)>) -> Resul
 
 /// Collects the `TIERKIT-JSON` lines of the bench programs into
 /// `target/tierkit/bench/<name>.json`.
-fn write_bench(name: &str, cfg: &qemu::GuestConfig, o: &verdict::Outcome, run_dir: &Path) -> Result<()> {
+fn write_bench(name: &str, cfg: &qemu::GuestConfig, o: &verdict::Outcome, data_log: &Path) -> Result<()> {
     let results: Vec<&serde_json::Value> = o.markers.progs.iter().flat_map(|p| p.json.iter()).collect();
     let doc = serde_json::json!({
         "bench": name,
@@ -348,6 +354,6 @@ fn write_bench(name: &str, cfg: &qemu::GuestConfig, o: &verdict::Outcome, run_di
     let dir = util::out_dir().join("bench");
     let path = dir.join(format!("{name}.json"));
     util::write_atomic(&path, serde_json::to_string_pretty(&doc)?.as_bytes())?;
-    say!("bench results: {} ({} JSON records; raw output in {})", path.display(), results.len(), run_dir.join("data.log").display());
+    say!("bench results: {} ({} JSON records; raw output in {})", path.display(), results.len(), data_log.display());
     Ok(())
 }

@@ -26,6 +26,8 @@ pub fn make_command(kernel: &KernelBuild) -> Command {
 
 /// Builds `module/tierkit.ko` (incremental; about a second when unchanged).
 pub fn build(kernel: &KernelBuild) -> Result<ModuleBuild> {
+    // Kbuild writes its objects into module/: one build at a time.
+    let _lock = util::lock(&util::out_dir().join("module.lock"), "the module build")?;
     let mut cmd = make_command(kernel);
     let shown = show_cmd(&cmd);
     if util::verbose() {
@@ -44,9 +46,13 @@ pub fn build(kernel: &KernelBuild) -> Result<ModuleBuild> {
     if util::verbose() || text.contains("warning") {
         eprint!("{text}");
     }
-    let ko = util::repo_root().join("module/tierkit.ko");
-    if !ko.is_file() {
-        bail!("`{shown}` succeeded but {} does not exist", ko.display());
+    let built = util::repo_root().join("module/tierkit.ko");
+    if !built.is_file() {
+        bail!("`{shown}` succeeded but {} does not exist", built.display());
     }
+    // A copy per kernel, taken under the lock: a concurrent build against
+    // another kernel cannot swap it before the initramfs is written.
+    let ko = util::out_dir().join(format!("tierkit-{}.ko", kernel.key));
+    util::write_atomic(&ko, &std::fs::read(&built)?)?;
     Ok(ModuleBuild { ko })
 }

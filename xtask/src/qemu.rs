@@ -165,7 +165,6 @@ pub fn qemu_args(kernel: &Path, initrd: &Path, data_log: &Path, cfg: &GuestConfi
 /// What came out of one boot.
 #[derive(Debug)]
 pub struct GuestRun {
-    pub run_dir: PathBuf,
     pub console_log: PathBuf,
     pub data_log: PathBuf,
     pub console: String,
@@ -394,7 +393,6 @@ pub fn boot(
         );
     }
     Ok(GuestRun {
-        run_dir: run_dir.to_path_buf(),
         console_log,
         data_log,
         console,

@@ -244,12 +244,6 @@ pub fn spinner(msg: &str) -> indicatif::ProgressBar {
     pb
 }
 
-/// Output of [`run_logged`].
-pub struct Logged {
-    /// The last lines of output, for error messages.
-    pub tail: VecDeque<String>,
-}
-
 /// Runs a long command with stdout+stderr going to `log`, calling `on_line`
 /// for every line (to drive a progress bar). Fails with the command, the tail
 /// of its output and the log path.
@@ -257,7 +251,7 @@ pub fn run_logged(
     mut cmd: Command,
     log: &Path,
     mut on_line: impl FnMut(&str),
-) -> Result<Logged> {
+) -> Result<()> {
     let shown = show_cmd(&cmd);
     let mut logf = fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
     writeln!(logf, "$ {shown}")?;
@@ -293,7 +287,7 @@ pub fn run_logged(
             log.display()
         );
     }
-    Ok(Logged { tail })
+    Ok(())
 }
 
 /// Formats a duration like `1m23s` or `4.2s`.

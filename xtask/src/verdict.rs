@@ -294,7 +294,6 @@ hello from a
 
     fn guest(console: &str, data: &str, timed_out: bool) -> GuestRun {
         GuestRun {
-            run_dir: PathBuf::from("/tmp"),
             console_log: PathBuf::from("/tmp/console.log"),
             data_log: PathBuf::from("/tmp/data.log"),
             console: console.into(),
