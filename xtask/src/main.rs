@@ -314,14 +314,21 @@ fn guest_cmd(mode: Mode, g: &GuestArgs, host: Option<(bool, Duration)>) -> Resul
     if !guest.qemu_stderr.trim().is_empty() && util::verbose() {
         say!("QEMU stderr: {}", guest.qemu_stderr.trim());
     }
+    say!("console: {}", guest.console_log.display());
     if let Mode::Bench(name) = &mode {
         write_bench(name, &cfg, &outcome, &guest.data_log)?;
+        say!("time: {} (total {})", timing.join(", "), fmt_dur(total.elapsed()));
+        for r in &outcome.reasons {
+            say!("FAIL: {r}");
+        }
+        let status = if outcome.ok() { "ok" } else { "FAILED" };
+        println!("tierkit bench {name}: {status}");
+        return Ok(if outcome.ok() { ExitCode::SUCCESS } else { ExitCode::FAILURE });
     }
     let results = run_dir.join("results.json");
     let junit = run_dir.join("junit.xml");
     report::write_json(&results, &outcome.run, &outcome.user_tests)?;
     report::write_junit(&junit, &outcome.run, &outcome.user_tests)?;
-    say!("console: {}", guest.console_log.display());
     say!("results: {} and {}", results.display(), junit.display());
     say!("time: {} (total {})", timing.join(", "), fmt_dur(total.elapsed()));
     if !outcome.ok() {

@@ -227,8 +227,14 @@ pub fn evaluate(guest: &GuestRun, mode: &Mode, filter: Option<&str>) -> Outcome 
     // KTAP: failed or crashed tests, kernel crashes, short plans. Suites are
     // expected whenever KUnit runs (not in bench mode, which turns it off).
     let kunit_on = !matches!(mode, Mode::Bench(_)) && markers.insmod_rc == Some(0);
-    let kv = run.verdict(kunit_on && filter.is_none());
-    reasons.extend(kv.reasons.iter().cloned());
+    if matches!(mode, Mode::Bench(_)) {
+        // `kunit.enable=0`: the module's KTAP header comes without results,
+        // by design. Only kernel crashes count.
+        reasons.extend(run.crashes.iter().map(|c| c.to_string()));
+    } else {
+        let kv = run.verdict(kunit_on && filter.is_none());
+        reasons.extend(kv.reasons.iter().cloned());
+    }
     if let Some(f) = filter {
         let usertests = markers.progs.iter().filter(|p| p.kind == "USERTEST").count();
         if kunit_on && markers.done.is_some() && run.suites().next().is_none() && usertests == 0 {
@@ -379,5 +385,16 @@ hello from a
         assert!(o.reasons.iter().any(|r| r.contains("matched no")), "{:?}", o.reasons);
         let o = evaluate(&guest(nothing, "", false), &Mode::Test, None);
         assert!(o.reasons.iter().any(|r| r.contains("no KUnit suite ran")), "{:?}", o.reasons);
+    }
+
+    #[test]
+    fn bench_mode_ignores_disabled_kunit() {
+        let c = "[ 0.1] kunit: disabled\n[ 1.0] TIERKIT-BOOT mode=bench-wi\n[ 1.1] KTAP version 1\n[ 1.1] 1..8\n[ 1.1] TIERKIT-INSMOD rc=0\n[ 1.2] TIERKIT-BENCH-START tk-bench-wi\n[ 1.3] TIERKIT-BENCH tk-bench-wi rc=0\n[ 1.4] TIERKIT-RMMOD rc=0\n[ 1.5] TIERKIT-DONE fails=0\n";
+        let d = "TIERKIT-BENCH-START tk-bench-wi\nTIERKIT-JSON {\"a\": 2}\nTIERKIT-BENCH tk-bench-wi rc=0\n";
+        let o = evaluate(&guest(c, d, false), &Mode::Bench("wi".into()), None);
+        assert!(o.ok(), "{:?}", o.reasons);
+        assert_eq!(o.markers.progs[0].json.len(), 1);
+        let bad = c.replace("tk-bench-wi rc=0", "tk-bench-wi rc=2");
+        assert!(!evaluate(&guest(&bad, d, false), &Mode::Bench("wi".into()), None).ok());
     }
 }
