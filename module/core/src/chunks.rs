@@ -119,7 +119,7 @@ impl ChunkPlan {
 /// there are chunks, since a worker without a chunk only costs a wake-up.
 pub fn workers_for(plan: &ChunkPlan, threads: u32) -> u32 {
     let chunks = plan.nr_chunks();
-    if (threads as u64) > chunks {
+    if u64::from(threads) > chunks {
         chunks as u32
     } else {
         threads
@@ -133,10 +133,10 @@ pub const fn mbps(bytes: u64, elapsed_ns: u64) -> u64 {
         return 0;
     }
     // bytes * 1000 / ns = bytes / us = MB/s. No u128: the kernel has no
-    // 128-bit division (`__udivti3`). Exact below 18 PB.
+    // 128-bit division (`__udivti3`). Exact below 18 PB, then to 1000 MB/s.
     match bytes.checked_mul(1000) {
         Some(b) => b / elapsed_ns,
-        None => bytes / elapsed_ns.div_ceil(1000),
+        None => (bytes / elapsed_ns).saturating_mul(1000),
     }
 }
 
@@ -276,7 +276,7 @@ mod tests {
     fn mbps_units() {
         assert_eq!(mbps(1 << 30, 2_000_000_000), 536);
         assert_eq!(mbps(1, 0), 0);
-        assert_eq!(mbps(u64::MAX, 1000), u64::MAX);
+        assert_eq!(mbps(u64::MAX, 1000), u64::MAX / 1000 * 1000);
         assert_eq!(mbps(64 << 30, 1_000_000_000), 68_719);
     }
 

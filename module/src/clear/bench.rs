@@ -22,7 +22,7 @@ pub(crate) fn bench(a: &mut TkClearBench) -> Result {
         return Err(EINVAL);
     }
     let mut params = ClearParams::from_uapi(a.threads, a.placement, a.chunk_kib)?;
-    let nid = check_memory_node(a.nid as i64)?;
+    let nid = check_memory_node(i64::from(a.nid))?;
     // Check the placement and a fixed thread count before allocating.
     let set = CpuSet::for_memory(nid, params.placement)?;
     if let Threads::Fixed(n) = params.threads {

@@ -13,10 +13,10 @@
 //! [`Placement`]: local to the memory, remote, or anywhere.
 //!
 //! Entry points:
-//! - [`GiganticRange::alloc`] and [`clear`]: allocate, then clear in parallel;
-//! - [`bench::bench`]: `TK_IOC_CLEAR_BENCH`;
-//! - [`gigantic::GiganticMode`]: the gigantic mode of `/dev/tierkit`
-//!   (`TK_IOC_SET_GIGANTIC`, then `mmap`).
+//! - allocate, then clear in parallel: [`GiganticRange::alloc`], [`clear`];
+//! - `TK_IOC_CLEAR_BENCH`: [`bench::bench`];
+//! - the gigantic mode of `/dev/tierkit` (`TK_IOC_SET_GIGANTIC`, then
+//!   `mmap`): [`gigantic::GiganticMode`].
 
 pub(crate) mod bench;
 pub(crate) mod gigantic;
@@ -109,7 +109,7 @@ pub(crate) struct ClearReport {
 /// "erms" (`rep stosb`), "rep_good" (`rep stosq`) or "unrolled".
 pub(crate) fn clear_pages_variant() -> &'static CStr {
     // SAFETY: the shim returns a pointer to a static NUL-terminated string.
-    unsafe { CStr::from_ptr(shim::tk_clear_pages_variant().cast()) }
+    unsafe { CStr::from_char_ptr(shim::tk_clear_pages_variant()) }
 }
 
 /// The eligible CPUs for `params` on the memory of `range`, and the worker

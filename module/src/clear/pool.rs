@@ -136,7 +136,7 @@ impl Worker {
             // is the only one to get this chunk index from the cursor.
             unsafe { shim::tk_clear_pages(addr as *mut c_void, chunk.nr_pages) };
             self.chunks.add(1, Relaxed);
-            self.pages.add(chunk.nr_pages as u64, Relaxed);
+            self.pages.add(u64::from(chunk.nr_pages), Relaxed);
             // clear_pages() does not reschedule; a chunk is at most 32 MiB.
             // SAFETY: process context (a kworker), no locks held.
             unsafe { shim::tk_cond_resched() };
@@ -151,7 +151,7 @@ impl OwnedQueue {
     fn new() -> Result<Self> {
         // SAFETY: the name is a NUL-terminated static string; the shim
         // allocates a per-CPU (bound) WQ_HIGHPRI workqueue.
-        let wq = unsafe { shim::tk_alloc_workqueue(c"tierkit_clear".as_ptr().cast()) };
+        let wq = unsafe { shim::tk_alloc_workqueue(c"tierkit_clear".as_char_ptr()) };
         Ok(Self(NonNull::new(wq).ok_or(ENOMEM)?))
     }
 }

@@ -97,7 +97,7 @@ impl GiganticRange {
         let Some(first) = NonNull::new(first) else {
             pr_err!(
                 "clear: no free naturally aligned {} MiB range on node {}\n",
-                nr_pages * PAGE_BYTES >> 20,
+                (nr_pages * PAGE_BYTES) >> 20,
                 nid
             );
             return Err(ENOMEM);
