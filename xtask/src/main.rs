@@ -43,7 +43,7 @@ A fresh Debian 12 machine needs nothing else: missing tools are installed by
 scripts/setup-host.sh on first use.";
 
 #[derive(Parser)]
-#[command(name = "cargo xtask", about = ABOUT, after_help = AFTER_HELP, version)]
+#[command(name = "cargo xtask", bin_name = "cargo xtask", about = ABOUT, after_help = AFTER_HELP, version)]
 struct Cli {
     /// Show the whole guest console and every command xtask runs.
     #[arg(short, long, global = true)]

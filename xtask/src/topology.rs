@@ -177,7 +177,14 @@ impl Topology {
             machine.push_str(",cxl=on");
         }
         push("-machine", machine);
-        push("-smp", self.total_cpus().to_string());
+        // One socket per CPU node: CPUs that share a last-level cache but not
+        // a node make the kernel WARN (topology_sane).
+        let per = self.cpu_nodes[0].cpus;
+        if self.cpu_nodes.iter().all(|n| n.cpus == per) {
+            push("-smp", format!("{},sockets={},cores={per},threads=1", self.total_cpus(), self.cpu_nodes.len()));
+        } else {
+            push("-smp", self.total_cpus().to_string());
+        }
         push("-m", format!("{}G", self.total_mem_gib()));
         let mut first_cpu = 0;
         for (i, n) in self.cpu_nodes.iter().enumerate() {
@@ -255,7 +262,7 @@ mod tests {
         let t = Topology::new(&opts(TopologyKind::Numa, 2)).unwrap();
         let a = t.qemu_args();
         assert!(has(&a, "-machine", "q35,hmat=on"));
-        assert!(has(&a, "-smp", "2"));
+        assert!(has(&a, "-smp", "2,sockets=1,cores=2,threads=1"));
         assert!(has(&a, "-m", "7G"));
         assert!(has(&a, "-object", "memory-backend-ram,id=m0,size=4G"));
         assert!(has(&a, "-object", "memory-backend-ram,id=m1,size=3G"));
@@ -281,6 +288,7 @@ mod tests {
         let t = Topology::new(&opts(TopologyKind::Numa2, 2)).unwrap();
         let a = t.qemu_args();
         assert!(has(&a, "-m", "11G"));
+        assert!(has(&a, "-smp", "2,sockets=2,cores=1,threads=1"));
         assert!(has(&a, "-numa", "node,nodeid=0,cpus=0,memdev=m0"));
         assert!(has(&a, "-numa", "node,nodeid=1,cpus=1,memdev=m1"));
         assert!(has(&a, "-numa", "node,nodeid=2,memdev=m2,initiator=0"));
