@@ -69,7 +69,7 @@ enum Cmd {
     Build(KernelArgs),
     /// The main job: build (cached), boot the default topology, load
     /// tierkit (its KUnit suites run) and run the demos (/bin/tk-demo*).
-    Run(GuestArgs),
+    Run(RunArgs),
     /// Run all tests: host tests, then boot with KUnit and the userspace
     /// tests (/bin/tk-test-*); print a summary and write JSON and JUnit XML.
     Test(TestArgs),
@@ -125,6 +125,16 @@ struct GuestArgs {
     /// Extra kernel command line parameters (repeatable).
     #[arg(long, value_name = "ARGS")]
     append: Vec<String>,
+}
+
+#[derive(Args, Clone)]
+struct RunArgs {
+    #[command(flatten)]
+    guest: GuestArgs,
+    /// Also run the module's KUnit suites at insmod (`cargo xtask test`
+    /// always does; they take a while under TCG).
+    #[arg(long)]
+    kunit: bool,
 }
 
 #[derive(Args, Clone)]
@@ -186,18 +196,18 @@ fn real_main(cli: Cli) -> Result<ExitCode> {
             say!("initramfs: {} ({} KiB)", b.initramfs.path.display(), b.initramfs.size / 1024);
             Ok(ExitCode::SUCCESS)
         }
-        Cmd::Run(g) => guest_cmd(Mode::Run, &g, None),
+        Cmd::Run(r) => guest_cmd(Mode::Run, &r.guest, r.kunit, None),
         Cmd::Test(t) => {
             setup::ensure()?;
             let host = if t.no_host_tests { None } else { Some(host_tests()?) };
-            guest_cmd(Mode::Test, &t.guest, host)
+            guest_cmd(Mode::Test, &t.guest, true, host)
         }
         Cmd::Bench(b) => {
             let name = match b.which {
                 BenchKind::Clear => "clear",
                 BenchKind::Wi => "wi",
             };
-            guest_cmd(Mode::Bench(name.into()), &b.guest, None)
+            guest_cmd(Mode::Bench(name.into()), &b.guest, false, None)
         }
     }
 }
@@ -267,7 +277,7 @@ fn host_tests() -> Result<(bool, Duration)> {
     Ok((ok, t.elapsed()))
 }
 
-fn guest_cmd(mode: Mode, g: &GuestArgs, host: Option<(bool, Duration)>) -> Result<ExitCode> {
+fn guest_cmd(mode: Mode, g: &GuestArgs, kunit: bool, host: Option<(bool, Duration)>) -> Result<ExitCode> {
     setup::ensure()?;
     let total = Timer::start();
     let topo = Topology::new(&TopologyOpts { kind: g.topology, cpus: g.cpus, dram_gib: g.dram, slow_gib: g.cxl_mem })?;
@@ -278,6 +288,7 @@ fn guest_cmd(mode: Mode, g: &GuestArgs, host: Option<(bool, Duration)>) -> Resul
         cpu_model: g.cpu_model.clone(),
         accel,
         mode: mode.clone(),
+        kunit,
         filter: g.filter.clone(),
         append: g.append.clone(),
         timeout: Duration::from_secs(g.timeout.unwrap_or(default_timeout)),
@@ -296,7 +307,7 @@ fn guest_cmd(mode: Mode, g: &GuestArgs, host: Option<(bool, Duration)>) -> Resul
     let t = Timer::start();
     let guest = qemu::boot(&b.kernel, &b.initramfs, &cfg, &run_dir, &mut streamer)?;
     let boot_time = t.elapsed();
-    let mut outcome = verdict::evaluate(&guest, &mode, g.filter.as_deref());
+    let mut outcome = verdict::evaluate(&guest, kunit, g.filter.as_deref());
     if let Some((false, _)) = host {
         let msg = format!("host tests failed (see {})", util::out_dir().join("host-tests.log").display());
         outcome.reasons.push(msg.clone());
@@ -317,12 +328,19 @@ fn guest_cmd(mode: Mode, g: &GuestArgs, host: Option<(bool, Duration)>) -> Resul
     say!("console: {}", guest.console_log.display());
     if let Mode::Bench(name) = &mode {
         write_bench(name, &cfg, &outcome, &guest.data_log)?;
+    }
+    if !kunit {
+        // Demos and benchmarks: their exit codes, crashes, the protocol.
         say!("time: {} (total {})", timing.join(", "), fmt_dur(total.elapsed()));
+        for p in &outcome.markers.progs {
+            let rc = p.rc.map(|r| r.to_string()).unwrap_or_else(|| "none (did not finish)".into());
+            say!("{} {}: rc={rc}", p.kind.to_lowercase(), p.name);
+        }
         for r in &outcome.reasons {
             say!("FAIL: {r}");
         }
         let status = if outcome.ok() { "ok" } else { "FAILED" };
-        println!("tierkit bench {name}: {status}");
+        println!("tierkit {}: {status}", mode.as_param().replace('-', " "));
         return Ok(if outcome.ok() { ExitCode::SUCCESS } else { ExitCode::FAILURE });
     }
     let results = run_dir.join("results.json");

@@ -92,6 +92,8 @@ pub struct GuestConfig {
     pub cpu_model: String,
     pub accel: Accel,
     pub mode: Mode,
+    /// Run KUnit suites (at insmod); off: `kunit.enable=0`.
+    pub kunit: bool,
     /// `--filter GLOB`: `kunit.filter_glob=` and `tierkit.filter=`.
     pub filter: Option<String>,
     /// Extra kernel command line (`--append`).
@@ -122,8 +124,9 @@ pub fn kernel_cmdline(cfg: &GuestConfig) -> Result<String> {
         p.push(format!("kunit.filter_glob={f}"));
         p.push(format!("tierkit.filter={f}"));
     }
-    if matches!(cfg.mode, Mode::Bench(_)) {
-        // Benchmarks measure; the test suites ran under `cargo xtask test`.
+    if !cfg.kunit {
+        // The module's suites run under `cargo xtask test`; demos and
+        // benchmarks don't wait for them.
         p.push("kunit.enable=0".into());
     }
     for a in &cfg.append {
@@ -233,7 +236,9 @@ impl Streamer {
         }
         if ts.is_none() {
             // Not a printk record: userspace output (or firmware noise).
-            return (self.in_program && self.show_userspace).then(|| format!("  {text}"));
+            // TIERKIT-JSON records are for the harness (bench/*.json).
+            let show = self.in_program && self.show_userspace && !text.contains("TIERKIT-JSON");
+            return show.then(|| format!("  {text}"));
         }
         let t = text.trim_start();
         if let Some(i) = text.find("TIERKIT-") {
@@ -414,6 +419,7 @@ mod tests {
             topology: Topology::new(&TopologyOpts { kind: TopologyKind::Numa, cpus: 2, dram_gib: 4, slow_gib: 3 }).unwrap(),
             cpu_model: "max".into(),
             accel: Accel::Tcg,
+            kunit: mode == Mode::Test,
             mode,
             filter: filter.map(str::to_string),
             append: vec![],
@@ -472,6 +478,7 @@ mod tests {
         let mut r = Streamer::new(false, true);
         r.filter("[    2.4] TIERKIT-DEMO-START tk-demo");
         assert_eq!(r.filter("hello\r\n").unwrap(), "  hello");
+        assert!(r.filter("TIERKIT-JSON {}").is_none());
         r.filter("[    2.5] TIERKIT-DEMO tk-demo rc=0");
         assert!(r.filter("SeaBIOS noise").is_none());
     }

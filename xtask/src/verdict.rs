@@ -6,7 +6,7 @@
 //! never finished, and a guest that never printed `TIERKIT-DONE`.
 
 use crate::ktap;
-use crate::qemu::{strip_printk, GuestRun, Mode};
+use crate::qemu::{strip_printk, GuestRun};
 use crate::report::UserTest;
 use std::collections::BTreeMap;
 
@@ -145,9 +145,10 @@ fn last_lines(s: &str, n: usize) -> String {
 }
 
 /// Judges a boot: KTAP (via [`ktap::Run::verdict`]) plus the /init protocol.
-/// `filter` is `--filter`: with it, a run without KUnit suites is fine as
-/// long as some test (KUnit or userspace) ran.
-pub fn evaluate(guest: &GuestRun, mode: &Mode, filter: Option<&str>) -> Outcome {
+/// `kunit`: KUnit ran (not `kunit.enable=0`), so the module's suites must
+/// report. `filter` is `--filter`: with it, a run without KUnit suites is
+/// fine as long as some test (KUnit or userspace) ran.
+pub fn evaluate(guest: &GuestRun, kunit: bool, filter: Option<&str>) -> Outcome {
     let run = ktap::Run::parse(&guest.console);
     let markers = scan(&guest.console, &guest.data);
     let mut reasons: Vec<String> = Vec::new();
@@ -226,8 +227,8 @@ pub fn evaluate(guest: &GuestRun, mode: &Mode, filter: Option<&str>) -> Outcome 
 
     // KTAP: failed or crashed tests, kernel crashes, short plans. Suites are
     // expected whenever KUnit runs (not in bench mode, which turns it off).
-    let kunit_on = !matches!(mode, Mode::Bench(_)) && markers.insmod_rc == Some(0);
-    if matches!(mode, Mode::Bench(_)) {
+    let kunit_on = kunit && markers.insmod_rc == Some(0);
+    if !kunit {
         // `kunit.enable=0`: the module's KTAP header comes without results,
         // by design. Only kernel crashes count.
         reasons.extend(run.crashes.iter().map(|c| c.to_string()));
@@ -313,7 +314,7 @@ hello from a
 
     #[test]
     fn a_good_run_passes() {
-        let o = evaluate(&guest(GOOD, GOOD_DATA, false), &Mode::Test, None);
+        let o = evaluate(&guest(GOOD, GOOD_DATA, false), true, None);
         assert!(o.ok(), "{:?}", o.reasons);
         assert_eq!(o.user_tests.len(), 1);
         assert_eq!(o.user_tests[0].duration_ms, 500);
@@ -327,7 +328,7 @@ hello from a
     #[test]
     fn failing_usertest_fails() {
         let c = GOOD.replace("tk-test-a rc=0", "tk-test-a rc=3");
-        let o = evaluate(&guest(&c, GOOD_DATA, false), &Mode::Test, None);
+        let o = evaluate(&guest(&c, GOOD_DATA, false), true, None);
         assert!(!o.ok());
         assert!(o.reasons.iter().any(|r| r.contains("tk-test-a failed (rc=3)")));
         assert_eq!(crate::report::Totals::of(&o.run, &o.user_tests).failed, 1);
@@ -336,7 +337,7 @@ hello from a
     #[test]
     fn failing_kunit_case_fails() {
         let c = GOOD.replace("    ok 2 a_cpuless", "    not ok 2 a_cpuless").replace("ok 1 tierkit_topology", "not ok 1 tierkit_topology");
-        let o = evaluate(&guest(&c, GOOD_DATA, false), &Mode::Test, None);
+        let o = evaluate(&guest(&c, GOOD_DATA, false), true, None);
         assert!(!o.ok());
         assert_eq!(crate::report::Totals::of(&o.run, &o.user_tests).failed, 1);
     }
@@ -344,7 +345,7 @@ hello from a
     #[test]
     fn insmod_failure_fails() {
         let c = "[ 1.0] TIERKIT-BOOT mode=test\n[ 1.1] TIERKIT-INSMOD rc=1\n[ 1.1] TIERKIT-ERROR insmod /lib/modules/tierkit.ko failed (rc=1): Invalid module format\n[ 1.2] TIERKIT-DONE fails=1\n";
-        let o = evaluate(&guest(c, "", false), &Mode::Test, None);
+        let o = evaluate(&guest(c, "", false), true, None);
         assert!(!o.ok());
         assert!(o.reasons[0].contains("Invalid module format"), "{:?}", o.reasons);
         assert!(crate::report::Totals::of(&o.run, &o.user_tests).failed >= 1);
@@ -353,16 +354,16 @@ hello from a
     #[test]
     fn missing_done_and_timeout_fail() {
         let cut = GOOD.split("[    2.000000]").next().unwrap();
-        let o = evaluate(&guest(cut, GOOD_DATA, false), &Mode::Test, None);
+        let o = evaluate(&guest(cut, GOOD_DATA, false), true, None);
         assert!(o.reasons.iter().any(|r| r.contains("TIERKIT-DONE")), "{:?}", o.reasons);
-        let o = evaluate(&guest(cut, GOOD_DATA, true), &Mode::Test, None);
+        let o = evaluate(&guest(cut, GOOD_DATA, true), true, None);
         assert!(o.reasons.iter().any(|r| r.contains("hung")), "{:?}", o.reasons);
         assert!(crate::report::Totals::of(&o.run, &o.user_tests).failed >= 1);
     }
 
     #[test]
     fn never_booted_fails() {
-        let o = evaluate(&guest("[    1.7] Kernel panic - not syncing: VFS: Unable to mount root fs\n", "", false), &Mode::Test, None);
+        let o = evaluate(&guest("[    1.7] Kernel panic - not syncing: VFS: Unable to mount root fs\n", "", false), true, None);
         assert!(o.reasons.iter().any(|r| r.contains("never reached /init")));
     }
 
@@ -370,7 +371,7 @@ hello from a
     fn unfinished_program_and_bad_json() {
         let c = GOOD.replace("[    1.900000] TIERKIT-USERTEST tk-test-a rc=0\n", "");
         let d = "TIERKIT-USERTEST-START tk-test-a\nTIERKIT-JSON {broken\n";
-        let o = evaluate(&guest(&c, d, false), &Mode::Test, None);
+        let o = evaluate(&guest(&c, d, false), true, None);
         assert!(o.reasons.iter().any(|r| r.contains("never finished")));
         assert!(o.reasons.iter().any(|r| r.contains("not valid JSON")));
     }
@@ -378,12 +379,12 @@ hello from a
     #[test]
     fn filter_may_exclude_kunit_but_not_everything() {
         let only_user = "[ 1.0] TIERKIT-BOOT mode=test\n[ 1.1] TIERKIT-INSMOD rc=0\n[ 1.2] TIERKIT-USERTEST-START tk-test-a\n[ 1.3] TIERKIT-USERTEST tk-test-a rc=0\n[ 1.4] TIERKIT-RMMOD rc=0\n[ 1.5] TIERKIT-DONE fails=0\n";
-        let o = evaluate(&guest(only_user, "", false), &Mode::Test, Some("tk-test-a"));
+        let o = evaluate(&guest(only_user, "", false), true, Some("tk-test-a"));
         assert!(o.ok(), "{:?}", o.reasons);
         let nothing = "[ 1.0] TIERKIT-BOOT mode=test\n[ 1.1] TIERKIT-INSMOD rc=0\n[ 1.4] TIERKIT-RMMOD rc=0\n[ 1.5] TIERKIT-DONE fails=0\n";
-        let o = evaluate(&guest(nothing, "", false), &Mode::Test, Some("typo*"));
+        let o = evaluate(&guest(nothing, "", false), true, Some("typo*"));
         assert!(o.reasons.iter().any(|r| r.contains("matched no")), "{:?}", o.reasons);
-        let o = evaluate(&guest(nothing, "", false), &Mode::Test, None);
+        let o = evaluate(&guest(nothing, "", false), true, None);
         assert!(o.reasons.iter().any(|r| r.contains("no KUnit suite ran")), "{:?}", o.reasons);
     }
 
@@ -391,10 +392,10 @@ hello from a
     fn bench_mode_ignores_disabled_kunit() {
         let c = "[ 0.1] kunit: disabled\n[ 1.0] TIERKIT-BOOT mode=bench-wi\n[ 1.1] KTAP version 1\n[ 1.1] 1..8\n[ 1.1] TIERKIT-INSMOD rc=0\n[ 1.2] TIERKIT-BENCH-START tk-bench-wi\n[ 1.3] TIERKIT-BENCH tk-bench-wi rc=0\n[ 1.4] TIERKIT-RMMOD rc=0\n[ 1.5] TIERKIT-DONE fails=0\n";
         let d = "TIERKIT-BENCH-START tk-bench-wi\nTIERKIT-JSON {\"a\": 2}\nTIERKIT-BENCH tk-bench-wi rc=0\n";
-        let o = evaluate(&guest(c, d, false), &Mode::Bench("wi".into()), None);
+        let o = evaluate(&guest(c, d, false), false, None);
         assert!(o.ok(), "{:?}", o.reasons);
         assert_eq!(o.markers.progs[0].json.len(), 1);
         let bad = c.replace("tk-bench-wi rc=0", "tk-bench-wi rc=2");
-        assert!(!evaluate(&guest(&bad, d, false), &Mode::Bench("wi".into()), None).ok());
+        assert!(!evaluate(&guest(&bad, d, false), false, None).ok());
     }
 }
