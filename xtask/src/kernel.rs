@@ -10,7 +10,8 @@
 //! - `stage/<source id>/`: a scratch `O=` dir where the config is generated;
 //! - `configs/<fingerprint>.config`: final configs by input fingerprint;
 //! - `kernels/<version>-<sha256(.config)[..12]>/`: `O=` build dirs; a build is
-//!   complete when it holds the stamp `.tierkit-built`.
+//!   complete when it holds the stamp `.tierkit-built`. A `--kernel-src`
+//!   tree adds `-custom-<hash of its path>`: a build dir belongs to one tree.
 
 use crate::kconfig::{self, Requirement};
 use crate::say;
@@ -379,7 +380,12 @@ pub fn configure(src: &KernelSource, fresh: bool) -> Result<KernelConfig> {
         }
     };
     let hash = kconfig::config_hash(&text);
-    let key = kconfig::cache_key(&src.version, &text);
+    let mut key = kconfig::cache_key(&src.version, &text);
+    if src.custom {
+        // An O= build dir belongs to one source tree: objects of another tree
+        // with the same version and config must never be taken for current.
+        key = format!("{key}-{}", src.id);
+    }
     Ok(KernelConfig { src: src.clone(), text, hash, key })
 }
 

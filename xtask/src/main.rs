@@ -169,7 +169,11 @@ fn main() -> ExitCode {
     match real_main(cli) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("\nerror: {e:?}");
+            // Not `{:?}`: with RUST_BACKTRACE set that adds xtask's own backtrace.
+            eprintln!("\nerror: {e}");
+            for cause in e.chain().skip(1) {
+                eprintln!("  caused by: {cause}");
+            }
             ExitCode::FAILURE
         }
     }
