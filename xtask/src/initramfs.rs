@@ -30,16 +30,33 @@ pub struct Initramfs {
 /// One archive entry.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Entry {
-    Dir { path: String },
-    File { path: String, mode: u32, data: Vec<u8> },
-    Symlink { path: String, target: String },
-    CharDev { path: String, mode: u32, major: u32, minor: u32 },
+    Dir {
+        path: String,
+    },
+    File {
+        path: String,
+        mode: u32,
+        data: Vec<u8>,
+    },
+    Symlink {
+        path: String,
+        target: String,
+    },
+    CharDev {
+        path: String,
+        mode: u32,
+        major: u32,
+        minor: u32,
+    },
 }
 
 impl Entry {
     fn path(&self) -> &str {
         match self {
-            Entry::Dir { path } | Entry::File { path, .. } | Entry::Symlink { path, .. } | Entry::CharDev { path, .. } => path,
+            Entry::Dir { path }
+            | Entry::File { path, .. }
+            | Entry::Symlink { path, .. }
+            | Entry::CharDev { path, .. } => path,
         }
     }
 }
@@ -63,20 +80,65 @@ fn busybox_links() -> Result<Vec<String>> {
 }
 
 /// Everything that goes into the archive, in order (directories first).
-pub fn entries(init: &str, busybox: Vec<u8>, links: &[String], ko: Vec<u8>, bins: &[(String, Vec<u8>)]) -> Vec<Entry> {
+pub fn entries(
+    init: &str,
+    busybox: Vec<u8>,
+    links: &[String],
+    ko: Vec<u8>,
+    bins: &[(String, Vec<u8>)],
+) -> Vec<Entry> {
     let mut e = Vec::new();
-    for d in ["bin", "sbin", "usr", "usr/bin", "usr/sbin", "dev", "proc", "sys", "tmp", "root", "etc", "mnt", "lib", "lib/modules"] {
+    for d in [
+        "bin",
+        "sbin",
+        "usr",
+        "usr/bin",
+        "usr/sbin",
+        "dev",
+        "proc",
+        "sys",
+        "tmp",
+        "root",
+        "etc",
+        "mnt",
+        "lib",
+        "lib/modules",
+    ] {
         e.push(Entry::Dir { path: d.into() });
     }
-    e.push(Entry::CharDev { path: "dev/console".into(), mode: 0o600, major: 5, minor: 1 });
-    e.push(Entry::File { path: "init".into(), mode: 0o755, data: init.as_bytes().to_vec() });
-    e.push(Entry::File { path: "bin/busybox".into(), mode: 0o755, data: busybox });
+    e.push(Entry::CharDev {
+        path: "dev/console".into(),
+        mode: 0o600,
+        major: 5,
+        minor: 1,
+    });
+    e.push(Entry::File {
+        path: "init".into(),
+        mode: 0o755,
+        data: init.as_bytes().to_vec(),
+    });
+    e.push(Entry::File {
+        path: "bin/busybox".into(),
+        mode: 0o755,
+        data: busybox,
+    });
     for l in links {
-        e.push(Entry::Symlink { path: l.clone(), target: "/bin/busybox".into() });
+        e.push(Entry::Symlink {
+            path: l.clone(),
+            target: "/bin/busybox".into(),
+        });
     }
-    e.push(Entry::File { path: "lib/modules/tierkit.ko".into(), mode: 0o644, data: ko });
+    e.push(Entry::File {
+        path: "lib/modules/tierkit.ko".into(),
+        mode: 0o644,
+        data: ko,
+    });
     for (name, data) in bins {
-        e.push(Entry::File { path: format!("bin/{name}"), mode: 0o755, data: data.clone() });
+        e.push(Entry::File {
+            path: format!("bin/{name}"),
+            mode: 0o755,
+            data: data.clone(),
+        });
     }
     e
 }
@@ -88,15 +150,33 @@ pub fn write_cpio<W: Write>(entries: &[Entry], mut w: W) -> Result<W> {
         if !seen.insert(en.path().to_string()) {
             bail!("initramfs: duplicate entry {}", en.path());
         }
-        let b = Builder::new(en.path()).ino(i as u32 + 1).uid(0).gid(0).mtime(0);
+        let b = Builder::new(en.path())
+            .ino(i as u32 + 1)
+            .uid(0)
+            .gid(0)
+            .mtime(0);
         let (b, data): (Builder, &[u8]) = match en {
-            Entry::Dir { .. } => (b.mode(0o755).set_mode_file_type(ModeFileType::Directory).nlink(2), &[]),
-            Entry::File { mode, data, .. } => (b.mode(*mode).set_mode_file_type(ModeFileType::Regular), data),
-            Entry::Symlink { target, .. } => {
-                (b.mode(0o777).set_mode_file_type(ModeFileType::Symlink), target.as_bytes())
-            }
-            Entry::CharDev { mode, major, minor, .. } => (
-                b.mode(*mode).set_mode_file_type(ModeFileType::Char).rdev_major(*major).rdev_minor(*minor),
+            Entry::Dir { .. } => (
+                b.mode(0o755)
+                    .set_mode_file_type(ModeFileType::Directory)
+                    .nlink(2),
+                &[],
+            ),
+            Entry::File { mode, data, .. } => (
+                b.mode(*mode).set_mode_file_type(ModeFileType::Regular),
+                data,
+            ),
+            Entry::Symlink { target, .. } => (
+                b.mode(0o777).set_mode_file_type(ModeFileType::Symlink),
+                target.as_bytes(),
+            ),
+            Entry::CharDev {
+                mode, major, minor, ..
+            } => (
+                b.mode(*mode)
+                    .set_mode_file_type(ModeFileType::Char)
+                    .rdev_major(*major)
+                    .rdev_minor(*minor),
                 &[],
             ),
         };
@@ -109,19 +189,32 @@ pub fn write_cpio<W: Write>(entries: &[Entry], mut w: W) -> Result<W> {
 }
 
 /// Writes `dir/initramfs.cpio`.
-pub fn build(dir: &Path, info: &str, module: &ModuleBuild, bins: &[GuestBinary]) -> Result<Initramfs> {
-    let busybox = std::fs::read(BUSYBOX).with_context(|| format!("reading {BUSYBOX} (apt-get install busybox-static)"))?;
-    let ko = std::fs::read(&module.ko).with_context(|| format!("reading {}", module.ko.display()))?;
+pub fn build(
+    dir: &Path,
+    info: &str,
+    module: &ModuleBuild,
+    bins: &[GuestBinary],
+) -> Result<Initramfs> {
+    let busybox = std::fs::read(BUSYBOX)
+        .with_context(|| format!("reading {BUSYBOX} (apt-get install busybox-static)"))?;
+    let ko =
+        std::fs::read(&module.ko).with_context(|| format!("reading {}", module.ko.display()))?;
     let mut files = Vec::new();
     for b in bins {
-        files.push((b.name.clone(), std::fs::read(&b.path).with_context(|| format!("reading {}", b.path.display()))?));
+        files.push((
+            b.name.clone(),
+            std::fs::read(&b.path).with_context(|| format!("reading {}", b.path.display()))?,
+        ));
     }
     let links = busybox_links()?;
     let all = entries(&render_init(info), busybox, &links, ko, &files);
     let buf = write_cpio(&all, Vec::new())?;
     let path = dir.join("initramfs.cpio");
     util::write_atomic(&path, &buf)?;
-    Ok(Initramfs { path, size: buf.len() as u64 })
+    Ok(Initramfs {
+        path,
+        size: buf.len() as u64,
+    })
 }
 
 #[cfg(test)]
@@ -162,7 +255,10 @@ mod tests {
 
     #[test]
     fn duplicates_are_refused() {
-        let e = vec![Entry::Dir { path: "bin".into() }, Entry::Dir { path: "bin".into() }];
+        let e = vec![
+            Entry::Dir { path: "bin".into() },
+            Entry::Dir { path: "bin".into() },
+        ];
         assert!(write_cpio(&e, Vec::new()).is_err());
     }
 
@@ -171,7 +267,13 @@ mod tests {
         let s = render_init("built by test");
         assert!(s.starts_with("#!/bin/sh\n"));
         assert!(s.contains("built by test"));
-        for m in ["TIERKIT-DONE", "TIERKIT-INSMOD rc=", "TIERKIT-RMMOD rc=", "tierkit.mode=", "/dev/kmsg"] {
+        for m in [
+            "TIERKIT-DONE",
+            "TIERKIT-INSMOD rc=",
+            "TIERKIT-RMMOD rc=",
+            "tierkit.mode=",
+            "/dev/kmsg",
+        ] {
             assert!(s.contains(m), "{m}");
         }
     }

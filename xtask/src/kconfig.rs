@@ -11,7 +11,9 @@ use std::fmt;
 pub fn makefile_version(makefile: &str) -> Result<String> {
     let mut fields: BTreeMap<&str, String> = BTreeMap::new();
     for line in makefile.lines().take(40) {
-        let Some((k, v)) = line.split_once('=') else { continue };
+        let Some((k, v)) = line.split_once('=') else {
+            continue;
+        };
         let k = k.trim();
         if matches!(k, "VERSION" | "PATCHLEVEL" | "SUBLEVEL" | "EXTRAVERSION") {
             fields.entry(k).or_insert_with(|| v.trim().to_string());
@@ -81,16 +83,20 @@ pub fn parse_fragment(file: &str, text: &str) -> Vec<Requirement> {
             None
         };
         if let Some((symbol, want)) = parsed {
-            out.push(Requirement { symbol, want, file: file.to_string(), line: i + 1 });
+            out.push(Requirement {
+                symbol,
+                want,
+                file: file.to_string(),
+                line: i + 1,
+            });
         }
     }
     out
 }
 
 fn is_symbol(s: &str) -> bool {
-    s.strip_prefix("CONFIG_").is_some_and(|r| {
-        !r.is_empty() && r.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
-    })
+    s.strip_prefix("CONFIG_")
+        .is_some_and(|r| !r.is_empty() && r.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'))
 }
 
 /// The effective requirements of several fragments merged in order: as in
@@ -154,7 +160,10 @@ pub fn check(reqs: &[Requirement], config: &BTreeMap<String, String>) -> Vec<Dro
             Want::NotSet => got.is_none_or(|g| g == "n"),
         };
         if !ok {
-            dropped.push(Dropped { req: r.clone(), got: got.cloned() });
+            dropped.push(Dropped {
+                req: r.clone(),
+                got: got.cloned(),
+            });
         }
     }
     dropped
@@ -220,7 +229,12 @@ mod tests {
         let names: Vec<&str> = d.iter().map(|d| d.req.symbol.as_str()).collect();
         assert_eq!(
             names,
-            ["CONFIG_CONTIG_ALLOC", "CONFIG_GONE", "CONFIG_INIT_ON_ALLOC_DEFAULT_ON", "CONFIG_NR_CPUS"]
+            [
+                "CONFIG_CONTIG_ALLOC",
+                "CONFIG_GONE",
+                "CONFIG_INIT_ON_ALLOC_DEFAULT_ON",
+                "CONFIG_NR_CPUS"
+            ]
         );
         let s = d[0].to_string();
         assert!(s.contains("kconfig/mm.config:2"), "{s}");
@@ -230,7 +244,10 @@ mod tests {
 
     #[test]
     fn everything_kept_is_clean() {
-        let reqs = parse_fragment("f", "CONFIG_A=y\n# CONFIG_B is not set\n# CONFIG_C is not set\n");
+        let reqs = parse_fragment(
+            "f",
+            "CONFIG_A=y\n# CONFIG_B is not set\n# CONFIG_C is not set\n",
+        );
         let cfg = parse_config("CONFIG_A=y\n# CONFIG_B is not set\n");
         assert!(check(&reqs, &cfg).is_empty());
     }

@@ -89,7 +89,10 @@ fn custom_source(dir: &Path) -> Result<KernelSource> {
         .canonicalize()
         .with_context(|| format!("--kernel-src {}: no such directory", dir.display()))?;
     let bad = |why: String| -> Result<KernelSource> {
-        bail!("--kernel-src {} is not a usable kernel tree: {why}", dir.display())
+        bail!(
+            "--kernel-src {} is not a usable kernel tree: {why}",
+            dir.display()
+        )
     };
     let makefile = match fs::read_to_string(dir.join("Makefile")) {
         Ok(m) => m,
@@ -103,7 +106,9 @@ fn custom_source(dir: &Path) -> Result<KernelSource> {
         return bad("scripts/kconfig/merge_config.sh is missing".into());
     }
     if !dir.join("rust").is_dir() {
-        return bad(format!("it has no rust/ directory (kernel {version} predates Rust support, 6.1+ needed)"));
+        return bad(format!(
+            "it has no rust/ directory (kernel {version} predates Rust support, 6.1+ needed)"
+        ));
     }
     if !dir.join("arch/x86").is_dir() {
         return bad("arch/x86 is missing".into());
@@ -124,9 +129,17 @@ fn custom_source(dir: &Path) -> Result<KernelSource> {
             d = dir.display()
         );
     }
-    let id = format!("custom-{}", &util::sha256_hex(dir.to_string_lossy().as_bytes())[..10]);
+    let id = format!(
+        "custom-{}",
+        &util::sha256_hex(dir.to_string_lossy().as_bytes())[..10]
+    );
     say!("kernel source: {} (version {version})", dir.display());
-    Ok(KernelSource { dir, version, custom: true, id })
+    Ok(KernelSource {
+        dir,
+        version,
+        custom: true,
+        id,
+    })
 }
 
 fn debian_source() -> Result<KernelSource> {
@@ -140,7 +153,12 @@ fn debian_source() -> Result<KernelSource> {
     }
     let version = kconfig::makefile_version(&fs::read_to_string(dir.join("Makefile"))?)
         .with_context(|| format!("{}/Makefile", dir.display()))?;
-    Ok(KernelSource { dir, version, custom: false, id: DEFAULT_PACKAGE.into() })
+    Ok(KernelSource {
+        dir,
+        version,
+        custom: false,
+        id: DEFAULT_PACKAGE.into(),
+    })
 }
 
 /// apt-get options that make apt use only `apt_dir`: its own sources,
@@ -170,49 +188,79 @@ fn apt_options(c: &Path) -> Vec<String> {
 fn fetch_debian_source(cache: &Path, dest: &Path) -> Result<()> {
     let t = util::Timer::start();
     let c = cache.join("apt");
-    for d in ["state/lists/partial", "cache/archives/partial", "etc/sources.list.d", "etc/preferences.d", "debs"] {
-        fs::create_dir_all(c.join(d)).with_context(|| format!("creating {}", c.join(d).display()))?;
+    for d in [
+        "state/lists/partial",
+        "cache/archives/partial",
+        "etc/sources.list.d",
+        "etc/preferences.d",
+        "debs",
+    ] {
+        fs::create_dir_all(c.join(d))
+            .with_context(|| format!("creating {}", c.join(d).display()))?;
     }
     fs::write(c.join("etc/sources.list"), APT_SOURCE)?;
     let debs = c.join("debs");
     let log = cache.join("fetch.log");
     let mut deb = find_deb(&debs)?;
     if deb.is_none() {
-        let pb = util::spinner(&format!("fetching {DEFAULT_PACKAGE} from trixie-backports (private apt config in {})", c.display()));
+        let pb = util::spinner(&format!(
+            "fetching {DEFAULT_PACKAGE} from trixie-backports (private apt config in {})",
+            c.display()
+        ));
         let mut update = Command::new("apt-get");
         update.args(apt_options(&c)).arg("update");
         util::run_logged(update, &log, |_| {}).context(
             "apt-get update with the private configuration failed (is deb.debian.org reachable?)",
         )?;
         let mut dl = Command::new("apt-get");
-        dl.args(apt_options(&c)).args(["download", DEFAULT_PACKAGE]).current_dir(&debs);
+        dl.args(apt_options(&c))
+            .args(["download", DEFAULT_PACKAGE])
+            .current_dir(&debs);
         let dl_log = cache.join("fetch-download.log");
-        util::run_logged(dl, &dl_log, |l| pb.set_message(format!("apt-get download: {l}")))
-            .with_context(|| format!("apt-get download {DEFAULT_PACKAGE} failed"))?;
+        util::run_logged(dl, &dl_log, |l| {
+            pb.set_message(format!("apt-get download: {l}"))
+        })
+        .with_context(|| format!("apt-get download {DEFAULT_PACKAGE} failed"))?;
         pb.finish_and_clear();
         deb = find_deb(&debs)?;
     }
-    let deb = deb.with_context(|| format!("apt-get download left no {DEFAULT_PACKAGE}_*.deb in {}", debs.display()))?;
+    let deb = deb.with_context(|| {
+        format!(
+            "apt-get download left no {DEFAULT_PACKAGE}_*.deb in {}",
+            debs.display()
+        )
+    })?;
     let parent = dest.parent().context("source dir has no parent")?;
     fs::create_dir_all(parent)?;
     let tmp = parent.join(format!(".extract-{}", std::process::id()));
     let _ = fs::remove_dir_all(&tmp);
     fs::create_dir_all(tmp.join("deb"))?;
-    let pb = util::spinner(&format!("extracting {}", deb.file_name().unwrap_or_default().to_string_lossy()));
+    let pb = util::spinner(&format!(
+        "extracting {}",
+        deb.file_name().unwrap_or_default().to_string_lossy()
+    ));
     let result = (|| -> Result<()> {
         let mut x = Command::new("dpkg");
         x.arg("-x").arg(&deb).arg(tmp.join("deb"));
         util::run_captured(&mut x)?;
-        let tarball = tmp.join("deb/usr/src").join(format!("{DEFAULT_PACKAGE}.tar.xz"));
+        let tarball = tmp
+            .join("deb/usr/src")
+            .join(format!("{DEFAULT_PACKAGE}.tar.xz"));
         if !tarball.is_file() {
-            bail!("{} holds no usr/src/{DEFAULT_PACKAGE}.tar.xz", deb.display());
+            bail!(
+                "{} holds no usr/src/{DEFAULT_PACKAGE}.tar.xz",
+                deb.display()
+            );
         }
         let mut tar = Command::new("tar");
         tar.arg("-xf").arg(&tarball).arg("-C").arg(&tmp);
         util::run_captured(&mut tar)?;
         let extracted = tmp.join(DEFAULT_PACKAGE);
         if !extracted.join("Makefile").is_file() {
-            bail!("{} did not yield {DEFAULT_PACKAGE}/Makefile", tarball.display());
+            bail!(
+                "{} did not yield {DEFAULT_PACKAGE}/Makefile",
+                tarball.display()
+            );
         }
         fs::rename(&extracted, dest)
             .with_context(|| format!("renaming {} to {}", extracted.display(), dest.display()))?;
@@ -221,7 +269,11 @@ fn fetch_debian_source(cache: &Path, dest: &Path) -> Result<()> {
     let _ = fs::remove_dir_all(&tmp);
     pb.finish_and_clear();
     result?;
-    say!("kernel source ready in {} ({})", dest.display(), util::fmt_dur(t.elapsed()));
+    say!(
+        "kernel source ready in {} ({})",
+        dest.display(),
+        util::fmt_dur(t.elapsed())
+    );
     Ok(())
 }
 
@@ -260,7 +312,10 @@ pub fn fragments() -> Result<Vec<PathBuf>> {
 
 fn kmake(src: &KernelSource, out: &Path) -> Command {
     let mut cmd = Command::new("make");
-    cmd.arg("-C").arg(&src.dir).arg(format!("O={}", out.display())).args([ARCH, LLVM]);
+    cmd.arg("-C")
+        .arg(&src.dir)
+        .arg(format!("O={}", out.display()))
+        .args([ARCH, LLVM]);
     cmd
 }
 
@@ -285,15 +340,25 @@ fn check_rust(src: &KernelSource, stage: &Path) -> Result<()> {
 /// skip regenerating the config (about 15 s).
 fn config_fingerprint(src: &KernelSource, frags: &[(String, String)]) -> Result<String> {
     let mut h = String::from("tierkit-config-v1\n");
-    h.push_str(&format!("{ARCH} {LLVM}\nsrc={}\nversion={}\n", src.dir.display(), src.version));
-    h.push_str(&format!("Makefile={}\n", util::sha256_hex(&fs::read(src.dir.join("Makefile"))?)));
+    h.push_str(&format!(
+        "{ARCH} {LLVM}\nsrc={}\nversion={}\n",
+        src.dir.display(),
+        src.version
+    ));
+    h.push_str(&format!(
+        "Makefile={}\n",
+        util::sha256_hex(&fs::read(src.dir.join("Makefile"))?)
+    ));
     if src.custom {
         // The user's tree may change under us: hash every Kconfig file and
         // the configs tinyconfig reads.
         h.push_str(&format!("kconfig={}\n", hash_kconfig_files(&src.dir)?));
     }
     for (name, text) in frags {
-        h.push_str(&format!("fragment {name} {}\n", util::sha256_hex(text.as_bytes())));
+        h.push_str(&format!(
+            "fragment {name} {}\n",
+            util::sha256_hex(text.as_bytes())
+        ));
     }
     for (prog, args) in [
         ("clang", &["--version"][..]),
@@ -303,9 +368,15 @@ fn config_fingerprint(src: &KernelSource, frags: &[(String, String)]) -> Result<
         ("pahole", &["--version"][..]),
         ("rustc", &["--print", "sysroot"][..]),
     ] {
-        h.push_str(&format!("{prog} {args:?}: {}\n", cmd_stdout(prog, args).unwrap_or_default()));
+        h.push_str(&format!(
+            "{prog} {args:?}: {}\n",
+            cmd_stdout(prog, args).unwrap_or_default()
+        ));
     }
-    h.push_str(&format!("rust-src={}\n", crate::setup::rust_src().is_some()));
+    h.push_str(&format!(
+        "rust-src={}\n",
+        crate::setup::rust_src().is_some()
+    ));
     Ok(util::sha256_hex(h.as_bytes())[..24].to_string())
 }
 
@@ -348,7 +419,10 @@ pub fn configure(src: &KernelSource, fresh: bool) -> Result<KernelConfig> {
     let cache = util::cache_dir()?;
     let stage = cache.join("stage").join(&src.id);
     fs::create_dir_all(&stage).with_context(|| format!("creating {}", stage.display()))?;
-    let _lock = util::lock(&cache.join("stage").join(format!("{}.lock", src.id)), "the config stage")?;
+    let _lock = util::lock(
+        &cache.join("stage").join(format!("{}.lock", src.id)),
+        "the config stage",
+    )?;
     check_rust(src, &stage)?;
 
     let root = util::repo_root();
@@ -359,14 +433,18 @@ pub fn configure(src: &KernelSource, fresh: bool) -> Result<KernelConfig> {
         let text = fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
         frags.push((name, text));
     }
-    let reqs = kconfig::merge_requirements(frags.iter().map(|(n, t)| kconfig::parse_fragment(n, t)));
+    let reqs =
+        kconfig::merge_requirements(frags.iter().map(|(n, t)| kconfig::parse_fragment(n, t)));
 
     let fp = config_fingerprint(src, &frags)?;
     let memo = cache.join("configs").join(format!("{fp}.config"));
     let text = match fs::read_to_string(&memo) {
         Ok(t) if !fresh => {
             if util::verbose() {
-                say!("config: reusing {} (same fragments, source and toolchain)", memo.display());
+                say!(
+                    "config: reusing {} (same fragments, source and toolchain)",
+                    memo.display()
+                );
             }
             check_config(&t, &reqs, &stage)?;
             t
@@ -386,7 +464,12 @@ pub fn configure(src: &KernelSource, fresh: bool) -> Result<KernelConfig> {
         // with the same version and config must never be taken for current.
         key = format!("{key}-{}", src.id);
     }
-    Ok(KernelConfig { src: src.clone(), text, hash, key })
+    Ok(KernelConfig {
+        src: src.clone(),
+        text,
+        hash,
+        key,
+    })
 }
 
 fn generate_config(src: &KernelSource, stage: &Path, frags: &[PathBuf]) -> Result<String> {
@@ -419,9 +502,14 @@ fn generate_config(src: &KernelSource, stage: &Path, frags: &[PathBuf]) -> Resul
     let _ = fs::write(&log, &all_out);
     pb.finish_and_clear();
     if util::verbose() {
-        say!("kernel config generated in {} (log: {})", util::fmt_dur(t.elapsed()), log.display());
+        say!(
+            "kernel config generated in {} (log: {})",
+            util::fmt_dur(t.elapsed()),
+            log.display()
+        );
     }
-    fs::read_to_string(stage.join(".config")).with_context(|| format!("reading {}/.config", stage.display()))
+    fs::read_to_string(stage.join(".config"))
+        .with_context(|| format!("reading {}/.config", stage.display()))
 }
 
 fn check_config(text: &str, reqs: &[Requirement], stage: &Path) -> Result<()> {
@@ -442,7 +530,10 @@ fn check_config(text: &str, reqs: &[Requirement], stage: &Path) -> Result<()> {
     }
     // Checked separately too: a gigantic range must not be zeroed serially
     // by the allocator (issue 4), whatever the fragments say.
-    if cfg.get("CONFIG_INIT_ON_ALLOC_DEFAULT_ON").is_some_and(|v| v == "y") {
+    if cfg
+        .get("CONFIG_INIT_ON_ALLOC_DEFAULT_ON")
+        .is_some_and(|v| v == "y")
+    {
         bail!("CONFIG_INIT_ON_ALLOC_DEFAULT_ON=y: the allocator would zero gigantic ranges serially; keep `# CONFIG_INIT_ON_ALLOC_DEFAULT_ON is not set` in kconfig/mm.config");
     }
     Ok(())
@@ -464,16 +555,28 @@ fn read_stamp(dir: &Path) -> Option<Stamp> {
 }
 
 fn write_stamp(dir: &Path, s: &Stamp) -> Result<()> {
-    util::write_atomic(&dir.join(STAMP), serde_json::to_string_pretty(s)?.as_bytes())
+    util::write_atomic(
+        &dir.join(STAMP),
+        serde_json::to_string_pretty(s)?.as_bytes(),
+    )
 }
 
 /// Kbuild's quiet output: `  CC      mm/page_alloc.o`.
 pub fn is_kbuild_step(line: &str) -> bool {
-    let Some(rest) = line.strip_prefix("  ") else { return false };
+    let Some(rest) = line.strip_prefix("  ") else {
+        return false;
+    };
     let tag: String = rest.chars().take_while(|c| !c.is_whitespace()).collect();
     !tag.is_empty()
         && tag.len() <= 8
-        && tag.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '-' || c == '_' || c == '[' || c == ']')
+        && tag.chars().all(|c| {
+            c.is_ascii_uppercase()
+                || c.is_ascii_digit()
+                || c == '-'
+                || c == '_'
+                || c == '['
+                || c == ']'
+        })
         && rest.len() > tag.len()
 }
 
@@ -482,15 +585,26 @@ fn foreign_makes(out_dir: &Path) -> Vec<u32> {
     let me = std::process::id();
     let want_o = format!("O={}", out_dir.display());
     let mut pids = Vec::new();
-    let Ok(rd) = fs::read_dir("/proc") else { return pids };
+    let Ok(rd) = fs::read_dir("/proc") else {
+        return pids;
+    };
     for e in rd.flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
         if pid == me {
             continue;
         }
-        let Ok(cmdline) = fs::read(e.path().join("cmdline")) else { continue };
-        let args: Vec<String> = cmdline.split(|b| *b == 0).map(|a| String::from_utf8_lossy(a).into_owned()).collect();
-        let is_make = args.first().is_some_and(|a| a == "make" || a.ends_with("/make"));
+        let Ok(cmdline) = fs::read(e.path().join("cmdline")) else {
+            continue;
+        };
+        let args: Vec<String> = cmdline
+            .split(|b| *b == 0)
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        let is_make = args
+            .first()
+            .is_some_and(|a| a == "make" || a.ends_with("/make"));
         if is_make && args.iter().any(|a| a == &want_o) {
             pids.push(pid);
         }
@@ -523,7 +637,10 @@ pub fn build(cfg: &KernelConfig) -> Result<KernelBuild> {
         bzimage: out.join("arch/x86/boot/bzImage"),
     };
     fs::create_dir_all(&kernels)?;
-    let _lock = util::lock(&kernels.join(format!("{}.lock", cfg.key)), "this kernel build")?;
+    let _lock = util::lock(
+        &kernels.join(format!("{}.lock", cfg.key)),
+        "this kernel build",
+    )?;
 
     // Someone (another shell, a hand-started make) may be building it now.
     let others = foreign_makes(&out);
@@ -548,10 +665,27 @@ pub fn build(cfg: &KernelConfig) -> Result<KernelBuild> {
     if !built && artifacts_ok && !cfg.src.custom {
         // A build started by hand with the same steps: its log ends with `done`.
         let log = fs::read_to_string(out.join("build.log")).unwrap_or_default();
-        if log.lines().rev().find(|l| !l.trim().is_empty()).is_some_and(|l| l.trim() == "done") {
+        if log
+            .lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .is_some_and(|l| l.trim() == "done")
+        {
             let steps = log.lines().filter(|l| is_kbuild_step(l)).count() as u64;
-            write_stamp(&out, &Stamp { key: cfg.key.clone(), version: cfg.src.version.clone(), src: cfg.src.dir.display().to_string(), steps, seconds: 0 })?;
-            say!("kernel {} (adopted a finished build started by hand)", cfg.key);
+            write_stamp(
+                &out,
+                &Stamp {
+                    key: cfg.key.clone(),
+                    version: cfg.src.version.clone(),
+                    src: cfg.src.dir.display().to_string(),
+                    steps,
+                    seconds: 0,
+                },
+            )?;
+            say!(
+                "kernel {} (adopted a finished build started by hand)",
+                cfg.key
+            );
             return Ok(result(&out));
         }
     }
@@ -565,8 +699,18 @@ pub fn build(cfg: &KernelConfig) -> Result<KernelBuild> {
     let est = expected_steps(&kernels);
     let jobs = util::nproc();
     let log = out.join("build.log");
-    let what = if built { "incremental make in" } else if artifacts_ok { "finishing" } else { "building" };
-    say!("{what} kernel {} with -j{jobs} (log: {})", cfg.key, log.display());
+    let what = if built {
+        "incremental make in"
+    } else if artifacts_ok {
+        "finishing"
+    } else {
+        "building"
+    };
+    say!(
+        "{what} kernel {} with -j{jobs} (log: {})",
+        cfg.key,
+        log.display()
+    );
     if !built && !artifacts_ok {
         say!("a cold build takes several minutes (about 6 min on 2 cores here)");
     }
@@ -598,7 +742,11 @@ pub fn build(cfg: &KernelConfig) -> Result<KernelBuild> {
             pb.set_message(line.trim().to_string());
             if !util::is_tty() && last_plain.elapsed() >= Duration::from_secs(30) {
                 last_plain = Instant::now();
-                say!("kernel build: {steps}/~{est} steps, {}: {}", util::fmt_dur(t.elapsed()), line.trim());
+                say!(
+                    "kernel build: {steps}/~{est} steps, {}: {}",
+                    util::fmt_dur(t.elapsed()),
+                    line.trim()
+                );
             }
         }
     });
@@ -606,7 +754,10 @@ pub fn build(cfg: &KernelConfig) -> Result<KernelBuild> {
     res.with_context(|| format!("building kernel {} failed: `{shown}`", cfg.key))?;
     for a in artifacts {
         if !out.join(a).is_file() {
-            bail!("`{shown}` succeeded but {} is missing", out.join(a).display());
+            bail!(
+                "`{shown}` succeeded but {} is missing",
+                out.join(a).display()
+            );
         }
     }
     let prev_steps = read_stamp(&out).map(|s| s.steps).unwrap_or(0);
@@ -620,7 +771,11 @@ pub fn build(cfg: &KernelConfig) -> Result<KernelBuild> {
             seconds: t.elapsed().as_secs(),
         },
     )?;
-    say!("kernel {} built in {} ({steps} steps)", cfg.key, util::fmt_dur(t.elapsed()));
+    say!(
+        "kernel {} built in {} ({steps} steps)",
+        cfg.key,
+        util::fmt_dur(t.elapsed())
+    );
     Ok(result(&out))
 }
 
@@ -633,7 +788,10 @@ pub fn cmd_kernel(kernel_src: Option<&Path>, fresh_config: bool) -> Result<()> {
     let path_hint = util::llvm_dir()
         .map(|d| format!("PATH={}:$PATH ", d.display()))
         .unwrap_or_default();
-    say!("build the module by hand with: {path_hint}make KDIR={} LLVM=1", k.out_dir.display());
+    say!(
+        "build the module by hand with: {path_hint}make KDIR={} LLVM=1",
+        k.out_dir.display()
+    );
     Ok(())
 }
 
@@ -648,7 +806,9 @@ mod tests {
         assert!(is_kbuild_step("  HOSTCC  scripts/basic/fixdep"));
         assert!(is_kbuild_step("  YACC    scripts/kconfig/parser.tab.[ch]"));
         assert!(!is_kbuild_step("make[1]: Entering directory '/x'"));
-        assert!(!is_kbuild_step("Kernel: arch/x86/boot/bzImage is ready  (#1)"));
+        assert!(!is_kbuild_step(
+            "Kernel: arch/x86/boot/bzImage is ready  (#1)"
+        ));
         assert!(!is_kbuild_step("  "));
         assert!(!is_kbuild_step("warning: unused"));
     }
@@ -657,7 +817,9 @@ mod tests {
     fn apt_is_private() {
         let o = apt_options(Path::new("/c/apt"));
         assert!(o.iter().any(|s| s == "Dir::State::status=/dev/null"));
-        assert!(o.iter().any(|s| s == "Dir::Etc::SourceList=/c/apt/etc/sources.list"));
+        assert!(o
+            .iter()
+            .any(|s| s == "Dir::Etc::SourceList=/c/apt/etc/sources.list"));
         assert_eq!(o.iter().filter(|s| *s == "-o").count(), 11);
         assert!(APT_SOURCE.contains("trixie-backports") && !APT_SOURCE.contains("sid"));
     }

@@ -197,13 +197,21 @@ fn real_main(cli: Cli) -> Result<ExitCode> {
         Cmd::Build(k) => {
             setup::ensure()?;
             let b = build_all(&k, &util::out_dir())?;
-            say!("initramfs: {} ({} KiB)", b.initramfs.path.display(), b.initramfs.size / 1024);
+            say!(
+                "initramfs: {} ({} KiB)",
+                b.initramfs.path.display(),
+                b.initramfs.size / 1024
+            );
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Run(r) => guest_cmd(Mode::Run, &r.guest, r.kunit, None),
         Cmd::Test(t) => {
             setup::ensure()?;
-            let host = if t.no_host_tests { None } else { Some(host_tests()?) };
+            let host = if t.no_host_tests {
+                None
+            } else {
+                Some(host_tests()?)
+            };
             guest_cmd(Mode::Test, &t.guest, true, host)
         }
         Cmd::Bench(b) => {
@@ -236,12 +244,24 @@ fn build_all(k: &KernelArgs, dir: &Path) -> Result<Built> {
     let bins = userspace::build()?;
     times.push(("guest binaries", t.elapsed()));
     let t = Timer::start();
-    let info = format!("kernel {} (config {}, source {}), guest binaries: {}", kb.key, kb.config_hash, kb.src.display(),
-        bins.iter().map(|b| b.name.as_str()).collect::<Vec<_>>().join(" "));
+    let info = format!(
+        "kernel {} (config {}, source {}), guest binaries: {}",
+        kb.key,
+        kb.config_hash,
+        kb.src.display(),
+        bins.iter()
+            .map(|b| b.name.as_str())
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
     std::fs::create_dir_all(dir)?;
     let ir = initramfs::build(dir, &info, &m, &bins)?;
     times.push(("initramfs", t.elapsed()));
-    Ok(Built { kernel: kb, initramfs: ir, times })
+    Ok(Built {
+        kernel: kb,
+        initramfs: ir,
+        times,
+    })
 }
 
 /// Host tests: `cargo test --workspace` (the core crate's property tests,
@@ -251,7 +271,10 @@ fn host_tests() -> Result<(bool, Duration)> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let log = util::out_dir().join("host-tests.log");
     std::fs::create_dir_all(util::out_dir())?;
-    say!("host tests: cargo test --workspace (log: {})", log.display());
+    say!(
+        "host tests: cargo test --workspace (log: {})",
+        log.display()
+    );
     let mut cmd = Command::new(cargo);
     cmd.current_dir(util::repo_root())
         .args(["test", "--workspace"])
@@ -265,7 +288,13 @@ fn host_tests() -> Result<(bool, Duration)> {
     for l in text.lines().filter(|l| l.starts_with("test result:")) {
         let num = |key: &str| {
             l.split(';')
-                .find_map(|p| p.trim().trim_start_matches("test result: ok. ").trim_start_matches("test result: FAILED. ").strip_suffix(key).map(|n| n.trim().parse::<usize>().unwrap_or(0)))
+                .find_map(|p| {
+                    p.trim()
+                        .trim_start_matches("test result: ok. ")
+                        .trim_start_matches("test result: FAILED. ")
+                        .strip_suffix(key)
+                        .map(|n| n.trim().parse::<usize>().unwrap_or(0))
+                })
                 .unwrap_or(0)
         };
         passed += num(" passed");
@@ -276,17 +305,40 @@ fn host_tests() -> Result<(bool, Duration)> {
         say!("host tests: {passed} passed ({})", fmt_dur(t.elapsed()));
     } else {
         eprintln!("{}", util::tail_lines(&text, 60));
-        say!("host tests FAILED ({failed} failed; log: {}); booting the guest anyway", log.display());
+        say!(
+            "host tests FAILED ({failed} failed; log: {}); booting the guest anyway",
+            log.display()
+        );
     }
     Ok((ok, t.elapsed()))
 }
 
-fn guest_cmd(mode: Mode, g: &GuestArgs, kunit: bool, host: Option<(bool, Duration)>) -> Result<ExitCode> {
+fn guest_cmd(
+    mode: Mode,
+    g: &GuestArgs,
+    kunit: bool,
+    host: Option<(bool, Duration)>,
+) -> Result<ExitCode> {
     setup::ensure()?;
     let total = Timer::start();
-    let topo = Topology::new(&TopologyOpts { kind: g.topology, cpus: g.cpus, dram_gib: g.dram, slow_gib: g.cxl_mem })?;
-    let accel = qemu::choose_accel(if g.kvm { Some(true) } else if g.no_kvm { Some(false) } else { None });
-    let default_timeout = if matches!(mode, Mode::Bench(_)) { 1800 } else { 600 };
+    let topo = Topology::new(&TopologyOpts {
+        kind: g.topology,
+        cpus: g.cpus,
+        dram_gib: g.dram,
+        slow_gib: g.cxl_mem,
+    })?;
+    let accel = qemu::choose_accel(if g.kvm {
+        Some(true)
+    } else if g.no_kvm {
+        Some(false)
+    } else {
+        None
+    });
+    let default_timeout = if matches!(mode, Mode::Bench(_)) {
+        1800
+    } else {
+        600
+    };
     let cfg = qemu::GuestConfig {
         topology: topo,
         cpu_model: g.cpu_model.clone(),
@@ -301,11 +353,24 @@ fn guest_cmd(mode: Mode, g: &GuestArgs, kunit: bool, host: Option<(bool, Duratio
     std::fs::create_dir_all(&run_dir)?;
     // Two boots of the same mode and topology would write the same logs.
     let _run_lock = util::lock(&run_dir.join(".lock"), "this run directory")?;
-    for stale in ["console.log", "data.log", "results.json", "junit.xml", "qemu-stderr.log"] {
+    for stale in [
+        "console.log",
+        "data.log",
+        "results.json",
+        "junit.xml",
+        "qemu-stderr.log",
+    ] {
         let _ = std::fs::remove_file(run_dir.join(stale));
     }
     let b = build_all(&g.kernel, &run_dir)?;
-    say!("booting {} with {} ({:?}, -cpu {}), mode {}", g.topology, cfg.topology.describe(), accel, cfg.cpu_model, mode.as_param());
+    say!(
+        "booting {} with {} ({:?}, -cpu {}), mode {}",
+        g.topology,
+        cfg.topology.describe(),
+        accel,
+        cfg.cpu_model,
+        mode.as_param()
+    );
     say!("console log: {}", run_dir.join("console.log").display());
     let mut streamer = qemu::Streamer::new(util::verbose(), !matches!(mode, Mode::Test));
     let t = Timer::start();
@@ -313,9 +378,18 @@ fn guest_cmd(mode: Mode, g: &GuestArgs, kunit: bool, host: Option<(bool, Duratio
     let boot_time = t.elapsed();
     let mut outcome = verdict::evaluate(&guest, kunit, g.filter.as_deref());
     if let Some((false, _)) = host {
-        let msg = format!("host tests failed (see {})", util::out_dir().join("host-tests.log").display());
+        let msg = format!(
+            "host tests failed (see {})",
+            util::out_dir().join("host-tests.log").display()
+        );
         outcome.reasons.push(msg.clone());
-        outcome.user_tests.push(report::UserTest { name: "[harness] host tests".into(), passed: false, rc: 1, output_tail: msg, duration_ms: 0 });
+        outcome.user_tests.push(report::UserTest {
+            name: "[harness] host tests".into(),
+            passed: false,
+            rc: 1,
+            output_tail: msg,
+            duration_ms: 0,
+        });
     }
 
     let mut times = b.times.clone();
@@ -323,7 +397,10 @@ fn guest_cmd(mode: Mode, g: &GuestArgs, kunit: bool, host: Option<(bool, Duratio
         times.insert(0, ("host tests", d));
     }
     times.push(("boot", boot_time));
-    let timing: Vec<String> = times.iter().map(|(n, d)| format!("{n} {}", fmt_dur(*d))).collect();
+    let timing: Vec<String> = times
+        .iter()
+        .map(|(n, d)| format!("{n} {}", fmt_dur(*d)))
+        .collect();
 
     println!();
     if !guest.qemu_stderr.trim().is_empty() && util::verbose() {
@@ -335,9 +412,15 @@ fn guest_cmd(mode: Mode, g: &GuestArgs, kunit: bool, host: Option<(bool, Duratio
     }
     if !kunit {
         // Demos and benchmarks: their exit codes, crashes, the protocol.
-        say!("time: {} (total {})", timing.join(", "), fmt_dur(total.elapsed()));
+        say!(
+            "time: {} (total {})",
+            timing.join(", "),
+            fmt_dur(total.elapsed())
+        );
         for p in &outcome.markers.progs {
-            let rc = p.rc.map(|r| r.to_string()).unwrap_or_else(|| "none (did not finish)".into());
+            let rc =
+                p.rc.map(|r| r.to_string())
+                    .unwrap_or_else(|| "none (did not finish)".into());
             say!("{} {}: rc={rc}", p.kind.to_lowercase(), p.name);
         }
         for r in &outcome.reasons {
@@ -345,14 +428,22 @@ fn guest_cmd(mode: Mode, g: &GuestArgs, kunit: bool, host: Option<(bool, Duratio
         }
         let status = if outcome.ok() { "ok" } else { "FAILED" };
         println!("tierkit {}: {status}", mode.as_param().replace('-', " "));
-        return Ok(if outcome.ok() { ExitCode::SUCCESS } else { ExitCode::FAILURE });
+        return Ok(if outcome.ok() {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
+        });
     }
     let results = run_dir.join("results.json");
     let junit = run_dir.join("junit.xml");
     report::write_json(&results, &outcome.run, &outcome.user_tests)?;
     report::write_junit(&junit, &outcome.run, &outcome.user_tests)?;
     say!("results: {} and {}", results.display(), junit.display());
-    say!("time: {} (total {})", timing.join(", "), fmt_dur(total.elapsed()));
+    say!(
+        "time: {} (total {})",
+        timing.join(", "),
+        fmt_dur(total.elapsed())
+    );
     if !outcome.ok() {
         // Reasons that the summary's tables do not show on their own.
         for r in &outcome.reasons {
@@ -363,13 +454,23 @@ fn guest_cmd(mode: Mode, g: &GuestArgs, kunit: bool, host: Option<(bool, Duratio
     }
     println!();
     report::print_summary(&outcome.run, &outcome.user_tests);
-    Ok(if outcome.ok() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+    Ok(if outcome.ok() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
 }
 
 /// Collects the `TIERKIT-JSON` lines of the bench programs into
 /// `target/tierkit/bench/<name>.json`.
-fn write_bench(name: &str, cfg: &qemu::GuestConfig, o: &verdict::Outcome, data_log: &Path) -> Result<()> {
-    let results: Vec<&serde_json::Value> = o.markers.progs.iter().flat_map(|p| p.json.iter()).collect();
+fn write_bench(
+    name: &str,
+    cfg: &qemu::GuestConfig,
+    o: &verdict::Outcome,
+    data_log: &Path,
+) -> Result<()> {
+    let results: Vec<&serde_json::Value> =
+        o.markers.progs.iter().flat_map(|p| p.json.iter()).collect();
     let doc = serde_json::json!({
         "bench": name,
         "topology": cfg.topology.kind.to_string(),
@@ -383,6 +484,11 @@ fn write_bench(name: &str, cfg: &qemu::GuestConfig, o: &verdict::Outcome, data_l
     let dir = util::out_dir().join("bench");
     let path = dir.join(format!("{name}.json"));
     util::write_atomic(&path, serde_json::to_string_pretty(&doc)?.as_bytes())?;
-    say!("bench results: {} ({} JSON records; raw output in {})", path.display(), results.len(), data_log.display());
+    say!(
+        "bench results: {} ({} JSON records; raw output in {})",
+        path.display(),
+        results.len(),
+        data_log.display()
+    );
     Ok(())
 }

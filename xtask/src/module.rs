@@ -40,7 +40,11 @@ pub fn build(kernel: &KernelBuild) -> Result<ModuleBuild> {
     let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
     text.push_str(&String::from_utf8_lossy(&out.stderr));
     if !out.status.success() {
-        bail!("building tierkit.ko failed: `{shown}` ({}):\n{}", out.status, util::tail_lines(&text, 80));
+        bail!(
+            "building tierkit.ko failed: `{shown}` ({}):\n{}",
+            out.status,
+            util::tail_lines(&text, 80)
+        );
     }
     // Compiler warnings are worth seeing even when the build succeeds.
     if util::verbose() || text.contains("warning") {

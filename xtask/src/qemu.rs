@@ -56,8 +56,14 @@ pub fn kvm_problem() -> Option<String> {
     if !Path::new("/sys/module/kvm_intel").exists() && !Path::new("/sys/module/kvm_amd").exists() {
         return Some("/dev/kvm exists but neither kvm_intel nor kvm_amd is loaded".into());
     }
-    if let Err(e) = fs::OpenOptions::new().read(true).write(true).open("/dev/kvm") {
-        return Some(format!("cannot open /dev/kvm read-write ({e}); add yourself to group kvm"));
+    if let Err(e) = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/kvm")
+    {
+        return Some(format!(
+            "cannot open /dev/kvm read-write ({e}); add yourself to group kvm"
+        ));
     }
     None
 }
@@ -130,7 +136,9 @@ pub fn kernel_cmdline(cfg: &GuestConfig) -> Result<String> {
         p.push("kunit.enable=0".into());
     }
     for a in &cfg.append {
-        if a.split_whitespace().any(|w| w == "quiet" || w.starts_with("kunit_shutdown")) {
+        if a.split_whitespace()
+            .any(|w| w == "quiet" || w.starts_with("kunit_shutdown"))
+        {
             bail!("--append `{a}`: `quiet` hides KTAP output and `kunit_shutdown` powers off before the module's suites run");
         }
         p.push(a.clone());
@@ -139,8 +147,18 @@ pub fn kernel_cmdline(cfg: &GuestConfig) -> Result<String> {
 }
 
 /// The QEMU command line (without the program name).
-pub fn qemu_args(kernel: &Path, initrd: &Path, data_log: &Path, cfg: &GuestConfig) -> Result<Vec<String>> {
-    let mut a: Vec<String> = vec!["-nodefaults".into(), "-no-user-config".into(), "-display".into(), "none".into()];
+pub fn qemu_args(
+    kernel: &Path,
+    initrd: &Path,
+    data_log: &Path,
+    cfg: &GuestConfig,
+) -> Result<Vec<String>> {
+    let mut a: Vec<String> = vec![
+        "-nodefaults".into(),
+        "-no-user-config".into(),
+        "-display".into(),
+        "none".into(),
+    ];
     a.extend(cfg.topology.qemu_args());
     a.push("-cpu".into());
     a.push(cfg.cpu_model.clone());
@@ -188,7 +206,8 @@ pub fn strip_printk(line: &str) -> (Option<f64>, &str) {
         if let Some(rest) = t.strip_prefix('[') {
             if let Some(end) = rest.find(']') {
                 let inner = rest[..end].trim();
-                let is_ts = !inner.is_empty() && inner.chars().all(|c| c.is_ascii_digit() || c == '.');
+                let is_ts =
+                    !inner.is_empty() && inner.chars().all(|c| c.is_ascii_digit() || c == '.');
                 let is_caller = inner.len() > 1
                     && (inner.starts_with('T') || inner.starts_with('C'))
                     && inner[1..].chars().all(|c| c.is_ascii_digit());
@@ -196,7 +215,9 @@ pub fn strip_printk(line: &str) -> (Option<f64>, &str) {
                     if is_ts && ts.is_none() {
                         ts = inner.parse().ok();
                     }
-                    s = rest[end + 1..].strip_prefix(' ').unwrap_or(&rest[end + 1..]);
+                    s = rest[end + 1..]
+                        .strip_prefix(' ')
+                        .unwrap_or(&rest[end + 1..]);
                     continue;
                 }
             }
@@ -216,7 +237,11 @@ pub struct Streamer {
 
 impl Streamer {
     pub fn new(verbose: bool, show_userspace: bool) -> Self {
-        Streamer { verbose, show_userspace, in_program: false }
+        Streamer {
+            verbose,
+            show_userspace,
+            in_program: false,
+        }
     }
 
     /// The line to print for a console line, if any.
@@ -227,7 +252,10 @@ impl Streamer {
             let m = &text[i..];
             if m.contains("-START ") {
                 self.in_program = true;
-            } else if m.starts_with("TIERKIT-USERTEST ") || m.starts_with("TIERKIT-DEMO ") || m.starts_with("TIERKIT-BENCH ") {
+            } else if m.starts_with("TIERKIT-USERTEST ")
+                || m.starts_with("TIERKIT-DEMO ")
+                || m.starts_with("TIERKIT-BENCH ")
+            {
                 self.in_program = false;
             }
         }
@@ -241,6 +269,10 @@ impl Streamer {
             return show.then(|| format!("  {text}"));
         }
         let t = text.trim_start();
+        if t.starts_with("Command line:") {
+            // Printed again as "Kernel command line:".
+            return None;
+        }
         if let Some(i) = text.find("TIERKIT-") {
             let m = &text[i..];
             if let Some(topo) = m.strip_prefix("TIERKIT-TOPO ") {
@@ -287,7 +319,17 @@ pub fn boot(
     let _ = fs::remove_file(&data_log);
     let args = qemu_args(&kernel.bzimage, &initramfs.path, &data_log, cfg)?;
     let qemu = "qemu-system-x86_64";
-    let shown = format!("{qemu} {}", args.iter().map(|a| if a.contains(' ') { format!("'{a}'") } else { a.clone() }).collect::<Vec<_>>().join(" "));
+    let shown = format!(
+        "{qemu} {}",
+        args.iter()
+            .map(|a| if a.contains(' ') {
+                format!("'{a}'")
+            } else {
+                a.clone()
+            })
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
     fs::write(run_dir.join("qemu-cmd.txt"), format!("{shown}\n"))?;
     if util::verbose() {
         say!("$ {shown}");
@@ -323,7 +365,8 @@ pub fn boot(
         }
     });
 
-    let mut log = fs::File::create(&console_log).with_context(|| format!("creating {}", console_log.display()))?;
+    let mut log = fs::File::create(&console_log)
+        .with_context(|| format!("creating {}", console_log.display()))?;
     let mut console = String::new();
     let start = Instant::now();
     let deadline = start + cfg.timeout;
@@ -365,7 +408,10 @@ pub fn boot(
         let _ = child.kill();
         let _ = child.wait();
         if timed_out {
-            say!("guest timed out after {} s: killed QEMU (--timeout SECS to change)", cfg.timeout.as_secs());
+            say!(
+                "guest timed out after {} s: killed QEMU (--timeout SECS to change)",
+                cfg.timeout.as_secs()
+            );
         } else {
             say!("guest did not power off after TIERKIT-DONE: killed QEMU");
         }
@@ -388,11 +434,14 @@ pub fn boot(
     log.flush()?;
     let qemu_stderr = err_thread.join().unwrap_or_default();
     let _ = fs::write(run_dir.join("qemu-stderr.log"), &qemu_stderr);
-    let data = fs::read(&data_log).map(|b| String::from_utf8_lossy(&b).replace('\r', "")).unwrap_or_default();
+    let data = fs::read(&data_log)
+        .map(|b| String::from_utf8_lossy(&b).replace('\r', ""))
+        .unwrap_or_default();
     if console.trim().is_empty() && !timed_out {
         bail!(
             "QEMU failed to start or printed nothing (exit: {}):\n{}\ncommand: {}",
-            exit.map(|e| e.to_string()).unwrap_or_else(|| "killed".into()),
+            exit.map(|e| e.to_string())
+                .unwrap_or_else(|| "killed".into()),
             qemu_stderr.trim(),
             run_dir.join("qemu-cmd.txt").display()
         );
@@ -416,7 +465,13 @@ mod tests {
 
     fn cfg(mode: Mode, filter: Option<&str>) -> GuestConfig {
         GuestConfig {
-            topology: Topology::new(&TopologyOpts { kind: TopologyKind::Numa, cpus: 2, dram_gib: 4, slow_gib: 3 }).unwrap(),
+            topology: Topology::new(&TopologyOpts {
+                kind: TopologyKind::Numa,
+                cpus: 2,
+                dram_gib: 4,
+                slow_gib: 3,
+            })
+            .unwrap(),
             cpu_model: "max".into(),
             accel: Accel::Tcg,
             kunit: mode == Mode::Test,
@@ -430,7 +485,16 @@ mod tests {
     #[test]
     fn cmdline_has_what_ktap_needs() {
         let c = kernel_cmdline(&cfg(Mode::Test, Some("tierkit_topology.*"))).unwrap();
-        for w in ["console=ttyS0", "loglevel=7", "panic=-1", "oops=panic", "tierkit.mode=test", "kunit.filter_glob=tierkit_topology.*", "init_on_alloc=0", "memhp_default_state=online_kernel"] {
+        for w in [
+            "console=ttyS0",
+            "loglevel=7",
+            "panic=-1",
+            "oops=panic",
+            "tierkit.mode=test",
+            "kunit.filter_glob=tierkit_topology.*",
+            "init_on_alloc=0",
+            "memhp_default_state=online_kernel",
+        ] {
             assert!(c.split(' ').any(|x| x == w), "{w} in {c}");
         }
         assert!(!c.contains("quiet"));
@@ -446,7 +510,13 @@ mod tests {
 
     #[test]
     fn qemu_command_line() {
-        let a = qemu_args(Path::new("/k/bzImage"), Path::new("/r/initramfs.cpio"), Path::new("/r/data.log"), &cfg(Mode::Run, None)).unwrap();
+        let a = qemu_args(
+            Path::new("/k/bzImage"),
+            Path::new("/r/initramfs.cpio"),
+            Path::new("/r/data.log"),
+            &cfg(Mode::Run, None),
+        )
+        .unwrap();
         let has = |x: &str, y: &str| a.windows(2).any(|w| w[0] == x && w[1] == y);
         assert!(has("-machine", "q35,hmat=on"));
         assert!(has("-cpu", "max"));
@@ -459,10 +529,16 @@ mod tests {
 
     #[test]
     fn printk_prefix() {
-        assert_eq!(strip_printk("[    1.234567] TIERKIT-DONE fails=0"), (Some(1.234567), "TIERKIT-DONE fails=0"));
+        assert_eq!(
+            strip_printk("[    1.234567] TIERKIT-DONE fails=0"),
+            (Some(1.234567), "TIERKIT-DONE fails=0")
+        );
         assert_eq!(strip_printk("[    1.5] [    T1] ok 1 x").1, "ok 1 x");
         assert_eq!(strip_printk("    ok 1 node0"), (None, "    ok 1 node0"));
-        assert_eq!(strip_printk("[    2.000000]     ok 1 node0").1, "    ok 1 node0");
+        assert_eq!(
+            strip_printk("[    2.000000]     ok 1 node0").1,
+            "    ok 1 node0"
+        );
         assert_eq!(strip_printk("[x] hello").1, "[x] hello");
     }
 
@@ -470,10 +546,19 @@ mod tests {
     fn streaming_filter() {
         let mut s = Streamer::new(false, false);
         assert!(s.filter("[    0.000000] Linux version 7.3.4").is_none());
-        assert_eq!(s.filter("[    2.1] TIERKIT-TOPO node0 cpus=0-1").unwrap(), "  topology: node0 cpus=0-1");
-        assert_eq!(s.filter("[    2.2]     ok 1 node0_has_cpus_and_memory").unwrap(), "      ok 1 node0_has_cpus_and_memory");
+        assert_eq!(
+            s.filter("[    2.1] TIERKIT-TOPO node0 cpus=0-1").unwrap(),
+            "  topology: node0 cpus=0-1"
+        );
+        assert_eq!(
+            s.filter("[    2.2]     ok 1 node0_has_cpus_and_memory")
+                .unwrap(),
+            "      ok 1 node0_has_cpus_and_memory"
+        );
         assert!(s.filter("[    2.3] not ok 1 tierkit_topology").is_some());
-        assert!(s.filter("[    2.4] TIERKIT-USERTEST-START tk-test-a").is_some());
+        assert!(s
+            .filter("[    2.4] TIERKIT-USERTEST-START tk-test-a")
+            .is_some());
         assert!(s.filter("hello from userspace").is_none());
         let mut r = Streamer::new(false, true);
         r.filter("[    2.4] TIERKIT-DEMO-START tk-demo");

@@ -20,7 +20,10 @@ pub struct Missing {
 }
 
 fn miss(list: &mut Vec<Missing>, what: impl Into<String>, fix: impl Into<String>) {
-    list.push(Missing { what: what.into(), fix: fix.into() });
+    list.push(Missing {
+        what: what.into(),
+        fix: fix.into(),
+    });
 }
 
 /// Checks every tool xtask uses. Returns what is missing.
@@ -38,34 +41,72 @@ pub fn check() -> Vec<Missing> {
         ("xz", "xz-utils"),
     ] {
         if which(tool).is_none() {
-            miss(&mut m, format!("`{tool}`"), format!("apt-get install {pkg}"));
+            miss(
+                &mut m,
+                format!("`{tool}`"),
+                format!("apt-get install {pkg}"),
+            );
         }
     }
-    for (tool, pkg) in [("clang", "clang-19"), ("ld.lld", "lld-19"), ("llvm-ar", "llvm-19"), ("llvm-nm", "llvm-19"), ("llvm-objcopy", "llvm-19")] {
+    for (tool, pkg) in [
+        ("clang", "clang-19"),
+        ("ld.lld", "lld-19"),
+        ("llvm-ar", "llvm-19"),
+        ("llvm-nm", "llvm-19"),
+        ("llvm-objcopy", "llvm-19"),
+    ] {
         if which(tool).is_none() {
-            miss(&mut m, format!("`{tool}` (LLVM=1 toolchain; looked in /usr/lib/llvm-19/bin and $PATH)"), format!("apt-get install {pkg}"));
+            miss(
+                &mut m,
+                format!("`{tool}` (LLVM=1 toolchain; looked in /usr/lib/llvm-19/bin and $PATH)"),
+                format!("apt-get install {pkg}"),
+            );
         }
     }
     if !libclang_present() {
-        miss(&mut m, "libclang (needed by bindgen)", "apt-get install libclang-19-dev");
+        miss(
+            &mut m,
+            "libclang (needed by bindgen)",
+            "apt-get install libclang-19-dev",
+        );
     }
     if !Path::new("/usr/include/libelf.h").exists() {
-        miss(&mut m, "libelf headers (objtool)", "apt-get install libelf-dev");
+        miss(
+            &mut m,
+            "libelf headers (objtool)",
+            "apt-get install libelf-dev",
+        );
     }
     if !Path::new("/usr/include/stdio.h").exists() || !static_libc_present() {
-        miss(&mut m, "glibc headers and libc.a (host tools, static guest binaries)", "apt-get install libc6-dev");
+        miss(
+            &mut m,
+            "glibc headers and libc.a (host tools, static guest binaries)",
+            "apt-get install libc6-dev",
+        );
     }
     match busybox_static() {
         Ok(()) => {}
         Err(e) => miss(&mut m, e, "apt-get install busybox-static"),
     }
     if which("rustc").is_none() || which("cargo").is_none() {
-        miss(&mut m, "rustc/cargo", "install rustup from https://rustup.rs");
+        miss(
+            &mut m,
+            "rustc/cargo",
+            "install rustup from https://rustup.rs",
+        );
     } else if rust_src().is_none() {
-        miss(&mut m, "the rust-src component (the kernel builds core/alloc from source)", "rustup component add rust-src");
+        miss(
+            &mut m,
+            "the rust-src component (the kernel builds core/alloc from source)",
+            "rustup component add rust-src",
+        );
     }
     if which("bindgen").is_none() {
-        miss(&mut m, "`bindgen` (bindgen-cli)", "cargo install --locked bindgen-cli");
+        miss(
+            &mut m,
+            "`bindgen` (bindgen-cli)",
+            "cargo install --locked bindgen-cli",
+        );
     }
     match qemu_version() {
         None => miss(
@@ -95,14 +136,21 @@ fn libclang_present() -> bool {
     }
     dirs.push("/usr/lib/x86_64-linux-gnu".into());
     dirs.iter().any(|d| {
-        std::fs::read_dir(d).map_or(false, |rd| {
-            rd.flatten().any(|e| e.file_name().to_string_lossy().starts_with("libclang"))
+        std::fs::read_dir(d).is_ok_and(|rd| {
+            rd.flatten()
+                .any(|e| e.file_name().to_string_lossy().starts_with("libclang"))
         })
     })
 }
 
 fn static_libc_present() -> bool {
-    ["/usr/lib/x86_64-linux-gnu/libc.a", "/usr/lib64/libc.a", "/usr/lib/libc.a"].iter().any(|p| Path::new(p).exists())
+    [
+        "/usr/lib/x86_64-linux-gnu/libc.a",
+        "/usr/lib64/libc.a",
+        "/usr/lib/libc.a",
+    ]
+    .iter()
+    .any(|p| Path::new(p).exists())
 }
 
 /// `$(rustc --print sysroot)/lib/rustlib/src/rust/library`, if present.
@@ -135,7 +183,9 @@ pub fn qemu_version() -> Option<(u32, u32)> {
 
 fn parse_qemu_version(out: &str) -> Option<(u32, u32)> {
     let rest = out.split("version ").nth(1)?;
-    let mut it = rest.split(|c: char| !c.is_ascii_digit()).filter(|s| !s.is_empty());
+    let mut it = rest
+        .split(|c: char| !c.is_ascii_digit())
+        .filter(|s| !s.is_empty());
     let maj = it.next()?.parse().ok()?;
     let min = it.next()?.parse().ok()?;
     Some((maj, min))
@@ -150,13 +200,19 @@ fn print_missing(m: &[Missing]) {
 /// Runs `scripts/setup-host.sh`.
 pub fn run_script() -> Result<()> {
     let script = util::repo_root().join("scripts/setup-host.sh");
-    say!("running {} (installs packages; needs root or sudo)", script.display());
+    say!(
+        "running {} (installs packages; needs root or sudo)",
+        script.display()
+    );
     let status = Command::new("bash")
         .arg(&script)
         .status()
         .with_context(|| format!("could not run {}", script.display()))?;
     if !status.success() {
-        bail!("{} failed ({status}); see its output above", script.display());
+        bail!(
+            "{} failed ({status}); see its output above",
+            script.display()
+        );
     }
     Ok(())
 }
@@ -168,14 +224,23 @@ pub fn ensure() -> Result<()> {
     if m.is_empty() {
         return Ok(());
     }
-    say!("the host is missing {} thing(s); running the setup script:", m.len());
+    say!(
+        "the host is missing {} thing(s); running the setup script:",
+        m.len()
+    );
     print_missing(&m);
     run_script()?;
     util::setup_llvm_path();
     let m = check();
     if !m.is_empty() {
         print_missing(&m);
-        bail!("still missing after scripts/setup-host.sh: {}", m.iter().map(|x| x.what.as_str()).collect::<Vec<_>>().join(", "));
+        bail!(
+            "still missing after scripts/setup-host.sh: {}",
+            m.iter()
+                .map(|x| x.what.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
     }
     Ok(())
 }
@@ -184,9 +249,15 @@ pub fn ensure() -> Result<()> {
 pub fn cmd_setup(force: bool) -> Result<()> {
     let m = check();
     if m.is_empty() && !force {
-        say!("host ready: every tool is present (clang: {}, qemu: {})",
-            util::llvm_dir().map(|d| d.display().to_string()).unwrap_or_else(|| "$PATH".into()),
-            qemu_version().map(|(a, b)| format!("{a}.{b}")).unwrap_or_default());
+        say!(
+            "host ready: every tool is present (clang: {}, qemu: {})",
+            util::llvm_dir()
+                .map(|d| d.display().to_string())
+                .unwrap_or_else(|| "$PATH".into()),
+            qemu_version()
+                .map(|(a, b)| format!("{a}.{b}"))
+                .unwrap_or_default()
+        );
         return Ok(());
     }
     print_missing(&m);
@@ -208,10 +279,15 @@ mod tests {
     #[test]
     fn qemu_versions() {
         assert_eq!(
-            parse_qemu_version("QEMU emulator version 10.0.2 (Debian 1:10.0.2+ds-2+deb13u1~bpo12+1)\nCopyright"),
+            parse_qemu_version(
+                "QEMU emulator version 10.0.2 (Debian 1:10.0.2+ds-2+deb13u1~bpo12+1)\nCopyright"
+            ),
             Some((10, 0))
         );
-        assert_eq!(parse_qemu_version("QEMU emulator version 7.2.19 (Debian 1:7.2+dfsg-7+deb12u16)"), Some((7, 2)));
+        assert_eq!(
+            parse_qemu_version("QEMU emulator version 7.2.19 (Debian 1:7.2+dfsg-7+deb12u16)"),
+            Some((7, 2))
+        );
         assert_eq!(parse_qemu_version("garbage"), None);
     }
 }

@@ -19,14 +19,26 @@ pub struct Perf {
 }
 
 /// DRAM next to the CPUs.
-pub const LOCAL_DRAM: Perf = Perf { latency_ns: 100, bandwidth_gbs: 200 };
+pub const LOCAL_DRAM: Perf = Perf {
+    latency_ns: 100,
+    bandwidth_gbs: 200,
+};
 /// DRAM of another CPU node (numa2).
-pub const REMOTE_DRAM: Perf = Perf { latency_ns: 150, bandwidth_gbs: 100 };
+pub const REMOTE_DRAM: Perf = Perf {
+    latency_ns: 150,
+    bandwidth_gbs: 100,
+};
 /// A memory-only node (emulated CXL) seen from its initiator.
 /// With LOCAL_DRAM, the kernel's auto weights read node0=25, node1=6.
-pub const SLOW_MEM: Perf = Perf { latency_ns: 250, bandwidth_gbs: 50 };
+pub const SLOW_MEM: Perf = Perf {
+    latency_ns: 250,
+    bandwidth_gbs: 50,
+};
 /// A memory-only node seen from a CPU node that is not its initiator.
-pub const SLOW_MEM_REMOTE: Perf = Perf { latency_ns: 300, bandwidth_gbs: 40 };
+pub const SLOW_MEM_REMOTE: Perf = Perf {
+    latency_ns: 300,
+    bandwidth_gbs: 40,
+};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum TopologyKind {
@@ -107,7 +119,7 @@ impl Topology {
                 cxl: vec![],
             },
             TopologyKind::Numa2 => {
-                if o.cpus < 2 || o.cpus % 2 != 0 {
+                if o.cpus < 2 || !o.cpus.is_multiple_of(2) {
                     bail!("--topology numa2 splits --cpus evenly over two nodes: give an even number >= 2 (got {})", o.cpus);
                 }
                 let per = CpuNode { cpus: o.cpus / 2, dram_gib: o.dram_gib };
@@ -146,7 +158,11 @@ impl Topology {
         match (a < k, b < k) {
             (true, true) => 20,
             (true, false) => {
-                if self.mem_nodes[b - k].initiator == a { 25 } else { 30 }
+                if self.mem_nodes[b - k].initiator == a {
+                    25
+                } else {
+                    30
+                }
             }
             (false, true) => self.distance(b, a),
             (false, false) => 30,
@@ -157,10 +173,18 @@ impl Topology {
     pub fn perf(&self, init: usize, target: usize) -> Perf {
         let k = self.cpu_nodes.len();
         if target < k {
-            if target == init { LOCAL_DRAM } else { REMOTE_DRAM }
+            if target == init {
+                LOCAL_DRAM
+            } else {
+                REMOTE_DRAM
+            }
         } else {
             let m = &self.mem_nodes[target - k];
-            if m.initiator == init { m.perf } else { SLOW_MEM_REMOTE }
+            if m.initiator == init {
+                m.perf
+            } else {
+                SLOW_MEM_REMOTE
+            }
         }
     }
 
@@ -181,29 +205,52 @@ impl Topology {
         // a node make the kernel WARN (topology_sane).
         let per = self.cpu_nodes[0].cpus;
         if self.cpu_nodes.iter().all(|n| n.cpus == per) {
-            push("-smp", format!("{},sockets={},cores={per},threads=1", self.total_cpus(), self.cpu_nodes.len()));
+            push(
+                "-smp",
+                format!(
+                    "{},sockets={},cores={per},threads=1",
+                    self.total_cpus(),
+                    self.cpu_nodes.len()
+                ),
+            );
         } else {
             push("-smp", self.total_cpus().to_string());
         }
         push("-m", format!("{}G", self.total_mem_gib()));
         let mut first_cpu = 0;
         for (i, n) in self.cpu_nodes.iter().enumerate() {
-            push("-object", format!("memory-backend-ram,id=m{i},size={}G", n.dram_gib));
+            push(
+                "-object",
+                format!("memory-backend-ram,id=m{i},size={}G", n.dram_gib),
+            );
             let last = first_cpu + n.cpus - 1;
-            let cpus = if last == first_cpu { format!("{first_cpu}") } else { format!("{first_cpu}-{last}") };
+            let cpus = if last == first_cpu {
+                format!("{first_cpu}")
+            } else {
+                format!("{first_cpu}-{last}")
+            };
             push("-numa", format!("node,nodeid={i},cpus={cpus},memdev=m{i}"));
             first_cpu = last + 1;
         }
         let k = self.cpu_nodes.len();
         for (j, m) in self.mem_nodes.iter().enumerate() {
             let id = k + j;
-            push("-object", format!("memory-backend-ram,id=m{id},size={}G", m.size_gib));
-            push("-numa", format!("node,nodeid={id},memdev=m{id},initiator={}", m.initiator));
+            push(
+                "-object",
+                format!("memory-backend-ram,id=m{id},size={}G", m.size_gib),
+            );
+            push(
+                "-numa",
+                format!("node,nodeid={id},memdev=m{id},initiator={}", m.initiator),
+            );
         }
         let n = self.nr_nodes();
         for s in 0..n {
             for d in s + 1..n {
-                push("-numa", format!("dist,src={s},dst={d},val={}", self.distance(s, d)));
+                push(
+                    "-numa",
+                    format!("dist,src={s},dst={d},val={}", self.distance(s, d)),
+                );
             }
         }
         for i in 0..k {
@@ -227,7 +274,12 @@ impl Topology {
         let mut s = Vec::new();
         let mut cpu = 0;
         for (i, n) in self.cpu_nodes.iter().enumerate() {
-            s.push(format!("node{i}: CPUs {}-{} + {} GiB DRAM", cpu, cpu + n.cpus - 1, n.dram_gib));
+            s.push(format!(
+                "node{i}: CPUs {}-{} + {} GiB DRAM",
+                cpu,
+                cpu + n.cpus - 1,
+                n.dram_gib
+            ));
             cpu += n.cpus;
         }
         let k = self.cpu_nodes.len();
@@ -250,7 +302,12 @@ mod tests {
     use super::*;
 
     fn opts(kind: TopologyKind, cpus: u32) -> TopologyOpts {
-        TopologyOpts { kind, cpus, dram_gib: 4, slow_gib: 3 }
+        TopologyOpts {
+            kind,
+            cpus,
+            dram_gib: 4,
+            slow_gib: 3,
+        }
     }
 
     fn has(args: &[String], flag: &str, val: &str) -> bool {
@@ -269,9 +326,17 @@ mod tests {
         assert!(has(&a, "-numa", "node,nodeid=0,cpus=0-1,memdev=m0"));
         assert!(has(&a, "-numa", "node,nodeid=1,memdev=m1,initiator=0"));
         assert!(has(&a, "-numa", "dist,src=0,dst=1,val=25"));
-        assert!(has(&a, "-numa", "hmat-lb,initiator=0,target=0,hierarchy=memory,data-type=access-latency,latency=100"));
+        assert!(has(
+            &a,
+            "-numa",
+            "hmat-lb,initiator=0,target=0,hierarchy=memory,data-type=access-latency,latency=100"
+        ));
         assert!(has(&a, "-numa", "hmat-lb,initiator=0,target=0,hierarchy=memory,data-type=access-bandwidth,bandwidth=200G"));
-        assert!(has(&a, "-numa", "hmat-lb,initiator=0,target=1,hierarchy=memory,data-type=access-latency,latency=250"));
+        assert!(has(
+            &a,
+            "-numa",
+            "hmat-lb,initiator=0,target=1,hierarchy=memory,data-type=access-latency,latency=250"
+        ));
         assert!(has(&a, "-numa", "hmat-lb,initiator=0,target=1,hierarchy=memory,data-type=access-bandwidth,bandwidth=50G"));
         // 2 backends, 2 nodes, 1 distance, 2x2 hmat-lb entries.
         assert_eq!(a.iter().filter(|x| *x == "-numa").count(), 2 + 1 + 4);
@@ -280,7 +345,11 @@ mod tests {
     #[test]
     fn one_cpu() {
         let t = Topology::new(&opts(TopologyKind::Numa, 1)).unwrap();
-        assert!(has(&t.qemu_args(), "-numa", "node,nodeid=0,cpus=0,memdev=m0"));
+        assert!(has(
+            &t.qemu_args(),
+            "-numa",
+            "node,nodeid=0,cpus=0,memdev=m0"
+        ));
     }
 
     #[test]
@@ -295,7 +364,11 @@ mod tests {
         assert!(has(&a, "-numa", "dist,src=0,dst=1,val=20"));
         assert!(has(&a, "-numa", "dist,src=0,dst=2,val=25"));
         assert!(has(&a, "-numa", "dist,src=1,dst=2,val=30"));
-        assert!(has(&a, "-numa", "hmat-lb,initiator=1,target=0,hierarchy=memory,data-type=access-latency,latency=150"));
+        assert!(has(
+            &a,
+            "-numa",
+            "hmat-lb,initiator=1,target=0,hierarchy=memory,data-type=access-latency,latency=150"
+        ));
         assert!(has(&a, "-numa", "hmat-lb,initiator=1,target=2,hierarchy=memory,data-type=access-bandwidth,bandwidth=40G"));
         assert_eq!(t.distance(2, 0), 25);
         assert!(Topology::new(&opts(TopologyKind::Numa2, 3)).is_err());

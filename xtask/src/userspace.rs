@@ -24,7 +24,14 @@ pub fn build() -> Result<Vec<GuestBinary>> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = Command::new(cargo);
     cmd.current_dir(&root)
-        .args(["build", "--release", "-p", "userspace-tests", "--target", GUEST_TARGET])
+        .args([
+            "build",
+            "--release",
+            "-p",
+            "userspace-tests",
+            "--target",
+            GUEST_TARGET,
+        ])
         .arg("--target-dir")
         .arg(&target_dir)
         .args(["--message-format=json-render-diagnostics", "--quiet"])
@@ -36,23 +43,37 @@ pub fn build() -> Result<Vec<GuestBinary>> {
         .stderr(Stdio::inherit())
         .stdout(Stdio::piped());
     let shown = show_cmd(&cmd);
-    let out = cmd.output().with_context(|| format!("could not start `{shown}`"))?;
+    let out = cmd
+        .output()
+        .with_context(|| format!("could not start `{shown}`"))?;
     if !out.status.success() {
-        bail!("building the guest binaries failed: `{shown}` ({}); compiler output above", out.status);
+        bail!(
+            "building the guest binaries failed: `{shown}` ({}); compiler output above",
+            out.status
+        );
     }
     let mut bins = Vec::new();
     for line in String::from_utf8_lossy(&out.stdout).lines() {
-        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else { continue };
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue;
+        };
         if v["reason"] != "compiler-artifact" {
             continue;
         }
-        let is_bin = v["target"]["kind"].as_array().is_some_and(|k| k.iter().any(|k| k == "bin"));
-        let Some(exe) = v["executable"].as_str() else { continue };
+        let is_bin = v["target"]["kind"]
+            .as_array()
+            .is_some_and(|k| k.iter().any(|k| k == "bin"));
+        let Some(exe) = v["executable"].as_str() else {
+            continue;
+        };
         if !is_bin {
             continue;
         }
         let name = v["target"]["name"].as_str().unwrap_or_default().to_string();
-        bins.push(GuestBinary { name, path: PathBuf::from(exe) });
+        bins.push(GuestBinary {
+            name,
+            path: PathBuf::from(exe),
+        });
     }
     bins.sort_by(|a, b| a.name.cmp(&b.name));
     for b in &bins {
@@ -65,7 +86,13 @@ pub fn build() -> Result<Vec<GuestBinary>> {
         }
     }
     if util::verbose() {
-        say!("guest binaries: {}", bins.iter().map(|b| b.name.as_str()).collect::<Vec<_>>().join(" "));
+        say!(
+            "guest binaries: {}",
+            bins.iter()
+                .map(|b| b.name.as_str())
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
     }
     Ok(bins)
 }
@@ -75,10 +102,13 @@ pub fn build() -> Result<Vec<GuestBinary>> {
 pub fn elf_is_static(path: &Path) -> Result<bool> {
     let mut f = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
     let mut head = vec![0u8; 64];
-    f.read_exact(&mut head).with_context(|| format!("{}: too short for ELF", path.display()))?;
+    f.read_exact(&mut head)
+        .with_context(|| format!("{}: too short for ELF", path.display()))?;
     let mut all = head.clone();
     f.read_to_end(&mut all)?;
-    elf_has_interp(&all).map(|has| !has).with_context(|| format!("{}", path.display()))
+    elf_has_interp(&all)
+        .map(|has| !has)
+        .with_context(|| format!("{}", path.display()))
 }
 
 /// Parses ELF64 little-endian program headers; true if one is PT_INTERP.

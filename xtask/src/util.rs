@@ -31,7 +31,10 @@ macro_rules! say {
 
 /// The repository root (the workspace containing `xtask/`).
 pub fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask has a parent").to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask has a parent")
+        .to_path_buf()
 }
 
 /// Cargo's target directory for the workspace.
@@ -86,7 +89,8 @@ pub fn write_atomic(path: &Path, data: &[u8]) -> Result<()> {
         std::process::id()
     ));
     fs::write(&tmp, data).with_context(|| format!("writing {}", tmp.display()))?;
-    fs::rename(&tmp, path).with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))?;
+    fs::rename(&tmp, path)
+        .with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))?;
     Ok(())
 }
 
@@ -106,8 +110,12 @@ pub fn lock(path: &Path, what: &str) -> Result<Lock> {
     match f.try_lock() {
         Ok(()) => {}
         Err(fs::TryLockError::WouldBlock) => {
-            say!("waiting for another xtask that holds {what} ({})", path.display());
-            f.lock().with_context(|| format!("locking {}", path.display()))?;
+            say!(
+                "waiting for another xtask that holds {what} ({})",
+                path.display()
+            );
+            f.lock()
+                .with_context(|| format!("locking {}", path.display()))?;
         }
         Err(fs::TryLockError::Error(e)) => {
             return Err(e).with_context(|| format!("locking {}", path.display()))
@@ -147,18 +155,29 @@ pub fn run_captured(cmd: &mut Command) -> Result<String> {
     if verbose() {
         say!("$ {shown}");
     }
-    let out = cmd.stdin(Stdio::null()).output().with_context(|| format!("could not start `{shown}`"))?;
+    let out = cmd
+        .stdin(Stdio::null())
+        .output()
+        .with_context(|| format!("could not start `{shown}`"))?;
     let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
     text.push_str(&String::from_utf8_lossy(&out.stderr));
     if !out.status.success() {
-        bail!("`{shown}` failed ({}):\n{}", out.status, tail_lines(&text, 40));
+        bail!(
+            "`{shown}` failed ({}):\n{}",
+            out.status,
+            tail_lines(&text, 40)
+        );
     }
     Ok(text)
 }
 
 /// Runs a command, returning its stdout as a trimmed string ("" on failure).
 pub fn cmd_stdout(program: &str, args: &[&str]) -> Option<String> {
-    let out = Command::new(program).args(args).stdin(Stdio::null()).output().ok()?;
+    let out = Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .ok()?;
     if !out.status.success() {
         return None;
     }
@@ -222,7 +241,9 @@ pub fn llvm_dir() -> Option<PathBuf> {
 }
 
 pub fn nproc() -> usize {
-    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
 }
 
 pub fn is_tty() -> bool {
@@ -247,17 +268,17 @@ pub fn spinner(msg: &str) -> indicatif::ProgressBar {
 /// Runs a long command with stdout+stderr going to `log`, calling `on_line`
 /// for every line (to drive a progress bar). Fails with the command, the tail
 /// of its output and the log path.
-pub fn run_logged(
-    mut cmd: Command,
-    log: &Path,
-    mut on_line: impl FnMut(&str),
-) -> Result<()> {
+pub fn run_logged(mut cmd: Command, log: &Path, mut on_line: impl FnMut(&str)) -> Result<()> {
     let shown = show_cmd(&cmd);
     let mut logf = fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
     writeln!(logf, "$ {shown}")?;
     let (reader, writer) = std::io::pipe().context("creating a pipe")?;
-    cmd.stdin(Stdio::null()).stdout(writer.try_clone()?).stderr(writer);
-    let mut child = cmd.spawn().with_context(|| format!("could not start `{shown}`"))?;
+    cmd.stdin(Stdio::null())
+        .stdout(writer.try_clone()?)
+        .stderr(writer);
+    let mut child = cmd
+        .spawn()
+        .with_context(|| format!("could not start `{shown}`"))?;
     // Drop our copies of the write end, or the read below never sees EOF.
     drop(cmd);
     let mut tail = VecDeque::new();

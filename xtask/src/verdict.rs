@@ -51,7 +51,9 @@ fn is_prog_kind(k: &str) -> bool {
 }
 
 fn rc_of(s: &str) -> Option<i32> {
-    s.split_whitespace().find_map(|w| w.strip_prefix("rc=")).and_then(|v| v.parse().ok())
+    s.split_whitespace()
+        .find_map(|w| w.strip_prefix("rc="))
+        .and_then(|v| v.parse().ok())
 }
 
 /// Reads markers from the console (timestamps, order with KTAP) and program
@@ -61,7 +63,9 @@ pub fn scan(console: &str, data: &str) -> Markers {
     let mut by_name: BTreeMap<String, usize> = BTreeMap::new();
     for line in console.lines() {
         let (ts, text) = strip_printk(line);
-        let Some(i) = text.find("TIERKIT-") else { continue };
+        let Some(i) = text.find("TIERKIT-") else {
+            continue;
+        };
         let t = text[i..].trim_end();
         let (tag, rest) = t.split_once(' ').unwrap_or((t, ""));
         let tag = &tag["TIERKIT-".len()..];
@@ -70,16 +74,30 @@ pub fn scan(console: &str, data: &str) -> Markers {
             "INSMOD" => m.insmod_rc = rc_of(rest),
             "RMMOD" => m.rmmod_rc = rc_of(rest),
             "DONE" => {
-                m.done = Some(rest.split_whitespace().find_map(|w| w.strip_prefix("fails=")).and_then(|v| v.parse().ok()).unwrap_or(0))
+                m.done = Some(
+                    rest.split_whitespace()
+                        .find_map(|w| w.strip_prefix("fails="))
+                        .and_then(|v| v.parse().ok())
+                        .unwrap_or(0),
+                )
             }
             "ERROR" => m.errors.push(rest.to_string()),
             "NOTE" => m.notes.push(rest.to_string()),
             "TOPO" => m.topology.push(rest.to_string()),
             _ => {
                 if let Some(kind) = tag.strip_suffix("-START").filter(|k| is_prog_kind(k)) {
-                    let name = rest.split_whitespace().next().unwrap_or_default().to_string();
+                    let name = rest
+                        .split_whitespace()
+                        .next()
+                        .unwrap_or_default()
+                        .to_string();
                     by_name.insert(format!("{kind}/{name}"), m.progs.len());
-                    m.progs.push(ProgRun { kind: kind.to_string(), name, start_s: ts, ..Default::default() });
+                    m.progs.push(ProgRun {
+                        kind: kind.to_string(),
+                        name,
+                        start_s: ts,
+                        ..Default::default()
+                    });
                 } else if is_prog_kind(tag) {
                     let name = rest.split_whitespace().next().unwrap_or_default();
                     if let Some(&i) = by_name.get(&format!("{tag}/{name}")) {
@@ -137,7 +155,13 @@ impl Outcome {
 }
 
 fn harness_failure(name: &str, msg: String) -> UserTest {
-    UserTest { name: format!("[harness] {name}"), passed: false, rc: -1, output_tail: msg, duration_ms: 0 }
+    UserTest {
+        name: format!("[harness] {name}"),
+        passed: false,
+        rc: -1,
+        output_tail: msg,
+        duration_ms: 0,
+    }
 }
 
 fn last_lines(s: &str, n: usize) -> String {
@@ -174,9 +198,16 @@ pub fn evaluate(guest: &GuestRun, kunit: bool, filter: Option<&str>) -> Outcome 
             "boot",
             format!(
                 "the guest never reached /init (QEMU exit: {}). Last console lines:\n{}{}",
-                guest.exit.map(|e| e.to_string()).unwrap_or_else(|| "killed".into()),
+                guest
+                    .exit
+                    .map(|e| e.to_string())
+                    .unwrap_or_else(|| "killed".into()),
                 last_lines(&guest.console, 20),
-                if guest.qemu_stderr.trim().is_empty() { String::new() } else { format!("\nQEMU: {}", guest.qemu_stderr.trim()) }
+                if guest.qemu_stderr.trim().is_empty() {
+                    String::new()
+                } else {
+                    format!("\nQEMU: {}", guest.qemu_stderr.trim())
+                }
             ),
             &mut reasons,
         );
@@ -196,17 +227,44 @@ pub fn evaluate(guest: &GuestRun, kunit: bool, filter: Option<&str>) -> Outcome 
         for p in &markers.progs {
             match p.rc {
                 Some(0) => {}
-                Some(rc) if p.kind == "USERTEST" => reasons.push(format!("userspace test {} failed (rc={rc})", p.name)),
-                Some(rc) => reasons.push(format!("{} {} failed (rc={rc})", p.kind.to_lowercase(), p.name)),
-                None => fail(&p.name, format!("{} {} started but never finished", p.kind.to_lowercase(), p.name), &mut reasons),
+                Some(rc) if p.kind == "USERTEST" => {
+                    reasons.push(format!("userspace test {} failed (rc={rc})", p.name))
+                }
+                Some(rc) => reasons.push(format!(
+                    "{} {} failed (rc={rc})",
+                    p.kind.to_lowercase(),
+                    p.name
+                )),
+                None => fail(
+                    &p.name,
+                    format!(
+                        "{} {} started but never finished",
+                        p.kind.to_lowercase(),
+                        p.name
+                    ),
+                    &mut reasons,
+                ),
             }
             if !p.bad_json.is_empty() {
-                fail(&p.name, format!("{}: {} TIERKIT-JSON line(s) are not valid JSON, e.g. {}", p.name, p.bad_json.len(), p.bad_json[0].chars().take(200).collect::<String>()), &mut reasons);
+                fail(
+                    &p.name,
+                    format!(
+                        "{}: {} TIERKIT-JSON line(s) are not valid JSON, e.g. {}",
+                        p.name,
+                        p.bad_json.len(),
+                        p.bad_json[0].chars().take(200).collect::<String>()
+                    ),
+                    &mut reasons,
+                );
             }
         }
         if markers.insmod_rc == Some(0) && markers.rmmod_rc.is_some_and(|rc| rc != 0) {
             let why = markers.errors.iter().find(|e| e.contains("rmmod")).cloned();
-            fail("rmmod", why.unwrap_or_else(|| "rmmod tierkit failed".into()), &mut reasons);
+            fail(
+                "rmmod",
+                why.unwrap_or_else(|| "rmmod tierkit failed".into()),
+                &mut reasons,
+            );
         }
         for e in &markers.errors {
             if !e.contains("insmod") && !e.contains("rmmod") {
@@ -237,9 +295,15 @@ pub fn evaluate(guest: &GuestRun, kunit: bool, filter: Option<&str>) -> Outcome 
         reasons.extend(kv.reasons.iter().cloned());
     }
     if let Some(f) = filter {
-        let usertests = markers.progs.iter().filter(|p| p.kind == "USERTEST").count();
+        let usertests = markers
+            .progs
+            .iter()
+            .filter(|p| p.kind == "USERTEST")
+            .count();
         if kunit_on && markers.done.is_some() && run.suites().next().is_none() && usertests == 0 {
-            reasons.push(format!("--filter '{f}' matched no KUnit suite and no userspace test"));
+            reasons.push(format!(
+                "--filter '{f}' matched no KUnit suite and no userspace test"
+            ));
         }
     }
 
@@ -263,7 +327,12 @@ pub fn evaluate(guest: &GuestRun, kunit: bool, filter: Option<&str>) -> Outcome 
     if !reasons.is_empty() && crate::report::Totals::of(&run, &user_tests).failed == 0 {
         user_tests.push(harness_failure("verdict", reasons.join("\n")));
     }
-    Outcome { run, markers, user_tests, reasons }
+    Outcome {
+        run,
+        markers,
+        user_tests,
+        reasons,
+    }
 }
 
 #[cfg(test)]
@@ -330,13 +399,18 @@ hello from a
         let c = GOOD.replace("tk-test-a rc=0", "tk-test-a rc=3");
         let o = evaluate(&guest(&c, GOOD_DATA, false), true, None);
         assert!(!o.ok());
-        assert!(o.reasons.iter().any(|r| r.contains("tk-test-a failed (rc=3)")));
+        assert!(o
+            .reasons
+            .iter()
+            .any(|r| r.contains("tk-test-a failed (rc=3)")));
         assert_eq!(crate::report::Totals::of(&o.run, &o.user_tests).failed, 1);
     }
 
     #[test]
     fn failing_kunit_case_fails() {
-        let c = GOOD.replace("    ok 2 a_cpuless", "    not ok 2 a_cpuless").replace("ok 1 tierkit_topology", "not ok 1 tierkit_topology");
+        let c = GOOD
+            .replace("    ok 2 a_cpuless", "    not ok 2 a_cpuless")
+            .replace("ok 1 tierkit_topology", "not ok 1 tierkit_topology");
         let o = evaluate(&guest(&c, GOOD_DATA, false), true, None);
         assert!(!o.ok());
         assert_eq!(crate::report::Totals::of(&o.run, &o.user_tests).failed, 1);
@@ -347,7 +421,11 @@ hello from a
         let c = "[ 1.0] TIERKIT-BOOT mode=test\n[ 1.1] TIERKIT-INSMOD rc=1\n[ 1.1] TIERKIT-ERROR insmod /lib/modules/tierkit.ko failed (rc=1): Invalid module format\n[ 1.2] TIERKIT-DONE fails=1\n";
         let o = evaluate(&guest(c, "", false), true, None);
         assert!(!o.ok());
-        assert!(o.reasons[0].contains("Invalid module format"), "{:?}", o.reasons);
+        assert!(
+            o.reasons[0].contains("Invalid module format"),
+            "{:?}",
+            o.reasons
+        );
         assert!(crate::report::Totals::of(&o.run, &o.user_tests).failed >= 1);
     }
 
@@ -355,15 +433,31 @@ hello from a
     fn missing_done_and_timeout_fail() {
         let cut = GOOD.split("[    2.000000]").next().unwrap();
         let o = evaluate(&guest(cut, GOOD_DATA, false), true, None);
-        assert!(o.reasons.iter().any(|r| r.contains("TIERKIT-DONE")), "{:?}", o.reasons);
+        assert!(
+            o.reasons.iter().any(|r| r.contains("TIERKIT-DONE")),
+            "{:?}",
+            o.reasons
+        );
         let o = evaluate(&guest(cut, GOOD_DATA, true), true, None);
-        assert!(o.reasons.iter().any(|r| r.contains("hung")), "{:?}", o.reasons);
+        assert!(
+            o.reasons.iter().any(|r| r.contains("hung")),
+            "{:?}",
+            o.reasons
+        );
         assert!(crate::report::Totals::of(&o.run, &o.user_tests).failed >= 1);
     }
 
     #[test]
     fn never_booted_fails() {
-        let o = evaluate(&guest("[    1.7] Kernel panic - not syncing: VFS: Unable to mount root fs\n", "", false), true, None);
+        let o = evaluate(
+            &guest(
+                "[    1.7] Kernel panic - not syncing: VFS: Unable to mount root fs\n",
+                "",
+                false,
+            ),
+            true,
+            None,
+        );
         assert!(o.reasons.iter().any(|r| r.contains("never reached /init")));
     }
 
@@ -383,9 +477,17 @@ hello from a
         assert!(o.ok(), "{:?}", o.reasons);
         let nothing = "[ 1.0] TIERKIT-BOOT mode=test\n[ 1.1] TIERKIT-INSMOD rc=0\n[ 1.4] TIERKIT-RMMOD rc=0\n[ 1.5] TIERKIT-DONE fails=0\n";
         let o = evaluate(&guest(nothing, "", false), true, Some("typo*"));
-        assert!(o.reasons.iter().any(|r| r.contains("matched no")), "{:?}", o.reasons);
+        assert!(
+            o.reasons.iter().any(|r| r.contains("matched no")),
+            "{:?}",
+            o.reasons
+        );
         let o = evaluate(&guest(nothing, "", false), true, None);
-        assert!(o.reasons.iter().any(|r| r.contains("no KUnit suite ran")), "{:?}", o.reasons);
+        assert!(
+            o.reasons.iter().any(|r| r.contains("no KUnit suite ran")),
+            "{:?}",
+            o.reasons
+        );
     }
 
     #[test]
