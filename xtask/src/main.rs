@@ -166,6 +166,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     util::set_verbose(cli.verbose);
     util::setup_llvm_path();
+    let is_test = matches!(cli.cmd, Cmd::Test(_));
     match real_main(cli) {
         Ok(code) => code,
         Err(e) => {
@@ -173,6 +174,17 @@ fn main() -> ExitCode {
             eprintln!("\nerror: {e}");
             for cause in e.chain().skip(1) {
                 eprintln!("  caused by: {cause}");
+            }
+            if is_test {
+                // CI reads this line; a build or boot error is a failure too.
+                println!(
+                    "{}",
+                    report::Totals {
+                        passed: 0,
+                        failed: 1,
+                        skipped: 0
+                    }
+                );
             }
             ExitCode::FAILURE
         }

@@ -63,6 +63,13 @@ pub fn check() -> Vec<Missing> {
             );
         }
     }
+    if !Path::new("/usr/share/keyrings/debian-archive-keyring.gpg").exists() {
+        miss(
+            &mut m,
+            "Debian's archive keyring (the private apt configuration that fetches the kernel source checks signatures with it)",
+            "apt-get install debian-archive-keyring",
+        );
+    }
     if !libclang_present() {
         miss(
             &mut m,
