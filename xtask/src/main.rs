@@ -99,9 +99,10 @@ struct GuestArgs {
     /// Guest CPUs in total (numa2 splits them over its two CPU nodes).
     #[arg(long, default_value_t = 2, value_name = "N")]
     cpus: u32,
-    /// DRAM per CPU node, in whole GiB. 5 GiB leaves a free, naturally
-    /// aligned GiB on node 0 (q35 splits RAM around the PCI hole below 4 GiB).
-    #[arg(long, default_value = "5G", value_parser = util::parse_gib, value_name = "SIZE")]
+    /// DRAM per CPU node, in whole GiB. q35 splits RAM around the PCI hole
+    /// below 4 GiB; 6 GiB leaves a free, naturally aligned GiB on node 0 even
+    /// after the other tests have left unmovable pages behind.
+    #[arg(long, default_value = "6G", value_parser = util::parse_gib, value_name = "SIZE")]
     dram: u32,
     /// Size of the memory-only (emulated CXL) node, in whole GiB.
     #[arg(long, default_value = "3G", value_parser = util::parse_gib, value_name = "SIZE")]
