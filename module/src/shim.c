@@ -23,11 +23,6 @@
 
 /* --- nodes and CPUs ------------------------------------------------------ */
 
-int tk_cpu_to_node(int cpu)
-{
-	return cpu_to_node(cpu);
-}
-
 unsigned int tk_nr_cpu_ids(void)
 {
 	return nr_cpu_ids;

@@ -8,7 +8,6 @@
 
 struct page;
 
-int tk_cpu_to_node(int cpu);
 unsigned int tk_nr_cpu_ids(void);
 bool tk_cpu_online(int cpu);
 int tk_node_next_cpu(int nid, int prev);

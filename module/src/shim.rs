@@ -13,7 +13,6 @@ use kernel::ffi::{c_char, c_int, c_uint, c_ulong};
 // rustc calls FFI-unsafe; only pointers to it cross the boundary.
 #[allow(improper_ctypes)]
 extern "C" {
-    pub(crate) fn tk_cpu_to_node(cpu: c_int) -> c_int;
     pub(crate) fn tk_nr_cpu_ids() -> c_uint;
     pub(crate) fn tk_cpu_online(cpu: c_int) -> bool;
     pub(crate) fn tk_node_next_cpu(nid: c_int, prev: c_int) -> c_int;
