@@ -785,11 +785,9 @@ pub fn cmd_kernel(kernel_src: Option<&Path>, fresh_config: bool) -> Result<()> {
     say!("kernel {} from {}", k.version, k.src.display());
     say!("bzImage: {}", k.bzimage.display());
     println!("KDIR={}", k.out_dir.display());
-    let path_hint = util::llvm_dir()
-        .map(|d| format!("PATH={}:$PATH ", d.display()))
-        .unwrap_or_default();
+    // The top-level Makefile sets LLVM=1 and PATH itself (see its header).
     say!(
-        "build the module by hand with: {path_hint}make KDIR={} LLVM=1",
+        "build the module by hand with: make KDIR={}",
         k.out_dir.display()
     );
     Ok(())
