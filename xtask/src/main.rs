@@ -7,6 +7,7 @@
 //! [`initramfs`] (cpio with `guest/init.sh`) -> [`qemu`] (+ [`topology`]) ->
 //! [`verdict`] (markers, [`ktap`]) -> [`report`].
 
+mod bench;
 mod initramfs;
 mod kconfig;
 mod kernel;
@@ -422,6 +423,7 @@ fn guest_cmd(
     say!("console: {}", guest.console_log.display());
     if let Mode::Bench(name) = &mode {
         write_bench(name, &cfg, &outcome, &guest.data_log)?;
+        bench::report(name);
     }
     if !kunit {
         // Demos and benchmarks: their exit codes, crashes, the protocol.
