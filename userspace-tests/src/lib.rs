@@ -1,5 +1,5 @@
 //! tierkit's guest-side test library: a thin syscall layer ([`sys`]),
-//! topology discovery ([`node`]), the weight files of the kernel and of
+//! topology discovery ([`node`], and CXL regions in [`cxl`]), the weight files of the kernel and of
 //! tierkit ([`weights`]), `/dev/tierkit` ([`tk`]), result reporting
 //! ([`report`]), and small helpers shared by the binaries in `src/bin/`.
 //!
@@ -14,6 +14,8 @@
 //! - `tk-test-diff`: tierkit against the kernel's own
 //!   MPOL_WEIGHTED_INTERLEAVE / MPOL_INTERLEAVE, page by page, same ilx;
 //!   shmem; auto weights from the HMAT bandwidth.
+//! - `tk-test-cxl`: the memory-only node of `--topology cxl` is a CXL
+//!   region onlined through dax/kmem (skips without CXL regions).
 //! - `tk-test-task`: `TK_IOC_TASK_NEXT` and `TK_IOC_BULK` against
 //!   tierkit-core's `TaskState` and `bulk_split`.
 //! - `tk-bench-wi`: pages/s of tierkit's mmap against anonymous faults.
@@ -25,6 +27,7 @@
 //! Everything that does not need the guest is unit-tested on the host with
 //! `cargo test -p userspace-tests`.
 
+pub mod cxl;
 pub mod node;
 pub mod report;
 pub mod sys;

@@ -133,9 +133,14 @@ impl Topology {
 /// Node `nid`'s access class 1 bandwidth (nearest CPU initiator,
 /// `ACCESS_COORDINATE_CPU`, drivers/base/node.c) as `(read, write)` MB/s from
 /// `accessN/initiators/{read,write}_bandwidth`, which the kernel fills from
-/// HMAT or CDAT. `None` if the files are missing (no HMAT).
+/// HMAT or CDAT. A node made of a CXL region has no such files; its figures
+/// are the region's `access1` (the same numbers the kernel's weighted
+/// interleave uses, see [`crate::cxl`]). `None` if neither exists (no HMAT).
 pub fn access1_bandwidth(nid: u32) -> Option<(u32, u32)> {
-    access_bandwidth_from(Path::new(NODE_SYSFS), nid)
+    access_bandwidth_from(Path::new(NODE_SYSFS), nid).or_else(|| {
+        let a = crate::cxl::CxlBus::default().region_of_node(nid)?.access[1]?;
+        Some((a.read_bw, a.write_bw))
+    })
 }
 
 /// [`access1_bandwidth`] under another root.

@@ -28,7 +28,7 @@ use std::process::{Command, ExitCode, Stdio};
 use std::time::Duration;
 
 use qemu::Mode;
-use topology::{Topology, TopologyKind, TopologyOpts};
+use topology::{CxlDevice, Perf, Topology, TopologyKind, TopologyOpts};
 use util::{fmt_dur, Timer};
 
 const ABOUT: &str = "Build Linux 7.3 with Rust and the tierkit module, boot it in QEMU with a \
@@ -94,23 +94,36 @@ struct KernelArgs {
 struct GuestArgs {
     #[command(flatten)]
     kernel: KernelArgs,
-    /// Guest NUMA topology.
-    #[arg(long, value_enum, default_value_t = TopologyKind::Numa)]
-    topology: TopologyKind,
+    /// Guest NUMA topology [default: numa; `test`: numa, then cxl].
+    #[arg(long, value_enum)]
+    topology: Option<TopologyKind>,
     /// Guest CPUs in total (numa2 splits them over its two CPU nodes).
     #[arg(long, default_value_t = 2, value_name = "N")]
     cpus: u32,
-    /// DRAM per CPU node, in whole GiB. q35 splits RAM around the PCI hole
-    /// below 4 GiB; 6 GiB leaves a free, naturally aligned GiB on node 0 even
-    /// after the other tests have left unmovable pages behind.
-    #[arg(long, default_value = "6G", value_parser = util::parse_gib, value_name = "SIZE")]
-    dram: u32,
-    /// Size of the memory-only (emulated CXL) node, in whole GiB.
+    /// DRAM per CPU node, in whole GiB [default: 6G; cxl: 7G]. q35 splits
+    /// RAM around the PCI hole below 4 GiB; 6 GiB leaves a free, naturally
+    /// aligned GiB on node 0 even after the other tests have left unmovable
+    /// pages behind. cxl needs one more: the CXL node's memmap (64 MiB per
+    /// 4 GiB) is allocated on node 0 when the region is hot-added.
+    #[arg(long, value_parser = util::parse_gib, value_name = "SIZE")]
+    dram: Option<u32>,
+    /// Size of the memory-only node of numa and numa2, in whole GiB.
     #[arg(long, default_value = "3G", value_parser = util::parse_gib, value_name = "SIZE")]
     cxl_mem: u32,
-    /// QEMU CPU model (`-cpu`), e.g. `max` or `max,erms=off`.
-    #[arg(long = "cpu", default_value = "max", value_name = "MODEL")]
-    cpu_model: String,
+    /// A CXL type-3 device of --topology cxl: whole GiB, optionally with
+    /// the HMAT latency (ns) and bandwidth (GB/s) of its generic port, e.g.
+    /// `4G` or `2G:300:5G`. Repeatable or comma-separated (`4G,2G`).
+    /// [default: one 4G:250:10G]
+    #[arg(long, alias = "cxl-devs", value_delimiter = ',', value_parser = CxlDevice::parse, value_name = "SIZE[:NS:GBS]")]
+    cxl_dev: Vec<CxlDevice>,
+    /// HMAT latency (ns) and bandwidth (GB/s) of a CPU node's own DRAM,
+    /// e.g. `100:20G` [default: numa, numa2: 100:200G; cxl: 100:20G].
+    #[arg(long, value_parser = Perf::parse, value_name = "NS:GBS")]
+    dram_perf: Option<Perf>,
+    /// QEMU CPU model (`-cpu`), e.g. `max` or `max,erms=off`
+    /// [default: max; cxl: max,erms=off,fsrm=off,fsrs=off].
+    #[arg(long = "cpu", value_name = "MODEL")]
+    cpu_model: Option<String>,
     /// Use KVM even if it does not look usable.
     #[arg(long, overrides_with = "no_kvm")]
     kvm: bool,
@@ -218,7 +231,10 @@ fn real_main(cli: Cli) -> Result<ExitCode> {
             );
             Ok(ExitCode::SUCCESS)
         }
-        Cmd::Run(r) => guest_cmd(Mode::Run, &r.guest, r.kunit, None),
+        Cmd::Run(r) => {
+            let kind = r.guest.topology.unwrap_or(TopologyKind::Numa);
+            guest_cmd(Mode::Run, &r.guest, kind, r.kunit, None, None).map(|g| g.exit())
+        }
         Cmd::Test(t) => {
             setup::ensure()?;
             let host = if t.no_host_tests {
@@ -226,14 +242,20 @@ fn real_main(cli: Cli) -> Result<ExitCode> {
             } else {
                 Some(host_tests()?)
             };
-            guest_cmd(Mode::Test, &t.guest, true, host)
+            match t.guest.topology {
+                Some(kind) => {
+                    guest_cmd(Mode::Test, &t.guest, kind, true, host, None).map(|g| g.exit())
+                }
+                None => test_all_topologies(&t.guest, host),
+            }
         }
         Cmd::Bench(b) => {
             let name = match b.which {
                 BenchKind::Clear => "clear",
                 BenchKind::Wi => "wi",
             };
-            guest_cmd(Mode::Bench(name.into()), &b.guest, false, None)
+            let kind = b.guest.topology.unwrap_or(TopologyKind::Numa);
+            guest_cmd(Mode::Bench(name.into()), &b.guest, kind, false, None, None).map(|g| g.exit())
         }
     }
 }
@@ -327,20 +349,124 @@ fn host_tests() -> Result<(bool, Duration)> {
     Ok((ok, t.elapsed()))
 }
 
+/// The topologies `cargo xtask test` runs without `--topology`.
+const TEST_TOPOLOGIES: [TopologyKind; 2] = [TopologyKind::Numa, TopologyKind::Cxl];
+
+/// `cargo xtask test` without `--topology`: the full suite on numa, then on
+/// cxl; a summary per topology, then one line per topology and the combined
+/// totals line last.
+fn test_all_topologies(g: &GuestArgs, host: Option<(bool, Duration)>) -> Result<ExitCode> {
+    let mut results: Vec<(TopologyKind, GuestResult)> = Vec::new();
+    for (i, &kind) in TEST_TOPOLOGIES.iter().enumerate() {
+        println!();
+        say!(
+            "===== topology {kind} ({}/{}) =====",
+            i + 1,
+            TEST_TOPOLOGIES.len()
+        );
+        // Host tests count once, with the first topology.
+        let h = if i == 0 { host } else { None };
+        let label = kind.to_string();
+        let r = match guest_cmd(Mode::Test, g, kind, true, h, Some(&label)) {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("\nerror ({kind}): {e}");
+                for cause in e.chain().skip(1) {
+                    eprintln!("  caused by: {cause}");
+                }
+                let t = report::Totals {
+                    passed: 0,
+                    failed: 1,
+                    skipped: 0,
+                };
+                println!("{}", t.labelled(&label));
+                GuestResult {
+                    ok: false,
+                    totals: Some(t),
+                    boot: None,
+                    cxl_setup: None,
+                }
+            }
+        };
+        results.push((kind, r));
+    }
+    println!();
+    let mut all = report::Totals::default();
+    for (kind, r) in &results {
+        let t = r.totals.unwrap_or_default();
+        all = all.add(t);
+        let mut time = r
+            .boot
+            .map(|b| format!(" (guest {}", fmt_dur(b)))
+            .unwrap_or_default();
+        if let Some(c) = r.cxl_setup {
+            time.push_str(&format!(", CXL setup {c:.1} s"));
+        }
+        if !time.is_empty() {
+            time.push(')');
+        }
+        let status = if r.ok { "ok" } else { "FAILED" };
+        say!("{kind}: {status}{time}: {}", t.labelled(&kind.to_string()));
+    }
+    println!("{all}");
+    Ok(if results.iter().all(|(_, r)| r.ok) {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// What one boot came to.
+struct GuestResult {
+    ok: bool,
+    /// KUnit plus userspace totals (`test`, `run --kunit`).
+    totals: Option<report::Totals>,
+    /// Wall time of the boot.
+    boot: Option<Duration>,
+    /// Seconds /init spent assembling and onlining CXL regions.
+    cxl_setup: Option<f64>,
+}
+
+impl GuestResult {
+    fn exit(&self) -> ExitCode {
+        if self.ok {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Boots `kind` once in `mode` and reports. `label`: one of several
+/// topologies of one `test` (its totals line says which).
 fn guest_cmd(
     mode: Mode,
     g: &GuestArgs,
+    kind: TopologyKind,
     kunit: bool,
     host: Option<(bool, Duration)>,
-) -> Result<ExitCode> {
+    label: Option<&str>,
+) -> Result<GuestResult> {
     setup::ensure()?;
     let total = Timer::start();
     let topo = Topology::new(&TopologyOpts {
-        kind: g.topology,
+        kind,
         cpus: g.cpus,
-        dram_gib: g.dram,
+        dram_gib: g.dram.unwrap_or(topology::default_dram_gib(kind)),
         slow_gib: g.cxl_mem,
+        // `test` without --topology: the CXL devices are cxl's.
+        cxl_devs: if kind == TopologyKind::Cxl || g.topology.is_some() {
+            g.cxl_dev.clone()
+        } else {
+            vec![]
+        },
+        dram_perf: g.dram_perf,
     })?;
+    for (i, d) in topo.cxl.iter().enumerate() {
+        if d.size_gib < 2 {
+            say!("note: CXL device {i} is {} GiB: QEMU puts CXL windows 256 MiB past a GiB boundary, so its node holds no aligned GiB and 1 GiB gigantic pages (tierkit_clear_gigantic, tk-test-gigantic) cannot be placed there; use 2G or more", d.size_gib);
+        }
+    }
     let accel = qemu::choose_accel(if g.kvm {
         Some(true)
     } else if g.no_kvm {
@@ -355,7 +481,10 @@ fn guest_cmd(
     };
     let cfg = qemu::GuestConfig {
         topology: topo,
-        cpu_model: g.cpu_model.clone(),
+        cpu_model: g
+            .cpu_model
+            .clone()
+            .unwrap_or_else(|| topology::default_cpu_model(kind).to_string()),
         accel,
         mode: mode.clone(),
         kunit,
@@ -363,7 +492,7 @@ fn guest_cmd(
         append: g.append.clone(),
         timeout: Duration::from_secs(g.timeout.unwrap_or(default_timeout)),
     };
-    let run_dir = util::out_dir().join(format!("{}-{}", mode.as_param(), g.topology));
+    let run_dir = util::out_dir().join(format!("{}-{}", mode.as_param(), kind));
     std::fs::create_dir_all(&run_dir)?;
     // Two boots of the same mode and topology would write the same logs.
     let _run_lock = util::lock(&run_dir.join(".lock"), "this run directory")?;
@@ -379,7 +508,7 @@ fn guest_cmd(
     let b = build_all(&g.kernel, &run_dir)?;
     say!(
         "booting {} with {} ({:?}, -cpu {}), mode {}",
-        g.topology,
+        kind,
         cfg.topology.describe(),
         accel,
         cfg.cpu_model,
@@ -400,6 +529,7 @@ fn guest_cmd(
         outcome.user_tests.push(report::UserTest {
             name: "[harness] host tests".into(),
             passed: false,
+            skipped: false,
             rc: 1,
             output_tail: msg,
             duration_ms: 0,
@@ -421,6 +551,13 @@ fn guest_cmd(
         say!("QEMU stderr: {}", guest.qemu_stderr.trim());
     }
     say!("console: {}", guest.console_log.display());
+    print_guest_view(kind, &outcome.markers);
+    let result = |totals| GuestResult {
+        ok: outcome.ok(),
+        totals,
+        boot: Some(boot_time),
+        cxl_setup: outcome.markers.cxl_setup_secs(),
+    };
     if let Mode::Bench(name) = &mode {
         write_bench(name, &cfg, &outcome, &guest.data_log)?;
         bench::report(name);
@@ -443,16 +580,17 @@ fn guest_cmd(
         }
         let status = if outcome.ok() { "ok" } else { "FAILED" };
         println!("tierkit {}: {status}", mode.as_param().replace('-', " "));
-        return Ok(if outcome.ok() {
-            ExitCode::SUCCESS
-        } else {
-            ExitCode::FAILURE
-        });
+        return Ok(result(None));
     }
     let results = run_dir.join("results.json");
     let junit = run_dir.join("junit.xml");
     report::write_json(&results, &outcome.run, &outcome.user_tests)?;
-    report::write_junit(&junit, &outcome.run, &outcome.user_tests)?;
+    report::write_junit(
+        &junit,
+        &format!("tierkit-{kind}"),
+        &outcome.run,
+        &outcome.user_tests,
+    )?;
     say!("results: {} and {}", results.display(), junit.display());
     say!(
         "time: {} (total {})",
@@ -468,12 +606,30 @@ fn guest_cmd(
         }
     }
     println!();
-    report::print_summary(&outcome.run, &outcome.user_tests);
-    Ok(if outcome.ok() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    })
+    match label {
+        Some(l) => report::print_summary_labelled(&outcome.run, &outcome.user_tests, l),
+        None => report::print_summary(&outcome.run, &outcome.user_tests),
+    }
+    Ok(result(Some(report::Totals::of(
+        &outcome.run,
+        &outcome.user_tests,
+    ))))
+}
+
+/// What the guest kernel saw (its `TIERKIT-TOPO` lines: nodes, memory,
+/// CPUs, access0/access1 performance, CXL regions, weighted-interleave
+/// weights), and how long the CXL regions took to come online.
+fn print_guest_view(kind: TopologyKind, m: &verdict::Markers) {
+    if m.topology.is_empty() {
+        return;
+    }
+    say!("guest view ({kind}):");
+    for l in &m.topology {
+        println!("  {l}");
+    }
+    if let Some(s) = m.cxl_setup_secs() {
+        println!("  CXL setup (enumerate, assemble, commit, online): {s:.1} s in the guest");
+    }
 }
 
 /// Collects the `TIERKIT-JSON` lines of the bench programs into

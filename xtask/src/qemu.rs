@@ -123,6 +123,10 @@ pub fn kernel_cmdline(cfg: &GuestConfig) -> Result<String> {
     .map(|s| s.to_string())
     .collect();
     p.push(format!("tierkit.mode={}", cfg.mode.as_param()));
+    if let Some(c) = cfg.topology.cxl_param() {
+        // /init assembles one region per device, in this order.
+        p.push(format!("tierkit.cxl={c}"));
+    }
     if let Some(f) = &cfg.filter {
         if f.is_empty() || f.chars().any(|c| c.is_whitespace() || c == '"') {
             bail!("--filter `{f}`: a glob without spaces or quotes, e.g. 'tierkit_topology.*'");
@@ -439,7 +443,8 @@ pub fn boot(
         .unwrap_or_default();
     if console.trim().is_empty() && !timed_out {
         bail!(
-            "QEMU failed to start or printed nothing (exit: {}):\n{}\ncommand: {}",
+            "QEMU refused the {} topology or failed to start (exit: {}):\n{}\ncommand: {}",
+            cfg.topology.kind,
             exit.map(|e| e.to_string())
                 .unwrap_or_else(|| "killed".into()),
             qemu_stderr.trim(),
@@ -466,10 +471,8 @@ mod tests {
     fn cfg(mode: Mode, filter: Option<&str>) -> GuestConfig {
         GuestConfig {
             topology: Topology::new(&TopologyOpts {
-                kind: TopologyKind::Numa,
-                cpus: 2,
                 dram_gib: 4,
-                slow_gib: 3,
+                ..TopologyOpts::defaults(TopologyKind::Numa)
             })
             .unwrap(),
             cpu_model: "max".into(),
@@ -500,6 +503,7 @@ mod tests {
         assert!(!c.contains("quiet"));
         assert!(!c.contains("kunit_shutdown"));
         assert!(!c.contains("kunit.enable=0"));
+        assert!(!c.contains("tierkit.cxl"));
         let b = kernel_cmdline(&cfg(Mode::Bench("clear".into()), None)).unwrap();
         assert!(b.contains("tierkit.mode=bench-clear") && b.contains("kunit.enable=0"));
         assert!(kernel_cmdline(&cfg(Mode::Test, Some("a b"))).is_err());
@@ -525,6 +529,41 @@ mod tests {
         assert!(has("-serial", "file:/r/data.log"));
         assert!(has("-kernel", "/k/bzImage"));
         assert!(a.contains(&"-no-reboot".to_string()));
+    }
+
+    #[test]
+    fn cxl_command_line() {
+        let mut c = cfg(Mode::Test, None);
+        c.topology = Topology::new(&TopologyOpts {
+            cxl_devs: vec![
+                crate::topology::CxlDevice::parse("4G").unwrap(),
+                crate::topology::CxlDevice::parse("2G").unwrap(),
+            ],
+            ..TopologyOpts::defaults(TopologyKind::Cxl)
+        })
+        .unwrap();
+        let line = kernel_cmdline(&c).unwrap();
+        assert!(
+            line.split(' ').any(|w| w == "tierkit.cxl=4096,2048"),
+            "{line}"
+        );
+        assert!(line.contains("memhp_default_state=online_kernel"));
+        let a = qemu_args(
+            Path::new("/k/bzImage"),
+            Path::new("/r/initramfs.cpio"),
+            Path::new("/r/data.log"),
+            &c,
+        )
+        .unwrap();
+        let has = |x: &str, y: &str| a.windows(2).any(|w| w[0] == x && w[1] == y);
+        assert!(has("-machine", "q35,hmat=on,cxl=on"));
+        assert!(has("-m", "6G,maxmem=12G,slots=4"));
+        assert!(has("-device", "pxb-cxl,bus_nr=28,bus=pcie.0,id=cxl.2"));
+        assert_eq!(a.iter().filter(|x| x.starts_with("cxl-type3,")).count(), 2);
+        // Topology arguments come before -cpu and the kernel.
+        let m = a.iter().position(|x| x == "-M").unwrap();
+        let k = a.iter().position(|x| x == "-kernel").unwrap();
+        assert!(m < k);
     }
 
     #[test]

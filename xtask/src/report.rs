@@ -31,6 +31,11 @@ const SUMMARY_SKIPPED: usize = 20;
 pub struct UserTest {
     pub name: String,
     pub passed: bool,
+    /// It passed without checking anything: every check it reported was a
+    /// skip (its `TIERKIT-JSON` line has `passed: 0, skipped: N > 0`), e.g.
+    /// `tk-test-cxl` on a topology without CXL devices. Counts as skipped.
+    #[serde(default)]
+    pub skipped: bool,
     /// The exit code.
     pub rc: i32,
     /// The last lines of the test's output.
@@ -52,11 +57,28 @@ impl Totals {
     pub fn of(run: &Run, extra: &[UserTest]) -> Totals {
         let counts = run.counts();
         let user_passed = extra.iter().filter(|t| t.passed).count();
+        let user_skipped = extra.iter().filter(|t| t.passed && t.skipped).count();
         Totals {
-            passed: counts.passed + user_passed,
+            passed: counts.passed + user_passed - user_skipped,
             failed: counts.failed + counts.crashed + (extra.len() - user_passed),
-            skipped: counts.skipped,
+            skipped: counts.skipped + user_skipped,
         }
+    }
+
+    /// Sum of two totals (the final line over several topologies).
+    pub fn add(self, o: Totals) -> Totals {
+        Totals {
+            passed: self.passed + o.passed,
+            failed: self.failed + o.failed,
+            skipped: self.skipped + o.skipped,
+        }
+    }
+
+    /// `tierkit [cxl]: N passed, M failed, K skipped`: one topology's line
+    /// when `cargo xtask test` runs several.
+    pub fn labelled(&self, label: &str) -> String {
+        self.to_string()
+            .replacen("tierkit:", &format!("tierkit [{label}]:"), 1)
     }
 }
 
@@ -74,6 +96,15 @@ impl fmt::Display for Totals {
 /// Print [`format_summary`] to stdout.
 pub fn print_summary(run: &Run, extra: &[UserTest]) {
     print!("{}", format_summary(run, extra));
+}
+
+/// [`print_summary`] for one of several topologies: its totals line is
+/// [`Totals::labelled`], so that only the final, combined line starts with
+/// `tierkit: `.
+pub fn print_summary_labelled(run: &Run, extra: &[UserTest], label: &str) {
+    let s = format_summary(run, extra);
+    let body = s.trim_end().rsplit_once('\n').map_or("", |(b, _)| b);
+    println!("{body}\n{}", Totals::of(run, extra).labelled(label));
 }
 
 /// The human summary: a table with passed/failed/skipped per suite (and a
@@ -126,13 +157,14 @@ fn write_summary(out: &mut String, run: &Run, extra: &[UserTest]) -> fmt::Result
     }
     if !extra.is_empty() {
         let passed = extra.iter().filter(|t| t.passed).count();
+        let skipped = extra.iter().filter(|t| t.passed && t.skipped).count();
         writeln!(
             out,
             "{:<width$}  {:>7} {:>7} {:>7}",
             "userspace",
-            passed,
+            passed - skipped,
             extra.len() - passed,
-            0
+            skipped
         )?;
     }
 
@@ -161,8 +193,17 @@ fn write_summary(out: &mut String, run: &Run, extra: &[UserTest]) -> fmt::Result
     }
 
     let skipped: Vec<&Leaf> = leaves.iter().filter(|l| l.status == Status::Skip).collect();
-    if !skipped.is_empty() {
+    let skipped_users: Vec<&UserTest> = extra.iter().filter(|t| t.passed && t.skipped).collect();
+    if !skipped.is_empty() || !skipped_users.is_empty() {
         writeln!(out, "\nSkipped:")?;
+        for t in &skipped_users {
+            let why = t
+                .output_tail
+                .lines()
+                .find_map(|l| l.split_once("# SKIP ").map(|x| x.1))
+                .unwrap_or("every check skipped");
+            writeln!(out, "  userspace.{}: {why}", t.name)?;
+        }
         for leaf in skipped.iter().take(SUMMARY_SKIPPED) {
             match leaf.reason {
                 Some(reason) => writeln!(out, "  {}: {reason}", leaf.path)?,
@@ -303,8 +344,8 @@ pub fn write_json(path: &Path, run: &Run, extra: &[UserTest]) -> anyhow::Result<
 /// `<testcase>` per leaf case (`case` or `case.param`), a `kernel` suite
 /// for crashes and KTAP problems when there are any, and a `userspace`
 /// suite for the userspace tests.
-pub fn junit_report(run: &Run, extra: &[UserTest]) -> Report {
-    let mut report = Report::new("tierkit");
+pub fn junit_report(name: &str, run: &Run, extra: &[UserTest]) -> Report {
+    let mut report = Report::new(name);
 
     for suite in run.suites() {
         let mut ts = TestSuite::new(suite.name.as_str());
@@ -371,7 +412,9 @@ pub fn junit_report(run: &Run, extra: &[UserTest]) -> Report {
     if !extra.is_empty() {
         let mut ts = TestSuite::new("userspace");
         for test in extra {
-            let status = if test.passed {
+            let status = if test.passed && test.skipped {
+                TestCaseStatus::skipped()
+            } else if test.passed {
                 TestCaseStatus::success()
             } else {
                 let mut status = TestCaseStatus::non_success(NonSuccessKind::Failure);
@@ -424,11 +467,12 @@ fn junit_status(status: Status, reason: Option<&str>, diagnostics: &[String]) ->
     }
 }
 
-/// Write [`junit_report`] as JUnit XML.
-pub fn write_junit(path: &Path, run: &Run, extra: &[UserTest]) -> anyhow::Result<()> {
+/// Write [`junit_report`] as JUnit XML; `name` is the report's name
+/// (`tierkit-numa`, `tierkit-cxl`).
+pub fn write_junit(path: &Path, name: &str, run: &Run, extra: &[UserTest]) -> anyhow::Result<()> {
     let file = File::create(path).with_context(|| format!("creating {}", path.display()))?;
     let mut writer = BufWriter::new(file);
-    junit_report(run, extra)
+    junit_report(name, run, extra)
         .serialize(&mut writer)
         .with_context(|| format!("writing {}", path.display()))?;
     writer

@@ -5,8 +5,17 @@
 //! `-numa hmat-lb` entries give every (initiator, target) pair a latency and
 //! a bandwidth, so the kernel's weighted-interleave auto weights follow them.
 //!
-//! `--topology cxl` (issue 5) adds [`CxlDevice`]s: QEMU `cxl-type3` devices
-//! whose memory the kernel's CXL stack turns into a node at run time.
+//! `--topology cxl` has one CPU+DRAM node (node 0) and [`CxlDevice`]s: QEMU
+//! `cxl-type3` volatile devices, each behind its own CXL host bridge
+//! (`pxb-cxl`), root port (`cxl-rp`) and fixed memory window (`cxl-fmw`),
+//! with an ACPI generic port (`acpi-generic-port`) whose proximity domain
+//! (nodes 1..=n in QEMU, memory-less, CPU-less) carries the HMAT latency and
+//! bandwidth from node 0 to the host bridge. The guest kernel's CXL drivers
+//! assemble each device into a RAM region (the guest's /init does that, see
+//! `guest/init.sh`); the region's dax device is onlined by kmem as a new
+//! CPU-less node whose number the kernel picks (a CFMWS window without SRAT
+//! memory gets a fresh node), and whose performance the kernel computes from
+//! the generic port's HMAT entries plus the device's CDAT and link.
 
 use anyhow::{bail, Result};
 use std::fmt;
@@ -15,10 +24,47 @@ use std::fmt;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Perf {
     pub latency_ns: u32,
+    /// GB/s as QEMU's `bandwidth=NG` takes it (the guest sees N*1024 MB/s).
     pub bandwidth_gbs: u32,
 }
 
-/// DRAM next to the CPUs.
+impl Perf {
+    /// Parses `LATENCY:BANDWIDTH`, e.g. `100:20G` or `250ns:10G` (ns, GB/s).
+    pub fn parse(s: &str) -> std::result::Result<Perf, String> {
+        let (l, b) = s.split_once(':').ok_or_else(|| {
+            format!("`{s}`: expected LATENCY_NS:BANDWIDTH_GBS, e.g. 100:20G or 250ns:10G")
+        })?;
+        let lat = l.trim().trim_end_matches("ns");
+        let bw = b.trim().to_ascii_lowercase();
+        let bw = bw
+            .strip_suffix("gb/s")
+            .or_else(|| bw.strip_suffix("gbs"))
+            .or_else(|| bw.strip_suffix("gb"))
+            .or_else(|| bw.strip_suffix('g'))
+            .unwrap_or(&bw);
+        let latency_ns: u32 = lat
+            .parse()
+            .map_err(|_| format!("`{s}`: latency `{l}` is not a whole number of ns"))?;
+        let bandwidth_gbs: u32 = bw
+            .parse()
+            .map_err(|_| format!("`{s}`: bandwidth `{b}` is not a whole number of GB/s"))?;
+        if latency_ns == 0 || bandwidth_gbs == 0 {
+            return Err(format!("`{s}`: latency and bandwidth must be positive"));
+        }
+        Ok(Perf {
+            latency_ns,
+            bandwidth_gbs,
+        })
+    }
+}
+
+impl fmt::Display for Perf {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ns, {} GB/s", self.latency_ns, self.bandwidth_gbs)
+    }
+}
+
+/// DRAM next to the CPUs (numa, numa2).
 pub const LOCAL_DRAM: Perf = Perf {
     latency_ns: 100,
     bandwidth_gbs: 200,
@@ -39,6 +85,60 @@ pub const SLOW_MEM_REMOTE: Perf = Perf {
     latency_ns: 300,
     bandwidth_gbs: 40,
 };
+/// DRAM in the cxl topology: the figures of a DDR5 channel or two. With
+/// [`CXL_DEV`] the kernel's auto weights read node0=21 for 10 on the CXL
+/// node (one device).
+pub const CXL_TOPO_DRAM: Perf = Perf {
+    latency_ns: 100,
+    bandwidth_gbs: 20,
+};
+/// A CXL device as its generic port's HMAT entry (CPU node -> host bridge).
+/// The kernel adds the device's CDAT latency and the link's, and takes the
+/// smallest bandwidth on the path (QEMU's CDAT and link are faster than
+/// this), so the node reads 10240 MB/s and about 400 ns.
+pub const CXL_DEV: Perf = Perf {
+    latency_ns: 250,
+    bandwidth_gbs: 10,
+};
+
+/// CXL window granularity (CFMWS): windows are multiples of 256 MiB.
+pub const CXL_WINDOW_ALIGN_MIB: u64 = 256;
+/// First PCI bus of the first CXL host bridge; each next one is
+/// [`CXL_BUS_STRIDE`] higher (a host bridge owns the buses up to the next).
+pub const CXL_FIRST_BUS: u32 = 12;
+pub const CXL_BUS_STRIDE: u32 = 16;
+/// At most this many CXL devices (bus numbers stay below 256).
+pub const CXL_MAX_DEVICES: usize = 8;
+
+/// The default DRAM per CPU node, GiB. A runtime 1 GiB contiguous range
+/// needs a free, naturally aligned GiB on node 0 after the other tests: 6
+/// GiB leave one on q35 (README, "Gigantic-page clearing"). With cxl the
+/// kernel also puts the CXL node's memmap (64 MiB per 4 GiB; hot-added
+/// memory does not hold its own unless memmap_on_memory, which would leave
+/// no aligned GiB on the CXL node) on node 0, and 6 GiB were measured to
+/// leave none for tk-test-gigantic after the full suite: 7.
+pub fn default_dram_gib(kind: TopologyKind) -> u32 {
+    match kind {
+        TopologyKind::Cxl => 7,
+        _ => 6,
+    }
+}
+
+/// The default QEMU `-cpu` of a topology. QEMU 10 emulates CXL memory
+/// access by access (the fixed memory window is an I/O region that decodes
+/// each access to the device; there is no RAM fast path), so its cost is per
+/// access, not per byte. With ERMS, FSRM and FSRS the kernel's clear_page,
+/// copies and memset use `rep stosb`/`rep movsb`, which TCG runs one byte
+/// per access: 8 times slower on a CXL node than 8-byte stores (measured:
+/// 16 MiB through tmpfs on the CXL node in 3.3 s with `max`, 0.43 s with
+/// `max,erms=off,fsrm=off`). Without them the kernel uses `rep stosq` and
+/// 8-byte moves.
+pub fn default_cpu_model(kind: TopologyKind) -> &'static str {
+    match kind {
+        TopologyKind::Cxl => "max,erms=off,fsrm=off,fsrs=off",
+        _ => "max",
+    }
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum TopologyKind {
@@ -47,8 +147,9 @@ pub enum TopologyKind {
     /// node0: CPU0 + DRAM; node1: CPU1 + DRAM; node2: memory only. For
     /// local-versus-remote placement (benchmarks).
     Numa2,
-    /// node0: CPUs + DRAM; a QEMU cxl-type3 device assembled into a region
-    /// by the kernel's CXL drivers (issue 5; not implemented yet).
+    /// node0: CPUs + DRAM; QEMU cxl-type3 devices (--cxl-dev), each
+    /// assembled into a RAM region by the kernel's CXL drivers and onlined
+    /// as a new CPU-less node.
     Cxl,
 }
 
@@ -79,11 +180,36 @@ pub struct MemNode {
     pub perf: Perf,
 }
 
-/// An emulated CXL type-3 memory device (issue 5).
+/// An emulated CXL type-3 volatile memory device.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CxlDevice {
     pub size_gib: u32,
+    /// HMAT entry of its generic port, from node 0.
     pub perf: Perf,
+}
+
+impl CxlDevice {
+    /// `--cxl-dev SIZE[:LATENCY_NS:BANDWIDTH_GBS]`, e.g. `4G` or
+    /// `2G:300:5G`; without performance figures [`CXL_DEV`].
+    pub fn parse(s: &str) -> std::result::Result<CxlDevice, String> {
+        let (size, perf) = match s.split_once(':') {
+            Some((a, b)) => (a, Some(Perf::parse(b)?)),
+            None => (s, None),
+        };
+        Ok(CxlDevice {
+            size_gib: crate::util::parse_gib(size)?,
+            perf: perf.unwrap_or(CXL_DEV),
+        })
+    }
+
+    pub fn size_mib(&self) -> u64 {
+        u64::from(self.size_gib) * 1024
+    }
+
+    /// Its fixed memory window: the device size rounded up to 256 MiB.
+    pub fn window_mib(&self) -> u64 {
+        self.size_mib().div_ceil(CXL_WINDOW_ALIGN_MIB) * CXL_WINDOW_ALIGN_MIB
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -92,6 +218,8 @@ pub struct Topology {
     pub cpu_nodes: Vec<CpuNode>,
     pub mem_nodes: Vec<MemNode>,
     pub cxl: Vec<CxlDevice>,
+    /// HMAT performance of a CPU node's own DRAM.
+    pub dram_perf: Perf,
 }
 
 /// What the user asked for on the command line.
@@ -102,8 +230,28 @@ pub struct TopologyOpts {
     pub cpus: u32,
     /// DRAM per CPU node, GiB.
     pub dram_gib: u32,
-    /// Size of the memory-only (or CXL) node, GiB.
+    /// Size of the memory-only node (numa, numa2), GiB.
     pub slow_gib: u32,
+    /// CXL devices (cxl); empty: one [`CxlDevice`] of 4 GiB.
+    pub cxl_devs: Vec<CxlDevice>,
+    /// HMAT figures of local DRAM; `None`: [`LOCAL_DRAM`], or
+    /// [`CXL_TOPO_DRAM`] for cxl.
+    pub dram_perf: Option<Perf>,
+}
+
+#[cfg(test)]
+impl TopologyOpts {
+    /// The defaults of `cargo xtask` for a topology kind.
+    pub fn defaults(kind: TopologyKind) -> TopologyOpts {
+        TopologyOpts {
+            kind,
+            cpus: 2,
+            dram_gib: 6,
+            slow_gib: 3,
+            cxl_devs: vec![],
+            dram_perf: None,
+        }
+    }
 }
 
 impl Topology {
@@ -111,28 +259,67 @@ impl Topology {
         if o.cpus == 0 {
             bail!("--cpus must be at least 1");
         }
+        if o.kind != TopologyKind::Cxl && !o.cxl_devs.is_empty() {
+            bail!("--cxl-dev needs --topology cxl (got {})", o.kind);
+        }
         Ok(match o.kind {
             TopologyKind::Numa => Topology {
                 kind: o.kind,
-                cpu_nodes: vec![CpuNode { cpus: o.cpus, dram_gib: o.dram_gib }],
-                mem_nodes: vec![MemNode { size_gib: o.slow_gib, initiator: 0, perf: SLOW_MEM }],
+                cpu_nodes: vec![CpuNode {
+                    cpus: o.cpus,
+                    dram_gib: o.dram_gib,
+                }],
+                mem_nodes: vec![MemNode {
+                    size_gib: o.slow_gib,
+                    initiator: 0,
+                    perf: SLOW_MEM,
+                }],
                 cxl: vec![],
+                dram_perf: o.dram_perf.unwrap_or(LOCAL_DRAM),
             },
             TopologyKind::Numa2 => {
                 if o.cpus < 2 || !o.cpus.is_multiple_of(2) {
                     bail!("--topology numa2 splits --cpus evenly over two nodes: give an even number >= 2 (got {})", o.cpus);
                 }
-                let per = CpuNode { cpus: o.cpus / 2, dram_gib: o.dram_gib };
+                let per = CpuNode {
+                    cpus: o.cpus / 2,
+                    dram_gib: o.dram_gib,
+                };
                 Topology {
                     kind: o.kind,
                     cpu_nodes: vec![per.clone(), per],
-                    mem_nodes: vec![MemNode { size_gib: o.slow_gib, initiator: 0, perf: SLOW_MEM }],
+                    mem_nodes: vec![MemNode {
+                        size_gib: o.slow_gib,
+                        initiator: 0,
+                        perf: SLOW_MEM,
+                    }],
                     cxl: vec![],
+                    dram_perf: o.dram_perf.unwrap_or(LOCAL_DRAM),
                 }
             }
-            TopologyKind::Cxl => bail!(
-                "--topology cxl is not implemented yet (issue 5); the Topology type has a `cxl` list for it"
-            ),
+            TopologyKind::Cxl => {
+                let cxl = if o.cxl_devs.is_empty() {
+                    vec![CxlDevice {
+                        size_gib: 4,
+                        perf: CXL_DEV,
+                    }]
+                } else {
+                    o.cxl_devs.clone()
+                };
+                if cxl.len() > CXL_MAX_DEVICES {
+                    bail!("at most {CXL_MAX_DEVICES} CXL devices (got {})", cxl.len());
+                }
+                Topology {
+                    kind: o.kind,
+                    cpu_nodes: vec![CpuNode {
+                        cpus: o.cpus,
+                        dram_gib: o.dram_gib,
+                    }],
+                    mem_nodes: vec![],
+                    cxl,
+                    dram_perf: o.dram_perf.unwrap_or(CXL_TOPO_DRAM),
+                }
+            }
         })
     }
 
@@ -140,16 +327,29 @@ impl Topology {
         self.cpu_nodes.iter().map(|n| n.cpus).sum()
     }
 
+    /// Boot memory (`-m`): DRAM and memory-only nodes, not CXL.
     pub fn total_mem_gib(&self) -> u32 {
         self.cpu_nodes.iter().map(|n| n.dram_gib).sum::<u32>()
             + self.mem_nodes.iter().map(|n| n.size_gib).sum::<u32>()
     }
 
-    pub fn nr_nodes(&self) -> usize {
-        self.cpu_nodes.len() + self.mem_nodes.len()
+    /// Memory of the CXL devices, GiB.
+    pub fn cxl_gib(&self) -> u32 {
+        self.cxl.iter().map(|d| d.size_gib).sum()
     }
 
-    /// SLIT distance between two nodes.
+    /// QEMU nodes: CPU nodes, memory-only nodes, then one generic-port
+    /// proximity domain per CXL device.
+    pub fn nr_nodes(&self) -> usize {
+        self.cpu_nodes.len() + self.mem_nodes.len() + self.cxl.len()
+    }
+
+    /// The QEMU node id of CXL device `i`'s generic port.
+    pub fn cxl_gp_node(&self, i: usize) -> usize {
+        self.cpu_nodes.len() + self.mem_nodes.len() + i
+    }
+
+    /// SLIT distance between two nodes (numa, numa2; cxl has no SLIT).
     pub fn distance(&self, a: usize, b: usize) -> u32 {
         if a == b {
             return 10;
@@ -172,24 +372,39 @@ impl Topology {
     /// HMAT performance from CPU node `init` to node `target`.
     pub fn perf(&self, init: usize, target: usize) -> Perf {
         let k = self.cpu_nodes.len();
+        let m = self.mem_nodes.len();
         if target < k {
             if target == init {
-                LOCAL_DRAM
+                self.dram_perf
             } else {
                 REMOTE_DRAM
             }
-        } else {
-            let m = &self.mem_nodes[target - k];
-            if m.initiator == init {
-                m.perf
+        } else if target < k + m {
+            let n = &self.mem_nodes[target - k];
+            if n.initiator == init {
+                n.perf
             } else {
                 SLOW_MEM_REMOTE
             }
+        } else {
+            self.cxl[target - k - m].perf
         }
     }
 
+    /// The guest's `tierkit.cxl=` parameter: the devices' sizes in MiB, in
+    /// the order of their windows (`4096,2048`); `None` without CXL.
+    pub fn cxl_param(&self) -> Option<String> {
+        (!self.cxl.is_empty()).then(|| {
+            self.cxl
+                .iter()
+                .map(|d| d.size_mib().to_string())
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+    }
+
     /// `-machine`, `-smp`, `-m`, memory backends, `-numa` node, dist and
-    /// hmat-lb arguments.
+    /// hmat-lb arguments, and the CXL devices.
     pub fn qemu_args(&self) -> Vec<String> {
         let mut a: Vec<String> = Vec::new();
         let mut push = |x: &str, y: String| {
@@ -216,7 +431,19 @@ impl Topology {
         } else {
             push("-smp", self.total_cpus().to_string());
         }
-        push("-m", format!("{}G", self.total_mem_gib()));
+        if self.cxl.is_empty() {
+            push("-m", format!("{}G", self.total_mem_gib()));
+        } else {
+            // Room for hot-added memory, as the CXL checks of issue 5 ran.
+            push(
+                "-m",
+                format!(
+                    "{}G,maxmem={}G,slots=4",
+                    self.total_mem_gib(),
+                    self.total_mem_gib() + self.cxl_gib()
+                ),
+            );
+        }
         let mut first_cpu = 0;
         for (i, n) in self.cpu_nodes.iter().enumerate() {
             push(
@@ -244,13 +471,62 @@ impl Topology {
                 format!("node,nodeid={id},memdev=m{id},initiator={}", m.initiator),
             );
         }
+        // CXL: per device a host bridge with its generic port (a memory-less
+        // proximity domain that carries the HMAT figures), a root port, the
+        // type-3 device with its volatile backend, and a fixed memory window
+        // that targets the host bridge.
+        let mut fmw = Vec::new();
+        for (i, d) in self.cxl.iter().enumerate() {
+            let gp = self.cxl_gp_node(i);
+            let hb = format!("cxl.{}", i + 1);
+            let rp = format!("cxl_rp{i}");
+            push("-numa", format!("node,nodeid={gp}"));
+            push(
+                "-object",
+                format!(
+                    "memory-backend-ram,id=cxl-mem{i},share=on,size={}G",
+                    d.size_gib
+                ),
+            );
+            push(
+                "-device",
+                format!(
+                    "pxb-cxl,bus_nr={},bus=pcie.0,id={hb}",
+                    CXL_FIRST_BUS + CXL_BUS_STRIDE * i as u32
+                ),
+            );
+            push(
+                "-object",
+                format!("acpi-generic-port,id=cxl-gp{i},pci-bus={hb},node={gp}"),
+            );
+            push(
+                "-device",
+                format!("cxl-rp,port=0,bus={hb},id={rp},chassis=0,slot={}", i + 2),
+            );
+            push(
+                "-device",
+                format!(
+                    "cxl-type3,bus={rp},volatile-memdev=cxl-mem{i},id=cxl-vmem{i},sn={}",
+                    i + 1
+                ),
+            );
+            fmw.push(format!(
+                "cxl-fmw.{i}.targets.0={hb},cxl-fmw.{i}.size={}",
+                mib_size(d.window_mib())
+            ));
+        }
+        if !fmw.is_empty() {
+            push("-M", fmw.join(","));
+        }
         let n = self.nr_nodes();
-        for s in 0..n {
-            for d in s + 1..n {
-                push(
-                    "-numa",
-                    format!("dist,src={s},dst={d},val={}", self.distance(s, d)),
-                );
+        if self.cxl.is_empty() {
+            for s in 0..n {
+                for d in s + 1..n {
+                    push(
+                        "-numa",
+                        format!("dist,src={s},dst={d},val={}", self.distance(s, d)),
+                    );
+                }
             }
         }
         for i in 0..k {
@@ -275,25 +551,42 @@ impl Topology {
         let mut cpu = 0;
         for (i, n) in self.cpu_nodes.iter().enumerate() {
             s.push(format!(
-                "node{i}: CPUs {}-{} + {} GiB DRAM",
+                "node{i}: CPUs {}-{} + {} GiB DRAM ({})",
                 cpu,
                 cpu + n.cpus - 1,
-                n.dram_gib
+                n.dram_gib,
+                self.dram_perf
             ));
             cpu += n.cpus;
         }
         let k = self.cpu_nodes.len();
         for (j, m) in self.mem_nodes.iter().enumerate() {
             s.push(format!(
-                "node{}: {} GiB memory only ({} ns, {} GB/s from node{})",
+                "node{}: {} GiB memory only ({} from node{})",
                 k + j,
                 m.size_gib,
-                m.perf.latency_ns,
-                m.perf.bandwidth_gbs,
+                m.perf,
                 m.initiator
             ));
         }
+        for (i, d) in self.cxl.iter().enumerate() {
+            s.push(format!(
+                "cxl{i}: {} GiB type-3 volatile device, generic port node{} ({} from node0), its node is the kernel's choice",
+                d.size_gib,
+                self.cxl_gp_node(i),
+                d.perf
+            ));
+        }
         s.join("; ")
+    }
+}
+
+/// A size in MiB for QEMU: `4G` when whole GiB, else `768M`.
+fn mib_size(mib: u64) -> String {
+    if mib.is_multiple_of(1024) {
+        format!("{}G", mib / 1024)
+    } else {
+        format!("{mib}M")
     }
 }
 
@@ -303,10 +596,9 @@ mod tests {
 
     fn opts(kind: TopologyKind, cpus: u32) -> TopologyOpts {
         TopologyOpts {
-            kind,
             cpus,
             dram_gib: 4,
-            slow_gib: 3,
+            ..TopologyOpts::defaults(kind)
         }
     }
 
@@ -375,7 +667,153 @@ mod tests {
     }
 
     #[test]
-    fn cxl_is_not_there_yet() {
-        assert!(Topology::new(&opts(TopologyKind::Cxl, 2)).is_err());
+    fn cxl_default_is_one_4g_device() {
+        let t = Topology::new(&opts(TopologyKind::Cxl, 2)).unwrap();
+        let a = t.qemu_args();
+        assert!(has(&a, "-machine", "q35,hmat=on,cxl=on"));
+        assert!(has(&a, "-m", "4G,maxmem=8G,slots=4"));
+        assert!(has(&a, "-object", "memory-backend-ram,id=m0,size=4G"));
+        assert!(has(&a, "-numa", "node,nodeid=0,cpus=0-1,memdev=m0"));
+        // The generic port's proximity domain: no memory, no CPUs.
+        assert!(has(&a, "-numa", "node,nodeid=1"));
+        assert!(has(
+            &a,
+            "-object",
+            "memory-backend-ram,id=cxl-mem0,share=on,size=4G"
+        ));
+        assert!(has(&a, "-device", "pxb-cxl,bus_nr=12,bus=pcie.0,id=cxl.1"));
+        assert!(has(
+            &a,
+            "-object",
+            "acpi-generic-port,id=cxl-gp0,pci-bus=cxl.1,node=1"
+        ));
+        assert!(has(
+            &a,
+            "-device",
+            "cxl-rp,port=0,bus=cxl.1,id=cxl_rp0,chassis=0,slot=2"
+        ));
+        assert!(has(
+            &a,
+            "-device",
+            "cxl-type3,bus=cxl_rp0,volatile-memdev=cxl-mem0,id=cxl-vmem0,sn=1"
+        ));
+        assert!(has(&a, "-M", "cxl-fmw.0.targets.0=cxl.1,cxl-fmw.0.size=4G"));
+        // HMAT: DRAM 100 ns / 20 GB/s, the generic port 250 ns / 10 GB/s.
+        assert!(has(
+            &a,
+            "-numa",
+            "hmat-lb,initiator=0,target=0,hierarchy=memory,data-type=access-bandwidth,bandwidth=20G"
+        ));
+        assert!(has(
+            &a,
+            "-numa",
+            "hmat-lb,initiator=0,target=1,hierarchy=memory,data-type=access-latency,latency=250"
+        ));
+        assert!(has(
+            &a,
+            "-numa",
+            "hmat-lb,initiator=0,target=1,hierarchy=memory,data-type=access-bandwidth,bandwidth=10G"
+        ));
+        // No SLIT: the CXL node the kernel makes is not a QEMU node.
+        assert!(!a.iter().any(|x| x.starts_with("dist,")));
+        // 2 nodes + 2x2 hmat-lb entries.
+        assert_eq!(a.iter().filter(|x| *x == "-numa").count(), 2 + 4);
+        assert_eq!(t.cxl_param().as_deref(), Some("4096"));
+        assert!(t.describe().contains("cxl0: 4 GiB"), "{}", t.describe());
+    }
+
+    #[test]
+    fn cxl_two_devices_get_their_own_bridge_port_window_and_node() {
+        let mut o = opts(TopologyKind::Cxl, 2);
+        o.dram_gib = 6;
+        o.cxl_devs = vec![
+            CxlDevice::parse("4G").unwrap(),
+            CxlDevice::parse("2G:300:5G").unwrap(),
+        ];
+        o.dram_perf = Some(Perf::parse("90ns:40G").unwrap());
+        let t = Topology::new(&o).unwrap();
+        let a = t.qemu_args();
+        assert!(has(&a, "-m", "6G,maxmem=12G,slots=4"));
+        assert!(has(&a, "-numa", "node,nodeid=1"));
+        assert!(has(&a, "-numa", "node,nodeid=2"));
+        assert!(has(&a, "-device", "pxb-cxl,bus_nr=12,bus=pcie.0,id=cxl.1"));
+        assert!(has(&a, "-device", "pxb-cxl,bus_nr=28,bus=pcie.0,id=cxl.2"));
+        assert!(has(
+            &a,
+            "-object",
+            "acpi-generic-port,id=cxl-gp1,pci-bus=cxl.2,node=2"
+        ));
+        assert!(has(
+            &a,
+            "-device",
+            "cxl-rp,port=0,bus=cxl.2,id=cxl_rp1,chassis=0,slot=3"
+        ));
+        assert!(has(
+            &a,
+            "-device",
+            "cxl-type3,bus=cxl_rp1,volatile-memdev=cxl-mem1,id=cxl-vmem1,sn=2"
+        ));
+        assert!(has(
+            &a,
+            "-object",
+            "memory-backend-ram,id=cxl-mem1,share=on,size=2G"
+        ));
+        // One -M with both windows, each targeting its own host bridge.
+        assert!(has(
+            &a,
+            "-M",
+            "cxl-fmw.0.targets.0=cxl.1,cxl-fmw.0.size=4G,cxl-fmw.1.targets.0=cxl.2,cxl-fmw.1.size=2G"
+        ));
+        assert_eq!(a.iter().filter(|x| *x == "-M").count(), 1);
+        assert!(has(
+            &a,
+            "-numa",
+            "hmat-lb,initiator=0,target=0,hierarchy=memory,data-type=access-latency,latency=90"
+        ));
+        assert!(has(
+            &a,
+            "-numa",
+            "hmat-lb,initiator=0,target=2,hierarchy=memory,data-type=access-latency,latency=300"
+        ));
+        assert!(has(
+            &a,
+            "-numa",
+            "hmat-lb,initiator=0,target=2,hierarchy=memory,data-type=access-bandwidth,bandwidth=5G"
+        ));
+        assert_eq!(t.cxl_param().as_deref(), Some("4096,2048"));
+        // Device ids are unique.
+        let ids: Vec<&String> = a.iter().filter(|x| x.contains("id=cxl")).collect();
+        let mut u = ids.clone();
+        u.sort();
+        u.dedup();
+        assert_eq!(u.len(), ids.len());
+    }
+
+    #[test]
+    fn cxl_windows_and_specs() {
+        let d = CxlDevice::parse("3G").unwrap();
+        assert_eq!((d.size_mib(), d.window_mib()), (3072, 3072));
+        assert_eq!(d.perf, CXL_DEV);
+        let w = |mib: u64| mib.div_ceil(CXL_WINDOW_ALIGN_MIB) * CXL_WINDOW_ALIGN_MIB;
+        assert_eq!(w(1000), 1024);
+        assert_eq!(mib_size(1280), "1280M");
+        assert_eq!(mib_size(2048), "2G");
+        assert!(CxlDevice::parse("512M").is_err());
+        assert!(CxlDevice::parse("2G:300").is_err());
+        assert!(CxlDevice::parse("2G:0:5G").is_err());
+        let p = Perf::parse("250ns:10GB/s").unwrap();
+        assert_eq!((p.latency_ns, p.bandwidth_gbs), (250, 10));
+        assert!(Perf::parse("fast").is_err());
+        // --cxl-dev only with --topology cxl, and not too many.
+        let mut o = opts(TopologyKind::Numa, 2);
+        o.cxl_devs = vec![d.clone()];
+        assert!(Topology::new(&o).is_err());
+        let mut o = opts(TopologyKind::Cxl, 2);
+        o.cxl_devs = vec![d; CXL_MAX_DEVICES + 1];
+        assert!(Topology::new(&o).is_err());
+        // numa keeps its figures and has no CXL parameter.
+        let t = Topology::new(&opts(TopologyKind::Numa, 2)).unwrap();
+        assert_eq!(t.dram_perf, LOCAL_DRAM);
+        assert_eq!(t.cxl_param(), None);
     }
 }

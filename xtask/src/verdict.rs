@@ -43,6 +43,32 @@ pub struct Markers {
     pub notes: Vec<String>,
     /// `TIERKIT-TOPO ...` lines.
     pub topology: Vec<String>,
+    /// `TIERKIT-CXL ...` lines (the CXL region assembly, step by step),
+    /// with their timestamps.
+    pub cxl: Vec<(Option<f64>, String)>,
+}
+
+impl Markers {
+    /// `cxl step=<name>: <what>` errors as (step, what).
+    pub fn cxl_errors(&self) -> Vec<(&str, &str)> {
+        self.errors
+            .iter()
+            .filter_map(|e| e.strip_prefix("cxl step="))
+            .map(|r| r.split_once(": ").unwrap_or((r, "")))
+            .collect()
+    }
+
+    /// Seconds from `TIERKIT-CXL setup` to `TIERKIT-CXL ready` (the region
+    /// assembly and onlining), if both came.
+    pub fn cxl_setup_secs(&self) -> Option<f64> {
+        let at = |p: &str| {
+            self.cxl
+                .iter()
+                .find(|(_, l)| l.starts_with(p))
+                .and_then(|(t, _)| *t)
+        };
+        Some(at("ready")? - at("setup")?)
+    }
 }
 
 /// Marker kinds of guest programs run by /init.
@@ -84,6 +110,7 @@ pub fn scan(console: &str, data: &str) -> Markers {
             "ERROR" => m.errors.push(rest.to_string()),
             "NOTE" => m.notes.push(rest.to_string()),
             "TOPO" => m.topology.push(rest.to_string()),
+            "CXL" => m.cxl.push((ts, rest.to_string())),
             _ => {
                 if let Some(kind) = tag.strip_suffix("-START").filter(|k| is_prog_kind(k)) {
                     let name = rest
@@ -158,10 +185,23 @@ fn harness_failure(name: &str, msg: String) -> UserTest {
     UserTest {
         name: format!("[harness] {name}"),
         passed: false,
+        skipped: false,
         rc: -1,
         output_tail: msg,
         duration_ms: 0,
     }
+}
+
+/// A test program's summary (`TIERKIT-JSON` with `kind: test`) says it
+/// checked nothing: no check passed or failed and at least one was skipped.
+fn all_skipped(json: &[serde_json::Value]) -> bool {
+    json.iter()
+        .rev()
+        .find(|v| v.get("kind").and_then(|k| k.as_str()) == Some("test"))
+        .is_some_and(|v| {
+            let n = |k: &str| v.get(k).and_then(|x| x.as_u64()).unwrap_or(0);
+            n("passed") == 0 && n("failed") == 0 && n("skipped") > 0
+        })
 }
 
 fn last_lines(s: &str, n: usize) -> String {
@@ -212,7 +252,18 @@ pub fn evaluate(guest: &GuestRun, kunit: bool, filter: Option<&str>) -> Outcome 
             &mut reasons,
         );
     } else {
+        // CXL region assembly failed: /init says which step and skips the
+        // rest (tierkit is not loaded).
+        let cxl_errors = markers.cxl_errors();
+        for (step, what) in &cxl_errors {
+            fail(
+                &format!("cxl {step}"),
+                format!("CXL setup failed at step `{step}`: {what}"),
+                &mut reasons,
+            );
+        }
         match markers.insmod_rc {
+            None if !cxl_errors.is_empty() => {}
             Some(0) => {}
             Some(rc) => {
                 let why = markers.errors.iter().find(|e| e.contains("insmod")).cloned();
@@ -267,7 +318,7 @@ pub fn evaluate(guest: &GuestRun, kunit: bool, filter: Option<&str>) -> Outcome 
             );
         }
         for e in &markers.errors {
-            if !e.contains("insmod") && !e.contains("rmmod") {
+            if !e.contains("insmod") && !e.contains("rmmod") && !e.starts_with("cxl step=") {
                 fail("guest", format!("guest error: {e}"), &mut reasons);
             }
         }
@@ -314,6 +365,7 @@ pub fn evaluate(guest: &GuestRun, kunit: bool, filter: Option<&str>) -> Outcome 
         .map(|p| UserTest {
             name: p.name.clone(),
             passed: p.rc == Some(0),
+            skipped: p.rc == Some(0) && all_skipped(&p.json),
             rc: p.rc.unwrap_or(-1),
             output_tail: p.output[p.output.len().saturating_sub(40)..].join("\n"),
             duration_ms: match (p.start_s, p.end_s) {
@@ -488,6 +540,57 @@ hello from a
             "{:?}",
             o.reasons
         );
+    }
+
+    #[test]
+    fn cxl_step_failure_is_named_and_skips_the_rest() {
+        let c = "\
+[ 1.0] TIERKIT-BOOT mode=test kernel=7.3.4 cpus=2
+[ 1.1] TIERKIT-CXL setup: 1 device(s) of 4096 MiB
+[ 1.2] TIERKIT-CXL region0: decoder0.0 -> mem0 (4096 MiB) via endpoint2/decoder2.0
+[ 1.3] TIERKIT-ERROR cxl step=commit: echo 1 > region0/commit: sh: write error: No such device or address
+[ 1.4] TIERKIT-NOTE CXL setup failed: tierkit is not loaded and no test runs
+[ 1.5] TIERKIT-DONE fails=1
+";
+        let o = evaluate(&guest(c, "", false), true, None);
+        assert!(!o.ok());
+        assert_eq!(o.markers.cxl.len(), 2);
+        assert!(
+            o.reasons[0].starts_with("CXL setup failed at step `commit`"),
+            "{:?}",
+            o.reasons
+        );
+        // Named in the harness output, and no second complaint about insmod.
+        assert!(o
+            .user_tests
+            .iter()
+            .any(|t| t.name == "[harness] cxl commit"));
+        assert!(
+            !o.reasons.iter().any(|r| r.contains("insmod")),
+            "{:?}",
+            o.reasons
+        );
+        assert!(crate::report::Totals::of(&o.run, &o.user_tests).failed >= 1);
+    }
+
+    #[test]
+    fn cxl_setup_time_and_skipped_programs() {
+        let c = GOOD.replace(
+            "[    1.000100] TIERKIT-TOPO",
+            "[    1.000050] TIERKIT-CXL setup: 1 device(s) of 4096 MiB\n[    3.500050] TIERKIT-CXL ready: 1 region(s) online\n[    1.000100] TIERKIT-TOPO",
+        );
+        let d = GOOD_DATA.replace(
+            "TIERKIT-JSON {\"x\": 1}",
+            "ok - cxl regions # SKIP no CXL devices\nTIERKIT-JSON {\"kind\":\"test\",\"passed\":0,\"failed\":0,\"skipped\":1}",
+        );
+        let o = evaluate(&guest(&c, &d, false), true, None);
+        assert!(o.ok(), "{:?}", o.reasons);
+        assert!((o.markers.cxl_setup_secs().unwrap() - 2.5).abs() < 1e-6);
+        assert!(o.user_tests[0].passed && o.user_tests[0].skipped);
+        let t = crate::report::Totals::of(&o.run, &o.user_tests);
+        assert_eq!((t.passed, t.failed, t.skipped), (2, 0, 1));
+        let s = crate::report::format_summary(&o.run, &o.user_tests);
+        assert!(s.contains("userspace.tk-test-a: no CXL devices"), "{s}");
     }
 
     #[test]

@@ -65,6 +65,7 @@ fn user_test(name: &str, rc: i32) -> UserTest {
     UserTest {
         name: name.to_string(),
         passed: rc == 0,
+        skipped: false,
         rc,
         output_tail: format!("{name}: done\n{name}: rc={rc}\n"),
         duration_ms: 1234,
@@ -831,7 +832,7 @@ fn junit_report_has_a_suite_per_kunit_suite_plus_kernel_and_userspace() {
     let run = parse("oops_caught.log");
     let users = [user_test("placement", 0), user_test("zero_check", 3)];
     let path = temp_path("junit.xml");
-    report::write_junit(&path, &run, &users).unwrap();
+    report::write_junit(&path, "tierkit", &run, &users).unwrap();
     let xml = std::fs::read_to_string(&path).unwrap();
     std::fs::remove_file(&path).unwrap();
 
@@ -844,7 +845,7 @@ fn junit_report_has_a_suite_per_kunit_suite_plus_kernel_and_userspace() {
     assert!(xml.contains("<testcase name=\"clear_gigantic_range\" classname=\"tierkit_clear\""));
     assert!(xml.contains("<failure message=\"exit code 3\""), "{xml}");
 
-    let report = report::junit_report(&run, &users);
+    let report = report::junit_report("tierkit", &run, &users);
     let suites: Vec<(&str, usize, usize, usize)> = report
         .test_suites
         .iter()
@@ -863,11 +864,11 @@ fn junit_report_has_a_suite_per_kunit_suite_plus_kernel_and_userspace() {
 
 #[test]
 fn junit_marks_skips_and_crashes() {
-    let report = report::junit_report(&parse("skipped.log"), &[]);
+    let report = report::junit_report("tierkit", &parse("skipped.log"), &[]);
     let cxl = &report.test_suites[0];
     assert_eq!((cxl.tests, cxl.disabled), (3, 2));
 
-    let report = report::junit_report(&parse("oops_cut_short.log"), &[]);
+    let report = report::junit_report("tierkit", &parse("oops_cut_short.log"), &[]);
     let clear = &report.test_suites[0];
     assert_eq!(clear.name.as_str(), "tierkit_clear");
     // The crashed case, and the suite's KTAP problems.

@@ -10,7 +10,13 @@
 #     host), together with the output of every guest program, so that lines
 #     like `TIERKIT-JSON {...}` arrive whole, never interleaved with printk.
 #   - Kernel command line: tierkit.mode=run|test|bench-<name>,
-#     tierkit.filter=GLOB (userspace test names), kunit.filter_glob=GLOB.
+#     tierkit.filter=GLOB (userspace test names), kunit.filter_glob=GLOB,
+#     tierkit.cxl=MIB[,MIB...] (--topology cxl: the CXL devices' sizes, in
+#     the order of their fixed memory windows).
+#   - With tierkit.cxl, /init first assembles one RAM region per device
+#     through the kernel's CXL sysfs (`TIERKIT-CXL ...` per step) and waits
+#     for each region's memory to come online as a node. A failed step is
+#     `TIERKIT-ERROR cxl step=<name>: <what>`, and tierkit is then not loaded.
 #   - The last marker is `TIERKIT-DONE fails=N`; then the guest powers off.
 set -o pipefail
 export PATH=/bin:/sbin:/usr/bin:/usr/sbin
@@ -33,10 +39,12 @@ topo() { mark "TIERKIT-TOPO $*"; }
 
 MODE=run
 FILTER='*'
+CXL=
 for arg in $(cat /proc/cmdline); do
 	case "$arg" in
 	tierkit.mode=*) MODE=${arg#tierkit.mode=} ;;
 	tierkit.filter=*) FILTER=${arg#tierkit.filter=} ;;
+	tierkit.cxl=*) CXL=${arg#tierkit.cxl=} ;;
 	esac
 done
 export TIERKIT_MODE=$MODE
@@ -44,7 +52,186 @@ fails=0
 
 mark "TIERKIT-BOOT mode=$MODE kernel=$(uname -r) cpus=$(nproc)"
 
+NODES=/sys/devices/system/node
+C=/sys/bus/cxl/devices
+
+# wait_until SECS CMD...: runs CMD every 0.1 s until it succeeds; fails
+# after SECS seconds.
+wait_until() {
+	left=$(($1 * 10))
+	shift
+	while ! "$@"; do
+		left=$((left - 1))
+		[ $left -gt 0 ] || return 1
+		sleep 0.1
+	done
+}
+
+# count_existing PATH...: how many of the (globbed) paths exist.
+count_existing() {
+	k=0
+	for f in "$@"; do [ -e "$f" ] && k=$((k + 1)); done
+	echo $k
+}
+
+# in_list N LIST: N is in a kernel list such as `0,2-3`.
+in_list() {
+	echo "$2" | awk -v n="$1" -F, '{ for (i = 1; i <= NF; i++) { split($i, r, "-"); if (r[2] == "") r[2] = r[1]; if (n + 0 >= r[1] + 0 && n + 0 <= r[2] + 0) f = 1 } } END { exit !f }'
+}
+
+# node_kb N: node N's MemTotal in kB (0 if it has no meminfo).
+node_kb() {
+	awk '/MemTotal/ { print $4; f = 1 } END { if (!f) print 0 }' "$NODES/node$1/meminfo" 2>/dev/null || echo 0
+}
+
+# ---- CXL: one RAM region per device (--topology cxl) -----------------------
+# The sysfs sequence of Documentation/driver-api/cxl (what `cxl create-region
+# -t ram` does), for a device behind its own host bridge and window:
+#   root decoder decoder0.<i>: create_ram_region -> regionZ
+#   regionZ: interleave_granularity (the root decoder's), interleave_ways=1
+#   the endpoint decoder: mode=ram, dpa_size = the device's ram size
+#   regionZ: size, target0=<endpoint decoder>, commit=1; bind to cxl_region
+# The region's dax device then binds to kmem, which hot-adds its memory;
+# memhp_default_state=online_kernel onlines it as a new CPU-less node.
+cxl_ok=1
+cxl_fail() {
+	mark "TIERKIT-ERROR cxl step=$1: $2"
+	cxl_ok=0
+}
+# cxl_write STEP FILE VALUE
+cxl_write() {
+	out=$( { echo "$3" > "$2"; } 2>&1 ) && return 0
+	cxl_fail "$1" "echo $3 > ${2#$C/}: ${out:-write failed}"
+	return 1
+}
+cxl_enumerated() {
+	[ "$(count_existing $C/decoder0.*)" -ge "$1" ] && [ "$(count_existing $C/endpoint*)" -ge "$1" ]
+}
+# cxl_dax REGION: its dax device (/sys/bus/dax/devices/daxZ.Y), if any.
+cxl_dax() {
+	for d in "$C/$1"/dax_region*/dax*.*; do
+		[ -e "$d" ] && echo "/sys/bus/dax/devices/${d##*/}" && return 0
+	done
+	return 1
+}
+cxl_has_dax() { cxl_dax "$1" >/dev/null; }
+cxl_kmem_bound() { [ "$(basename "$(readlink -f "$1/driver")")" = kmem ]; }
+# cxl_node_online NODE BYTES: NODE has memory and holds BYTES (less the
+# memmap, at most 1/64, should it live on the node).
+cxl_node_online() {
+	in_list "$1" "$(cat $NODES/has_memory)" || return 1
+	kb=$(node_kb "$1")
+	[ $((kb * 1024)) -ge $(($2 - $2 / 64)) ]
+}
+cxl_has_perf() { [ -r "$C/$1/access1/read_bandwidth" ]; }
+
+# cxl_region_one I MIB: assembles the RAM region of window I (device I).
+cxl_region_one() {
+	i=$1
+	want=$(($2 * 1048576))
+	rd=$C/decoder0.$i
+	# Which memdev sits behind this window: the window's target is a host
+	# bridge (root0/dport<uid>), whose CXL port has the device's endpoint.
+	t=$(cat "$rd/target_list" 2>/dev/null)
+	hb=$(readlink -f "$C/root0/dport$t" 2>/dev/null)
+	port=
+	for p in $C/root0/port*; do
+		[ -n "$hb" ] && [ "$(readlink -f "$p/uport")" = "$hb" ] && port=$p
+	done
+	ep=
+	for e in "$port"/endpoint*; do [ -d "$e" ] && ep=$e && break; done
+	if [ -z "$ep" ]; then
+		cxl_fail map "decoder0.$i targets host bridge ${t:-?} (${hb:-no dport}), which has no CXL port with an endpoint"
+		return 1
+	fi
+	mem=$(basename "$(readlink -f "$ep/uport")")
+	epd=
+	for d in "$ep"/decoder*.*; do [ -d "$d" ] && epd=${d##*/} && break; done
+	size=$(cat "$C/$mem/ram/size" 2>/dev/null)
+	if [ -z "$size" ] || [ $((size)) -ne $want ]; then
+		cxl_fail memdev "$mem (behind decoder0.$i) has a volatile capacity of ${size:-nothing}, expected $want bytes"
+		return 1
+	fi
+	region=$(cat "$rd/create_ram_region" 2>/dev/null)
+	if [ -z "$region" ]; then
+		cxl_fail create "decoder0.$i/create_ram_region gives no region name (not a RAM-capable window?)"
+		return 1
+	fi
+	cxl_write create "$rd/create_ram_region" "$region" || return 1
+	R=$C/$region
+	mark "TIERKIT-CXL $region: decoder0.$i -> $mem ($(($want / 1048576)) MiB) via ${ep##*/}/$epd"
+	cxl_write granularity "$R/interleave_granularity" "$(cat "$rd/interleave_granularity")" || return 1
+	cxl_write ways "$R/interleave_ways" 1 || return 1
+	cxl_write mode "$C/$epd/mode" ram || return 1
+	cxl_write dpa_size "$C/$epd/dpa_size" "$size" || return 1
+	cxl_write size "$R/size" "$size" || return 1
+	cxl_write target "$R/target0" "$epd" || return 1
+	cxl_write commit "$R/commit" 1 || return 1
+	if [ "$(cat "$R/commit")" != 1 ]; then
+		cxl_fail commit "$region/commit reads $(cat "$R/commit") after writing 1"
+		return 1
+	fi
+	mark "TIERKIT-CXL $region: committed (granularity $(cat "$R/interleave_granularity"), size $size)"
+	cxl_write bind /sys/bus/cxl/drivers/cxl_region/bind "$region" || return 1
+	mark "TIERKIT-CXL $region: bound to cxl_region"
+	echo "$region $want" >> /tmp/.cxl-regions
+}
+
+cxl_setup() {
+	set -- $(echo "$CXL" | tr , ' ')
+	ndev=$#
+	mark "TIERKIT-CXL setup: $ndev device(s) of $CXL MiB"
+	if [ ! -d $C ]; then
+		cxl_fail enumerate "no $C: the kernel has no CXL bus (CONFIG_CXL_BUS)"
+		return
+	fi
+	if ! wait_until 30 cxl_enumerated $ndev; then
+		cxl_fail enumerate "after 30 s: $(count_existing $C/decoder0.*) root decoder(s), $(count_existing $C/mem*) memdev(s), $(count_existing $C/endpoint*) endpoint(s); expected $ndev of each"
+		return
+	fi
+	mark "TIERKIT-CXL enumerated: $(cd $C && echo decoder0.* mem* endpoint*)"
+	: > /tmp/.cxl-regions
+	i=0
+	for mib in "$@"; do
+		cxl_region_one $i "$mib" || return
+		i=$((i + 1))
+	done
+	while read -r region bytes; do
+		if ! wait_until 20 cxl_has_dax "$region"; then
+			cxl_fail dax "$region has no dax device 20 s after binding (CONFIG_DEV_DAX_CXL?)"
+			return
+		fi
+		dax=$(cxl_dax "$region")
+		if ! wait_until 20 cxl_kmem_bound "$dax"; then
+			cxl_fail kmem "${dax##*/} of $region is not bound to kmem after 20 s (driver: $(basename "$(readlink -f "$dax/driver")"); CONFIG_DEV_DAX_KMEM?)"
+			return
+		fi
+		nid=$(cat "$dax/target_node")
+		if ! wait_until 60 cxl_node_online "$nid" "$bytes"; then
+			cxl_fail online "node $nid (target_node of ${dax##*/}, $region) has $(node_kb "$nid") kB online after 60 s, expected $((bytes / 1024)) kB; has_memory=$(cat $NODES/has_memory)"
+			return
+		fi
+		if ! wait_until 10 cxl_has_perf "$region"; then
+			cxl_fail perf "$region has no access1 performance data after 10 s (no generic port / HMAT for its host bridge?)"
+			return
+		fi
+		mark "TIERKIT-CXL $region: ${dax##*/} (kmem) -> node$nid online, $(node_kb "$nid") kB, cpus=$(cat $NODES/node$nid/cpulist)"
+	done < /tmp/.cxl-regions
+	mark "TIERKIT-CXL ready: $ndev region(s) online"
+}
+
+# cxl_region_of_node N: the CXL region whose dax device feeds node N.
+cxl_region_of_node() {
+	for r in $C/region*; do
+		[ -e "$r" ] || continue
+		d=$(cxl_dax "${r##*/}") || continue
+		[ "$(cat "$d/target_node")" = "$1" ] && echo "${r##*/}" && return 0
+	done
+	return 1
+}
+
 print_topology() {
+	topo "nodes online=$(cat $NODES/online) has_memory=$(cat $NODES/has_memory) has_cpu=$(cat $NODES/has_cpu 2>/dev/null)"
 	for n in /sys/devices/system/node/node[0-9]*; do
 		[ -d "$n" ] || continue
 		id=${n##*/node}
@@ -61,6 +248,21 @@ print_topology() {
 				"write_bw=$(cat "$d/write_bandwidth" 2>/dev/null)MB/s" \
 				"read_lat=$(cat "$d/read_latency" 2>/dev/null)ns" \
 				"write_lat=$(cat "$d/write_latency" 2>/dev/null)ns"
+		done
+	done
+	for r in $C/region*; do
+		[ -e "$r" ] || continue
+		region=${r##*/}
+		dax=$(cxl_dax "$region")
+		topo "cxl $region commit=$(cat "$r/commit") mode=$(cat "$r/mode" 2>/dev/null) size=$(($(cat "$r/size") / 1048576))MiB" \
+			"target0=$(cat "$r/target0" 2>/dev/null) dax=${dax##*/} driver=$(basename "$(readlink -f "$dax/driver")") node=$(cat "$dax/target_node" 2>/dev/null)"
+		for a in access0 access1; do
+			[ -r "$r/$a/read_bandwidth" ] || continue
+			topo "cxl $region $a" \
+				"read_bw=$(cat "$r/$a/read_bandwidth")MB/s" \
+				"write_bw=$(cat "$r/$a/write_bandwidth")MB/s" \
+				"read_lat=$(cat "$r/$a/read_latency")ns" \
+				"write_lat=$(cat "$r/$a/write_latency")ns"
 		done
 	done
 	wi=/sys/kernel/mm/mempolicy/weighted_interleave
@@ -106,7 +308,61 @@ run_all() {
 	[ $found = 1 ] || mark "TIERKIT-NOTE no /bin/$pattern matched filter '$FILTER'"
 }
 
+# tierkit_bandwidth: gives tierkit the bandwidth the kernel knows (see
+# Documentation/ABI/testing/debugfs-tierkit, `bandwidth`): per node with
+# memory, access1 (nearest CPU) from the node's sysfs, or for a CXL node,
+# whose node directory has none, from its region's access1.
+tierkit_bandwidth() {
+	W=/sys/kernel/debug/tierkit/weighted_interleave
+	[ -w $W/bandwidth ] || {
+		mark "TIERKIT-NOTE no $W/bandwidth: tierkit's auto weights stay 1"
+		return
+	}
+	lines=
+	from=
+	for nid in $(echo "$(cat $NODES/has_memory)" | awk -F, '{ for (i = 1; i <= NF; i++) { split($i, r, "-"); if (r[2] == "") r[2] = r[1]; for (n = r[1]; n <= r[2]; n++) print n } }'); do
+		a=$NODES/node$nid/access1/initiators
+		src=node$nid
+		if [ ! -r $a/read_bandwidth ]; then
+			region=$(cxl_region_of_node "$nid") || continue
+			a=$C/$region/access1
+			src=$region
+			[ -r $a/read_bandwidth ] || continue
+		fi
+		lines="$lines$nid $(cat $a/read_bandwidth) $(cat $a/write_bandwidth)
+"
+		from="$from $src"
+	done
+	if [ -z "$lines" ]; then
+		mark "TIERKIT-NOTE no access1 bandwidth for any node (no HMAT): tierkit's auto weights stay 1"
+		return
+	fi
+	out=$( { printf '%s' "$lines" > $W/bandwidth; } 2>&1 )
+	if [ $? != 0 ]; then
+		mark "TIERKIT-ERROR writing tierkit's bandwidth file: $out"
+		fails=$((fails + 1))
+		return
+	fi
+	w=""
+	for f in $W/node*; do w="$w ${f##*/}=$(cat "$f")"; done
+	topo "tierkit bandwidth: $(printf '%s' "$lines" | tr '\n' ';' | sed 's/;$//;s/;/; /g') (MB/s, from$from) -> auto=$(cat $W/auto)$w"
+}
+
+if [ -n "$CXL" ]; then
+	cxl_setup
+	rm -f /tmp/.cxl-regions
+fi
+
 print_topology
+
+if [ $cxl_ok != 1 ]; then
+	mark "TIERKIT-NOTE CXL setup failed: tierkit is not loaded and no test runs"
+	fails=$((fails + 1))
+	mark "TIERKIT-DONE fails=$fails"
+	poweroff -f
+	sleep 2
+	reboot -f
+fi
 
 mark "TIERKIT-INSMOD-START"
 out=$(insmod /lib/modules/tierkit.ko 2>&1)
@@ -122,6 +378,7 @@ else
 fi
 
 if [ $loaded = 1 ]; then
+	tierkit_bandwidth
 	case "$MODE" in
 	test) run_all USERTEST 'tk-test-*' ;;
 	run) run_all DEMO 'tk-demo*' ;;
