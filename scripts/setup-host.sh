@@ -14,6 +14,10 @@
 # match into a failure. Capture the output into a variable and match that.
 set -euo pipefail
 
+# rustup installs cargo, rustc and cargo-installed tools (bindgen) here; a
+# non-login CI shell may not have it on PATH yet.
+[ -d "$HOME/.cargo/bin" ] && export PATH="$HOME/.cargo/bin:$PATH"
+
 say() { printf '[setup] %s\n' "$*" >&2; }
 SUDO=""
 if [ "$(id -u)" != 0 ]; then
@@ -46,7 +50,10 @@ fi
 
 updated=0
 apt_update() { [ $updated = 1 ] || { say "apt-get update"; $SUDO apt-get update -qq; updated=1; }; }
-if [ $need_qemu = 1 ] && [ ! -f "$BPO" ]; then
+# Some other sources file may already carry bookworm-backports; adding it
+# twice makes apt warn "configured multiple times".
+bpo_listed=$(grep -rls 'bookworm-backports' /etc/apt/sources.list /etc/apt/sources.list.d/ 2>/dev/null || true)
+if [ $need_qemu = 1 ] && [ -z "$bpo_listed" ]; then
     say "adding bookworm-backports (for qemu-system-x86 10) to $BPO"
     $SUDO tee "$BPO" >/dev/null <<'SRC'
 Types: deb
@@ -82,8 +89,11 @@ if [ ! -f "$sysroot/lib/rustlib/src/rust/library/core/src/lib.rs" ]; then
     say "rustup component add rust-src"
     rustup component add rust-src
 fi
+# Pinned: the bindgen version is part of the kernel config's fingerprint, so
+# an unpinned install would turn a newer crates.io release into a rebuild.
+BINDGEN_VERSION=0.73.2
 if ! command -v bindgen >/dev/null; then
-    say "cargo install --locked bindgen-cli (a few minutes)"
-    cargo install --locked bindgen-cli
+    say "cargo install --locked bindgen-cli@$BINDGEN_VERSION (a few minutes)"
+    cargo install --locked "bindgen-cli@$BINDGEN_VERSION"
 fi
 say "host ready"

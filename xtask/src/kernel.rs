@@ -177,6 +177,9 @@ fn apt_options(c: &Path) -> Vec<String> {
         "Debug::NoLocking=1".into(),
         "Dir::State::status=/dev/null".into(),
         "APT::Sandbox::User=root".into(),
+        // Without it `apt-get update` only warns when the mirror is
+        // unreachable, and the user sees "Unable to locate package" later.
+        "APT::Update::Error-Mode=any".into(),
     ]
     .into_iter()
     .flat_map(|o| ["-o".to_string(), o])
@@ -288,7 +291,9 @@ fn find_deb(debs: &Path) -> Result<Option<PathBuf>> {
             })
         })
         .collect();
-    found.sort();
+    // The newest download wins: file names do not sort as Debian versions
+    // do (7.3.10 < 7.3.4 as text).
+    found.sort_by_key(|p| fs::metadata(p).and_then(|m| m.modified()).ok());
     Ok(found.pop())
 }
 
