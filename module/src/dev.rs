@@ -192,7 +192,7 @@ impl TkFile {
             st.task = task;
             b.per_node = per_node;
             b.il_prev = task.il_prev();
-            b.il_weight = task.il_weight() as u32;
+            b.il_weight = u32::from(task.il_weight());
         }
         writer.write(&b)?;
         Ok(0)
@@ -310,7 +310,7 @@ impl MiscDevice for TkFile {
     type Ptr = Pin<KBox<Self>>;
 
     fn open(_file: &File, misc: &MiscDeviceRegistration<Self>) -> Result<Pin<KBox<Self>>> {
-        // SAFETY: by the invariant of `TkDevice`, `misc` is the `reg` field
+        // SAFETY: By the type invariant of `TkDevice`, `misc` is the `reg` field
         // of a pinned `TkDevice`, which outlives the registration and so
         // this call (misc_open() keeps the device registered meanwhile).
         let dev = unsafe { &*container_of!(core::ptr::from_ref(misc).cast_mut(), TkDevice, reg) };

@@ -11,44 +11,99 @@ use kernel::ffi::{c_char, c_int, c_uint, c_ulong};
 
 // `struct page` ends in a zero-sized bindgen array (`its_array`), which
 // rustc calls FFI-unsafe; only pointers to it cross the boundary.
-#[allow(improper_ctypes)]
+#[expect(improper_ctypes)]
 extern "C" {
+    /// `nr_cpu_ids`: one more than the highest possible CPU id. No
+    /// precondition.
     pub(crate) fn tk_nr_cpu_ids() -> c_uint;
+    /// `cpu_online(cpu)`, false for ids out of range. No precondition.
     pub(crate) fn tk_cpu_online(cpu: c_int) -> bool;
+    /// `cpumask_next(prev, cpumask_of_node(nid))`, skipping offline CPUs:
+    /// the next online CPU of `nid` after `prev` (-1 to start), `>=
+    /// nr_cpu_ids` at the end. `nid` must be an online node.
     pub(crate) fn tk_node_next_cpu(nid: c_int, prev: c_int) -> c_int;
+    /// `cpumask_weight_and(cpumask_of_node(nid), cpu_online_mask)`: online
+    /// CPUs of `nid`. `nid` must be an online node.
     pub(crate) fn tk_nr_cpus_node(nid: c_int) -> c_uint;
+    /// `nr_node_ids`: one more than the highest possible node id. No
+    /// precondition.
     pub(crate) fn tk_nr_node_ids() -> c_int;
+    /// `node_online(nid)`, false for ids out of range. No precondition.
     pub(crate) fn tk_node_online(nid: c_int) -> bool;
+    /// `node_state(nid, N_MEMORY)`, false for ids out of range. No
+    /// precondition.
     pub(crate) fn tk_node_has_memory(nid: c_int) -> bool;
+    /// `node_state(nid, N_CPU)`, false for ids out of range. No
+    /// precondition.
     pub(crate) fn tk_node_has_cpu(nid: c_int) -> bool;
+    /// `numa_nearest_node(nid, N_CPU)`: `nid` if it has CPUs, else the node
+    /// with CPUs nearest it (`nid` itself if there is none). `nid` must be
+    /// an online node.
     pub(crate) fn tk_nearest_cpu_node(nid: c_int) -> c_int;
+    /// `zone_page_state(.., NR_FREE_PAGES)` summed over the zones of
+    /// `NODE_DATA(nid)`; 0 for an offline or out-of-range node. No
+    /// precondition.
     pub(crate) fn tk_node_free_pages(nid: c_int) -> c_ulong;
 
+    /// `alloc_pages_node(nid, gfp | __GFP_THISNODE | __GFP_NOWARN, order)`;
+    /// NULL on failure. `nid` must be a node with memory, and `gfp` must
+    /// suit the caller's context (e.g. no sleeping flags in atomic context).
     pub(crate) fn tk_alloc_pages_node(
         nid: c_int,
         gfp: bindings::gfp_t,
         order: c_uint,
     ) -> *mut bindings::page;
+    /// `page_to_pfn(page)`. `page` must be a valid `struct page`.
     pub(crate) fn tk_page_to_pfn(page: *const bindings::page) -> c_ulong;
+    /// `pfn_to_page(pfn)`. `pfn` must be a valid pfn (`pfn_valid()`), e.g.
+    /// one inside a range of pages the caller holds.
     pub(crate) fn tk_pfn_to_page(pfn: c_ulong) -> *mut bindings::page;
+    /// `page_address(page)`: its direct-map address (x86_64 has no
+    /// highmem). `page` must be a valid `struct page`.
     pub(crate) fn tk_page_address(page: *const bindings::page) -> *mut core::ffi::c_void;
+    /// `page_to_nid(page)`. `page` must be a valid `struct page`.
     pub(crate) fn tk_page_to_nid(page: *const bindings::page) -> c_int;
+    /// `clear_pages(addr, npages)`, the kernel's own page clearing (rep
+    /// stosb, rep stosq or unrolled stores). `addr` must be the kernel address of `npages` writable,
+    /// page-aligned pages that nothing else accesses meanwhile.
     pub(crate) fn tk_clear_pages(addr: *mut core::ffi::c_void, npages: c_uint);
+    /// Which `clear_pages()` variant the alternatives picked ("erms",
+    /// "rep_good", "unrolled"), a static NUL-terminated string. No
+    /// precondition.
     pub(crate) fn tk_clear_pages_variant() -> *const c_char;
+    /// `want_init_on_alloc(GFP_KERNEL)`. No precondition.
     pub(crate) fn tk_init_on_alloc() -> bool;
+    /// `alloc_contig_pages(nr_pages, GFP_KERNEL | __GFP_THISNODE |
+    /// __GFP_NOWARN, nid, NULL)`; NULL on failure. Sleeps: process context
+    /// only; `nid` must be an online node with memory.
     pub(crate) fn tk_alloc_contig(nr_pages: c_ulong, nid: c_int) -> *mut bindings::page;
+    /// `free_contig_range(page_to_pfn(page), nr_pages)`. `page` and
+    /// `nr_pages` must be a range from [`tk_alloc_contig`] that is freed
+    /// only once.
     pub(crate) fn tk_free_contig(page: *mut bindings::page, nr_pages: c_ulong);
 
+    /// `cond_resched()`. Process context only, no spinlock held.
     pub(crate) fn tk_cond_resched();
+    /// `ktime_get_ns()`. No precondition.
     pub(crate) fn tk_ktime_get_ns() -> u64;
+    /// `alloc_workqueue("%s", WQ_HIGHPRI | WQ_PERCPU | WQ_CPU_INTENSIVE, 0,
+    /// name)`; NULL on failure. `name` must be a NUL-terminated string;
+    /// process context only. The result must go to `destroy_workqueue()`.
     pub(crate) fn tk_alloc_workqueue(name: *const c_char) -> *mut bindings::workqueue_struct;
 
     // Weighted interleave: node hotplug (module/src/wi/debugfs.rs).
+    /// `register_node_notifier()` of a notifier that calls `cb(ctx, nid,
+    /// added)` on `NODE_ADDED_FIRST_MEMORY`/`NODE_REMOVED_LAST_MEMORY`.
+    /// One registration at a time; `cb` must not be `None`, and `ctx` must
+    /// stay valid for `cb` until [`tk_unregister_node_notifier`] returns.
     pub(crate) fn tk_register_node_notifier(
         cb: Option<unsafe extern "C" fn(ctx: *mut core::ffi::c_void, nid: c_int, added: bool)>,
         ctx: *mut core::ffi::c_void,
     ) -> c_int;
+    /// `unregister_node_notifier()` of the notifier of
+    /// [`tk_register_node_notifier`]. It must be registered.
     pub(crate) fn tk_unregister_node_notifier();
+    /// `__GFP_NORETRY`, which the bindings do not export. No precondition.
     pub(crate) fn tk_gfp_noretry() -> bindings::gfp_t;
 }
 
@@ -56,43 +111,55 @@ extern "C" {
 pub(crate) mod node {
     use kernel::ffi::c_int;
 
+    /// `nid` as a C `int`, `None` if it does not fit (no such node).
+    fn to_c(nid: usize) -> Option<c_int> {
+        c_int::try_from(nid).ok()
+    }
+
     /// `nr_node_ids`: one more than the highest possible node id.
     pub(crate) fn nr_node_ids() -> usize {
         // SAFETY: reads a variable that is fixed after boot.
         let n = unsafe { super::tk_nr_node_ids() };
-        n.max(0) as usize
+        usize::try_from(n).unwrap_or(0)
     }
 
     /// `node_online(nid)`, false for ids out of range.
     pub(crate) fn online(nid: usize) -> bool {
-        // SAFETY: the shim range-checks `nid` before reading the node state.
-        unsafe { super::tk_node_online(nid as c_int) }
+        let Some(nid) = to_c(nid) else { return false };
+        // SAFETY: no precondition: the shim range-checks `nid`.
+        unsafe { super::tk_node_online(nid) }
     }
 
     /// `node_state(nid, N_MEMORY)`, false for ids out of range.
     pub(crate) fn has_memory(nid: usize) -> bool {
-        // SAFETY: the shim range-checks `nid` before reading the node state.
-        unsafe { super::tk_node_has_memory(nid as c_int) }
+        let Some(nid) = to_c(nid) else { return false };
+        // SAFETY: no precondition: the shim range-checks `nid`.
+        unsafe { super::tk_node_has_memory(nid) }
     }
 
     /// `node_state(nid, N_CPU)`, false for ids out of range.
     pub(crate) fn has_cpu(nid: usize) -> bool {
-        // SAFETY: the shim range-checks `nid` before reading the node state.
-        unsafe { super::tk_node_has_cpu(nid as c_int) }
+        let Some(nid) = to_c(nid) else { return false };
+        // SAFETY: no precondition: the shim range-checks `nid`.
+        unsafe { super::tk_node_has_cpu(nid) }
     }
 
-    /// Online CPUs of `nid`.
+    /// Online CPUs of `nid`, 0 for an offline node or an id out of range.
     pub(crate) fn nr_cpus(nid: usize) -> u32 {
+        let Some(c_nid) = to_c(nid) else { return 0 };
         if !online(nid) {
             return 0;
         }
-        // SAFETY: `nid` is an online node, so `cpumask_of_node(nid)` is valid.
-        unsafe { super::tk_nr_cpus_node(nid as c_int) }
+        // SAFETY: `nid` is an online node, as the shim requires.
+        unsafe { super::tk_nr_cpus_node(c_nid) }
     }
 
-    /// Free pages on `nid`, summed over its zones (pages).
+    /// Free pages on `nid`, summed over its zones (pages); 0 for an offline
+    /// node or an id out of range.
     pub(crate) fn free_pages(nid: usize) -> u64 {
-        // SAFETY: the shim checks that `nid` is online before reading NODE_DATA.
-        unsafe { super::tk_node_free_pages(nid as c_int) as u64 }
+        let Some(nid) = to_c(nid) else { return 0 };
+        // SAFETY: no precondition: the shim checks that `nid` is online
+        // before reading NODE_DATA.
+        unsafe { super::tk_node_free_pages(nid) as u64 }
     }
 }

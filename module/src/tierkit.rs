@@ -15,13 +15,13 @@ use kernel::{debugfs::Dir, prelude::*, sync::Arc};
 
 // The pure code of `module/core/` is a library shared with the host crate:
 // its `pub` items are its API there, and not every one is used here.
-#[allow(dead_code, unreachable_pub)]
+#[expect(dead_code, unreachable_pub)]
 #[path = "../core/src/chunks.rs"]
 mod chunks;
-#[allow(dead_code, unreachable_pub)]
+#[expect(dead_code, unreachable_pub)]
 #[path = "../core/src/interleave.rs"]
 mod interleave;
-#[allow(dead_code, unreachable_pub)]
+#[expect(dead_code, unreachable_pub)]
 #[path = "../core/src/uapi.rs"]
 mod uapi;
 

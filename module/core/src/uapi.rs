@@ -211,6 +211,22 @@ pub struct TkClearBench {
 /// Runs one clearing benchmark. See [`TkClearBench`].
 pub const TK_IOC_CLEAR_BENCH: u32 = iowr(5, core::mem::size_of::<TkClearBench>());
 
+// The layouts are the ABI, and the module's `FromBytes`/`AsBytes` impls
+// (module/src/dev.rs) rely on them having no padding: each size below is
+// the sum of the field sizes, checked at compile time in the kernel build
+// and on the host alike. `include/uapi/linux/tierkit.h` mirrors them
+// (module/core/tests/uapi_header.rs compares the two).
+const _: () = assert!(core::mem::size_of::<TkPolicy>() == 80); // 4 + 4 + 8 + 64
+const _: () = assert!(core::mem::size_of::<TkBulk>() == 528); // 8 + 512 + 4 + 4
+const _: () = assert!(core::mem::size_of::<TkTaskNext>() == 264); // 4 + 4 + 256
+const _: () = assert!(core::mem::size_of::<TkGigantic>() == 40); // 4 * 4 + 8 + 4 * 4
+const _: () = assert!(core::mem::size_of::<TkClearBench>() == 72); // 8 * 4 + 3 * 8 + 16
+const _: () = assert!(TK_IOC_SET_POLICY == 0xc050_b901);
+const _: () = assert!(TK_IOC_BULK == 0xc210_b902);
+const _: () = assert!(TK_IOC_TASK_NEXT == 0xc108_b903);
+const _: () = assert!(TK_IOC_SET_GIGANTIC == 0xc028_b904);
+const _: () = assert!(TK_IOC_CLEAR_BENCH == 0xc048_b905);
+
 #[cfg(test)]
 mod clear_abi_tests {
     use super::*;

@@ -65,8 +65,6 @@ impl GiganticMode {
     /// `vm_insert_page()` of each of its pages.
     ///
     /// Errors: as [`GiganticRange::alloc`] and [`clear`].
-    // Called by the device's mmap (dev.rs).
-    #[allow(dead_code)]
     pub(crate) fn populate(&mut self, nid: usize) -> Result<&GiganticRange> {
         self.populate_pages(nid, GIGANTIC_PAGES)
     }

@@ -92,15 +92,24 @@ impl Shared {
     }
 }
 
+/// One worker of a clear: a work item queued on `cpu` that claims chunks
+/// from the [`Shared`] cursor and clears them, and counts what it did.
 #[pin_data]
 struct Worker {
+    /// The work item `queue_work_on()` runs.
     #[pin]
     work: Work<Worker>,
+    /// The clear this worker takes part in.
     shared: Arc<Shared>,
+    /// Position among the clear's workers (for `Shared::fail_worker`).
     index: u32,
+    /// The CPU it is queued on.
     cpu: u32,
+    /// The CPU it ran on, [`NOT_RUN`] until it runs.
     ran_on: Atomic<u32>,
+    /// Chunks it cleared.
     chunks: Atomic<u64>,
+    /// Pages it cleared.
     pages: Atomic<u64>,
 }
 
@@ -131,7 +140,7 @@ impl Worker {
                 break;
             }
             let addr = s.base + (chunk.first_page * PAGE_BYTES) as usize;
-            // SAFETY: by the `Shared` invariant the chunk lies inside the
+            // SAFETY: By the type invariant of `Shared`, the chunk lies inside the
             // range at `base`, which nothing else touches, and this worker
             // is the only one to get this chunk index from the cursor.
             unsafe { shim::tk_clear_pages(addr as *mut c_void, chunk.nr_pages) };
@@ -145,6 +154,12 @@ impl Worker {
 }
 
 /// A workqueue of our own, destroyed (after draining) on drop.
+///
+/// # Invariants
+///
+/// The pointer is a live workqueue from `alloc_workqueue()` (through
+/// [`shim::tk_alloc_workqueue`]), owned by this value alone: nothing else
+/// destroys it, and it is destroyed exactly once, on drop.
 struct OwnedQueue(NonNull<bindings::workqueue_struct>);
 
 impl OwnedQueue {
@@ -152,13 +167,16 @@ impl OwnedQueue {
         // SAFETY: the name is a NUL-terminated static string; the shim
         // allocates a per-CPU (bound) WQ_HIGHPRI workqueue.
         let wq = unsafe { shim::tk_alloc_workqueue(c"tierkit_clear".as_char_ptr()) };
+        // INVARIANT: a non-NULL result is a new workqueue that only this
+        // value refers to.
         Ok(Self(NonNull::new(wq).ok_or(ENOMEM)?))
     }
 }
 
 impl Drop for OwnedQueue {
     fn drop(&mut self) {
-        // SAFETY: the queue came from alloc_workqueue(); destroy_workqueue()
+        // SAFETY: By the type invariant, the queue is a live workqueue from
+        // alloc_workqueue() that nobody else destroys. destroy_workqueue()
         // drains it first, so no work item of ours runs after this returns.
         unsafe { bindings::destroy_workqueue(self.0.as_ptr()) };
     }
@@ -236,8 +254,10 @@ pub(crate) unsafe fn clear_range(
         // its body with a chosen CPU. The closure returns false only if the
         // work item is already queued (never: it is new). `Worker` is `Send`
         // and has no lifetime; its `Shared::base` stays valid because `wq`
-        // is drained before this function returns. `queue_work_on()` gets
-        // a pointer that `__enqueue` keeps valid until the work runs.
+        // is drained before this function returns. `wq_ptr` is a live
+        // workqueue by the type invariant of `OwnedQueue`, and `wq` is only
+        // dropped after the wait below. `queue_work_on()` gets a pointer
+        // that `__enqueue` keeps valid until the work runs.
         let queued = unsafe {
             RawWorkItem::<0>::__enqueue(w.clone(), move |work| {
                 bindings::queue_work_on(cpu as c_int, wq_ptr, work)

@@ -160,7 +160,7 @@ impl GiganticRange {
 
     /// The pfn of the first page.
     pub(crate) fn pfn(&self) -> u64 {
-        // SAFETY: `first` is a valid page (type invariant).
+        // SAFETY: By the type invariant, `first` is a valid page.
         unsafe { shim::tk_page_to_pfn(self.first.as_ptr()) as u64 }
     }
 
@@ -179,18 +179,19 @@ impl GiganticRange {
         if index >= self.nr_pages {
             return None;
         }
-        // SAFETY: `index < nr_pages`, so the pfn is inside the range.
+        // SAFETY: By the type invariant, the range is `nr_pages` contiguous
+        // pages from `first`, and `index < nr_pages`: the pfn is inside it.
         let page = unsafe { shim::tk_pfn_to_page((self.pfn() + index) as c_ulong) };
         let page = NonNull::new(page)?;
-        // SAFETY: the page is part of the range, owned by `self`, and stays
-        // valid while `self` is borrowed.
+        // SAFETY: By the type invariant, the page is part of the range owned
+        // by `self`, so it stays valid while `self` is borrowed.
         Some(unsafe { BorrowedPage::from_raw(page) })
     }
 }
 
 impl Drop for GiganticRange {
     fn drop(&mut self) {
-        // SAFETY: by the type invariant `first` heads `nr_pages` pages
+        // SAFETY: By the type invariant, `first` heads `nr_pages` pages
         // from `alloc_contig_pages()` to which this value holds one
         // reference each; pages still mapped by a process keep theirs.
         unsafe { shim::tk_free_contig(self.first.as_ptr(), self.nr_pages as c_ulong) };

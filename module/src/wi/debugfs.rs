@@ -245,7 +245,8 @@ impl WiFiles {
 impl PinnedDrop for WiFiles {
     fn drop(self: Pin<&mut Self>) {
         if self.notifier {
-            // SAFETY: registered in `new` (type invariant); after this no
+            // SAFETY: By the type invariant, the notifier is registered
+            // (in `new`, pointing at `self`); after this no
             // callback runs or is running, so `self` may go.
             unsafe { shim::tk_unregister_node_notifier() };
         }

@@ -378,7 +378,7 @@ impl<'a> BwLines<'a> {
             }
             v = v
                 .checked_mul(10)
-                .and_then(|v| v.checked_add((c - b'0') as u32))
+                .and_then(|v| v.checked_add(u32::from(c - b'0')))
                 .ok_or(EINVAL)?;
         }
         Ok(v)

@@ -67,14 +67,14 @@ impl NodePage {
 
     /// `page_to_nid()`.
     pub(crate) fn nid(&self) -> usize {
-        // SAFETY: `self.page` is a valid page by the type invariant.
+        // SAFETY: By the type invariant, `self.page` is a valid page.
         unsafe { shim::tk_page_to_nid(self.page.as_ptr()) as usize }
     }
 
     /// The page's bytes through its direct-map address. x86_64 has no
     /// highmem, so `page_address()` is always valid.
     fn addr(&self) -> *mut u8 {
-        // SAFETY: `self.page` is valid by the type invariant.
+        // SAFETY: By the type invariant, `self.page` is a valid page.
         unsafe { shim::tk_page_address(self.page.as_ptr()).cast::<u8>() }
     }
 
@@ -105,7 +105,7 @@ impl NodePage {
 
 impl Drop for NodePage {
     fn drop(&mut self) {
-        // SAFETY: we own this order-0 page (type invariant). If it is also
+        // SAFETY: By the type invariant, we own this order-0 page. If it is also
         // mapped into userspace, `vm_insert_page()` took its own reference,
         // so this only drops ours.
         unsafe { bindings::__free_pages(self.page.as_ptr(), 0) };

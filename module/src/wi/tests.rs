@@ -557,7 +557,7 @@ mod alloc {
         let policy = Policy::new(0, 0, Nodemask::single(a).with(b).0)?;
         let weights = wi.weights();
         let sel = policy.selector(&weights)?;
-        let pgoff = 0x7f12_3456_7u64;
+        let pgoff = 0x7_f123_4567_u64;
         let nr = 1024usize;
         let placed = alloc_placed(&wi, &sel, pgoff, nr)?;
         let mut on_node = true;

@@ -1,0 +1,116 @@
+/* SPDX-License-Identifier: GPL-2.0 WITH Linux-syscall-note */
+/*
+ * tierkit: the userspace ABI of /dev/tierkit (ioctl numbers, argument
+ * layouts, constants).
+ *
+ * This header mirrors module/core/src/uapi.rs, which the module is built
+ * from; module/core/tests/uapi_header.rs compiles it and checks every
+ * constant, struct size and field offset against the Rust definitions.
+ * The semantics are documented in Documentation/ABI/testing/dev-tierkit
+ * and Documentation/ABI/testing/dev-tierkit-clear.
+ *
+ * All structs are x86_64 little endian, with explicit padding: none has
+ * implicit padding.
+ */
+#ifndef _UAPI_LINUX_TIERKIT_H
+#define _UAPI_LINUX_TIERKIT_H
+
+#include <linux/ioctl.h>
+#include <linux/types.h>
+
+/* The ioctl "type" byte, unassigned in ioctl-number.rst. */
+#define TIERKIT_IOC_MAGIC		0xB9
+
+/* Highest node id + 1 that the ABI can name: nodemasks are one __u64. */
+#define TIERKIT_MAX_NODES		64
+
+/* --- weighted interleave ------------------------------------------------ */
+
+/* tk_policy.mode: MPOL_WEIGHTED_INTERLEAVE semantics, tierkit's weights. */
+#define TK_MODE_WEIGHTED_INTERLEAVE	0
+/* tk_policy.mode: MPOL_INTERLEAVE semantics (every weight 1). */
+#define TK_MODE_INTERLEAVE		1
+
+/* TK_IOC_SET_POLICY: sets the open file's policy; before mmap. */
+struct tk_policy {
+	__u32 mode;			/* in: TK_MODE_* */
+	__u32 flags;			/* in: must be 0 */
+	__u64 nodemask;			/* in: bit N = node N; out: effective mask */
+	__u8  weights[TIERKIT_MAX_NODES];	/* out: weight of each node */
+};
+
+/* TK_IOC_BULK: runs the bulk path for nr_pages pages. */
+struct tk_bulk {
+	__u64 nr_pages;			/* in: 1..2^20 */
+	__u64 per_node[TIERKIT_MAX_NODES];	/* out: pages placed on node n */
+	__s32 il_prev;			/* out: -1 = before the first node */
+	__u32 il_weight;		/* out */
+};
+
+/* Most nodes one TK_IOC_TASK_NEXT call returns. */
+#define TK_TASK_NEXT_MAX		256
+
+/* TK_IOC_TASK_NEXT: count steps of the task path. */
+struct tk_task_next {
+	__u32 count;			/* in: 1..TK_TASK_NEXT_MAX */
+	__u32 _pad;
+	__u8  nodes[TK_TASK_NEXT_MAX];	/* out: nodes[0..count) */
+};
+
+/* --- gigantic clearing -------------------------------------------------- */
+
+/* Bytes in one gigantic page (1 GiB). */
+#define TK_GIGANTIC_BYTES		(1ULL << 30)
+
+/* Worker placement (tk_gigantic.placement, tk_clear_bench.placement). */
+#define TK_PLACE_LOCAL			0	/* CPUs of the memory's (or nearest CPU) node */
+#define TK_PLACE_REMOTE			1	/* CPUs of the nearest other CPU node */
+#define TK_PLACE_ANY			2	/* any online CPU */
+
+/* threads value: tierkit picks the worker count (0 is EINVAL, not auto). */
+#define TK_THREADS_AUTO			0xffffffffU
+
+/* tk_gigantic.flags: only read the last_* fields back; change nothing. */
+#define TK_GIGANTIC_F_QUERY		(1U << 0)
+
+/* TK_IOC_SET_GIGANTIC: switches the open file into gigantic mode. */
+struct tk_gigantic {
+	__u32 threads;			/* in: 1..eligible CPUs or TK_THREADS_AUTO */
+	__u32 placement;		/* in: TK_PLACE_* */
+	__u32 chunk_kib;		/* in: multiple of 4, <= 32768; 0 = 2048 */
+	__u32 flags;			/* in: 0 or TK_GIGANTIC_F_QUERY */
+	__u64 last_elapsed_ns;		/* out */
+	__u32 last_workers;		/* out */
+	__s32 last_nid;			/* out: -1 before the first */
+	__s32 last_cpu_node;		/* out: -1 for TK_PLACE_ANY */
+	__u32 nr_cleared;		/* out */
+};
+
+/* Most gigantic ranges one TK_IOC_CLEAR_BENCH call clears. */
+#define TK_CLEAR_BENCH_MAX		64
+
+/* TK_IOC_CLEAR_BENCH: clears nr_gigantic 1 GiB ranges on nid, timed. */
+struct tk_clear_bench {
+	__s32 nid;			/* in */
+	__u32 threads;			/* in: as tk_gigantic.threads */
+	__u32 placement;		/* in: TK_PLACE_* */
+	__u32 nr_gigantic;		/* in: 1..TK_CLEAR_BENCH_MAX */
+	__u32 chunk_kib;		/* in: as tk_gigantic.chunk_kib */
+	__u32 workers;			/* out */
+	__s32 cpu_node;			/* out: -1 for TK_PLACE_ANY */
+	__u32 _pad;
+	__u64 elapsed_ns;		/* out: sum over the ranges */
+	__u64 bytes;			/* out */
+	__u64 mbps;			/* out: 10^6 bytes/s */
+	char  variant[16];		/* out: NUL-terminated clear_pages() variant */
+};
+
+/* --- ioctls ------------------------------------------------------------- */
+
+#define TK_IOC_SET_POLICY	_IOWR(TIERKIT_IOC_MAGIC, 1, struct tk_policy)
+#define TK_IOC_BULK		_IOWR(TIERKIT_IOC_MAGIC, 2, struct tk_bulk)
+#define TK_IOC_TASK_NEXT	_IOWR(TIERKIT_IOC_MAGIC, 3, struct tk_task_next)
+#define TK_IOC_SET_GIGANTIC	_IOWR(TIERKIT_IOC_MAGIC, 4, struct tk_gigantic)
+#define TK_IOC_CLEAR_BENCH	_IOWR(TIERKIT_IOC_MAGIC, 5, struct tk_clear_bench)
+
+#endif /* _UAPI_LINUX_TIERKIT_H */
