@@ -130,7 +130,8 @@ struct GuestArgs {
     /// Never use KVM (TCG).
     #[arg(long)]
     no_kvm: bool,
-    /// Kill the guest after this many seconds [default: 600; bench: 1800].
+    /// Kill the guest after this many seconds [default: 600; bench: 1800;
+    /// four times that with cxl].
     #[arg(long, value_name = "SECS")]
     timeout: Option<u64>,
     /// Only run matching tests: `kunit.filter_glob=GLOB` for KUnit
@@ -474,11 +475,16 @@ fn guest_cmd(
     } else {
         None
     });
-    let default_timeout = if matches!(mode, Mode::Bench(_)) {
+    let mut default_timeout = if matches!(mode, Mode::Bench(_)) {
         1800
     } else {
         600
     };
+    if kind == TopologyKind::Cxl {
+        // QEMU emulates CXL memory access by access: every test that fills
+        // or clears GiBs on the CXL node is some 100 times slower there.
+        default_timeout *= 4;
+    }
     let cfg = qemu::GuestConfig {
         topology: topo,
         cpu_model: g
