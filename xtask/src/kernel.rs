@@ -823,7 +823,8 @@ mod tests {
         assert!(o
             .iter()
             .any(|s| s == "Dir::Etc::SourceList=/c/apt/etc/sources.list"));
-        assert_eq!(o.iter().filter(|s| *s == "-o").count(), 11);
+        assert_eq!(o.iter().filter(|s| *s == "-o").count(), 12);
+        assert!(o.iter().any(|s| s == "APT::Update::Error-Mode=any"));
         assert!(APT_SOURCE.contains("trixie-backports") && !APT_SOURCE.contains("sid"));
     }
 }

@@ -46,7 +46,8 @@ scripts/setup-host.sh on first use.";
 #[derive(Parser)]
 #[command(name = "cargo xtask", bin_name = "cargo xtask", about = ABOUT, after_help = AFTER_HELP, version)]
 struct Cli {
-    /// Show the whole guest console and every command xtask runs.
+    /// Show every command xtask runs and, when a guest boots, its whole
+    /// console.
     #[arg(short, long, global = true)]
     verbose: bool,
     #[command(subcommand)]
@@ -63,13 +64,15 @@ enum Cmd {
     },
     /// Fetch, configure and build the kernel (cached); print its KDIR.
     Kernel(KernelArgs),
-    /// Build module/tierkit.ko against the cached kernel.
+    /// Build the module against the cached kernel (in module/, copied to
+    /// target/tierkit/tierkit-<kernel key>.ko).
     Module(KernelArgs),
     /// Build everything the guest needs (kernel, module, guest binaries,
     /// initramfs) without booting.
     Build(KernelArgs),
     /// The main job: build (cached), boot the default topology, load
-    /// tierkit (its KUnit suites run) and run the demos (/bin/tk-demo*).
+    /// tierkit and run the demos (/bin/tk-demo*): weighted placement per
+    /// node and a 1 GiB clear per node. KUnit is off unless --kunit.
     Run(RunArgs),
     /// Run all tests: host tests, then boot with KUnit and the userspace
     /// tests (/bin/tk-test-*); print a summary and write JSON and JUnit XML.
@@ -98,13 +101,16 @@ struct GuestArgs {
     #[arg(long, value_enum)]
     topology: Option<TopologyKind>,
     /// Guest CPUs in total (numa2 splits them over its two CPU nodes).
-    #[arg(long, default_value_t = 2, value_name = "N")]
+    /// At most 8: kconfig/base.config sets CONFIG_NR_CPUS=8, and the guest
+    /// would silently ignore the rest.
+    #[arg(long, default_value_t = 2, value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..=8))]
     cpus: u32,
-    /// DRAM per CPU node, in whole GiB [default: 6G; cxl: 7G]. q35 splits
-    /// RAM around the PCI hole below 4 GiB; 6 GiB leaves a free, naturally
-    /// aligned GiB on node 0 even after the other tests have left unmovable
-    /// pages behind. cxl needs one more: the CXL node's memmap (64 MiB per
-    /// 4 GiB) is allocated on node 0 when the region is hot-added.
+    /// DRAM per CPU node, in whole GiB [default: 8G]. q35 splits RAM around
+    /// the PCI hole below 4 GiB, early kernel allocations and the memmap sit
+    /// in node 0, the CXL node's memmap too (64 MiB per 4 GiB, allocated on
+    /// node 0 at hot-add), and the tests leave unmovable pages behind: 6 GiB
+    /// once left no free, naturally aligned GiB for the gigantic tests.
     #[arg(long, value_parser = util::parse_gib, value_name = "SIZE")]
     dram: Option<u32>,
     /// Size of the memory-only node of numa and numa2, in whole GiB.

@@ -11,6 +11,7 @@ use crate::say;
 use crate::topology::Topology;
 use crate::util;
 use anyhow::{bail, Context, Result};
+use std::os::unix::process::CommandExt;
 use std::fs;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
@@ -338,7 +339,20 @@ pub fn boot(
     if util::verbose() {
         say!("$ {shown}");
     }
-    let mut child = Command::new(qemu)
+    let mut cmd = Command::new(qemu);
+    // SAFETY: the closure runs in the forked child before exec and only
+    // calls prctl(2), which is async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| {
+            // QEMU dies with xtask (Ctrl-C, a CI job timeout, SIGTERM) instead
+            // of living on as an orphaned multi-GiB guest.
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = cmd
         .args(&args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

@@ -110,17 +110,17 @@ pub const CXL_BUS_STRIDE: u32 = 16;
 /// At most this many CXL devices (bus numbers stay below 256).
 pub const CXL_MAX_DEVICES: usize = 8;
 
-/// The default DRAM per CPU node, GiB. A runtime 1 GiB contiguous range
-/// needs a free, naturally aligned GiB on node 0 after the other tests: 6
-/// GiB leave one on q35 (README, "Gigantic-page clearing"). With cxl the
+/// The default DRAM per CPU node, GiB, for every topology. A runtime 1 GiB
+/// contiguous range needs a free, naturally aligned GiB on node 0 after the
+/// other tests. q35 splits RAM around the PCI hole below 4 GiB; early
+/// allocations and node 0's memmap take part of the rest; with cxl the
 /// kernel also puts the CXL node's memmap (64 MiB per 4 GiB; hot-added
-/// memory does not hold its own unless memmap_on_memory, which would leave
-/// no aligned GiB on the CXL node) on node 0, and 6 GiB were measured to
-/// leave none for tk-test-gigantic after the full suite: 7.
+/// memory does not hold its own unless memmap_on_memory, which would leave no
+/// aligned GiB on the CXL node) on node 0. 6 GiB (7 with cxl) usually left
+/// one, but a full test run once left none; 8 GiB leaves several.
 pub fn default_dram_gib(kind: TopologyKind) -> u32 {
     match kind {
-        TopologyKind::Cxl => 7,
-        _ => 6,
+        TopologyKind::Numa | TopologyKind::Numa2 | TopologyKind::Cxl => 8,
     }
 }
 
