@@ -39,6 +39,41 @@ use tierkit_core::interleave::{
     interleave_nid_ref, weighted_interleave_nid_ref, Nodemask, Weights,
 };
 
+/// Reads the guest's NUMA topology and notes it in `r`; on failure records a
+/// failed `topology` check and returns `None` (the caller then finishes).
+pub fn read_topology(r: &mut report::Report) -> Option<node::Topology> {
+    match node::Topology::read() {
+        Ok(t) => {
+            r.note(format!("topology: {}", t.describe()));
+            Some(t)
+        }
+        Err(e) => {
+            r.fail("topology", format!("{e:#}"));
+            None
+        }
+    }
+}
+
+/// Checks that `/dev/tierkit` exists and returns tierkit's weight directory;
+/// on failure records which of the two is missing and returns `None`.
+pub fn tierkit_weight_dir(r: &mut report::Report) -> Option<weights::WeightDir> {
+    if !tk::Tierkit::present() {
+        r.fail(
+            "open /dev/tierkit",
+            "no /dev/tierkit (is tierkit.ko loaded?)",
+        );
+        return None;
+    }
+    let wd = weights::WeightDir::tierkit();
+    if wd.is_none() {
+        r.fail(
+            "tierkit weight files",
+            "no tierkit weighted_interleave directory (debugfs)",
+        );
+    }
+    wd
+}
+
 /// Mounts debugfs on `/sys/kernel/debug` if nothing is mounted there yet
 /// (as root; errors are ignored, the caller then finds no files).
 pub fn ensure_debugfs() {

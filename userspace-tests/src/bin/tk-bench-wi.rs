@@ -21,7 +21,7 @@
 
 use serde_json::json;
 use std::process::ExitCode;
-use userspace_tests::node::{fmt_mask, Topology};
+use userspace_tests::node::fmt_mask;
 use userspace_tests::report::Report;
 use userspace_tests::sys::{
     monotonic_ns, Mapping, MPOL_INTERLEAVE, MPOL_WEIGHTED_INTERLEAVE, PAGE_SIZE,
@@ -133,27 +133,11 @@ fn main() -> ExitCode {
     let nr_pages = mib * (1 << 20) / PAGE_SIZE;
 
     let mut r = Report::new(BIN, "bench");
-    let topo = match Topology::read() {
-        Ok(t) => t,
-        Err(e) => {
-            r.fail("topology", format!("{e:#}"));
-            return r.finish();
-        }
-    };
-    r.note(format!("topology: {}", topo.describe()));
-    r.note(thp_note());
-    if !Tierkit::present() {
-        r.fail(
-            "open /dev/tierkit",
-            "no /dev/tierkit (is tierkit.ko loaded?)",
-        );
+    let Some(topo) = read_topology(&mut r) else {
         return r.finish();
-    }
-    let Some(tw) = WeightDir::tierkit() else {
-        r.fail(
-            "tierkit weight files",
-            "no tierkit weighted_interleave directory",
-        );
+    };
+    r.note(thp_note());
+    let Some(tw) = tierkit_weight_dir(&mut r) else {
         return r.finish();
     };
     let tsaved = tw.snapshot();

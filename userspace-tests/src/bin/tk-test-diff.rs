@@ -19,7 +19,8 @@
 //! Also: a shared anonymous (shmem) mapping, whose ilx is `i_ino + index`
 //! (mm/shmem.c shmem_get_policy), against tierkit at offset i_ino; and the
 //! auto weights: tierkit fed the HMAT bandwidth the kernel used
-//! (`nodeN/access1/initiators`) computes the kernel's auto weights.
+//! (`nodeN/access1/initiators`, or for a CXL node its region's `access1`)
+//! computes the kernel's auto weights.
 //!
 //! The kernel's weights and `auto` are restored at the end.
 
@@ -37,14 +38,9 @@ const BIN: &str = "tk-test-diff";
 
 fn main() -> ExitCode {
     let mut r = Report::new(BIN, "test");
-    let topo = match Topology::read() {
-        Ok(t) => t,
-        Err(e) => {
-            r.fail("topology", format!("{e:#}"));
-            return r.finish();
-        }
+    let Some(topo) = read_topology(&mut r) else {
+        return r.finish();
     };
-    r.note(format!("topology: {}", topo.describe()));
     let Some(kw) = WeightDir::kernel() else {
         r.fail(
             "kernel weight files",
@@ -55,18 +51,7 @@ fn main() -> ExitCode {
         );
         return r.finish();
     };
-    if !Tierkit::present() {
-        r.fail(
-            "open /dev/tierkit",
-            "no /dev/tierkit (is tierkit.ko loaded?)",
-        );
-        return r.finish();
-    }
-    let Some(tw) = WeightDir::tierkit() else {
-        r.fail(
-            "tierkit weight files",
-            "no tierkit weighted_interleave directory (debugfs)",
-        );
+    let Some(tw) = tierkit_weight_dir(&mut r) else {
         return r.finish();
     };
     let ksaved = match kw.snapshot() {

@@ -14,7 +14,7 @@
 //! weights are refused with EINVAL and leave the old weight in place.
 
 use std::process::ExitCode;
-use userspace_tests::node::{fmt_mask, Topology};
+use userspace_tests::node::fmt_mask;
 use userspace_tests::report::Report;
 use userspace_tests::tk::{self, Tierkit, TK_MODE_INTERLEAVE, TK_MODE_WEIGHTED_INTERLEAVE};
 use userspace_tests::weights::WeightDir;
@@ -28,26 +28,10 @@ const OFFSETS: [u64; 4] = [0, 5, 12_345, 0x0007_f123_4567];
 
 fn main() -> ExitCode {
     let mut r = Report::new(BIN, "test");
-    let topo = match Topology::read() {
-        Ok(t) => t,
-        Err(e) => {
-            r.fail("topology", format!("{e:#}"));
-            return r.finish();
-        }
-    };
-    r.note(format!("topology: {}", topo.describe()));
-    if !Tierkit::present() {
-        r.fail(
-            "open /dev/tierkit",
-            "no /dev/tierkit (is tierkit.ko loaded?)",
-        );
+    let Some(topo) = read_topology(&mut r) else {
         return r.finish();
-    }
-    let Some(wd) = WeightDir::tierkit() else {
-        r.fail(
-            "tierkit weight files",
-            "no tierkit weighted_interleave directory (debugfs)",
-        );
+    };
+    let Some(wd) = tierkit_weight_dir(&mut r) else {
         return r.finish();
     };
     let saved = wd.snapshot();

@@ -15,7 +15,6 @@
 use std::process::ExitCode;
 use tierkit_core::interleave::{bulk_split, Nodemask, TaskState, Weights, MAX_NUMNODES};
 use tierkit_core::uapi::{TkTaskNext, TK_IOC_TASK_NEXT, TK_TASK_NEXT_MAX};
-use userspace_tests::node::Topology;
 use userspace_tests::report::Report;
 use userspace_tests::sys;
 use userspace_tests::tk::{Tierkit, TK_MODE_INTERLEAVE, TK_MODE_WEIGHTED_INTERLEAVE};
@@ -26,26 +25,10 @@ const BIN: &str = "tk-test-task";
 
 fn main() -> ExitCode {
     let mut r = Report::new(BIN, "test");
-    let topo = match Topology::read() {
-        Ok(t) => t,
-        Err(e) => {
-            r.fail("topology", format!("{e:#}"));
-            return r.finish();
-        }
-    };
-    r.note(format!("topology: {}", topo.describe()));
-    if !Tierkit::present() {
-        r.fail(
-            "open /dev/tierkit",
-            "no /dev/tierkit (is tierkit.ko loaded?)",
-        );
+    let Some(topo) = read_topology(&mut r) else {
         return r.finish();
-    }
-    let Some(wd) = WeightDir::tierkit() else {
-        r.fail(
-            "tierkit weight files",
-            "no tierkit weighted_interleave directory (debugfs)",
-        );
+    };
+    let Some(wd) = tierkit_weight_dir(&mut r) else {
         return r.finish();
     };
     let saved = wd.snapshot();
