@@ -1,11 +1,10 @@
 //! `tierkit.ko`: an out-of-tree build against the cached kernel.
 
 use crate::kernel::KernelBuild;
-use crate::say;
 use crate::util::{self, show_cmd};
 use anyhow::{bail, Context, Result};
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 /// The built module.
 #[derive(Clone, Debug)]
@@ -30,22 +29,9 @@ pub fn build(kernel: &KernelBuild) -> Result<ModuleBuild> {
     let _lock = util::lock(&util::out_dir().join("module.lock"), "the module build")?;
     let mut cmd = make_command(kernel);
     let shown = show_cmd(&cmd);
-    if util::verbose() {
-        say!("$ {shown}");
-    }
-    let out = cmd
-        .stdin(Stdio::null())
-        .output()
-        .with_context(|| format!("could not start `{shown}`"))?;
-    let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
-    text.push_str(&String::from_utf8_lossy(&out.stderr));
-    if !out.status.success() {
-        bail!(
-            "building tierkit.ko failed: `{shown}` ({}):\n{}",
-            out.status,
-            util::tail_lines(&text, 80)
-        );
-    }
+    // 80 lines: a Rust compile error with its notes is long.
+    let text =
+        util::run_captured_tail(&mut cmd, 80).with_context(|| "building tierkit.ko failed")?;
     // Compiler warnings are worth seeing even when the build succeeds.
     if util::verbose() || text.contains("warning") {
         eprint!("{text}");

@@ -149,8 +149,13 @@ pub fn show_cmd(cmd: &Command) -> String {
 }
 
 /// Runs a command to completion, capturing stdout and stderr together, and
-/// fails with the command line and the tail of its output.
+/// fails with the command line and the last 40 lines of its output.
 pub fn run_captured(cmd: &mut Command) -> Result<String> {
+    run_captured_tail(cmd, 40)
+}
+
+/// [`run_captured`], showing the last `tail` lines of output on failure.
+pub fn run_captured_tail(cmd: &mut Command, tail: usize) -> Result<String> {
     let shown = show_cmd(cmd);
     if verbose() {
         say!("$ {shown}");
@@ -165,7 +170,7 @@ pub fn run_captured(cmd: &mut Command) -> Result<String> {
         bail!(
             "`{shown}` failed ({}):\n{}",
             out.status,
-            tail_lines(&text, 40)
+            tail_lines(&text, tail)
         );
     }
     Ok(text)
