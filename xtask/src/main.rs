@@ -8,11 +8,13 @@
 //! [`verdict`] (markers, [`ktap`]) -> [`report`].
 
 mod bench;
+mod console;
 mod initramfs;
 mod kconfig;
 mod kernel;
 mod ktap;
 mod module;
+mod profile;
 mod qemu;
 mod report;
 mod setup;
@@ -91,6 +93,16 @@ struct KernelArgs {
     /// Regenerate the kernel config even if an identical one is remembered.
     #[arg(long)]
     fresh_config: bool,
+    /// Kernel configuration. `debug`: a second kernel, built and cached
+    /// beside the default one, with kconfig/debug/*.config on top (KASAN,
+    /// UBSAN, lockdep, kmemleak, DEBUG_VM/LIST/OBJECTS, soft-lockup,
+    /// hung-task and RCU-stall detectors); the module is built with
+    /// CLIPPY=1 and warnings as errors; the guest boots with panic_on_warn=1
+    /// and short hang timeouts, and runs a kmemleak scan after rmmod. Any
+    /// KASAN, UBSAN, lockdep, kmemleak, lockup, stall, BUG or WARNING
+    /// report fails the run. Output goes to target/tierkit/<mode>-<topology>-debug/.
+    #[arg(long, value_enum, default_value_t = profile::Profile::Default)]
+    profile: profile::Profile,
 }
 
 #[derive(Args, Clone)]
@@ -218,12 +230,12 @@ fn real_main(cli: Cli) -> Result<ExitCode> {
         Cmd::Setup { force } => setup::cmd_setup(force).map(|_| ExitCode::SUCCESS),
         Cmd::Kernel(k) => {
             setup::ensure()?;
-            kernel::cmd_kernel(k.kernel_src.as_deref(), k.fresh_config)?;
+            kernel::cmd_kernel(k.kernel_src.as_deref(), k.fresh_config, k.profile)?;
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Module(k) => {
             setup::ensure()?;
-            let kb = kernel::ensure(k.kernel_src.as_deref(), k.fresh_config)?;
+            let kb = kernel::ensure(k.kernel_src.as_deref(), k.fresh_config, k.profile)?;
             let m = module::build(&kb)?;
             say!("module: {}", m.ko.display());
             Ok(ExitCode::SUCCESS)
@@ -278,7 +290,7 @@ struct Built {
 fn build_all(k: &KernelArgs, dir: &Path) -> Result<Built> {
     let mut times = Vec::new();
     let t = Timer::start();
-    let kb = kernel::ensure(k.kernel_src.as_deref(), k.fresh_config)?;
+    let kb = kernel::ensure(k.kernel_src.as_deref(), k.fresh_config, k.profile)?;
     times.push(("kernel", t.elapsed()));
     let t = Timer::start();
     let m = module::build(&kb)?;
@@ -491,6 +503,9 @@ fn guest_cmd(
         // or clears GiBs on the CXL node is some 100 times slower there.
         default_timeout *= 4;
     }
+    let profile = g.kernel.profile;
+    // KASAN, lockdep and kmemleak slow the guest down several times.
+    default_timeout *= profile.timeout_factor();
     let cfg = qemu::GuestConfig {
         topology: topo,
         cpu_model: g
@@ -503,8 +518,9 @@ fn guest_cmd(
         filter: g.filter.clone(),
         append: g.append.clone(),
         timeout: Duration::from_secs(g.timeout.unwrap_or(default_timeout)),
+        profile,
     };
-    let run_dir = util::out_dir().join(format!("{}-{}", mode.as_param(), kind));
+    let run_dir = util::out_dir().join(format!("{}-{}{}", mode.as_param(), kind, profile.suffix()));
     std::fs::create_dir_all(&run_dir)?;
     // Two boots of the same mode and topology would write the same logs.
     let _run_lock = util::lock(&run_dir.join(".lock"), "this run directory")?;
@@ -519,19 +535,20 @@ fn guest_cmd(
     }
     let b = build_all(&g.kernel, &run_dir)?;
     say!(
-        "booting {} with {} ({:?}, -cpu {}), mode {}",
+        "booting {} with {} ({:?}, -cpu {}), mode {}, {} profile",
         kind,
         cfg.topology.describe(),
         accel,
         cfg.cpu_model,
-        mode.as_param()
+        mode.as_param(),
+        profile
     );
     say!("console log: {}", run_dir.join("console.log").display());
     let mut streamer = qemu::Streamer::new(util::verbose(), !matches!(mode, Mode::Test));
     let t = Timer::start();
     let guest = qemu::boot(&b.kernel, &b.initramfs, &cfg, &run_dir, &mut streamer)?;
     let boot_time = t.elapsed();
-    let mut outcome = verdict::evaluate(&guest, kunit, g.filter.as_deref());
+    let mut outcome = verdict::evaluate(&guest, kunit, g.filter.as_deref(), profile);
     if let Some((false, _)) = host {
         let msg = format!(
             "host tests failed (see {})",

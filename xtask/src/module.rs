@@ -19,6 +19,7 @@ pub fn make_command(kernel: &KernelBuild) -> Command {
         .arg(&kernel.out_dir)
         .arg(format!("M={}", util::repo_root().join("module").display()))
         .args(["LLVM=1", "ARCH=x86_64"])
+        .args(kernel.profile.module_make_args())
         .arg(format!("-j{}", util::nproc()));
     cmd
 }
