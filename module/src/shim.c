@@ -4,8 +4,17 @@
  * macros that Rust cannot call. Each wrapper is declared in src/shim.rs
  * with the same signature; keep the two in sync.
  */
+#include <linux/capability.h>
 #include <linux/cpumask.h>
+#include <linux/debugfs.h>
+#include <linux/fs.h>
+#include <linux/module.h>
+#include <linux/mutex.h>
+#include <linux/seq_file.h>
+#include <linux/string.h>
 #include <linux/gfp.h>
+#include <linux/highmem.h>
+#include <linux/memory.h>
 #include <linux/mm.h>
 #include <linux/mmzone.h>
 #include <linux/node.h>
@@ -13,6 +22,7 @@
 #include <linux/notifier.h>
 #include <linux/numa.h>
 #include <linux/sched.h>
+#include <linux/sched/signal.h>
 #include <linux/timekeeping.h>
 #include <linux/topology.h>
 #include <linux/vmstat.h>
@@ -144,10 +154,75 @@ bool tk_init_on_alloc(void)
  * A physically contiguous, naturally aligned range of @nr_pages on @nid,
  * never another node's memory and never pre-zeroed.
  */
-struct page *tk_alloc_contig(unsigned long nr_pages, int nid)
+struct page *tk_alloc_contig(unsigned long nr_pages, int nid, bool movable)
 {
-	return alloc_contig_pages(nr_pages, GFP_KERNEL | __GFP_THISNODE | __GFP_NOWARN,
-				  nid, NULL);
+	/*
+	 * alloc_contig_pages() scans the zones up to gfp_zone(gfp):
+	 * GFP_KERNEL never reaches ZONE_MOVABLE, __GFP_MOVABLE | __GFP_HIGHMEM
+	 * does (tierkit's movable_gigantic opt-in).
+	 */
+	gfp_t gfp = GFP_KERNEL | __GFP_THISNODE | __GFP_NOWARN;
+
+	if (movable)
+		gfp |= __GFP_MOVABLE | __GFP_HIGHMEM;
+	return alloc_contig_pages(nr_pages, gfp, nid, NULL);
+}
+
+/* Does @nid have memory in ZONE_MOVABLE (e.g. hotplugged online_movable)? */
+bool tk_node_has_movable(int nid)
+{
+	if (!tk_node_online(nid) || !NODE_DATA(nid))
+		return false;
+	return zone_managed_pages(&NODE_DATA(nid)->node_zones[ZONE_MOVABLE]) > 0;
+}
+
+/* GFP_HIGHUSER_MOVABLE: a user page that may come from ZONE_MOVABLE. */
+gfp_t tk_gfp_highuser_movable(void)
+{
+	return GFP_HIGHUSER_MOVABLE;
+}
+
+/*
+ * A replacement for a page of @nid that is going offline: on the nearest
+ * other node with memory, in @nid's zonelist order, as do_migrate_range()
+ * picks (N_MEMORY without @nid; @nid itself if it is the only one).
+ * Kernel zones first, then ZONE_MOVABLE.
+ */
+struct page *tk_alloc_page_away(int nid)
+{
+	nodemask_t nmask = node_states[N_MEMORY];
+	struct folio *folio;
+
+	node_clear(nid, nmask);
+	if (nodes_empty(nmask))
+		node_set(nid, nmask);
+	folio = __folio_alloc(GFP_KERNEL_ACCOUNT | __GFP_NOWARN, 0, nid, &nmask);
+	if (!folio)
+		folio = __folio_alloc(GFP_HIGHUSER_MOVABLE | __GFP_ACCOUNT | __GFP_NOWARN,
+				      0, nid, &nmask);
+	return folio ? &folio->page : NULL;
+}
+
+void tk_copy_page(struct page *dst, struct page *src)
+{
+	copy_highpage(dst, src);
+}
+
+/* A page someone may be doing DMA to (FOLL_PIN): it must not be moved. */
+bool tk_page_maybe_dma_pinned(struct page *page)
+{
+	return folio_maybe_dma_pinned(page_folio(page));
+}
+
+/* Zap every PTE of @mapping's mappings that maps file page @pgoff. */
+void tk_unmap_mapping_page(struct address_space *mapping, unsigned long pgoff)
+{
+	unmap_mapping_pages(mapping, pgoff, 1, true);
+}
+
+bool tk_signal_pending(void)
+{
+	return signal_pending(current);
 }
 
 void tk_free_contig(struct page *page, unsigned long nr_pages)
@@ -218,8 +293,187 @@ void tk_unregister_node_notifier(void)
 	unregister_node_notifier(&tk_node_nb);
 }
 
+/* --- memory hotplug: blocks going offline --------------------------------- */
+
+static tk_mem_event_fn tk_mem_event_cb;
+static void *tk_mem_event_ctx;
+
+/*
+ * MEM_GOING_OFFLINE runs after the range is isolated (nothing new is
+ * allocated there) and before the kernel migrates what it can: tierkit
+ * moves its own pages out of the range here, or refuses (notifier error:
+ * the offline fails at once with that errno).
+ */
+static int tk_memory_notifier_call(struct notifier_block *nb,
+				   unsigned long action, void *data)
+{
+	struct memory_notify *mn = data;
+
+	if (action != MEM_GOING_OFFLINE)
+		return NOTIFY_OK;
+	return notifier_from_errno(tk_mem_event_cb(tk_mem_event_ctx, mn->start_pfn,
+						   mn->nr_pages));
+}
+
+static struct notifier_block tk_memory_nb = {
+	.notifier_call = tk_memory_notifier_call,
+	.priority = 0,
+};
+
+/* One registration at a time: @cb(@ctx, start_pfn, nr_pages) until unregistered. */
+int tk_register_memory_notifier(tk_mem_event_fn cb, void *ctx)
+{
+	tk_mem_event_cb = cb;
+	tk_mem_event_ctx = ctx;
+	return register_memory_notifier(&tk_memory_nb);
+}
+
+void tk_unregister_memory_notifier(void)
+{
+	unregister_memory_notifier(&tk_memory_nb);
+}
+
 /* __GFP_NORETRY, which the Rust bindings do not export. */
 gfp_t tk_gfp_noretry(void)
 {
 	return __GFP_NORETRY;
+}
+
+/* --- reliability: signals, locks, capabilities, limits ------------------- */
+
+/* fatal_signal_pending(current): long loops back out when this is true. */
+bool tk_fatal_signal_pending(void)
+{
+	return fatal_signal_pending(current);
+}
+
+/* mutex_lock_killable() is a macro under CONFIG_DEBUG_LOCK_ALLOC. */
+int tk_mutex_lock_killable(struct mutex *lock)
+{
+	return mutex_lock_killable(lock);
+}
+
+/* capable(CAP_SYS_ADMIN): gigantic mode and the clear benchmark need it. */
+bool tk_capable_sys_admin(void)
+{
+	return capable(CAP_SYS_ADMIN);
+}
+
+/* totalram_pages(): the base of tierkit's global limit. */
+unsigned long tk_totalram_pages(void)
+{
+	return totalram_pages();
+}
+
+/* --- debugfs files that pin the module ------------------------------------ */
+
+/*
+ * The Rust debugfs file operations of 7.3 carry no owner, so an open
+ * debugfs file does not pin the module, and closing it after rmmod runs
+ * full_proxy_release() on file operations that are gone. These do: the
+ * debugfs proxy takes a reference on fops->owner for every open file
+ * (fops_get() in full_proxy_open_regular()), so rmmod is refused while one
+ * is open. The show/store callbacks are Rust's (module/src/debugfs.rs).
+ */
+static int tk_dbg_show(struct seq_file *m, void *v)
+{
+	const struct tk_dbg_attr *a = m->private;
+
+	return a->show(a->ctx, m);
+}
+
+static int tk_dbg_open(struct inode *inode, struct file *file)
+{
+	return single_open(file, tk_dbg_show, inode->i_private);
+}
+
+/* A write is taken whole, at most a page, NUL-terminated (as sysfs). */
+static ssize_t tk_dbg_write(struct file *file, const char __user *ubuf,
+			    size_t len, loff_t *ppos)
+{
+	const struct tk_dbg_attr *a = file_inode(file)->i_private;
+	char *buf;
+	int ret;
+
+	if (len > PAGE_SIZE)
+		return -EINVAL;
+	buf = memdup_user_nul(ubuf, len);
+	if (IS_ERR(buf))
+		return PTR_ERR(buf);
+	ret = a->store(a->ctx, buf, len);
+	kfree(buf);
+	return ret < 0 ? ret : len;
+}
+
+static const struct file_operations tk_dbg_ro_fops = {
+	.owner = THIS_MODULE,
+	.open = tk_dbg_open,
+	.read = seq_read,
+	.llseek = seq_lseek,
+	.release = single_release,
+};
+
+static const struct file_operations tk_dbg_rw_fops = {
+	.owner = THIS_MODULE,
+	.open = tk_dbg_open,
+	.read = seq_read,
+	.write = tk_dbg_write,
+	.llseek = seq_lseek,
+	.release = single_release,
+};
+
+struct dentry *tk_debugfs_dir(const char *name, struct dentry *parent)
+{
+	return debugfs_create_dir(name, parent);
+}
+
+/* Read-only when @attr has no store callback. */
+struct dentry *tk_debugfs_file(const char *name, umode_t mode,
+			       struct dentry *parent, struct tk_dbg_attr *attr)
+{
+	return debugfs_create_file(name, mode, parent, attr,
+				   attr->store ? &tk_dbg_rw_fops : &tk_dbg_ro_fops);
+}
+
+/* debugfs_remove(): recursive; waits for callbacks in flight. */
+void tk_debugfs_remove(struct dentry *d)
+{
+	debugfs_remove(d);
+}
+
+/* --- /dev/tierkit mappings: the fault handler ----------------------------- */
+
+/*
+ * Every page of a tierkit mapping is inserted at mmap; a fault happens only
+ * after the PTE was zapped (MADV_DONTNEED, or the kernel dropping it). The
+ * file still holds the page, so the fault maps the same page again.
+ */
+static vm_fault_t tk_vm_fault(struct vm_fault *vmf)
+{
+	int err = tk_mapping_fault(vmf->vma->vm_private_data, vmf->vma,
+				   vmf->address & PAGE_MASK, vmf->pgoff);
+
+	if (err == 0 || err == -EBUSY)	/* -EBUSY: another fault mapped it */
+		return VM_FAULT_NOPAGE;
+	return err == -ENOMEM ? VM_FAULT_OOM : VM_FAULT_SIGBUS;
+}
+
+/* vm_insert_page() for tk_mapping_fault(), which holds the page's lock. */
+int tk_vm_insert_page(struct vm_area_struct *vma, unsigned long addr, struct page *page)
+{
+	return vm_insert_page(vma, addr, page);
+}
+
+static const struct vm_operations_struct tk_vm_ops = {
+	.fault = tk_vm_fault,
+};
+
+/*
+ * Called at the end of ->mmap, with mmap_lock held for writing: the vma
+ * gets tierkit's fault handler and @backing (see tk_mapping_page()).
+ */
+void tk_vma_set_backing(struct vm_area_struct *vma, void *backing)
+{
+	vma->vm_ops = &tk_vm_ops;
+	vma->vm_private_data = backing;
 }

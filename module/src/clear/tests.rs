@@ -84,6 +84,23 @@ fn first_nonzero(range: &GiganticRange) -> Option<u64> {
         })
 }
 
+/// The `movable_gigantic` opt-in, set while alive and restored on drop:
+/// the suites clear ranges on every memory node, and a CXL node onlined
+/// `online_movable` has nothing but ZONE_MOVABLE memory.
+struct AllowMovable(bool);
+
+impl AllowMovable {
+    fn new() -> Self {
+        Self(super::range::MOVABLE_GIGANTIC.xchg(true, kernel::sync::atomic::Relaxed))
+    }
+}
+
+impl Drop for AllowMovable {
+    fn drop(&mut self) {
+        super::range::MOVABLE_GIGANTIC.store(self.0, kernel::sync::atomic::Relaxed);
+    }
+}
+
 /// Free pages of every node, indexed by node id.
 fn free_pages() -> KVec<u64> {
     let mut v = KVec::new();
@@ -210,6 +227,7 @@ fn check_case(range: &mut GiganticRange, params: &super::ClearParams) -> bool {
 /// placement has no CPUs for that node).
 fn matrix(placement: Placement, chunks: &[u32]) -> Result<(u32, u32, u32)> {
     let (mut run, mut failed, mut refused) = (0, 0, 0);
+    let _movable = AllowMovable::new();
     for &nid in memory_nodes().iter() {
         let mut range = GiganticRange::alloc_pages(nid, SMALL_PAGES)?;
         let set = match CpuSet::for_memory(nid, placement) {
@@ -491,6 +509,7 @@ mod gigantic_tests {
     /// chunks: pattern, parallel clear, every byte zero.
     #[test]
     fn one_gib_per_node() -> Result {
+        let _movable = AllowMovable::new();
         for &nid in memory_nodes().iter() {
             let before = free_pages();
             let mut range = GiganticRange::alloc(nid)?;
@@ -519,6 +538,7 @@ mod gigantic_tests {
     fn bench_one_gib() -> Result {
         let nodes = memory_nodes();
         let nid = *nodes.last().ok_or(EINVAL)?;
+        let _movable = AllowMovable::new();
         let before = free_pages();
         let mut a = TkClearBench {
             nid: nid as i32,
@@ -566,6 +586,14 @@ mod gigantic_tests {
             ..Default::default()
         };
         assert!(set_gigantic_ioctl(&mut mode, false, &mut bad).err() == Some(EINVAL));
+        // More workers than online CPUs: refused before any mmap takes a
+        // range (issue 8, defect 4).
+        let mut bad = TkGigantic {
+            threads: 4096,
+            ..Default::default()
+        };
+        assert!(set_gigantic_ioctl(&mut mode, false, &mut bad).err() == Some(EINVAL));
+        assert!(mode.is_none());
 
         let mut set = TkGigantic {
             threads: 1,
@@ -579,14 +607,17 @@ mod gigantic_tests {
         assert!(set_gigantic_ioctl(&mut mode, true, &mut again).err() == Some(EBUSY));
 
         let populated = match mode.as_mut() {
-            Some(m) => m
-                .populate_pages(0, SMALL_PAGES)
-                .map(|r| (r.nid(), r.nr_pages(), first_nonzero(r).is_none())),
+            Some(m) => m.populate_pages(0, SMALL_PAGES).map(|r| {
+                let seen = (r.nid(), r.nr_pages(), first_nonzero(&r).is_none());
+                // What dev.rs does once the whole mmap succeeded.
+                m.note_mapped(1);
+                seen
+            }),
             None => Err(EINVAL),
         };
         let kept = mode.as_ref().map(|m| {
             (
-                m.ranges().len(),
+                m.nr_cleared() as usize,
                 m.last().map(|l| l.nid),
                 m.params().placement,
             )

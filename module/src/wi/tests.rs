@@ -606,7 +606,9 @@ mod alloc {
         // SAFETY: reads a constant.
         let noretry = unsafe { shim::tk_gfp_noretry() };
         while pages.len() < target {
-            let Ok(p) = NodePage::alloc_gfp(nid, kernel::bindings::GFP_KERNEL | noretry) else {
+            // The mmap path's zones (kernel zones, then ZONE_MOVABLE on a
+            // movable-only CXL node), so that it sees this dirt.
+            let Ok(p) = NodePage::alloc_user(nid, noretry) else {
                 break;
             };
             // SAFETY: the page is ours alone.
@@ -675,17 +677,18 @@ mod alloc {
 /// The `nodeN` files and the node hotplug events that add and remove them.
 #[kunit_tests(tierkit_wi_files)]
 mod files {
+    use crate::debugfs::DebugfsDir;
     use crate::interleave::MAX_NUMNODES;
     use crate::wi::{
         debugfs::{node_event, WiFiles},
         memory_nodes, Wi,
     };
-    use kernel::{debugfs::Dir, ffi::c_int, prelude::*, sync::Arc};
+    use kernel::{ffi::c_int, prelude::*, sync::Arc};
 
     #[test]
     fn node_files_follow_hotplug_events() -> Result {
         // A private tree (the notifier stays with the module's own files).
-        let root = Dir::new(c"tierkit_kunit");
+        let root = DebugfsDir::new(c"tierkit_kunit", None)?;
         let wi = Arc::pin_init(Wi::new(), GFP_KERNEL)?;
         let files = WiFiles::new_with(&root, wi, false)?;
         let mem = memory_nodes();
