@@ -435,7 +435,9 @@ fn defect2_gigantic(r: &mut Report, nid: u32, gib: usize) {
             );
             let lim = vma::read_limits().ok();
             r.check(
-                "limits: held_pages counts a gigantic range as 262144 pages",
+                &format!(
+                    "limits: held_pages counts the gigantic range on node {nid} as 262144 pages"
+                ),
                 match (
                     base_limits
                         .as_deref()
