@@ -598,89 +598,12 @@ fn defect2_small(r: &mut Report, topo: &Topology) {
     );
 }
 
-/// Kills `child` 50 ms after it started its operation (with
-/// `after_gib_taken`, 50 ms after 1 GiB left node `base.nid`: the
-/// gigantic range is allocated and being cleared) and checks it is reaped
-/// within `bound_ms`; then that nothing is left held and the node's free
-/// memory is back. `name` names the check.
-fn kill_check(
-    r: &mut Report,
-    name: &str,
-    child: std::io::Result<Spawned>,
-    bound_ms: u64,
-    base: &Base,
-    latencies: &mut Vec<serde_json::Value>,
-    after_gib_taken: bool,
-) {
-    let (nid, base_held, base_free) = (base.nid, &base.held, base.free);
-    let mut child = match child {
-        Ok(c) => c,
-        Err(e) => {
-            r.fail(name, format!("could not start: {e}"));
-            return;
-        }
-    };
-    if after_gib_taken {
-        // The node's free memory, per-CPU lists included (alloc_contig_range
-        // drains them into MemFree), drops by the GiB once the range is
-        // taken.
-        let f0 = base.free.unwrap_or(0);
-        let t0 = monotonic_ns();
-        loop {
-            let f = vma::node_free_kb(nid).unwrap_or(u64::MAX);
-            if f.saturating_add(GIB as u64 / 1024 - 64 * MIB_KB) <= f0 {
-                println!(
-                    "# {name}: the GiB left node {nid} {:.1} ms after the mmap started",
-                    (monotonic_ns() - t0) as f64 / 1e6
-                );
-                break;
-            }
-            if !matches!(child.poll(), Ok(None)) || monotonic_ns() - t0 > 20_000_000_000 {
-                r.fail(
-                    name,
-                    format!(
-                        "node {nid} never lost a GiB (free {} MiB, before {} MiB; child {:?})",
-                        f / MIB_KB,
-                        f0 / MIB_KB,
-                        child.poll()
-                    ),
-                );
-                return;
-            }
-            sleep_ms(2);
-        }
-    }
-    sleep_ms(50);
-    if let Ok(Some(e)) = child.poll() {
-        // Not a defect: this machine is too fast for the input.
-        r.skip(
-            name,
-            format!("the operation ended within 50 ms ({e}): nothing to kill on this machine"),
-        );
-        return;
-    }
-    let res = (|| -> Result<String, String> {
-        let st = child.state();
-        let (e, dt) = child.kill_and_reap().map_err(|e| e.to_string())?;
-        let ms = dt as f64 / 1e6;
-        println!("# {name}: state {st:?} at the kill; reaped {ms:.1} ms after SIGKILL ({e})");
-        latencies.push(serde_json::json!({"check": name, "ms": ms, "bound_ms": bound_ms}));
-        if e != vma::Exit::Signal(libc::SIGKILL) {
-            return Err(format!("ended with {e}, not by SIGKILL, after {ms:.1} ms"));
-        }
-        if dt > bound_ms * 1_000_000 {
-            return Err(format!(
-                "reaped {ms:.1} ms after SIGKILL (bound {bound_ms} ms)"
-            ));
-        }
-        Ok(format!("reaped {ms:.1} ms after SIGKILL"))
-    })();
-    r.check_note(name, res);
-    r.check_note(
-        &format!("{name}: nothing left held"),
-        held_back(base_held).and_then(|h| memfree_back(nid, base_free).map(|f| both(f, h))),
-    );
-}
+/// Attempts per kill measurement. The guest is TCG on a shared host: a
+/// host-side stall of the vCPU threads shows up as guest time (one run saw
+/// a 405 ms reap that 30 repetitions never showed again). A defect of the
+/// kind guarded here (an uninterruptible loop or wait) fails every attempt;
+/// each attempt's latency is printed and kept in the JSON.
+const ATTEMPTS: usize = 3;
 
 /// What "nothing left" compares against: node `nid`'s free memory (per-CPU
 /// lists included) and the stats before the operation.
@@ -690,203 +613,325 @@ struct Base {
     free: Option<u64>,
 }
 
-/// defect 3: long calls and waits can be killed.
-fn defect3(r: &mut Report, dram: u32) {
-    let mut lat = Vec::new();
-    let base_held = Held::now();
-    let base_free = vma::node_free_kb(dram);
-    let base = Base {
-        nid: dram,
-        held: base_held.clone(),
-        free: base_free,
-    };
+/// One kill measurement: how it went.
+enum Attempt {
+    /// Killed: (exit, ns from kill to reap, a note).
+    Killed(vma::Exit, u64, String),
+    /// Nothing to measure (the operation ended before the kill).
+    Ended(String),
+}
 
-    // (1) TK_IOC_BULK of 524288 pages.
-    let child = vma::spawn_synced(|ready| {
-        let Ok(tk) = Tierkit::open() else { return 10 };
-        if tk
-            .set_policy(TK_MODE_WEIGHTED_INTERLEAVE, 1 << dram)
-            .is_err()
-        {
-            return 11;
+/// Pins the calling process to `cpu`.
+fn pin_to(cpu: usize) {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET stays in
+    // bounds for cpu < CPU_SETSIZE.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
+}
+
+/// Runs `attempt` up to [`ATTEMPTS`] times until the kill is reaped within
+/// `bound_ms`, and records the check `name`; then that nothing is left held
+/// and the node's free memory is back.
+fn kill_check(
+    r: &mut Report,
+    name: &str,
+    bound_ms: u64,
+    base: &Base,
+    lat: &mut Vec<serde_json::Value>,
+    attempt: &mut dyn FnMut() -> Result<Attempt, String>,
+) {
+    let mut tries = Vec::new();
+    let mut verdict: Option<Result<String, String>> = None;
+    for i in 0..ATTEMPTS {
+        match attempt() {
+            Err(e) => {
+                verdict = Some(Err(e));
+                break;
+            }
+            Ok(Attempt::Ended(why)) => {
+                // Not a defect: this machine is too fast for the input.
+                r.skip(name, format!("{why}: nothing to kill on this machine"));
+                return;
+            }
+            Ok(Attempt::Killed(e, dt, note)) => {
+                let ms = dt as f64 / 1e6;
+                println!(
+                    "# {name}: attempt {}: {note}; reaped {ms:.1} ms after SIGKILL ({e})",
+                    i + 1
+                );
+                tries.push(ms);
+                if e != vma::Exit::Signal(libc::SIGKILL) {
+                    verdict = Some(Err(format!(
+                        "ended with {e}, not by SIGKILL, {ms:.1} ms after the kill"
+                    )));
+                    break;
+                }
+                if dt <= bound_ms * 1_000_000 {
+                    verdict = Some(Ok(format!("reaped {ms:.1} ms after SIGKILL")));
+                    break;
+                }
+                // Let the failed attempt's memory come back first.
+                let _ = held_back(&base.held);
+                let _ = memfree_back(base.nid, base.free);
+            }
+        }
+    }
+    lat.push(serde_json::json!({"check": name, "ms": tries, "bound_ms": bound_ms}));
+    let fmt_tries = || {
+        tries
+            .iter()
+            .map(|t| format!("{t:.1}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let res = match verdict {
+        Some(Ok(n)) if tries.len() > 1 => Ok(format!("{n}; attempts: {} ms", fmt_tries())),
+        Some(v) => v,
+        None => Err(format!(
+            "reaped {} ms after SIGKILL in {ATTEMPTS} attempts (bound {bound_ms} ms)",
+            fmt_tries()
+        )),
+    };
+    r.check_note(name, res);
+    r.check_note(
+        &format!("{name}: nothing left held"),
+        held_back(&base.held).and_then(|h| memfree_back(base.nid, base.free).map(|f| both(f, h))),
+    );
+}
+
+/// Kills `child` 50 ms after it started its operation, or, with
+/// `after_gib_taken`, 50 ms after 1 GiB left node `nid` (the gigantic range
+/// is allocated and being cleared).
+fn kill_after_50ms(
+    child: std::io::Result<Spawned>,
+    nid: u32,
+    after_gib_taken: bool,
+) -> Result<Attempt, String> {
+    let mut child = child.map_err(|e| format!("could not start: {e}"))?;
+    let mut note = String::new();
+    if after_gib_taken {
+        // The node's free memory, per-CPU lists included (alloc_contig_range
+        // drains them into MemFree), drops by the GiB once the range is
+        // taken.
+        let f0 = vma::node_free_kb(nid).unwrap_or(0);
+        let t0 = monotonic_ns();
+        loop {
+            let f = vma::node_free_kb(nid).unwrap_or(u64::MAX);
+            if f.saturating_add(GIB as u64 / 1024 - 64 * MIB_KB) <= f0 {
+                note = format!(
+                    "the GiB left node {nid} {:.1} ms after the mmap started; ",
+                    (monotonic_ns() - t0) as f64 / 1e6
+                );
+                break;
+            }
+            if let Ok(Some(e)) = child.poll() {
+                return Ok(Attempt::Ended(format!(
+                    "the mmap ended ({e}) before node {nid} lost a GiB"
+                )));
+            }
+            if monotonic_ns() - t0 > 20_000_000_000 {
+                return Err(format!(
+                    "node {nid} did not lose a GiB in 20 s (free {} MiB, before {} MiB)",
+                    f / MIB_KB,
+                    f0 / MIB_KB
+                ));
+            }
+            sleep_ms(2);
+        }
+    }
+    sleep_ms(50);
+    if let Ok(Some(e)) = child.poll() {
+        return Ok(Attempt::Ended(format!(
+            "the operation ended within 50 ms ({e})"
+        )));
+    }
+    let st = child.state();
+    let (e, dt) = child.kill_and_reap().map_err(|e| e.to_string())?;
+    Ok(Attempt::Killed(
+        e,
+        dt,
+        format!("{note}state {st:?} at the kill"),
+    ))
+}
+
+/// defect 3 (2): one attempt of a task blocked in TK_IOC_TASK_NEXT, while
+/// another runs a long TK_IOC_BULK on the same file, killed 50 ms in;
+/// `cpus` pins the BULK and the waiter. The BULK is killed after it (its
+/// reap time, which grows with what it must free, is printed).
+fn waiter_attempt(dram: u32, cpus: Option<(usize, usize)>) -> Result<Attempt, String> {
+    let tk = Tierkit::open()
+        .and_then(|tk| {
+            tk.set_policy(TK_MODE_WEIGHTED_INTERLEAVE, 1 << dram)?;
+            Ok(tk)
+        })
+        .map_err(|e| format!("open/SET_POLICY: {}", errno_name(&e)))?;
+    let mut bulk = vma::spawn_synced(|ready| {
+        if let Some((c, _)) = cpus {
+            pin_to(c);
         }
         ready();
         match tk.bulk(524288) {
             Ok(_) => 0,
             Err(_) => 12,
         }
-    });
+    })
+    .map_err(|e| format!("BULK child: {e}"))?;
+    sleep_ms(10);
+    let mut w = vma::spawn_synced(|ready| {
+        if let Some((_, c)) = cpus {
+            pin_to(c);
+        }
+        ready();
+        match tk.task_next(1) {
+            Ok(_) => 0,
+            Err(_) => 13,
+        }
+    })
+    .map_err(|e| format!("TASK_NEXT child: {e}"))?;
+    sleep_ms(50);
+    if let Ok(Some(e)) = w.poll() {
+        let b = bulk.poll().ok().flatten();
+        return Ok(Attempt::Ended(format!(
+            "TASK_NEXT returned ({e}) within 50 ms (BULK {})",
+            b.map_or("still running".into(), |b| format!("ended: {b}"))
+        )));
+    }
+    let busy = matches!(bulk.poll(), Ok(None));
+    let st = w.state();
+    let (e, dt) = w.kill_and_reap().map_err(|e| e.to_string())?;
+    let bnote = match bulk.poll() {
+        Ok(Some(b)) => format!("the BULK had ended ({b})"),
+        _ => match bulk.kill_and_reap() {
+            Ok((b, bdt)) => format!(
+                "the BULK, killed next, reaped {:.1} ms after its SIGKILL ({b})",
+                bdt as f64 / 1e6
+            ),
+            Err(x) => format!("the BULK: {x}"),
+        },
+    };
+    Ok(Attempt::Killed(
+        e,
+        dt,
+        format!("waiter state {st:?}, BULK running at the kill: {busy}; {bnote}"),
+    ))
+}
+
+/// defect 3: long calls and waits can be killed.
+fn defect3(r: &mut Report, dram: u32) {
+    let mut lat = Vec::new();
+    let base = Base {
+        nid: dram,
+        held: Held::now(),
+        free: vma::node_free_kb(dram),
+    };
+
+    // (1) TK_IOC_BULK of 524288 pages.
     kill_check(
         r,
         "defect3: TK_IOC_BULK of 524288 pages, SIGKILL after 50 ms, reaped within 150 ms",
-        child,
         150,
         &base,
         &mut lat,
-        false,
-    );
-
-    // (2) A second task blocked in TK_IOC_TASK_NEXT on the same file.
-    let name = "defect3: TK_IOC_TASK_NEXT waiting for a BULK on the same file, SIGKILL after 50 ms, reaped within 150 ms";
-    let shared = Tierkit::open().and_then(|tk| {
-        tk.set_policy(TK_MODE_WEIGHTED_INTERLEAVE, 1 << dram)?;
-        Ok(tk)
-    });
-    match shared {
-        Err(e) => {
-            r.fail(name, format!("open/SET_POLICY: {}", errno_name(&e)));
-        }
-        Ok(tk) => {
-            let bulk = vma::spawn_synced(|ready| {
+        &mut || {
+            let child = vma::spawn_synced(|ready| {
+                let Ok(tk) = Tierkit::open() else { return 10 };
+                if tk
+                    .set_policy(TK_MODE_WEIGHTED_INTERLEAVE, 1 << dram)
+                    .is_err()
+                {
+                    return 11;
+                }
                 ready();
                 match tk.bulk(524288) {
                     Ok(_) => 0,
                     Err(_) => 12,
                 }
             });
-            match bulk {
-                Err(e) => {
-                    r.fail(name, format!("BULK child: {e}"));
-                }
-                Ok(mut bulk) => {
-                    sleep_ms(10);
-                    let waiter = vma::spawn_synced(|ready| {
-                        ready();
-                        match tk.task_next(1) {
-                            Ok(_) => 0,
-                            Err(_) => 13,
-                        }
-                    });
-                    match waiter {
-                        Ok(mut w) => {
-                            sleep_ms(50);
-                            let res = (|| -> Result<String, String> {
-                                if let Some(e) = w.poll().map_err(|e| e.to_string())? {
-                                    return Ok(format!(
-                                        "TASK_NEXT did not wait for the BULK ({e})"
-                                    ));
-                                }
-                                let busy = bulk.poll().map_err(|e| e.to_string())?.is_none();
-                                let st = w.state();
-                                let (e, dt) = w.kill_and_reap().map_err(|e| e.to_string())?;
-                                let ms = dt as f64 / 1e6;
-                                println!(
-                                    "# {name}: waiter state {st:?}, BULK still running: {busy}; reaped {ms:.1} ms after SIGKILL ({e})"
-                                );
-                                lat.push(
-                                    serde_json::json!({"check": name, "ms": ms, "bound_ms": 150}),
-                                );
-                                if dt > 150_000_000 {
-                                    return Err(format!(
-                                        "reaped {ms:.1} ms after SIGKILL (bound 150 ms)"
-                                    ));
-                                }
-                                Ok(format!("reaped {ms:.1} ms after SIGKILL"))
-                            })();
-                            r.check_note(name, res);
-                        }
-                        Err(e) => {
-                            r.fail(name, format!("TASK_NEXT child: {e}"));
-                        }
-                    }
-                    // Then the BULK itself.
-                    let name = "defect3: the BULK holding the file, SIGKILL after ~60 ms, reaped within 150 ms";
-                    let res = match bulk.poll() {
-                        Ok(Some(e)) => {
-                            // Too fast a machine, or the waiter's kill took
-                            // long (that check says so).
-                            r.skip(name, format!("the BULK ended before its kill ({e})"));
-                            Ok(None)
-                        }
-                        _ => match bulk.kill_and_reap() {
-                            Ok((e, dt)) => {
-                                let ms = dt as f64 / 1e6;
-                                println!("# BULK holding the file: reaped {ms:.1} ms after SIGKILL ({e})");
-                                lat.push(serde_json::json!({"check": "defect3: the BULK holding the file", "ms": ms, "bound_ms": 150}));
-                                if dt > 150_000_000 {
-                                    Err(format!("reaped {ms:.1} ms after SIGKILL (bound 150 ms)"))
-                                } else {
-                                    Ok(Some(format!("reaped {ms:.1} ms after SIGKILL")))
-                                }
-                            }
-                            Err(e) => Err(e.to_string()),
-                        },
-                    };
-                    match res {
-                        Ok(None) => {}
-                        Ok(Some(n)) => {
-                            r.ok_note(name, n);
-                        }
-                        Err(e) => {
-                            r.fail(name, e);
-                        }
-                    }
-                }
-            }
-            drop(tk);
-            r.check_note(
-                "defect3: BULK + TASK_NEXT on one file: nothing left held",
-                held_back(&base_held)
-                    .and_then(|h| memfree_back(dram, base_free).map(|f| both(f, h))),
-            );
-        }
+            kill_after_50ms(child, dram, false)
+        },
+    );
+
+    // (2) A second task blocked in TK_IOC_TASK_NEXT on the same file,
+    // placed by the scheduler, then pinned to other and to the same CPU.
+    let mut placements = vec![None];
+    if online_cpus() >= 2 {
+        placements.push(Some((0, 1)));
+    }
+    placements.push(Some((0, 0)));
+    for cpus in placements {
+        let on = match cpus {
+            Some((a, b)) if a == b => format!(" (both on CPU {a})"),
+            Some((a, b)) => format!(" (BULK on CPU {a}, waiter on CPU {b})"),
+            None => String::new(),
+        };
+        kill_check(
+            r,
+            &format!("defect3: TK_IOC_TASK_NEXT waiting for a BULK on the same file{on}, SIGKILL after 50 ms, reaped within 150 ms"),
+            150,
+            &base,
+            &mut lat,
+            &mut || waiter_attempt(dram, cpus),
+        );
     }
 
     // (3) A 1 GiB mmap in 4 KiB mode (then touching it, should a design
     // defer work to faults).
-    let child = vma::spawn_synced(|ready| {
-        let Ok(tk) = Tierkit::open() else { return 10 };
-        if tk.set_policy(TK_MODE_INTERLEAVE, 1 << dram).is_err() {
-            return 11;
-        }
-        ready();
-        match tk.map(GIB_PAGES, 0) {
-            Ok(m) => {
-                m.touch_pages();
-                0
-            }
-            Err(_) => 12,
-        }
-    });
     kill_check(
         r,
         "defect3: 1 GiB mmap in 4 KiB mode, SIGKILL after 50 ms, reaped within 150 ms",
-        child,
         150,
         &base,
         &mut lat,
-        false,
+        &mut || {
+            let child = vma::spawn_synced(|ready| {
+                let Ok(tk) = Tierkit::open() else { return 10 };
+                if tk.set_policy(TK_MODE_INTERLEAVE, 1 << dram).is_err() {
+                    return 11;
+                }
+                ready();
+                match tk.map(GIB_PAGES, 0) {
+                    Ok(m) => {
+                        m.touch_pages();
+                        0
+                    }
+                    Err(_) => 12,
+                }
+            });
+            kill_after_50ms(child, dram, false)
+        },
     );
 
-    // (4) A gigantic 1 GiB mmap on the DRAM node with one worker.
-    let child = vma::spawn_synced(|ready| {
-        let Ok(tk) = Tierkit::open() else { return 10 };
-        if tk.set_policy(TK_MODE_INTERLEAVE, 1 << dram).is_err() {
-            return 11;
-        }
-        if tk.set_gigantic(gigantic_arg(1, TK_PLACE_LOCAL)).is_err() {
-            return 12;
-        }
-        ready();
-        match tk.map(GIB_PAGES, 0) {
-            Ok(m) => {
-                m.touch_pages();
-                0
-            }
-            Err(_) => 13,
-        }
-    });
+    // (4) A gigantic 1 GiB mmap on the DRAM node with one worker, killed
+    // 50 ms into the clear.
     kill_check(
         r,
         &format!("defect3: gigantic 1 GiB mmap on node {dram} with 1 worker, SIGKILL 50 ms into the clear, reaped within 300 ms"),
-        child,
         300,
-        &Base {
-            free: vma::node_free_kb(dram),
-            ..base
-        },
+        &base,
         &mut lat,
-        true,
+        &mut || {
+            let child = vma::spawn_synced(|ready| {
+                let Ok(tk) = Tierkit::open() else { return 10 };
+                if tk.set_policy(TK_MODE_INTERLEAVE, 1 << dram).is_err() {
+                    return 11;
+                }
+                if tk.set_gigantic(gigantic_arg(1, TK_PLACE_LOCAL)).is_err() {
+                    return 12;
+                }
+                ready();
+                match tk.map(GIB_PAGES, 0) {
+                    Ok(m) => {
+                        m.touch_pages();
+                        0
+                    }
+                    Err(_) => 13,
+                }
+            });
+            kill_after_50ms(child, dram, true)
+        },
     );
     r.set("kill_latencies", serde_json::Value::Array(lat));
 }
