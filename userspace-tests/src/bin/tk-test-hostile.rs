@@ -728,17 +728,17 @@ fn kill_check(
 /// `after_gib_taken`, 50 ms after 1 GiB left node `nid` (the gigantic range
 /// is allocated and being cleared).
 fn kill_after_50ms(
-    child: std::io::Result<Spawned>,
+    spawn: impl FnOnce() -> std::io::Result<Spawned>,
     nid: u32,
     after_gib_taken: bool,
 ) -> Result<Attempt, String> {
-    let mut child = child.map_err(|e| format!("could not start: {e}"))?;
+    // The node's free memory, per-CPU lists included (alloc_contig_range
+    // drains them into MemFree), drops by the GiB once the range is taken;
+    // measured before the child starts.
+    let f0 = vma::node_free_kb(nid).unwrap_or(0);
+    let mut child = spawn().map_err(|e| format!("could not start: {e}"))?;
     let mut note = String::new();
     if after_gib_taken {
-        // The node's free memory, per-CPU lists included (alloc_contig_range
-        // drains them into MemFree), drops by the GiB once the range is
-        // taken.
-        let f0 = vma::node_free_kb(nid).unwrap_or(0);
         let t0 = monotonic_ns();
         loop {
             let f = vma::node_free_kb(nid).unwrap_or(u64::MAX);
@@ -858,20 +858,22 @@ fn defect3(r: &mut Report, dram: u32) {
         &base,
         &mut lat,
         &mut || {
-            let child = vma::spawn_synced(|ready| {
-                let Ok(tk) = Tierkit::open() else { return 10 };
-                if tk
-                    .set_policy(TK_MODE_WEIGHTED_INTERLEAVE, 1 << dram)
-                    .is_err()
-                {
-                    return 11;
-                }
-                ready();
-                match tk.bulk(524288) {
-                    Ok(_) => 0,
-                    Err(_) => 12,
-                }
-            });
+            let child = || {
+                vma::spawn_synced(|ready| {
+                    let Ok(tk) = Tierkit::open() else { return 10 };
+                    if tk
+                        .set_policy(TK_MODE_WEIGHTED_INTERLEAVE, 1 << dram)
+                        .is_err()
+                    {
+                        return 11;
+                    }
+                    ready();
+                    match tk.bulk(524288) {
+                        Ok(_) => 0,
+                        Err(_) => 12,
+                    }
+                })
+            };
             kill_after_50ms(child, dram, false)
         },
     );
@@ -908,20 +910,22 @@ fn defect3(r: &mut Report, dram: u32) {
         &base,
         &mut lat,
         &mut || {
-            let child = vma::spawn_synced(|ready| {
-                let Ok(tk) = Tierkit::open() else { return 10 };
-                if tk.set_policy(TK_MODE_INTERLEAVE, 1 << dram).is_err() {
-                    return 11;
-                }
-                ready();
-                match tk.map(GIB_PAGES, 0) {
-                    Ok(m) => {
-                        m.touch_pages();
-                        0
+            let child = || {
+                vma::spawn_synced(|ready| {
+                    let Ok(tk) = Tierkit::open() else { return 10 };
+                    if tk.set_policy(TK_MODE_INTERLEAVE, 1 << dram).is_err() {
+                        return 11;
                     }
-                    Err(_) => 12,
-                }
-            });
+                    ready();
+                    match tk.map(GIB_PAGES, 0) {
+                        Ok(m) => {
+                            m.touch_pages();
+                            0
+                        }
+                        Err(_) => 12,
+                    }
+                })
+            };
             kill_after_50ms(child, dram, false)
         },
     );
@@ -935,7 +939,7 @@ fn defect3(r: &mut Report, dram: u32) {
         &base,
         &mut lat,
         &mut || {
-            let child = vma::spawn_synced(|ready| {
+            let child = || vma::spawn_synced(|ready| {
                 let Ok(tk) = Tierkit::open() else { return 10 };
                 if tk.set_policy(TK_MODE_INTERLEAVE, 1 << dram).is_err() {
                     return 11;
