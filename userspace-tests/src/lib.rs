@@ -32,6 +32,7 @@ pub mod node;
 pub mod report;
 pub mod sys;
 pub mod tk;
+pub mod vma;
 pub mod weights;
 
 use std::path::Path;
