@@ -29,6 +29,7 @@
 
 pub mod cxl;
 pub mod faults;
+pub mod fuzz;
 pub mod node;
 pub mod report;
 pub mod sys;
