@@ -6,25 +6,26 @@
 //! `Documentation/ABI/testing/dev-tierkit`.
 
 use crate::chunks::GIGANTIC_PAGES;
-use crate::clear::{self, gigantic::GiganticMode};
+use crate::clear::{self, gigantic::GiganticMode, GiganticRange};
 use crate::interleave::{self, TaskState, MAX_NUMNODES};
 use crate::shim;
+use crate::sync::{resched_killable, KillableMutex};
 use crate::uapi::{self, TkBulk, TkClearBench, TkGigantic, TkPolicy, TkTaskNext};
 use crate::wi::{
     pages::{self, PlacedPages},
-    Mode, Policy, Wi,
+    Mode, Policy, Reservation, Stats, Wi, FILE_GIGANTIC, FILE_PAGES,
 };
 use kernel::{
     bindings, container_of,
     error::to_result,
-    ffi::c_ulong,
+    ffi::{c_ulong, c_void},
     fs::File,
     miscdevice::{MiscDevice, MiscDeviceOptions, MiscDeviceRegistration},
     mm::virt::{flags as vm_flags, VmaMixedMap, VmaNew},
-    new_mutex,
     page::{PAGE_SHIFT, PAGE_SIZE},
     prelude::*,
-    sync::{Arc, Mutex},
+    static_lock_class,
+    sync::Arc,
     transmute::{AsBytes, FromBytes},
     uaccess::UserSlice,
 };
@@ -53,13 +54,25 @@ unsafe impl AsBytes for TkClearBench {}
 
 /// The most 4 KiB pages one open file holds (1 GiB): a single `mmap` above
 /// it is `EINVAL`, one that would take the file past it is `ENOMEM`.
-pub(crate) const MAX_FILE_PAGES: usize = 1 << 18;
+pub(crate) const MAX_FILE_PAGES: usize = FILE_PAGES as usize;
 
 /// The most gigantic pages (1 GiB each) one open file maps in gigantic mode.
-pub(crate) const MAX_FILE_GIGANTIC: usize = 64;
+pub(crate) const MAX_FILE_GIGANTIC: usize = FILE_GIGANTIC as usize;
 
 /// The most pages one `TK_IOC_BULK` call allocates (4 GiB).
 pub(crate) const MAX_BULK_PAGES: u64 = 1 << 20;
+
+/// `EPERM` unless the caller has `CAP_SYS_ADMIN`: gigantic mode and the
+/// clear benchmark take 1 GiB unmovable ranges, which no memory cgroup is
+/// charged for (`alloc_contig_pages()` refuses `__GFP_ACCOUNT`).
+fn require_sys_admin() -> Result {
+    // SAFETY: no precondition.
+    if unsafe { shim::tk_capable_sys_admin() } {
+        Ok(())
+    } else {
+        Err(EPERM)
+    }
+}
 
 /// The registered device and the state its files share.
 ///
@@ -87,6 +100,78 @@ impl TkDevice {
     }
 }
 
+/// What one successful `mmap` of a file maps: the pages behind its vmas,
+/// found by file page offset. It is the `vm_private_data` of those vmas
+/// (and of every vma split, moved or forked from them), for the fault
+/// handler that maps a page again after its PTE was zapped
+/// (`MADV_DONTNEED`). It lives in the file's state, boxed, until the file
+/// is released, which happens only after every vma of the file is gone.
+struct Backing {
+    /// File page offset of the first page.
+    pgoff: u64,
+    pages: BackingPages,
+    /// Its share of the global limit.
+    _reservation: Reservation,
+}
+
+enum BackingPages {
+    /// 4 KiB mode: page `i` at `pgoff + i`.
+    Small(PlacedPages),
+    /// Gigantic mode: range `i` covers `pgoff + i * 2^18` onward. Its
+    /// statistics are given back on drop.
+    Gigantic(GiganticRanges),
+}
+
+/// The 1 GiB ranges of one gigantic mapping, counted in the statistics
+/// while held.
+struct GiganticRanges {
+    ranges: KVec<GiganticRange>,
+    wi: Arc<Wi>,
+}
+
+impl Drop for GiganticRanges {
+    fn drop(&mut self) {
+        while let Some(r) = self.ranges.pop() {
+            self.wi.stats.gigantic(r.nid(), false);
+            drop(r);
+            // SAFETY: process context (file release), no spinlock held.
+            unsafe { shim::tk_cond_resched() };
+        }
+    }
+}
+
+impl Backing {
+    /// The page at file page offset `pgoff`, if this mapping has one.
+    fn page(&self, pgoff: u64) -> Option<*mut bindings::page> {
+        let idx = pgoff.checked_sub(self.pgoff)?;
+        match &self.pages {
+            BackingPages::Small(p) => p
+                .pages()
+                .get(usize::try_from(idx).ok()?)
+                .map(|p| p.as_ptr()),
+            BackingPages::Gigantic(g) => {
+                let range = g.ranges.get(usize::try_from(idx / GIGANTIC_PAGES).ok()?)?;
+                range.page_ptr(idx % GIGANTIC_PAGES)
+            }
+        }
+    }
+}
+
+/// The fault handler's lookup (shim.c `tk_vm_fault()`): the page of the
+/// mapping `backing` at file page offset `pgoff`, or NULL (`SIGBUS`).
+///
+/// # Safety
+///
+/// `backing` is the `vm_private_data` that `TkFile::mmap` gave a vma of a
+/// file that is not yet released: a live [`Backing`].
+#[no_mangle]
+unsafe extern "C" fn tk_mapping_page(backing: *mut c_void, pgoff: c_ulong) -> *mut bindings::page {
+    // SAFETY: see the function's safety section; a `Backing` never changes
+    // after it is made, so a shared reference is fine from any CPU.
+    let b = unsafe { &*backing.cast::<Backing>() };
+    b.page(pgoff as u64).unwrap_or(core::ptr::null_mut())
+}
+
 /// What an open file has: policy, task state, pages.
 struct FileState {
     /// Set by `TK_IOC_SET_POLICY`; `None` until then.
@@ -95,21 +180,24 @@ struct FileState {
     task: TaskState,
     /// Set by the first successful `mmap`; the policy is fixed from then on.
     mapped: bool,
-    /// Pages of every mapping made, freed when the file is released.
-    mappings: KVec<PlacedPages>,
-    /// Pages in `mappings`.
+    /// The pages of every successful mapping, freed when the file is
+    /// released. Boxed: a vma points at its `Backing`.
+    mappings: KVec<KBox<Backing>>,
+    /// 4 KiB pages in `mappings` (4 KiB mode).
     nr_pages: usize,
-    /// Gigantic mode (`TK_IOC_SET_GIGANTIC`): its parameters and the
-    /// cleared 1 GiB ranges it handed out, freed on release.
+    /// Gigantic mode (`TK_IOC_SET_GIGANTIC`): its parameters and counters.
     gigantic: Option<GiganticMode>,
 }
 
 /// An open `/dev/tierkit`.
+///
+/// Its state is behind a killable mutex: a task waiting for another's long
+/// `TK_IOC_BULK` or `mmap` on the same file can be killed.
 #[pin_data]
 pub(crate) struct TkFile {
     wi: Arc<Wi>,
     #[pin]
-    state: Mutex<FileState>,
+    state: KillableMutex<FileState>,
 }
 
 impl TkFile {
@@ -121,7 +209,7 @@ impl TkFile {
         // User memory is only touched outside the file's lock: mmap() takes
         // the lock under mmap_lock, and a fault here takes mmap_lock.
         {
-            let mut st = self.state.lock();
+            let mut st = self.state.lock()?;
             if st.mapped {
                 return Err(EBUSY);
             }
@@ -155,7 +243,7 @@ impl TkFile {
             return Err(EINVAL);
         }
         {
-            let mut st = self.state.lock();
+            let mut st = self.state.lock()?;
             let policy = Self::weighted_policy(&st)?;
             let weights = self.wi.weights();
             for slot in t.nodes.iter_mut().take(count) {
@@ -176,7 +264,7 @@ impl TkFile {
             return Err(EINVAL);
         }
         {
-            let mut st = self.state.lock();
+            let mut st = self.state.lock()?;
             let policy = Self::weighted_policy(&st)?;
             let weights = self.wi.weights();
             let mut per_node = [0u64; MAX_NUMNODES];
@@ -203,8 +291,11 @@ impl TkFile {
         let (mut reader, mut writer) =
             UserSlice::new(UserPtr::from_addr(arg), size_of::<TkGigantic>()).reader_writer();
         let mut g: TkGigantic = reader.read()?;
+        if g.flags != uapi::TK_GIGANTIC_F_QUERY {
+            require_sys_admin()?;
+        }
         {
-            let mut st = self.state.lock();
+            let mut st = self.state.lock()?;
             let mapped = st.mapped;
             clear::gigantic::set_gigantic_ioctl(&mut st.gigantic, mapped, &mut g)?;
         }
@@ -216,6 +307,10 @@ impl TkFile {
     /// cleared 1 GiB range on the node the policy picks for
     /// `ilx = (pgoff >> 18) + i` (`get_vma_policy()` shifts both parts of
     /// the ilx by the folio order, 18 for 1 GiB), inserted page by page.
+    ///
+    /// Every argument is checked before anything is allocated. A failure
+    /// part-way (`ENOMEM`, `EINTR` on a fatal signal, ...) frees every range
+    /// this call took; the mmap path unmaps what was inserted.
     fn mmap_gigantic(
         &self,
         st: &mut FileState,
@@ -223,58 +318,99 @@ impl TkFile {
         policy: Policy,
         pgoff: u64,
         nr_pages: usize,
-    ) -> Result {
+    ) -> Result<KBox<Backing>> {
         let per_range = GIGANTIC_PAGES as usize;
         if nr_pages == 0 || nr_pages % per_range != 0 {
             return Err(EINVAL);
         }
         let nr_ranges = nr_pages / per_range;
-        let done = st.gigantic.as_ref().map_or(0, |g| g.ranges().len());
         if nr_ranges > MAX_FILE_GIGANTIC {
             return Err(EINVAL);
         }
-        if done + nr_ranges > MAX_FILE_GIGANTIC {
+        let gm = st.gigantic.as_mut().ok_or(EINVAL)?;
+        let held: usize = st
+            .mappings
+            .iter()
+            .map(|m| match &m.pages {
+                BackingPages::Gigantic(g) => g.ranges.len(),
+                BackingPages::Small(_) => 0,
+            })
+            .sum();
+        if held + nr_ranges > MAX_FILE_GIGANTIC {
             return Err(ENOMEM);
         }
         let sel = policy.selector(&self.wi.weights())?;
-        let gm = st.gigantic.as_mut().ok_or(EINVAL)?;
-        let start = vma.start();
-        vma.set_dontexpand();
-        let mixed = vma.set_mixedmap();
-        let mut batch: KVec<*mut bindings::page> = KVec::with_capacity(INSERT_BATCH, GFP_KERNEL)?;
+        let mut nids = KVec::with_capacity(nr_ranges, GFP_KERNEL)?;
         for i in 0..nr_ranges {
             let ilx = interleave::vma_ilx(pgoff, (i * per_range) as u64, 18);
             let nid = sel.node_for_ilx(ilx);
-            // Allocated and cleared in parallel; kept by the file. If a
-            // later step fails, the ranges of this call stay with the file
-            // until it is released (the mmap path unmaps what was inserted).
-            let range = gm.populate(nid)?;
-            let base = start + i * per_range * PAGE_SIZE;
-            let nr = range.nr_pages() as usize;
-            let mut j = 0usize;
-            while j < nr {
-                batch.clear();
-                let n = (nr - j).min(INSERT_BATCH);
-                for k in j..j + n {
-                    let page = range.page(k as u64).ok_or(EINVAL)?;
-                    batch
-                        .push_within_capacity(page.as_ptr())
-                        .map_err(|_| ENOMEM)?;
-                }
-                insert_pages(mixed, base + j * PAGE_SIZE, &batch)?;
-                j += n;
-                // SAFETY: process context; only the mmap lock (a sleeping
-                // lock) is held.
-                unsafe { shim::tk_cond_resched() };
-            }
+            // Placement and thread count for this node, before any work.
+            gm.check_node(nid)?;
+            nids.push(nid, GFP_KERNEL)?;
         }
-        st.mapped = true;
-        Ok(())
+        let reservation = Stats::reserve(&self.wi, nr_pages as u64)?;
+        let mut taken = GiganticRanges {
+            ranges: KVec::with_capacity(nr_ranges, GFP_KERNEL)?,
+            wi: self.wi.clone(),
+        };
+        let start = vma.start();
+        let mixed = vma.set_mixedmap();
+        for (i, &nid) in nids.iter().enumerate() {
+            // Allocated and cleared in parallel (killable); dropped with
+            // `taken` if a later step fails.
+            let range = gm.populate(nid)?;
+            self.wi.stats.gigantic(nid, true);
+            taken.ranges.push(range, GFP_KERNEL).inspect_err(|_| {
+                self.wi.stats.gigantic(nid, false);
+            })?;
+            let range = taken.ranges.last().ok_or(EINVAL)?;
+            let base = start + i * per_range * PAGE_SIZE;
+            insert_all(mixed, base, range.nr_pages() as usize, |k| {
+                range.page_ptr(k as u64)
+            })?;
+        }
+        gm.note_mapped(nr_ranges);
+        Ok(KBox::new(
+            Backing {
+                pgoff,
+                pages: BackingPages::Gigantic(taken),
+                _reservation: reservation,
+            },
+            GFP_KERNEL,
+        )?)
     }
 }
 
-/// Pages per `vm_insert_pages()` call in gigantic mode.
-const INSERT_BATCH: usize = 512;
+/// Pages per `vm_insert_pages()` call (2 MiB): between calls, a
+/// reschedule point and a fatal-signal check.
+const INSERT_BATCH: usize = crate::sync::SIGNAL_CHECK_PAGES;
+
+/// Maps `nr` pages at `addr` onward, page `k` being `page(k)`, with one
+/// `vm_insert_pages()` call per [`INSERT_BATCH`] pages; `EINTR` on a fatal
+/// signal. On failure the caller's mmap fails and the mmap path unmaps
+/// what was inserted.
+fn insert_all(
+    vma: &VmaMixedMap,
+    addr: usize,
+    nr: usize,
+    page: impl Fn(usize) -> Option<*mut bindings::page>,
+) -> Result {
+    let mut batch: KVec<*mut bindings::page> = KVec::with_capacity(INSERT_BATCH, GFP_KERNEL)?;
+    let mut j = 0usize;
+    while j < nr {
+        batch.clear();
+        let n = (nr - j).min(INSERT_BATCH);
+        for k in j..j + n {
+            batch
+                .push_within_capacity(page(k).ok_or(EINVAL)?)
+                .map_err(|_| ENOMEM)?;
+        }
+        insert_pages(vma, addr + j * PAGE_SIZE, &batch)?;
+        j += n;
+        resched_killable(j)?;
+    }
+    Ok(())
+}
 
 /// Maps `pages` at `addr` onward with one `vm_insert_pages()` call, which
 /// takes the page-table lock once per batch instead of once per page as
@@ -295,8 +431,9 @@ fn insert_pages(vma: &VmaMixedMap, addr: usize, pages: &[*mut bindings::page]) -
 }
 
 /// `TK_IOC_CLEAR_BENCH`: independent of the file's state, so it runs
-/// without the file's lock.
+/// without the file's lock. Needs `CAP_SYS_ADMIN`.
 fn clear_bench(arg: usize) -> Result<isize> {
+    require_sys_admin()?;
     let (mut reader, mut writer) =
         UserSlice::new(UserPtr::from_addr(arg), size_of::<TkClearBench>()).reader_writer();
     let mut a: TkClearBench = reader.read()?;
@@ -317,14 +454,14 @@ impl MiscDevice for TkFile {
         KBox::try_pin_init(
             try_pin_init!(TkFile {
                 wi: dev.wi.clone(),
-                state <- new_mutex!(FileState {
+                state <- KillableMutex::new(FileState {
                     policy: None,
                     task: TaskState::new(),
                     mapped: false,
                     mappings: KVec::new(),
                     nr_pages: 0,
                     gigantic: None,
-                }, "tierkit_file"),
+                }, c"tierkit_file", static_lock_class!()),
             }),
             GFP_KERNEL,
         )
@@ -343,7 +480,8 @@ impl MiscDevice for TkFile {
 
     /// Allocates every page of the mapping on the node the file's policy
     /// picks for its ilx, then inserts them all (see the module docs and
-    /// Documentation/ABI/testing/dev-tierkit).
+    /// Documentation/ABI/testing/dev-tierkit). Every argument and limit is
+    /// checked first; a failure frees everything this call took.
     fn mmap(me: Pin<&TkFile>, _file: &File, vma: &VmaNew) -> Result {
         // A private mapping would copy a page on write, and the copy lands
         // wherever the task's own policy puts it. VM_MAYSHARE is what
@@ -358,36 +496,56 @@ impl MiscDevice for TkFile {
         // `VmaRef` has no accessor for it (7.3).
         let pgoff = unsafe { (*vma.as_ptr()).vm_pgoff } as u64;
 
-        let mut st = me.state.lock();
+        let mut st = me.state.lock()?;
         let policy = st.policy.ok_or(EINVAL)?;
-        if st.gigantic.is_some() {
-            return me.mmap_gigantic(&mut st, vma, policy, pgoff, nr_pages);
-        }
-        if nr_pages == 0 || nr_pages > MAX_FILE_PAGES {
-            return Err(EINVAL);
-        }
-        if st.nr_pages + nr_pages > MAX_FILE_PAGES {
-            return Err(ENOMEM);
-        }
-        // Room to keep the pages, so nothing can fail after insertion.
+        // Room to keep the mapping, so nothing can fail after insertion.
         st.mappings.reserve(1, GFP_KERNEL)?;
-
-        // weighted_interleave_nid() reads the weights at each fault; all of
-        // this mapping's "faults" happen now, so one snapshot serves.
-        let sel = policy.selector(&me.wi.weights())?;
-        let placed = pages::alloc_placed(&me.wi, &sel, pgoff, nr_pages)?;
-
+        // Never grown by mremap, never in a core dump (it can be 64 GiB).
         vma.set_dontexpand();
-        let mixed = vma.set_mixedmap();
-        // On failure the mmap path unmaps what was inserted
-        // (__mmap_new_file_vma() -> unmap_region()) and `placed` frees the
-        // pages.
-        insert_pages(mixed, start, placed.raw_pages())?;
-        st.nr_pages += placed.len();
-        st.mapped = true;
+        vma.set_dontdump();
+        let backing = if st.gigantic.is_some() {
+            me.mmap_gigantic(&mut st, vma, policy, pgoff, nr_pages)?
+        } else {
+            if nr_pages == 0 || nr_pages > MAX_FILE_PAGES {
+                return Err(EINVAL);
+            }
+            if st.nr_pages + nr_pages > MAX_FILE_PAGES {
+                return Err(ENOMEM);
+            }
+            // weighted_interleave_nid() reads the weights at each fault;
+            // all of this mapping's "faults" happen now, so one snapshot
+            // serves.
+            let sel = policy.selector(&me.wi.weights())?;
+            let reservation = Stats::reserve(&me.wi, nr_pages as u64)?;
+            // Killable; frees everything on failure.
+            let placed = pages::alloc_placed(&me.wi, &sel, pgoff, nr_pages)?;
+            let mixed = vma.set_mixedmap();
+            // On failure the mmap path unmaps what was inserted
+            // (__mmap_new_file_vma() -> unmap_region()) and `placed` frees
+            // the pages.
+            let raw = placed.raw_pages();
+            insert_all(mixed, start, raw.len(), |k| raw.get(k).copied())?;
+            st.nr_pages += placed.len();
+            KBox::new(
+                Backing {
+                    pgoff,
+                    pages: BackingPages::Small(placed),
+                    _reservation: reservation,
+                },
+                GFP_KERNEL,
+            )?
+        };
+        let ptr = core::ptr::from_ref::<Backing>(&backing)
+            .cast_mut()
+            .cast::<c_void>();
         st.mappings
-            .push_within_capacity(placed)
+            .push_within_capacity(backing)
             .map_err(|_| ENOMEM)?;
+        st.mapped = true;
+        // SAFETY: in ->mmap with the mmap lock held for writing. `ptr` is
+        // the boxed `Backing` now owned by the file's state, which keeps it
+        // until the file is released, after every vma of the file is gone.
+        unsafe { shim::tk_vma_set_backing(vma.as_ptr(), ptr) };
         Ok(())
     }
 }

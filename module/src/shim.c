@@ -4,7 +4,14 @@
  * macros that Rust cannot call. Each wrapper is declared in src/shim.rs
  * with the same signature; keep the two in sync.
  */
+#include <linux/capability.h>
 #include <linux/cpumask.h>
+#include <linux/debugfs.h>
+#include <linux/fs.h>
+#include <linux/module.h>
+#include <linux/mutex.h>
+#include <linux/seq_file.h>
+#include <linux/string.h>
 #include <linux/gfp.h>
 #include <linux/mm.h>
 #include <linux/mmzone.h>
@@ -13,6 +20,7 @@
 #include <linux/notifier.h>
 #include <linux/numa.h>
 #include <linux/sched.h>
+#include <linux/sched/signal.h>
 #include <linux/timekeeping.h>
 #include <linux/topology.h>
 #include <linux/vmstat.h>
@@ -222,4 +230,140 @@ void tk_unregister_node_notifier(void)
 gfp_t tk_gfp_noretry(void)
 {
 	return __GFP_NORETRY;
+}
+
+/* --- reliability: signals, locks, capabilities, limits ------------------- */
+
+/* fatal_signal_pending(current): long loops back out when this is true. */
+bool tk_fatal_signal_pending(void)
+{
+	return fatal_signal_pending(current);
+}
+
+/* mutex_lock_killable() is a macro under CONFIG_DEBUG_LOCK_ALLOC. */
+int tk_mutex_lock_killable(struct mutex *lock)
+{
+	return mutex_lock_killable(lock);
+}
+
+/* capable(CAP_SYS_ADMIN): gigantic mode and the clear benchmark need it. */
+bool tk_capable_sys_admin(void)
+{
+	return capable(CAP_SYS_ADMIN);
+}
+
+/* totalram_pages(): the base of tierkit's global limit. */
+unsigned long tk_totalram_pages(void)
+{
+	return totalram_pages();
+}
+
+/* --- debugfs files that pin the module ------------------------------------ */
+
+/*
+ * The Rust debugfs file operations of 7.3 carry no owner, so an open
+ * debugfs file does not pin the module, and closing it after rmmod runs
+ * full_proxy_release() on file operations that are gone. These do: the
+ * debugfs proxy takes a reference on fops->owner for every open file
+ * (fops_get() in full_proxy_open_regular()), so rmmod is refused while one
+ * is open. The show/store callbacks are Rust's (module/src/debugfs.rs).
+ */
+static int tk_dbg_show(struct seq_file *m, void *v)
+{
+	const struct tk_dbg_attr *a = m->private;
+
+	return a->show(a->ctx, m);
+}
+
+static int tk_dbg_open(struct inode *inode, struct file *file)
+{
+	return single_open(file, tk_dbg_show, inode->i_private);
+}
+
+/* A write is taken whole, at most a page, NUL-terminated (as sysfs). */
+static ssize_t tk_dbg_write(struct file *file, const char __user *ubuf,
+			    size_t len, loff_t *ppos)
+{
+	const struct tk_dbg_attr *a = file_inode(file)->i_private;
+	char *buf;
+	int ret;
+
+	if (len > PAGE_SIZE)
+		return -EINVAL;
+	buf = memdup_user_nul(ubuf, len);
+	if (IS_ERR(buf))
+		return PTR_ERR(buf);
+	ret = a->store(a->ctx, buf, len);
+	kfree(buf);
+	return ret < 0 ? ret : len;
+}
+
+static const struct file_operations tk_dbg_ro_fops = {
+	.owner = THIS_MODULE,
+	.open = tk_dbg_open,
+	.read = seq_read,
+	.llseek = seq_lseek,
+	.release = single_release,
+};
+
+static const struct file_operations tk_dbg_rw_fops = {
+	.owner = THIS_MODULE,
+	.open = tk_dbg_open,
+	.read = seq_read,
+	.write = tk_dbg_write,
+	.llseek = seq_lseek,
+	.release = single_release,
+};
+
+struct dentry *tk_debugfs_dir(const char *name, struct dentry *parent)
+{
+	return debugfs_create_dir(name, parent);
+}
+
+/* Read-only when @attr has no store callback. */
+struct dentry *tk_debugfs_file(const char *name, umode_t mode,
+			       struct dentry *parent, struct tk_dbg_attr *attr)
+{
+	return debugfs_create_file(name, mode, parent, attr,
+				   attr->store ? &tk_dbg_rw_fops : &tk_dbg_ro_fops);
+}
+
+/* debugfs_remove(): recursive; waits for callbacks in flight. */
+void tk_debugfs_remove(struct dentry *d)
+{
+	debugfs_remove(d);
+}
+
+/* --- /dev/tierkit mappings: the fault handler ----------------------------- */
+
+/*
+ * Every page of a tierkit mapping is inserted at mmap; a fault happens only
+ * after the PTE was zapped (MADV_DONTNEED, or the kernel dropping it). The
+ * file still holds the page, so the fault maps the same page again.
+ */
+static vm_fault_t tk_vm_fault(struct vm_fault *vmf)
+{
+	struct page *page = tk_mapping_page(vmf->vma->vm_private_data, vmf->pgoff);
+	int err;
+
+	if (!page)
+		return VM_FAULT_SIGBUS;
+	err = vm_insert_page(vmf->vma, vmf->address & PAGE_MASK, page);
+	if (err == 0 || err == -EBUSY)
+		return VM_FAULT_NOPAGE;
+	return err == -ENOMEM ? VM_FAULT_OOM : VM_FAULT_SIGBUS;
+}
+
+static const struct vm_operations_struct tk_vm_ops = {
+	.fault = tk_vm_fault,
+};
+
+/*
+ * Called at the end of ->mmap, with mmap_lock held for writing: the vma
+ * gets tierkit's fault handler and @backing (see tk_mapping_page()).
+ */
+void tk_vma_set_backing(struct vm_area_struct *vma, void *backing)
+{
+	vma->vm_ops = &tk_vm_ops;
+	vma->vm_private_data = backing;
 }

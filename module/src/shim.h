@@ -7,6 +7,17 @@
 #include <linux/workqueue.h>
 
 struct page;
+struct mutex;
+struct seq_file;
+struct dentry;
+struct vm_area_struct;
+
+/* A debugfs file's callbacks (module/src/debugfs.rs builds these). */
+struct tk_dbg_attr {
+	int (*show)(void *ctx, struct seq_file *m);
+	int (*store)(void *ctx, const char *buf, size_t len);
+	void *ctx;
+};
 
 unsigned int tk_nr_cpu_ids(void);
 bool tk_cpu_online(int cpu);
@@ -36,5 +47,19 @@ typedef void (*tk_node_event_fn)(void *ctx, int nid, bool added);
 int tk_register_node_notifier(tk_node_event_fn cb, void *ctx);
 void tk_unregister_node_notifier(void);
 gfp_t tk_gfp_noretry(void);
+
+bool tk_fatal_signal_pending(void);
+int tk_mutex_lock_killable(struct mutex *lock);
+bool tk_capable_sys_admin(void);
+unsigned long tk_totalram_pages(void);
+
+struct dentry *tk_debugfs_dir(const char *name, struct dentry *parent);
+struct dentry *tk_debugfs_file(const char *name, umode_t mode,
+			       struct dentry *parent, struct tk_dbg_attr *attr);
+void tk_debugfs_remove(struct dentry *d);
+
+/* Implemented in Rust (module/src/dev.rs): the page at @pgoff, or NULL. */
+struct page *tk_mapping_page(void *backing, unsigned long pgoff);
+void tk_vma_set_backing(struct vm_area_struct *vma, void *backing);
 
 #endif /* TIERKIT_SHIM_H */

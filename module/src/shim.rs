@@ -105,6 +105,47 @@ extern "C" {
     pub(crate) fn tk_unregister_node_notifier();
     /// `__GFP_NORETRY`, which the bindings do not export. No precondition.
     pub(crate) fn tk_gfp_noretry() -> bindings::gfp_t;
+
+    // Reliability (module/src/sync.rs, dev.rs).
+    /// `fatal_signal_pending(current)`. No precondition.
+    pub(crate) fn tk_fatal_signal_pending() -> bool;
+    /// `mutex_lock_killable(lock)`: 0 when locked, `-EINTR` on a fatal
+    /// signal. `lock` must be an initialized mutex; process context.
+    pub(crate) fn tk_mutex_lock_killable(lock: *mut bindings::mutex) -> c_int;
+    /// `capable(CAP_SYS_ADMIN)` of the current task. No precondition.
+    pub(crate) fn tk_capable_sys_admin() -> bool;
+    /// `totalram_pages()`. No precondition.
+    pub(crate) fn tk_totalram_pages() -> c_ulong;
+
+    // debugfs files with an owner (module/src/debugfs.rs).
+    /// `debugfs_create_dir(name, parent)`: a dentry or an `ERR_PTR`.
+    /// `name` NUL-terminated; `parent` NULL or a live debugfs directory.
+    pub(crate) fn tk_debugfs_dir(
+        name: *const c_char,
+        parent: *mut bindings::dentry,
+    ) -> *mut bindings::dentry;
+    /// `debugfs_create_file()` with the shim's owned file operations
+    /// (read-write if `attr->store` is set): a dentry or an `ERR_PTR`.
+    /// `attr` must stay valid until the dentry is removed.
+    pub(crate) fn tk_debugfs_file(
+        name: *const c_char,
+        mode: u16,
+        parent: *mut bindings::dentry,
+        attr: *mut core::ffi::c_void,
+    ) -> *mut bindings::dentry;
+    /// `debugfs_remove(d)`: recursive, waits for callbacks in flight.
+    pub(crate) fn tk_debugfs_remove(d: *mut bindings::dentry);
+
+    // /dev/tierkit mappings (module/src/dev.rs).
+    /// Gives `vma` tierkit's `vm_operations_struct` (a fault handler that
+    /// maps `tk_mapping_page(backing, pgoff)` again) and `backing` as its
+    /// `vm_private_data`. Only from `->mmap` (mmap lock held for writing);
+    /// `backing` must stay valid as long as the vma can fault, i.e. until
+    /// the file is released.
+    pub(crate) fn tk_vma_set_backing(
+        vma: *mut bindings::vm_area_struct,
+        backing: *mut core::ffi::c_void,
+    );
 }
 
 /// Safe view of the node facts the module asks for everywhere.

@@ -11,7 +11,7 @@
 //! The pure algorithms live in `module/core/` and are compiled both here and
 //! on the host, where they are property-tested.
 
-use kernel::{debugfs::Dir, prelude::*, sync::Arc};
+use kernel::{prelude::*, sync::Arc};
 
 // The pure code of `module/core/` is a library shared with the host crate:
 // its `pub` items are its API there, and not every one is used here.
@@ -26,8 +26,10 @@ mod interleave;
 mod uapi;
 
 mod clear;
+mod debugfs;
 mod dev;
 mod shim;
+mod sync;
 mod wi;
 
 module! {
@@ -41,17 +43,19 @@ module! {
 /// The module: the weight table, its debugfs files and `/dev/tierkit`.
 ///
 /// Fields drop in declaration order: the weight files (and the node
-/// notifier) first, then the device, then the debugfs root. Open files keep
-/// their own reference to the weight table (and the module while open).
+/// notifier) first, then the device, then the debugfs root. Every open
+/// file, `/dev/tierkit` or debugfs, holds a reference on the module (their
+/// file operations have an owner), so `rmmod` is refused while one is open,
+/// and a mapping holds its file.
 struct TierKit {
     _wi_files: Pin<KBox<wi::debugfs::WiFiles>>,
     _dev: Pin<KBox<dev::TkDevice>>,
-    _debugfs: Dir,
+    _debugfs: debugfs::DebugfsDir,
 }
 
 impl kernel::Module for TierKit {
     fn init(_module: &'static ThisModule) -> Result<Self> {
-        let debugfs = Dir::new(c"tierkit");
+        let debugfs = debugfs::DebugfsDir::new(c"tierkit", None)?;
         let wi = Arc::pin_init(wi::Wi::new(), GFP_KERNEL)?;
         let wi_files = wi::debugfs::WiFiles::new(&debugfs, wi.clone())?;
         let dev = KBox::pin_init(dev::TkDevice::new(wi), GFP_KERNEL)?;

@@ -27,7 +27,7 @@ pub(crate) fn bench(a: &mut TkClearBench) -> Result {
     let set = CpuSet::for_memory(nid, params.placement)?;
     if let Threads::Fixed(n) = params.threads {
         if n > set.len() {
-            pr_err!(
+            pr_debug!(
                 "clear: bench: {} threads, but {} placement for node {} has {} CPUs\n",
                 n,
                 params.placement.name(),

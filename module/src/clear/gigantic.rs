@@ -5,20 +5,21 @@
 //! [`GiganticRange`] on the node the file's policy picks, cleared in
 //! parallel, and kept alive by the file until release.
 //!
-//! The device (`dev.rs`) owns the file state, the policy and the VMA; this
-//! module owns the ranges and the clearing. Use:
+//! The device (`dev.rs`) owns the file state, the policy, the VMA and the
+//! ranges of each mapping; this module owns the parameters and the
+//! clearing. Use, in `mmap`:
 //!
 //! ```ignore
-//! // TK_IOC_SET_GIGANTIC, with the file's `Option<GiganticMode>`:
-//! clear::gigantic::set_gigantic_ioctl(&mut state.gigantic, state.mapped, &mut arg)?;
-//! // mmap, for gigantic page i of the mapping (ilx = pgoff / 2^18 + i):
-//! let range = gigantic.populate(nid)?;
-//! for j in 0..range.nr_pages() {
-//!     vma.vm_insert_page(start + (i << 30) + (j << 12) as usize, &range.page(j).ok_or(EINVAL)?)?;
-//! }
+//! for nid in nodes_of_the_mapping { gigantic.check_node(nid)?; } // before any work
+//! let range = gigantic.populate(nid)?;       // allocate + clear, owned by the caller
+//! // ... all ranges taken and inserted: hand them to the file
+//! gigantic.note_mapped(nr_ranges);
 //! ```
+//!
+//! A failed `mmap` drops the ranges it took; `nr_cleared` counts only the
+//! ranges of successful calls.
 
-use super::{clear, ClearParams, GiganticRange, Placement, Threads};
+use super::{clear, placement, ClearParams, CpuSet, GiganticRange, Placement, Threads};
 use crate::chunks::GIGANTIC_PAGES;
 use crate::uapi::{self, TkGigantic, TK_GIGANTIC_F_QUERY};
 use kernel::prelude::*;
@@ -32,27 +33,50 @@ pub(crate) struct LastClear {
     pub(crate) cpu_node: i32,
 }
 
-/// A `/dev/tierkit` file in gigantic mode: its parameters and the ranges
-/// it has cleared and handed out for mapping.
+/// A `/dev/tierkit` file in gigantic mode: its parameters, the number of
+/// ranges its mappings hold, and its most recent clear.
 ///
 /// Some methods are only for the device's `mmap` (dev.rs).
 pub(crate) struct GiganticMode {
     params: ClearParams,
-    ranges: KVec<GiganticRange>,
+    /// 1 GiB ranges handed out by successful `mmap` calls of the file.
+    nr_cleared: u32,
     last: Option<LastClear>,
 }
 
 impl GiganticMode {
     /// Gigantic mode with the parameters of `arg` (its `flags` must be 0).
+    ///
+    /// Errors: `EINVAL` for bad parameters, including a fixed thread count
+    /// above the online CPUs (which no node can satisfy).
     pub(crate) fn new(arg: &TkGigantic) -> Result<Self> {
         if arg.flags != 0 {
             return Err(EINVAL);
         }
+        let params = ClearParams::from_uapi(arg.threads, arg.placement, arg.chunk_kib)?;
+        if let Threads::Fixed(n) = params.threads {
+            if n > placement::nr_online_cpus() {
+                return Err(EINVAL);
+            }
+        }
         Ok(Self {
-            params: ClearParams::from_uapi(arg.threads, arg.placement, arg.chunk_kib)?,
-            ranges: KVec::new(),
+            params,
+            nr_cleared: 0,
             last: None,
         })
+    }
+
+    /// Checks, before anything is allocated, that a range on `nid` can be
+    /// cleared with these parameters: the placement has CPUs for the node
+    /// and a fixed thread count fits them.
+    ///
+    /// Errors: `EINVAL`, as [`clear`] would give after the allocation.
+    pub(crate) fn check_node(&self, nid: usize) -> Result {
+        let set = CpuSet::for_memory(nid, self.params.placement)?;
+        match self.params.threads {
+            Threads::Fixed(n) if n > set.len() => Err(EINVAL),
+            _ => Ok(()),
+        }
     }
 
     /// The clearing parameters.
@@ -60,17 +84,17 @@ impl GiganticMode {
         &self.params
     }
 
-    /// Allocates a gigantic range on `nid`, clears it in parallel, and keeps
-    /// it until `self` is dropped (file release). Returns the range, for
-    /// `vm_insert_page()` of each of its pages.
+    /// Allocates a gigantic range on `nid` and clears it in parallel. The
+    /// caller owns the range: a failed `mmap` drops (frees) it.
     ///
-    /// Errors: as [`GiganticRange::alloc`] and [`clear`].
-    pub(crate) fn populate(&mut self, nid: usize) -> Result<&GiganticRange> {
+    /// Errors: as [`GiganticRange::alloc`] and [`clear`] (`EINTR` when a
+    /// fatal signal stops the clear).
+    pub(crate) fn populate(&mut self, nid: usize) -> Result<GiganticRange> {
         self.populate_pages(nid, GIGANTIC_PAGES)
     }
 
     /// [`populate`](Self::populate) with a smaller range, for tests.
-    pub(crate) fn populate_pages(&mut self, nid: usize, nr_pages: u64) -> Result<&GiganticRange> {
+    pub(crate) fn populate_pages(&mut self, nid: usize, nr_pages: u64) -> Result<GiganticRange> {
         let mut range = GiganticRange::alloc_pages(nid, nr_pages)?;
         let r = clear(&mut range, &self.params)?;
         self.last = Some(LastClear {
@@ -79,18 +103,22 @@ impl GiganticMode {
             nid: nid as i32,
             cpu_node: r.cpu_node,
         });
-        self.ranges.push(range, GFP_KERNEL)?;
-        self.ranges.last().ok_or(EINVAL)
+        Ok(range)
+    }
+
+    /// Counts `n` ranges handed out by a successful `mmap`.
+    pub(crate) fn note_mapped(&mut self, n: usize) {
+        self.nr_cleared = self.nr_cleared.saturating_add(n as u32);
+    }
+
+    /// Ranges handed out by successful `mmap` calls.
+    pub(crate) fn nr_cleared(&self) -> u32 {
+        self.nr_cleared
     }
 
     /// The most recent clear, if any.
     pub(crate) fn last(&self) -> Option<LastClear> {
         self.last
-    }
-
-    /// The ranges cleared so far, in order.
-    pub(crate) fn ranges(&self) -> &[GiganticRange] {
-        &self.ranges
     }
 
     /// Writes the parameters and the `last_*` fields into `arg`.
@@ -101,7 +129,7 @@ impl GiganticMode {
         };
         arg.placement = self.params.placement.to_uapi();
         arg.chunk_kib = self.params.chunk_pages * 4;
-        write_last(self.last, self.ranges.len() as u32, arg);
+        write_last(self.last, self.nr_cleared, arg);
     }
 }
 
@@ -152,8 +180,8 @@ pub(crate) fn set_gigantic_ioctl(
             if mapped {
                 return Err(EBUSY);
             }
-            // Ranges are only ever added by mmap, so an unmapped file has
-            // none to carry over.
+            // Ranges are only counted by a successful mmap, so an unmapped
+            // file has none to carry over.
             new.write_back(arg);
             *mode = Some(new);
             Ok(())

@@ -119,7 +119,7 @@ fn resolve(range: &mut GiganticRange, params: &ClearParams) -> Result<(CpuSet, u
     let n = match params.threads {
         Threads::Fixed(n) if n >= 1 && n <= set.len() => n,
         Threads::Fixed(n) => {
-            pr_err!(
+            pr_debug!(
                 "clear: {} threads, but {} placement for node {} has {} CPUs\n",
                 n,
                 params.placement.name(),

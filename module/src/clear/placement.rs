@@ -88,6 +88,16 @@ pub(crate) fn remote_cpu_node(nid: usize) -> Option<usize> {
 
 /// The CPUs workers may run on, in ascending order, and the node they
 /// belong to (-1 for [`Placement::Any`]).
+/// Online CPUs (`num_online_cpus()`): the most workers any clear can use.
+pub(crate) fn nr_online_cpus() -> u32 {
+    // SAFETY: reads a variable fixed after boot.
+    let ids = unsafe { shim::tk_nr_cpu_ids() };
+    // SAFETY: the shim range-checks `cpu`.
+    (0..ids)
+        .filter(|&cpu| unsafe { shim::tk_cpu_online(cpu as c_int) })
+        .count() as u32
+}
+
 pub(crate) struct CpuSet {
     cpus: KVec<u32>,
     node: i32,
@@ -104,7 +114,7 @@ impl CpuSet {
             Placement::Remote => match remote_cpu_node(nid) {
                 Some(m) => Some(m),
                 None => {
-                    pr_err!("clear: no node with CPUs is remote to node {}\n", nid);
+                    pr_debug!("clear: no node with CPUs is remote to node {}\n", nid);
                     return Err(EINVAL);
                 }
             },

@@ -3,13 +3,14 @@
 //! The worker pool: one work item per worker, queued with `queue_work_on()`
 //! on a chosen CPU of a per-operation bound workqueue. Workers claim chunks
 //! from an atomic cursor until the plan runs out, and the last one to finish
-//! completes the caller's [`Completion`].
+//! completes the caller's [`KillableCompletion`].
 //!
 //! `padata_do_multithreaded()` would do this for a built-in caller, but it is
 //! `__init` and not exported.
 
 use crate::chunks::{ChunkPlan, PAGE_BYTES};
 use crate::shim;
+use crate::sync::KillableCompletion;
 use core::ptr::NonNull;
 use kernel::{
     bindings,
@@ -18,7 +19,7 @@ use kernel::{
     prelude::*,
     sync::{
         atomic::{Atomic, Full, Relaxed},
-        Arc, Completion,
+        Arc,
     },
     workqueue::{impl_has_work, RawWorkItem, Work, WorkItem},
 };
@@ -74,7 +75,7 @@ struct Shared {
     /// claims, leaving that chunk uncleared.
     fail_worker: u32,
     #[pin]
-    done: Completion,
+    done: KillableCompletion,
 }
 
 impl Shared {
@@ -189,8 +190,12 @@ impl Drop for OwnedQueue {
 /// test hook: that worker fails with `EIO` on the first chunk it claims (`None` in
 /// real use).
 ///
-/// Errors: `EINVAL` for an empty plan or no CPU; `ENOMEM`; the first error a
-/// worker reported; `EIO` if the workers cleared fewer pages than planned.
+/// The wait is killable: on a fatal signal the workers stop after their
+/// current chunk and the result is `EINTR`, with the range partly cleared.
+///
+/// Errors: `EINVAL` for an empty plan or no CPU; `ENOMEM`; `EINTR`; the
+/// first error a worker reported; `EIO` if the workers cleared fewer pages
+/// than planned.
 ///
 /// # Safety
 ///
@@ -219,7 +224,7 @@ pub(crate) unsafe fn clear_range(
             remaining: Atomic::new(1),
             error: Atomic::new(0),
             fail_worker: fail_worker.unwrap_or(u32::MAX),
-            done <- Completion::new(),
+            done <- KillableCompletion::new(),
         }),
         GFP_KERNEL,
     )?;
@@ -271,7 +276,12 @@ pub(crate) unsafe fn clear_range(
     // Drop the caller's reference; if every worker is done already this
     // completes, and the wait returns at once.
     shared.put();
-    shared.done.wait_for_completion();
+    if shared.done.wait_killable().is_err() {
+        // A fatal signal: make every worker stop at its next chunk (at most
+        // 32 MiB away), then wait for them, since they use `base`.
+        shared.fail(EINTR);
+        shared.done.wait();
+    }
     // SAFETY: reads the clock.
     let elapsed_ns = unsafe { shim::tk_ktime_get_ns() } - start;
     // No work item of ours may run past this point.

@@ -18,16 +18,16 @@ pub(crate) const MAX_RANGE_PAGES: u64 = 1 << 24;
 pub(crate) fn check_memory_node(nid: i64) -> Result<usize> {
     let ids = node::nr_node_ids();
     if nid < 0 || nid as u64 >= ids as u64 {
-        pr_err!("clear: node {} does not exist (nr_node_ids {})\n", nid, ids);
+        pr_debug!("clear: node {} does not exist (nr_node_ids {})\n", nid, ids);
         return Err(EINVAL);
     }
     let nid = nid as usize;
     if !node::online(nid) {
-        pr_err!("clear: node {} is offline\n", nid);
+        pr_debug!("clear: node {} is offline\n", nid);
         return Err(EINVAL);
     }
     if !node::has_memory(nid) {
-        pr_err!("clear: node {} has no memory (not in N_MEMORY)\n", nid);
+        pr_debug!("clear: node {} has no memory (not in N_MEMORY)\n", nid);
         return Err(EINVAL);
     }
     Ok(nid)
@@ -82,7 +82,7 @@ impl GiganticRange {
     /// one zone (`GFP_KERNEL` never takes `ZONE_MOVABLE`).
     pub(crate) fn alloc_pages(nid: usize, nr_pages: u64) -> Result<Self> {
         if nr_pages == 0 || !nr_pages.is_power_of_two() || nr_pages > MAX_RANGE_PAGES {
-            pr_err!("clear: bad range size of {} pages\n", nr_pages);
+            pr_debug!("clear: bad range size of {} pages\n", nr_pages);
             return Err(EINVAL);
         }
         let nid = check_memory_node(nid as i64)?;
@@ -186,6 +186,14 @@ impl GiganticRange {
         // SAFETY: By the type invariant, the page is part of the range owned
         // by `self`, so it stays valid while `self` is borrowed.
         Some(unsafe { BorrowedPage::from_raw(page) })
+    }
+}
+
+impl GiganticRange {
+    /// [`page`](Self::page) as a raw pointer, for `vm_insert_pages()` and
+    /// the fault handler; valid while the range is.
+    pub(crate) fn page_ptr(&self, index: u64) -> Option<*mut bindings::page> {
+        self.page(index).map(|p| p.as_ptr())
     }
 }
 

@@ -566,6 +566,14 @@ mod gigantic_tests {
             ..Default::default()
         };
         assert!(set_gigantic_ioctl(&mut mode, false, &mut bad).err() == Some(EINVAL));
+        // More workers than online CPUs: refused before any mmap takes a
+        // range (issue 8, defect 4).
+        let mut bad = TkGigantic {
+            threads: 4096,
+            ..Default::default()
+        };
+        assert!(set_gigantic_ioctl(&mut mode, false, &mut bad).err() == Some(EINVAL));
+        assert!(mode.is_none());
 
         let mut set = TkGigantic {
             threads: 1,
@@ -579,14 +587,17 @@ mod gigantic_tests {
         assert!(set_gigantic_ioctl(&mut mode, true, &mut again).err() == Some(EBUSY));
 
         let populated = match mode.as_mut() {
-            Some(m) => m
-                .populate_pages(0, SMALL_PAGES)
-                .map(|r| (r.nid(), r.nr_pages(), first_nonzero(r).is_none())),
+            Some(m) => m.populate_pages(0, SMALL_PAGES).map(|r| {
+                let seen = (r.nid(), r.nr_pages(), first_nonzero(&r).is_none());
+                // What dev.rs does once the whole mmap succeeded.
+                m.note_mapped(1);
+                seen
+            }),
             None => Err(EINVAL),
         };
         let kept = mode.as_ref().map(|m| {
             (
-                m.ranges().len(),
+                m.nr_cleared() as usize,
                 m.last().map(|l| l.nid),
                 m.params().placement,
             )

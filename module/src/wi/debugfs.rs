@@ -8,13 +8,12 @@
 //!
 //! The files mirror `/sys/kernel/mm/mempolicy/weighted_interleave/` (same
 //! names, formats and errors), but the Rust kernel crate of 7.3 has no
-//! sysfs/kobject abstraction. Its debugfs has read-write callback files
-//! whose write callback returns a `Result`, and the error is what `write(2)`
-//! returns (rust/kernel/debugfs/file_ops.rs), so `EINVAL` and `ENODEV`
-//! reach the writer exactly as from the kernel's sysfs files. A kobject in
-//! the C shim would have mirrored the location too, at the price of the
-//! whole ABI in C; debugfs keeps it in Rust. (Only the path and the mode,
-//! 0600, differ.)
+//! sysfs/kobject abstraction. debugfs write callbacks return their error to
+//! `write(2)`, so `EINVAL` and `ENODEV` reach the writer exactly as from
+//! the kernel's sysfs files. The files are made by [`crate::debugfs`],
+//! whose file operations pin the module while a file is open (those of
+//! the 7.3 `kernel::debugfs` do not). Only the path and the mode (0600
+//! for writable files, 0400 for read-only ones) differ from sysfs.
 //!
 //! # Hotplug
 //!
@@ -25,31 +24,25 @@
 //! kept in the table and shows again if the node returns.
 
 use super::{possible_nodes, Wi};
+use crate::debugfs::{DebugfsDir, DebugfsFile};
 use crate::interleave::MAX_NUMNODES;
 use crate::shim;
 use kernel::{
-    debugfs::{Dir, File},
     ffi::{c_int, c_void},
     fmt, new_mutex,
     prelude::*,
     str::CString,
-    sync::{Arc, Mutex},
-    uaccess::UserSliceReader,
+    sync::{
+        atomic::{Atomic, Relaxed},
+        Arc, Mutex,
+    },
 };
 
-/// The most bytes one write to a weight file may carry: a page, as sysfs.
-const MAX_WRITE: usize = 4096;
-
-/// Reads a whole write into a buffer.
-fn read_write_buf(r: &mut UserSliceReader) -> Result<KVec<u8>> {
-    let len = r.len();
-    if len > MAX_WRITE {
-        return Err(EINVAL);
-    }
-    let mut buf = KVec::from_elem(0u8, len, GFP_KERNEL)?;
-    r.read_slice(&mut buf)?;
-    Ok(buf)
-}
+/// Mode of the read-write files: root only, as the kernel's sysfs
+/// weight files are writable by root only.
+const MODE_RW: u16 = 0o600;
+/// Mode of the read-only files.
+const MODE_RO: u16 = 0o400;
 
 /// The data behind one `nodeN` file.
 struct NodeAttr {
@@ -63,9 +56,8 @@ fn node_show(a: &NodeAttr, f: &mut fmt::Formatter<'_>) -> fmt::Result {
 }
 
 /// `node_store()`: see [`Wi::node_store`].
-fn node_store(a: &NodeAttr, r: &mut UserSliceReader) -> Result {
-    let buf = read_write_buf(r)?;
-    a.wi.node_store(a.nid, &buf)
+fn node_store(a: &NodeAttr, buf: &[u8]) -> Result {
+    a.wi.node_store(a.nid, buf)
 }
 
 /// `weighted_interleave_auto_show()`: "true" or "false" and a newline.
@@ -74,31 +66,37 @@ fn auto_show(wi: &Arc<Wi>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
 }
 
 /// `weighted_interleave_auto_store()`: see [`Wi::auto_store_with`].
-fn auto_store(wi: &Arc<Wi>, r: &mut UserSliceReader) -> Result {
-    let buf = read_write_buf(r)?;
-    wi.auto_store(&buf)
+fn auto_store(wi: &Arc<Wi>, buf: &[u8]) -> Result {
+    wi.auto_store(buf)
 }
 
 fn bandwidth_show(wi: &Arc<Wi>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     wi.bandwidth_show(f)
 }
 
-fn bandwidth_store(wi: &Arc<Wi>, r: &mut UserSliceReader) -> Result {
-    let buf = read_write_buf(r)?;
-    wi.bandwidth_store(&buf)
+fn bandwidth_store(wi: &Arc<Wi>, buf: &[u8]) -> Result {
+    wi.bandwidth_store(buf)
 }
 
 fn stats_show(wi: &Arc<Wi>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     wi.stats.show(f)
 }
 
+fn limits_show(wi: &Arc<Wi>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    wi.stats.show_limits(f)
+}
+
 /// The `nodeN` files that exist, indexed by node.
 struct NodeFiles {
-    files: KVec<Option<Pin<KBox<File<NodeAttr>>>>>,
+    files: KVec<Option<DebugfsFile<NodeAttr>>>,
 }
 
 /// All of tierkit's weighted-interleave debugfs files, and the node
 /// notifier that keeps the `nodeN` files in step with memory hotplug.
+///
+/// Fields drop in declaration order: every file before the directory that
+/// holds it (removing a directory removes its files, and their dentries
+/// must not be removed twice).
 ///
 /// # Invariants
 ///
@@ -107,57 +105,58 @@ struct NodeFiles {
 #[pin_data(PinnedDrop)]
 pub(crate) struct WiFiles {
     wi: Arc<Wi>,
-    dir: Dir,
     #[pin]
     nodes: Mutex<NodeFiles>,
-    _auto: Pin<KBox<File<Arc<Wi>>>>,
-    _bandwidth: Pin<KBox<File<Arc<Wi>>>>,
-    _stats: Pin<KBox<File<Arc<Wi>>>>,
-    notifier: bool,
+    _auto: DebugfsFile<Arc<Wi>>,
+    _bandwidth: DebugfsFile<Arc<Wi>>,
+    _stats: DebugfsFile<Arc<Wi>>,
+    _limits: DebugfsFile<Arc<Wi>>,
+    /// Set through `&self` once the notifier is registered: the notifier
+    /// may already run on another CPU with a `&WiFiles`, so no `&mut`.
+    notifier: Atomic<bool>,
+    dir: DebugfsDir,
 }
 
 impl WiFiles {
     /// Creates `weighted_interleave/{auto,bandwidth}` and `stats` under
     /// `root`, registers the node notifier, and creates `nodeN` for every
     /// node that has memory.
-    pub(crate) fn new(root: &Dir, wi: Arc<Wi>) -> Result<Pin<KBox<WiFiles>>> {
+    pub(crate) fn new(root: &DebugfsDir, wi: Arc<Wi>) -> Result<Pin<KBox<WiFiles>>> {
         Self::new_with(root, wi, true)
     }
 
     /// [`WiFiles::new`], optionally without the node notifier (the C shim
     /// holds one registration; KUnit tests build their own `WiFiles`).
-    pub(crate) fn new_with(root: &Dir, wi: Arc<Wi>, notify: bool) -> Result<Pin<KBox<WiFiles>>> {
-        let dir = root.subdir(c"weighted_interleave");
-        let auto = KBox::pin_init(
-            dir.read_write_callback_file(c"auto", wi.clone(), &auto_show, &auto_store),
-            GFP_KERNEL,
+    pub(crate) fn new_with(
+        root: &DebugfsDir,
+        wi: Arc<Wi>,
+        notify: bool,
+    ) -> Result<Pin<KBox<WiFiles>>> {
+        let dir = DebugfsDir::new(c"weighted_interleave", Some(root))?;
+        let auto = dir.file(c"auto", MODE_RW, wi.clone(), auto_show, Some(auto_store))?;
+        let bandwidth = dir.file(
+            c"bandwidth",
+            MODE_RW,
+            wi.clone(),
+            bandwidth_show,
+            Some(bandwidth_store),
         )?;
-        let bandwidth = KBox::pin_init(
-            dir.read_write_callback_file(
-                c"bandwidth",
-                wi.clone(),
-                &bandwidth_show,
-                &bandwidth_store,
-            ),
-            GFP_KERNEL,
-        )?;
-        let stats = KBox::pin_init(
-            root.read_callback_file(c"stats", wi.clone(), &stats_show),
-            GFP_KERNEL,
-        )?;
+        let stats = root.file(c"stats", MODE_RO, wi.clone(), stats_show, None)?;
+        let limits = root.file(c"limits", MODE_RO, wi.clone(), limits_show, None)?;
         let mut files = KVec::with_capacity(MAX_NUMNODES, GFP_KERNEL)?;
         for _ in 0..MAX_NUMNODES {
             files.push(None, GFP_KERNEL)?;
         }
-        let mut this = KBox::pin_init(
+        let this = KBox::pin_init(
             pin_init!(WiFiles {
                 wi,
-                dir,
                 nodes <- new_mutex!(NodeFiles { files }, "tierkit_wi_files"),
                 _auto: auto,
                 _bandwidth: bandwidth,
                 _stats: stats,
-                notifier: false,
+                _limits: limits,
+                notifier: Atomic::new(false),
+                dir,
             }),
             GFP_KERNEL,
         )?;
@@ -168,8 +167,7 @@ impl WiFiles {
             let ret = unsafe { shim::tk_register_node_notifier(Some(node_event), ctx) };
             kernel::error::to_result(ret)?;
             // INVARIANT: registered just above.
-            // SAFETY: `notifier` is not structurally pinned; nothing moves.
-            unsafe { this.as_mut().get_unchecked_mut().notifier = true };
+            this.notifier.store(true, Relaxed);
         }
         for nid in 0..possible_nodes() {
             if shim::node::has_memory(nid) {
@@ -198,17 +196,15 @@ impl WiFiles {
             return;
         }
         let file = CString::try_from_fmt(fmt!("node{nid}")).and_then(|name| {
-            KBox::pin_init(
-                self.dir.read_write_callback_file(
-                    &name,
-                    NodeAttr {
-                        nid,
-                        wi: self.wi.clone(),
-                    },
-                    &node_show,
-                    &node_store,
-                ),
-                GFP_KERNEL,
+            self.dir.file(
+                &name,
+                MODE_RW,
+                NodeAttr {
+                    nid,
+                    wi: self.wi.clone(),
+                },
+                node_show,
+                Some(node_store),
             )
         });
         match file {
@@ -244,7 +240,7 @@ impl WiFiles {
 #[pinned_drop]
 impl PinnedDrop for WiFiles {
     fn drop(self: Pin<&mut Self>) {
-        if self.notifier {
+        if self.notifier.load(Relaxed) {
             // SAFETY: By the type invariant, the notifier is registered
             // (in `new`, pointing at `self`); after this no
             // callback runs or is running, so `self` may go.

@@ -33,7 +33,7 @@ use kernel::{
     prelude::*,
     sync::{
         atomic::{Atomic, Relaxed},
-        Mutex,
+        Arc, Mutex,
     },
 };
 
@@ -110,18 +110,93 @@ impl Table {
     }
 }
 
-/// Pages allocated per node: cumulative, and currently owned by open files.
+/// Pages allocated per node: cumulative, and currently owned by open files;
+/// and the global limit on what open files may hold.
 pub(crate) struct Stats {
     allocated: [Atomic<u64>; MAX_NUMNODES],
     held: [Atomic<u64>; MAX_NUMNODES],
+    /// 1 GiB ranges held by files in gigantic mode, per node.
+    gigantic: [Atomic<u64>; MAX_NUMNODES],
+    /// 4 KiB pages reserved by open files (a gigantic range counts
+    /// 2^18), against `global_pages`.
+    reserved: Atomic<u64>,
+    /// The most 4 KiB pages all files together may hold: 3/4 of RAM.
+    global_pages: u64,
+}
+
+/// Pages one file holds at most in 4 KiB mode (`MAX_FILE_PAGES`, dev.rs).
+pub(crate) const FILE_PAGES: u64 = 1 << 18;
+/// 1 GiB ranges one file holds at most in gigantic mode.
+pub(crate) const FILE_GIGANTIC: u64 = 64;
+
+/// A share of the global limit, taken by [`Stats::reserve`] before a
+/// mapping allocates and given back on drop (when the file lets go of its
+/// pages, or when the mapping fails).
+pub(crate) struct Reservation {
+    wi: Arc<Wi>,
+    pages: u64,
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        self.wi.stats.reserved.fetch_sub(self.pages, Relaxed);
+    }
 }
 
 impl Stats {
     fn new() -> Self {
+        // SAFETY: no precondition.
+        let total = unsafe { crate::shim::tk_totalram_pages() } as u64;
         Stats {
             allocated: core::array::from_fn(|_| Atomic::new(0)),
             held: core::array::from_fn(|_| Atomic::new(0)),
+            gigantic: core::array::from_fn(|_| Atomic::new(0)),
+            reserved: Atomic::new(0),
+            global_pages: total / 4 * 3,
         }
+    }
+
+    /// Reserves `pages` 4 KiB pages of the global limit for `wi`'s files.
+    ///
+    /// Errors: `ENOMEM` if all files together would hold more than the
+    /// limit (nothing is reserved then).
+    pub(crate) fn reserve(wi: &Arc<Wi>, pages: u64) -> Result<Reservation> {
+        let s = &wi.stats;
+        let mut cur = s.reserved.load(Relaxed);
+        loop {
+            let new = cur.checked_add(pages).ok_or(ENOMEM)?;
+            if new > s.global_pages {
+                return Err(ENOMEM);
+            }
+            match s.reserved.cmpxchg(cur, new, Relaxed) {
+                Ok(_) => {
+                    return Ok(Reservation {
+                        wi: wi.clone(),
+                        pages,
+                    })
+                }
+                Err(seen) => cur = seen,
+            }
+        }
+    }
+
+    /// Counts a 1 GiB range on `nid` held (`true`) or given back.
+    pub(crate) fn gigantic(&self, nid: usize, held: bool) {
+        if let Some(g) = self.gigantic.get(nid) {
+            if held {
+                g.add(1, Relaxed);
+            } else {
+                g.fetch_sub(1, Relaxed);
+            }
+        }
+    }
+
+    /// The `limits` file: `KEY VALUE` lines.
+    pub(crate) fn show_limits(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "file_pages {FILE_PAGES}")?;
+        writeln!(f, "file_gigantic {FILE_GIGANTIC}")?;
+        writeln!(f, "global_pages {}", self.global_pages)?;
+        writeln!(f, "held_pages {}", self.reserved.load(Relaxed))
     }
 
     /// Counts `n` pages allocated on `nid`; `held` if a file keeps them.
@@ -153,11 +228,24 @@ impl Stats {
         self.held.get(nid).map_or(0, |h| h.load(Relaxed))
     }
 
-    /// The `stats` file: a header, then "NID ALLOCATED HELD" per node.
+    /// 1 GiB ranges of `nid` currently held by files in gigantic mode.
+    pub(crate) fn gigantic_held(&self, nid: usize) -> u64 {
+        self.gigantic.get(nid).map_or(0, |g| g.load(Relaxed))
+    }
+
+    /// The `stats` file: a header, then "NID ALLOCATED HELD GIGANTIC" per
+    /// node.
     pub(crate) fn show(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "node allocated held")?;
+        writeln!(f, "node allocated held gigantic")?;
         for nid in 0..possible_nodes() {
-            writeln!(f, "{} {} {}", nid, self.allocated(nid), self.held(nid))?;
+            writeln!(
+                f,
+                "{} {} {} {}",
+                nid,
+                self.allocated(nid),
+                self.held(nid),
+                self.gigantic_held(nid)
+            )?;
         }
         Ok(())
     }

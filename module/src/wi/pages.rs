@@ -13,6 +13,7 @@
 use super::Wi;
 use crate::interleave::{self, Nodemask, Selector, TaskState, Weights, MAX_NUMNODES};
 use crate::shim;
+use crate::sync::{resched_every, resched_killable};
 use core::ptr::NonNull;
 use kernel::{bindings, ffi::c_int, page::PAGE_SIZE, prelude::*, sync::Arc};
 
@@ -52,17 +53,24 @@ impl NodePage {
             .ok_or(ENOMEM)
     }
 
-    /// A zeroed page on `nid` (`GFP_KERNEL | __GFP_ZERO`). The page is
+    /// A zeroed page on `nid` for userspace (`GFP_KERNEL_ACCOUNT |
+    /// __GFP_ZERO`: charged to the caller's memory cgroup). The page is
     /// cleared by the allocator (`__GFP_ZERO`) whatever `init_on_alloc`
     /// says: with it on, the allocator clears once for both reasons.
     pub(crate) fn alloc_zeroed(nid: usize) -> Result<NodePage> {
-        Self::alloc_gfp(nid, bindings::GFP_KERNEL | bindings::__GFP_ZERO)
+        Self::alloc_gfp(nid, bindings::GFP_KERNEL_ACCOUNT | bindings::__GFP_ZERO)
     }
 
     /// A page on `nid` whose contents are whatever was there
-    /// (`GFP_KERNEL`; zero only if `init_on_alloc` is on).
+    /// (`GFP_KERNEL_ACCOUNT`; zero only if `init_on_alloc` is on). Never
+    /// handed to userspace.
     pub(crate) fn alloc_uninit(nid: usize) -> Result<NodePage> {
-        Self::alloc_gfp(nid, bindings::GFP_KERNEL)
+        Self::alloc_gfp(nid, bindings::GFP_KERNEL_ACCOUNT)
+    }
+
+    /// The `struct page`, owned by `self`.
+    pub(crate) fn as_ptr(&self) -> *mut bindings::page {
+        self.page.as_ptr()
     }
 
     /// `page_to_nid()`.
@@ -112,11 +120,15 @@ impl Drop for NodePage {
     }
 }
 
-/// Calls `tk_cond_resched()` every 512 pages of a long loop.
-fn maybe_resched(i: usize) {
-    if i % 512 == 511 {
-        // SAFETY: called from process context without spinlocks held.
-        unsafe { shim::tk_cond_resched() };
+/// Frees `pages` from the end, rescheduling every 512 pages; `each` is
+/// called for every page before it is freed (statistics).
+fn free_all(pages: &mut KVVec<NodePage>, mut each: impl FnMut(&NodePage)) {
+    let mut freed = 0usize;
+    while let Some(p) = pages.pop() {
+        each(&p);
+        drop(p);
+        freed += 1;
+        resched_every(freed);
     }
 }
 
@@ -149,12 +161,19 @@ impl PlacedPages {
     }
 }
 
+/// Pages that are freed together on drop, with reschedule points.
+struct Batch(KVVec<NodePage>);
+
+impl Drop for Batch {
+    fn drop(&mut self) {
+        free_all(&mut self.0, |_| {});
+    }
+}
+
 impl Drop for PlacedPages {
     fn drop(&mut self) {
-        for p in self.pages.iter() {
-            self.wi.stats.release(p.nid(), 1);
-        }
-        // The KVVec drops the pages themselves.
+        let wi = &self.wi;
+        free_all(&mut self.pages, |p| wi.stats.release(p.nid(), 1));
     }
 }
 
@@ -163,7 +182,8 @@ impl Drop for PlacedPages {
 /// computes for a mapping at file page offset `pgoff`), and checks each
 /// page's node. All pages are allocated before anything is mapped; if one
 /// allocation fails, every page taken so far is freed and the result is
-/// `ENOMEM`.
+/// `ENOMEM`. Every 512 pages it reschedules and, on a fatal signal, frees
+/// everything and returns `EINTR`.
 ///
 /// `fail_after` makes the allocation number `fail_after` fail, for tests of
 /// the error path.
@@ -200,7 +220,7 @@ pub(crate) fn alloc_placed_with(
                 .pages
                 .push_within_capacity(page)
                 .map_err(|_| ENOMEM)?;
-            maybe_resched(placed.pages.len());
+            resched_killable(placed.pages.len())?;
         }
         done += chunk;
     }
@@ -222,8 +242,8 @@ pub(crate) fn alloc_placed(
 /// the kernel does ([`interleave::bulk_split`]), allocates that many pages
 /// on each node, checks every page's node, and frees them all. On success
 /// `per_node` holds the counts and `task` the resume state the kernel would
-/// leave; on failure (`ENOMEM`, or `EIO` for a misplaced page) every page is
-/// freed and `task` is unchanged.
+/// leave; on failure (`ENOMEM`, `EINTR` on a fatal signal, or `EIO` for a
+/// misplaced page) every page is freed and `task` is unchanged.
 ///
 /// `fail_after` makes the allocation number `fail_after` fail, for tests.
 pub(crate) fn bulk_with(
@@ -241,10 +261,11 @@ pub(crate) fn bulk_with(
         return Err(EINVAL);
     }
     let count = usize::try_from(nr_pages).map_err(|_| EINVAL)?;
-    let mut pages: KVVec<NodePage> = KVVec::with_capacity(count, GFP_KERNEL)?;
+    // Freed on every return, with reschedule points (`Batch`'s drop).
+    let mut pages = Batch(KVVec::with_capacity(count, GFP_KERNEL)?);
     for nid in mask.iter() {
         for _ in 0..per_node[nid] {
-            if fail_after == Some(pages.len()) {
+            if fail_after == Some(pages.0.len()) {
                 return Err(ENOMEM);
             }
             let page = NodePage::alloc_uninit(nid)?;
@@ -252,8 +273,8 @@ pub(crate) fn bulk_with(
                 return Err(EIO);
             }
             wi.stats.add(nid, 1, false);
-            pages.push_within_capacity(page).map_err(|_| ENOMEM)?;
-            maybe_resched(pages.len());
+            pages.0.push_within_capacity(page).map_err(|_| ENOMEM)?;
+            resched_killable(pages.0.len())?;
         }
     }
     drop(pages);

@@ -675,17 +675,18 @@ mod alloc {
 /// The `nodeN` files and the node hotplug events that add and remove them.
 #[kunit_tests(tierkit_wi_files)]
 mod files {
+    use crate::debugfs::DebugfsDir;
     use crate::interleave::MAX_NUMNODES;
     use crate::wi::{
         debugfs::{node_event, WiFiles},
         memory_nodes, Wi,
     };
-    use kernel::{debugfs::Dir, ffi::c_int, prelude::*, sync::Arc};
+    use kernel::{ffi::c_int, prelude::*, sync::Arc};
 
     #[test]
     fn node_files_follow_hotplug_events() -> Result {
         // A private tree (the notifier stays with the module's own files).
-        let root = Dir::new(c"tierkit_kunit");
+        let root = DebugfsDir::new(c"tierkit_kunit", None)?;
         let wi = Arc::pin_init(Wi::new(), GFP_KERNEL)?;
         let files = WiFiles::new_with(&root, wi, false)?;
         let mem = memory_nodes();
