@@ -507,6 +507,71 @@ impl MemSnapshot {
 }
 
 // ---------------------------------------------------------------------------
+// tierkit's own counters
+// ---------------------------------------------------------------------------
+
+/// tierkit's limits file (Documentation/ABI/testing/debugfs-tierkit).
+pub const LIMITS_PATH: &str = "/sys/kernel/debug/tierkit/limits";
+
+/// What tierkit holds for open files, as comparable text keys: from
+/// `stats`, every column but `allocated` (which only grows) per node
+/// (`node0 held`, `node0 gigantic`, ...), and from `limits` (where the
+/// module has it) `held_pages`.
+pub fn parse_holdings(stats: &str, limits: Option<&str>) -> Result<BTreeMap<String, u64>> {
+    let mut m = BTreeMap::new();
+    let mut lines = stats.lines().filter(|l| !l.trim().is_empty());
+    let header: Vec<&str> = lines
+        .next()
+        .context("empty stats")?
+        .split_whitespace()
+        .collect();
+    anyhow::ensure!(header.first() == Some(&"node"), "stats header {header:?}");
+    for l in lines {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        anyhow::ensure!(f.len() == header.len(), "stats line {l:?} for header {header:?}");
+        for (k, v) in header.iter().zip(&f).skip(1) {
+            if *k != "allocated" {
+                m.insert(
+                    format!("node{} {k}", f[0]),
+                    v.parse().with_context(|| format!("stats value {v:?}"))?,
+                );
+            }
+        }
+    }
+    if let Some(l) = limits {
+        for line in l.lines() {
+            if let Some(v) = line.strip_prefix("held_pages") {
+                m.insert(
+                    "held_pages".into(),
+                    v.trim().parse().with_context(|| format!("limits line {line:?}"))?,
+                );
+            }
+        }
+    }
+    Ok(m)
+}
+
+/// [`parse_holdings`] of the live files.
+pub fn holdings() -> Result<BTreeMap<String, u64>> {
+    crate::ensure_debugfs();
+    let s = fs::read_to_string(crate::tk::STATS_PATH)
+        .with_context(|| format!("reading {}", crate::tk::STATS_PATH))?;
+    let l = fs::read_to_string(LIMITS_PATH).ok();
+    parse_holdings(&s, l.as_deref())
+}
+
+/// The keys whose values differ, `key a -> b`.
+pub fn holdings_diff(a: &BTreeMap<String, u64>, b: &BTreeMap<String, u64>) -> Vec<String> {
+    let mut keys: Vec<&String> = a.keys().chain(b.keys()).collect();
+    keys.sort();
+    keys.dedup();
+    keys.into_iter()
+        .filter(|k| a.get(*k) != b.get(*k))
+        .map(|k| format!("{k} {:?} -> {:?}", a.get(k), b.get(k)))
+        .collect()
+}
+
+// ---------------------------------------------------------------------------
 // Modules
 // ---------------------------------------------------------------------------
 
@@ -657,6 +722,26 @@ mod tests {
         assert_eq!(l.len(), 2, "{l:?}");
         assert!(l[0].starts_with("node 1: 100 free pages fewer"), "{l:?}");
         assert_eq!(a.drift(&b), (100, 200));
+    }
+
+    #[test]
+    fn holdings_parse() {
+        let m = parse_holdings(
+            "node allocated held gigantic\n0 1536 1024 1\n1 512 0 0\n",
+            Some("file_pages 262144\nheld_pages 286168\n"),
+        )
+        .unwrap();
+        assert_eq!(m["node0 held"], 1024);
+        assert_eq!(m["node0 gigantic"], 1);
+        assert_eq!(m["node1 held"], 0);
+        assert_eq!(m["held_pages"], 286168);
+        assert!(!m.contains_key("node0 allocated"));
+        let old = parse_holdings("node allocated held\n0 5 2\n", None).unwrap();
+        assert_eq!(old.len(), 1);
+        assert!(parse_holdings("node a b\n0 1\n", None).is_err());
+        let mut n = m.clone();
+        n.insert("node1 held".into(), 3);
+        assert_eq!(holdings_diff(&m, &n), vec!["node1 held Some(0) -> Some(3)".to_string()]);
     }
 
     #[test]

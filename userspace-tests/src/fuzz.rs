@@ -204,6 +204,8 @@ pub struct Env {
     pub nr_node_ids: u32,
     /// tierkit's weighted_interleave directory.
     pub wi: PathBuf,
+    /// Online CPUs: the most threads `TK_IOC_SET_GIGANTIC` takes.
+    pub online_cpus: u32,
     /// `bandwidth` has an entry for every memory node, so valid bandwidth
     /// writes can be undone by writing it back (entries cannot be
     /// removed); without, only invalid ones are made.
@@ -227,7 +229,9 @@ impl Env {
             .lines()
             .filter_map(|l| l.split_whitespace().next()?.parse().ok())
             .collect();
+        let cpus = std::fs::read_to_string("/sys/devices/system/cpu/online").context("reading cpu/online")?;
         Ok(Env {
+            online_cpus: crate::node::parse_list(&cpus)?.len() as u32,
             bandwidth_ok: topo.memory.iter().all(|n| covered.contains(n)),
             mem_mask: topo.memory_mask(),
             mem_nodes: topo.memory.iter().copied().filter(|&n| n < 64).collect(),
@@ -1143,7 +1147,7 @@ impl Worker<'_> {
             3 => {
                 let g: TkGigantic = get(input);
                 let set_valid = g.flags == 0
-                    && g.threads != 0
+                    && (g.threads == TK_THREADS_AUTO || (1..=self.env.online_cpus).contains(&g.threads))
                     && g.placement <= 2
                     && g.chunk_kib % 4 == 0
                     && g.chunk_kib <= 32768;
@@ -1444,6 +1448,8 @@ impl Worker<'_> {
             }
             // Semantics only on a fresh file written at position 0 from a
             // good buffer: then the ABI fixes the answer.
+            // Documented: a write of more than 4096 bytes is EINVAL.
+            let class = if payload.len() > 4096 { Class::Invalid } else { class };
             if own && at.is_none() && !bad_buf && d != Dbg::Stats {
                 match (class, r) {
                     (Class::Valid, Ok(n)) if n as usize != payload.len() => {
@@ -2090,6 +2096,7 @@ mod tests {
             mem_mask: 0b101,
             nr_node_ids: 3,
             wi: PathBuf::from("/nonexistent"),
+            online_cpus: 2,
             bandwidth_ok: true,
         };
         for _ in 0..200 {
@@ -2134,13 +2141,8 @@ fn wi_state(wd: &crate::weights::WeightDir) -> anyhow::Result<String> {
     Ok(format!("{}; bandwidth {:?}", s.describe(), bw))
 }
 
-fn held() -> Option<Vec<(u32, u64)>> {
-    Some(
-        crate::tk::read_stats()?
-            .iter()
-            .map(|s| (s.nid, s.held))
-            .collect(),
-    )
+fn held() -> Option<BTreeMap<String, u64>> {
+    crate::faults::holdings().ok()
 }
 
 /// Runs the fuzzer with `cfg` and records in `r`: the ABI checks of every
@@ -2266,10 +2268,13 @@ pub fn checked_run(r: &mut crate::report::Report, cfg: &Config, min_calls: u64) 
         now = held();
     }
     r.check(
-        "fuzz: held pages back to the baseline",
+        "fuzz: held pages and ranges back to the baseline",
         match now {
             Some(h) if h == base => Ok(()),
-            Some(h) => Err(format!("held {h:?}, baseline {base:?}")),
+            Some(h) => Err(format!(
+                "tierkit still holds memory: {}",
+                crate::faults::holdings_diff(&base, &h).join(", ")
+            )),
             None => Err("cannot read stats".to_string()),
         },
     );

@@ -29,7 +29,8 @@
 //! - the kernel printed no BUG/WARNING/oops (from `/dev/kmsg`);
 //! - after the call's files are closed and its mappings unmapped: tierkit
 //!   is usable (a fresh open, `TK_IOC_SET_POLICY` and a one-page mmap that
-//!   reads zero), its `held` pages are back at the baseline on every node,
+//!   reads zero), what it holds (`held` and `gigantic` of every node in
+//!   `stats`, `held_pages` in `limits`) is back at the baseline,
 //!   and each node's free pages and `SUnreclaim` are within
 //!   [`FREE_TOL_PAGES`] / [`SLAB_TOL_KB`] of where they were before the
 //!   operation's first step (see there for why these tolerances).
@@ -54,7 +55,9 @@ use tierkit_core::uapi::{
     TK_IOC_CLEAR_BENCH, TK_IOC_SET_GIGANTIC, TK_IOC_SET_POLICY, TK_IOC_TASK_NEXT, TK_PLACE_ANY,
     TK_TASK_NEXT_MAX,
 };
-use userspace_tests::faults::{crash_lines, injected_faults, FailNth, FaultKnobs, Kmsg, MemSnapshot};
+use userspace_tests::faults::{
+    crash_lines, holdings, holdings_diff, injected_faults, FailNth, FaultKnobs, Kmsg, MemSnapshot,
+};
 use userspace_tests::node::Topology;
 use userspace_tests::report::Report;
 use userspace_tests::sys::PAGE_SIZE;
@@ -141,7 +144,7 @@ struct Env {
     bw_orig: String,
     bw_new: String,
     orig_auto: Option<bool>,
-    baseline_held: Vec<(u32, u64)>,
+    baseline_held: BTreeMap<String, u64>,
 }
 
 /// State of the weight table, to check that a failed write changed
@@ -454,9 +457,9 @@ fn usable(mem_mask: u64) -> Result<(), String> {
     Ok(())
 }
 
-fn held() -> Result<Vec<(u32, u64)>, String> {
-    let s = tk::read_stats().ok_or("cannot read /sys/kernel/debug/tierkit/stats")?;
-    Ok(s.iter().map(|n| (n.nid, n.held)).collect())
+/// tierkit's held pages and ranges per node, and its global held_pages.
+fn held() -> Result<BTreeMap<String, u64>, String> {
+    holdings().map_err(|e| format!("{e:#}"))
 }
 
 /// Writes the original bandwidth back, and `true` to `auto` if that is
@@ -589,7 +592,10 @@ impl Tester {
             Ok(h) if h == env.baseline_held => {}
             Ok(h) => sw.fail(
                 n,
-                format!("held pages {h:?} after closing, baseline {:?}", env.baseline_held),
+                format!(
+                    "tierkit still holds memory after closing: {}",
+                    holdings_diff(&env.baseline_held, &h).join(", ")
+                ),
             ),
             Err(e) => sw.fail(n, e),
         }
