@@ -478,6 +478,24 @@ impl MemSnapshot {
         v
     }
 
+    /// A snapshot once it is within the tolerances of `self` (see
+    /// [`MemSnapshot::losses`]), or after `max_ms`: the kernel frees some
+    /// things after a grace period or from a work item (page tables of a
+    /// torn-down mapping go through RCU, a module's init memory through a
+    /// work item), so a shortfall is measured again before it counts.
+    /// Returns the snapshot and how long it waited (ms).
+    pub fn settled(&self, free_tol_pages: u64, slab_tol_kb: u64, max_ms: u64) -> Result<(MemSnapshot, u64)> {
+        let t0 = std::time::Instant::now();
+        loop {
+            let now = MemSnapshot::take()?;
+            let waited = t0.elapsed().as_millis() as u64;
+            if self.losses(&now, free_tol_pages, slab_tol_kb).is_empty() || waited >= max_ms {
+                return Ok((now, waited));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
     /// Largest drop of free pages over the nodes (negative: every node
     /// gained), and the growth of SUnreclaim in kB.
     pub fn drift(&self, after: &MemSnapshot) -> (i64, i64) {

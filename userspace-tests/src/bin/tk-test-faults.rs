@@ -33,14 +33,17 @@
 //!   `stats`, `held_pages` in `limits`) is back at the baseline,
 //!   and each node's free pages and `SUnreclaim` are within
 //!   [`FREE_TOL_PAGES`] / [`SLAB_TOL_KB`] of where they were before the
-//!   operation's first step (see there for why these tolerances).
+//!   operation's first step (see there for why these tolerances), measured
+//!   again for up to [`SETTLE_MS`] if not (page tables of a torn-down
+//!   mapping are freed after an RCU grace period).
 //!
 //! Calls that take long (a gigantic mmap or a clear benchmark allocate and
 //! clear 1 GiB, seconds under TCG) are not stepped through one N at a time
 //! once a step takes more than [`SLOW_STEP_MS`]: from there N grows by 1, 2,
 //! 4, ... (at most [`MAX_STRIDE`]), and once a call succeeds the end is
-//! found by bisection. The summary says how many of the points were
-//! exercised.
+//! bisected to within [`BISECT_TO`] points. The summary says how many
+//! points there were (a range then: `531..545`; the JSON's `points` is the
+//! lower bound, `points_upper` the upper) and how many were exercised.
 //!
 //! The weight table (`auto`, weights, bandwidth) is put back as it was.
 
@@ -87,8 +90,14 @@ const FREE_TOL_PAGES: u64 = 512;
 /// Growth of `SUnreclaim` allowed over a sweep: 1 MiB (slab caches keep
 /// partial slabs; objects freed do not give their pages back at once).
 const SLAB_TOL_KB: u64 = 1024;
+/// How long a shortfall of free memory may take to go away (deferred
+/// frees) before it counts as a leak.
+const SETTLE_MS: u64 = 2000;
 /// A step slower than this switches the sweep to growing strides.
 const SLOW_STEP_MS: u128 = 300;
+/// Once a strided sweep succeeded, the end is bisected until it is known
+/// within this many points.
+const BISECT_TO: u32 = 32;
 /// Largest stride between two N once steps are slow.
 const MAX_STRIDE: u32 = 256;
 /// No operation has this many fault points; reaching it is a failure.
@@ -482,6 +491,8 @@ fn restore_wi(env: &Env) -> Result<(), String> {
 struct Sweep {
     /// Highest N at which a fault was injected (the number of points).
     points: u32,
+    /// With strides, the number of points lies in `points..=points_upper`.
+    points_upper: u32,
     /// Steps made (N values tried).
     steps: u32,
     injected_steps: u32,
@@ -494,6 +505,7 @@ struct Sweep {
     seconds: f64,
     max_free_drift: i64,
     max_slab_drift: i64,
+    max_settle_ms: u64,
     done: bool,
 }
 
@@ -599,14 +611,18 @@ impl Tester {
             ),
             Err(e) => sw.fail(n, e),
         }
-        match MemSnapshot::take() {
-            Ok(now) => {
+        match base.settled(FREE_TOL_PAGES, SLAB_TOL_KB, SETTLE_MS) {
+            Ok((now, waited)) => {
                 let (f, sl) = base.drift(&now);
                 sw.max_free_drift = sw.max_free_drift.max(f);
                 sw.max_slab_drift = sw.max_slab_drift.max(sl);
+                sw.max_settle_ms = sw.max_settle_ms.max(waited);
                 let l = base.losses(&now, FREE_TOL_PAGES, SLAB_TOL_KB);
                 if !l.is_empty() {
-                    sw.fail(n, format!("memory not given back: {}", l.join("; ")));
+                    sw.fail(
+                        n,
+                        format!("memory not given back ({waited} ms later): {}", l.join("; ")),
+                    );
                 }
             }
             Err(e) => sw.fail(n, format!("{e:#}")),
@@ -653,10 +669,13 @@ impl Tester {
             }
             n += stride;
         }
-        // With strides the end lies in (last_injected, n]: bisect it.
+        // With strides the end lies in (last_injected, n]: bisect it, to
+        // within BISECT_TO (each step of a slow call costs seconds, and the
+        // points there are the same allocation over and over).
+        sw.points_upper = sw.points;
         if sw.done {
             let (mut lo, mut hi) = (last_injected, n);
-            while hi - lo > 1 {
+            while hi - lo > BISECT_TO {
                 let mid = lo + (hi - lo) / 2;
                 let (ok, injected, _) = self.step(env, op, mid, &base, &mut sw);
                 if injected {
@@ -667,6 +686,7 @@ impl Tester {
                     break;
                 }
             }
+            sw.points_upper = hi - 1;
         }
         sw.seconds = t0.elapsed().as_secs_f64();
         sw
@@ -819,15 +839,24 @@ fn run(r: &mut Report, topo: &Topology, wd: WeightDir) {
         } else {
             format!("{} of them", sw.injected_steps)
         };
+        let count = if sw.points_upper > sw.points {
+            format!("{}..{}", sw.points, sw.points_upper)
+        } else {
+            sw.points.to_string()
+        };
         let summary = format!(
-            "{} injection points ({exercised} exercised; {}; errors: {}; {} tolerated), {:.1} s, max drift {} pages / SUnreclaim {:+} kB",
-            sw.points,
+            "{count} injection points ({exercised} exercised; {}; errors: {}; {} tolerated), {:.1} s, max drift {} pages / SUnreclaim {:+} kB{}",
             if types.is_empty() { "none".into() } else { types.join(", ") },
             if errnos.is_empty() { "none".into() } else { errnos.join(", ") },
             sw.tolerated,
             sw.seconds,
             sw.max_free_drift,
-            sw.max_slab_drift
+            sw.max_slab_drift,
+            if sw.max_settle_ms > 0 {
+                format!(" (settled within {} ms)", sw.max_settle_ms)
+            } else {
+                String::new()
+            }
         );
         r.note(format!("{name}: {summary}"));
         if sw.nr_failures == 0 && sw.done {
@@ -847,6 +876,7 @@ fn run(r: &mut Report, topo: &Topology, wd: WeightDir) {
             name,
             json!({
                 "points": sw.points,
+                "points_upper": sw.points_upper,
                 "steps": sw.steps,
                 "injected_steps": sw.injected_steps,
                 "by_type": sw.by_type,
@@ -855,6 +885,7 @@ fn run(r: &mut Report, topo: &Topology, wd: WeightDir) {
                 "seconds": (sw.seconds * 10.0).round() / 10.0,
                 "max_free_drift_pages": sw.max_free_drift,
                 "max_sunreclaim_drift_kb": sw.max_slab_drift,
+                "max_settle_ms": sw.max_settle_ms,
                 "failures": sw.nr_failures,
             }),
         );

@@ -165,7 +165,11 @@ fn differential(r: &mut Report, seed: u64) {
                         + if payload.len() > 24 { format!("... ({} bytes)", payload.len()) } else { String::new() }.as_str()
                 ));
             }
-            // Start the next payload from equal tables again.
+        }
+        if kt != tt {
+            // Start the next payload from equal tables again (a counted
+            // difference, or a long write that sysfs took and tierkit,
+            // as documented, refused).
             let _ = kd.write_auto_str("false");
             let _ = td.write_auto_str("false");
             for &n in &nodes {

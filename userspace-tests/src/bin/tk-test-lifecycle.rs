@@ -489,11 +489,13 @@ fn load_sweep(mem_mask: u64, base: &MemSnapshot) -> Result<LoadSweep, String> {
                 }
             }
         }
-        if let Ok(now) = MemSnapshot::take() {
+        if let Ok((now, waited)) = base.settled(STEP_FREE_TOL_PAGES, STEP_SLAB_TOL_KB, 2000) {
             let l = base.losses(&now, STEP_FREE_TOL_PAGES, STEP_SLAB_TOL_KB);
             if !l.is_empty() {
-                sw.failures
-                    .push(format!("N={n}: memory not given back: {}", l.join("; ")));
+                sw.failures.push(format!(
+                    "N={n}: memory not given back ({waited} ms later): {}",
+                    l.join("; ")
+                ));
             }
         }
         if sw.failures.len() > 12 {
