@@ -105,14 +105,7 @@ impl FailNth {
     pub fn remaining(&self) -> io::Result<u32> {
         let mut buf = [0u8; 16];
         // SAFETY: reads at most `buf.len()` bytes into a live buffer.
-        let r = unsafe {
-            libc::pread(
-                self.fd.as_raw_fd(),
-                buf.as_mut_ptr().cast(),
-                buf.len(),
-                0,
-            )
-        };
+        let r = unsafe { libc::pread(self.fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
         let n = cvt(r as libc::c_long)? as usize;
         let mut v: u32 = 0;
         for &b in &buf[..n] {
@@ -170,8 +163,9 @@ impl FaultKnobs {
         let mut k = FaultKnobs { saved: Vec::new() };
         for dir in [FAILSLAB_DIR, FAIL_PAGE_ALLOC_DIR] {
             let p = Path::new(dir).join("probability");
-            let prob = fs::read_to_string(&p)
-                .with_context(|| format!("reading {} (fault injection in debugfs?)", p.display()))?;
+            let prob = fs::read_to_string(&p).with_context(|| {
+                format!("reading {} (fault injection in debugfs?)", p.display())
+            })?;
             if prob.trim() != "0" {
                 bail!(
                     "{} is {}: faults would hit every task; set it to 0 first",
@@ -198,9 +192,10 @@ impl FaultKnobs {
     /// Sets one knob, remembering its old value the first time.
     pub fn set(&mut self, path: &Path, value: &str) -> Result<()> {
         if !self.saved.iter().any(|(p, _)| p == path) {
-            let old = fs::read_to_string(path)
-                .with_context(|| format!("reading {}", path.display()))?;
-            self.saved.push((path.to_path_buf(), old.trim().to_string()));
+            let old =
+                fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+            self.saved
+                .push((path.to_path_buf(), old.trim().to_string()));
         }
         fs::write(path, value).with_context(|| format!("writing {value} to {}", path.display()))
     }
@@ -454,7 +449,12 @@ impl MemSnapshot {
     /// What is lower in `after` than in `self` beyond the tolerances:
     /// free pages per node more than `free_tol_pages` lower, `SUnreclaim`
     /// more than `slab_tol_kb` higher. Empty if nothing.
-    pub fn losses(&self, after: &MemSnapshot, free_tol_pages: u64, slab_tol_kb: u64) -> Vec<String> {
+    pub fn losses(
+        &self,
+        after: &MemSnapshot,
+        free_tol_pages: u64,
+        slab_tol_kb: u64,
+    ) -> Vec<String> {
         let mut v = Vec::new();
         for (&n, &before) in &self.free_pages {
             let now = after.free_pages.get(&n).copied().unwrap_or(0);
@@ -484,7 +484,12 @@ impl MemSnapshot {
     /// torn-down mapping go through RCU, a module's init memory through a
     /// work item), so a shortfall is measured again before it counts.
     /// Returns the snapshot and how long it waited (ms).
-    pub fn settled(&self, free_tol_pages: u64, slab_tol_kb: u64, max_ms: u64) -> Result<(MemSnapshot, u64)> {
+    pub fn settled(
+        &self,
+        free_tol_pages: u64,
+        slab_tol_kb: u64,
+        max_ms: u64,
+    ) -> Result<(MemSnapshot, u64)> {
         let t0 = std::time::Instant::now();
         loop {
             let now = MemSnapshot::take()?;
@@ -546,7 +551,10 @@ pub fn parse_holdings(stats: &str, limits: Option<&str>) -> Result<BTreeMap<Stri
     anyhow::ensure!(header.first() == Some(&"node"), "stats header {header:?}");
     for l in lines {
         let f: Vec<&str> = l.split_whitespace().collect();
-        anyhow::ensure!(f.len() == header.len(), "stats line {l:?} for header {header:?}");
+        anyhow::ensure!(
+            f.len() == header.len(),
+            "stats line {l:?} for header {header:?}"
+        );
         for (k, v) in header.iter().zip(&f).skip(1) {
             if *k != "allocated" {
                 m.insert(
@@ -561,7 +569,9 @@ pub fn parse_holdings(stats: &str, limits: Option<&str>) -> Result<BTreeMap<Stri
             if let Some(v) = line.strip_prefix("held_pages") {
                 m.insert(
                     "held_pages".into(),
-                    v.trim().parse().with_context(|| format!("limits line {line:?}"))?,
+                    v.trim()
+                        .parse()
+                        .with_context(|| format!("limits line {line:?}"))?,
                 );
             }
         }
@@ -670,7 +680,9 @@ impl KunitFilter {
     }
 
     pub fn read() -> io::Result<String> {
-        Ok(fs::read_to_string(KUNIT_FILTER_GLOB)?.trim_end_matches('\n').to_string())
+        Ok(fs::read_to_string(KUNIT_FILTER_GLOB)?
+            .trim_end_matches('\n')
+            .to_string())
     }
 
     pub fn set(glob: &str) -> io::Result<KunitFilter> {
@@ -759,7 +771,10 @@ mod tests {
         assert!(parse_holdings("node a b\n0 1\n", None).is_err());
         let mut n = m.clone();
         n.insert("node1 held".into(), 3);
-        assert_eq!(holdings_diff(&m, &n), vec!["node1 held Some(0) -> Some(3)".to_string()]);
+        assert_eq!(
+            holdings_diff(&m, &n),
+            vec!["node1 held Some(0) -> Some(3)".to_string()]
+        );
     }
 
     #[test]
@@ -785,7 +800,10 @@ mod tests {
         let f = injected_faults(&lines);
         assert_eq!(
             f,
-            vec![("failslab".to_string(), 0), ("fail_page_alloc".to_string(), 2)]
+            vec![
+                ("failslab".to_string(), 0),
+                ("fail_page_alloc".to_string(), 2)
+            ]
         );
         assert!(crash_lines(&lines).is_empty());
         let bad = vec!["WARNING: CPU: 0 PID: 1 at mm/x.c:1".to_string()];

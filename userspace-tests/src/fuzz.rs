@@ -229,7 +229,8 @@ impl Env {
             .lines()
             .filter_map(|l| l.split_whitespace().next()?.parse().ok())
             .collect();
-        let cpus = std::fs::read_to_string("/sys/devices/system/cpu/online").context("reading cpu/online")?;
+        let cpus = std::fs::read_to_string("/sys/devices/system/cpu/online")
+            .context("reading cpu/online")?;
         Ok(Env {
             online_cpus: crate::node::parse_list(&cpus)?.len() as u32,
             bandwidth_ok: topo.memory.iter().all(|n| covered.contains(n)),
@@ -492,11 +493,31 @@ fn open_global(env: &Env) -> io::Result<SharedFds> {
     add(dev, libc::O_RDWR, FdKind::Dev, "global dev B")?;
     add(dev, libc::O_RDONLY, FdKind::Dev, "global dev ro")?;
     let p = |d: Dbg| dbg_path(env, d).to_string_lossy().into_owned();
-    add(&p(Dbg::Stats), libc::O_RDONLY, FdKind::Debugfs(Dbg::Stats), "global stats")?;
-    add(&p(Dbg::Auto), libc::O_RDWR, FdKind::Debugfs(Dbg::Auto), "global auto")?;
-    add(&p(Dbg::Bandwidth), libc::O_RDWR, FdKind::Debugfs(Dbg::Bandwidth), "global bandwidth")?;
+    add(
+        &p(Dbg::Stats),
+        libc::O_RDONLY,
+        FdKind::Debugfs(Dbg::Stats),
+        "global stats",
+    )?;
+    add(
+        &p(Dbg::Auto),
+        libc::O_RDWR,
+        FdKind::Debugfs(Dbg::Auto),
+        "global auto",
+    )?;
+    add(
+        &p(Dbg::Bandwidth),
+        libc::O_RDWR,
+        FdKind::Debugfs(Dbg::Bandwidth),
+        "global bandwidth",
+    )?;
     if let Some(&n) = env.mem_nodes.first() {
-        add(&p(Dbg::Node(n)), libc::O_RDWR, FdKind::Debugfs(Dbg::Node(n)), "global nodeN")?;
+        add(
+            &p(Dbg::Node(n)),
+            libc::O_RDWR,
+            FdKind::Debugfs(Dbg::Node(n)),
+            "global nodeN",
+        )?;
     }
     Ok(s)
 }
@@ -528,9 +549,31 @@ pub fn weight_payload(o: &mut Rng) -> (Vec<u8>, Class) {
         "1", "7", "255", "7\n", "+7", "0x10", "0X1f", "010", "0xff", "0377", "+0x7\n", "13",
     ];
     const INVALID: &[&str] = &[
-        "0", "00", "256", "0x100", "0400", "-1", "-0", "abc", "", "\n", "7\n\n", " 7", "7 ", "7\t",
-        "1.5", "08", "0x", "+", "++7", "99999999999999999999", "18446744073709551616",
-        "4294967297", "7a", "0b1", "1e2",
+        "0",
+        "00",
+        "256",
+        "0x100",
+        "0400",
+        "-1",
+        "-0",
+        "abc",
+        "",
+        "\n",
+        "7\n\n",
+        " 7",
+        "7 ",
+        "7\t",
+        "1.5",
+        "08",
+        "0x",
+        "+",
+        "++7",
+        "99999999999999999999",
+        "18446744073709551616",
+        "4294967297",
+        "7a",
+        "0b1",
+        "1e2",
     ];
     match o.weighted(&[40, 40, 20]) {
         0 => (o.pick(VALID).as_bytes().to_vec(), Class::Valid),
@@ -572,10 +615,20 @@ pub fn bandwidth_payload(o: &mut Rng, env: &Env) -> (Vec<u8>, Class) {
         format!("{n}{sep}{}{sep}{}\n", v(o), v(o))
     };
     let class = o.weighted(&[40, 40, 20]);
-    match if class == 0 && !env.bandwidth_ok { 1 } else { class } {
+    match if class == 0 && !env.bandwidth_ok {
+        1
+    } else {
+        class
+    } {
         0 => {
             let k = o.range(1, 3);
-            ((0..k).map(|_| good_line(o)).collect::<String>().into_bytes(), Class::Valid)
+            (
+                (0..k)
+                    .map(|_| good_line(o))
+                    .collect::<String>()
+                    .into_bytes(),
+                Class::Valid,
+            )
         }
         1 => {
             let bad = match o.below(10) {
@@ -764,7 +817,14 @@ struct Map {
 
 /// Op kinds, for the status board and the counts.
 const OPS: [&str; 8] = [
-    "ioctl", "mmap", "mapop", "touch", "debugfs", "openclose", "misc", "big",
+    "ioctl",
+    "mmap",
+    "mapop",
+    "touch",
+    "debugfs",
+    "openclose",
+    "misc",
+    "big",
 ];
 
 struct Worker<'a> {
@@ -861,7 +921,11 @@ impl Worker<'_> {
 
     fn expect(&mut self, what: &str, r: Result<i64, i32>, want: i32) {
         if r != Err(want) {
-            self.fail(format!("{what} -> {}, expected {}", res_str(r), errno_str(want)));
+            self.fail(format!(
+                "{what} -> {}, expected {}",
+                res_str(r),
+                errno_str(want)
+            ));
         }
     }
 
@@ -960,7 +1024,11 @@ impl Worker<'_> {
             Some(0) => {
                 let p = TkPolicy {
                     mode: o.pick_or(&[0, 0, 0, 1, 1, 2], |o| o.next_u64() as u32),
-                    flags: if o.chance(9, 10) { 0 } else { o.next_u64() as u32 },
+                    flags: if o.chance(9, 10) {
+                        0
+                    } else {
+                        o.next_u64() as u32
+                    },
                     nodemask: self.gen_mask(o),
                     weights: [0; 64],
                 };
@@ -991,9 +1059,12 @@ impl Worker<'_> {
             }
             Some(3) => {
                 let g = TkGigantic {
-                    threads: o.pick_or(&[0, 1, 2, 3, TK_THREADS_AUTO, 4096], |o| o.next_u64() as u32),
+                    threads: o.pick_or(&[0, 1, 2, 3, TK_THREADS_AUTO, 4096], |o| {
+                        o.next_u64() as u32
+                    }),
                     placement: o.pick_or(&[0, 1, 2, 3], |o| o.next_u64() as u32),
-                    chunk_kib: o.pick_or(&[0, 4, 2048, 32768, 32772, 3, 6], |o| o.next_u64() as u32),
+                    chunk_kib: o
+                        .pick_or(&[0, 4, 2048, 32768, 32772, 3, 6], |o| o.next_u64() as u32),
                     flags: o.pick_or(&[0, 0, 1, 1, 2, 3], |o| o.next_u64() as u32),
                     ..Default::default()
                 };
@@ -1006,7 +1077,9 @@ impl Worker<'_> {
                     nid: o.pick_or(&[0, 1, -1, 64, 1 << 20], |o| o.next_u64() as i32),
                     threads: o.pick_or(&[0, 1, TK_THREADS_AUTO], |o| o.next_u64() as u32),
                     placement: o.pick_or(&[0, 1, 2, 3], |o| o.next_u64() as u32),
-                    nr_gigantic: o.pick_or(&[0, 65, u32::MAX], |o| o.range(65, u64::from(u32::MAX)) as u32),
+                    nr_gigantic: o.pick_or(&[0, 65, u32::MAX], |o| {
+                        o.range(65, u64::from(u32::MAX)) as u32
+                    }),
                     chunk_kib: o.pick_or(&[0, 4, 3], |o| o.next_u64() as u32),
                     ..Default::default()
                 };
@@ -1035,7 +1108,8 @@ impl Worker<'_> {
                 Some(i) => match ak {
                     ArgKind::Fault => self.expect(&what, r, libc::EFAULT),
                     ArgKind::ReadOnly => {
-                        let ok = matches!(r, Err(e) if e == libc::EFAULT || documented(i).contains(&e));
+                        let ok =
+                            matches!(r, Err(e) if e == libc::EFAULT || documented(i).contains(&e));
                         if !ok {
                             self.fail(format!(
                                 "{what} -> {}, expected EFAULT or a documented error",
@@ -1064,10 +1138,20 @@ impl Worker<'_> {
         }
     }
 
-    fn check_valid_ioctl(&mut self, i: usize, what: &str, r: Result<i64, i32>, input: &[u8], ptr: usize) {
+    fn check_valid_ioctl(
+        &mut self,
+        i: usize,
+        what: &str,
+        r: Result<i64, i32>,
+        input: &[u8],
+        ptr: usize,
+    ) {
         if let Err(e) = r {
             if !documented(i).contains(&e) {
-                self.fail(format!("{what} -> {}, not a documented error", errno_str(e)));
+                self.fail(format!(
+                    "{what} -> {}, not a documented error",
+                    errno_str(e)
+                ));
                 return;
             }
         }
@@ -1079,7 +1163,8 @@ impl Worker<'_> {
                 match r {
                     Ok(_) => {
                         // SAFETY: `ptr` is in our arena and holds a TkPolicy.
-                        let out: TkPolicy = unsafe { std::ptr::read_unaligned(ptr as *const TkPolicy) };
+                        let out: TkPolicy =
+                            unsafe { std::ptr::read_unaligned(ptr as *const TkPolicy) };
                         if !valid {
                             self.fail(format!(
                                 "{what} mode {} flags {:#x} mask {:#x} succeeded, expected EINVAL",
@@ -1117,7 +1202,10 @@ impl Worker<'_> {
                             .map(|(_, &c)| c)
                             .sum();
                         if !valid {
-                            self.fail(format!("{what} nr_pages {} succeeded, expected EINVAL", b.nr_pages));
+                            self.fail(format!(
+                                "{what} nr_pages {} succeeded, expected EINVAL",
+                                b.nr_pages
+                            ));
                         } else if sum != b.nr_pages || off != 0 {
                             self.fail(format!(
                                 "{what} nr_pages {}: per_node adds up to {sum}, {off} off memory nodes",
@@ -1133,23 +1221,31 @@ impl Worker<'_> {
                 let t: TkTaskNext = get(input);
                 if r.is_ok() {
                     // SAFETY: as above, a TkTaskNext.
-                    let out: TkTaskNext = unsafe { std::ptr::read_unaligned(ptr as *const TkTaskNext) };
+                    let out: TkTaskNext =
+                        unsafe { std::ptr::read_unaligned(ptr as *const TkTaskNext) };
                     if !(1..=256).contains(&t.count) {
-                        self.fail(format!("{what} count {} succeeded, expected EINVAL", t.count));
+                        self.fail(format!(
+                            "{what} count {} succeeded, expected EINVAL",
+                            t.count
+                        ));
                     } else if let Some(&n) = out.nodes[..t.count as usize]
                         .iter()
                         .find(|&&n| mem & (1u64 << (n & 63)) == 0 || n >= 64)
                     {
-                        self.fail(format!("{what} count {} returned node {n}, not a memory node", t.count));
+                        self.fail(format!(
+                            "{what} count {} returned node {n}, not a memory node",
+                            t.count
+                        ));
                     }
                 }
             }
             3 => {
                 let g: TkGigantic = get(input);
                 let set_valid = g.flags == 0
-                    && (g.threads == TK_THREADS_AUTO || (1..=self.env.online_cpus).contains(&g.threads))
+                    && (g.threads == TK_THREADS_AUTO
+                        || (1..=self.env.online_cpus).contains(&g.threads))
                     && g.placement <= 2
-                    && g.chunk_kib % 4 == 0
+                    && g.chunk_kib.is_multiple_of(4)
                     && g.chunk_kib <= 32768;
                 match r {
                     Ok(_) if g.flags != 1 && !set_valid => self.fail(format!(
@@ -1200,7 +1296,7 @@ impl Worker<'_> {
             2 => 1 << 50,
             3 => 1 << 63,
             4 => o.next_u64() | 1,
-            5 => u64::MAX & !0xfff,
+            5 => !0xfff,
             _ => (o.below(64)) << 30,
         };
         let base = match o.weighted(&[70, 10, 10, 10]) {
@@ -1232,8 +1328,21 @@ impl Worker<'_> {
         };
         let slot = o.below(MAP_SLOTS as u64) as usize;
         // SAFETY: never MAP_FIXED: the kernel picks a free address.
-        let p = unsafe { libc::mmap(std::ptr::null_mut(), len, prot, flags, f.fd, off as libc::off_t) };
-        let r = if p == libc::MAP_FAILED { Err(errno()) } else { Ok(0) };
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                prot,
+                flags,
+                f.fd,
+                off as libc::off_t,
+            )
+        };
+        let r = if p == libc::MAP_FAILED {
+            Err(errno())
+        } else {
+            Ok(0)
+        };
         self.record("mmap", r);
         let what = format!(
             "mmap(len {len:#x}, prot {prot:#x}, flags {flags:#x}, {} [{:?}], off {off:#x})",
@@ -1271,7 +1380,10 @@ impl Worker<'_> {
         let slot = o.below(MAP_SLOTS as u64) as usize;
         let action = o.below(9);
         let k = o.range(1, 4) as usize;
-        let advice = *o.pick(&[0, 1, 2, 3, 4, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 25, 102, 103, 7777]);
+        let advice = *o.pick(&[
+            0, 1, 2, 3, 4, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 25, 102,
+            103, 7777,
+        ]);
         let prot = *o.pick(&[
             libc::PROT_NONE,
             libc::PROT_READ,
@@ -1294,9 +1406,21 @@ impl Worker<'_> {
             }
             1 | 2 if pages > 1 => {
                 let (a, keep) = if action == 1 {
-                    (m.addr, Map { addr: m.addr + PAGE, len: (pages - 1) * PAGE })
+                    (
+                        m.addr,
+                        Map {
+                            addr: m.addr + PAGE,
+                            len: (pages - 1) * PAGE,
+                        },
+                    )
                 } else {
-                    (m.addr + (pages - 1) * PAGE, Map { addr: m.addr, len: (pages - 1) * PAGE })
+                    (
+                        m.addr + (pages - 1) * PAGE,
+                        Map {
+                            addr: m.addr,
+                            len: (pages - 1) * PAGE,
+                        },
+                    )
                 };
                 let r = sys_res(unsafe { libc::munmap(a as *mut c_void, PAGE) } as i64);
                 self.record("munmap part", r);
@@ -1305,33 +1429,52 @@ impl Worker<'_> {
                 }
             }
             3 => {
-                let r = sys_res(unsafe { libc::mprotect(m.addr as *mut c_void, m.len, prot) } as i64);
+                let r =
+                    sys_res(unsafe { libc::mprotect(m.addr as *mut c_void, m.len, prot) } as i64);
                 self.record("mprotect", r);
             }
             4 | 5 => {
-                let r = sys_res(unsafe { libc::madvise(m.addr as *mut c_void, m.len, advice) } as i64);
+                let r =
+                    sys_res(unsafe { libc::madvise(m.addr as *mut c_void, m.len, advice) } as i64);
                 self.record(&format!("madvise {advice}"), r);
             }
             6 if pages > k => {
                 let nl = (pages - k) * PAGE;
                 let p = unsafe { libc::mremap(m.addr as *mut c_void, m.len, nl, 0) };
-                let r = if p == libc::MAP_FAILED { Err(errno()) } else { Ok(0) };
+                let r = if p == libc::MAP_FAILED {
+                    Err(errno())
+                } else {
+                    Ok(0)
+                };
                 self.record("mremap shrink", r);
                 if r.is_ok() {
-                    self.maps[slot] = Some(Map { addr: p as usize, len: nl });
+                    self.maps[slot] = Some(Map {
+                        addr: p as usize,
+                        len: nl,
+                    });
                 }
             }
             7 => {
                 let nl = (pages + k) * PAGE;
-                let p = unsafe { libc::mremap(m.addr as *mut c_void, m.len, nl, libc::MREMAP_MAYMOVE) };
-                let r = if p == libc::MAP_FAILED { Err(errno()) } else { Ok(0) };
+                let p =
+                    unsafe { libc::mremap(m.addr as *mut c_void, m.len, nl, libc::MREMAP_MAYMOVE) };
+                let r = if p == libc::MAP_FAILED {
+                    Err(errno())
+                } else {
+                    Ok(0)
+                };
                 self.record("mremap grow", r);
                 if r.is_ok() {
-                    self.maps[slot] = Some(Map { addr: p as usize, len: nl });
+                    self.maps[slot] = Some(Map {
+                        addr: p as usize,
+                        len: nl,
+                    });
                 }
             }
             _ => {
-                let r = sys_res(unsafe { libc::msync(m.addr as *mut c_void, m.len, sync_flags) } as i64);
+                let r = sys_res(
+                    unsafe { libc::msync(m.addr as *mut c_void, m.len, sync_flags) } as i64,
+                );
                 self.record("msync", r);
             }
         }
@@ -1355,12 +1498,18 @@ impl Worker<'_> {
         // (our arena, at least a page).
         let r = match how {
             0 => {
-                let r = sys_res(unsafe { libc::write(self.arena.pipe[1], addr as *const c_void, n) } as i64);
+                let r = sys_res(
+                    unsafe { libc::write(self.arena.pipe[1], addr as *const c_void, n) } as i64,
+                );
                 unsafe { libc::read(self.arena.pipe[0], rw as *mut c_void, PAGE) };
                 r
             }
-            1 => sys_res(unsafe { libc::pread(self.arena.procmem, rw as *mut c_void, n, addr as i64) } as i64),
-            2 => sys_res(unsafe { libc::pwrite(self.arena.procmem, rw as *const c_void, n, addr as i64) } as i64),
+            1 => sys_res(unsafe {
+                libc::pread(self.arena.procmem, rw as *mut c_void, n, addr as i64)
+            } as i64),
+            2 => sys_res(unsafe {
+                libc::pwrite(self.arena.procmem, rw as *const c_void, n, addr as i64)
+            } as i64),
             _ => {
                 let local = libc::iovec {
                     iov_base: rw as *mut c_void,
@@ -1370,7 +1519,10 @@ impl Worker<'_> {
                     iov_base: addr as *mut c_void,
                     iov_len: n,
                 };
-                sys_res(unsafe { libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0) } as i64)
+                sys_res(
+                    unsafe { libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0) }
+                        as i64,
+                )
             }
         };
         self.record(&format!("touch {how}"), r);
@@ -1396,7 +1548,12 @@ impl Worker<'_> {
         let bad_buf = o.chance(1, 10);
         let bad_ptr = *o.pick(&[0usize, 0xffff_8880_0000_0000, self.arena.none as usize]);
         let rlen = *o.pick(&[0usize, 1, 7, 64, 4096, 8192]);
-        let flags = *o.pick(&[libc::O_RDWR, libc::O_WRONLY, libc::O_RDONLY, libc::O_RDWR | libc::O_APPEND]);
+        let flags = *o.pick(&[
+            libc::O_RDWR,
+            libc::O_WRONLY,
+            libc::O_RDONLY,
+            libc::O_RDWR | libc::O_APPEND,
+        ]);
 
         let (fd, name, own) = if fresh {
             let path = dbg_path(self.env, d);
@@ -1406,13 +1563,23 @@ impl Worker<'_> {
                 (true, f) => f,
             };
             let r = open_c(path.to_str().unwrap_or_default(), fl);
-            self.record("open debugfs", r.as_ref().map(|&f| f as i64).map_err(|e| e.raw_os_error().unwrap_or(0)));
+            self.record(
+                "open debugfs",
+                r.as_ref()
+                    .map(|&f| f as i64)
+                    .map_err(|e| e.raw_os_error().unwrap_or(0)),
+            );
             match r {
                 Ok(fd) => (fd, "fresh", true),
                 Err(_) => return,
             }
         } else {
-            let Some(f) = self.shared.iter().find(|f| f.kind == FdKind::Debugfs(d)).copied() else {
+            let Some(f) = self
+                .shared
+                .iter()
+                .find(|f| f.kind == FdKind::Debugfs(d))
+                .copied()
+            else {
                 // No shared file for this one (node files but the first).
                 return;
             };
@@ -1423,7 +1590,11 @@ impl Worker<'_> {
             if write { "write" } else { "read" },
             d,
             String::from_utf8_lossy(&payload[..payload.len().min(40)]),
-            if payload.len() > 40 { format!("... ({} bytes)", payload.len()) } else { String::new() },
+            if payload.len() > 40 {
+                format!("... ({} bytes)", payload.len())
+            } else {
+                String::new()
+            },
             at.map_or(String::new(), |a| format!(" at {a}"))
         );
         if write {
@@ -1444,21 +1615,31 @@ impl Worker<'_> {
             } as i64);
             self.record(&format!("debugfs write {}", dbg_name(d)), r);
             if bad_buf && !payload.is_empty() && r.is_ok() {
-                self.fail(format!("{what} from {bad_ptr:#x} succeeded, expected EFAULT"));
+                self.fail(format!(
+                    "{what} from {bad_ptr:#x} succeeded, expected EFAULT"
+                ));
             }
             // Semantics only on a fresh file written at position 0 from a
             // good buffer: then the ABI fixes the answer.
             // Documented: a write of more than 4096 bytes is EINVAL.
-            let class = if payload.len() > 4096 { Class::Invalid } else { class };
+            let class = if payload.len() > 4096 {
+                Class::Invalid
+            } else {
+                class
+            };
             if own && at.is_none() && !bad_buf && d != Dbg::Stats {
                 match (class, r) {
                     (Class::Valid, Ok(n)) if n as usize != payload.len() => {
                         self.fail(format!("{what} wrote {n} of {} bytes", payload.len()))
                     }
-                    (Class::Valid, Err(e)) if !(e == libc::ENOMEM || (e == libc::ENODEV && d == Dbg::Auto)) => {
+                    (Class::Valid, Err(e))
+                        if !(e == libc::ENOMEM || (e == libc::ENODEV && d == Dbg::Auto)) =>
+                    {
                         self.fail(format!("{what} -> {}, expected success", errno_str(e)))
                     }
-                    (Class::Invalid, Ok(_)) => self.fail(format!("{what} succeeded, expected EINVAL")),
+                    (Class::Invalid, Ok(_)) => {
+                        self.fail(format!("{what} succeeded, expected EINVAL"))
+                    }
                     (Class::Invalid, Err(e)) if e != libc::EINVAL => {
                         self.fail(format!("{what} -> {}, expected EINVAL", errno_str(e)))
                     }
@@ -1469,7 +1650,11 @@ impl Worker<'_> {
                 self.fail(format!("{what} succeeded: stats is read-only"));
             }
         } else {
-            let buf = if bad_buf { bad_ptr as *mut u8 } else { self.arena.big.as_mut_ptr() };
+            let buf = if bad_buf {
+                bad_ptr as *mut u8
+            } else {
+                self.arena.big.as_mut_ptr()
+            };
             // SAFETY: `buf` has at least `rlen` bytes (`big` is 64 KiB), or
             // is a bad pointer the kernel must refuse.
             let r = sys_res(unsafe {
@@ -1480,7 +1665,9 @@ impl Worker<'_> {
             } as i64);
             self.record(&format!("debugfs read {}", dbg_name(d)), r);
             if bad_buf && rlen > 0 && matches!(r, Ok(n) if n > 0) {
-                self.fail(format!("{what} into {bad_ptr:#x} returned data, expected EFAULT"));
+                self.fail(format!(
+                    "{what} into {bad_ptr:#x} returned data, expected EFAULT"
+                ));
             }
         }
         if own {
@@ -1517,25 +1704,50 @@ impl Worker<'_> {
         let (r, kind, name) = match which {
             0 => {
                 let r = open_c(crate::tk::DEV_PATH, flags);
-                let kind = if flags & libc::O_ACCMODE == libc::O_WRONLY { FdKind::DevWo } else { FdKind::Dev };
+                let kind = if flags & libc::O_ACCMODE == libc::O_WRONLY {
+                    FdKind::DevWo
+                } else {
+                    FdKind::Dev
+                };
                 (r, kind, "own dev")
             }
-            1 => (open_c(crate::tk::DEV_PATH, libc::O_PATH), FdKind::DevPath, "own dev O_PATH"),
+            1 => (
+                open_c(crate::tk::DEV_PATH, libc::O_PATH),
+                FdKind::DevPath,
+                "own dev O_PATH",
+            ),
             2 => {
-                let devs: Vec<Fd> = self.shared.iter().copied().filter(|f| f.kind == FdKind::Dev).collect();
+                let devs: Vec<Fd> = self
+                    .shared
+                    .iter()
+                    .copied()
+                    .filter(|f| f.kind == FdKind::Dev)
+                    .collect();
                 let src = devs[dup_from % devs.len()];
                 // SAFETY: dup of a shared fd this process holds.
                 let fd = unsafe { libc::fcntl(src.fd, libc::F_DUPFD_CLOEXEC, 0) };
-                let r = if fd < 0 { Err(io::Error::last_os_error()) } else { Ok(fd) };
+                let r = if fd < 0 {
+                    Err(io::Error::last_os_error())
+                } else {
+                    Ok(fd)
+                };
                 (r, FdKind::Dev, "own dup of a shared dev")
             }
             _ => (
-                open_c(dbg_path(self.env, d).to_str().unwrap_or_default(), libc::O_RDWR),
+                open_c(
+                    dbg_path(self.env, d).to_str().unwrap_or_default(),
+                    libc::O_RDWR,
+                ),
                 FdKind::Debugfs(d),
                 "own debugfs",
             ),
         };
-        self.record(&format!("open {name}"), r.as_ref().map(|&f| f as i64).map_err(|e| e.raw_os_error().unwrap_or(0)));
+        self.record(
+            &format!("open {name}"),
+            r.as_ref()
+                .map(|&f| f as i64)
+                .map_err(|e| e.raw_os_error().unwrap_or(0)),
+        );
         if let Ok(fd) = r {
             self.own[k] = Some(Fd { fd, kind, name });
         }
@@ -1560,7 +1772,9 @@ impl Worker<'_> {
         let r = match what {
             0 => sys_res(unsafe { libc::read(f.fd, rw as *mut c_void, n) } as i64),
             1 => sys_res(unsafe { libc::write(f.fd, rw as *const c_void, n) } as i64),
-            2 => sys_res(unsafe { libc::lseek(f.fd, arg as i64 & 0xffff, (arg >> 32) as i32 & 3) } as i64),
+            2 => sys_res(
+                unsafe { libc::lseek(f.fd, arg as i64 & 0xffff, (arg >> 32) as i32 & 3) } as i64,
+            ),
             3 => {
                 let mut st: libc::stat = unsafe { std::mem::zeroed() };
                 sys_res(unsafe { libc::fstat(f.fd, &mut st) } as i64)
@@ -1573,7 +1787,13 @@ impl Worker<'_> {
                 };
                 sys_res(unsafe { libc::poll(&mut p, 1, 0) } as i64)
             }
-            5 => sys_res(unsafe { libc::fcntl(f.fd, libc::F_SETFL, (arg as i32) & (libc::O_NONBLOCK | libc::O_APPEND)) } as i64),
+            5 => sys_res(unsafe {
+                libc::fcntl(
+                    f.fd,
+                    libc::F_SETFL,
+                    (arg as i32) & (libc::O_NONBLOCK | libc::O_APPEND),
+                )
+            } as i64),
             6 => sys_res(unsafe { libc::fsync(f.fd) } as i64),
             7 => sys_res(unsafe { libc::ftruncate(f.fd, arg as i64 & 0xffff) } as i64),
             8 => sys_res(unsafe { libc::fallocate(f.fd, 0, 0, 4096) } as i64),
@@ -1586,12 +1806,29 @@ impl Worker<'_> {
                 sys_res(unsafe { libc::readv(f.fd, iov.as_ptr(), 1) } as i64)
             }
         };
-        let names = ["read", "write", "lseek", "fstat", "poll", "fcntl", "fsync", "ftruncate", "fallocate", "flock", "readv"];
+        let names = [
+            "read",
+            "write",
+            "lseek",
+            "fstat",
+            "poll",
+            "fcntl",
+            "fsync",
+            "ftruncate",
+            "fallocate",
+            "flock",
+            "readv",
+        ];
         self.record(&format!("{} {:?}", names[what as usize], f.kind), r);
         // poll ignores negative fds and flags others with POLLNVAL; flock
         // may be ENOSYS (no CONFIG_FILE_LOCKING).
         if f.kind == FdKind::Bad && !matches!(what, 4 | 9) && r != Err(libc::EBADF) {
-            self.fail(format!("{}({}) -> {}, expected EBADF", names[what as usize], f.fd, res_str(r)));
+            self.fail(format!(
+                "{}({}) -> {}, expected EBADF",
+                names[what as usize],
+                f.fd,
+                res_str(r)
+            ));
         }
     }
 
@@ -1657,25 +1894,47 @@ impl Worker<'_> {
             }
             // SAFETY: a new shared mapping, no fixed address.
             let p = unsafe {
-                libc::mmap(std::ptr::null_mut(), GIB, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, t.fd(), 0)
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    GIB,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_SHARED,
+                    t.fd(),
+                    0,
+                )
             };
-            let r = if p == libc::MAP_FAILED { Err(errno()) } else { Ok(0) };
+            let r = if p == libc::MAP_FAILED {
+                Err(errno())
+            } else {
+                Ok(0)
+            };
             self.record("big mmap gigantic", r);
             match r {
                 Ok(_) => {
-                    if let Some(old) = self.maps[slot].replace(Map { addr: p as usize, len: GIB }) {
+                    if let Some(old) = self.maps[slot].replace(Map {
+                        addr: p as usize,
+                        len: GIB,
+                    }) {
                         self.unmap(old);
                     }
                 }
                 Err(libc::ENOMEM) => {}
-                Err(e) => self.fail(format!("big: gigantic mmap on node {nid} -> {}", errno_str(e))),
+                Err(e) => self.fail(format!(
+                    "big: gigantic mmap on node {nid} -> {}",
+                    errno_str(e)
+                )),
             }
         } else {
             let r = t.clear_bench(crate::tk::clear_bench_arg(nid as i32, 1, TK_PLACE_ANY, 1));
-            let r2 = r.as_ref().map(|_| 0).map_err(|e| e.raw_os_error().unwrap_or(0));
+            let r2 = r
+                .as_ref()
+                .map(|_| 0)
+                .map_err(|e| e.raw_os_error().unwrap_or(0));
             self.record("big CLEAR_BENCH", r2);
             match r {
-                Ok(b) if b.bytes != 1 << 30 => self.fail(format!("big: CLEAR_BENCH bytes {}", b.bytes)),
+                Ok(b) if b.bytes != 1 << 30 => {
+                    self.fail(format!("big: CLEAR_BENCH bytes {}", b.bytes))
+                }
                 Err(e) if e.raw_os_error() != Some(libc::ENOMEM) => {
                     self.fail(format!("big: CLEAR_BENCH on node {nid} -> {e}"))
                 }
@@ -1696,7 +1955,8 @@ impl Worker<'_> {
             }
             slot.op_seed.store(self.op_seed, Ordering::Relaxed);
             slot.kind.store(kind as u64, Ordering::Relaxed);
-            slot.since_ns.store(crate::sys::monotonic_ns(), Ordering::Relaxed);
+            slot.since_ns
+                .store(crate::sys::monotonic_ns(), Ordering::Relaxed);
             slot.state.store(1, Ordering::Release);
             match kind {
                 0 => self.op_ioctl(&mut o),
@@ -1783,7 +2043,6 @@ fn get<T: Copy>(buf: &[u8]) -> T {
 // ---------------------------------------------------------------------------
 // Processes and threads
 // ---------------------------------------------------------------------------
-
 
 /// Runs workers `p.0 .. p.(threads-1)` in this process.
 #[allow(clippy::too_many_arguments)]
@@ -1886,7 +2145,9 @@ pub fn run(cfg: &Config, env: &Env) -> io::Result<Outcome> {
     let mut out = Outcome::default();
     // Each worker's share of the calls; with --only, the share it has in
     // the full run, so that it makes the same calls.
-    let quota = cfg.calls.div_ceil(u64::from(cfg.procs * cfg.threads).max(1));
+    let quota = cfg
+        .calls
+        .div_ceil(u64::from(cfg.procs * cfg.threads).max(1));
     if let Some((p, t)) = cfg.only {
         let mut res = proc_main(cfg, env, &board, &global, p, &[t], quota, deadline);
         out.workers.append(&mut res);
@@ -1917,7 +2178,13 @@ pub fn run(cfg: &Config, env: &Env) -> io::Result<Outcome> {
             let mut off = 0;
             while off < text.len() {
                 // SAFETY: writes from a live buffer.
-                let n = unsafe { libc::write(pipe[1], text[off..].as_ptr() as *const c_void, text.len() - off) };
+                let n = unsafe {
+                    libc::write(
+                        pipe[1],
+                        text[off..].as_ptr() as *const c_void,
+                        text.len() - off,
+                    )
+                };
                 if n <= 0 {
                     break;
                 }
@@ -1957,11 +2224,11 @@ pub fn run(cfg: &Config, env: &Env) -> io::Result<Outcome> {
                 }
                 b.extend_from_slice(&chunk[..n as usize]);
             }
-            if !status.contains_key(&p) {
+            if let std::collections::btree_map::Entry::Vacant(e) = status.entry(p) {
                 let mut st = 0;
                 // SAFETY: waits for our own child without blocking.
                 if unsafe { libc::waitpid(pid, &mut st, libc::WNOHANG) } == pid {
-                    status.insert(p, st);
+                    e.insert(st);
                 }
             }
         }
@@ -1972,7 +2239,8 @@ pub fn run(cfg: &Config, env: &Env) -> io::Result<Outcome> {
             for i in 0..(cfg.procs * cfg.threads) as usize {
                 let s = board.slot(i);
                 if s.state.load(Ordering::Acquire) == 1 {
-                    let since = crate::sys::monotonic_ns().saturating_sub(s.since_ns.load(Ordering::Relaxed));
+                    let since = crate::sys::monotonic_ns()
+                        .saturating_sub(s.since_ns.load(Ordering::Relaxed));
                     out.hung.push(format!(
                         "worker {}.{} in its op #{} ({}, op seed {:#x}) for {:.1} s",
                         i as u32 / cfg.threads,
@@ -2015,7 +2283,9 @@ pub fn run(cfg: &Config, env: &Env) -> io::Result<Outcome> {
                 libc::WTERMSIG(st),
                 if killed { " (after the deadline)" } else { "" }
             )),
-            Some(st) => out.crashed.push(format!("process {p} exited with {}", libc::WEXITSTATUS(st))),
+            Some(st) => out
+                .crashed
+                .push(format!("process {p} exited with {}", libc::WEXITSTATUS(st))),
             None => {}
         }
         match serde_json::from_slice::<Vec<WorkerResult>>(bufs.get(&p).map_or(&[][..], |v| v)) {
@@ -2027,6 +2297,214 @@ pub fn run(cfg: &Config, env: &Env) -> io::Result<Outcome> {
     close_all(&global);
     out.seconds = t0.elapsed().as_secs_f64();
     Ok(out)
+}
+
+// ---------------------------------------------------------------------------
+// A checked run: what tk-fuzz and tk-test-fuzz do around [`run`]
+// ---------------------------------------------------------------------------
+
+/// Weight table state: `auto`, weights, bandwidth text.
+fn wi_state(wd: &crate::weights::WeightDir) -> anyhow::Result<String> {
+    let s = wd.snapshot()?;
+    let bw = std::fs::read_to_string(wd.bandwidth_path())?;
+    Ok(format!("{}; bandwidth {:?}", s.describe(), bw))
+}
+
+fn held() -> Option<BTreeMap<String, u64>> {
+    crate::faults::holdings().ok()
+}
+
+/// Runs the fuzzer with `cfg` and records in `r`: the ABI checks of every
+/// call, every worker finished (no crash, no hang), at least `min_calls`
+/// calls, no kernel report in the log meanwhile, tierkit's held pages back
+/// at the baseline once everything is closed, the weight table (auto,
+/// weights, bandwidth) restored, tierkit usable. Adds the figures to the
+/// JSON line. `None` if it could not start.
+pub fn checked_run(r: &mut crate::report::Report, cfg: &Config, min_calls: u64) -> Option<Outcome> {
+    use serde_json::json;
+    let env = match Env::discover() {
+        Ok(e) => e,
+        Err(e) => {
+            r.fail("fuzz: environment", format!("{e:#}"));
+            return None;
+        }
+    };
+    let wd = crate::weights::WeightDir::new(&env.wi);
+    let (snap, bw, before, base) = match (
+        wd.snapshot(),
+        std::fs::read_to_string(wd.bandwidth_path()),
+        wi_state(&wd),
+        held(),
+    ) {
+        (Ok(s), Ok(b), Ok(t), Some(h)) => (s, b, t, h),
+        (s, b, t, h) => {
+            r.fail(
+                "fuzz: save the weight table and stats",
+                format!(
+                    "{:?} {:?} {:?} {:?}",
+                    s.err(),
+                    b.err(),
+                    t.err(),
+                    h.is_some()
+                ),
+            );
+            return None;
+        }
+    };
+    let nworkers = if cfg.only.is_some() {
+        1
+    } else {
+        cfg.procs * cfg.threads
+    };
+    r.note(format!(
+        "fuzz: seed {:#x}, {} calls over {nworkers} worker(s) ({} process(es) x {} thread(s){}), at most {} s, {} GiB call(s), debugfs writes {}{}",
+        cfg.seed,
+        cfg.calls,
+        cfg.procs,
+        cfg.threads,
+        cfg.only.map_or(String::new(), |(p, t)| format!(", only worker {p}.{t}")),
+        cfg.seconds,
+        cfg.big,
+        if cfg.debugfs_writes { "on" } else { "off" },
+        if env.bandwidth_ok { "" } else { " (no valid bandwidth writes: the table lacks a memory node)" }
+    ));
+    r.note(format!(
+        "fuzz: reproduce with: tk-fuzz --seed {:#x} --calls {} --seconds {} --procs {} --threads {} --big {}{}",
+        cfg.seed,
+        cfg.calls,
+        cfg.seconds,
+        cfg.procs,
+        cfg.threads,
+        cfg.big,
+        if cfg.debugfs_writes { "" } else { " --no-debugfs-writes" }
+    ));
+    let kmsg = crate::faults::Kmsg::open_at_end().ok();
+    let out = match run(cfg, &env) {
+        Ok(o) => o,
+        Err(e) => {
+            r.fail("fuzz: run", e.to_string());
+            return None;
+        }
+    };
+    let calls = out.calls();
+    r.note(format!(
+        "fuzz: {calls} calls ({} operations) in {:.1} s, {:.0} calls/s",
+        out.ops(),
+        out.seconds,
+        calls as f64 / out.seconds.max(1e-9)
+    ));
+    let mut by_op: Vec<String> = out
+        .by_op()
+        .iter()
+        .map(|(k, v)| format!("{k} {v}"))
+        .collect();
+    by_op.sort();
+    r.note(format!("fuzz: operations: {}", by_op.join(", ")));
+    let results = out.results();
+    for (k, v) in &results {
+        r.note(format!("fuzz: {v:>7} {k}"));
+    }
+    let fails = out.failures();
+    r.check(
+        "fuzz: every result as the ABI documents it",
+        if out.nr_failures() == 0 {
+            Ok(())
+        } else {
+            Err(format!(
+                "{} unexpected result(s): {}",
+                out.nr_failures(),
+                fails.iter().take(8).cloned().collect::<Vec<_>>().join("; ")
+            ))
+        },
+    );
+    let mut ends = out.crashed.clone();
+    ends.extend(out.hung.iter().map(|h| format!("hung: {h}")));
+    r.check(
+        "fuzz: every worker finished",
+        if ends.is_empty() {
+            Ok(())
+        } else {
+            Err(ends.join("; "))
+        },
+    );
+    r.check(
+        &format!("fuzz: at least {min_calls} calls"),
+        if calls >= min_calls {
+            Ok(())
+        } else {
+            Err(format!(
+                "{calls} calls in {:.1} s (the time bound stopped it)",
+                out.seconds
+            ))
+        },
+    );
+    if let Some(k) = kmsg {
+        let lines = k.drain();
+        let bad = crate::faults::crash_lines(&lines);
+        r.check(
+            "fuzz: no kernel report meanwhile",
+            if bad.is_empty() {
+                Ok(())
+            } else {
+                Err(bad.join(" | "))
+            },
+        );
+    }
+    // Everything is closed: the workers' processes are gone, the parent
+    // closed the shared files. Release runs at the last close; allow the
+    // kernel a moment for deferred work.
+    let mut now = held();
+    for _ in 0..40 {
+        if now.as_ref() == Some(&base) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+        now = held();
+    }
+    r.check(
+        "fuzz: held pages and ranges back to the baseline",
+        match now {
+            Some(h) if h == base => Ok(()),
+            Some(h) => Err(format!(
+                "tierkit still holds memory: {}",
+                crate::faults::holdings_diff(&base, &h).join(", ")
+            )),
+            None => Err("cannot read stats".to_string()),
+        },
+    );
+    let restored = (|| -> anyhow::Result<()> {
+        if !bw.is_empty() {
+            crate::weights::write_file(&wd.bandwidth_path(), &bw)?;
+        }
+        snap.restore()?;
+        let after = wi_state(&wd)?;
+        anyhow::ensure!(after == before, "now {after}, was {before}");
+        Ok(())
+    })();
+    r.check(
+        "fuzz: weight table restored",
+        restored.map_err(|e| format!("{e:#}")),
+    );
+    let usable = (|| -> Result<(), String> {
+        let t = crate::tk::Tierkit::open().map_err(|e| format!("open: {e}"))?;
+        t.set_policy(crate::tk::TK_MODE_WEIGHTED_INTERLEAVE, env.mem_mask)
+            .map_err(|e| format!("TK_IOC_SET_POLICY: {e}"))?;
+        let m = t.map(1, 0).map_err(|e| format!("mmap: {e}"))?;
+        if m.first_nonzero().is_some() {
+            return Err("a fresh page is not zero".into());
+        }
+        Ok(())
+    })();
+    r.check("fuzz: tierkit usable afterwards", usable);
+    r.set("seed", json!(format!("{:#x}", cfg.seed)));
+    r.set("calls", json!(calls));
+    r.set("operations", json!(out.ops()));
+    r.set("seconds", json!((out.seconds * 10.0).round() / 10.0));
+    r.set("procs", json!(cfg.procs));
+    r.set("threads", json!(cfg.threads));
+    r.set("results", json!(results));
+    r.set("unexpected", json!(out.nr_failures()));
+    Some(out)
 }
 
 #[cfg(test)]
@@ -2109,7 +2587,11 @@ mod tests {
                 }
             }
             // Node 1 is possible without memory: never named.
-            assert!(!s.lines().any(|l| l.starts_with("1 ") || l.starts_with("1\t")), "{s:?}");
+            assert!(
+                !s.lines()
+                    .any(|l| l.starts_with("1 ") || l.starts_with("1\t")),
+                "{s:?}"
+            );
         }
     }
 
@@ -2128,184 +2610,4 @@ mod tests {
         let short: TkBulk = get(&buf[..4]);
         assert_eq!(short.nr_pages, 1);
     }
-}
-
-// ---------------------------------------------------------------------------
-// A checked run: what tk-fuzz and tk-test-fuzz do around [`run`]
-// ---------------------------------------------------------------------------
-
-/// Weight table state: `auto`, weights, bandwidth text.
-fn wi_state(wd: &crate::weights::WeightDir) -> anyhow::Result<String> {
-    let s = wd.snapshot()?;
-    let bw = std::fs::read_to_string(wd.bandwidth_path())?;
-    Ok(format!("{}; bandwidth {:?}", s.describe(), bw))
-}
-
-fn held() -> Option<BTreeMap<String, u64>> {
-    crate::faults::holdings().ok()
-}
-
-/// Runs the fuzzer with `cfg` and records in `r`: the ABI checks of every
-/// call, every worker finished (no crash, no hang), at least `min_calls`
-/// calls, no kernel report in the log meanwhile, tierkit's held pages back
-/// at the baseline once everything is closed, the weight table (auto,
-/// weights, bandwidth) restored, tierkit usable. Adds the figures to the
-/// JSON line. `None` if it could not start.
-pub fn checked_run(r: &mut crate::report::Report, cfg: &Config, min_calls: u64) -> Option<Outcome> {
-    use serde_json::json;
-    let env = match Env::discover() {
-        Ok(e) => e,
-        Err(e) => {
-            r.fail("fuzz: environment", format!("{e:#}"));
-            return None;
-        }
-    };
-    let wd = crate::weights::WeightDir::new(&env.wi);
-    let (snap, bw, before, base) = match (
-        wd.snapshot(),
-        std::fs::read_to_string(wd.bandwidth_path()),
-        wi_state(&wd),
-        held(),
-    ) {
-        (Ok(s), Ok(b), Ok(t), Some(h)) => (s, b, t, h),
-        (s, b, t, h) => {
-            r.fail(
-                "fuzz: save the weight table and stats",
-                format!("{:?} {:?} {:?} {:?}", s.err(), b.err(), t.err(), h.is_some()),
-            );
-            return None;
-        }
-    };
-    let nworkers = if cfg.only.is_some() { 1 } else { cfg.procs * cfg.threads };
-    r.note(format!(
-        "fuzz: seed {:#x}, {} calls over {nworkers} worker(s) ({} process(es) x {} thread(s){}), at most {} s, {} GiB call(s), debugfs writes {}{}",
-        cfg.seed,
-        cfg.calls,
-        cfg.procs,
-        cfg.threads,
-        cfg.only.map_or(String::new(), |(p, t)| format!(", only worker {p}.{t}")),
-        cfg.seconds,
-        cfg.big,
-        if cfg.debugfs_writes { "on" } else { "off" },
-        if env.bandwidth_ok { "" } else { " (no valid bandwidth writes: the table lacks a memory node)" }
-    ));
-    r.note(format!(
-        "fuzz: reproduce with: tk-fuzz --seed {:#x} --calls {} --seconds {} --procs {} --threads {} --big {}{}",
-        cfg.seed,
-        cfg.calls,
-        cfg.seconds,
-        cfg.procs,
-        cfg.threads,
-        cfg.big,
-        if cfg.debugfs_writes { "" } else { " --no-debugfs-writes" }
-    ));
-    let kmsg = crate::faults::Kmsg::open_at_end().ok();
-    let out = match run(cfg, &env) {
-        Ok(o) => o,
-        Err(e) => {
-            r.fail("fuzz: run", e.to_string());
-            return None;
-        }
-    };
-    let calls = out.calls();
-    r.note(format!(
-        "fuzz: {calls} calls ({} operations) in {:.1} s, {:.0} calls/s",
-        out.ops(),
-        out.seconds,
-        calls as f64 / out.seconds.max(1e-9)
-    ));
-    let mut by_op: Vec<String> = out.by_op().iter().map(|(k, v)| format!("{k} {v}")).collect();
-    by_op.sort();
-    r.note(format!("fuzz: operations: {}", by_op.join(", ")));
-    let results = out.results();
-    for (k, v) in &results {
-        r.note(format!("fuzz: {v:>7} {k}"));
-    }
-    let fails = out.failures();
-    r.check(
-        "fuzz: every result as the ABI documents it",
-        if out.nr_failures() == 0 {
-            Ok(())
-        } else {
-            Err(format!(
-                "{} unexpected result(s): {}",
-                out.nr_failures(),
-                fails.iter().take(8).cloned().collect::<Vec<_>>().join("; ")
-            ))
-        },
-    );
-    let mut ends = out.crashed.clone();
-    ends.extend(out.hung.iter().map(|h| format!("hung: {h}")));
-    r.check(
-        "fuzz: every worker finished",
-        if ends.is_empty() { Ok(()) } else { Err(ends.join("; ")) },
-    );
-    r.check(
-        &format!("fuzz: at least {min_calls} calls"),
-        if calls >= min_calls {
-            Ok(())
-        } else {
-            Err(format!("{calls} calls in {:.1} s (the time bound stopped it)", out.seconds))
-        },
-    );
-    if let Some(k) = kmsg {
-        let lines = k.drain();
-        let bad = crate::faults::crash_lines(&lines);
-        r.check(
-            "fuzz: no kernel report meanwhile",
-            if bad.is_empty() { Ok(()) } else { Err(bad.join(" | ")) },
-        );
-    }
-    // Everything is closed: the workers' processes are gone, the parent
-    // closed the shared files. Release runs at the last close; allow the
-    // kernel a moment for deferred work.
-    let mut now = held();
-    for _ in 0..40 {
-        if now.as_ref() == Some(&base) {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-        now = held();
-    }
-    r.check(
-        "fuzz: held pages and ranges back to the baseline",
-        match now {
-            Some(h) if h == base => Ok(()),
-            Some(h) => Err(format!(
-                "tierkit still holds memory: {}",
-                crate::faults::holdings_diff(&base, &h).join(", ")
-            )),
-            None => Err("cannot read stats".to_string()),
-        },
-    );
-    let restored = (|| -> anyhow::Result<()> {
-        if !bw.is_empty() {
-            crate::weights::write_file(&wd.bandwidth_path(), &bw)?;
-        }
-        snap.restore()?;
-        let after = wi_state(&wd)?;
-        anyhow::ensure!(after == before, "now {after}, was {before}");
-        Ok(())
-    })();
-    r.check("fuzz: weight table restored", restored.map_err(|e| format!("{e:#}")));
-    let usable = (|| -> Result<(), String> {
-        let t = crate::tk::Tierkit::open().map_err(|e| format!("open: {e}"))?;
-        t.set_policy(crate::tk::TK_MODE_WEIGHTED_INTERLEAVE, env.mem_mask)
-            .map_err(|e| format!("TK_IOC_SET_POLICY: {e}"))?;
-        let m = t.map(1, 0).map_err(|e| format!("mmap: {e}"))?;
-        if m.first_nonzero().is_some() {
-            return Err("a fresh page is not zero".into());
-        }
-        Ok(())
-    })();
-    r.check("fuzz: tierkit usable afterwards", usable);
-    r.set("seed", json!(format!("{:#x}", cfg.seed)));
-    r.set("calls", json!(calls));
-    r.set("operations", json!(out.ops()));
-    r.set("seconds", json!((out.seconds * 10.0).round() / 10.0));
-    r.set("procs", json!(cfg.procs));
-    r.set("threads", json!(cfg.threads));
-    r.set("results", json!(results));
-    r.set("unexpected", json!(out.nr_failures()));
-    Some(out)
 }

@@ -89,7 +89,10 @@ fn main() -> ExitCode {
         if p >= cfg.procs || t >= cfg.threads {
             r.fail(
                 "arguments",
-                format!("--only {p}.{t} is not a worker of {} x {}", cfg.procs, cfg.threads),
+                format!(
+                    "--only {p}.{t} is not a worker of {} x {}",
+                    cfg.procs, cfg.threads
+                ),
             );
             return r.finish();
         }
@@ -110,6 +113,9 @@ mod tests {
         assert_eq!(parse_worker("1.2"), Ok((1, 2)));
         assert!(parse_worker("12").is_err());
         let a = Args::parse_from(["tk-fuzz", "--seed", "0xff", "--only", "0.1"]);
-        assert_eq!((a.seed, a.only, a.calls), (Some(255), Some((0, 1)), 100_000));
+        assert_eq!(
+            (a.seed, a.only, a.calls),
+            (Some(255), Some((0, 1)), 100_000)
+        );
     }
 }

@@ -39,9 +39,11 @@
 //!
 //! Calls that take long (a gigantic mmap or a clear benchmark allocate and
 //! clear 1 GiB, seconds under TCG) are not stepped through one N at a time
-//! once a step takes more than [`SLOW_STEP_MS`]: from there N grows by 1, 2,
-//! 4, ... (at most [`MAX_STRIDE`]), and once a call succeeds the end is
-//! bisected to within [`BISECT_TO`] points. The summary says how many
+//! past N = [`EXHAUSTIVE_UPTO`] once a step takes more than
+//! [`SLOW_STEP_MS`]: from there N grows by 16, 64, 256, 256, ... (the
+//! points after a gigantic clear are the page-table allocations of
+//! inserting 262144 pages, one code path), and once a call succeeds the
+//! end is bisected to within [`BISECT_TO`] points. The summary says how many
 //! points there were (a range then: `531..545`; the JSON's `points` is the
 //! lower bound, `points_upper` the upper) and how many were exercised.
 //!
@@ -95,6 +97,10 @@ const SLAB_TOL_KB: u64 = 1024;
 const SETTLE_MS: u64 = 2000;
 /// A step slower than this switches the sweep to growing strides.
 const SLOW_STEP_MS: u128 = 300;
+/// Every N up to here is tried, however slow the steps.
+const EXHAUSTIVE_UPTO: u32 = 16;
+/// The first stride once steps are slow; each next one is 4 times larger.
+const FIRST_STRIDE: u32 = 16;
 /// Once a strided sweep succeeded, the end is bisected until it is known
 /// within this many points.
 const BISECT_TO: u32 = 32;
@@ -294,7 +300,7 @@ fn prepare(env: &Env, op: Op, s: &mut Step) -> Result<(), String> {
         }
         Op::ClearBench => {
             s.fd = open_raw(dev, libc::O_RDWR)?;
-            s.bench = tk::clear_bench_arg(env.big_nid as i32, 1, TK_PLACE_ANY, 1);
+            s.bench = tk::clear_bench_arg(env.big_nid as i32, clear_threads(), TK_PLACE_ANY, 1);
         }
         Op::WeightNode(n) => {
             env.wd
@@ -326,12 +332,22 @@ fn prepare(env: &Env, op: Op, s: &mut Step) -> Result<(), String> {
     Ok(())
 }
 
+/// Gigantic mode with two workers (one where there is one CPU), on any
+/// CPU: the clears of the sweep cost seconds each under TCG.
 fn gigantic_arg() -> TkGigantic {
     TkGigantic {
-        threads: 1,
+        threads: clear_threads(),
         placement: TK_PLACE_ANY,
         ..Default::default()
     }
+}
+
+/// Two clearing workers, or one on a one-CPU machine.
+fn clear_threads() -> u32 {
+    std::fs::read_to_string("/sys/devices/system/cpu/online")
+        .ok()
+        .and_then(|s| userspace_tests::node::parse_list(&s).ok())
+        .map_or(1, |c| c.len().clamp(1, 2) as u32)
 }
 
 /// The one call under fault injection: a single syscall on prepared
@@ -340,7 +356,8 @@ fn call(op: Op, s: &mut Step) -> io::Result<()> {
     match op {
         Op::Open => {
             // SAFETY: NUL-terminated path.
-            let fd = unsafe { libc::open(c"/dev/tierkit".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
+            let fd =
+                unsafe { libc::open(c"/dev/tierkit".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
             if fd < 0 {
                 return Err(io::Error::last_os_error());
             }
@@ -378,7 +395,10 @@ fn call(op: Op, s: &mut Step) -> io::Result<()> {
             if r < 0 {
                 Err(io::Error::last_os_error())
             } else if r as usize != s.wbuf.len() {
-                Err(io::Error::other(format!("short write {r} of {}", s.wbuf.len())))
+                Err(io::Error::other(format!(
+                    "short write {r} of {}",
+                    s.wbuf.len()
+                )))
             } else {
                 Ok(())
             }
@@ -389,13 +409,11 @@ fn call(op: Op, s: &mut Step) -> io::Result<()> {
 /// What a call must have done (or not done) besides its return value.
 fn effect(env: &Env, op: Op, s: &Step, res: &io::Result<()>) -> Result<(), String> {
     match op {
-        Op::SetPolicy if res.is_ok() => {
-            if s.policy.nodemask != env.mem_mask {
-                return Err(format!(
-                    "effective mask {:#x}, expected {:#x}",
-                    s.policy.nodemask, env.mem_mask
-                ));
-            }
+        Op::SetPolicy if res.is_ok() && s.policy.nodemask != env.mem_mask => {
+            return Err(format!(
+                "effective mask {:#x}, expected {:#x}",
+                s.policy.nodemask, env.mem_mask
+            ));
         }
         Op::Bulk if res.is_ok() => {
             let sum: u64 = s.bulk.per_node.iter().sum();
@@ -525,7 +543,14 @@ struct Tester {
 
 impl Tester {
     /// One step at `n`: returns (succeeded, injected, took ms).
-    fn step(&self, env: &Env, op: Op, n: u32, base: &MemSnapshot, sw: &mut Sweep) -> (bool, bool, u128) {
+    fn step(
+        &self,
+        env: &Env,
+        op: Op,
+        n: u32,
+        base: &MemSnapshot,
+        sw: &mut Sweep,
+    ) -> (bool, bool, u128) {
         let mut s = Step::new();
         if let Err(e) = prepare(env, op, &mut s) {
             sw.fail(n, format!("setting up: {e}"));
@@ -565,7 +590,10 @@ impl Tester {
             );
         }
         if faults.len() > 1 {
-            sw.fail(n, format!("{} faults injected for one fail-nth", faults.len()));
+            sw.fail(
+                n,
+                format!("{} faults injected for one fail-nth", faults.len()),
+            );
         }
         let crashes = crash_lines(&lines);
         if !crashes.is_empty() {
@@ -578,7 +606,10 @@ impl Tester {
             (Err(e), inj) => {
                 *sw.errnos.entry(errno_name(e)).or_default() += 1;
                 if !inj {
-                    sw.fail(n, format!("failed with {} without an injected fault", errno_name(e)));
+                    sw.fail(
+                        n,
+                        format!("failed with {} without an injected fault", errno_name(e)),
+                    );
                 } else if !e.raw_os_error().is_some_and(|x| op.allowed().contains(&x)) {
                     sw.fail(
                         n,
@@ -621,7 +652,10 @@ impl Tester {
                 if !l.is_empty() {
                     sw.fail(
                         n,
-                        format!("memory not given back ({waited} ms later): {}", l.join("; ")),
+                        format!(
+                            "memory not given back ({waited} ms later): {}",
+                            l.join("; ")
+                        ),
                     );
                 }
             }
@@ -664,8 +698,12 @@ impl Tester {
                 // Failed without a fault: reported; there is no end to find.
                 break;
             }
-            if ms > SLOW_STEP_MS {
-                stride = (stride * 2).min(MAX_STRIDE);
+            if ms > SLOW_STEP_MS && n >= EXHAUSTIVE_UPTO {
+                stride = if stride == 1 {
+                    FIRST_STRIDE
+                } else {
+                    (stride * 4).min(MAX_STRIDE)
+                };
             }
             n += stride;
         }
@@ -700,7 +738,10 @@ fn bandwidth_variant(orig: &str, nid: u32) -> String {
         .map(|l| {
             let f: Vec<&str> = l.split_whitespace().collect();
             if f.len() == 3 && f[0] == nid.to_string() {
-                let d = |s: &str| s.parse::<u64>().map_or(s.to_string(), |v| (v * 2).to_string());
+                let d = |s: &str| {
+                    s.parse::<u64>()
+                        .map_or(s.to_string(), |v| (v * 2).to_string())
+                };
                 format!("{} {} {}\n", f[0], d(f[1]), d(f[2]))
             } else {
                 format!("{l}\n")
@@ -803,7 +844,12 @@ fn run(r: &mut Report, topo: &Topology, wd: WeightDir) {
         Op::SetGigantic,
         Op::ClearBench,
     ];
-    ops.extend(topo.memory.iter().filter(|&&n| n < 64).map(|&n| Op::WeightNode(n)));
+    ops.extend(
+        topo.memory
+            .iter()
+            .filter(|&&n| n < 64)
+            .map(|&n| Op::WeightNode(n)),
+    );
     ops.push(Op::Auto);
     if env.bw_new.is_empty() {
         r.skip(
@@ -834,7 +880,7 @@ fn run(r: &mut Report, topo: &Topology, wd: WeightDir) {
         let sw = tester.sweep(&env, op);
         let types: Vec<String> = sw.by_type.iter().map(|(k, v)| format!("{k} {v}")).collect();
         let errnos: Vec<String> = sw.errnos.iter().map(|(k, v)| format!("{k} {v}")).collect();
-        let exercised = if sw.steps as u64 >= u64::from(sw.points) + 1 {
+        let exercised = if sw.steps as u64 > u64::from(sw.points) {
             "each".to_string()
         } else {
             format!("{} of them", sw.injected_steps)
@@ -860,11 +906,17 @@ fn run(r: &mut Report, topo: &Topology, wd: WeightDir) {
         );
         r.note(format!("{name}: {summary}"));
         if sw.nr_failures == 0 && sw.done {
-            r.ok_note(&format!("{name}: every injected fault handled"), summary.clone());
+            r.ok_note(
+                &format!("{name}: every injected fault handled"),
+                summary.clone(),
+            );
         } else {
             let mut why = sw.failures.join("; ");
             if sw.nr_failures > sw.failures.len() {
-                why.push_str(&format!(" (and {} more)", sw.nr_failures - sw.failures.len()));
+                why.push_str(&format!(
+                    " (and {} more)",
+                    sw.nr_failures - sw.failures.len()
+                ));
             }
             if !sw.done {
                 why.push_str("; never succeeded without an injected fault");
@@ -901,7 +953,10 @@ fn run(r: &mut Report, topo: &Topology, wd: WeightDir) {
         res.and_then(|()| {
             let now = now?;
             let want: Vec<(u32, u8)> = saved.weights.clone();
-            let got: Vec<(u32, u8)> = want.iter().map(|&(n, _)| (n, now.table[n as usize])).collect();
+            let got: Vec<(u32, u8)> = want
+                .iter()
+                .map(|&(n, _)| (n, now.table[n as usize]))
+                .collect();
             if got != want || now.auto != saved.auto || now.bandwidth != env.bw_orig {
                 return Err(format!(
                     "now {got:?} auto={:?} bandwidth {:?}; was {want:?} auto={:?} bandwidth {:?}",

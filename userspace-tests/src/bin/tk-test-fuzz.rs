@@ -20,7 +20,9 @@
 use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
-use userspace_tests::fuzz::{auto_payload, checked_run, errno_str, random_payload, weight_payload, Config, Rng};
+use userspace_tests::fuzz::{
+    auto_payload, checked_run, errno_str, random_payload, weight_payload, Config, Rng,
+};
 use userspace_tests::report::Report;
 use userspace_tests::weights::{write_file, WeightDir};
 
@@ -85,14 +87,7 @@ fn table(wd: &WeightDir, nodes: &[u32]) -> String {
 /// Payloads beyond the fuzzer's: NULs, empty, around a page.
 fn edge_payload(o: &mut Rng) -> Vec<u8> {
     let v: &[&[u8]] = &[
-        b"7\0",
-        b"7\0junk",
-        b"\07",
-        b"\0",
-        b"7\n\0",
-        b"",
-        b"t\0",
-        b"\0true",
+        b"7\0", b"7\0junk", b"\x007", b"\0", b"7\n\0", b"", b"t\0", b"\0true",
     ];
     match o.below(4) {
         0 | 1 => o.pick(v).to_vec(),
@@ -122,10 +117,17 @@ fn differential(r: &mut Report, seed: u64) {
             return;
         }
     };
-    let (ks, ts, tbw) = match (kd.snapshot(), td.snapshot(), std::fs::read_to_string(td.bandwidth_path())) {
+    let (ks, ts, tbw) = match (
+        kd.snapshot(),
+        td.snapshot(),
+        std::fs::read_to_string(td.bandwidth_path()),
+    ) {
         (Ok(k), Ok(t), Ok(b)) => (k, t, b),
         (k, t, b) => {
-            r.fail(NAME, format!("snapshots: {:?} {:?} {:?}", k.err(), t.err(), b.err()));
+            r.fail(
+                NAME,
+                format!("snapshots: {:?} {:?} {:?}", k.err(), t.err(), b.err()),
+            );
             return;
         }
     };
@@ -134,10 +136,17 @@ fn differential(r: &mut Report, seed: u64) {
     let mut n_diffs = 0;
     let start = (table(&kd, &nodes), table(&td, &nodes));
     if start.0 != start.1 {
-        r.note(format!("weight tables differ before the differential run: kernel {} / tierkit {}", start.0, start.1));
+        r.note(format!(
+            "weight tables differ before the differential run: kernel {} / tierkit {}",
+            start.0, start.1
+        ));
     }
     for _ in 0..DIFF_WRITES {
-        let file = if o.chance(1, 3) { "auto".to_string() } else { format!("node{}", o.pick(&nodes)) };
+        let file = if o.chance(1, 3) {
+            "auto".to_string()
+        } else {
+            format!("node{}", o.pick(&nodes))
+        };
         let payload = match o.below(4) {
             0 => edge_payload(&mut o),
             1 => random_payload(&mut o),
@@ -162,7 +171,12 @@ fn differential(r: &mut Report, seed: u64) {
                 diffs.push(format!(
                     "{file} <- {:?}: kernel {kr} [{kt}], tierkit {tr} [{tt}]",
                     String::from_utf8_lossy(&payload[..payload.len().min(24)])
-                        + if payload.len() > 24 { format!("... ({} bytes)", payload.len()) } else { String::new() }.as_str()
+                        + if payload.len() > 24 {
+                            format!("... ({} bytes)", payload.len())
+                        } else {
+                            String::new()
+                        }
+                        .as_str()
                 ));
             }
         }
@@ -232,27 +246,40 @@ fn pwrite_once(path: &Path, payload: &[u8], off: u64) -> String {
 ///   saw it on every pwrite).
 fn regressions(r: &mut Report) {
     let Some(kd) = WeightDir::kernel() else {
-        r.skip("regressions (fuzz)", "no kernel weight files to compare with");
+        r.skip(
+            "regressions (fuzz)",
+            "no kernel weight files to compare with",
+        );
         return;
     };
     let Some(td) = WeightDir::tierkit() else {
         r.fail("regressions (fuzz)", "no tierkit weight directory");
         return;
     };
-    let Some(&n) = kd.nodes().ok().and_then(|k| {
-        td.nodes()
-            .ok()
-            .and_then(|t| k.into_iter().find(|n| t.contains(n)))
-    })
-    .as_ref()
+    let Some(&n) = kd
+        .nodes()
+        .ok()
+        .and_then(|k| {
+            td.nodes()
+                .ok()
+                .and_then(|t| k.into_iter().find(|n| t.contains(n)))
+        })
+        .as_ref()
     else {
         r.fail("regressions (fuzz)", "no node with a weight file in both");
         return;
     };
-    let (ks, ts, tbw) = match (kd.snapshot(), td.snapshot(), std::fs::read_to_string(td.bandwidth_path())) {
+    let (ks, ts, tbw) = match (
+        kd.snapshot(),
+        td.snapshot(),
+        std::fs::read_to_string(td.bandwidth_path()),
+    ) {
         (Ok(k), Ok(t), Ok(b)) => (k, t, b),
         (k, t, b) => {
-            r.fail("regressions (fuzz)", format!("snapshots: {:?} {:?} {:?}", k.err(), t.err(), b.err()));
+            r.fail(
+                "regressions (fuzz)",
+                format!("snapshots: {:?} {:?} {:?}", k.err(), t.err(), b.err()),
+            );
             return;
         }
     };
@@ -261,11 +288,36 @@ fn regressions(r: &mut Report) {
     let long_ones = vec![b'1'; 4097];
     type Case<'a> = (&'a str, &'a str, &'a [u8], Option<u64>);
     let cases: [Case; 5] = [
-        ("regression (fuzz): an empty write to nodeN", &node, b"", None),
-        ("regression (fuzz): an empty write to auto", "auto", b"", None),
-        ("regression (fuzz): a 4097-byte write to auto is EINVAL and changes nothing", "auto", &long_ones, None),
-        ("regression (fuzz): pwrite at offset 0 to nodeN", &node, b"7", Some(0)),
-        ("regression (fuzz): pwrite at offset 1 to auto", "auto", b"1", Some(1)),
+        (
+            "regression (fuzz): an empty write to nodeN",
+            &node,
+            b"",
+            None,
+        ),
+        (
+            "regression (fuzz): an empty write to auto",
+            "auto",
+            b"",
+            None,
+        ),
+        (
+            "regression (fuzz): a 4097-byte write to auto is EINVAL and changes nothing",
+            "auto",
+            &long_ones,
+            None,
+        ),
+        (
+            "regression (fuzz): pwrite at offset 0 to nodeN",
+            &node,
+            b"7",
+            Some(0),
+        ),
+        (
+            "regression (fuzz): pwrite at offset 1 to auto",
+            "auto",
+            b"1",
+            Some(1),
+        ),
     ];
     for (name, file, payload, at) in cases {
         // The same starting point on both sides: manual, weight 3.
@@ -291,7 +343,9 @@ fn regressions(r: &mut Report) {
                 if tr == "EINVAL" && tt == format!("node{n}=3 auto=false") {
                     Ok(())
                 } else {
-                    Err(format!("tierkit {tr} [{tt}], documented: EINVAL, nothing changed"))
+                    Err(format!(
+                        "tierkit {tr} [{tt}], documented: EINVAL, nothing changed"
+                    ))
                 }
             } else if kr == tr && kt == tt {
                 Ok(())

@@ -178,7 +178,10 @@ fn gone() -> Result<(), String> {
 }
 
 fn refused(e: &io::Error) -> bool {
-    matches!(e.raw_os_error(), Some(libc::EWOULDBLOCK) | Some(libc::EBUSY))
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EWOULDBLOCK) | Some(libc::EBUSY)
+    )
 }
 
 /// Keeps `f` open in a child that does nothing else, forever: closing a
@@ -295,7 +298,11 @@ fn cycle(i: u32, mem_mask: u64, defect1: &mut Vec<String>) -> Result<Hold, Strin
                 return Err(format!(
                     "unload succeeded with {} held{}",
                     h.name(),
-                    if what.is_empty() { String::new() } else { format!("; {what}") }
+                    if what.is_empty() {
+                        String::new()
+                    } else {
+                        format!("; {what}")
+                    }
                 ));
             }
         }
@@ -330,9 +337,25 @@ fn top_frames(lines: &[String], from: usize) -> String {
     // The guess unwinder (CONFIG_UNWINDER_GUESS) marks every frame `? `
     // and may list stale ones: good enough to say where a fault landed.
     const MACHINERY: &[&str] = &[
-        "dump_stack", "should_fail", "fail_dump", "slab_", "kmem_cache_alloc", "__kmalloc",
-        "kmalloc", "__alloc", "alloc_pages", "prepare_alloc", "__kmem", "kvmalloc", "__kvmalloc",
-        "krealloc", "__do_kmalloc", "___slab", "__slab", "kstrdup", "kmemdup",
+        "dump_stack",
+        "should_fail",
+        "fail_dump",
+        "slab_",
+        "kmem_cache_alloc",
+        "__kmalloc",
+        "kmalloc",
+        "__alloc",
+        "alloc_pages",
+        "prepare_alloc",
+        "__kmem",
+        "kvmalloc",
+        "__kvmalloc",
+        "krealloc",
+        "__do_kmalloc",
+        "___slab",
+        "__slab",
+        "kstrdup",
+        "kmemdup",
     ];
     lines[from..]
         .iter()
@@ -350,7 +373,11 @@ fn top_frames(lines: &[String], from: usize) -> String {
 /// identifiers (`_RNv...6Module4init` -> `Module::init`).
 fn short_frame(f: &str) -> String {
     let (sym, rest) = f.split_once('+').unwrap_or((f, ""));
-    let m = if rest.contains("[tierkit]") { " [tierkit]" } else { "" };
+    let m = if rest.contains("[tierkit]") {
+        " [tierkit]"
+    } else {
+        ""
+    };
     if !sym.starts_with("_R") {
         return format!("{sym}{m}");
     }
@@ -410,7 +437,8 @@ fn load_sweep(mem_mask: u64, base: &MemSnapshot) -> Result<LoadSweep, String> {
     let mut n = 1;
     loop {
         if n > MAX_N {
-            sw.failures.push(format!("still injecting after {MAX_N} points"));
+            sw.failures
+                .push(format!("still injecting after {MAX_N} points"));
             break;
         }
         let _ = kmsg.drain();
@@ -456,7 +484,11 @@ fn load_sweep(mem_mask: u64, base: &MemSnapshot) -> Result<LoadSweep, String> {
                 if in_init || trace.is_empty() {
                     sw.tolerated.push(format!(
                         "N={n} {}",
-                        if frames.is_empty() { "(no stack: __GFP_NOWARN)".into() } else { frames }
+                        if frames.is_empty() {
+                            "(no stack: __GFP_NOWARN)".into()
+                        } else {
+                            frames
+                        }
                     ));
                 } else {
                     sw.stopped_after_init = Some(format!("N={n} ({frames})"));
@@ -482,7 +514,8 @@ fn load_sweep(mem_mask: u64, base: &MemSnapshot) -> Result<LoadSweep, String> {
                     ));
                 }
                 if let Err(g) = gone() {
-                    sw.failures.push(format!("N={n}: after the failed load: {g}"));
+                    sw.failures
+                        .push(format!("N={n}: after the failed load: {g}"));
                     // Loaded after all (it said it failed): unload for the
                     // next step.
                     let _ = unload();
@@ -569,7 +602,10 @@ fn run(r: &mut Report, mem_mask: u64, wd: &WeightDir) {
         Ok(k) => {
             r.ok_note(
                 "KUnit suites off for the reloads",
-                format!("{} = {NO_SUITES}", userspace_tests::faults::KUNIT_FILTER_GLOB),
+                format!(
+                    "{} = {NO_SUITES}",
+                    userspace_tests::faults::KUNIT_FILTER_GLOB
+                ),
             );
             Some(k)
         }
@@ -596,7 +632,10 @@ fn run(r: &mut Report, mem_mask: u64, wd: &WeightDir) {
         );
     }
     r.check("tierkit works at the end", works(mem_mask));
-    r.check("weight table as /init set it", restore(&saved, &bw, &before));
+    r.check(
+        "weight table as /init set it",
+        restore(&saved, &bw, &before),
+    );
     if let Some(k) = kf.as_mut() {
         r.check_note(
             "KUnit filter_glob restored",
@@ -621,11 +660,18 @@ fn run(r: &mut Report, mem_mask: u64, wd: &WeightDir) {
             }
             r.check(
                 "free memory per node within 1% of the start",
-                if bad.is_empty() { Ok(()) } else { Err(bad.join("; ")) },
+                if bad.is_empty() {
+                    Ok(())
+                } else {
+                    Err(bad.join("; "))
+                },
             );
         }
         Err(e) => {
-            r.fail("free memory per node within 1% of the start", format!("{e:#}"));
+            r.fail(
+                "free memory per node within 1% of the start",
+                format!("{e:#}"),
+            );
         }
     }
 }
@@ -635,7 +681,11 @@ fn phases(r: &mut Report, mem_mask: u64, start: &MemSnapshot) {
     if let Err(e) = unload() {
         r.fail(
             "unload tierkit",
-            format!("{} (refcnt {:?})", errno_name(&e), module_line(MODULE).map(|m| m.refcnt)),
+            format!(
+                "{} (refcnt {:?})",
+                errno_name(&e),
+                module_line(MODULE).map(|m| m.refcnt)
+            ),
         );
         return;
     }
@@ -666,20 +716,41 @@ fn phases(r: &mut Report, mem_mask: u64, start: &MemSnapshot) {
         "{done} cycles in {secs:.1} s ({:.0} ms each); held: {counts:?}",
         secs * 1000.0 / f64::from(done.max(1))
     ));
-    for h in [Hold::Nothing, Hold::Device, Hold::Mapping, Hold::Stats, Hold::WeightFile] {
+    for h in [
+        Hold::Nothing,
+        Hold::Device,
+        Hold::Mapping,
+        Hold::Stats,
+        Hold::WeightFile,
+    ] {
         let name = if h == Hold::Nothing {
             format!("{CYCLES} unload/load cycles")
         } else {
             format!("unload refused with {} held, done once released", h.name())
         };
-        let f: Vec<&String> = failures.iter().filter(|(k, _)| *k == h).map(|(_, e)| e).collect();
+        let f: Vec<&String> = failures
+            .iter()
+            .filter(|(k, _)| *k == h)
+            .map(|(_, e)| e)
+            .collect();
         if f.is_empty() {
             r.ok(&name);
         } else {
-            let more = if f.len() > 3 { format!(" (and {} more)", f.len() - 3) } else { String::new() };
+            let more = if f.len() > 3 {
+                format!(" (and {} more)", f.len() - 3)
+            } else {
+                String::new()
+            };
             r.fail(
                 &name,
-                format!("{}{more}", f.iter().take(3).map(|s| s.as_str()).collect::<Vec<_>>().join("; ")),
+                format!(
+                    "{}{more}",
+                    f.iter()
+                        .take(3)
+                        .map(|s| s.as_str())
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                ),
             );
         }
     }
@@ -795,7 +866,10 @@ mod tests {
         .iter()
         .map(|s| s.to_string())
         .collect();
-        assert_eq!(top_frames(&lines, 0), "__debugfs_create_file < do_one_initcall");
+        assert_eq!(
+            top_frames(&lines, 0),
+            "__debugfs_create_file < do_one_initcall"
+        );
         assert_eq!(trace_of(&lines, 0).len(), lines.len());
     }
 }
