@@ -39,8 +39,8 @@
 //!
 //! Calls that take long (a gigantic mmap or a clear benchmark allocate and
 //! clear 1 GiB, seconds under TCG) are not stepped through one N at a time
-//! past N = [`EXHAUSTIVE_UPTO`] once a step takes more than
-//! [`SLOW_STEP_MS`]: from there N grows by 16, 64, 256, 256, ... (the
+//! past N = [`EXHAUSTIVE_UPTO`] once three steps in a row took more than
+//! [`SLOW_STEP_MS`] each: from there N grows by 16, 64, 256, 256, ... (the
 //! points after a gigantic clear are the page-table allocations of
 //! inserting 262144 pages, one code path), and once a call succeeds the
 //! end is bisected to within [`BISECT_TO`] points. The summary says how many
@@ -677,6 +677,7 @@ impl Tester {
         let mut n = 1u32;
         let mut stride = 1u32;
         let mut last_injected = 0u32;
+        let mut slow_run = 0u32;
         loop {
             if n > MAX_N {
                 sw.fail(n, format!("still injecting after {MAX_N} points"));
@@ -698,7 +699,9 @@ impl Tester {
                 // Failed without a fault: reported; there is no end to find.
                 break;
             }
-            if ms > SLOW_STEP_MS && n >= EXHAUSTIVE_UPTO {
+            // Three slow steps in a row: one alone may be the host.
+            slow_run = if ms > SLOW_STEP_MS { slow_run + 1 } else { 0 };
+            if slow_run >= 3 && n >= EXHAUSTIVE_UPTO {
                 stride = if stride == 1 {
                     FIRST_STRIDE
                 } else {
