@@ -358,6 +358,54 @@ pub fn crash_lines(lines: &[String]) -> Vec<String> {
         .collect()
 }
 
+/// The message KUnit's module notifier prints when an allocation of its
+/// suite filter fails (lib/kunit/test.c `kunit_module_init`).
+pub const KUNIT_FILTER_ENOMEM: &str = "kunit module: error filtering suites: -12";
+
+// ---------------------------------------------------------------------------
+// Console log level
+// ---------------------------------------------------------------------------
+
+/// `/proc/sys/kernel/printk`: its first field is the console log level.
+pub const PRINTK_PATH: &str = "/proc/sys/kernel/printk";
+
+/// Lowers the console log level (the first field of
+/// `/proc/sys/kernel/printk`) and puts the old one back when dropped.
+/// Messages below the level still go to the log buffer and `/dev/kmsg`;
+/// only the serial console does not print them.
+#[derive(Debug)]
+pub struct ConsoleLevel {
+    old: Option<String>,
+}
+
+impl ConsoleLevel {
+    pub fn set(level: u32) -> io::Result<ConsoleLevel> {
+        let cur = fs::read_to_string(PRINTK_PATH)?;
+        let old = cur.split_whitespace().next().unwrap_or("7").to_string();
+        fs::write(PRINTK_PATH, level.to_string())?;
+        Ok(ConsoleLevel { old: Some(old) })
+    }
+
+    /// Restores now; returns the level written back.
+    pub fn restore(&mut self) -> io::Result<Option<String>> {
+        match self.old.take() {
+            Some(o) => {
+                fs::write(PRINTK_PATH, &o)?;
+                Ok(Some(o))
+            }
+            None => Ok(None),
+        }
+    }
+}
+
+impl Drop for ConsoleLevel {
+    fn drop(&mut self) {
+        if let Err(e) = self.restore() {
+            eprintln!("# restoring {PRINTK_PATH}: {e}");
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------
 // Memory accounting
 // ---------------------------------------------------------------------------
