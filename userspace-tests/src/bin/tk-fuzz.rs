@@ -19,7 +19,15 @@ use userspace_tests::report::Report;
 
 /// Random calls against /dev/tierkit and tierkit's debugfs files.
 #[derive(Parser, Debug)]
-#[command(name = "tk-fuzz", version)]
+#[command(
+    name = "tk-fuzz",
+    version,
+    after_help = "Reproducing: a seed fixes every worker's calls (worker P.T draws from its own \
+stream, each call from a sub-stream), not how workers interleave: results on shared files \
+(EBUSY, a policy another worker set, the weights at the time), fd numbers and where \
+--seconds stops a worker vary. Rerun with the printed command; --only P.T replays one \
+worker's calls alone, which reproduces whatever did not need another worker."
+)]
 struct Args {
     /// Seed (decimal or 0x hex); default: a fresh one, printed.
     #[arg(long, value_parser = parse_u64)]

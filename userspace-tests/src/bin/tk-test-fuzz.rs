@@ -6,6 +6,10 @@
 //!   [`SECONDS`], with [`BIG`] GiB-sized calls; every result checked where
 //!   the ABI fixes it, at least 100,000 calls, tierkit's held pages and
 //!   weight table back afterwards (see `fuzz::checked_run`).
+//! - Replay: worker 1.1's stream of the same seed run alone, twice (what
+//!   `tk-fuzz --only 1.1` does), makes the same calls with the same
+//!   results, call for call counted by kind and outcome: a failing seed
+//!   reproduces.
 //! - Differential fuzzing of the weight files: [`DIFF_WRITES`] random
 //!   payloads (the fuzzer's, and NULs, empty and page-sized writes) written
 //!   with `write(2)` to a fresh open of the kernel's
@@ -21,7 +25,7 @@ use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
 use userspace_tests::fuzz::{
-    auto_payload, checked_run, errno_str, random_payload, weight_payload, Config, Rng,
+    auto_payload, checked_run, errno_str, random_payload, run, weight_payload, Config, Env, Rng,
 };
 use userspace_tests::report::Report;
 use userspace_tests::weights::{write_file, WeightDir};
@@ -52,9 +56,99 @@ fn main() -> ExitCode {
         debugfs_writes: true,
     };
     checked_run(&mut r, &cfg, MIN_CALLS);
+    replay(&mut r, &cfg);
     differential(&mut r, SEED);
     regressions(&mut r);
     r.finish()
+}
+
+/// Runs worker 1.1's stream alone twice from the same weight table and
+/// compares what the two runs did.
+fn replay(r: &mut Report, base: &Config) {
+    const NAME: &str =
+        "replay: worker 1.1 alone, twice, makes the same calls with the same results";
+    let env = match Env::discover() {
+        Ok(e) => e,
+        Err(e) => {
+            r.fail(NAME, format!("{e:#}"));
+            return;
+        }
+    };
+    let wd = WeightDir::new(&env.wi);
+    let (snap, bw) = match (wd.snapshot(), std::fs::read_to_string(wd.bandwidth_path())) {
+        (Ok(s), Ok(b)) => (s, b),
+        (s, b) => {
+            r.fail(NAME, format!("snapshot: {:?} {:?}", s.err(), b.err()));
+            return;
+        }
+    };
+    let put_back = || -> anyhow::Result<()> {
+        if !bw.is_empty() {
+            write_file(&wd.bandwidth_path(), &bw)?;
+        }
+        snap.restore()
+    };
+    let cfg = Config {
+        // 2000 calls for the worker: its share of 8000 over 2 x 2.
+        calls: 8000,
+        big: 0,
+        only: Some((1, 1)),
+        ..base.clone()
+    };
+    let mut runs = Vec::new();
+    for _ in 0..2 {
+        if let Err(e) = put_back() {
+            r.fail(NAME, format!("restoring the weight table: {e:#}"));
+            return;
+        }
+        match run(&cfg, &env) {
+            Ok(o) => runs.push(o),
+            Err(e) => {
+                r.fail(NAME, e.to_string());
+                return;
+            }
+        }
+    }
+    r.check(
+        "weight table restored after the replays",
+        put_back().map_err(|e| format!("{e:#}")),
+    );
+    let (a, b) = (&runs[0], &runs[1]);
+    let same = a.ops() == b.ops() && a.calls() == b.calls() && a.results() == b.results();
+    if same && a.nr_failures() == 0 && b.nr_failures() == 0 {
+        r.ok_note(
+            NAME,
+            format!(
+                "{} calls, {} kinds of outcome",
+                a.calls(),
+                a.results().len()
+            ),
+        );
+    } else if !same {
+        let diff: Vec<String> = a
+            .results()
+            .iter()
+            .filter(|(k, v)| b.results().get(*k) != Some(v))
+            .take(6)
+            .map(|(k, v)| format!("{k}: {v} vs {:?}", b.results().get(k)))
+            .collect();
+        r.fail(
+            NAME,
+            format!(
+                "{} / {} calls, {} / {} operations; differ: {}",
+                a.calls(),
+                b.calls(),
+                a.ops(),
+                b.ops(),
+                diff.join("; ")
+            ),
+        );
+    } else {
+        r.fail(
+            NAME,
+            format!("unexpected results: {:?} {:?}", a.failures(), b.failures()),
+        );
+    }
 }
 
 /// One `write(2)` of `payload` to a fresh open of `path`: bytes written or
