@@ -28,6 +28,8 @@
 //! `cargo test -p userspace-tests`.
 
 pub mod cxl;
+pub mod faults;
+pub mod fuzz;
 pub mod node;
 pub mod report;
 pub mod sys;
