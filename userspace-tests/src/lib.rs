@@ -28,6 +28,7 @@
 //! `cargo test -p userspace-tests`.
 
 pub mod cxl;
+pub mod memblock;
 pub mod node;
 pub mod report;
 pub mod sys;
