@@ -6,15 +6,13 @@
 //! `Documentation/ABI/testing/dev-tierkit`.
 
 use crate::chunks::GIGANTIC_PAGES;
-use crate::clear::{self, gigantic::GiganticMode, GiganticRange};
+use crate::clear::{self, gigantic::GiganticMode};
 use crate::interleave::{self, TaskState, MAX_NUMNODES};
+use crate::mapping::{Backing, BackingPages, GiganticRanges};
 use crate::shim;
 use crate::sync::{resched_killable, KillableMutex};
 use crate::uapi::{self, TkBulk, TkClearBench, TkGigantic, TkPolicy, TkTaskNext};
-use crate::wi::{
-    pages::{self, PlacedPages},
-    Mode, Policy, Reservation, Stats, Wi, FILE_GIGANTIC, FILE_PAGES,
-};
+use crate::wi::{pages, Mode, Policy, Stats, Wi, FILE_GIGANTIC, FILE_PAGES};
 use kernel::{
     bindings, container_of,
     error::to_result,
@@ -100,78 +98,6 @@ impl TkDevice {
     }
 }
 
-/// What one successful `mmap` of a file maps: the pages behind its vmas,
-/// found by file page offset. It is the `vm_private_data` of those vmas
-/// (and of every vma split, moved or forked from them), for the fault
-/// handler that maps a page again after its PTE was zapped
-/// (`MADV_DONTNEED`). It lives in the file's state, boxed, until the file
-/// is released, which happens only after every vma of the file is gone.
-struct Backing {
-    /// File page offset of the first page.
-    pgoff: u64,
-    pages: BackingPages,
-    /// Its share of the global limit.
-    _reservation: Reservation,
-}
-
-enum BackingPages {
-    /// 4 KiB mode: page `i` at `pgoff + i`.
-    Small(PlacedPages),
-    /// Gigantic mode: range `i` covers `pgoff + i * 2^18` onward. Its
-    /// statistics are given back on drop.
-    Gigantic(GiganticRanges),
-}
-
-/// The 1 GiB ranges of one gigantic mapping, counted in the statistics
-/// while held.
-struct GiganticRanges {
-    ranges: KVec<GiganticRange>,
-    wi: Arc<Wi>,
-}
-
-impl Drop for GiganticRanges {
-    fn drop(&mut self) {
-        while let Some(r) = self.ranges.pop() {
-            self.wi.stats.gigantic(r.nid(), false);
-            drop(r);
-            // SAFETY: process context (file release), no spinlock held.
-            unsafe { shim::tk_cond_resched() };
-        }
-    }
-}
-
-impl Backing {
-    /// The page at file page offset `pgoff`, if this mapping has one.
-    fn page(&self, pgoff: u64) -> Option<*mut bindings::page> {
-        let idx = pgoff.checked_sub(self.pgoff)?;
-        match &self.pages {
-            BackingPages::Small(p) => p
-                .pages()
-                .get(usize::try_from(idx).ok()?)
-                .map(|p| p.as_ptr()),
-            BackingPages::Gigantic(g) => {
-                let range = g.ranges.get(usize::try_from(idx / GIGANTIC_PAGES).ok()?)?;
-                range.page_ptr(idx % GIGANTIC_PAGES)
-            }
-        }
-    }
-}
-
-/// The fault handler's lookup (shim.c `tk_vm_fault()`): the page of the
-/// mapping `backing` at file page offset `pgoff`, or NULL (`SIGBUS`).
-///
-/// # Safety
-///
-/// `backing` is the `vm_private_data` that `TkFile::mmap` gave a vma of a
-/// file that is not yet released: a live [`Backing`].
-#[no_mangle]
-unsafe extern "C" fn tk_mapping_page(backing: *mut c_void, pgoff: c_ulong) -> *mut bindings::page {
-    // SAFETY: see the function's safety section; a `Backing` never changes
-    // after it is made, so a shared reference is fine from any CPU.
-    let b = unsafe { &*backing.cast::<Backing>() };
-    b.page(pgoff as u64).unwrap_or(core::ptr::null_mut())
-}
-
 /// What an open file has: policy, task state, pages.
 struct FileState {
     /// Set by `TK_IOC_SET_POLICY`; `None` until then.
@@ -181,8 +107,8 @@ struct FileState {
     /// Set by the first successful `mmap`; the policy is fixed from then on.
     mapped: bool,
     /// The pages of every successful mapping, freed when the file is
-    /// released. Boxed: a vma points at its `Backing`.
-    mappings: KVec<KBox<Backing>>,
+    /// released. Boxed and pinned: a vma points at its `Backing`.
+    mappings: KVec<Pin<KBox<Backing>>>,
     /// 4 KiB pages in `mappings` (4 KiB mode).
     nr_pages: usize,
     /// Gigantic mode (`TK_IOC_SET_GIGANTIC`): its parameters and counters.
@@ -318,7 +244,8 @@ impl TkFile {
         policy: Policy,
         pgoff: u64,
         nr_pages: usize,
-    ) -> Result<KBox<Backing>> {
+        mapping: *mut bindings::address_space,
+    ) -> Result<Pin<KBox<Backing>>> {
         let per_range = GIGANTIC_PAGES as usize;
         if nr_pages == 0 || nr_pages % per_range != 0 {
             return Err(EINVAL);
@@ -328,15 +255,7 @@ impl TkFile {
             return Err(EINVAL);
         }
         let gm = st.gigantic.as_mut().ok_or(EINVAL)?;
-        let held: usize = st
-            .mappings
-            .iter()
-            .map(|m| match &m.pages {
-                BackingPages::Gigantic(g) => g.ranges.len(),
-                BackingPages::Small(_) => 0,
-            })
-            .sum();
-        if held + nr_ranges > MAX_FILE_GIGANTIC {
+        if gm.nr_cleared() as usize + nr_ranges > MAX_FILE_GIGANTIC {
             return Err(ENOMEM);
         }
         let sel = policy.selector(&self.wi.weights())?;
@@ -369,15 +288,15 @@ impl TkFile {
                 range.page_ptr(k as u64)
             })?;
         }
+        let backing = Backing::new(
+            &self.wi,
+            mapping,
+            pgoff,
+            BackingPages::Gigantic(taken),
+            reservation,
+        )?;
         gm.note_mapped(nr_ranges);
-        Ok(KBox::new(
-            Backing {
-                pgoff,
-                pages: BackingPages::Gigantic(taken),
-                _reservation: reservation,
-            },
-            GFP_KERNEL,
-        )?)
+        Ok(backing)
     }
 }
 
@@ -482,7 +401,7 @@ impl MiscDevice for TkFile {
     /// picks for its ilx, then inserts them all (see the module docs and
     /// Documentation/ABI/testing/dev-tierkit). Every argument and limit is
     /// checked first; a failure frees everything this call took.
-    fn mmap(me: Pin<&TkFile>, _file: &File, vma: &VmaNew) -> Result {
+    fn mmap(me: Pin<&TkFile>, file: &File, vma: &VmaNew) -> Result {
         // A private mapping would copy a page on write, and the copy lands
         // wherever the task's own policy puts it. VM_MAYSHARE is what
         // MAP_SHARED sets; VM_SHARED is dropped for a read-only fd (do_mmap).
@@ -495,6 +414,9 @@ impl MiscDevice for TkFile {
         // for writing, so reading its `vm_pgoff` cannot race with a writer.
         // `VmaRef` has no accessor for it (7.3).
         let pgoff = unsafe { (*vma.as_ptr()).vm_pgoff } as u64;
+        // SAFETY: `file` is a live open file; `f_mapping` is set at open
+        // and stays valid while the file is.
+        let mapping = unsafe { (*file.as_ptr()).f_mapping };
 
         let mut st = me.state.lock()?;
         let policy = st.policy.ok_or(EINVAL)?;
@@ -504,7 +426,7 @@ impl MiscDevice for TkFile {
         vma.set_dontexpand();
         vma.set_dontdump();
         let backing = if st.gigantic.is_some() {
-            me.mmap_gigantic(&mut st, vma, policy, pgoff, nr_pages)?
+            me.mmap_gigantic(&mut st, vma, policy, pgoff, nr_pages, mapping)?
         } else {
             if nr_pages == 0 || nr_pages > MAX_FILE_PAGES {
                 return Err(EINVAL);
@@ -526,13 +448,12 @@ impl MiscDevice for TkFile {
             let raw = placed.raw_pages();
             insert_all(mixed, start, raw.len(), |k| raw.get(k).copied())?;
             st.nr_pages += placed.len();
-            KBox::new(
-                Backing {
-                    pgoff,
-                    pages: BackingPages::Small(placed),
-                    _reservation: reservation,
-                },
-                GFP_KERNEL,
+            Backing::new(
+                &me.wi,
+                mapping,
+                pgoff,
+                BackingPages::Small(placed),
+                reservation,
             )?
         };
         let ptr = core::ptr::from_ref::<Backing>(&backing)

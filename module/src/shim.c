@@ -13,6 +13,8 @@
 #include <linux/seq_file.h>
 #include <linux/string.h>
 #include <linux/gfp.h>
+#include <linux/highmem.h>
+#include <linux/memory.h>
 #include <linux/mm.h>
 #include <linux/mmzone.h>
 #include <linux/node.h>
@@ -152,10 +154,75 @@ bool tk_init_on_alloc(void)
  * A physically contiguous, naturally aligned range of @nr_pages on @nid,
  * never another node's memory and never pre-zeroed.
  */
-struct page *tk_alloc_contig(unsigned long nr_pages, int nid)
+struct page *tk_alloc_contig(unsigned long nr_pages, int nid, bool movable)
 {
-	return alloc_contig_pages(nr_pages, GFP_KERNEL | __GFP_THISNODE | __GFP_NOWARN,
-				  nid, NULL);
+	/*
+	 * alloc_contig_pages() scans the zones up to gfp_zone(gfp):
+	 * GFP_KERNEL never reaches ZONE_MOVABLE, __GFP_MOVABLE | __GFP_HIGHMEM
+	 * does (tierkit's movable_gigantic opt-in).
+	 */
+	gfp_t gfp = GFP_KERNEL | __GFP_THISNODE | __GFP_NOWARN;
+
+	if (movable)
+		gfp |= __GFP_MOVABLE | __GFP_HIGHMEM;
+	return alloc_contig_pages(nr_pages, gfp, nid, NULL);
+}
+
+/* Does @nid have memory in ZONE_MOVABLE (e.g. hotplugged online_movable)? */
+bool tk_node_has_movable(int nid)
+{
+	if (!tk_node_online(nid) || !NODE_DATA(nid))
+		return false;
+	return zone_managed_pages(&NODE_DATA(nid)->node_zones[ZONE_MOVABLE]) > 0;
+}
+
+/* GFP_HIGHUSER_MOVABLE: a user page that may come from ZONE_MOVABLE. */
+gfp_t tk_gfp_highuser_movable(void)
+{
+	return GFP_HIGHUSER_MOVABLE;
+}
+
+/*
+ * A replacement for a page of @nid that is going offline: on the nearest
+ * other node with memory, in @nid's zonelist order, as do_migrate_range()
+ * picks (N_MEMORY without @nid; @nid itself if it is the only one).
+ * Kernel zones first, then ZONE_MOVABLE.
+ */
+struct page *tk_alloc_page_away(int nid)
+{
+	nodemask_t nmask = node_states[N_MEMORY];
+	struct folio *folio;
+
+	node_clear(nid, nmask);
+	if (nodes_empty(nmask))
+		node_set(nid, nmask);
+	folio = __folio_alloc(GFP_KERNEL_ACCOUNT | __GFP_NOWARN, 0, nid, &nmask);
+	if (!folio)
+		folio = __folio_alloc(GFP_HIGHUSER_MOVABLE | __GFP_ACCOUNT | __GFP_NOWARN,
+				      0, nid, &nmask);
+	return folio ? &folio->page : NULL;
+}
+
+void tk_copy_page(struct page *dst, struct page *src)
+{
+	copy_highpage(dst, src);
+}
+
+/* A page someone may be doing DMA to (FOLL_PIN): it must not be moved. */
+bool tk_page_maybe_dma_pinned(struct page *page)
+{
+	return folio_maybe_dma_pinned(page_folio(page));
+}
+
+/* Zap every PTE of @mapping's mappings that maps file page @pgoff. */
+void tk_unmap_mapping_page(struct address_space *mapping, unsigned long pgoff)
+{
+	unmap_mapping_pages(mapping, pgoff, 1, true);
+}
+
+bool tk_signal_pending(void)
+{
+	return signal_pending(current);
 }
 
 void tk_free_contig(struct page *page, unsigned long nr_pages)
@@ -224,6 +291,46 @@ int tk_register_node_notifier(tk_node_event_fn cb, void *ctx)
 void tk_unregister_node_notifier(void)
 {
 	unregister_node_notifier(&tk_node_nb);
+}
+
+/* --- memory hotplug: blocks going offline --------------------------------- */
+
+static tk_mem_event_fn tk_mem_event_cb;
+static void *tk_mem_event_ctx;
+
+/*
+ * MEM_GOING_OFFLINE runs after the range is isolated (nothing new is
+ * allocated there) and before the kernel migrates what it can: tierkit
+ * moves its own pages out of the range here, or refuses (notifier error:
+ * the offline fails at once with that errno).
+ */
+static int tk_memory_notifier_call(struct notifier_block *nb,
+				   unsigned long action, void *data)
+{
+	struct memory_notify *mn = data;
+
+	if (action != MEM_GOING_OFFLINE)
+		return NOTIFY_OK;
+	return notifier_from_errno(tk_mem_event_cb(tk_mem_event_ctx, mn->start_pfn,
+						   mn->nr_pages));
+}
+
+static struct notifier_block tk_memory_nb = {
+	.notifier_call = tk_memory_notifier_call,
+	.priority = 0,
+};
+
+/* One registration at a time: @cb(@ctx, start_pfn, nr_pages) until unregistered. */
+int tk_register_memory_notifier(tk_mem_event_fn cb, void *ctx)
+{
+	tk_mem_event_cb = cb;
+	tk_mem_event_ctx = ctx;
+	return register_memory_notifier(&tk_memory_nb);
+}
+
+void tk_unregister_memory_notifier(void)
+{
+	unregister_memory_notifier(&tk_memory_nb);
 }
 
 /* __GFP_NORETRY, which the Rust bindings do not export. */
@@ -343,15 +450,18 @@ void tk_debugfs_remove(struct dentry *d)
  */
 static vm_fault_t tk_vm_fault(struct vm_fault *vmf)
 {
-	struct page *page = tk_mapping_page(vmf->vma->vm_private_data, vmf->pgoff);
-	int err;
+	int err = tk_mapping_fault(vmf->vma->vm_private_data, vmf->vma,
+				   vmf->address & PAGE_MASK, vmf->pgoff);
 
-	if (!page)
-		return VM_FAULT_SIGBUS;
-	err = vm_insert_page(vmf->vma, vmf->address & PAGE_MASK, page);
-	if (err == 0 || err == -EBUSY)
+	if (err == 0 || err == -EBUSY)	/* -EBUSY: another fault mapped it */
 		return VM_FAULT_NOPAGE;
 	return err == -ENOMEM ? VM_FAULT_OOM : VM_FAULT_SIGBUS;
+}
+
+/* vm_insert_page() for tk_mapping_fault(), which holds the page's lock. */
+int tk_vm_insert_page(struct vm_area_struct *vma, unsigned long addr, struct page *page)
+{
+	return vm_insert_page(vma, addr, page);
 }
 
 static const struct vm_operations_struct tk_vm_ops = {

@@ -37,7 +37,15 @@ int tk_page_to_nid(const struct page *page);
 void tk_clear_pages(void *addr, unsigned int npages);
 const char *tk_clear_pages_variant(void);
 bool tk_init_on_alloc(void);
-struct page *tk_alloc_contig(unsigned long nr_pages, int nid);
+struct page *tk_alloc_contig(unsigned long nr_pages, int nid, bool movable);
+bool tk_node_has_movable(int nid);
+gfp_t tk_gfp_highuser_movable(void);
+struct page *tk_alloc_page_away(int nid);
+void tk_copy_page(struct page *dst, struct page *src);
+bool tk_page_maybe_dma_pinned(struct page *page);
+struct address_space;
+void tk_unmap_mapping_page(struct address_space *mapping, unsigned long pgoff);
+bool tk_signal_pending(void);
 void tk_free_contig(struct page *page, unsigned long nr_pages);
 void tk_cond_resched(void);
 u64 tk_ktime_get_ns(void);
@@ -58,8 +66,14 @@ struct dentry *tk_debugfs_file(const char *name, umode_t mode,
 			       struct dentry *parent, struct tk_dbg_attr *attr);
 void tk_debugfs_remove(struct dentry *d);
 
-/* Implemented in Rust (module/src/dev.rs): the page at @pgoff, or NULL. */
-struct page *tk_mapping_page(void *backing, unsigned long pgoff);
+/* Implemented in Rust (module/src/dev.rs): map the page at @pgoff, or -errno. */
+int tk_mapping_fault(void *backing, struct vm_area_struct *vma, unsigned long addr,
+		     unsigned long pgoff);
+int tk_vm_insert_page(struct vm_area_struct *vma, unsigned long addr, struct page *page);
+
+typedef int (*tk_mem_event_fn)(void *ctx, unsigned long start_pfn, unsigned long nr_pages);
+int tk_register_memory_notifier(tk_mem_event_fn cb, void *ctx);
+void tk_unregister_memory_notifier(void);
 void tk_vma_set_backing(struct vm_area_struct *vma, void *backing);
 
 #endif /* TIERKIT_SHIM_H */

@@ -76,7 +76,11 @@ extern "C" {
     /// `alloc_contig_pages(nr_pages, GFP_KERNEL | __GFP_THISNODE |
     /// __GFP_NOWARN, nid, NULL)`; NULL on failure. Sleeps: process context
     /// only; `nid` must be an online node with memory.
-    pub(crate) fn tk_alloc_contig(nr_pages: c_ulong, nid: c_int) -> *mut bindings::page;
+    pub(crate) fn tk_alloc_contig(
+        nr_pages: c_ulong,
+        nid: c_int,
+        movable: bool,
+    ) -> *mut bindings::page;
     /// `free_contig_range(page_to_pfn(page), nr_pages)`. `page` and
     /// `nr_pages` must be a range from [`tk_alloc_contig`] that is freed
     /// only once.
@@ -116,6 +120,50 @@ extern "C" {
     pub(crate) fn tk_capable_sys_admin() -> bool;
     /// `totalram_pages()`. No precondition.
     pub(crate) fn tk_totalram_pages() -> c_ulong;
+
+    // ZONE_MOVABLE and memory offlining (module/src/dev.rs, clear/range.rs).
+    /// Whether node `nid` has managed pages in ZONE_MOVABLE; false for an
+    /// offline node or an id out of range.
+    pub(crate) fn tk_node_has_movable(nid: c_int) -> bool;
+    /// `GFP_HIGHUSER_MOVABLE`. No precondition.
+    pub(crate) fn tk_gfp_highuser_movable() -> bindings::gfp_t;
+    /// An order-0 page on the nearest node with memory other than `nid`
+    /// (`nid` itself if it is the only one), kernel zones first; NULL on
+    /// failure. Process context.
+    pub(crate) fn tk_alloc_page_away(nid: c_int) -> *mut bindings::page;
+    /// `copy_highpage(dst, src)`. Both valid pages; `dst` not shared.
+    pub(crate) fn tk_copy_page(dst: *mut bindings::page, src: *mut bindings::page);
+    /// `folio_maybe_dma_pinned(page_folio(page))`. `page` valid.
+    pub(crate) fn tk_page_maybe_dma_pinned(page: *mut bindings::page) -> bool;
+    /// `unmap_mapping_pages(mapping, pgoff, 1, true)`. `mapping` must be a
+    /// live address space (that of an open file).
+    pub(crate) fn tk_unmap_mapping_page(mapping: *mut bindings::address_space, pgoff: c_ulong);
+    /// `signal_pending(current)`. No precondition.
+    pub(crate) fn tk_signal_pending() -> bool;
+    /// `vm_insert_page(vma, addr, page)`: for the fault handler. `vma` is
+    /// the faulting VM_MIXEDMAP vma, `page` a page the caller keeps alive.
+    pub(crate) fn tk_vm_insert_page(
+        vma: *mut bindings::vm_area_struct,
+        addr: c_ulong,
+        page: *mut bindings::page,
+    ) -> c_int;
+    /// `register_memory_notifier()` of a notifier that calls `cb(ctx,
+    /// start_pfn, nr_pages)` on `MEM_GOING_OFFLINE` and fails the offline
+    /// with the negative errno `cb` returns. One registration at a time;
+    /// `ctx` must stay valid until [`tk_unregister_memory_notifier`].
+    pub(crate) fn tk_register_memory_notifier(
+        cb: Option<
+            unsafe extern "C" fn(
+                ctx: *mut core::ffi::c_void,
+                start_pfn: c_ulong,
+                nr_pages: c_ulong,
+            ) -> c_int,
+        >,
+        ctx: *mut core::ffi::c_void,
+    ) -> c_int;
+    /// Unregisters the notifier of [`tk_register_memory_notifier`]. It must
+    /// be registered.
+    pub(crate) fn tk_unregister_memory_notifier();
 
     // debugfs files with an owner (module/src/debugfs.rs).
     /// `debugfs_create_dir(name, parent)`: a dentry or an `ERR_PTR`.

@@ -28,6 +28,7 @@ mod uapi;
 mod clear;
 mod debugfs;
 mod dev;
+mod mapping;
 mod shim;
 mod sync;
 mod wi;
@@ -48,9 +49,30 @@ module! {
 /// file operations have an owner), so `rmmod` is refused while one is open,
 /// and a mapping holds its file.
 struct TierKit {
+    _mem_notifier: mapping::MemoryNotifier,
     _wi_files: Pin<KBox<wi::debugfs::WiFiles>>,
+    _movable_gigantic: debugfs::DebugfsFile<()>,
     _dev: Pin<KBox<dev::TkDevice>>,
     _debugfs: debugfs::DebugfsDir,
+}
+
+/// `movable_gigantic` read: "0" or "1".
+fn movable_gigantic_show(_: &(), f: &mut kernel::fmt::Formatter<'_>) -> kernel::fmt::Result {
+    let on = clear::range::MOVABLE_GIGANTIC.load(kernel::sync::atomic::Relaxed);
+    writeln!(f, "{}", u8::from(on))
+}
+
+/// `movable_gigantic` write: "0" or "1" (kstrtobool() spellings: y/n,
+/// on/off too); anything else is `EINVAL`.
+fn movable_gigantic_store(_: &(), buf: &[u8]) -> Result {
+    let s = core::str::from_utf8(buf).map_err(|_| EINVAL)?.trim();
+    let on = match s {
+        "1" | "y" | "Y" | "on" => true,
+        "0" | "n" | "N" | "off" => false,
+        _ => return Err(EINVAL),
+    };
+    clear::range::MOVABLE_GIGANTIC.store(on, kernel::sync::atomic::Relaxed);
+    Ok(())
 }
 
 impl kernel::Module for TierKit {
@@ -58,6 +80,14 @@ impl kernel::Module for TierKit {
         let debugfs = debugfs::DebugfsDir::new(c"tierkit", None)?;
         let wi = Arc::pin_init(wi::Wi::new(), GFP_KERNEL)?;
         let wi_files = wi::debugfs::WiFiles::new(&debugfs, wi.clone())?;
+        let movable_gigantic = debugfs.file(
+            c"movable_gigantic",
+            0o600,
+            (),
+            movable_gigantic_show,
+            Some(movable_gigantic_store),
+        )?;
+        let mem_notifier = mapping::MemoryNotifier::register(wi.clone())?;
         let dev = KBox::pin_init(dev::TkDevice::new(wi), GFP_KERNEL)?;
         pr_info!(
             "loaded ({} possible nodes, memory on {:#x})\n",
@@ -65,7 +95,9 @@ impl kernel::Module for TierKit {
             wi::memory_nodes().0
         );
         Ok(TierKit {
+            _mem_notifier: mem_notifier,
             _wi_files: wi_files,
+            _movable_gigantic: movable_gigantic,
             _dev: dev,
             _debugfs: debugfs,
         })

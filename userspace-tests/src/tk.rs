@@ -121,6 +121,35 @@ impl Tierkit {
 /// tierkit's per-node page counters (Documentation/ABI/testing/debugfs-tierkit).
 pub const STATS_PATH: &str = "/sys/kernel/debug/tierkit/stats";
 
+/// tierkit's opt-in for gigantic ranges in ZONE_MOVABLE (as the kernel's
+/// `vm.movable_gigantic_pages`).
+pub const MOVABLE_GIGANTIC_PATH: &str = "/sys/kernel/debug/tierkit/movable_gigantic";
+
+/// `movable_gigantic` set to 1 while alive, restored on drop. Tests and
+/// demos that clear a GiB on every memory node need it where a node's
+/// memory is all ZONE_MOVABLE (a CXL node onlined `online_movable`).
+pub struct MovableGigantic {
+    old: Option<String>,
+}
+
+impl MovableGigantic {
+    /// Sets the opt-in; `Err` if the file cannot be written (no tierkit,
+    /// or one without the file).
+    pub fn enable() -> std::io::Result<Self> {
+        crate::ensure_debugfs();
+        let old = std::fs::read_to_string(MOVABLE_GIGANTIC_PATH).ok();
+        std::fs::write(MOVABLE_GIGANTIC_PATH, "1")?;
+        Ok(Self { old })
+    }
+}
+
+impl Drop for MovableGigantic {
+    fn drop(&mut self) {
+        let old = self.old.as_deref().map_or("0", str::trim);
+        let _ = std::fs::write(MOVABLE_GIGANTIC_PATH, old);
+    }
+}
+
 /// One line of [`STATS_PATH`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct NodeStats {

@@ -147,6 +147,11 @@ struct GuestArgs {
     /// Extra kernel command line parameters (repeatable).
     #[arg(long, value_name = "ARGS")]
     append: Vec<String>,
+    /// How the CXL node's memory is onlined (`memhp_default_state=`):
+    /// `movable` (ZONE_MOVABLE, as real systems do, so it can be offlined
+    /// again) or `kernel` (ZONE_NORMAL).
+    #[arg(long, value_enum, default_value_t = qemu::CxlOnline::Movable, value_name = "ZONE")]
+    cxl_online: qemu::CxlOnline,
 }
 
 #[derive(Args, Clone)]
@@ -503,6 +508,7 @@ fn guest_cmd(
         filter: g.filter.clone(),
         append: g.append.clone(),
         timeout: Duration::from_secs(g.timeout.unwrap_or(default_timeout)),
+        cxl_online: g.cxl_online,
     };
     let run_dir = util::out_dir().join(format!("{}-{}", mode.as_param(), kind));
     std::fs::create_dir_all(&run_dir)?;

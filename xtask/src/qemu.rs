@@ -92,6 +92,29 @@ pub fn choose_accel(force: Option<bool>) -> Accel {
     }
 }
 
+/// How hot-added memory (the CXL node of `--topology cxl`) is onlined:
+/// `memhp_default_state=online_movable` or `online_kernel`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum CxlOnline {
+    /// ZONE_MOVABLE, as `daxctl reconfigure-device --mode=system-ram` and
+    /// the usual auto-online rules do on real systems: it can be offlined
+    /// again, and the kernel refuses long-term pins there.
+    Movable,
+    /// ZONE_NORMAL: kernel allocations may land there; it cannot be
+    /// offlined while they do.
+    Kernel,
+}
+
+impl CxlOnline {
+    /// The `memhp_default_state=` value.
+    pub fn as_param(self) -> &'static str {
+        match self {
+            CxlOnline::Movable => "online_movable",
+            CxlOnline::Kernel => "online_kernel",
+        }
+    }
+}
+
 /// Everything about one guest boot except the kernel and initramfs.
 #[derive(Clone, Debug)]
 pub struct GuestConfig {
@@ -106,6 +129,8 @@ pub struct GuestConfig {
     /// Extra kernel command line (`--append`).
     pub append: Vec<String>,
     pub timeout: Duration,
+    /// `--cxl-online`: the zone hot-added (CXL) memory is onlined into.
+    pub cxl_online: CxlOnline,
 }
 
 /// The kernel command line. No `quiet` (it hides KTAP, printed at
@@ -118,11 +143,12 @@ pub fn kernel_cmdline(cfg: &GuestConfig) -> Result<String> {
         "panic=-1",
         "oops=panic",
         "init_on_alloc=0",
-        "memhp_default_state=online_kernel",
     ]
     .iter()
     .map(|s| s.to_string())
     .collect();
+    // Before --append, so that a later memhp_default_state there wins.
+    p.push(format!("memhp_default_state={}", cfg.cxl_online.as_param()));
     p.push(format!("tierkit.mode={}", cfg.mode.as_param()));
     if let Some(c) = cfg.topology.cxl_param() {
         // /init assembles one region per device, in this order.
@@ -496,6 +522,7 @@ mod tests {
             filter: filter.map(str::to_string),
             append: vec![],
             timeout: Duration::from_secs(600),
+            cxl_online: CxlOnline::Movable,
         }
     }
 
@@ -510,10 +537,17 @@ mod tests {
             "tierkit.mode=test",
             "kunit.filter_glob=tierkit_topology.*",
             "init_on_alloc=0",
-            "memhp_default_state=online_kernel",
+            "memhp_default_state=online_movable",
         ] {
             assert!(c.split(' ').any(|x| x == w), "{w} in {c}");
         }
+        let mut k = cfg(Mode::Test, None);
+        k.cxl_online = CxlOnline::Kernel;
+        let kc = kernel_cmdline(&k).unwrap();
+        assert!(kc
+            .split(' ')
+            .any(|x| x == "memhp_default_state=online_kernel"));
+        assert!(!kc.contains("online_movable"));
         assert!(!c.contains("quiet"));
         assert!(!c.contains("kunit_shutdown"));
         assert!(!c.contains("kunit.enable=0"));

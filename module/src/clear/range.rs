@@ -6,10 +6,22 @@
 use crate::chunks::{GIGANTIC_PAGES, PAGE_BYTES};
 use crate::shim::{self, node};
 use core::ptr::NonNull;
-use kernel::{bindings, page::BorrowedPage, prelude::*};
+use kernel::{
+    bindings,
+    page::BorrowedPage,
+    prelude::*,
+    sync::atomic::{Atomic, Relaxed},
+};
 
 /// Largest range [`GiganticRange::alloc_pages`] accepts: 2^24 pages (64 GiB).
 pub(crate) const MAX_RANGE_PAGES: u64 = 1 << 24;
+
+/// The `movable_gigantic` opt-in (`/sys/kernel/debug/tierkit/movable_gigantic`,
+/// as the kernel's `vm.movable_gigantic_pages` for hugetlb): when set,
+/// gigantic ranges may come from ZONE_MOVABLE. Offlining a memory block
+/// inside such a range then fails at once with `EBUSY` (the memory
+/// notifier in dev.rs refuses it), instead of the range blocking it.
+pub(crate) static MOVABLE_GIGANTIC: Atomic<bool> = Atomic::new(false);
 
 /// Checks that `nid` names an online node with memory (`N_MEMORY`).
 ///
@@ -79,7 +91,8 @@ impl GiganticRange {
     /// Errors: `EINVAL` for a bad size, a node that does not exist, is
     /// offline or has no memory, or when `init_on_alloc` is on; `ENOMEM`
     /// when the node has no free naturally aligned range of that size in
-    /// one zone (`GFP_KERNEL` never takes `ZONE_MOVABLE`).
+    /// one zone (`GFP_KERNEL` never takes `ZONE_MOVABLE`; with
+    /// [`MOVABLE_GIGANTIC`] set, `__GFP_MOVABLE | __GFP_HIGHMEM` does).
     pub(crate) fn alloc_pages(nid: usize, nr_pages: u64) -> Result<Self> {
         if nr_pages == 0 || !nr_pages.is_power_of_two() || nr_pages > MAX_RANGE_PAGES {
             pr_debug!("clear: bad range size of {} pages\n", nr_pages);
@@ -91,10 +104,21 @@ impl GiganticRange {
             pr_err!("clear: init_on_alloc is on: the allocator would zero the range serially; boot with init_on_alloc=0\n");
             return Err(EINVAL);
         }
+        let movable = MOVABLE_GIGANTIC.load(Relaxed);
         // SAFETY: `nid` is an online node with memory; the shim passes
-        // GFP_KERNEL | __GFP_THISNODE | __GFP_NOWARN and no nodemask.
-        let first = unsafe { shim::tk_alloc_contig(nr_pages as c_ulong, nid as c_int) };
+        // GFP_KERNEL | __GFP_THISNODE | __GFP_NOWARN (| __GFP_MOVABLE |
+        // __GFP_HIGHMEM) and no nodemask.
+        let first = unsafe { shim::tk_alloc_contig(nr_pages as c_ulong, nid as c_int, movable) };
         let Some(first) = NonNull::new(first) else {
+            // SAFETY: the shim range-checks `nid`.
+            if !movable && unsafe { shim::tk_node_has_movable(nid as c_int) } {
+                pr_err!(
+                    "clear: no free naturally aligned {} MiB range in node {}'s kernel zones; its ZONE_MOVABLE memory is used only with 'echo 1 > /sys/kernel/debug/tierkit/movable_gigantic'\n",
+                    (nr_pages * PAGE_BYTES) >> 20,
+                    nid
+                );
+                return Err(ENOMEM);
+            }
             pr_err!(
                 "clear: no free naturally aligned {} MiB range on node {}\n",
                 (nr_pages * PAGE_BYTES) >> 20,

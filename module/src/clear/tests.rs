@@ -84,6 +84,23 @@ fn first_nonzero(range: &GiganticRange) -> Option<u64> {
         })
 }
 
+/// The `movable_gigantic` opt-in, set while alive and restored on drop:
+/// the suites clear ranges on every memory node, and a CXL node onlined
+/// `online_movable` has nothing but ZONE_MOVABLE memory.
+struct AllowMovable(bool);
+
+impl AllowMovable {
+    fn new() -> Self {
+        Self(super::range::MOVABLE_GIGANTIC.xchg(true, kernel::sync::atomic::Relaxed))
+    }
+}
+
+impl Drop for AllowMovable {
+    fn drop(&mut self) {
+        super::range::MOVABLE_GIGANTIC.store(self.0, kernel::sync::atomic::Relaxed);
+    }
+}
+
 /// Free pages of every node, indexed by node id.
 fn free_pages() -> KVec<u64> {
     let mut v = KVec::new();
@@ -210,6 +227,7 @@ fn check_case(range: &mut GiganticRange, params: &super::ClearParams) -> bool {
 /// placement has no CPUs for that node).
 fn matrix(placement: Placement, chunks: &[u32]) -> Result<(u32, u32, u32)> {
     let (mut run, mut failed, mut refused) = (0, 0, 0);
+    let _movable = AllowMovable::new();
     for &nid in memory_nodes().iter() {
         let mut range = GiganticRange::alloc_pages(nid, SMALL_PAGES)?;
         let set = match CpuSet::for_memory(nid, placement) {
@@ -491,6 +509,7 @@ mod gigantic_tests {
     /// chunks: pattern, parallel clear, every byte zero.
     #[test]
     fn one_gib_per_node() -> Result {
+        let _movable = AllowMovable::new();
         for &nid in memory_nodes().iter() {
             let before = free_pages();
             let mut range = GiganticRange::alloc(nid)?;
@@ -519,6 +538,7 @@ mod gigantic_tests {
     fn bench_one_gib() -> Result {
         let nodes = memory_nodes();
         let nid = *nodes.last().ok_or(EINVAL)?;
+        let _movable = AllowMovable::new();
         let before = free_pages();
         let mut a = TkClearBench {
             nid: nid as i32,

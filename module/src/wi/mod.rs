@@ -260,6 +260,9 @@ pub(crate) struct Wi {
     table: Mutex<Table>,
     /// Per-node page counts.
     pub(crate) stats: Stats,
+    /// The pages of every live mapping, for the memory notifier.
+    #[pin]
+    pub(crate) mappings: crate::mapping::Registry,
 }
 
 impl Wi {
@@ -269,6 +272,7 @@ impl Wi {
         pin_init!(Wi {
             table <- new_mutex!(Table { state: None, bw: None }, "tierkit_wi_state"),
             stats: Stats::new(),
+            mappings <- crate::mapping::Registry::new(),
         })
     }
 

@@ -53,19 +53,60 @@ impl NodePage {
             .ok_or(ENOMEM)
     }
 
-    /// A zeroed page on `nid` for userspace (`GFP_KERNEL_ACCOUNT |
-    /// __GFP_ZERO`: charged to the caller's memory cgroup). The page is
-    /// cleared by the allocator (`__GFP_ZERO`) whatever `init_on_alloc`
-    /// says: with it on, the allocator clears once for both reasons.
-    pub(crate) fn alloc_zeroed(nid: usize) -> Result<NodePage> {
-        Self::alloc_gfp(nid, bindings::GFP_KERNEL_ACCOUNT | bindings::__GFP_ZERO)
+    /// `GFP_KERNEL_ACCOUNT | extra` on `nid`, from the node's kernel zones
+    /// first; when they have nothing and the node has ZONE_MOVABLE memory
+    /// (a CXL node onlined `online_movable`), from there
+    /// (`GFP_HIGHUSER_MOVABLE | __GFP_ACCOUNT | extra`). tierkit moves such
+    /// pages away itself when their block goes offline
+    /// (module/src/mapping.rs).
+    pub(crate) fn alloc_user(nid: usize, extra: bindings::gfp_t) -> Result<NodePage> {
+        Self::alloc_gfp(nid, bindings::GFP_KERNEL_ACCOUNT | extra).or_else(|e| {
+            // SAFETY: the shim range-checks `nid`.
+            if e == ENOMEM && unsafe { shim::tk_node_has_movable(nid as c_int) } {
+                // SAFETY: no precondition.
+                let movable = unsafe { shim::tk_gfp_highuser_movable() };
+                // GFP_KERNEL_ACCOUNT is GFP_KERNEL | __GFP_ACCOUNT.
+                let account = bindings::GFP_KERNEL_ACCOUNT & !bindings::GFP_KERNEL;
+                Self::alloc_gfp(nid, movable | account | extra)
+            } else {
+                Err(e)
+            }
+        })
     }
 
-    /// A page on `nid` whose contents are whatever was there
-    /// (`GFP_KERNEL_ACCOUNT`; zero only if `init_on_alloc` is on). Never
-    /// handed to userspace.
+    /// A zeroed page on `nid` for userspace, charged to the caller's memory
+    /// cgroup (see [`alloc_user`](Self::alloc_user)). The page is cleared by
+    /// the allocator (`__GFP_ZERO`) whatever `init_on_alloc` says: with it
+    /// on, the allocator clears once for both reasons.
+    pub(crate) fn alloc_zeroed(nid: usize) -> Result<NodePage> {
+        Self::alloc_user(nid, bindings::__GFP_ZERO)
+    }
+
+    /// A page on `nid` whose contents are whatever was there (zero only if
+    /// `init_on_alloc` is on), charged like [`alloc_zeroed`](Self::alloc_zeroed).
+    /// Never handed to userspace.
     pub(crate) fn alloc_uninit(nid: usize) -> Result<NodePage> {
-        Self::alloc_gfp(nid, bindings::GFP_KERNEL_ACCOUNT)
+        Self::alloc_user(nid, 0)
+    }
+
+    /// A page on the nearest node with memory other than `nid`, to take
+    /// the place of one of `nid`'s pages whose memory goes offline (the
+    /// target `do_migrate_range()` would pick). Not zeroed: the caller
+    /// copies into it. `ENOMEM` on failure.
+    pub(crate) fn alloc_away(nid: usize) -> Result<NodePage> {
+        let nid = c_int::try_from(nid).map_err(|_| EINVAL)?;
+        // SAFETY: process context; the shim allocates an order-0 page.
+        let page = unsafe { shim::tk_alloc_page_away(nid) };
+        // INVARIANT: a non-NULL result is a fresh order-0 page we now own.
+        NonNull::new(page)
+            .map(|page| NodePage { page })
+            .ok_or(ENOMEM)
+    }
+
+    /// `page_to_pfn()`.
+    pub(crate) fn pfn(&self) -> u64 {
+        // SAFETY: By the type invariant, `self.page` is a valid page.
+        unsafe { shim::tk_page_to_pfn(self.page.as_ptr()) as u64 }
     }
 
     /// The `struct page`, owned by `self`.
@@ -148,6 +189,19 @@ impl PlacedPages {
     /// Number of pages.
     pub(crate) fn len(&self) -> usize {
         self.pages.len()
+    }
+
+    /// Puts `new` in place of page `i` (which is freed) and moves its
+    /// count in the statistics to `new`'s node. The caller has zapped the
+    /// old page's PTEs and copied its contents.
+    pub(crate) fn replace(&mut self, i: usize, new: NodePage) {
+        let nid = new.nid();
+        if let Some(slot) = self.pages.get_mut(i) {
+            let old = core::mem::replace(slot, new);
+            self.wi.stats.release(old.nid(), 1);
+            self.wi.stats.add(nid, 1, true);
+            drop(old);
+        }
     }
 
     /// The pages as an array of `struct page *`, for `vm_insert_pages()`.

@@ -606,7 +606,9 @@ mod alloc {
         // SAFETY: reads a constant.
         let noretry = unsafe { shim::tk_gfp_noretry() };
         while pages.len() < target {
-            let Ok(p) = NodePage::alloc_gfp(nid, kernel::bindings::GFP_KERNEL | noretry) else {
+            // The mmap path's zones (kernel zones, then ZONE_MOVABLE on a
+            // movable-only CXL node), so that it sees this dirt.
+            let Ok(p) = NodePage::alloc_user(nid, noretry) else {
                 break;
             };
             // SAFETY: the page is ours alone.

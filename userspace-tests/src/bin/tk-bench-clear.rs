@@ -256,6 +256,9 @@ fn main() -> ExitCode {
         }
     };
 
+    // Gigantic ranges on a CXL node onlined `online_movable` need the
+    // opt-in.
+    let _movable = userspace_tests::tk::MovableGigantic::enable().ok();
     let mut rows: Vec<Row> = Vec::new();
     let mut serial: Vec<Value> = Vec::new();
     let mut variant = String::new();

@@ -248,6 +248,10 @@ fn clear_demo(r: &mut Report, topo: &Topology) {
             return;
         }
     };
+    // A CXL node onlined `online_movable` (the default) has only
+    // ZONE_MOVABLE memory: tierkit takes gigantic ranges there only with
+    // its opt-in.
+    let _movable = tk::MovableGigantic::enable().ok();
     let mut rows = Vec::new();
     // All CPUs of the guest; the module refuses more than the placement's
     // eligible CPUs with EINVAL, and then tierkit's auto choice is used.

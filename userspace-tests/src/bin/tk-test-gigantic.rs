@@ -31,7 +31,7 @@ use tierkit_core::uapi::{
 use userspace_tests::node::Topology;
 use userspace_tests::report::Report;
 use userspace_tests::sys::{monotonic_ns, Mapping, PAGE_SIZE};
-use userspace_tests::tk::{Tierkit, TK_MODE_INTERLEAVE};
+use userspace_tests::tk::{MovableGigantic, Tierkit, TK_MODE_INTERLEAVE};
 use userspace_tests::{errno_name, expect_errno, status_str};
 
 const BIN: &str = "tk-test-gigantic";
@@ -209,6 +209,16 @@ fn main() -> ExitCode {
         }
     };
     r.note(format!("topology: {}", topo.describe()));
+    // A CXL node onlined `online_movable` has only ZONE_MOVABLE memory:
+    // gigantic ranges may come from there only with the opt-in
+    // (tk-test-offline checks the refusal without it).
+    let _movable = match MovableGigantic::enable() {
+        Ok(m) => Some(m),
+        Err(e) => {
+            r.fail("enable movable_gigantic", e.to_string());
+            None
+        }
+    };
     let mut pfn_reused = Vec::new();
     for &nid in &topo.memory {
         if nid >= 64 {

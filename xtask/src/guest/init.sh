@@ -92,7 +92,8 @@ node_kb() {
 #   the endpoint decoder: mode=ram, dpa_size = the device's ram size
 #   regionZ: size, target0=<endpoint decoder>, commit=1; bind to cxl_region
 # The region's dax device then binds to kmem, which hot-adds its memory;
-# memhp_default_state=online_kernel onlines it as a new CPU-less node.
+# memhp_default_state (xtask --cxl-online: online_movable by default, or
+# online_kernel) onlines it as a new CPU-less node.
 cxl_ok=1
 cxl_fail() {
 	mark "TIERKIT-ERROR cxl step=$1: $2"

@@ -1,0 +1,343 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The pages behind `/dev/tierkit` mappings, and what happens to them when
+//! the memory under them goes away.
+//!
+//! Each successful `mmap` makes one [`Backing`]: the 4 KiB pages or the
+//! 1 GiB ranges of that mapping, found by file page offset. It is the
+//! `vm_private_data` of the mapping's vmas, for the fault handler
+//! ([`tk_mapping_fault`]) that maps a page again after its PTE was zapped
+//! (`MADV_DONTNEED`, or a move below).
+//!
+//! # Memory offlining
+//!
+//! tierkit's 4 KiB pages come from the node's kernel zones when it has
+//! free memory there, and from ZONE_MOVABLE otherwise (a CXL node onlined
+//! `online_movable` has nothing else). ZONE_MOVABLE promises that its
+//! memory can be offlined, but the kernel cannot migrate pages a driver
+//! inserted (they are not on the LRU, and `set_movable_ops()` is only for
+//! balloon and zsmalloc pages). So tierkit keeps the promise itself, as
+//! virtio-mem and other memory-notifier users do: on `MEM_GOING_OFFLINE`
+//! (the range is isolated, nothing new is allocated in it) it moves each of
+//! its pages in the range to a new page on the nearest other node with
+//! memory, in the offlined node's zonelist order (as `do_migrate_range()`
+//! picks a target), by zapping the page's PTEs, copying, and swapping the
+//! page in the [`Backing`]; the next touch faults the new page in. The
+//! statistics follow the pages. Pages someone may be doing DMA to
+//! (`FOLL_PIN`) are not moved: the offline fails with `EBUSY`.
+//!
+//! On kernel (non-movable) memory the kernel refuses to isolate a range
+//! with tierkit's pages in it, so such an offline fails with `EBUSY` at
+//! once, before the notifier runs.
+//!
+//! Gigantic ranges are only on ZONE_MOVABLE with the `movable_gigantic`
+//! opt-in; offlining a block inside one fails at once with `EBUSY` and a
+//! message naming the range.
+
+use crate::chunks::GIGANTIC_PAGES;
+use crate::clear::GiganticRange;
+use crate::shim;
+use crate::wi::{pages::NodePage, pages::PlacedPages, Reservation, Wi};
+use kernel::{
+    bindings,
+    ffi::{c_int, c_ulong, c_void},
+    new_mutex,
+    prelude::*,
+    sync::{Arc, Mutex},
+};
+
+/// What a [`Backing`] holds.
+pub(crate) enum BackingPages {
+    /// 4 KiB mode: page `i` at `pgoff + i`.
+    Small(PlacedPages),
+    /// Gigantic mode: range `i` covers `pgoff + i * 2^18` onward.
+    Gigantic(GiganticRanges),
+}
+
+/// The 1 GiB ranges of one gigantic mapping, counted in the statistics
+/// while held.
+pub(crate) struct GiganticRanges {
+    pub(crate) ranges: KVec<GiganticRange>,
+    pub(crate) wi: Arc<Wi>,
+}
+
+impl Drop for GiganticRanges {
+    fn drop(&mut self) {
+        while let Some(r) = self.ranges.pop() {
+            self.wi.stats.gigantic(r.nid(), false);
+            drop(r);
+            // SAFETY: process context (file release, or a failed mmap), no
+            // spinlock held.
+            unsafe { shim::tk_cond_resched() };
+        }
+    }
+}
+
+/// The pages of one successful `mmap` (see the module docs).
+///
+/// # Invariants
+///
+/// `mapping` is the `f_mapping` of the file that owns this value (the
+/// device inode's address space), alive as long as the file is. While
+/// `registered` is true, the address of this pinned value is in
+/// `wi.mappings`.
+#[pin_data(PinnedDrop)]
+pub(crate) struct Backing {
+    /// File page offset of the first page.
+    pgoff: u64,
+    mapping: *mut bindings::address_space,
+    /// Locked by the fault handler while it maps a page and by the memory
+    /// notifier while it replaces one.
+    #[pin]
+    pages: Mutex<BackingPages>,
+    wi: Arc<Wi>,
+    registered: bool,
+    /// Its share of the global limit, given back last.
+    _reservation: Reservation,
+}
+
+// SAFETY: `mapping` is only passed to `unmap_mapping_pages()`, which may be
+// called from any thread; everything else is `Send`/`Sync` or behind the
+// mutex.
+unsafe impl Send for Backing {}
+// SAFETY: as above.
+unsafe impl Sync for Backing {}
+
+impl Backing {
+    /// A backing for the pages of a mapping at file page offset `pgoff` of
+    /// a file whose `f_mapping` is `mapping`, registered with the memory
+    /// notifier of `wi`.
+    pub(crate) fn new(
+        wi: &Arc<Wi>,
+        mapping: *mut bindings::address_space,
+        pgoff: u64,
+        pages: BackingPages,
+        reservation: Reservation,
+    ) -> Result<Pin<KBox<Self>>> {
+        let mut b = KBox::pin_init(
+            pin_init!(Backing {
+                pgoff,
+                mapping,
+                pages <- new_mutex!(pages, "tierkit_backing"),
+                wi: wi.clone(),
+                registered: false,
+                _reservation: reservation,
+            }),
+            GFP_KERNEL,
+        )?;
+        let addr = core::ptr::from_ref::<Backing>(&b) as usize;
+        let mut list = wi.mappings.backings.lock();
+        list.push(addr, GFP_KERNEL)?;
+        // SAFETY: `registered` is not structurally pinned; nothing moves.
+        // The notifier cannot look at `b` yet: it takes the registry lock,
+        // which we hold.
+        unsafe { b.as_mut().get_unchecked_mut().registered = true };
+        drop(list);
+        Ok(b)
+    }
+
+    /// The page at file page offset `pgoff` in `pages`, if any.
+    fn page(&self, pages: &BackingPages, pgoff: u64) -> Option<*mut bindings::page> {
+        let idx = pgoff.checked_sub(self.pgoff)?;
+        match pages {
+            BackingPages::Small(p) => p
+                .pages()
+                .get(usize::try_from(idx).ok()?)
+                .map(|p| p.as_ptr()),
+            BackingPages::Gigantic(g) => {
+                let range = g.ranges.get(usize::try_from(idx / GIGANTIC_PAGES).ok()?)?;
+                range.page_ptr(idx % GIGANTIC_PAGES)
+            }
+        }
+    }
+
+    /// Moves this mapping's pages out of pfns `start..end` (see the module
+    /// docs). Errors: `EBUSY` for a gigantic range in it or a DMA-pinned
+    /// page, `ENOMEM` when no replacement page can be had, `EINTR` on a
+    /// signal (the offline is then cancelled).
+    fn going_offline(&self, start: u64, end: u64) -> Result {
+        let len = match &*self.pages.lock() {
+            BackingPages::Gigantic(g) => {
+                for r in g.ranges.iter() {
+                    let (first, last) = (r.pfn(), r.pfn() + r.nr_pages());
+                    if first < end && start < last {
+                        pr_warn!(
+                            "refusing to offline pfns {:#x}-{:#x}: they hold tierkit's 1 GiB range at pfn {:#x} on node {}, mapped by a /dev/tierkit file\n",
+                            start,
+                            end - 1,
+                            first,
+                            r.nid()
+                        );
+                        return Err(EBUSY);
+                    }
+                }
+                return Ok(());
+            }
+            BackingPages::Small(p) => p.len(),
+        };
+        // One page per lock hold: a fault on this mapping waits for one
+        // page copy at most.
+        for i in 0..len {
+            {
+                let mut pages = self.pages.lock();
+                if let BackingPages::Small(p) = &mut *pages {
+                    let pfn = p.pages().get(i).map_or(0, |pg| pg.pfn());
+                    if pfn >= start && pfn < end {
+                        self.move_page(p, i)?;
+                    }
+                }
+            }
+            if (i + 1) % crate::sync::SIGNAL_CHECK_PAGES == 0 {
+                // SAFETY: process context, only sleeping locks held.
+                unsafe { shim::tk_cond_resched() };
+                // SAFETY: no precondition.
+                if unsafe { shim::tk_signal_pending() } {
+                    return Err(EINTR);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Replaces page `i` of `p` (caller holds the lock): zap its PTEs, copy
+    /// it to a page on another node, swap it in, free the old one.
+    fn move_page(&self, p: &mut PlacedPages, i: usize) -> Result {
+        let cur = p.pages().get(i).ok_or(EINVAL)?;
+        let (old, old_nid, old_pfn) = (cur.as_ptr(), cur.nid(), cur.pfn());
+        // SAFETY: `old` is a page `p` owns.
+        if unsafe { shim::tk_page_maybe_dma_pinned(old) } {
+            pr_warn!(
+                "refusing to offline pfn {:#x}: a tierkit page there may be pinned for DMA\n",
+                old_pfn
+            );
+            return Err(EBUSY);
+        }
+        let new = NodePage::alloc_away(old_nid)?;
+        // SAFETY: By the type invariant, `mapping` is the live address
+        // space of the file that owns `self`. Faults on this page wait for
+        // the lock we hold, so none maps `old` again after the zap.
+        unsafe { shim::tk_unmap_mapping_page(self.mapping, (self.pgoff + i as u64) as c_ulong) };
+        // SAFETY: both pages are valid; `new` is not shared; nobody writes
+        // `old` any more (its PTEs are gone, DMA pins were ruled out).
+        unsafe { shim::tk_copy_page(new.as_ptr(), old) };
+        p.replace(i, new);
+        Ok(())
+    }
+}
+
+#[pinned_drop]
+impl PinnedDrop for Backing {
+    fn drop(self: Pin<&mut Self>) {
+        if self.registered {
+            let me = core::ptr::from_ref::<Backing>(&self) as usize;
+            self.wi.mappings.backings.lock().retain(|a| *a != me);
+        }
+        // The pages, then the reservation, drop with the fields.
+    }
+}
+
+/// The fault handler's work (shim.c `tk_vm_fault()`): maps the page of
+/// `backing` at file page offset `pgoff` at `addr` of `vma`. Returns 0, or
+/// a negative errno (`-EFAULT` if the mapping has no such page: SIGBUS).
+///
+/// # Safety
+///
+/// `backing` is the `vm_private_data` that `TkFile::mmap` gave `vma`, a vma
+/// of a file that is not released: a live [`Backing`]. `vma` is the
+/// faulting vma, `addr` page aligned inside it.
+#[no_mangle]
+unsafe extern "C" fn tk_mapping_fault(
+    backing: *mut c_void,
+    vma: *mut bindings::vm_area_struct,
+    addr: c_ulong,
+    pgoff: c_ulong,
+) -> c_int {
+    // SAFETY: see the function's safety section.
+    let b = unsafe { &*backing.cast::<Backing>() };
+    let pages = b.pages.lock();
+    let Some(page) = b.page(&pages, pgoff as u64) else {
+        return EFAULT.to_errno();
+    };
+    // SAFETY: `vma` is the faulting VM_MIXEDMAP vma and `addr` lies in it;
+    // `page` stays owned by the backing while we hold its lock, and a
+    // mover must take the lock before it zaps and frees a page.
+    unsafe { shim::tk_vm_insert_page(vma, addr, page) }
+}
+
+/// Every live [`Backing`], for the memory notifier.
+#[pin_data]
+pub(crate) struct Registry {
+    /// Addresses of the registered backings.
+    #[pin]
+    backings: Mutex<KVec<usize>>,
+}
+
+impl Registry {
+    pub(crate) fn new() -> impl PinInit<Self> {
+        pin_init!(Registry {
+            backings <- new_mutex!(KVec::new(), "tierkit_backings"),
+        })
+    }
+
+    /// `MEM_GOING_OFFLINE` for pfns `start..start + nr`: every backing moves
+    /// its pages out, or the first refusal fails the offline.
+    fn going_offline(&self, start: u64, nr: u64) -> Result {
+        let list = self.backings.lock();
+        for &addr in list.iter() {
+            // SAFETY: a registered backing is alive: it removes itself
+            // (taking this lock) before it goes.
+            let b = unsafe { &*(addr as *const Backing) };
+            b.going_offline(start, start + nr)?;
+        }
+        Ok(())
+    }
+}
+
+/// The registration of tierkit's memory notifier for `wi`.
+///
+/// # Invariants
+///
+/// The C shim's memory notifier is registered with a pointer to `*wi`
+/// until this value drops.
+pub(crate) struct MemoryNotifier {
+    wi: Arc<Wi>,
+}
+
+impl MemoryNotifier {
+    pub(crate) fn register(wi: Arc<Wi>) -> Result<Self> {
+        let ctx = core::ptr::from_ref::<Wi>(&wi).cast_mut().cast::<c_void>();
+        // SAFETY: `ctx` points to the `Wi` that `wi` keeps alive; the
+        // notifier is unregistered in drop, before `wi` is released.
+        let ret = unsafe { shim::tk_register_memory_notifier(Some(memory_event), ctx) };
+        kernel::error::to_result(ret)?;
+        // INVARIANT: registered just above.
+        Ok(Self { wi })
+    }
+}
+
+impl Drop for MemoryNotifier {
+    fn drop(&mut self) {
+        // SAFETY: By the type invariant, it is registered; after this no
+        // callback runs or is running.
+        unsafe { shim::tk_unregister_memory_notifier() };
+        let _ = &self.wi;
+    }
+}
+
+/// The memory notifier's callback for `MEM_GOING_OFFLINE`.
+///
+/// # Safety
+///
+/// `ctx` is the `Wi` that [`MemoryNotifier::register`] registered, alive.
+unsafe extern "C" fn memory_event(
+    ctx: *mut c_void,
+    start_pfn: c_ulong,
+    nr_pages: c_ulong,
+) -> c_int {
+    // SAFETY: see the function's safety section.
+    let wi = unsafe { &*ctx.cast::<Wi>() };
+    match wi.mappings.going_offline(start_pfn as u64, nr_pages as u64) {
+        Ok(()) => 0,
+        Err(e) => e.to_errno(),
+    }
+}
