@@ -1196,8 +1196,8 @@ fn main() -> ExitCode {
                 z.join("/").to_uppercase()
             )),
             Some(Kind::Mixed(z)) => Some(format!(
-                "node {c} has memory in {} as well as ZONE_MOVABLE: not all movable",
-                z.join("/")
+                "node {c}'s memory is in several zones ({}), not all in ZONE_MOVABLE (a block onlined online_kernel?): tierkit's pages would go to the kernel zone",
+                z.join(", ")
             )),
             _ => Some(format!("node {c} has no zone with memory")),
         },
