@@ -30,6 +30,7 @@
 pub mod cxl;
 pub mod faults;
 pub mod fuzz;
+pub mod memblock;
 pub mod node;
 pub mod report;
 pub mod sys;

@@ -595,7 +595,7 @@ mod tests {
             line.split(' ').any(|w| w == "tierkit.cxl=4096,2048"),
             "{line}"
         );
-        assert!(line.contains("memhp_default_state=online_kernel"));
+        assert!(line.contains("memhp_default_state=online_movable"));
         let a = qemu_args(
             Path::new("/k/bzImage"),
             Path::new("/r/initramfs.cpio"),
