@@ -33,6 +33,7 @@ pub mod report;
 pub mod sys;
 pub mod tk;
 pub mod weights;
+pub mod workload;
 
 use std::path::Path;
 use tierkit_core::interleave::{
