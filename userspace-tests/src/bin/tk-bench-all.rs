@@ -17,7 +17,11 @@
 //! time. Exit 0 iff every program exited 0.
 //!
 //! Flags: `--only a,b` (names without `tk-`/`tk-bench-`: clear, wi,
-//! gigantic, calibrate, workload), `--with-cxl-clear`.
+//! gigantic, calibrate, workload; naming `clear` runs it on CXL too),
+//! `--with-cxl-clear`. In the guest the same come from the kernel command
+//! line (`cargo xtask bench --append ...`): `tierkit.bench=calibrate,workload`
+//! selects programs, and `tierkit.<name>_args=--rounds,5` adds arguments
+//! to one (commas for spaces), e.g. `tierkit.workload_args=--workloads,lookup`.
 
 use serde_json::json;
 use std::path::Path;
@@ -41,8 +45,24 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let only = flags.list("only");
+    let cmdline = std::fs::read_to_string("/proc/cmdline").unwrap_or_default();
+    let param = |key: &str| -> Option<Vec<String>> {
+        let v = cmdline
+            .split_whitespace()
+            .find_map(|a| a.strip_prefix(&format!("{key}=")))?;
+        Some(
+            v.split(',')
+                .filter(|x| !x.is_empty())
+                .map(String::from)
+                .collect(),
+        )
+    };
+    let only = flags.list("only").or_else(|| param("tierkit.bench"));
     let want = |n: &str| only.as_ref().is_none_or(|o| o.iter().any(|x| x == n));
+    let cxl_clear = flags.has("with-cxl-clear")
+        || only
+            .as_ref()
+            .is_some_and(|o| o.iter().any(|x| x == "clear"));
     let mut r = Report::new(BIN, "bench");
     let cxl = !userspace_tests::cxl::cxl_nodes().is_empty();
     // Each program at /bin/<name> in the guest, else next to this binary.
@@ -70,7 +90,7 @@ fn main() -> ExitCode {
             r.fail(name, format!("{} does not exist", path.display()));
             continue;
         }
-        if key == "clear" && cxl && !flags.has("with-cxl-clear") {
+        if key == "clear" && cxl && !cxl_clear {
             r.skip(
                 name,
                 "CXL topology: QEMU's CXL memory clears at about 0.02 GB/s (minutes per GiB); --with-cxl-clear runs it",

@@ -2,10 +2,11 @@
 //! figures next to HMAT's (or the CXL region's) with the weights each
 //! gives, and set tierkit's weights from the measurement.
 //!
-//! Per node: read, write and triad bandwidth with T threads and the load
-//! latency by pointer chase (see `userspace_tests::workload::calib`), then
-//! a probe that tells the parallel regime (hardware: nodes serve traffic
-//! at once) from the serial one (emulation: every access paid in turn).
+//! Per node: read, write and triad bandwidth (and STREAM's copy, scale and
+//! add) with T threads and the load latency by pointer chase, each the
+//! best of a few rounds (see `userspace_tests::workload::calib`), then a
+//! probe that tells the parallel regime (hardware: nodes serve traffic at
+//! once) from the serial one (emulation: every access paid in turn).
 //!
 //! Then, with tierkit loaded:
 //! - **auto from measurement** (default): writes the measured read and
@@ -21,10 +22,10 @@
 //! The calibration is saved as JSON (`--out`, default
 //! `/tmp/tierkit-calibration.json`) for `tk-workload --calibration`.
 //!
-//! Flags: `--size BYTES` per node (default 24M in tierkit's guest, 1G
+//! Flags: `--size BYTES` per node (default 16M in tierkit's guest, 1G
 //! elsewhere: use more than the last-level cache), `--threads T` (default:
 //! every CPU of the node nearest to the memory), `--duration SECS` per
-//! measurement (0.25 in the guest, 1 elsewhere), `--nodes 0,2`,
+//! block (0.15 in the guest, 1 elsewhere), `--rounds R` (3), `--nodes 0,2`,
 //! `--regime parallel|serial` (skip the probe), `--no-write` (measure and
 //! print only), `--optimize WORKLOAD`, `--out FILE`.
 
@@ -42,12 +43,13 @@ use userspace_tests::*;
 
 const BIN: &str = "tk-calibrate";
 const KNOWN: &[&str] = &[
-    "size", "threads", "duration", "nodes", "regime", "no-write", "optimize", "out", "help",
+    "size", "threads", "duration", "rounds", "nodes", "regime", "no-write", "optimize", "out",
+    "help",
 ];
 
 fn usage() {
     println!(
-        "usage: {BIN} [--size 24M] [--threads T] [--duration SECS] [--nodes 0,2] \
+        "usage: {BIN} [--size 16M] [--threads T] [--duration SECS] [--rounds 3] [--nodes 0,2] \
          [--regime parallel|serial] [--no-write] [--optimize lookup|copy|scale|add|triad] \
          [--out FILE]"
     );
@@ -84,6 +86,7 @@ fn main() -> ExitCode {
         opts.size = flags.size_or("size", opts.size)?;
         opts.threads = flags.parse_or("threads", opts.threads)?;
         opts.duration = flags.parse_or("duration", opts.duration)?;
+        opts.rounds = flags.parse_or("rounds", opts.rounds)?.max(1);
         if let Some(n) = flags.get("nodes") {
             opts.nodes = Some(parse_list(n)?);
         }
@@ -127,8 +130,9 @@ fn main() -> ExitCode {
     };
     let memory = topo.memory_mask();
     r.note(format!(
-        "{} per node, {} s per measurement, threads {}",
+        "{} per node, {} rounds of {} s blocks, threads {}",
         workload::fmt_size(opts.size),
+        opts.rounds,
         opts.duration,
         if opts.threads == 0 {
             "= CPUs of the nearest node".to_string()

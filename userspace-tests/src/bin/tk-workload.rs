@@ -22,23 +22,36 @@
 //!
 //! Predictions: the model (`tierkit_core::model`) in the calibration's
 //! regime, on the pages per node each working set really got
-//! (move_pages). STREAM kernels use the calibrated bandwidth (copy and
-//! scale: read and write; add and triad: triad). The lookup uses the
-//! calibrated latency, anchored at the lookup rate measured on the DRAM
-//! node (`bind:<dram>`, whose prediction is therefore exact by
-//! construction): node i's rate is that times `lat_dram / lat_i`.
+//! (move_pages), from the nodes' costs measured **in the same rounds** as
+//! the workloads, each on its own working set bound to the node (so that
+//! the machine's load drifting between the calibration and the workloads
+//! does not count as model error; `predicted_calibration` in the rows is
+//! the same model on `tk-calibrate`'s figures). STREAM kernels use each
+//! node's bandwidth for the same kernel. The lookup uses the calibrated latency, anchored at
+//! the lookup rate measured on the DRAM node (`bind:<dram>`, whose
+//! prediction is therefore exact by construction): node i's rate is that
+//! times `lat_dram / lat_i`, except on a node without locality (QEMU's
+//! CXL window, where a streamed word costs about as much as a random
+//! load), where each of the lookup's loads is paid in full:
+//! `1 / (loads per lookup × lat_i)` (see `Calibration::lookup_rates`).
 //!
 //! The calibration comes from `--calibration FILE` (tk-calibrate's
 //! `--out`), else it is measured first. tierkit's weights and bandwidth
 //! table are put back at the end.
 //!
+//! Measurements run side by side: every policy's working set is allocated
+//! first, then `--rounds` rounds visit them in turn, and each policy's
+//! best block counts (interference only ever slows a block down, and a
+//! drift in the machine's load hits every policy alike). Deliveries
+//! (pages/s) take the median of `--reps` round-robin repetitions.
+//!
 //! Flags: `--threads T` (default: the DRAM node's CPUs), `--duration
-//! SECS` per measurement, `--lookup-size`, `--stream-size`,
+//! SECS` per block, `--rounds R`, `--lookup-size`, `--stream-size`,
 //! `--fault-size`, `--map-size` (bytes, `16M`), `--nuclides N`, `--reps R`
 //! (deliveries), `--topology NAME` (the label in the rows). Defaults are
 //! small in tierkit's guest (`$TIERKIT_MODE` set) and larger elsewhere.
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{anyhow, Context, Result};
 use serde_json::json;
 use std::process::ExitCode;
 use tierkit_core::model;
@@ -46,10 +59,10 @@ use userspace_tests::node::{fmt_mask, nodes_of, Topology};
 use userspace_tests::report::Report;
 use userspace_tests::sys::{self, PAGE_SIZE};
 use userspace_tests::weights::WeightDir;
+use userspace_tests::workload::calib::Chase;
 use userspace_tests::workload::calib::{self, Calibration, Opts, Workload};
 use userspace_tests::workload::kernels::{
-    self, delivery_rate, page_fault2, run_lookups, run_stream, Delivery, TaskPolicy, XsData,
-    XsParams, STREAM_KERNELS,
+    self, deliver, page_fault2, run_lookups, Bw, Delivery, Stream, TaskPolicy, XsData, XsParams,
 };
 use userspace_tests::workload::rows::{self, Row};
 use userspace_tests::workload::{
@@ -68,6 +81,7 @@ const KNOWN: &[&str] = &[
     "map-size",
     "nuclides",
     "reps",
+    "rounds",
     "workloads",
     "policies",
     "topology",
@@ -77,8 +91,8 @@ const KNOWN: &[&str] = &[
 fn usage() {
     println!(
         "usage: {BIN} [--calibration FILE] [--workloads lookup,stream,fault] [--policies local,bind:0,...] \
-         [--threads T] [--duration SECS] [--lookup-size 32M] [--stream-size 24M] [--fault-size 16M] \
-         [--map-size 32M] [--nuclides 34] [--reps 3] [--topology NAME]"
+         [--threads T] [--duration SECS] [--lookup-size 32M] [--stream-size 16M] [--fault-size 8M] \
+         [--map-size 16M] [--nuclides 34] [--reps 3] [--rounds 3] [--topology NAME]"
     );
 }
 
@@ -92,6 +106,7 @@ struct Settings {
     map_size: usize,
     nuclides: usize,
     reps: usize,
+    rounds: usize,
 }
 
 impl Settings {
@@ -99,13 +114,14 @@ impl Settings {
         if in_guest() {
             Settings {
                 threads: 0,
-                duration: 0.5,
+                duration: 0.2,
                 lookup_size: 32 << 20,
-                stream_size: 24 << 20,
-                fault_size: 16 << 20,
-                map_size: 32 << 20,
+                stream_size: 16 << 20,
+                fault_size: 8 << 20,
+                map_size: 16 << 20,
                 nuclides: 34,
                 reps: 3,
+                rounds: 3,
             }
         } else {
             Settings {
@@ -117,6 +133,7 @@ impl Settings {
                 map_size: 256 << 20,
                 nuclides: 68,
                 reps: 5,
+                rounds: 3,
             }
         }
     }
@@ -288,62 +305,151 @@ fn check_bind(r: &mut Report, name: &str, p: &Policy, pages: &[(i32, usize)]) {
     }
 }
 
-fn lookup(ctx: &Ctx, s: &Settings, policies: &[Policy], r: &mut Report) -> Vec<Row> {
+/// One policy's working set, made ready.
+struct Set<T> {
+    policy: Policy,
+    ready: Ready,
+    region: Region,
+    pages: Vec<(i32, usize)>,
+    state: T,
+}
+
+/// Allocates a working set of `bytes` for every policy (in order, so
+/// that each tierkit mapping gets the weights its policy set), then
+/// `init` on each. A policy that fails is reported and left out.
+fn sets<T>(
+    ctx: &Ctx,
+    policies: &[Policy],
+    w: Workload,
+    what: &str,
+    bytes: usize,
+    r: &mut Report,
+    mut init: impl FnMut(&Region) -> Result<T>,
+) -> Vec<Set<T>> {
+    let mut v = Vec::new();
+    for p in policies {
+        let res = (|| -> Result<Set<T>> {
+            let ready = ctx.prepare(p, w)?;
+            let region = Region::new(&ready.placement, bytes)?;
+            let pages = region.node_pages().unwrap_or_default();
+            let state = init(&region)?;
+            Ok(Set {
+                policy: p.clone(),
+                ready,
+                region,
+                pages,
+                state,
+            })
+        })();
+        match res {
+            Ok(s) => {
+                check_bind(r, &format!("{what} {}", p.name()), p, &s.pages);
+                v.push(s);
+            }
+            Err(e) => {
+                r.fail(&format!("{what} {}", p.name()), format!("{e:#}"));
+            }
+        }
+    }
+    v
+}
+
+/// Per-workload facts for the JSON line (the in-run calibration).
+type InRun = Vec<(String, serde_json::Value)>;
+
+fn lookup(
+    ctx: &Ctx,
+    s: &Settings,
+    policies: &[Policy],
+    r: &mut Report,
+    inrun: &mut InRun,
+) -> Vec<Row> {
     let params = XsParams::for_size(s.lookup_size, s.nuclides);
     let t0 = sys::monotonic_ns();
     let data = XsData::generate(params);
     let bytes = params.layout().3;
+    let loads = data.loads_per_lookup();
     r.note(format!(
-        "lookup: {} nuclides x {} gridpoints, union grid {} points, working set {} (built in {:.1} s)",
+        "lookup: {} nuclides x {} gridpoints, union grid {} points, working set {}, {:.1} loads per lookup \
+         (built in {:.1} s); {} rounds of {} s per policy, best counts",
         params.nuclides,
         params.gridpoints,
         params.union_len(),
         fmt_size(bytes),
-        (sys::monotonic_ns() - t0) as f64 / 1e9
+        loads,
+        (sys::monotonic_ns() - t0) as f64 / 1e9,
+        s.rounds,
+        s.duration
     ));
-    let mut out = Vec::new();
-    let mut verify: Option<u64> = None;
-    for p in policies {
-        let name = format!("lookup {}", p.name());
-        let res = (|| -> Result<Row> {
-            let ready = ctx.prepare(p, Workload::Lookup)?;
-            let region = Region::new(&ready.placement, bytes)?;
-            let view = data.copy_into(&region)?;
-            let pages = region.node_pages().unwrap_or_default();
-            let res = run_lookups(&data, &view, &ctx.cpus, ctx.threads, s.duration);
-            let mut row = ctx.row("lookup", p, "lookups/s", res.per_s);
-            row.pages = pages;
-            row.nodemask = ready.nodemask;
-            row.weights = ready.weights;
-            match verify {
-                None => verify = Some(res.verify),
-                Some(v) if v != res.verify => {
-                    bail!(
-                        "lookup results differ from the first policy's (hash {:#x} vs {v:#x})",
-                        res.verify
-                    )
-                }
-                _ => {}
-            }
-            Ok(row)
-        })();
-        match res {
-            Ok(row) => {
-                check_bind(r, &name, p, &row.pages);
-                r.ok_note(
-                    &name,
-                    format!(
-                        "{:.0} lookups/s, pages {}",
-                        row.measured,
-                        fmt_pages(&row.pages)
-                    ),
+    let mut sets = sets(
+        ctx,
+        policies,
+        Workload::Lookup,
+        "lookup",
+        bytes,
+        r,
+        |region| data.copy_into(region),
+    );
+    // The latency of each node, re-measured in the same rounds (on its own
+    // bound buffer of the same size).
+    let mut chases = Vec::new();
+    for &n in &ctx.topo.memory {
+        match Region::new(&Placement::Bind(n), bytes) {
+            Ok(region) => {
+                let c = Chase::new(
+                    &region,
+                    ctx.cpus.first().copied(),
+                    s.duration,
+                    0x77 + n as u64,
                 );
-                out.push(row);
+                chases.push((n, region, c));
             }
             Err(e) => {
-                r.fail(&name, format!("{e:#}"));
+                r.fail(&format!("lookup latency of node {n}"), format!("{e:#}"));
             }
         }
+    }
+    // Warm-up, then rounds.
+    for set in &sets {
+        run_lookups(&data, &set.state, &ctx.cpus, ctx.threads, s.duration / 4.0);
+    }
+    let mut best = vec![0.0f64; sets.len()];
+    let mut verify: Vec<Option<u64>> = vec![None; sets.len()];
+    for _ in 0..s.rounds {
+        for (_, region, c) in chases.iter_mut() {
+            c.run(region, ctx.cpus.first().copied());
+        }
+        for (i, set) in sets.iter().enumerate() {
+            let res = run_lookups(&data, &set.state, &ctx.cpus, ctx.threads, s.duration);
+            best[i] = best[i].max(res.per_s);
+            verify[i] = Some(res.verify);
+        }
+    }
+    let mut out = Vec::new();
+    let first = verify.first().copied().flatten();
+    for (i, set) in sets.drain(..).enumerate() {
+        let name = format!("lookup {}", set.policy.name());
+        if verify[i] != first {
+            r.fail(
+                &name,
+                format!(
+                    "results differ from {}'s (hash {:?} vs {first:?})",
+                    policies[0].name(),
+                    verify[i]
+                ),
+            );
+            continue;
+        }
+        r.ok_note(
+            &name,
+            format!("{:.0} lookups/s, pages {}", best[i], fmt_pages(&set.pages)),
+        );
+        let mut row = ctx.row("lookup", &set.policy, "lookups/s", best[i]);
+        row.pages = set.pages;
+        row.nodemask = set.ready.nodemask;
+        row.weights = set.ready.weights;
+        drop(set.region);
+        out.push(row);
     }
     // Predictions, anchored at the DRAM node's measured rate.
     let anchor = out
@@ -351,78 +457,175 @@ fn lookup(ctx: &Ctx, s: &Settings, policies: &[Policy], r: &mut Report) -> Vec<R
         .find(|row| row.policy == rows::bind(ctx.dram))
         .or_else(|| out.iter().find(|row| row.policy == rows::LOCAL))
         .map(|row| row.measured);
+    let mut run = ctx.cal.clone();
+    for (n, _, c) in &chases {
+        if let Some(x) = run.nodes.iter_mut().find(|x| x.nid == *n) {
+            x.latency_ns = c.best_ns;
+        }
+    }
+    r.note(format!(
+        "lookup: latency measured in the same rounds: {} (tk-calibrate: {})",
+        run.nodes
+            .iter()
+            .map(|n| format!("node {} {:.0} ns", n.nid, n.latency_ns))
+            .collect::<Vec<_>>()
+            .join(", "),
+        ctx.cal
+            .nodes
+            .iter()
+            .map(|n| format!("node {} {:.0} ns", n.nid, n.latency_ns))
+            .collect::<Vec<_>>()
+            .join(", ")
+    ));
+    inrun.push((
+        "lookup".into(),
+        json!({
+            "loads_per_lookup": loads,
+            "latency_ns": run.nodes.iter().map(|n| json!([n.nid, n.latency_ns])).collect::<Vec<_>>(),
+            "no_locality": run.nodes.iter().filter(|n| Calibration::no_locality(n)).map(|n| n.nid).collect::<Vec<_>>(),
+            "anchor": anchor.map(|a| json!({"node": ctx.dram, "lookups_per_s": a})),
+        }),
+    ));
     if let Some(a) = anchor {
-        let rates = ctx.cal.lookup_rates(ctx.dram, a);
+        let rates = run.lookup_rates(ctx.dram, a, loads, ctx.threads);
+        let rates_cal = ctx.cal.lookup_rates(ctx.dram, a, loads, ctx.threads);
         for row in out.iter_mut() {
-            row.predicted = Some(model::predict_amounts(
-                ctx.cal.regime(),
-                &rates,
-                &amounts_of(&row.pages),
-            ));
+            let am = amounts_of(&row.pages);
+            row.predicted = Some(model::predict_amounts(ctx.cal.regime(), &rates, &am));
+            row.predicted_calibration =
+                Some(model::predict_amounts(ctx.cal.regime(), &rates_cal, &am));
         }
     }
     out
 }
 
-fn stream(ctx: &Ctx, s: &Settings, policies: &[Policy], r: &mut Report) -> Vec<Row> {
+fn stream(
+    ctx: &Ctx,
+    s: &Settings,
+    policies: &[Policy],
+    r: &mut Report,
+    inrun: &mut InRun,
+) -> Vec<Row> {
     r.note(format!(
-        "stream: 3 arrays of {} doubles ({}), {} thread(s), best of 2 blocks per kernel",
+        "stream: 3 arrays of {} doubles ({}), {} thread(s), {} rounds, each kernel of each policy \
+         timed in blocks of {} s for at least {} s per round, best block counts; every node's costs \
+         re-measured in the same rounds on its own bound working set",
         s.stream_size / 24,
         fmt_size(s.stream_size),
-        ctx.threads
+        ctx.threads,
+        s.rounds,
+        s.duration / 2.0,
+        s.duration
     ));
-    let mut out = Vec::new();
+    // The calibration, side by side with the policies: STREAM on a working
+    // set bound to each node (separate from the bind:N policies' own).
+    let mut cal_sets = Vec::new();
+    for &n in &ctx.topo.memory {
+        match Region::new(&Placement::Bind(n), s.stream_size) {
+            Ok(region) => {
+                let st = Stream::new(&region, &ctx.cpus, ctx.threads, s.duration / 2.0);
+                cal_sets.push((n, region, st));
+            }
+            Err(e) => {
+                r.fail(&format!("stream costs of node {n}"), format!("{e:#}"));
+            }
+        }
+    }
+    let mut sets = sets(
+        ctx,
+        policies,
+        Workload::Triad,
+        "stream",
+        s.stream_size,
+        r,
+        |region| {
+            Ok(Stream::new(
+                region,
+                &ctx.cpus,
+                ctx.threads,
+                s.duration / 2.0,
+            ))
+        },
+    );
+    for _ in 0..s.rounds {
+        for (_, _, st) in cal_sets.iter_mut() {
+            st.round(&ctx.cpus, ctx.threads, s.duration);
+        }
+        for set in sets.iter_mut() {
+            set.state.round(&ctx.cpus, ctx.threads, s.duration);
+        }
+    }
+    let mut run = ctx.cal.clone();
+    for (n, _, st) in &cal_sets {
+        let b = st.best();
+        if let Some(x) = run.nodes.iter_mut().find(|x| x.nid == *n) {
+            (x.copy_mbps, x.scale_mbps, x.add_mbps, x.triad_mbps) = (b[0], b[1], b[2], b[3]);
+        }
+        r.note(format!(
+            "stream costs of node {n}, same rounds: copy {:.0} scale {:.0} add {:.0} triad {:.0} MB/s{}",
+            b[0],
+            b[1],
+            b[2],
+            b[3],
+            ctx.cal.node(*n).map_or(String::new(), |c| format!(
+                " (tk-calibrate: {:.0} {:.0} {:.0} {:.0})",
+                c.copy_mbps, c.scale_mbps, c.add_mbps, c.triad_mbps
+            ))
+        ));
+    }
+    inrun.push((
+        "stream".into(),
+        json!(cal_sets
+            .iter()
+            .map(|(n, _, st)| json!({"nid": n, "mbps": st.best(), "errors": st.errors()}))
+            .collect::<Vec<_>>()),
+    ));
     let workloads = [
         Workload::Copy,
         Workload::Scale,
         Workload::Add,
         Workload::Triad,
     ];
-    for p in policies {
-        let name = format!("stream {}", p.name());
-        let res = (|| -> Result<Vec<Row>> {
-            let ready = ctx.prepare(p, Workload::Triad)?;
-            let region = Region::new(&ready.placement, s.stream_size)?;
-            let pages = region.node_pages().unwrap_or_default();
-            let res = run_stream(&region, &ctx.cpus, ctx.threads, s.duration, 2);
-            if res.errors > 0 {
-                bail!("{} sampled elements have wrong values", res.errors);
-            }
-            let amounts = amounts_of(&pages);
-            Ok((0..4)
-                .map(|k| {
-                    let mut row = ctx.row(STREAM_KERNELS[k], p, "MB/s", res.mbps[k]);
-                    row.pages = pages.clone();
-                    row.nodemask = ready.nodemask.clone();
-                    row.weights = ready.weights.clone();
-                    row.predicted = Some(model::predict_amounts(
-                        ctx.cal.regime(),
-                        &ctx.cal.rates(workloads[k]),
-                        &amounts,
-                    ));
-                    row
-                })
-                .collect())
-        })();
-        match res {
-            Ok(v) => {
-                check_bind(r, &name, p, &v[0].pages);
-                r.ok_note(
-                    &name,
-                    format!(
-                        "copy {:.0} scale {:.0} add {:.0} triad {:.0} MB/s, pages {}",
-                        v[0].measured,
-                        v[1].measured,
-                        v[2].measured,
-                        v[3].measured,
-                        fmt_pages(&v[0].pages)
-                    ),
-                );
-                out.extend(v);
-            }
-            Err(e) => {
-                r.fail(&name, format!("{e:#}"));
-            }
+    let mut out = Vec::new();
+    for set in sets {
+        let name = format!("stream {}", set.policy.name());
+        let errors = set.state.errors();
+        if errors > 0 {
+            r.fail(
+                &name,
+                format!("{errors} sampled elements have wrong values"),
+            );
+            continue;
+        }
+        let best = set.state.best();
+        r.ok_note(
+            &name,
+            format!(
+                "copy {:.0} scale {:.0} add {:.0} triad {:.0} MB/s, pages {}",
+                best[0],
+                best[1],
+                best[2],
+                best[3],
+                fmt_pages(&set.pages)
+            ),
+        );
+        let amounts = amounts_of(&set.pages);
+        for (k, kernel) in Bw::STREAM.iter().enumerate() {
+            let mut row = ctx.row(kernel.name(), &set.policy, "MB/s", best[k]);
+            row.pages = set.pages.clone();
+            row.nodemask = set.ready.nodemask.clone();
+            row.weights = set.ready.weights.clone();
+            row.predicted = Some(model::predict_amounts(
+                ctx.cal.regime(),
+                &run.rates(workloads[k]),
+                &amounts,
+            ));
+            row.predicted_calibration = Some(model::predict_amounts(
+                ctx.cal.regime(),
+                &ctx.cal.rates(workloads[k]),
+                &amounts,
+            ));
+            out.push(row);
         }
     }
     out
@@ -431,16 +634,18 @@ fn stream(ctx: &Ctx, s: &Settings, policies: &[Policy], r: &mut Report) -> Vec<R
 fn fault(ctx: &Ctx, s: &Settings, policies: &[Policy], r: &mut Report) -> Vec<Row> {
     let mut out = Vec::new();
     r.note(format!(
-        "fault: page_fault2 on a private mapping of a {} shared-memory file per thread, 1..{} threads; \
-         deliveries of {} x {} reps",
+        "fault: page_fault2 on a private mapping of a {} shared-memory file per thread, 1..{} threads, \
+         {} rounds of {} s, best counts; deliveries of {}, {} rounds, median",
         fmt_size(s.fault_size),
         ctx.threads,
+        s.rounds,
+        s.duration,
         fmt_size(s.map_size),
         s.reps
     ));
     let k = ctx.kernel_w;
+    let mut pf: Vec<(Policy, TaskPolicy)> = Vec::new();
     for p in policies.iter().filter(|p| !p.is_tierkit()) {
-        let name = format!("fault page_fault2 {}", p.name());
         let policy = match p {
             Policy::Local => TaskPolicy::DEFAULT,
             Policy::Bind(n) => TaskPolicy {
@@ -457,29 +662,42 @@ fn fault(ctx: &Ctx, s: &Settings, policies: &[Policy], r: &mut Report) -> Vec<Ro
             },
             _ => continue,
         };
-        let mut by = Vec::new();
-        let mut pages = Vec::new();
-        let mut err = None;
-        for t in 1..=ctx.threads {
-            match page_fault2(&ctx.cpus, t, s.fault_size, s.duration, policy) {
-                Ok((rate, n)) => {
-                    by.push((t, rate));
-                    if t == 1 {
-                        pages = n;
-                    }
+        pf.push((p.clone(), policy));
+    }
+    // best[policy][threads - 1], pages of the first run.
+    let mut best = vec![vec![0.0f64; ctx.threads]; pf.len()];
+    let mut pages = vec![Vec::new(); pf.len()];
+    let mut failed: Vec<Option<String>> = vec![None; pf.len()];
+    for t in 1..=ctx.threads {
+        for _ in 0..s.rounds {
+            for (i, (_, tp)) in pf.iter().enumerate() {
+                if failed[i].is_some() {
+                    continue;
                 }
-                Err(e) => {
-                    err = Some(e);
-                    break;
+                match page_fault2(&ctx.cpus, t, s.fault_size, s.duration, *tp) {
+                    Ok((rate, n)) => {
+                        best[i][t - 1] = best[i][t - 1].max(rate);
+                        if pages[i].is_empty() {
+                            pages[i] = n;
+                        }
+                    }
+                    Err(e) => failed[i] = Some(format!("{e:#}")),
                 }
             }
         }
-        if let Some(e) = err {
-            r.fail(&name, format!("{e:#}"));
+    }
+    for (i, (p, _)) in pf.iter().enumerate() {
+        let name = format!("fault page_fault2 {}", p.name());
+        if let Some(e) = &failed[i] {
+            r.fail(&name, e.clone());
             continue;
         }
-        check_bind(r, &name, p, &pages);
-        let Some(&(_, top)) = by.last() else { continue };
+        check_bind(r, &name, p, &pages[i]);
+        let by: Vec<(usize, f64)> = best[i]
+            .iter()
+            .enumerate()
+            .map(|(t, &f)| (t + 1, f))
+            .collect();
         r.ok_note(
             &name,
             format!(
@@ -488,77 +706,100 @@ fn fault(ctx: &Ctx, s: &Settings, policies: &[Policy], r: &mut Report) -> Vec<Ro
                     .map(|(t, f)| format!("T={t}: {f:.0}"))
                     .collect::<Vec<_>>()
                     .join(", "),
-                fmt_pages(&pages)
+                fmt_pages(&pages[i])
             ),
         );
-        let mut row = ctx.row("fault", p, "faults/s", top);
+        let mut row = ctx.row("fault", p, "faults/s", by.last().map_or(0.0, |x| x.1));
         row.variant = Some("page_fault2".into());
         row.by_threads = Some(by);
-        row.pages = pages;
+        row.pages = pages[i].clone();
         out.push(row);
     }
-    // Pages/s delivered: tierkit against the kernel, same weights.
+    // Pages/s delivered: tierkit against the kernel, same weights, round
+    // robin.
     let Some(kw) = k else {
         r.skip("fault deliveries", "the kernel has no weighted interleave");
         return out;
     };
-    let pages = s.map_size / PAGE_SIZE;
-    let mut rates = Vec::new();
+    let mut dels: Vec<(Delivery, Policy, Ready)> = Vec::new();
     for d in Delivery::ALL {
-        let (policy, ready) = match d {
+        match d {
             Delivery::TierkitMmap => {
                 if !policies.contains(&Policy::TierkitHmat) {
                     continue;
                 }
                 match ctx.prepare(&Policy::TierkitHmat, Workload::Triad) {
-                    Ok(x) => (Policy::TierkitHmat, x),
+                    Ok(x) => dels.push((d, Policy::TierkitHmat, x)),
                     Err(e) => {
                         r.fail("fault tierkit-mmap", format!("{e:#}"));
-                        continue;
                     }
                 }
             }
             _ => {
-                if !policies.contains(&Policy::KernelWeighted) {
-                    continue;
+                if policies.contains(&Policy::KernelWeighted) {
+                    dels.push((
+                        d,
+                        Policy::KernelWeighted,
+                        Ready {
+                            placement: Placement::KernelWeighted(ctx.memory),
+                            nodemask: Some(nodes_of(ctx.memory)),
+                            weights: Some(pairs(ctx.memory, &kw)),
+                        },
+                    ));
                 }
-                (
-                    Policy::KernelWeighted,
-                    Ready {
-                        placement: Placement::KernelWeighted(ctx.memory),
-                        nodemask: Some(nodes_of(ctx.memory)),
-                        weights: Some(pairs(ctx.memory, &kw)),
-                    },
-                )
-            }
-        };
-        let name = format!("fault {} {}", d.name(), policy.name());
-        // One thread, on the DRAM node's first CPU.
-        let cpu: Vec<u32> = ctx.cpus.first().copied().into_iter().collect();
-        let (_, res) =
-            workload::run_threads(&cpu, 1, |_| delivery_rate(d, pages, ctx.memory, s.reps));
-        match res.into_iter().next().expect("one thread") {
-            Ok((med, best, nodes)) => {
-                r.ok_note(
-                    &name,
-                    format!(
-                        "{med:.0} pages/s median, {best:.0} best, pages {}",
-                        kernels::fmt_nodes(&nodes)
-                    ),
-                );
-                rates.push((d, med));
-                let mut row = ctx.row("fault", &policy, "pages/s", med);
-                row.variant = Some(d.name().into());
-                row.threads = Some(1);
-                row.pages = nodes;
-                row.nodemask = ready.nodemask;
-                row.weights = ready.weights;
-                out.push(row);
-            }
-            Err(e) => {
-                r.fail(&name, format!("{e:#}"));
             }
         }
+    }
+    let npages = s.map_size / PAGE_SIZE;
+    let cpu: Vec<u32> = ctx.cpus.first().copied().into_iter().collect();
+    let mut times: Vec<Vec<u64>> = vec![Vec::new(); dels.len()];
+    let mut nodes: Vec<Vec<(i32, usize)>> = vec![Vec::new(); dels.len()];
+    let mut failed: Vec<Option<String>> = vec![None; dels.len()];
+    for rep in 0..s.reps.max(1) {
+        for (i, (d, _, _)) in dels.iter().enumerate() {
+            if failed[i].is_some() {
+                continue;
+            }
+            // One thread, on the DRAM node's first CPU.
+            let (_, res) =
+                workload::run_threads(&cpu, 1, |_| deliver(*d, npages, ctx.memory, rep == 0));
+            match res.into_iter().next().expect("one thread") {
+                Ok((ns, n)) => {
+                    times[i].push(ns.max(1));
+                    if rep == 0 {
+                        nodes[i] = n;
+                    }
+                }
+                Err(e) => failed[i] = Some(format!("{e:#}")),
+            }
+        }
+    }
+    let mut rates = Vec::new();
+    for (i, (d, p, ready)) in dels.into_iter().enumerate() {
+        let name = format!("fault {} {}", d.name(), p.name());
+        if let Some(e) = &failed[i] {
+            r.fail(&name, e.clone());
+            continue;
+        }
+        let mut t = times[i].clone();
+        t.sort_unstable();
+        let rate = |ns: u64| npages as f64 * 1e9 / ns as f64;
+        let (med, top) = (rate(t[t.len() / 2]), rate(t[0]));
+        r.ok_note(
+            &name,
+            format!(
+                "{med:.0} pages/s median, {top:.0} best, pages {}",
+                kernels::fmt_nodes(&nodes[i])
+            ),
+        );
+        rates.push((d, med));
+        let mut row = ctx.row("fault", &p, "pages/s", med);
+        row.variant = Some(d.name().into());
+        row.threads = Some(1);
+        row.pages = nodes[i].clone();
+        row.nodemask = ready.nodemask;
+        row.weights = ready.weights;
+        out.push(row);
     }
     let get = |d| rates.iter().find(|x| x.0 == d).map(|x| x.1);
     if let (Some(t), Some(f), Some(p)) = (
@@ -603,6 +844,7 @@ fn main() -> ExitCode {
         s.map_size = flags.size_or("map-size", s.map_size)?.max(PAGE_SIZE);
         s.nuclides = flags.parse_or("nuclides", s.nuclides)?;
         s.reps = flags.parse_or("reps", s.reps)?;
+        s.rounds = flags.parse_or("rounds", s.rounds)?.max(1);
         Ok(())
     })();
     if let Err(e) = parsed {
@@ -761,11 +1003,12 @@ fn main() -> ExitCode {
 
     let t0 = sys::monotonic_ns();
     let mut all_rows = Vec::new();
+    let mut inrun: InRun = Vec::new();
     for w in &workloads {
         let t = sys::monotonic_ns();
         let rows = match w.as_str() {
-            "lookup" => lookup(&ctx, &s, &policies, &mut r),
-            "stream" => stream(&ctx, &s, &policies, &mut r),
+            "lookup" => lookup(&ctx, &s, &policies, &mut r, &mut inrun),
+            "stream" => stream(&ctx, &s, &policies, &mut r, &mut inrun),
             _ => fault(&ctx, &s, &policies, &mut r),
         };
         r.note(format!(
@@ -813,6 +1056,10 @@ fn main() -> ExitCode {
         serde_json::to_value(&ctx.cal).unwrap_or_default(),
     );
     r.set("optimized", json!(opt));
+    r.set(
+        "calibration_in_run",
+        serde_json::Value::Object(inrun.into_iter().collect()),
+    );
     r.set("nodemask", json!(nodes_of(ctx.memory)));
     r.set("rows", serde_json::to_value(&all_rows).unwrap_or_default());
     r.finish()

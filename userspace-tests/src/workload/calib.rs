@@ -3,26 +3,33 @@
 //! claims, and the weights each gives with the kernel's formula.
 //!
 //! Per node, on a buffer of `size` bytes bound to it (`MPOL_BIND`, every
-//! page faulted in, one untimed pass first):
-//! - **read**: a sum over the buffer, T threads, each its own slice;
-//! - **write**: a store loop over the buffer, T threads;
-//! - **triad**: `a = b + s·c` over three thirds of it, T threads (bytes
-//!   counted as STREAM does: 3 × 8 per element);
-//! - **latency**: one thread chasing pointers through the buffer's cache
-//!   lines in one random cycle (Sattolo), ns per load.
+//! page faulted in), as three arrays of doubles, T threads each on its own
+//! part, one untimed pass first:
+//! - **read**: a sum of every word; **write**: a store to every word;
+//! - STREAM's **copy**, **scale**, **add** and **triad** (the workloads'
+//!   own kernels: under emulation floating point costs far more than a
+//!   plain load, so read and write alone would not predict them);
+//! - **latency**: one thread chasing pointers through a second bound
+//!   buffer's cache lines in one random cycle (Sattolo), ns per load.
+//!
+//! Every measurement is repeated in rounds, round robin over the nodes, and
+//! the best block counts: on a loaded machine interference only ever slows
+//! a block down.
 //!
 //! The threads run on the CPUs of the node, or for a CPU-less node of the
 //! nearest node with CPUs (`nodeN/distance`), one per CPU round robin.
 //!
 //! **Regime probe** (two or more nodes): the read kernel on a buffer whose
-//! pages are spread over the nodes in proportion to their measured read
-//! bandwidth (blocks bound with `MPOL_BIND`, the layout of weighted
-//! interleave with those weights). There the two regimes differ most:
+//! pages are spread over the nodes in proportion to their read bandwidth
+//! (from the first, untimed passes; blocks bound with `MPOL_BIND`, the
+//! layout of weighted interleave with those weights), timed in the same
+//! rounds as the nodes. There the two regimes differ most:
 //! the parallel model predicts the sum of the bandwidths, the serial one
 //! their mean. The regime whose prediction is closer (in log ratio) is the
 //! one the model uses for this machine.
 
-use super::{amounts_of, fmt_pages, part, Rng, SendPtr};
+use super::kernels::{Arrays, Block, Bw};
+use super::{amounts_of, fmt_pages, Rng, SendPtr};
 use super::{fmt_size, in_guest, nearest_cpu_node, node_cpus, run_threads, Placement, Region};
 use crate::cxl::CxlBus;
 use crate::node::{access1_bandwidth, Topology, NODE_SYSFS};
@@ -45,14 +52,18 @@ pub struct Opts {
     pub nodes: Option<Vec<u32>>,
     /// Run the regime probe.
     pub probe: bool,
+    /// Rounds: every measurement is repeated this many times, round robin
+    /// over the nodes, and the best counts.
+    pub rounds: usize,
 }
 
 impl Opts {
-    /// Guest defaults (`$TIERKIT_MODE` set): 24 MiB (the STREAM working set), 0.25 s, all CPUs of
-    /// the nearest node. Bare metal: 1 GiB (larger than any LLC), 1 s.
+    /// Guest defaults (`$TIERKIT_MODE` set): 16 MiB (the STREAM working
+    /// set), 0.15 s per block, 3 rounds, all CPUs of the nearest node.
+    /// Bare metal: 1 GiB (larger than any LLC), 1 s per block.
     pub fn defaults() -> Opts {
         let (size, duration) = if in_guest() {
-            (24 << 20, 0.25)
+            (16 << 20, 0.15)
         } else {
             (1 << 30, 1.0)
         };
@@ -62,6 +73,7 @@ impl Opts {
             duration,
             nodes: None,
             probe: true,
+            rounds: 3,
         }
     }
 }
@@ -86,9 +98,16 @@ pub struct NodeCal {
     pub cpu_node: u32,
     pub cpus: Vec<u32>,
     pub threads: usize,
-    /// 10^6 bytes/s.
+    /// 10^6 bytes/s, each the best of the rounds: a plain read and a
+    /// plain write of the three arrays, and STREAM's four kernels.
     pub read_mbps: f64,
     pub write_mbps: f64,
+    #[serde(default)]
+    pub copy_mbps: f64,
+    #[serde(default)]
+    pub scale_mbps: f64,
+    #[serde(default)]
+    pub add_mbps: f64,
     pub triad_mbps: f64,
     /// ns per dependent load.
     pub latency_ns: f64,
@@ -113,6 +132,8 @@ pub struct Probe {
 pub struct Calibration {
     pub size: usize,
     pub duration: f64,
+    #[serde(default)]
+    pub rounds: usize,
     pub nodes: Vec<NodeCal>,
     pub probe: Option<Probe>,
     /// `parallel` or `serial`: the probe's verdict, else `parallel` (the
@@ -193,118 +214,26 @@ pub fn weights_from_bandwidth(entries: &[(u32, u32, u32)], memory: u64) -> [u8; 
 }
 
 // ---------------------------------------------------------------------------
-// Kernels
+// Latency
 // ---------------------------------------------------------------------------
 
-/// The bandwidth kernels.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum BwKernel {
-    Read,
-    Write,
-    Triad,
-}
+/// Bytes per pointer-chase element: one cache line.
+const LINE: usize = 64;
 
-/// One pass of `k` by thread `i` of `threads` over `words` u64 words at
-/// `base`; returns a value that depends on what was read.
-fn pass(k: BwKernel, base: SendPtr, words: usize, i: usize, threads: usize, no: u64) -> u64 {
-    match k {
-        BwKernel::Read => {
-            // SAFETY: `words` words of a live mapping; read only.
-            let s = unsafe { std::slice::from_raw_parts(base.ptr() as *const u64, words) };
-            let (lo, hi) = part(words, threads, i);
-            let mut acc = [0u64; 4];
-            let mut it = s[lo..hi].chunks_exact(4);
-            for c in &mut it {
-                acc[0] = acc[0].wrapping_add(c[0]);
-                acc[1] = acc[1].wrapping_add(c[1]);
-                acc[2] = acc[2].wrapping_add(c[2]);
-                acc[3] = acc[3].wrapping_add(c[3]);
-            }
-            for &x in it.remainder() {
-                acc[0] = acc[0].wrapping_add(x);
-            }
-            std::hint::black_box(acc.iter().fold(0u64, |a, &b| a.wrapping_add(b)))
-        }
-        BwKernel::Write => {
-            // SAFETY: thread i writes only its own part of a live mapping.
-            let s = unsafe { std::slice::from_raw_parts_mut(base.ptr() as *mut u64, words) };
-            let (lo, hi) = part(words, threads, i);
-            let v = std::hint::black_box(no.wrapping_mul(0x0101_0101_0101_0101) ^ 0x5A);
-            for x in &mut s[lo..hi] {
-                *x = v;
-            }
-            std::hint::black_box(s.get(lo).copied().unwrap_or(0))
-        }
-        BwKernel::Triad => {
-            let n = words / 3;
-            // SAFETY: three disjoint thirds of a live mapping; thread i
-            // writes only its own part of `a`.
-            let (a, b, c) = unsafe {
-                let p = base.ptr() as *mut f64;
-                (
-                    std::slice::from_raw_parts_mut(p, n),
-                    std::slice::from_raw_parts(p.add(n) as *const f64, n),
-                    std::slice::from_raw_parts(p.add(2 * n) as *const f64, n),
-                )
-            };
-            let (lo, hi) = part(n, threads, i);
-            let s = std::hint::black_box(3.0f64);
-            for ((x, &y), &z) in a[lo..hi].iter_mut().zip(&b[lo..hi]).zip(&c[lo..hi]) {
-                *x = y + s * z;
-            }
-            std::hint::black_box(a.get(lo).copied().unwrap_or(0.0).to_bits())
-        }
-    }
-}
-
-/// Bytes one pass of `k` moves over a region of `len` bytes.
-fn pass_bytes(k: BwKernel, len: usize) -> usize {
-    match k {
-        BwKernel::Read | BwKernel::Write => len / 8 * 8,
-        BwKernel::Triad => len / 8 / 3 * 3 * 8,
-    }
-}
-
-/// MB/s (10^6 bytes/s) of `k` over `region`, `threads` threads pinned to
-/// `cpus`: one untimed pass, then as many passes as fill `duration`
-/// seconds (at least one), timed together.
-pub fn measure_bw(
-    region: &Region,
-    cpus: &[u32],
-    threads: usize,
-    duration: f64,
-    k: BwKernel,
-) -> f64 {
-    let base = SendPtr(region.as_ptr());
-    let words = region.len() / 8;
-    let (warm_ns, _) = run_threads(cpus, threads, |i| pass(k, base, words, i, threads, 0));
-    let passes = ((duration * 1e9 / warm_ns as f64).round() as u64).clamp(1, 1_000_000);
-    let (ns, _) = run_threads(cpus, threads, |i| {
-        let mut x = 0u64;
-        for p in 0..passes {
-            x = x.wrapping_add(pass(k, base, words, i, threads, p + 1));
-        }
-        x
-    });
-    pass_bytes(k, region.len()) as f64 * passes as f64 * 1e3 / ns as f64
-}
-
-/// Load latency (ns) by pointer chase through `region`'s 64-byte lines in
-/// one random cycle, on one thread pinned to `cpu`.
-pub fn measure_latency(region: &Region, cpu: Option<u32>, duration: f64, seed: u64) -> f64 {
-    const LINE: usize = 64;
+/// Writes one random cycle through `region`'s 64-byte lines (Sattolo's
+/// algorithm): the first word of each line holds the byte offset of the
+/// next.
+pub fn prepare_chase(region: &Region, seed: u64) {
     let lines = region.len() / LINE;
     if lines < 2 {
-        return 0.0;
+        return;
     }
-    // Sattolo's algorithm: a uniformly random single cycle.
     let mut perm: Vec<u32> = (0..lines as u32).collect();
     let mut rng = Rng::new(seed);
     for i in (1..lines).rev() {
         let j = rng.below(i as u64) as usize;
         perm.swap(i, j);
     }
-    // perm as a cycle: line perm[k] -> perm[k+1].
     let mut next = vec![0u64; lines];
     for k in 0..lines {
         next[perm[k] as usize] = perm[(k + 1) % lines] as u64 * LINE as u64;
@@ -312,23 +241,59 @@ pub fn measure_latency(region: &Region, cpu: Option<u32>, duration: f64, seed: u
     for (l, &nx) in next.iter().enumerate() {
         region.write_at(l * LINE, &[nx]);
     }
-    drop(next);
-    let base = SendPtr(region.as_ptr());
-    let chase = move |steps: u64| -> u64 {
-        let mut off = 0u64;
-        for _ in 0..steps {
-            // SAFETY: every stored offset is a line start inside the region.
-            off = unsafe { std::ptr::read_volatile(base.ptr().add(off as usize) as *const u64) };
+}
+
+/// Follows `steps` pointers from offset 0.
+fn chase(base: SendPtr, steps: u64) -> u64 {
+    let mut off = 0u64;
+    for _ in 0..steps {
+        // SAFETY: every stored offset is a line start inside the region.
+        off = unsafe { std::ptr::read_volatile(base.ptr().add(off as usize) as *const u64) };
+    }
+    off
+}
+
+/// A latency measurement that can be repeated in rounds (best = lowest).
+#[derive(Clone, Debug)]
+pub struct Chase {
+    steps: u64,
+    pub best_ns: f64,
+}
+
+impl Chase {
+    /// Builds the cycle in `region` and sizes a block of `duration` s.
+    pub fn new(region: &Region, cpu: Option<u32>, duration: f64, seed: u64) -> Chase {
+        prepare_chase(region, seed);
+        let base = SendPtr(region.as_ptr());
+        let cpus: Vec<u32> = cpu.into_iter().collect();
+        let warm = ((region.len() / LINE) as u64).clamp(1, 20_000);
+        let (ns, _) = run_threads(&cpus, 1, |_| chase(base, warm));
+        let per = ns as f64 / warm as f64;
+        Chase {
+            steps: ((duration * 1e9 / per) as u64).clamp(1000, 100_000_000),
+            best_ns: f64::INFINITY,
         }
-        off
-    };
-    let cpus: Vec<u32> = cpu.into_iter().collect();
-    let warm = (lines as u64).min(20_000);
-    let (wns, _) = run_threads(&cpus, 1, |_| chase(warm));
-    let per = wns as f64 / warm as f64;
-    let steps = ((duration * 1e9 / per) as u64).clamp(1000, 100_000_000);
-    let (ns, _) = run_threads(&cpus, 1, |_| std::hint::black_box(chase(steps)));
-    ns as f64 / steps as f64
+    }
+
+    /// One timed block on one thread pinned to `cpu`: ns per load.
+    pub fn run(&mut self, region: &Region, cpu: Option<u32>) -> f64 {
+        let base = SendPtr(region.as_ptr());
+        let cpus: Vec<u32> = cpu.into_iter().collect();
+        let steps = self.steps;
+        let (ns, _) = run_threads(&cpus, 1, |_| std::hint::black_box(chase(base, steps)));
+        let per = ns as f64 / steps as f64;
+        if per < self.best_ns {
+            self.best_ns = per;
+        }
+        per
+    }
+}
+
+/// Load latency (ns) by pointer chase through `region` (best of one
+/// block, after sizing): for one-off measurements.
+pub fn measure_latency(region: &Region, cpu: Option<u32>, duration: f64, seed: u64) -> f64 {
+    let mut c = Chase::new(region, cpu, duration, seed);
+    c.run(region, cpu)
 }
 
 // ---------------------------------------------------------------------------
@@ -342,8 +307,20 @@ pub fn measuring_cpus(topo: &Topology, nid: u32) -> (u32, Vec<u32>) {
     (cn, node_cpus(cn))
 }
 
-/// Measures every memory node (or `opts.nodes`), then probes the regime.
-/// `log` gets one line per step.
+/// One node being measured.
+struct NodeRun {
+    cal: NodeCal,
+    region: Region,
+    arrays: Arrays,
+    blocks: Vec<Block>,
+    chase_region: Region,
+    chase: Chase,
+}
+
+/// Measures every memory node (or `opts.nodes`) in `opts.rounds` rounds
+/// (each round: every kernel on every node, then the latency; the best
+/// block of each counts), then probes the regime. `log` gets one line per
+/// step.
 pub fn calibrate(topo: &Topology, opts: &Opts, log: &mut dyn FnMut(String)) -> Result<Calibration> {
     let t0 = monotonic_ns();
     let cxl_nodes = crate::cxl::cxl_nodes();
@@ -354,7 +331,7 @@ pub fn calibrate(topo: &Topology, opts: &Opts, log: &mut dyn FnMut(String)) -> R
     if nodes.is_empty() {
         bail!("no memory nodes to calibrate");
     }
-    let mut out = Vec::new();
+    let mut runs = Vec::new();
     for &nid in &nodes {
         let (cpu_node, cpus) = measuring_cpus(topo, nid);
         let threads = if opts.threads == 0 {
@@ -362,63 +339,130 @@ pub fn calibrate(topo: &Topology, opts: &Opts, log: &mut dyn FnMut(String)) -> R
         } else {
             opts.threads
         };
-        let region = Region::new(&Placement::Bind(nid), opts.size)
-            .with_context(|| format!("{} bound to node {nid}", fmt_size(opts.size)))?;
-        let pages = region.node_pages().unwrap_or_default();
-        let off: usize = pages
+        let bound = |what: &str| -> Result<Region> {
+            let region = Region::new(&Placement::Bind(nid), opts.size)
+                .with_context(|| format!("{what}: {} bound to node {nid}", fmt_size(opts.size)))?;
+            let pages = region.node_pages().unwrap_or_default();
+            let off: usize = pages
+                .iter()
+                .filter(|p| p.0 != nid as i32)
+                .map(|p| p.1)
+                .sum();
+            if off > 0 {
+                bail!(
+                    "node {nid}: {off} pages of the bound {what} are elsewhere ({})",
+                    fmt_pages(&pages)
+                );
+            }
+            Ok(region)
+        };
+        let region = bound("buffer")?;
+        let chase_region = bound("pointer-chase buffer")?;
+        let arrays = Arrays::new(&region);
+        arrays.init(&cpus, threads);
+        let blocks = Bw::ALL
             .iter()
-            .filter(|p| p.0 != nid as i32)
-            .map(|p| p.1)
-            .sum();
-        if off > 0 {
-            bail!(
-                "node {nid}: {off} pages of the bound buffer are elsewhere ({})",
-                fmt_pages(&pages)
-            );
-        }
-        let read = measure_bw(&region, &cpus, threads, opts.duration, BwKernel::Read);
-        let write = measure_bw(&region, &cpus, threads, opts.duration, BwKernel::Write);
-        let triad = measure_bw(&region, &cpus, threads, opts.duration, BwKernel::Triad);
-        let lat = measure_latency(
-            &region,
+            .map(|&k| Block::new(&arrays, k, &cpus, threads, opts.duration))
+            .collect();
+        let chase = Chase::new(
+            &chase_region,
             cpus.first().copied(),
             opts.duration,
             0x1234 + nid as u64,
         );
-        let n = NodeCal {
-            nid,
-            kind: node_kind(topo, nid, &cxl_nodes).into(),
-            cpu_node,
-            cpus: cpus.clone(),
-            threads,
-            read_mbps: read,
-            write_mbps: write,
-            triad_mbps: triad,
-            latency_ns: lat,
-            hmat: hmat_of(nid),
+        runs.push(NodeRun {
+            cal: NodeCal {
+                nid,
+                kind: node_kind(topo, nid, &cxl_nodes).into(),
+                cpu_node,
+                cpus,
+                threads,
+                hmat: hmat_of(nid),
+                ..Default::default()
+            },
+            region,
+            arrays,
+            blocks,
+            chase_region,
+            chase,
+        });
+    }
+    // The regime probe, sized from the first (untimed) read passes and
+    // measured in the same rounds as the nodes.
+    let mut probe = None;
+    if opts.probe && runs.len() >= 2 {
+        let bw: Vec<(u32, f64)> = runs
+            .iter()
+            .map(|nr| (nr.cal.nid, nr.blocks[0].warm))
+            .collect();
+        let first = runs
+            .iter()
+            .find(|nr| nr.cal.kind == "dram")
+            .unwrap_or(&runs[0]);
+        probe = Some(ProbeRun::new(
+            &bw,
+            &first.cal.cpus,
+            first.cal.threads,
+            opts,
+        )?);
+    }
+    for _ in 0..opts.rounds.max(1) {
+        for nr in runs.iter_mut() {
+            for b in nr.blocks.iter_mut() {
+                b.run(&nr.arrays, &nr.cal.cpus, nr.cal.threads);
+            }
+            nr.chase.run(&nr.chase_region, nr.cal.cpus.first().copied());
+        }
+        if let Some(p) = probe.as_mut() {
+            p.round();
+        }
+    }
+    let mut out = Vec::new();
+    for nr in runs {
+        let mut n = nr.cal;
+        let best = |k: Bw| {
+            nr.blocks
+                .iter()
+                .find(|b| b.kernel == k)
+                .map_or(0.0, |b| b.best)
         };
+        n.read_mbps = best(Bw::Read);
+        n.write_mbps = best(Bw::Write);
+        n.copy_mbps = best(Bw::Copy);
+        n.scale_mbps = best(Bw::Scale);
+        n.add_mbps = best(Bw::Add);
+        n.triad_mbps = best(Bw::Triad);
+        n.latency_ns = nr.chase.best_ns;
         log(format!(
-            "node {nid} ({}): read {:.0} write {:.0} triad {:.0} MB/s, latency {:.0} ns ({} thread(s) on node {cpu_node}'s CPUs, {})",
+            "node {} ({}): read {:.0} write {:.0} copy {:.0} scale {:.0} add {:.0} triad {:.0} MB/s, latency {:.0} ns \
+             ({} thread(s) on node {}'s CPUs, {}, best of {} rounds)",
+            n.nid,
             n.kind,
-            read,
-            write,
-            triad,
-            lat,
-            threads,
-            fmt_size(region.len())
+            n.read_mbps,
+            n.write_mbps,
+            n.copy_mbps,
+            n.scale_mbps,
+            n.add_mbps,
+            n.triad_mbps,
+            n.latency_ns,
+            n.threads,
+            n.cpu_node,
+            fmt_size(nr.region.len()),
+            opts.rounds.max(1)
         ));
         out.push(n);
     }
     let mut cal = Calibration {
         size: opts.size,
         duration: opts.duration,
+        rounds: opts.rounds.max(1),
         nodes: out,
         probe: None,
         regime: Regime::Parallel.name().into(),
         elapsed_s: 0.0,
     };
-    if opts.probe && cal.nodes.len() >= 2 {
-        let p = probe(topo, &cal, opts)?;
+    if let Some(pr) = probe {
+        let p = pr.finish(&cal);
         log(format!(
             "regime probe: read on pages {} (blocks {}): measured {:.0} MB/s, serial model {:.0}, parallel model {:.0} -> {}",
             fmt_pages(&p.pages),
@@ -461,45 +505,73 @@ pub fn proportional_pattern(bw: &[(u32, f64)]) -> Vec<(u32, u32)> {
         .collect()
 }
 
-/// The regime probe (see the module documentation).
-pub fn probe(topo: &Topology, cal: &Calibration, opts: &Opts) -> Result<Probe> {
-    let bw: Vec<(u32, f64)> = cal.nodes.iter().map(|n| (n.nid, n.read_mbps)).collect();
-    let pattern = proportional_pattern(&bw);
-    // The CPUs of the first DRAM node (or the first node's nearest).
-    let first = cal
-        .nodes
-        .iter()
-        .find(|n| n.kind == "dram")
-        .unwrap_or(&cal.nodes[0]);
-    let (_, cpus) = measuring_cpus(topo, first.nid);
-    let region = Region::new(&Placement::Pattern(pattern.clone()), opts.size)
-        .context("the regime probe's buffer")?;
-    let pages = region.node_pages().unwrap_or_default();
-    let measured = measure_bw(&region, &cpus, first.threads, opts.duration, BwKernel::Read);
-    let rates = cal.rates(Workload::Read);
-    let amounts = amounts_of(&pages);
-    let serial = model::predict_amounts(Regime::Serial, &rates, &amounts);
-    let parallel = model::predict_amounts(Regime::Parallel, &rates, &amounts);
-    let err = |p: f64| {
-        if p > 0.0 {
-            (measured / p).ln().abs()
+/// The regime probe while it runs (see the module documentation).
+pub struct ProbeRun {
+    pattern: Vec<(u32, u32)>,
+    pages: Vec<(i32, usize)>,
+    _region: Region,
+    arrays: Arrays,
+    block: Block,
+    cpus: Vec<u32>,
+    threads: usize,
+}
+
+impl ProbeRun {
+    /// The probe's buffer, its pages spread in proportion to `bw`
+    /// (`(node, read MB/s)`, a first estimate), read by `threads` threads
+    /// on `cpus`.
+    pub fn new(bw: &[(u32, f64)], cpus: &[u32], threads: usize, opts: &Opts) -> Result<ProbeRun> {
+        let pattern = proportional_pattern(bw);
+        let region = Region::new(&Placement::Pattern(pattern.clone()), opts.size)
+            .context("the regime probe's buffer")?;
+        let pages = region.node_pages().unwrap_or_default();
+        let arrays = Arrays::new(&region);
+        arrays.init(cpus, threads);
+        let block = Block::new(&arrays, Bw::Read, cpus, threads, opts.duration);
+        Ok(ProbeRun {
+            pattern,
+            pages,
+            _region: region,
+            arrays,
+            block,
+            cpus: cpus.to_vec(),
+            threads,
+        })
+    }
+
+    /// One timed block.
+    pub fn round(&mut self) {
+        self.block.run(&self.arrays, &self.cpus, self.threads);
+    }
+
+    /// The verdict, against the nodes' read bandwidth of the same rounds.
+    pub fn finish(&self, cal: &Calibration) -> Probe {
+        let measured = self.block.best;
+        let rates = cal.rates(Workload::Read);
+        let amounts = amounts_of(&self.pages);
+        let serial = model::predict_amounts(Regime::Serial, &rates, &amounts);
+        let parallel = model::predict_amounts(Regime::Parallel, &rates, &amounts);
+        let err = |p: f64| {
+            if p > 0.0 {
+                (measured / p).ln().abs()
+            } else {
+                f64::INFINITY
+            }
+        };
+        let regime = if err(serial) < err(parallel) {
+            Regime::Serial
         } else {
-            f64::INFINITY
+            Regime::Parallel
+        };
+        Probe {
+            pattern: self.pattern.clone(),
+            pages: self.pages.clone(),
+            measured_mbps: measured,
+            serial_mbps: serial,
+            parallel_mbps: parallel,
+            regime: regime.name().into(),
         }
-    };
-    let regime = if err(serial) < err(parallel) {
-        Regime::Serial
-    } else {
-        Regime::Parallel
-    };
-    Ok(Probe {
-        pattern,
-        pages,
-        measured_mbps: measured,
-        serial_mbps: serial,
-        parallel_mbps: parallel,
-        regime: regime.name().into(),
-    })
+    }
 }
 
 /// The workloads the model has costs for.
@@ -555,11 +627,12 @@ impl Calibration {
         crate::node::mask_of(&self.nodes.iter().map(|n| n.nid).collect::<Vec<_>>())
     }
 
-    /// The model's per-node rates for `w`: MB/s for the streaming kernels
-    /// (copy and scale read one array and write one: from read and write
-    /// bandwidth; add and triad: the triad kernel, same mix of two reads
-    /// and a write), and for the lookup `1/latency` relative to the first
-    /// node (see [`Calibration::lookup_rates`] for absolute figures).
+    /// The model's per-node rates for `w`: for the streaming kernels the
+    /// node's calibrated MB/s of the same kernel (a calibration file
+    /// without STREAM's kernels falls back to read and write, and to triad
+    /// for add); for the lookup `1/latency` relative to the first node
+    /// (what the recommendation needs; [`Calibration::lookup_rates`] gives
+    /// absolute figures).
     pub fn rates(&self, w: Workload) -> Rates {
         let mut r = [0.0; 64];
         let lat0 = self.nodes.first().map(|n| n.latency_ns).unwrap_or(0.0);
@@ -567,29 +640,57 @@ impl Calibration {
             if n.nid >= 64 {
                 continue;
             }
+            let rw = || model::stream_rate(n.read_mbps, n.write_mbps, 1, 1);
+            let or = |x: f64, f: f64| if x > 0.0 { x } else { f };
             r[n.nid as usize] = match w {
                 Workload::Read => n.read_mbps,
-                Workload::Copy | Workload::Scale => {
-                    model::stream_rate(n.read_mbps, n.write_mbps, 1, 1)
-                }
-                Workload::Add | Workload::Triad => n.triad_mbps,
+                Workload::Copy => or(n.copy_mbps, rw()),
+                Workload::Scale => or(n.scale_mbps, rw()),
+                Workload::Add => or(n.add_mbps, n.triad_mbps),
+                Workload::Triad => n.triad_mbps,
                 Workload::Lookup => model::latency_rate(1.0, lat0, n.latency_ns),
             };
         }
         r
     }
 
-    /// Lookups/s per node from the latencies, anchored at a measured rate
-    /// `anchor_rate` on node `anchor`: `anchor_rate · lat_anchor / lat_i`.
-    pub fn lookup_rates(&self, anchor: u32, anchor_rate: f64) -> Rates {
+    /// Whether loads from node `n` gain nothing from locality: a
+    /// sequential word costs at least a quarter of a dependent random load
+    /// (`8 bytes / read bandwidth >= latency / 4`). True of QEMU's CXL
+    /// window, which it serves access by access; false of any DRAM or CXL
+    /// hardware (a word streams in about a nanosecond, a miss takes about
+    /// a hundred).
+    pub fn no_locality(n: &NodeCal) -> bool {
+        n.read_mbps > 0.0 && n.latency_ns > 0.0 && 8e3 / n.read_mbps >= n.latency_ns / 4.0
+    }
+
+    /// Lookups/s per node for a lookup of `loads` loads from the working
+    /// set, anchored at a measured rate `anchor_rate` on node `anchor`:
+    ///
+    /// - a node with locality: `anchor_rate · lat_anchor / lat_i`: the
+    ///   lookup is latency-bound and keeps the same number of loads in
+    ///   flight everywhere, so its rate scales with the inverse latency;
+    /// - a node without locality ([`Calibration::no_locality`]): every load
+    ///   is paid in full, `1 / (loads · lat_i)`, times the threads in the
+    ///   parallel regime (in the serial one they take turns).
+    pub fn lookup_rates(&self, anchor: u32, anchor_rate: f64, loads: f64, threads: usize) -> Rates {
         let mut r = [0.0; 64];
         let Some(a) = self.node(anchor) else {
             return r;
         };
+        let par = match self.regime() {
+            Regime::Parallel => threads.max(1) as f64,
+            Regime::Serial => 1.0,
+        };
         for n in &self.nodes {
-            if n.nid < 64 {
-                r[n.nid as usize] = model::latency_rate(anchor_rate, a.latency_ns, n.latency_ns);
+            if n.nid >= 64 {
+                continue;
             }
+            r[n.nid as usize] = if n.nid != anchor && Self::no_locality(n) && loads > 0.0 {
+                par * 1e9 / (loads * n.latency_ns)
+            } else {
+                model::latency_rate(anchor_rate, a.latency_ns, n.latency_ns)
+            };
         }
         r
     }
@@ -629,13 +730,16 @@ impl Calibration {
         let he = self.hmat_entries();
         let wh = (!he.is_empty()).then(|| weights_from_bandwidth(&he, memory));
         let mut v = vec![format!(
-            "{:<4} {:<11} {:>4} {:>10} {:>10} {:>10} {:>8} | {:>10} {:>10} {:>8} | {:>7} {:>7}",
+            "{:<4} {:<11} {:>3} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>7} | {:>8} {:>8} {:>7} | {:>7} {:>7}",
             "node",
             "kind",
             "T",
-            "read MB/s",
-            "write MB/s",
-            "triad MB/s",
+            "read",
+            "write",
+            "copy",
+            "scale",
+            "add",
+            "triad",
             "lat ns",
             "HMAT rd",
             "HMAT wr",
@@ -647,12 +751,15 @@ impl Calibration {
             let h = n.hmat.as_ref();
             let i = (n.nid as usize).min(63);
             v.push(format!(
-                "{:<4} {:<11} {:>4} {:>10.0} {:>10.0} {:>10.0} {:>8.0} | {:>10} {:>10} {:>8} | {:>7} {:>7}",
+                "{:<4} {:<11} {:>3} {:>8.0} {:>8.0} {:>8.0} {:>8.0} {:>8.0} {:>8.0} {:>7.0} | {:>8} {:>8} {:>7} | {:>7} {:>7}",
                 n.nid,
                 n.kind,
                 n.threads,
                 n.read_mbps,
                 n.write_mbps,
+                n.copy_mbps,
+                n.scale_mbps,
+                n.add_mbps,
                 n.triad_mbps,
                 n.latency_ns,
                 h.map_or("-".into(), |h| h.read_mbps.to_string()),
@@ -687,6 +794,9 @@ mod tests {
             kind: kind.into(),
             read_mbps: rd,
             write_mbps: wr,
+            copy_mbps: 0.0,
+            scale_mbps: tr * 0.5,
+            add_mbps: 0.0,
             triad_mbps: tr,
             latency_ns: lat,
             threads: 2,
@@ -716,14 +826,28 @@ mod tests {
     #[test]
     fn rates_per_workload() {
         let c = cal();
+        // Copy: no figure (an old file): from read and write; scale: its own.
         let r = c.rates(Workload::Copy);
         assert!((r[0] - 2.0 / (1.0 / 3150.0 + 1.0 / 13200.0)).abs() < 1e-6);
+        assert_eq!(c.rates(Workload::Scale)[0], 2000.0);
+        assert_eq!(c.rates(Workload::Add)[0], 4000.0);
         assert_eq!(c.rates(Workload::Triad)[2], 35.0);
         let l = c.rates(Workload::Lookup);
         assert_eq!(l[0], 1.0);
         assert!((l[2] - 235.0 / 571.0).abs() < 1e-12);
-        let a = c.lookup_rates(0, 1000.0);
-        assert!((a[2] - 1000.0 * 235.0 / 571.0).abs() < 1e-9);
+        // QEMU's CXL: 8 B / 30 MB/s = 267 ns a word, latency 571: no
+        // locality, every load paid. DRAM: 2.5 ns a word against 235.
+        assert!(Calibration::no_locality(&c.nodes[1]));
+        assert!(!Calibration::no_locality(&c.nodes[0]));
+        let a = c.lookup_rates(0, 1000.0, 100.0, 2);
+        assert_eq!(a[0], 1000.0);
+        assert!((a[2] - 1e9 / (100.0 * 571.0)).abs() < 1e-6, "{}", a[2]);
+        // Parallel regime: the threads add up; with locality, the ratio.
+        let mut p = c.clone();
+        p.regime = "parallel".into();
+        assert!((p.lookup_rates(0, 1000.0, 100.0, 2)[2] - 2e9 / (100.0 * 571.0)).abs() < 1e-6);
+        p.nodes[1].read_mbps = 10_000.0;
+        assert!((p.lookup_rates(0, 1000.0, 100.0, 2)[2] - 1000.0 * 235.0 / 571.0).abs() < 1e-9);
         // Serial: the recommendation is DRAM alone.
         let rec = c.recommend(Workload::Triad).unwrap();
         assert_eq!(rec.mask, Nodemask(0b1));
@@ -767,11 +891,35 @@ mod tests {
     #[test]
     fn measures_on_the_host() {
         let r = Region::new(&Placement::Local, 1 << 20).unwrap();
-        for k in [BwKernel::Read, BwKernel::Write, BwKernel::Triad] {
-            let bw = measure_bw(&r, &[], 2, 0.01, k);
-            assert!(bw > 0.0 && bw.is_finite(), "{k:?} {bw}");
-        }
         let lat = measure_latency(&r, None, 0.01, 1);
         assert!(lat > 0.0 && lat < 1e6, "{lat}");
+        // The whole calibration on this host's nodes, tiny.
+        let topo = Topology::read().unwrap();
+        if !topo.memory.is_empty() {
+            let o = Opts {
+                size: 1 << 20,
+                threads: 2,
+                duration: 0.002,
+                nodes: None,
+                probe: true,
+                rounds: 2,
+            };
+            let mut lines = Vec::new();
+            let c = calibrate(&topo, &o, &mut |l| lines.push(l)).unwrap();
+            assert_eq!(c.nodes.len(), topo.memory.len());
+            let n = &c.nodes[0];
+            for x in [
+                n.read_mbps,
+                n.write_mbps,
+                n.copy_mbps,
+                n.scale_mbps,
+                n.add_mbps,
+                n.triad_mbps,
+                n.latency_ns,
+            ] {
+                assert!(x > 0.0 && x.is_finite(), "{n:?}");
+            }
+            assert!(lines[0].contains("best of 2 rounds"), "{lines:?}");
+        }
     }
 }

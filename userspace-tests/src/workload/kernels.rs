@@ -213,6 +213,37 @@ impl XsData {
         })
     }
 
+    /// Loads from the working set per lookup, on average: the binary
+    /// search's steps (counted on 4096 random energies) plus, per nuclide
+    /// of the material (averaged over the material probabilities), the
+    /// index and the two gridpoints (energy and five cross sections each).
+    pub fn loads_per_lookup(&self) -> f64 {
+        let nu = self.union.len();
+        let mut rng = Rng::new(7);
+        let samples = 4096u64;
+        let mut steps = 0u64;
+        for _ in 0..samples {
+            let e = rng.next_f64();
+            let (mut lo, mut hi) = (0usize, nu - 1);
+            while hi - lo > 1 {
+                steps += 1;
+                let mid = (lo + hi) / 2;
+                if self.union[mid] > e {
+                    hi = mid;
+                } else {
+                    lo = mid;
+                }
+            }
+        }
+        let mut prev = 0.0;
+        let mut nuclides = 0.0;
+        for (m, &c) in self.cdf.iter().enumerate() {
+            nuclides += (c - prev) * self.materials[m].nuclides.len() as f64;
+            prev = c;
+        }
+        steps as f64 / samples as f64 + nuclides * (1 + 2 * GP) as f64
+    }
+
     /// The material for a uniform draw `x` in [0, 1).
     pub fn pick_material(&self, x: f64) -> usize {
         self.cdf
@@ -291,7 +322,8 @@ pub struct LookupResult {
 }
 
 /// Lookups on `threads` threads pinned to `cpus` for `duration` seconds
-/// (each thread does at least [`VERIFY_LOOKUPS`]).
+/// (each thread does at least [`VERIFY_LOOKUPS`]). The caller warms up
+/// (a first, short call).
 pub fn run_lookups(
     d: &XsData,
     v: &XsView,
@@ -331,8 +363,6 @@ pub fn run_lookups(
             (n, h)
         })
     };
-    // Warm-up (TLB, caches, the host's first touch), then the timed run.
-    run(duration / 5.0);
     let (ns, res) = run(duration);
     let lookups: u64 = res.iter().map(|r| r.0).sum();
     let verify = res
@@ -350,105 +380,296 @@ pub fn run_lookups(
 // Bandwidth (STREAM-style)
 // ---------------------------------------------------------------------------
 
-/// The four STREAM kernels, in the order they run.
-pub const STREAM_KERNELS: [&str; 4] = ["copy", "scale", "add", "triad"];
-
-/// STREAM's bytes per element of each kernel.
-pub fn stream_bytes(k: usize) -> usize {
-    [16, 16, 24, 24][k]
+/// The bandwidth kernels over three arrays a, b, c of n doubles: STREAM's
+/// four, and the calibration's plain read and write of all three.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Bw {
+    /// Sum of every word of a, b and c (integer adds).
+    Read,
+    /// A store of a normal double to every element of a, b and c.
+    Write,
+    /// `c = a`.
+    Copy,
+    /// `b = s·c`.
+    Scale,
+    /// `c = a + b`.
+    Add,
+    /// `a = b + s·c`.
+    Triad,
 }
 
-/// The result of [`run_stream`]: MB/s (10^6 bytes/s) per kernel, best of
-/// the timed blocks.
-#[derive(Clone, Debug, PartialEq)]
-pub struct StreamResult {
-    pub mbps: [f64; 4],
-    pub elements: usize,
-    /// Elements whose final values were wrong (0 when correct).
-    pub errors: usize,
+/// STREAM's scalar.
+pub const SCALAR: f64 = 3.0;
+
+impl Bw {
+    /// STREAM's kernels, in the order they run.
+    pub const STREAM: [Bw; 4] = [Bw::Copy, Bw::Scale, Bw::Add, Bw::Triad];
+    /// Every kernel, in the calibration's order.
+    pub const ALL: [Bw; 6] = [Bw::Read, Bw::Write, Bw::Copy, Bw::Scale, Bw::Add, Bw::Triad];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Bw::Read => "read",
+            Bw::Write => "write",
+            Bw::Copy => "copy",
+            Bw::Scale => "scale",
+            Bw::Add => "add",
+            Bw::Triad => "triad",
+        }
+    }
+
+    /// Bytes counted per element, as STREAM counts them (16 for copy and
+    /// scale, 24 for add and triad; read and write touch all three arrays).
+    pub fn bytes_per_element(self) -> usize {
+        match self {
+            Bw::Copy | Bw::Scale => 16,
+            _ => 24,
+        }
+    }
+
+    /// The scalars after one application to `(a, b, c)` (for checking).
+    pub fn apply(self, v: (f64, f64, f64), write: f64) -> (f64, f64, f64) {
+        let (a, b, c) = v;
+        match self {
+            Bw::Read => v,
+            Bw::Write => (write, write, write),
+            Bw::Copy => (a, b, a),
+            Bw::Scale => (a, SCALAR * c, c),
+            Bw::Add => (a, b, a + b),
+            Bw::Triad => (b + SCALAR * c, b, c),
+        }
+    }
 }
 
-/// STREAM over a working set of three arrays of `len / 24` doubles.
-pub fn run_stream(
-    region: &Region,
-    cpus: &[u32],
-    threads: usize,
-    duration: f64,
-    blocks: usize,
-) -> StreamResult {
-    let n = region.len() / 24;
-    let base = SendPtr(region.as_ptr());
-    let s = 3.0f64;
-    // SAFETY (all closures below): the arrays are disjoint thirds of a
-    // live mapping; thread t writes only its own part [lo, hi).
-    let arrays = move || unsafe {
-        let p = base.ptr() as *mut f64;
-        (
-            std::slice::from_raw_parts_mut(p, n),
-            std::slice::from_raw_parts_mut(p.add(n), n),
-            std::slice::from_raw_parts_mut(p.add(2 * n), n),
-        )
-    };
-    run_threads(cpus, threads, |t| {
-        let (a, b, c) = arrays();
-        let (lo, hi) = part(n, threads, t);
-        a[lo..hi].fill(1.0);
-        b[lo..hi].fill(2.0);
-        c[lo..hi].fill(0.0);
-    });
-    let kernel = |k: usize, t: usize| {
-        let (a, b, c) = arrays();
-        let (lo, hi) = part(n, threads, t);
-        let s = std::hint::black_box(s);
+/// Three arrays of `n` doubles in a region (a, b, c one after the other).
+#[derive(Clone, Copy, Debug)]
+pub struct Arrays {
+    base: SendPtr,
+    pub n: usize,
+}
+
+impl Arrays {
+    /// The arrays of `region`: `n = len / 24`.
+    pub fn new(region: &Region) -> Arrays {
+        Arrays {
+            base: SendPtr(region.as_ptr()),
+            n: region.len() / 24,
+        }
+    }
+
+    /// # Safety
+    /// The region must still be mapped; callers write disjoint parts.
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn slices(&self) -> (&mut [f64], &mut [f64], &mut [f64]) {
+        let p = self.base.ptr() as *mut f64;
+        let n = self.n;
+        // SAFETY: three disjoint thirds of a live mapping (caller's
+        // contract for liveness and for disjoint writes across threads).
+        unsafe {
+            (
+                std::slice::from_raw_parts_mut(p, n),
+                std::slice::from_raw_parts_mut(p.add(n), n),
+                std::slice::from_raw_parts_mut(p.add(2 * n), n),
+            )
+        }
+    }
+
+    /// a = 1, b = 2, c = 0 (STREAM's start), `threads` threads on `cpus`.
+    pub fn init(&self, cpus: &[u32], threads: usize) -> (f64, f64, f64) {
+        run_threads(cpus, threads, |t| {
+            // SAFETY: thread t writes only its part.
+            let (a, b, c) = unsafe { self.slices() };
+            let (lo, hi) = part(self.n, threads, t);
+            a[lo..hi].fill(1.0);
+            b[lo..hi].fill(2.0);
+            c[lo..hi].fill(0.0);
+        });
+        (1.0, 2.0, 0.0)
+    }
+
+    /// The value [`Bw::Write`] stores in pass `no`.
+    pub fn write_value(no: u64) -> f64 {
+        1.0 + (no % 7) as f64
+    }
+
+    /// One pass of `k` by thread `t` of `threads` (pass number `no`);
+    /// returns something that depends on what was read.
+    pub fn pass(&self, k: Bw, t: usize, threads: usize, no: u64) -> u64 {
+        // SAFETY: the region outlives the benchmark threads; thread t
+        // writes only elements lo..hi of each array.
+        let (a, b, c) = unsafe { self.slices() };
+        let (lo, hi) = part(self.n, threads, t);
+        let s = std::hint::black_box(SCALAR);
         match k {
-            0 => c[lo..hi].copy_from_slice(&a[lo..hi]),
-            1 => {
+            Bw::Read => {
+                let mut acc = [0u64; 4];
+                for arr in [&a[lo..hi], &b[lo..hi], &c[lo..hi]] {
+                    let mut it = arr.chunks_exact(4);
+                    for q in &mut it {
+                        acc[0] = acc[0].wrapping_add(q[0].to_bits());
+                        acc[1] = acc[1].wrapping_add(q[1].to_bits());
+                        acc[2] = acc[2].wrapping_add(q[2].to_bits());
+                        acc[3] = acc[3].wrapping_add(q[3].to_bits());
+                    }
+                    for x in it.remainder() {
+                        acc[0] = acc[0].wrapping_add(x.to_bits());
+                    }
+                }
+                return std::hint::black_box(acc.iter().fold(0, |x, &y| x.wrapping_add(y)));
+            }
+            Bw::Write => {
+                let v = std::hint::black_box(Self::write_value(no));
+                for arr in [&mut a[lo..hi], &mut b[lo..hi], &mut c[lo..hi]] {
+                    for x in arr.iter_mut() {
+                        *x = v;
+                    }
+                }
+            }
+            Bw::Copy => c[lo..hi].copy_from_slice(&a[lo..hi]),
+            Bw::Scale => {
                 for (x, &y) in b[lo..hi].iter_mut().zip(&c[lo..hi]) {
                     *x = s * y;
                 }
             }
-            2 => {
+            Bw::Add => {
                 for ((x, &y), &z) in c[lo..hi].iter_mut().zip(&a[lo..hi]).zip(&b[lo..hi]) {
                     *x = y + z;
                 }
             }
-            _ => {
+            Bw::Triad => {
                 for ((x, &y), &z) in a[lo..hi].iter_mut().zip(&b[lo..hi]).zip(&c[lo..hi]) {
                     *x = y + s * z;
                 }
             }
         }
-    };
-    let mut mbps = [0.0; 4];
-    let blocks = blocks.max(1);
-    for (k, out) in mbps.iter_mut().enumerate() {
-        let (warm, _) = run_threads(cpus, threads, |t| kernel(k, t));
-        let per_block = duration / blocks as f64;
-        let passes = ((per_block * 1e9 / warm as f64).round() as usize).clamp(1, 1_000_000);
-        for _ in 0..blocks {
-            let (ns, _) = run_threads(cpus, threads, |t| {
-                for _ in 0..passes {
-                    kernel(k, t);
+        std::hint::black_box(a.get(lo).map_or(0, |x| x.to_bits()))
+    }
+
+    /// Elements (of a sample of about 4096) that differ from `want`.
+    pub fn errors(&self, want: (f64, f64, f64)) -> usize {
+        // SAFETY: read only, no thread running.
+        let (a, b, c) = unsafe { self.slices() };
+        let step = (self.n / 4096).max(1);
+        (0..self.n)
+            .step_by(step)
+            .filter(|&i| a[i] != want.0 || b[i] != want.1 || c[i] != want.2)
+            .count()
+    }
+}
+
+/// A bandwidth measurement that can be repeated in rounds: one untimed
+/// pass fixes how many passes fill a block of `duration` seconds; each
+/// [`Block::run`] then times one block and keeps the best MB/s.
+#[derive(Clone, Debug)]
+pub struct Block {
+    pub kernel: Bw,
+    passes: u64,
+    next_no: u64,
+    /// Best MB/s (10^6 bytes/s) so far.
+    pub best: f64,
+    /// MB/s of the untimed first pass (a rough estimate).
+    pub warm: f64,
+    /// Every block's MB/s.
+    pub all: Vec<f64>,
+}
+
+impl Block {
+    /// The untimed pass (which also sizes the block).
+    pub fn new(arr: &Arrays, k: Bw, cpus: &[u32], threads: usize, duration: f64) -> Block {
+        let (ns, _) = run_threads(cpus, threads, |t| arr.pass(k, t, threads, 0));
+        Block {
+            kernel: k,
+            passes: ((duration * 1e9 / ns as f64).round() as u64).clamp(1, 1_000_000),
+            next_no: 1,
+            best: 0.0,
+            warm: (k.bytes_per_element() * arr.n) as f64 * 1e3 / ns as f64,
+            all: Vec::new(),
+        }
+    }
+
+    /// One timed block; returns its MB/s.
+    pub fn run(&mut self, arr: &Arrays, cpus: &[u32], threads: usize) -> f64 {
+        let (first, passes, k) = (self.next_no, self.passes, self.kernel);
+        let (ns, _) = run_threads(cpus, threads, |t| {
+            let mut x = 0u64;
+            for p in 0..passes {
+                x = x.wrapping_add(arr.pass(k, t, threads, first + p));
+            }
+            x
+        });
+        self.next_no += passes;
+        let mbps = (k.bytes_per_element() * arr.n) as f64 * passes as f64 * 1e3 / ns as f64;
+        self.all.push(mbps);
+        if mbps > self.best {
+            self.best = mbps;
+        }
+        mbps
+    }
+
+    /// The value the last write pass stored.
+    pub fn last_write_value(&self) -> f64 {
+        Arrays::write_value(self.next_no - 1)
+    }
+}
+
+/// STREAM on one working set, as a sequence of rounds (see `tk-workload`):
+/// the arrays, their expected scalars, and a [`Block`] per kernel.
+#[derive(Debug)]
+pub struct Stream {
+    pub arrays: Arrays,
+    pub blocks: Vec<Block>,
+    want: (f64, f64, f64),
+}
+
+impl Stream {
+    /// Initializes the arrays and sizes the blocks (one untimed pass of
+    /// each kernel).
+    pub fn new(region: &Region, cpus: &[u32], threads: usize, duration: f64) -> Stream {
+        let arrays = Arrays::new(region);
+        let mut want = arrays.init(cpus, threads);
+        let blocks = Bw::STREAM
+            .iter()
+            .map(|&k| {
+                let b = Block::new(&arrays, k, cpus, threads, duration);
+                want = k.apply(want, 0.0);
+                b
+            })
+            .collect();
+        Stream {
+            arrays,
+            blocks,
+            want,
+        }
+    }
+
+    /// One round: timed blocks of each kernel, in STREAM's order, as many
+    /// as fill `min_time` seconds per kernel (at least one; a working set
+    /// on fast memory gets more samples than one on slow memory).
+    pub fn round(&mut self, cpus: &[u32], threads: usize, min_time: f64) {
+        for b in self.blocks.iter_mut() {
+            let t0 = monotonic_ns();
+            loop {
+                b.run(&self.arrays, cpus, threads);
+                self.want = b.kernel.apply(self.want, 0.0);
+                if (monotonic_ns() - t0) as f64 >= min_time * 1e9 {
+                    break;
                 }
-            });
-            let r = (stream_bytes(k) * n * passes) as f64 * 1e3 / ns as f64;
-            if r > *out {
-                *out = r;
             }
         }
     }
-    // Every kernel is idempotent given the others: a=1,b=2,c=0 -> copy
-    // c=1 -> scale b=3 -> add c=4 -> triad a=15. Check a sample.
-    let (a, b, c) = arrays();
-    let step = (n / 4096).max(1);
-    let errors = (0..n)
-        .step_by(step)
-        .filter(|&i| a[i] != 15.0 || b[i] != 3.0 || c[i] != 4.0)
-        .count();
-    StreamResult {
-        mbps,
-        elements: n,
-        errors,
+
+    /// Best MB/s per kernel (copy, scale, add, triad).
+    pub fn best(&self) -> [f64; 4] {
+        let mut m = [0.0; 4];
+        for (i, b) in self.blocks.iter().enumerate() {
+            m[i] = b.best;
+        }
+        m
+    }
+
+    /// Sampled elements with a wrong value (0 when the results are right).
+    pub fn errors(&self) -> usize {
+        self.arrays.errors(self.want)
     }
 }
 
@@ -647,29 +868,6 @@ pub fn deliver(
     }
 }
 
-/// Median and best pages/s of `reps` deliveries, and the placement of the
-/// first.
-pub fn delivery_rate(
-    d: Delivery,
-    pages: usize,
-    mask: u64,
-    reps: usize,
-) -> Result<(f64, f64, Vec<(i32, usize)>)> {
-    let mut times = Vec::new();
-    let mut nodes = Vec::new();
-    for r in 0..reps.max(1) {
-        let (ns, n) = deliver(d, pages, mask, r == 0)?;
-        if r == 0 {
-            nodes = n;
-        }
-        times.push(ns.max(1));
-    }
-    times.sort_unstable();
-    let med = times[times.len() / 2];
-    let rate = |ns: u64| pages as f64 * 1e9 / ns as f64;
-    Ok((rate(med), rate(times[0]), nodes))
-}
-
 /// `0:768 1:256`, or `?` when unknown.
 pub fn fmt_nodes(p: &[(i32, usize)]) -> String {
     if p.is_empty() {
@@ -757,6 +955,9 @@ mod tests {
         }
         let a = run_lookups(&d, &v, &[], 2, 0.02);
         let b = run_lookups(&d, &v, &[], 2, 0.01);
+        let l = d.loads_per_lookup();
+        // log2(300) ~ 8.2 steps, plus 13 loads per nuclide.
+        assert!(l > 8.0 + 13.0 && l < 9.0 + 13.0 * 6.0, "{l}");
         assert!(a.lookups >= 2 * VERIFY_LOOKUPS && a.per_s > 0.0);
         assert_eq!(a.verify, b.verify);
     }
@@ -772,9 +973,33 @@ mod tests {
     #[test]
     fn stream_checks_out() {
         let r = Region::new(&Placement::Local, 3 << 20).unwrap();
-        let s = run_stream(&r, &[], 2, 0.02, 2);
-        assert_eq!(s.errors, 0);
-        assert!(s.mbps.iter().all(|&m| m > 0.0), "{:?}", s.mbps);
+        let mut s = Stream::new(&r, &[], 2, 0.005);
+        assert_eq!(s.errors(), 0);
+        for _ in 0..3 {
+            s.round(&[], 2, 0.01);
+        }
+        assert_eq!(s.errors(), 0);
+        assert!(s.best().iter().all(|&m| m > 0.0), "{:?}", s.best());
+        // A wrong expectation is noticed.
+        s.want.0 += 1.0;
+        assert!(s.errors() > 0);
+    }
+
+    #[test]
+    fn every_kernel_keeps_normal_values() {
+        let r = Region::new(&Placement::Local, 3 * 8 * 1000).unwrap();
+        let a = Arrays::new(&r);
+        let mut want = a.init(&[], 1);
+        for (no, k) in Bw::ALL.iter().cycle().take(30).enumerate() {
+            a.pass(*k, 0, 1, no as u64);
+            want = k.apply(want, Arrays::write_value(no as u64));
+            assert_eq!(a.errors(want), 0, "{k:?}");
+            assert!(want.0.is_normal() && want.1.is_normal());
+        }
+        let mut b = Block::new(&a, Bw::Read, &[], 1, 0.001);
+        assert!(b.run(&a, &[], 1) > 0.0);
+        assert_eq!(b.all.len(), 1);
+        assert_eq!(Bw::Copy.bytes_per_element(), 16);
     }
 
     #[test]
@@ -784,9 +1009,10 @@ mod tests {
         if !nodes.is_empty() {
             assert_eq!(nodes.iter().map(|n| n.1).sum::<usize>(), 64);
         }
-        let (med, best, _) = delivery_rate(Delivery::KernelFault, 16, 0b1, 2)
-            .or_else(|_| Ok::<_, anyhow::Error>((1.0, 1.0, vec![])))
-            .unwrap();
-        assert!(med > 0.0 && best >= med);
+        // Weighted interleave needs Linux 6.9; an older host says EINVAL.
+        if let Ok((ns, nodes)) = deliver(Delivery::KernelFault, 16, 0b1, true) {
+            assert!(ns > 0);
+            assert_eq!(nodes.iter().map(|n| n.1).sum::<usize>(), 16);
+        }
     }
 }

@@ -37,6 +37,10 @@ pub struct Row {
     pub predicted: Option<f64>,
     /// `parallel` or `serial`.
     pub regime: String,
+    /// The model's figure from `tk-calibrate`'s costs (measured before
+    /// the workloads, not side by side with them), for comparison.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub predicted_calibration: Option<f64>,
     /// Fault rows: `page_fault2`, `tierkit-mmap`, `page-by-page`,
     /// `map-populate`.
     #[serde(default, skip_serializing_if = "Option::is_none")]

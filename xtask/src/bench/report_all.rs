@@ -68,6 +68,8 @@ pub struct Row {
     pub predicted: Option<f64>,
     pub regime: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub predicted_calibration: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub variant: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub threads: Option<usize>,
@@ -82,6 +84,16 @@ pub struct Row {
 }
 
 impl Row {
+    /// Same nodes, page counts within 1% of each other.
+    pub fn pages_close(&self, o: &Row) -> bool {
+        self.pages.len() == o.pages.len()
+            && self
+                .pages
+                .iter()
+                .zip(&o.pages)
+                .all(|(a, b)| a.0 == b.0 && a.1.abs_diff(b.1) * 100 <= a.1.max(b.1))
+    }
+
     /// `predicted / measured - 1`.
     pub fn error(&self) -> Option<f64> {
         let p = self.predicted?;
@@ -387,6 +399,45 @@ fn targets_of(t: &Topo) -> Vec<Target> {
     v
 }
 
+/// The noise floor: pairs of policies that place the working set
+/// identically (`local` and `bind:<its node>`; the kernel's and tierkit's
+/// weighted interleave with the HMAT weights), per workload: `(workload,
+/// a, b, a/b)`. A model cannot be checked more finely than these differ.
+pub fn noise_of(rows: &[Row]) -> Vec<(String, String, String, f64)> {
+    let mut v = Vec::new();
+    for w in MODELLED {
+        let find = |p: &str| {
+            rows.iter()
+                .find(|r| r.workload == w && r.policy == p && r.variant.is_none())
+        };
+        let mut pairs = vec![(
+            "kernel-weighted-hmat".to_string(),
+            "tierkit-weighted-hmat".to_string(),
+        )];
+        if let Some(l) = find("local") {
+            if let [(n, _)] = l.pages.as_slice() {
+                pairs.insert(0, ("local".into(), format!("bind:{n}")));
+            }
+        }
+        for (a, b) in pairs {
+            if let (Some(x), Some(y)) = (find(&a), find(&b)) {
+                if x.pages_close(y) && y.measured > 0.0 {
+                    v.push((w.to_string(), a, b, x.measured / y.measured));
+                }
+            }
+        }
+    }
+    v
+}
+
+/// The largest `|a/b - 1|` of [`noise_of`], if any.
+pub fn noise_max(rows: &[Row]) -> Option<f64> {
+    noise_of(rows)
+        .iter()
+        .map(|x| (x.3 - 1.0).abs().max(1.0 / x.3 - 1.0))
+        .fold(None, |m, x| Some(m.map_or(x, |m: f64| m.max(x))))
+}
+
 /// 4.69 M, 3150, 12.5, 0.050.
 pub fn num(x: f64) -> String {
     let a = x.abs();
@@ -510,6 +561,9 @@ impl Report {
             "topologies": self.topos.iter().map(|t| json!({
                 "topology": t.name, "ok": t.ok, "seconds": t.seconds, "accel": t.accel,
                 "cpu_model": t.cpu_model, "detail": t.detail, "regime": t.regime(),
+                "noise": noise_of(&t.rows).iter().map(|(w, a, b, r)| json!({"workload": w, "a": a, "b": b, "a_over_b": r})).collect::<Vec<_>>(),
+                "noise_max": noise_max(&t.rows),
+                "calibration_in_run": t.workload_json.as_ref().and_then(|w| w.get("calibration_in_run").cloned()),
                 "guest_view": t.guest_view, "calibration": t.calibration,
                 "calibration_weights": t.calib_weights, "programs": t.programs, "notes": t.notes,
                 "clear_summary": t.clear.as_ref().map(|c| clear_summary(c).0),
@@ -541,6 +595,18 @@ impl Report {
         // Targets first.
         let (m, x, n) = self.target_counts();
         let _ = writeln!(md, "## Targets\n\n{m} met, {x} missed, {n} not checked.\n");
+        for t in &self.topos {
+            if let Some(nm) = noise_max(&t.rows) {
+                let _ = writeln!(
+                    md,
+                    "- `{}`: identical placements measured side by side differed by up to {:.0}% \
+                     (the noise floor of this run).",
+                    t.name,
+                    nm * 100.0
+                );
+            }
+        }
+        md.push('\n');
         let _ = writeln!(
             md,
             "| topology | target | workload | value | threshold | verdict | detail |"
@@ -682,9 +748,12 @@ fn calibration_md(t: &Topo) -> String {
     };
     let _ = writeln!(
         md,
-        "| node | kind | threads | read MB/s | write MB/s | triad MB/s | latency ns | HMAT read | HMAT write | HMAT latency | weight (HMAT) | weight (measured) |"
+        "| node | kind | threads | read MB/s | write MB/s | copy MB/s | scale MB/s | add MB/s | triad MB/s | latency ns | HMAT read | HMAT write | HMAT latency | weight (HMAT) | weight (measured) |"
     );
-    let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|---|---|---|");
+    let _ = writeln!(
+        md,
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+    );
     for n in c
         .get("nodes")
         .and_then(Value::as_array)
@@ -701,11 +770,14 @@ fn calibration_md(t: &Topo) -> String {
         };
         let _ = writeln!(
             md,
-            "| {nid} | {} | {} | {:.0} | {:.0} | {:.0} | {:.0} | {} | {} | {} | {} | {} |",
+            "| {nid} | {} | {} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {} | {} | {} | {} | {} |",
             s(n, "kind"),
             n.get("threads").and_then(Value::as_u64).unwrap_or(0),
             f("read_mbps"),
             f("write_mbps"),
+            f("copy_mbps"),
+            f("scale_mbps"),
+            f("add_mbps"),
             f("triad_mbps"),
             f("latency_ns"),
             hv("read_mbps"),
@@ -795,10 +867,24 @@ fn workload_md(t: &Topo) -> String {
     }
     let _ = writeln!(
         md,
-        "\nPages per node: the STREAM working set (the lookup's has the same split). \
-         The lookup's prediction is anchored at its DRAM-node rate (exact there by construction); \
-         every other prediction comes from the calibration alone.\n"
+        "\nEach cell: measured / predicted (prediction error). Pages per node: the STREAM working set \
+         (the lookup's has the same split). STREAM predictions come from the calibration alone; the \
+         lookup's are anchored at its DRAM-node rate (exact there by construction) and scaled by the \
+         calibrated latency (see README, \"The bandwidth model\").\n"
     );
+    let noise = noise_of(&t.rows);
+    if !noise.is_empty() {
+        let _ = writeln!(
+            md,
+            "Noise floor: policies that place the working set identically, measured side by side, differ by: {}. \
+             A prediction cannot be judged more finely than that.\n",
+            noise
+                .iter()
+                .map(|(w, a, b, r)| format!("{w} {a} / {b} = {r:.2}"))
+                .collect::<Vec<_>>()
+                .join("; ")
+        );
+    }
     for w in MODELLED {
         if t.rows.iter().any(|r| r.workload == w) {
             let _ = write!(md, "![{w}]({}-{w}.svg) ", t.name);
@@ -1098,6 +1184,7 @@ mod tests {
         let mut rows = Vec::new();
         for w in MODELLED {
             rows.push(row(topo, w, "local", 1000.0, Some(1000.0)));
+            rows.push(row(topo, w, "bind:0", 950.0, Some(1000.0)));
             rows.push(row(topo, w, "bind:2", 10.0, Some(11.0)));
             rows.push(row(topo, w, "kernel-weighted-hmat", 30.0, Some(31.0)));
             rows.push(row(
@@ -1133,6 +1220,7 @@ mod tests {
                      "triad_mbps": 4000.0, "latency_ns": 235.0,
                      "hmat": {"read_mbps": 20480, "write_mbps": 20480, "read_latency_ns": 100, "source": "node0 access1"}},
                     {"nid": 2, "kind": "cxl", "threads": 2, "read_mbps": 30.0, "write_mbps": 50.0,
+                     "copy_mbps": 31.0, "scale_mbps": 32.0, "add_mbps": 33.0,
                      "triad_mbps": 35.0, "latency_ns": 571.0, "hmat": null}],
                     "probe": {"pattern": [[0, 100], [2, 1]], "pages": [[0, 6000], [2, 60]],
                               "measured_mbps": 1500.0, "serial_mbps": 1480.0, "parallel_mbps": 3000.0,
@@ -1192,6 +1280,10 @@ mod tests {
             .unwrap();
         assert!((opt.value.unwrap() - 0.95).abs() < 1e-9);
         assert_eq!(rep.target_counts(), (25, 0, 0));
+        let n = noise_of(&rep.topos[0].rows);
+        assert_eq!(n.len(), 5);
+        assert!((n[0].3 - 1000.0 / 950.0).abs() < 1e-12);
+        assert!((noise_max(&rep.topos[0].rows).unwrap() - 50.0 / 950.0).abs() < 1e-9);
 
         // Worse figures are reported as missed, not hidden.
         let rep = Report::build(&runs(false), &RunMeta::default());
@@ -1226,7 +1318,7 @@ mod tests {
             serde_json::from_str(&std::fs::read_to_string(dir.join("report.json")).unwrap())
                 .unwrap();
         let rows = j["rows"].as_array().unwrap();
-        assert_eq!(rows.len(), 2 * (25 + 4));
+        assert_eq!(rows.len(), 2 * (30 + 4));
         // Topology from the boot, not the guest's guess; null predictions.
         assert!(rows
             .iter()
@@ -1250,7 +1342,7 @@ mod tests {
         for want in [
             "## Targets",
             "## Topology `cxl`",
-            "| 2 | cxl | 2 | 30 | 50 | 35 | 571 | - | - | - | 10 | 1 |",
+            "| 2 | cxl | 2 | 30 | 50 | 31 | 32 | 33 | 35 | 571 | - | - | - | 10 | 1 |",
             "| tierkit-optimized | 0:100 | 950 / 1000 (+5%)",
             "Regime probe",
             "| tierkit-mmap | tierkit-weighted-hmat | 120000 | 1.00 |",
