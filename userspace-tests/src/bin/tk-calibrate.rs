@@ -24,7 +24,8 @@
 //!
 //! Flags: `--size BYTES` per node (default 16M in tierkit's guest, 1G
 //! elsewhere: use more than the last-level cache), `--threads T` (default:
-//! every CPU of the node nearest to the memory), `--duration SECS` per
+//! every CPU of the node nearest to the memory; 1 in tierkit's guest, on a
+//! shared host), `--duration SECS` per
 //! block (0.15 in the guest, 1 elsewhere), `--rounds R` (3), `--nodes 0,2`,
 //! `--regime parallel|serial` (skip the probe), `--no-write` (measure and
 //! print only), `--optimize WORKLOAD`, `--out FILE`.

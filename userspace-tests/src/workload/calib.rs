@@ -21,9 +21,9 @@
 //!
 //! **Regime probe** (two or more nodes): the read kernel on a buffer whose
 //! pages are spread over the nodes in proportion to their read bandwidth
-//! (from the first, untimed passes; blocks bound with `MPOL_BIND`, the
-//! layout of weighted interleave with those weights), timed in the same
-//! rounds as the nodes. There the two regimes differ most:
+//! (from a first round; blocks bound with `MPOL_BIND`, the layout of
+//! weighted interleave with those weights), timed in the further rounds,
+//! side by side with the nodes. There the two regimes differ most:
 //! the parallel model predicts the sum of the bandwidths, the serial one
 //! their mean. The regime whose prediction is closer (in log ratio) is the
 //! one the model uses for this machine.
@@ -59,17 +59,19 @@ pub struct Opts {
 
 impl Opts {
     /// Guest defaults (`$TIERKIT_MODE` set): 16 MiB (the STREAM working
-    /// set), 0.15 s per block, 3 rounds, all CPUs of the nearest node.
-    /// Bare metal: 1 GiB (larger than any LLC), 1 s per block.
+    /// set), 0.15 s per block, 3 rounds, one thread (a block of T threads
+    /// needs T free host CPUs at once, and the host is shared). Bare
+    /// metal: 1 GiB (larger than any LLC), 1 s per block, every CPU of the
+    /// nearest node.
     pub fn defaults() -> Opts {
-        let (size, duration) = if in_guest() {
-            (16 << 20, 0.15)
+        let (size, duration, threads) = if in_guest() {
+            (16 << 20, 0.15, 1)
         } else {
-            (1 << 30, 1.0)
+            (1 << 30, 1.0, 0)
         };
         Opts {
             size,
-            threads: 0,
+            threads,
             duration,
             nodes: None,
             probe: true,
@@ -448,7 +450,7 @@ pub fn calibrate(topo: &Topology, opts: &Opts, log: &mut dyn FnMut(String)) -> R
             n.threads,
             n.cpu_node,
             fmt_size(nr.region.len()),
-            opts.rounds.max(1)
+            opts.rounds.max(1) + 1
         ));
         out.push(n);
     }
@@ -919,7 +921,7 @@ mod tests {
             ] {
                 assert!(x > 0.0 && x.is_finite(), "{n:?}");
             }
-            assert!(lines[0].contains("best of 2 rounds"), "{lines:?}");
+            assert!(lines[0].contains("best of 3 rounds"), "{lines:?}");
         }
     }
 }
