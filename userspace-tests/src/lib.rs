@@ -37,6 +37,7 @@ pub mod sys;
 pub mod tk;
 pub mod vma;
 pub mod weights;
+pub mod workload;
 
 use std::path::Path;
 use tierkit_core::interleave::{
