@@ -7,13 +7,15 @@
 //! Cache layout (`$TIERKIT_CACHE`, default `~/.cache/tierkit`):
 //! - `apt/`: a private apt configuration and state (never the system's);
 //! - `src/linux-source-7.3/`: the extracted Debian source;
-//! - `stage/<source id>/`: a scratch `O=` dir where the config is generated;
+//! - `stage/<source id>[-<profile>]/`: a scratch `O=` dir where the config is
+//!   generated (one per [`Profile`]: `linux-source-7.3`, `linux-source-7.3-debug`);
 //! - `configs/<fingerprint>.config`: final configs by input fingerprint;
 //! - `kernels/<version>-<sha256(.config)[..12]>/`: `O=` build dirs; a build is
 //!   complete when it holds the stamp `.tierkit-built`. A `--kernel-src`
 //!   tree adds `-custom-<hash of its path>`: a build dir belongs to one tree.
 
 use crate::kconfig::{self, Requirement};
+use crate::profile::Profile;
 use crate::say;
 use crate::util::{self, cmd_stdout, show_cmd};
 use anyhow::{bail, Context, Result};
@@ -30,6 +32,8 @@ const APT_SOURCE: &str = "deb [signed-by=/usr/share/keyrings/debian-archive-keyr
 pub const STAMP: &str = ".tierkit-built";
 /// Kbuild steps of a cold build of this config (used until one was counted).
 const DEFAULT_STEPS: u64 = 1850;
+/// Minutes a cold build of the debug profile took on this project's 2-core VM.
+const DEBUG_BUILD_MINUTES: u64 = 26;
 const ARCH: &str = "ARCH=x86_64";
 const LLVM: &str = "LLVM=1";
 
@@ -54,6 +58,7 @@ pub struct KernelConfig {
     pub hash: String,
     /// `<version>-<hash>`: the build dir's name.
     pub key: String,
+    pub profile: Profile,
 }
 
 /// A built kernel: `out_dir` is the KDIR for module builds.
@@ -65,12 +70,18 @@ pub struct KernelBuild {
     pub config_hash: String,
     pub key: String,
     pub bzimage: PathBuf,
+    /// The profile whose fragments made the config.
+    pub profile: Profile,
 }
 
 /// Source, config and build: what every subcommand that boots calls.
-pub fn ensure(kernel_src: Option<&Path>, fresh_config: bool) -> Result<KernelBuild> {
+pub fn ensure(
+    kernel_src: Option<&Path>,
+    fresh_config: bool,
+    profile: Profile,
+) -> Result<KernelBuild> {
     let src = source(kernel_src)?;
-    let cfg = configure(&src, fresh_config)?;
+    let cfg = configure(&src, fresh_config, profile)?;
     build(&cfg)
 }
 
@@ -299,20 +310,36 @@ fn find_deb(debs: &Path) -> Result<Option<PathBuf>> {
 
 // --- config ----------------------------------------------------------------
 
-/// The fragments in `kconfig/`, sorted by name (as the shell glob sorts).
-pub fn fragments() -> Result<Vec<PathBuf>> {
-    let dir = util::repo_root().join("kconfig");
-    let mut v: Vec<PathBuf> = fs::read_dir(&dir)
-        .with_context(|| format!("reading {}", dir.display()))?
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|e| e == "config"))
-        .collect();
-    v.sort();
-    if v.is_empty() {
-        bail!("no *.config fragments in {}", dir.display());
+/// The fragments of a profile, in merge order: `kconfig/*.config` sorted by
+/// name (as the shell glob sorts), then for each of the profile's folders
+/// (`kconfig/debug/`) its `*.config`, sorted. Subfolders of `kconfig/` are
+/// never read by the default profile.
+pub fn fragments(profile: Profile) -> Result<Vec<PathBuf>> {
+    fragments_in(&util::repo_root().join("kconfig"), profile)
+}
+
+fn fragments_in(kconfig: &Path, profile: Profile) -> Result<Vec<PathBuf>> {
+    let list = |dir: &Path| -> Result<Vec<PathBuf>> {
+        let mut v: Vec<PathBuf> = fs::read_dir(dir)
+            .with_context(|| format!("reading {}", dir.display()))?
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.is_file() && p.extension().is_some_and(|e| e == "config"))
+            .collect();
+        v.sort();
+        if v.is_empty() {
+            bail!("no *.config fragments in {}", dir.display());
+        }
+        Ok(v)
+    };
+    let mut all = list(kconfig)?;
+    for sub in profile.fragment_dirs() {
+        all.extend(
+            list(&kconfig.join(sub))
+                .with_context(|| format!("the {profile} profile's kernel config fragments"))?,
+        );
     }
-    Ok(v)
+    Ok(all)
 }
 
 fn kmake(src: &KernelSource, out: &Path) -> Command {
@@ -418,20 +445,21 @@ fn hash_kconfig_files(dir: &Path) -> Result<String> {
     Ok(util::sha256_hex(&all))
 }
 
-/// tinyconfig + kconfig/*.config (merge_config.sh) + olddefconfig, then
-/// checks that Kconfig kept every option the fragments ask for.
-pub fn configure(src: &KernelSource, fresh: bool) -> Result<KernelConfig> {
+/// tinyconfig + the profile's fragments (merge_config.sh) + olddefconfig,
+/// then checks that Kconfig kept every option the fragments ask for.
+pub fn configure(src: &KernelSource, fresh: bool, profile: Profile) -> Result<KernelConfig> {
     let cache = util::cache_dir()?;
-    let stage = cache.join("stage").join(&src.id);
+    let stage_name = format!("{}{}", src.id, profile.suffix());
+    let stage = cache.join("stage").join(&stage_name);
     fs::create_dir_all(&stage).with_context(|| format!("creating {}", stage.display()))?;
     let _lock = util::lock(
-        &cache.join("stage").join(format!("{}.lock", src.id)),
+        &cache.join("stage").join(format!("{stage_name}.lock")),
         "the config stage",
     )?;
     check_rust(src, &stage)?;
 
     let root = util::repo_root();
-    let frag_paths = fragments()?;
+    let frag_paths = fragments(profile)?;
     let mut frags = Vec::new();
     for p in &frag_paths {
         let name = p.strip_prefix(&root).unwrap_or(p).display().to_string();
@@ -455,7 +483,7 @@ pub fn configure(src: &KernelSource, fresh: bool) -> Result<KernelConfig> {
             t
         }
         _ => {
-            let t = generate_config(src, &stage, &frag_paths)?;
+            let t = generate_config(src, &stage, &frag_paths, profile)?;
             check_config(&t, &reqs, &stage)?;
             // Remembered only once it passed the check.
             util::write_atomic(&memo, t.as_bytes())?;
@@ -474,12 +502,25 @@ pub fn configure(src: &KernelSource, fresh: bool) -> Result<KernelConfig> {
         text,
         hash,
         key,
+        profile,
     })
 }
 
-fn generate_config(src: &KernelSource, stage: &Path, frags: &[PathBuf]) -> Result<String> {
+fn generate_config(
+    src: &KernelSource,
+    stage: &Path,
+    frags: &[PathBuf],
+    profile: Profile,
+) -> Result<String> {
     let t = util::Timer::start();
-    let pb = util::spinner("configuring the kernel: tinyconfig + kconfig/*.config + olddefconfig");
+    let extra: String = profile
+        .fragment_dirs()
+        .iter()
+        .map(|d| format!(" + kconfig/{d}/*.config"))
+        .collect();
+    let pb = util::spinner(&format!(
+        "configuring the {profile} kernel: tinyconfig + kconfig/*.config{extra} + olddefconfig"
+    ));
     let log = stage.join("config.log");
     let mut all_out = String::new();
     let mut step = |mut cmd: Command| -> Result<()> {
@@ -640,6 +681,7 @@ pub fn build(cfg: &KernelConfig) -> Result<KernelBuild> {
         config_hash: cfg.hash.clone(),
         key: cfg.key.clone(),
         bzimage: out.join("arch/x86/boot/bzImage"),
+        profile: cfg.profile,
     };
     fs::create_dir_all(&kernels)?;
     let _lock = util::lock(
@@ -662,7 +704,7 @@ pub fn build(cfg: &KernelConfig) -> Result<KernelBuild> {
 
     let built = out.join(STAMP).is_file();
     if built && !cfg.src.custom {
-        say!("kernel {} (cached)", cfg.key);
+        say!("kernel {} ({} profile, cached)", cfg.key, cfg.profile);
         return Ok(result(&out));
     }
     let artifacts = ["arch/x86/boot/bzImage", "vmlinux", "Module.symvers"];
@@ -712,12 +754,16 @@ pub fn build(cfg: &KernelConfig) -> Result<KernelBuild> {
         "building"
     };
     say!(
-        "{what} kernel {} with -j{jobs} (log: {})",
+        "{what} the {} kernel {} with -j{jobs} (log: {})",
+        cfg.profile,
         cfg.key,
         log.display()
     );
     if !built && !artifacts_ok {
-        say!("a cold build takes several minutes (about 6 min on 2 cores here)");
+        say!(
+            "a cold build takes several minutes (on 2 cores here: default about 6 min, debug about {} min)",
+            DEBUG_BUILD_MINUTES
+        );
     }
     let pb = indicatif::ProgressBar::new(est);
     if util::is_tty() {
@@ -785,8 +831,8 @@ pub fn build(cfg: &KernelConfig) -> Result<KernelBuild> {
 }
 
 /// `cargo xtask kernel`.
-pub fn cmd_kernel(kernel_src: Option<&Path>, fresh_config: bool) -> Result<()> {
-    let k = ensure(kernel_src, fresh_config)?;
+pub fn cmd_kernel(kernel_src: Option<&Path>, fresh_config: bool, profile: Profile) -> Result<()> {
+    let k = ensure(kernel_src, fresh_config, profile)?;
     say!("kernel {} from {}", k.version, k.src.display());
     say!("bzImage: {}", k.bzimage.display());
     println!("KDIR={}", k.out_dir.display());
@@ -814,6 +860,57 @@ mod tests {
         ));
         assert!(!is_kbuild_step("  "));
         assert!(!is_kbuild_step("warning: unused"));
+    }
+
+    #[test]
+    fn debug_fragments_only_in_the_debug_profile() {
+        let d = std::env::temp_dir().join(format!("tierkit-frags-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&d);
+        fs::create_dir_all(d.join("debug")).unwrap();
+        for f in [
+            "base.config",
+            "mm.config",
+            "debug/debug.config",
+            "debug/x.config",
+        ] {
+            fs::write(d.join(f), "CONFIG_X=y\n").unwrap();
+        }
+        fs::write(d.join("README"), "").unwrap();
+        let names = |p: Profile| -> Vec<String> {
+            fragments_in(&d, p)
+                .unwrap()
+                .iter()
+                .map(|f| f.strip_prefix(&d).unwrap().display().to_string())
+                .collect()
+        };
+        assert_eq!(names(Profile::Default), ["base.config", "mm.config"]);
+        assert_eq!(
+            names(Profile::Debug),
+            [
+                "base.config",
+                "mm.config",
+                "debug/debug.config",
+                "debug/x.config"
+            ]
+        );
+        fs::remove_file(d.join("debug/debug.config")).unwrap();
+        fs::remove_file(d.join("debug/x.config")).unwrap();
+        let e = fragments_in(&d, Profile::Debug).unwrap_err();
+        assert!(format!("{e:#}").contains("debug profile"), "{e:#}");
+        let _ = fs::remove_dir_all(&d);
+    }
+
+    /// The repository's own fragments: the debug one exists and is not read
+    /// by the default profile.
+    #[test]
+    fn repository_fragments() {
+        let default = fragments(Profile::Default).unwrap();
+        assert!(default
+            .iter()
+            .all(|f| !f.to_string_lossy().contains("/debug/")));
+        let debug = fragments(Profile::Debug).unwrap();
+        assert!(debug.ends_with(&[util::repo_root().join("kconfig/debug/debug.config")]));
+        assert_eq!(debug.len(), default.len() + 1);
     }
 
     #[test]

@@ -74,7 +74,13 @@ const MAX_DIAGNOSTICS_HEAD: usize = 60;
 const MAX_DIAGNOSTICS_TAIL: usize = 140;
 
 /// How many call-trace frames a [`Crash`] keeps.
-const MAX_CALL_TRACE: usize = 12;
+const MAX_CALL_TRACE: usize = 24;
+
+/// How many kernel reports a [`Verdict`] names one by one.
+const MAX_CRASH_REASONS: usize = 20;
+
+/// How many explaining lines a [`Crash`] keeps ([`Crash::details`]).
+const MAX_DETAILS: usize = 8;
 
 /// A crash report that has not reached its `---[ end` line is considered
 /// over after this many lines.
@@ -298,36 +304,7 @@ pub struct Document {
     pub end_line: usize,
 }
 
-/// What kind of kernel trouble a [`Crash`] is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum CrashKind {
-    /// `BUG: ...`, `kernel BUG at ...`, `UBSAN: ...`.
-    Bug,
-    /// `Oops: ...`, `general protection fault`, `Unable to handle kernel`.
-    Oops,
-    /// `Kernel panic - not syncing: ...`.
-    Panic,
-    /// `WARNING: ...` (WARN_ON and lockdep).
-    Warning,
-    /// Hung task or RCU stall.
-    Hang,
-    /// A `RIP:` line outside any other report.
-    Other,
-}
-
-impl fmt::Display for CrashKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            CrashKind::Bug => "BUG",
-            CrashKind::Oops => "oops",
-            CrashKind::Panic => "panic",
-            CrashKind::Warning => "warning",
-            CrashKind::Hang => "hang",
-            CrashKind::Other => "crash",
-        })
-    }
-}
+pub use crate::console::CrashKind;
 
 /// A kernel crash report found in the console log.
 #[derive(Clone, Debug, Serialize)]
@@ -338,6 +315,10 @@ pub struct Crash {
     /// The first marker line, e.g. `BUG: kernel NULL pointer dereference,
     /// address: 0000000000000008`.
     pub message: String,
+    /// The lines of the report that explain it, boilerplate left out: the
+    /// access of a KASAN report (`Read of size 8 at addr ... by task ...`),
+    /// the locks of a lockdep report, the owner of a leaked object, ...
+    pub details: Vec<String>,
     /// The report's `RIP:` line, if any.
     pub rip: Option<String>,
     /// The first frames after `Call Trace:`.
@@ -430,7 +411,20 @@ impl Run {
             lines: lines.len(),
         };
         for i in 0..run.crashes.len() {
-            run.crashes[i].during = run.test_at_line(run.crashes[i].line);
+            let mut during = run.test_at_line(run.crashes[i].line);
+            // A case the crash cut short has no result line, hence no name
+            // (`#3 (no result)`); a Rust case's wrapper in the call trace
+            // has it.
+            if let Some(d) = &mut during {
+                if let Some(case) = rust_case_in_trace(&run.crashes[i].call_trace) {
+                    if let Some((suite_and_parents, last)) = d.rsplit_once('.') {
+                        if last.ends_with("(no result)") {
+                            *d = format!("{suite_and_parents}.{case}");
+                        }
+                    }
+                }
+            }
+            run.crashes[i].during = during;
         }
         run
     }
@@ -508,7 +502,18 @@ impl Run {
                 reasons.push(format!("suite {} {what}", suite.name));
             }
         }
-        reasons.extend(self.crashes.iter().map(|c| c.to_string()));
+        reasons.extend(
+            self.crashes
+                .iter()
+                .take(MAX_CRASH_REASONS)
+                .map(|c| c.to_string()),
+        );
+        if self.crashes.len() > MAX_CRASH_REASONS {
+            reasons.push(format!(
+                "... and {} more kernel reports (all of them in the console log)",
+                self.crashes.len() - MAX_CRASH_REASONS
+            ));
+        }
         reasons.extend(self.problems());
         if expect_suites && self.suites().next().is_none() {
             reasons.push(
@@ -771,6 +776,33 @@ fn find_timestamp(s: &str) -> Option<&str> {
     None
 }
 
+/// The KUnit case whose wrapper is in a call trace: the `#[kunit_tests]`
+/// macro of Rust's kernel crate runs case `foo` through
+/// `kunit_rust_wrapper_foo`, whose (mangled) symbol names it.
+fn rust_case_in_trace(trace: &[String]) -> Option<String> {
+    const WRAPPER: &str = "kunit_rust_wrapper_";
+    trace.iter().find_map(|f| {
+        let at = f.find(WRAPPER)?;
+        // In a v0-mangled symbol the identifier is preceded by its length
+        // (`26kunit_rust_wrapper_clear_1g`), and other path parts may follow
+        // it directly; a demangled one ends at a non-identifier character.
+        let digits = f[..at].bytes().rev().take_while(u8::is_ascii_digit).count();
+        let ident_len = f[at - digits..at].parse::<usize>().ok();
+        let rest = &f[at + WRAPPER.len()..];
+        let name: String = match ident_len {
+            Some(n) if n > WRAPPER.len() && n - WRAPPER.len() <= rest.len() => rest
+                .get(..n - WRAPPER.len())
+                .unwrap_or_default()
+                .to_string(),
+            _ => rest
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect(),
+        };
+        (!name.is_empty()).then_some(name)
+    })
+}
+
 /// `kunit: disabled`, `kunit executor: ...`, `kunit module: ...`.
 fn is_kunit_error(text: &str) -> bool {
     let t = text.trim_start();
@@ -781,41 +813,14 @@ fn is_kunit_error(text: &str) -> bool {
 // Crash reports
 // ---------------------------------------------------------------------------
 
-/// Whether a line starts a kernel crash report, and which kind.
-fn crash_marker(text: &str) -> Option<CrashKind> {
-    let t = text.trim_start();
-    if t.starts_with("Kernel panic - not syncing") {
-        Some(CrashKind::Panic)
-    } else if t.starts_with("BUG: ")
-        || t.contains(": BUG: ")
-        || t.starts_with("kernel BUG at ")
-        || t.starts_with("UBSAN: ")
-    {
-        Some(CrashKind::Bug)
-    } else if t.starts_with("Oops")
-        || t.contains("general protection fault")
-        || t.starts_with("Unable to handle kernel")
-    {
-        Some(CrashKind::Oops)
-    } else if t.starts_with("WARNING: ") {
-        Some(CrashKind::Warning)
-    } else if (t.starts_with("INFO: task ") && t.contains("blocked for more than"))
-        || t.contains("detected stalls on CPUs")
-        || t.contains("self-detected stall on CPU")
-    {
-        Some(CrashKind::Hang)
-    } else if t.starts_with("RIP: ") {
-        Some(CrashKind::Other)
-    } else {
-        None
-    }
-}
-
-/// Find crash reports. One report (a BUG, its `Oops:` line, `RIP:` and
-/// call trace) gives one [`Crash`]; a panic or a warning always starts a new
-/// one. A report ends at its `---[ end ...` line. A `RIP:` line outside a
-/// report starts one only if no report came shortly before it: x86 repeats
-/// the registers after `---[ end trace ...]---` as an "executive summary".
+/// Find crash reports, by the patterns of [`crate::console`]. One report (a
+/// BUG, its `Oops:` line, `RIP:` and call trace; a debugobjects message and
+/// its WARNING) gives one [`Crash`]; a panic always starts a new one, and
+/// so does a warning unless it carries an open debugobjects or list report.
+/// A report ends at its `---[ end ...` line (or KASAN's closing `=` row). A
+/// `RIP:` line outside a report starts one only if no report came shortly
+/// before it: x86 repeats the registers after `---[ end trace ...]---` as an
+/// "executive summary".
 fn scan_crashes(lines: &[Line]) -> Vec<Crash> {
     let mut crashes: Vec<Crash> = Vec::new();
     // Index into `crashes` of the report still open.
@@ -830,13 +835,10 @@ fn scan_crashes(lines: &[Line]) -> Vec<Crash> {
             open = None;
             in_trace = false;
         }
-        if let Some(kind) = crash_marker(t) {
+        if let Some(kind) = crate::console::classify(t) {
             let merge = match (kind, open) {
                 (CrashKind::Other, _) => recent,
-                (CrashKind::Bug | CrashKind::Oops, Some(i)) => matches!(
-                    crashes[i].kind,
-                    CrashKind::Bug | CrashKind::Oops | CrashKind::Other
-                ),
+                (_, Some(i)) => crate::console::merges_into(kind, crashes[i].kind),
                 _ => false,
             };
             if merge {
@@ -850,6 +852,7 @@ fn scan_crashes(lines: &[Line]) -> Vec<Crash> {
                     line: line.no,
                     kind,
                     message: t.to_string(),
+                    details: Vec::new(),
                     rip: (kind == CrashKind::Other).then(|| t.to_string()),
                     call_trace: Vec::new(),
                     during: None,
@@ -860,17 +863,25 @@ fn scan_crashes(lines: &[Line]) -> Vec<Crash> {
             continue;
         }
         let Some(i) = open else { continue };
-        if t.starts_with("---[ end") {
+        if crate::console::ends_report(t) {
             open = None;
             in_trace = false;
-        } else if t == "Call Trace:" {
-            in_trace = true;
+        } else if crate::console::starts_trace(t) {
+            // Only the first trace: KASAN's "Allocated by task" and
+            // "Freed by task" traces follow the one of the bad access.
+            in_trace = crashes[i].call_trace.is_empty();
         } else if in_trace {
             if t.starts_with("</TASK>") || t.is_empty() {
                 in_trace = false;
             } else if t.contains("+0x") && crashes[i].call_trace.len() < MAX_CALL_TRACE {
                 crashes[i].call_trace.push(t.to_string());
             }
+        } else if crashes[i].call_trace.is_empty()
+            && crashes[i].details.len() < MAX_DETAILS
+            && crate::console::is_detail(t)
+            && !t.starts_with("RIP: ")
+        {
+            crashes[i].details.push(t.to_string());
         }
     }
     crashes

@@ -8,11 +8,13 @@
 //! [`verdict`] (markers, [`ktap`]) -> [`report`].
 
 mod bench;
+mod console;
 mod initramfs;
 mod kconfig;
 mod kernel;
 mod ktap;
 mod module;
+mod profile;
 mod qemu;
 mod report;
 mod setup;
@@ -38,6 +40,10 @@ const AFTER_HELP: &str = "\
 The two main commands:
   cargo xtask run     build everything (cached), boot, load tierkit, run the demos
   cargo xtask test    host tests, then boot, KUnit + userspace tests, summary, JSON, JUnit
+
+  cargo xtask test --profile debug           the same on the debug kernel (KASAN, UBSAN,
+                                             lockdep, kmemleak, ...; any report fails)
+  cargo xtask test --profile default,debug   both, one combined totals line (.ci/run)
 
 Cache: $TIERKIT_CACHE (default ~/.cache/tierkit). Output: target/tierkit/.
 A fresh Debian 12 machine needs nothing else: missing tools are installed by
@@ -93,6 +99,52 @@ struct KernelArgs {
     /// Regenerate the kernel config even if an identical one is remembered.
     #[arg(long)]
     fresh_config: bool,
+    /// Kernel configuration. `debug`: a second kernel, built and cached
+    /// beside the default one, with kconfig/debug/*.config on top (KASAN,
+    /// UBSAN, lockdep, kmemleak, DEBUG_VM/LIST/OBJECTS, soft-lockup,
+    /// hung-task and RCU-stall detectors); the module is built with
+    /// CLIPPY=1 and warnings as errors; the guest boots with panic_on_warn=1
+    /// and short hang timeouts, and runs a kmemleak scan after rmmod. Any
+    /// KASAN, UBSAN, lockdep, kmemleak, lockup, stall, BUG or WARNING
+    /// report fails the run. Output goes to
+    /// target/tierkit/<mode>-<topology>-debug/. `test`, `kernel`, `module`
+    /// and `build` take several (`--profile default,debug`: one after the
+    /// other, with one combined totals line for `test`).
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        value_name = "PROFILE",
+        default_value = "default"
+    )]
+    profile: Vec<profile::Profile>,
+}
+
+impl KernelArgs {
+    /// The profiles asked for, in order, each once.
+    fn profiles(&self) -> Vec<profile::Profile> {
+        let mut v: Vec<profile::Profile> = Vec::new();
+        for p in &self.profile {
+            if !v.contains(p) {
+                v.push(*p);
+            }
+        }
+        if v.is_empty() {
+            v.push(profile::Profile::Default);
+        }
+        v
+    }
+
+    /// The one profile of a command that boots once (`run`, `bench`).
+    fn single_profile(&self, cmd: &str) -> Result<profile::Profile> {
+        match self.profiles()[..] {
+            [p] => Ok(p),
+            ref many => anyhow::bail!(
+                "`cargo xtask {cmd}` boots one kernel: give one --profile, not {}",
+                many.iter().map(|p| p.name()).collect::<Vec<_>>().join(",")
+            ),
+        }
+    }
 }
 
 #[derive(Args, Clone)]
@@ -226,29 +278,36 @@ fn real_main(cli: Cli) -> Result<ExitCode> {
         Cmd::Setup { force } => setup::cmd_setup(force).map(|_| ExitCode::SUCCESS),
         Cmd::Kernel(k) => {
             setup::ensure()?;
-            kernel::cmd_kernel(k.kernel_src.as_deref(), k.fresh_config)?;
+            for p in k.profiles() {
+                kernel::cmd_kernel(k.kernel_src.as_deref(), k.fresh_config, p)?;
+            }
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Module(k) => {
             setup::ensure()?;
-            let kb = kernel::ensure(k.kernel_src.as_deref(), k.fresh_config)?;
-            let m = module::build(&kb)?;
-            say!("module: {}", m.ko.display());
+            for p in k.profiles() {
+                let kb = kernel::ensure(k.kernel_src.as_deref(), k.fresh_config, p)?;
+                let m = module::build(&kb)?;
+                say!("module ({p} profile): {}", m.ko.display());
+            }
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Build(k) => {
             setup::ensure()?;
-            let b = build_all(&k, &util::out_dir())?;
-            say!(
-                "initramfs: {} ({} KiB)",
-                b.initramfs.path.display(),
-                b.initramfs.size / 1024
-            );
+            for p in k.profiles() {
+                let b = build_all(&k, p, &util::out_dir())?;
+                say!(
+                    "initramfs ({p} profile): {} ({} KiB)",
+                    b.initramfs.path.display(),
+                    b.initramfs.size / 1024
+                );
+            }
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Run(r) => {
             let kind = r.guest.topology.unwrap_or(TopologyKind::Numa);
-            guest_cmd(Mode::Run, &r.guest, kind, r.kunit, None, None).map(|g| g.exit())
+            let p = r.guest.kernel.single_profile("run")?;
+            guest_cmd(Mode::Run, &r.guest, p, kind, r.kunit, None, None).map(|g| g.exit())
         }
         Cmd::Test(t) => {
             setup::ensure()?;
@@ -257,11 +316,13 @@ fn real_main(cli: Cli) -> Result<ExitCode> {
             } else {
                 Some(host_tests()?)
             };
-            match t.guest.topology {
-                Some(kind) => {
-                    guest_cmd(Mode::Test, &t.guest, kind, true, host, None).map(|g| g.exit())
+            let profiles = t.guest.kernel.profiles();
+            match (t.guest.topology, &profiles[..]) {
+                (Some(kind), [p]) => {
+                    guest_cmd(Mode::Test, &t.guest, *p, kind, true, host, None).map(|g| g.exit())
                 }
-                None => test_all_topologies(&t.guest, host),
+                (Some(kind), _) => test_all(&t.guest, host, &profiles, &[kind]),
+                (None, _) => test_all(&t.guest, host, &profiles, &TEST_TOPOLOGIES),
             }
         }
         Cmd::Bench(b) => {
@@ -273,7 +334,17 @@ fn real_main(cli: Cli) -> Result<ExitCode> {
                 BenchKind::Wi => "wi",
             };
             let kind = b.guest.topology.unwrap_or(TopologyKind::Numa);
-            guest_cmd(Mode::Bench(name.into()), &b.guest, kind, false, None, None).map(|g| g.exit())
+            let p = b.guest.kernel.single_profile("bench")?;
+            guest_cmd(
+                Mode::Bench(name.into()),
+                &b.guest,
+                p,
+                kind,
+                false,
+                None,
+                None,
+            )
+            .map(|g| g.exit())
         }
     }
 }
@@ -285,11 +356,11 @@ struct Built {
     times: Vec<(&'static str, Duration)>,
 }
 
-/// Builds everything; the initramfs goes to `dir`.
-fn build_all(k: &KernelArgs, dir: &Path) -> Result<Built> {
+/// Builds everything for `profile`; the initramfs goes to `dir`.
+fn build_all(k: &KernelArgs, profile: profile::Profile, dir: &Path) -> Result<Built> {
     let mut times = Vec::new();
     let t = Timer::start();
-    let kb = kernel::ensure(k.kernel_src.as_deref(), k.fresh_config)?;
+    let kb = kernel::ensure(k.kernel_src.as_deref(), k.fresh_config, profile)?;
     times.push(("kernel", t.elapsed()));
     let t = Timer::start();
     let m = module::build(&kb)?;
@@ -370,25 +441,43 @@ fn host_tests() -> Result<(bool, Duration)> {
 /// The topologies `cargo xtask test` runs without `--topology`.
 const TEST_TOPOLOGIES: [TopologyKind; 2] = [TopologyKind::Numa, TopologyKind::Cxl];
 
-/// `cargo xtask test` without `--topology`: the full suite on numa, then on
-/// cxl; a summary per topology, then one line per topology and the combined
-/// totals line last.
-fn test_all_topologies(g: &GuestArgs, host: Option<(bool, Duration)>) -> Result<ExitCode> {
-    let mut results: Vec<(TopologyKind, GuestResult)> = Vec::new();
-    for (i, &kind) in TEST_TOPOLOGIES.iter().enumerate() {
+/// The label of one boot of a `test` over several topologies or profiles:
+/// `numa`, `cxl` (default profile), `debug numa`, `debug cxl`.
+fn run_label(profile: profile::Profile, kind: TopologyKind) -> String {
+    match profile {
+        profile::Profile::Default => kind.to_string(),
+        p => format!("{p} {kind}"),
+    }
+}
+
+/// `cargo xtask test` over several boots: each profile (in the order given)
+/// on each topology (numa, then cxl, without `--topology`); a summary per
+/// boot, then one line per boot and the combined totals line last.
+fn test_all(
+    g: &GuestArgs,
+    host: Option<(bool, Duration)>,
+    profiles: &[profile::Profile],
+    topologies: &[TopologyKind],
+) -> Result<ExitCode> {
+    let runs: Vec<(profile::Profile, TopologyKind)> = profiles
+        .iter()
+        .flat_map(|&p| topologies.iter().map(move |&k| (p, k)))
+        .collect();
+    let mut results: Vec<(String, GuestResult)> = Vec::new();
+    for (i, &(profile, kind)) in runs.iter().enumerate() {
         println!();
         say!(
-            "===== topology {kind} ({}/{}) =====",
+            "===== topology {kind}, {profile} profile ({}/{}) =====",
             i + 1,
-            TEST_TOPOLOGIES.len()
+            runs.len()
         );
-        // Host tests count once, with the first topology.
+        // Host tests count once, with the first boot.
         let h = if i == 0 { host } else { None };
-        let label = kind.to_string();
-        let r = match guest_cmd(Mode::Test, g, kind, true, h, Some(&label)) {
+        let label = run_label(profile, kind);
+        let r = match guest_cmd(Mode::Test, g, profile, kind, true, h, Some(&label)) {
             Ok(r) => r,
             Err(e) => {
-                eprintln!("\nerror ({kind}): {e}");
+                eprintln!("\nerror ({label}): {e}");
                 for cause in e.chain().skip(1) {
                     eprintln!("  caused by: {cause}");
                 }
@@ -406,11 +495,11 @@ fn test_all_topologies(g: &GuestArgs, host: Option<(bool, Duration)>) -> Result<
                 }
             }
         };
-        results.push((kind, r));
+        results.push((label, r));
     }
     println!();
     let mut all = report::Totals::default();
-    for (kind, r) in &results {
+    for (label, r) in &results {
         let t = r.totals.unwrap_or_default();
         all = all.add(t);
         let mut time = r
@@ -424,7 +513,7 @@ fn test_all_topologies(g: &GuestArgs, host: Option<(bool, Duration)>) -> Result<
             time.push(')');
         }
         let status = if r.ok { "ok" } else { "FAILED" };
-        say!("{kind}: {status}{time}: {}", t.labelled(&kind.to_string()));
+        say!("{label}: {status}{time}: {}", t.labelled(label));
     }
     println!("{all}");
     Ok(if results.iter().all(|(_, r)| r.ok) {
@@ -455,11 +544,12 @@ impl GuestResult {
     }
 }
 
-/// Boots `kind` once in `mode` and reports. `label`: one of several
-/// topologies of one `test` (its totals line says which).
+/// Boots `kind` once in `mode` with the kernel of `profile` and reports.
+/// `label`: one of several boots of one `test` (its totals line says which).
 fn guest_cmd(
     mode: Mode,
     g: &GuestArgs,
+    profile: profile::Profile,
     kind: TopologyKind,
     kunit: bool,
     host: Option<(bool, Duration)>,
@@ -502,6 +592,8 @@ fn guest_cmd(
         // or clears GiBs on the CXL node is some 100 times slower there.
         default_timeout *= 4;
     }
+    // KASAN, lockdep and kmemleak slow the guest down several times.
+    default_timeout *= profile.timeout_factor();
     let cfg = qemu::GuestConfig {
         topology: topo,
         cpu_model: g
@@ -514,9 +606,10 @@ fn guest_cmd(
         filter: g.filter.clone(),
         append: g.append.clone(),
         timeout: Duration::from_secs(g.timeout.unwrap_or(default_timeout)),
+        profile,
         cxl_online: g.cxl_online,
     };
-    let run_dir = util::out_dir().join(format!("{}-{}", mode.as_param(), kind));
+    let run_dir = util::out_dir().join(format!("{}-{}{}", mode.as_param(), kind, profile.suffix()));
     std::fs::create_dir_all(&run_dir)?;
     // Two boots of the same mode and topology would write the same logs.
     let _run_lock = util::lock(&run_dir.join(".lock"), "this run directory")?;
@@ -529,21 +622,22 @@ fn guest_cmd(
     ] {
         let _ = std::fs::remove_file(run_dir.join(stale));
     }
-    let b = build_all(&g.kernel, &run_dir)?;
+    let b = build_all(&g.kernel, profile, &run_dir)?;
     say!(
-        "booting {} with {} ({:?}, -cpu {}), mode {}",
+        "booting {} with {} ({:?}, -cpu {}), mode {}, {} profile",
         kind,
         cfg.topology.describe(),
         accel,
         cfg.cpu_model,
-        mode.as_param()
+        mode.as_param(),
+        profile
     );
     say!("console log: {}", run_dir.join("console.log").display());
     let mut streamer = qemu::Streamer::new(util::verbose(), !matches!(mode, Mode::Test));
     let t = Timer::start();
     let guest = qemu::boot(&b.kernel, &b.initramfs, &cfg, &run_dir, &mut streamer)?;
     let boot_time = t.elapsed();
-    let mut outcome = verdict::evaluate(&guest, kunit, g.filter.as_deref());
+    let mut outcome = verdict::evaluate(&guest, kunit, g.filter.as_deref(), profile);
     if let Some((false, _)) = host {
         let msg = format!(
             "host tests failed (see {})",

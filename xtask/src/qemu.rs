@@ -5,8 +5,10 @@
 //! written to `console.log`); ttyS1 is the data channel (`data.log`), where
 //! /init copies the output of guest programs, whole lines only.
 
+use crate::console::{self, CrashKind, Phases};
 use crate::initramfs::Initramfs;
 use crate::kernel::KernelBuild;
+use crate::profile::Profile;
 use crate::say;
 use crate::topology::Topology;
 use crate::util;
@@ -129,6 +131,8 @@ pub struct GuestConfig {
     /// Extra kernel command line (`--append`).
     pub append: Vec<String>,
     pub timeout: Duration,
+    /// `--profile`: its command-line parameters ([`Profile::kernel_cmdline`]).
+    pub profile: Profile,
     /// `--cxl-online`: the zone hot-added (CXL) memory is onlined into.
     pub cxl_online: CxlOnline,
 }
@@ -166,6 +170,7 @@ pub fn kernel_cmdline(cfg: &GuestConfig) -> Result<String> {
         // benchmarks don't wait for them.
         p.push("kunit.enable=0".into());
     }
+    p.extend(cfg.profile.kernel_cmdline());
     for a in &cfg.append {
         if a.split_whitespace()
             .any(|w| w == "quiet" || w.starts_with("kunit_shutdown"))
@@ -258,12 +263,24 @@ pub fn strip_printk(line: &str) -> (Option<f64>, &str) {
     (ts, s)
 }
 
+/// How many lines of a kernel report the live stream shows (the whole
+/// report is in console.log and quoted in the summary).
+const LIVE_REPORT_LINES: usize = 60;
+
 /// Decides which console lines to show live when not `-v`.
 pub struct Streamer {
     pub verbose: bool,
     /// Show lines that guest programs print (run and bench modes).
     pub show_userspace: bool,
     in_program: bool,
+    /// Console lines seen so far.
+    line_no: usize,
+    /// Where the run is (insmod, which userspace test, ...).
+    phases: Phases,
+    /// The KUnit suite whose KTAP header came last and whose result did not.
+    suite: Option<String>,
+    /// Lines of the kernel report being shown, if one is open.
+    report_lines: Option<usize>,
 }
 
 impl Streamer {
@@ -272,13 +289,58 @@ impl Streamer {
             verbose,
             show_userspace,
             in_program: false,
+            line_no: 0,
+            phases: Phases::default(),
+            suite: None,
+            report_lines: None,
         }
     }
 
-    /// The line to print for a console line, if any.
+    /// Where the run is, for the headline of a kernel report.
+    fn whereabouts(&self) -> String {
+        match &self.suite {
+            Some(s) => format!("KUnit suite {s}, {}", self.phases.current()),
+            None => self.phases.current().to_string(),
+        }
+    }
+
+    /// The line to print for a console line, if any. A kernel report
+    /// ([`console::PATTERNS`]) gets a headline with where the run is, and
+    /// is shown whole (up to [`LIVE_REPORT_LINES`] lines).
     pub fn filter(&mut self, raw: &str) -> Option<String> {
         let raw = raw.trim_end_matches(['\r', '\n']);
+        self.line_no += 1;
+        self.phases.observe(self.line_no, raw);
         let (ts, text) = strip_printk(raw);
+        let t = text.trim_start();
+        if let Some(name) = t.strip_prefix("# Subtest: ") {
+            if text.len() - t.len() == 4 {
+                self.suite = Some(name.trim().to_string());
+            }
+        } else if (t.starts_with("ok ") || t.starts_with("not ok ")) && text.len() == t.len() {
+            self.suite = None;
+        }
+        if let Some(kind) = console::classify(text) {
+            let continues = self.report_lines.is_some() && kind == CrashKind::Other;
+            if !continues {
+                self.report_lines = Some(0);
+                let head = format!("  >>> kernel {kind} (during {}): {}", self.whereabouts(), t);
+                if self.verbose {
+                    return Some(format!("{head}\n{raw}"));
+                }
+                return Some(head);
+            }
+        }
+        if let Some(n) = self.report_lines {
+            if console::ends_report(text) || n >= LIVE_REPORT_LINES {
+                self.report_lines = None;
+            } else {
+                self.report_lines = Some(n + 1);
+            }
+            if !self.verbose {
+                return Some(format!("  {text}"));
+            }
+        }
         if let Some(i) = text.find("TIERKIT-") {
             let m = &text[i..];
             if m.contains("-START ") {
@@ -299,7 +361,6 @@ impl Streamer {
             let show = self.in_program && self.show_userspace && !text.contains("TIERKIT-JSON");
             return show.then(|| format!("  {text}"));
         }
-        let t = text.trim_start();
         if t.starts_with("Command line:") {
             // Printed again as "Kernel command line:".
             return None;
@@ -315,17 +376,12 @@ impl Streamer {
             return Some(format!("  {m}"));
         }
         let ktap_result = t.starts_with("ok ") || t.starts_with("not ok ");
+        // Kernel reports are handled above, by the table in console.rs.
         let interesting = [
             "ASSERTION FAILED",
             "EXPECTATION FAILED",
-            "Kernel panic",
-            "BUG:",
-            "Oops",
-            "WARNING:",
-            "general protection fault",
-            "Unable to handle",
-            "RIP:",
             "Call Trace:",
+            "Dynamic Preempt",
             "tierkit",
             "kunit",
         ];
@@ -522,6 +578,7 @@ mod tests {
             filter: filter.map(str::to_string),
             append: vec![],
             timeout: Duration::from_secs(600),
+            profile: Profile::Default,
             cxl_online: CxlOnline::Movable,
         }
     }
@@ -595,6 +652,7 @@ mod tests {
             line.split(' ').any(|w| w == "tierkit.cxl=4096,2048"),
             "{line}"
         );
+        // The default of --cxl-online.
         assert!(line.contains("memhp_default_state=online_movable"));
         let a = qemu_args(
             Path::new("/k/bzImage"),
@@ -653,5 +711,47 @@ mod tests {
         assert!(r.filter("TIERKIT-JSON {}").is_none());
         r.filter("[    2.5] TIERKIT-DEMO tk-demo rc=0");
         assert!(r.filter("SeaBIOS noise").is_none());
+    }
+
+    /// A report the old live list missed (UBSAN, hung task, RCU stall) is
+    /// shown whole, with where the run was.
+    #[test]
+    fn streaming_shows_every_kind_of_report_whole() {
+        let mut s = Streamer::new(false, false);
+        s.filter("[    2.0] TIERKIT-USERTEST-START tk-test-task");
+        let head = s
+            .filter("[    9.1] INFO: task tk-test-task:88 blocked for more than 60 seconds.")
+            .unwrap();
+        assert!(head.contains(">>> kernel hung task"), "{head}");
+        assert!(
+            head.contains("during userspace test tk-test-task"),
+            "{head}"
+        );
+        // The rest of the report, which no pattern matches, is shown too.
+        assert_eq!(
+            s.filter("[    9.2] task:tk-test-task    state:D stack:0     pid:88")
+                .unwrap(),
+            "  task:tk-test-task    state:D stack:0     pid:88"
+        );
+        assert!(s
+            .filter("[    9.3] ---[ end trace 0000000000000000 ]---")
+            .is_some());
+        assert!(s.filter("[    9.4] random: crng init done").is_none());
+
+        let mut k = Streamer::new(false, false);
+        k.filter("[    1.1] TIERKIT-INSMOD-START");
+        k.filter("[    1.2]     KTAP version 1");
+        k.filter("[    1.3]     # Subtest: tierkit_clear");
+        let head = k
+            .filter("[    1.4] UBSAN: shift-out-of-bounds in module/src/shim.c:40:12")
+            .unwrap();
+        assert!(
+            head.contains("(during KUnit suite tierkit_clear, insmod tierkit.ko"),
+            "{head}"
+        );
+        let rcu = k
+            .filter("[   30.0] rcu: INFO: rcu_preempt detected stalls on CPUs/tasks:")
+            .unwrap();
+        assert!(rcu.contains(">>> kernel RCU stall"), "{rcu}");
     }
 }

@@ -24,6 +24,32 @@ const SUMMARY_DIAGNOSTIC_LINES: usize = 20;
 const SUMMARY_OUTPUT_LINES: usize = 10;
 /// Skipped cases listed by name in the summary.
 const SUMMARY_SKIPPED: usize = 20;
+/// Kernel reports quoted in the summary.
+const SUMMARY_CRASHES: usize = 20;
+/// Call-trace frames quoted per kernel report.
+const SUMMARY_FRAMES: usize = 8;
+
+/// The lines that quote a kernel report under its headline: what it says
+/// (the access, the locks, the leaked object's owner), its `RIP:`, and the
+/// first frames of its call trace without the reporting machinery
+/// (`dump_stack`, `kasan_report`, `lock_acquire`, ...).
+pub fn quote_crash(crash: &crate::ktap::Crash) -> Vec<String> {
+    let mut out: Vec<String> = crash.details.clone();
+    out.extend(crash.rip.iter().cloned());
+    let frames: Vec<&String> = crash
+        .call_trace
+        .iter()
+        .filter(|f| !crate::console::is_reporting_frame(f))
+        .collect();
+    // A trace of nothing but machinery is still better than none.
+    let frames = if frames.is_empty() {
+        crash.call_trace.iter().collect()
+    } else {
+        frames
+    };
+    out.extend(frames.into_iter().take(SUMMARY_FRAMES).cloned());
+    out
+}
 
 /// One userspace test run by `/init` in the guest, reported by the marker
 /// line `TIERKIT-USERTEST name rc=N`.
@@ -217,14 +243,18 @@ fn write_summary(out: &mut String, run: &Run, extra: &[UserTest]) -> fmt::Result
 
     if !run.crashes.is_empty() {
         writeln!(out, "\nKernel crashes:")?;
-        for crash in &run.crashes {
+        for crash in run.crashes.iter().take(SUMMARY_CRASHES) {
             writeln!(out, "  {crash}")?;
-            if let Some(rip) = &crash.rip {
-                writeln!(out, "      {rip}")?;
+            for line in quote_crash(crash) {
+                writeln!(out, "      {line}")?;
             }
-            for frame in crash.call_trace.iter().take(5) {
-                writeln!(out, "      {frame}")?;
-            }
+        }
+        if run.crashes.len() > SUMMARY_CRASHES {
+            writeln!(
+                out,
+                "  ... and {} more (all of them in the console log)",
+                run.crashes.len() - SUMMARY_CRASHES
+            )?;
         }
     }
 
@@ -389,7 +419,12 @@ pub fn junit_report(name: &str, run: &Run, extra: &[UserTest]) -> Report {
             status.set_message(crash.message.as_str());
             status.set_type(crash.kind.to_string());
             let mut description = crash.to_string();
-            for line in crash.rip.iter().chain(&crash.call_trace) {
+            for line in crash
+                .details
+                .iter()
+                .chain(&crash.rip)
+                .chain(&crash.call_trace)
+            {
                 description.push('\n');
                 description.push_str(line);
             }

@@ -3,9 +3,14 @@
 //! The KTAP part is [`crate::ktap`]'s; this module reads the markers /init
 //! prints (see `guest/init.sh`) and adds what only the harness knows: QEMU
 //! failures, timeouts, insmod/rmmod failures, guest programs that failed or
-//! never finished, and a guest that never printed `TIERKIT-DONE`.
+//! never finished, and a guest that never printed `TIERKIT-DONE`. Kernel
+//! reports are found by [`crate::console`]'s patterns (in the KTAP crash
+//! scan) and named with the KUnit case or the phase of /init that was
+//! running ([`console::Phases`]).
 
+use crate::console::{self, Phases};
 use crate::ktap;
+use crate::profile::Profile;
 use crate::qemu::{strip_printk, GuestRun};
 use crate::report::UserTest;
 use std::collections::BTreeMap;
@@ -46,6 +51,9 @@ pub struct Markers {
     /// `TIERKIT-CXL ...` lines (the CXL region assembly, step by step),
     /// with their timestamps.
     pub cxl: Vec<(Option<f64>, String)>,
+    /// `TIERKIT-KMEMLEAK leaks=N`: the kmemleak scan after rmmod (debug
+    /// profile) ran and found N unreferenced objects.
+    pub kmemleak_leaks: Option<u32>,
 }
 
 impl Markers {
@@ -111,6 +119,12 @@ pub fn scan(console: &str, data: &str) -> Markers {
             "NOTE" => m.notes.push(rest.to_string()),
             "TOPO" => m.topology.push(rest.to_string()),
             "CXL" => m.cxl.push((ts, rest.to_string())),
+            "KMEMLEAK" => {
+                m.kmemleak_leaks = rest
+                    .split_whitespace()
+                    .find_map(|w| w.strip_prefix("leaks="))
+                    .and_then(|v| v.parse().ok())
+            }
             _ => {
                 if let Some(kind) = tag.strip_suffix("-START").filter(|k| is_prog_kind(k)) {
                     let name = rest
@@ -208,12 +222,27 @@ fn last_lines(s: &str, n: usize) -> String {
     crate::util::tail_lines(s, n)
 }
 
+/// Names what ran when each kernel report came: `KUnit <suite.case>` from
+/// the KTAP stream, else the phase of /init (`userspace test tk-test-x`,
+/// `insmod tierkit.ko (...)`, `kmemleak scan after rmmod (...)`, ...).
+fn name_report_phases(run: &mut ktap::Run, console: &str) {
+    let phases = Phases::scan(console);
+    for c in &mut run.crashes {
+        c.during = Some(match c.during.take() {
+            Some(test) => format!("KUnit {test}"),
+            None => phases.at(c.line).to_string(),
+        });
+    }
+}
+
 /// Judges a boot: KTAP (via [`ktap::Run::verdict`]) plus the /init protocol.
 /// `kunit`: KUnit ran (not `kunit.enable=0`), so the module's suites must
 /// report. `filter` is `--filter`: with it, a run without KUnit suites is
-/// fine as long as some test (KUnit or userspace) ran.
-pub fn evaluate(guest: &GuestRun, kunit: bool, filter: Option<&str>) -> Outcome {
-    let run = ktap::Run::parse(&guest.console);
+/// fine as long as some test (KUnit or userspace) ran. `profile` debug: the
+/// kmemleak scan after rmmod must have run.
+pub fn evaluate(guest: &GuestRun, kunit: bool, filter: Option<&str>, profile: Profile) -> Outcome {
+    let mut run = ktap::Run::parse(&guest.console);
+    name_report_phases(&mut run, &guest.console);
     let markers = scan(&guest.console, &guest.data);
     let mut reasons: Vec<String> = Vec::new();
     let mut harness: Vec<UserTest> = Vec::new();
@@ -322,6 +351,31 @@ pub fn evaluate(guest: &GuestRun, kunit: bool, filter: Option<&str>) -> Outcome 
                 fail("guest", format!("guest error: {e}"), &mut reasons);
             }
         }
+        if profile == Profile::Debug && markers.rmmod_rc == Some(0) {
+            let reported = run
+                .crashes
+                .iter()
+                .filter(|c| c.kind == console::CrashKind::Kmemleak)
+                .count();
+            match markers.kmemleak_leaks {
+                None if !markers.errors.iter().any(|e| e.starts_with("kmemleak")) => fail(
+                    "kmemleak",
+                    "the kmemleak scan after rmmod never reported (no TIERKIT-KMEMLEAK marker)"
+                        .into(),
+                    &mut reasons,
+                ),
+                // Each object is a kernel report of its own (quoted with the
+                // crashes); this catches a report the console lost.
+                Some(n) if n as usize > reported => fail(
+                    "kmemleak",
+                    format!(
+                        "kmemleak found {n} unreferenced object(s) after rmmod, {reported} of them in the console log"
+                    ),
+                    &mut reasons,
+                ),
+                _ => {}
+            }
+        }
         if markers.done.is_none() && !guest.timed_out {
             fail(
                 "done",
@@ -340,7 +394,13 @@ pub fn evaluate(guest: &GuestRun, kunit: bool, filter: Option<&str>) -> Outcome 
     if !kunit {
         // `kunit.enable=0`: the module's KTAP header comes without results,
         // by design. Only kernel crashes count.
-        reasons.extend(run.crashes.iter().map(|c| c.to_string()));
+        reasons.extend(run.crashes.iter().take(20).map(|c| c.to_string()));
+        if run.crashes.len() > 20 {
+            reasons.push(format!(
+                "... and {} more kernel reports (all of them in the console log)",
+                run.crashes.len() - 20
+            ));
+        }
     } else {
         let kv = run.verdict(kunit_on && filter.is_none());
         reasons.extend(kv.reasons.iter().cloned());
@@ -435,7 +495,7 @@ hello from a
 
     #[test]
     fn a_good_run_passes() {
-        let o = evaluate(&guest(GOOD, GOOD_DATA, false), true, None);
+        let o = evaluate(&guest(GOOD, GOOD_DATA, false), true, None, Profile::Default);
         assert!(o.ok(), "{:?}", o.reasons);
         assert_eq!(o.user_tests.len(), 1);
         assert_eq!(o.user_tests[0].duration_ms, 500);
@@ -449,7 +509,7 @@ hello from a
     #[test]
     fn failing_usertest_fails() {
         let c = GOOD.replace("tk-test-a rc=0", "tk-test-a rc=3");
-        let o = evaluate(&guest(&c, GOOD_DATA, false), true, None);
+        let o = evaluate(&guest(&c, GOOD_DATA, false), true, None, Profile::Default);
         assert!(!o.ok());
         assert!(o
             .reasons
@@ -463,7 +523,7 @@ hello from a
         let c = GOOD
             .replace("    ok 2 a_cpuless", "    not ok 2 a_cpuless")
             .replace("ok 1 tierkit_topology", "not ok 1 tierkit_topology");
-        let o = evaluate(&guest(&c, GOOD_DATA, false), true, None);
+        let o = evaluate(&guest(&c, GOOD_DATA, false), true, None, Profile::Default);
         assert!(!o.ok());
         assert_eq!(crate::report::Totals::of(&o.run, &o.user_tests).failed, 1);
     }
@@ -471,7 +531,7 @@ hello from a
     #[test]
     fn insmod_failure_fails() {
         let c = "[ 1.0] TIERKIT-BOOT mode=test\n[ 1.1] TIERKIT-INSMOD rc=1\n[ 1.1] TIERKIT-ERROR insmod /lib/modules/tierkit.ko failed (rc=1): Invalid module format\n[ 1.2] TIERKIT-DONE fails=1\n";
-        let o = evaluate(&guest(c, "", false), true, None);
+        let o = evaluate(&guest(c, "", false), true, None, Profile::Default);
         assert!(!o.ok());
         assert!(
             o.reasons[0].contains("Invalid module format"),
@@ -484,13 +544,13 @@ hello from a
     #[test]
     fn missing_done_and_timeout_fail() {
         let cut = GOOD.split("[    2.000000]").next().unwrap();
-        let o = evaluate(&guest(cut, GOOD_DATA, false), true, None);
+        let o = evaluate(&guest(cut, GOOD_DATA, false), true, None, Profile::Default);
         assert!(
             o.reasons.iter().any(|r| r.contains("TIERKIT-DONE")),
             "{:?}",
             o.reasons
         );
-        let o = evaluate(&guest(cut, GOOD_DATA, true), true, None);
+        let o = evaluate(&guest(cut, GOOD_DATA, true), true, None, Profile::Default);
         assert!(
             o.reasons.iter().any(|r| r.contains("hung")),
             "{:?}",
@@ -509,6 +569,7 @@ hello from a
             ),
             true,
             None,
+            Profile::Default,
         );
         assert!(o.reasons.iter().any(|r| r.contains("never reached /init")));
     }
@@ -517,7 +578,7 @@ hello from a
     fn unfinished_program_and_bad_json() {
         let c = GOOD.replace("[    1.900000] TIERKIT-USERTEST tk-test-a rc=0\n", "");
         let d = "TIERKIT-USERTEST-START tk-test-a\nTIERKIT-JSON {broken\n";
-        let o = evaluate(&guest(&c, d, false), true, None);
+        let o = evaluate(&guest(&c, d, false), true, None, Profile::Default);
         assert!(o.reasons.iter().any(|r| r.contains("never finished")));
         assert!(o.reasons.iter().any(|r| r.contains("not valid JSON")));
     }
@@ -525,16 +586,26 @@ hello from a
     #[test]
     fn filter_may_exclude_kunit_but_not_everything() {
         let only_user = "[ 1.0] TIERKIT-BOOT mode=test\n[ 1.1] TIERKIT-INSMOD rc=0\n[ 1.2] TIERKIT-USERTEST-START tk-test-a\n[ 1.3] TIERKIT-USERTEST tk-test-a rc=0\n[ 1.4] TIERKIT-RMMOD rc=0\n[ 1.5] TIERKIT-DONE fails=0\n";
-        let o = evaluate(&guest(only_user, "", false), true, Some("tk-test-a"));
+        let o = evaluate(
+            &guest(only_user, "", false),
+            true,
+            Some("tk-test-a"),
+            Profile::Default,
+        );
         assert!(o.ok(), "{:?}", o.reasons);
         let nothing = "[ 1.0] TIERKIT-BOOT mode=test\n[ 1.1] TIERKIT-INSMOD rc=0\n[ 1.4] TIERKIT-RMMOD rc=0\n[ 1.5] TIERKIT-DONE fails=0\n";
-        let o = evaluate(&guest(nothing, "", false), true, Some("typo*"));
+        let o = evaluate(
+            &guest(nothing, "", false),
+            true,
+            Some("typo*"),
+            Profile::Default,
+        );
         assert!(
             o.reasons.iter().any(|r| r.contains("matched no")),
             "{:?}",
             o.reasons
         );
-        let o = evaluate(&guest(nothing, "", false), true, None);
+        let o = evaluate(&guest(nothing, "", false), true, None, Profile::Default);
         assert!(
             o.reasons.iter().any(|r| r.contains("no KUnit suite ran")),
             "{:?}",
@@ -552,7 +623,7 @@ hello from a
 [ 1.4] TIERKIT-NOTE CXL setup failed: tierkit is not loaded and no test runs
 [ 1.5] TIERKIT-DONE fails=1
 ";
-        let o = evaluate(&guest(c, "", false), true, None);
+        let o = evaluate(&guest(c, "", false), true, None, Profile::Default);
         assert!(!o.ok());
         assert_eq!(o.markers.cxl.len(), 2);
         assert!(
@@ -583,7 +654,7 @@ hello from a
             "TIERKIT-JSON {\"x\": 1}",
             "ok - cxl regions # SKIP no CXL devices\nTIERKIT-JSON {\"kind\":\"test\",\"passed\":0,\"failed\":0,\"skipped\":1}",
         );
-        let o = evaluate(&guest(&c, &d, false), true, None);
+        let o = evaluate(&guest(&c, &d, false), true, None, Profile::Default);
         assert!(o.ok(), "{:?}", o.reasons);
         assert!((o.markers.cxl_setup_secs().unwrap() - 2.5).abs() < 1e-6);
         assert!(o.user_tests[0].passed && o.user_tests[0].skipped);
@@ -597,10 +668,228 @@ hello from a
     fn bench_mode_ignores_disabled_kunit() {
         let c = "[ 0.1] kunit: disabled\n[ 1.0] TIERKIT-BOOT mode=bench-wi\n[ 1.1] KTAP version 1\n[ 1.1] 1..8\n[ 1.1] TIERKIT-INSMOD rc=0\n[ 1.2] TIERKIT-BENCH-START tk-bench-wi\n[ 1.3] TIERKIT-BENCH tk-bench-wi rc=0\n[ 1.4] TIERKIT-RMMOD rc=0\n[ 1.5] TIERKIT-DONE fails=0\n";
         let d = "TIERKIT-BENCH-START tk-bench-wi\nTIERKIT-JSON {\"a\": 2}\nTIERKIT-BENCH tk-bench-wi rc=0\n";
-        let o = evaluate(&guest(c, d, false), false, None);
+        let o = evaluate(&guest(c, d, false), false, None, Profile::Default);
         assert!(o.ok(), "{:?}", o.reasons);
         assert_eq!(o.markers.progs[0].json.len(), 1);
         let bad = c.replace("tk-bench-wi rc=0", "tk-bench-wi rc=2");
-        assert!(!evaluate(&guest(&bad, d, false), false, None).ok());
+        assert!(!evaluate(&guest(&bad, d, false), false, None, Profile::Default).ok());
+    }
+
+    // ---- kernel reports of the debug profile --------------------------------
+    // Real report formats of Linux 7.3 (mm/kasan/report.c, lib/ubsan.c,
+    // kernel/locking/lockdep.c, kernel/hung_task.c, kernel/rcu/tree_stall.h,
+    // kernel/watchdog.c, mm/kmemleak.c) in whole console logs.
+
+    const KASAN_LOG: &str = include_str!("../testdata/console/kasan_in_kunit_case.log");
+    const DEBUG_LOG: &str = include_str!("../testdata/console/debug_run_reports.log");
+    const DEBUG_DATA: &str = include_str!("../testdata/console/debug_run_reports.data");
+    const UBSAN_LOG: &str = include_str!("../testdata/console/ubsan_in_usertest.log");
+
+    /// The kernel report among the reasons that contains `needle`.
+    fn reason_with<'a>(o: &'a Outcome, needle: &str) -> &'a str {
+        o.reasons
+            .iter()
+            .find(|r| r.starts_with("kernel ") && r.contains(needle))
+            .unwrap_or_else(|| panic!("no reason with `{needle}` in {:#?}", o.reasons))
+    }
+
+    #[test]
+    fn kasan_report_fails_the_run_and_names_the_kunit_case() {
+        let o = evaluate(&guest(KASAN_LOG, "", false), true, None, Profile::Debug);
+        assert!(!o.ok());
+        let r = reason_with(&o, "BUG: KASAN: slab-use-after-free");
+        assert!(
+            r.starts_with("kernel KASAN report at console line 30: "),
+            "{r}"
+        );
+        // The panic cut the case short before its result line; its name
+        // comes from the Rust KUnit wrapper in the call trace.
+        assert!(
+            r.ends_with("(during KUnit tierkit_clear.failing_worker_eio)"),
+            "{r}"
+        );
+        let panic = reason_with(&o, "Kernel panic - not syncing: KASAN: panic_on_warn set");
+        assert!(panic.starts_with("kernel panic at console line"), "{panic}");
+        assert!(o
+            .reasons
+            .iter()
+            .any(|r| r.contains("crashed (no result line)")));
+
+        // The quote: the bad access, then the module's frames, not KASAN's.
+        let kasan = &o.run.crashes[0];
+        assert_eq!(kasan.kind, console::CrashKind::Kasan);
+        assert_eq!(
+            kasan.details,
+            ["Read of size 8 at addr ffff888006f3c218 by task kunit_try_catch/112"]
+        );
+        let quote = crate::report::quote_crash(kasan);
+        assert!(
+            quote[1].contains("7tierkit5clear4pool11worker_done+0x5c/0x90"),
+            "{quote:#?}"
+        );
+        assert!(!quote.iter().any(|l| l.starts_with("kasan_report")));
+        // The allocation and free traces are not the access's.
+        assert!(!kasan
+            .call_trace
+            .iter()
+            .any(|f| f.contains("kasan_save_stack")));
+        let summary = crate::report::format_summary(&o.run, &o.user_tests);
+        assert!(
+            summary.contains("Kernel crashes:\n  kernel KASAN report at console line 30: BUG: KASAN: slab-use-after-free in "),
+            "{summary}"
+        );
+        assert!(summary.contains("      Read of size 8 at addr ffff888006f3c218"));
+        assert!(crate::report::Totals::of(&o.run, &o.user_tests).failed >= 1);
+    }
+
+    #[test]
+    fn every_debug_report_is_named_with_what_was_running() {
+        let o = evaluate(
+            &guest(DEBUG_LOG, DEBUG_DATA, false),
+            true,
+            None,
+            Profile::Debug,
+        );
+        assert!(!o.ok());
+        let kinds: Vec<console::CrashKind> = o.run.crashes.iter().map(|c| c.kind).collect();
+        use console::CrashKind as K;
+        assert_eq!(
+            kinds,
+            [
+                K::Lockdep,
+                K::HungTask,
+                K::RcuStall,
+                K::SoftLockup,
+                K::Kmemleak,
+                K::Kmemleak
+            ]
+        );
+        let r = reason_with(&o, "possible circular locking dependency");
+        assert!(
+            r.starts_with("kernel lockdep report at console line"),
+            "{r}"
+        );
+        assert!(
+            r.ends_with("(during KUnit tierkit_wi_files.files_follow_hotplug)"),
+            "{r}"
+        );
+        assert!(o.run.crashes[0]
+            .details
+            .contains(&"kunit_try_catch/97 is trying to acquire lock:".to_string()));
+        let r = reason_with(&o, "blocked for more than 60 seconds");
+        assert!(r.starts_with("kernel hung task at console line"), "{r}");
+        assert!(r.ends_with("(during userspace test tk-test-task)"), "{r}");
+        let r = reason_with(&o, "rcu_preempt detected stalls");
+        assert!(
+            r.ends_with("(during userspace test tk-test-gigantic)"),
+            "{r}"
+        );
+        let r = reason_with(&o, "soft lockup - CPU#1 stuck for 11s");
+        assert!(
+            r.ends_with("(during userspace test tk-test-gigantic)"),
+            "{r}"
+        );
+        assert_eq!(
+            o.run.crashes[3].rip.as_deref(),
+            Some("RIP: 0010:_RNvNtNtCsd1dMp4c1AgC_7tierkit5clear4pool11clear_chunk+0x77/0x1a0 [tierkit]")
+        );
+        let r = reason_with(&o, "unreferenced object 0xffff888007d3e600 (size 192)");
+        assert!(
+            r.starts_with("kernel kmemleak report at console line"),
+            "{r}"
+        );
+        assert!(r.contains("(during kmemleak scan after rmmod"), "{r}");
+        // Who allocated it and where, without the hex dump.
+        let leak = &o.run.crashes[4];
+        assert_eq!(
+            leak.details,
+            ["comm \"insmod\", pid 94, jiffies 4294682917"]
+        );
+        assert!(leak.call_trace[1].contains("7tierkit2wi12weight_table"));
+        assert_eq!(o.markers.kmemleak_leaks, Some(2));
+        // Every test passed, yet the run fails and says so in its totals.
+        assert!(o
+            .run
+            .suites()
+            .all(|s| s.status == crate::ktap::Status::Pass));
+        assert!(o
+            .user_tests
+            .iter()
+            .filter(|t| !t.name.starts_with('['))
+            .all(|t| t.passed));
+        assert!(crate::report::Totals::of(&o.run, &o.user_tests).failed >= 1);
+    }
+
+    #[test]
+    fn ubsan_report_names_the_userspace_test() {
+        let o = evaluate(&guest(UBSAN_LOG, "", false), true, None, Profile::Debug);
+        let r = reason_with(
+            &o,
+            "UBSAN: shift-out-of-bounds in /work/main/module/src/shim.c:41:25",
+        );
+        assert!(
+            r.starts_with("kernel UBSAN report at console line 14: "),
+            "{r}"
+        );
+        assert!(r.ends_with("(during userspace test tk-test-diff)"), "{r}");
+        assert_eq!(
+            o.run.crashes[0].details,
+            ["shift exponent 64 is too large for 64-bit type 'unsigned long'"]
+        );
+        let quote = crate::report::quote_crash(&o.run.crashes[0]);
+        assert_eq!(quote[1], "tk_nodemask_bit+0x5e/0x70 [tierkit]");
+        assert!(o
+            .reasons
+            .iter()
+            .any(|r| r.contains("UBSAN: panic_on_warn set")));
+        assert!(o
+            .reasons
+            .iter()
+            .any(|r| r.contains("tk-test-diff started but never finished")));
+    }
+
+    #[test]
+    fn debug_profile_needs_the_kmemleak_scan() {
+        // A clean debug run passes...
+        let clean = GOOD.replace(
+            "[    2.100000] TIERKIT-DONE",
+            "[    2.050000] TIERKIT-KMEMLEAK-SCAN\n[    2.060000] TIERKIT-KMEMLEAK leaks=0\n[    2.100000] TIERKIT-DONE",
+        );
+        let o = evaluate(&guest(&clean, GOOD_DATA, false), true, None, Profile::Debug);
+        assert!(o.ok(), "{:?}", o.reasons);
+        // ... one without the scan after rmmod does not,
+        let o = evaluate(&guest(GOOD, GOOD_DATA, false), true, None, Profile::Debug);
+        assert!(!o.ok());
+        assert!(o.user_tests.iter().any(|t| t.name == "[harness] kmemleak"));
+        // (the default profile does not scan)
+        assert!(evaluate(&guest(GOOD, GOOD_DATA, false), true, None, Profile::Default).ok());
+        // ... nor one whose leaks did not all reach the console.
+        let lost = clean.replace("leaks=0", "leaks=3");
+        let o = evaluate(&guest(&lost, GOOD_DATA, false), true, None, Profile::Debug);
+        assert!(
+            o.reasons
+                .iter()
+                .any(|r| r.contains("3 unreferenced object(s) after rmmod, 0 of them")),
+            "{:?}",
+            o.reasons
+        );
+    }
+
+    #[test]
+    fn the_live_stream_announces_every_debug_report() {
+        let mut s = crate::qemu::Streamer::new(false, false);
+        let shown: Vec<String> = DEBUG_LOG.lines().filter_map(|l| s.filter(l)).collect();
+        let heads: Vec<&String> = shown.iter().filter(|l| l.contains(">>> kernel ")).collect();
+        assert_eq!(heads.len(), 6, "{heads:#?}");
+        assert!(heads[0].contains("lockdep report (during KUnit suite tierkit_wi_files"));
+        assert!(heads[1].contains("hung task (during userspace test tk-test-task)"));
+        assert!(heads[2].contains("RCU stall (during userspace test tk-test-gigantic)"));
+        assert!(heads[3].contains("soft lockup"));
+        assert!(heads[4].contains("kmemleak report (during kmemleak scan after rmmod"));
+        // The lines of a report come with it.
+        assert!(shown
+            .iter()
+            .any(|l| l.contains("but task is already holding lock:")));
+        assert!(shown.iter().any(|l| l.contains("comm \"insmod\", pid 94")));
     }
 }

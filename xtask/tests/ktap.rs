@@ -13,6 +13,8 @@
 
 #![allow(dead_code)]
 
+#[path = "../src/console.rs"]
+mod console;
 #[path = "../src/ktap.rs"]
 mod ktap;
 #[path = "../src/report.rs"]

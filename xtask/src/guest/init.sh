@@ -13,6 +13,11 @@
 #     tierkit.filter=GLOB (userspace test names), kunit.filter_glob=GLOB,
 #     tierkit.cxl=MIB[,MIB...] (--topology cxl: the CXL devices' sizes, in
 #     the order of their fixed memory windows).
+#   - tierkit.profile=debug (`--profile debug`): kmemleak is scanned and
+#     cleared before insmod, and scanned again after rmmod; every object it
+#     then reports is printed to the console (`unreferenced object ...`),
+#     followed by `TIERKIT-KMEMLEAK leaks=N`. The preemption model the
+#     kernel runs is printed as `TIERKIT-TOPO preempt: ...`.
 #   - With tierkit.cxl, /init first assembles one RAM region per device
 #     through the kernel's CXL sysfs (`TIERKIT-CXL ...` per step) and waits
 #     for each region's memory to come online as a node. A failed step is
@@ -40,11 +45,15 @@ topo() { mark "TIERKIT-TOPO $*"; }
 MODE=run
 FILTER='*'
 CXL=
+PROFILE=default
+PREEMPT_ASKED=
 for arg in $(cat /proc/cmdline); do
 	case "$arg" in
 	tierkit.mode=*) MODE=${arg#tierkit.mode=} ;;
 	tierkit.filter=*) FILTER=${arg#tierkit.filter=} ;;
 	tierkit.cxl=*) CXL=${arg#tierkit.cxl=} ;;
+	tierkit.profile=*) PROFILE=${arg#tierkit.profile=} ;;
+	preempt=*) PREEMPT_ASKED=${arg#preempt=} ;;
 	esac
 done
 export TIERKIT_MODE=$MODE
@@ -266,6 +275,14 @@ print_topology() {
 				"write_lat=$(cat "$r/$a/write_latency")ns"
 		done
 	done
+	# The preemption model: /sys/kernel/debug/sched/preempt reads like
+	# `full (lazy)`, the one in parentheses being in force.
+	pm=$(sed -n 's/.*(\([a-z]*\)).*/\1/p' /sys/kernel/debug/sched/preempt 2>/dev/null)
+	if [ -n "$PREEMPT_ASKED" ] && [ "$pm" != "$PREEMPT_ASKED" ]; then
+		topo "preempt: ${pm:-unknown} (the command line asks for preempt=$PREEMPT_ASKED; this kernel offers: $(cat /sys/kernel/debug/sched/preempt 2>/dev/null))"
+	elif [ -n "$pm" ]; then
+		topo "preempt: $pm"
+	fi
 	wi=/sys/kernel/mm/mempolicy/weighted_interleave
 	if [ -d $wi ]; then
 		s=""
@@ -307,6 +324,56 @@ run_all() {
 		run_prog "$kind" "$name"
 	done
 	[ $found = 1 ] || mark "TIERKIT-NOTE no /bin/$pattern matched filter '$FILTER'"
+}
+
+# ---- kmemleak (tierkit.profile=debug) --------------------------------------
+KMEMLEAK=/sys/kernel/debug/kmemleak
+# kmemleak_cmd WHAT: writes WHAT to the kmemleak file; a failure (kmemleak
+# disabled itself, e.g. its pool ran out: see the console) is an error.
+kmemleak_cmd() {
+	out=$( { echo "$1" > $KMEMLEAK; } 2>&1 ) && return 0
+	mark "TIERKIT-ERROR kmemleak: echo $1 > $KMEMLEAK: ${out:-write failed} (is kmemleak disabled? see the kmemleak: lines of the console)"
+	fails=$((fails + 1))
+	return 1
+}
+
+# kmemleak_scan: an object is reported once it is unchanged across two
+# scans and was at least 5 s old when the second began; one scan takes
+# about 30 s under TCG, so no extra wait is needed.
+kmemleak_scan() {
+	kmemleak_cmd scan || return 1
+	kmemleak_cmd scan
+}
+
+# Before insmod: whatever boot and /init leaked is reported now and then
+# cleared, so that the scan after rmmod shows only what came later.
+kmemleak_baseline() {
+	if [ ! -e $KMEMLEAK ]; then
+		mark "TIERKIT-ERROR kmemleak: no $KMEMLEAK in the debug profile (CONFIG_DEBUG_KMEMLEAK?)"
+		fails=$((fails + 1))
+		return 1
+	fi
+	mark "TIERKIT-KMEMLEAK-BASELINE"
+	kmemleak_scan || return 1
+	old=$(grep -c '^unreferenced object' $KMEMLEAK)
+	kmemleak_cmd clear || return 1
+	mark "TIERKIT-NOTE kmemleak: $old object(s) from boot and /init cleared before insmod"
+}
+
+# After rmmod: scan, print every reported object to the console (as kernel
+# log lines, so that they are ordered with the rest), and count them.
+kmemleak_check() {
+	mark "TIERKIT-KMEMLEAK-SCAN"
+	kmemleak_scan || return 1
+	cat $KMEMLEAK > /tmp/kmemleak.txt 2>&1
+	n=$(grep -c '^unreferenced object' /tmp/kmemleak.txt)
+	# At most 2000 lines; the count below is complete.
+	head -n 2000 /tmp/kmemleak.txt | while IFS= read -r l; do
+		echo "<3>$l" > /dev/kmsg
+		echo "$l" > /dev/ttyS1 2>/dev/null
+	done
+	mark "TIERKIT-KMEMLEAK leaks=$n"
+	[ "$n" = 0 ] || fails=$((fails + 1))
 }
 
 # tierkit_bandwidth: gives tierkit the bandwidth the kernel knows (see
@@ -365,6 +432,8 @@ if [ $cxl_ok != 1 ]; then
 	reboot -f
 fi
 
+[ "$PROFILE" = debug ] && kmemleak_baseline
+
 mark "TIERKIT-INSMOD-START"
 out=$(insmod /lib/modules/tierkit.ko 2>&1)
 rc=$?
@@ -398,6 +467,7 @@ if [ $loaded = 1 ]; then
 		;;
 	esac
 
+	mark "TIERKIT-RMMOD-START"
 	out=$(rmmod tierkit 2>&1)
 	rc=$?
 	[ -n "$out" ] && echo "$out"
@@ -405,6 +475,8 @@ if [ $loaded = 1 ]; then
 	if [ "$rc" != 0 ]; then
 		mark "TIERKIT-ERROR rmmod tierkit failed (rc=$rc): $out"
 		fails=$((fails + 1))
+	elif [ "$PROFILE" = debug ]; then
+		kmemleak_check
 	fi
 fi
 

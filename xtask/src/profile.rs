@@ -1,0 +1,157 @@
+//! Build profiles: the default kernel, and `--profile debug`, a second
+//! kernel configuration with the kernel's sanitizers and lock, memory and
+//! hang checkers, built and cached beside the default one.
+//!
+//! What a profile changes, stage by stage:
+//! - kernel config: the fragments in `kconfig/*.config`, plus for `debug`
+//!   those in `kconfig/debug/*.config` (the default never reads that
+//!   folder); the build is cached under its own key, as every config is;
+//! - module: `debug` builds with `CLIPPY=1` and warnings as errors
+//!   ([`Profile::module_make_args`]);
+//! - guest: `debug` adds command-line parameters
+//!   ([`Profile::kernel_cmdline`]) and `tierkit.profile=debug`, on which
+//!   /init wraps insmod and rmmod in kmemleak scans;
+//! - output: `target/tierkit/<mode>-<topology>-debug/`.
+
+use clap::ValueEnum;
+use std::fmt;
+
+/// `--profile`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum Profile {
+    /// The default kernel: tinyconfig plus kconfig/*.config.
+    #[default]
+    Default,
+    /// The default kernel plus kconfig/debug/*.config: KASAN, UBSAN,
+    /// lockdep, kmemleak, DEBUG_VM/LIST/OBJECTS, soft-lockup, hung-task
+    /// and RCU-stall detectors with short timeouts, panic_on_warn; the
+    /// module is built with clippy, warnings as errors.
+    Debug,
+}
+
+/// `watchdog_thresh`: the soft-lockup detector reports a CPU that has not
+/// scheduled for twice this many seconds (kernel default 10, i.e. 20 s).
+pub const WATCHDOG_THRESH: u32 = 5;
+/// Seconds before an RCU grace period held up by a CPU or a task is
+/// reported (kernel default 21).
+pub const RCU_STALL_SECS: u32 = 10;
+/// Seconds a task may stay in D state before the hung-task detector
+/// reports it (kernel default 120). It must exceed the longest
+/// uninterruptible wait the suite makes on purpose: KUnit's executor waits
+/// for each case in `wait_for_completion_timeout()` (D state) from insmod's
+/// context.
+pub const HUNG_TASK_SECS: u32 = 60;
+
+impl Profile {
+    pub fn name(self) -> &'static str {
+        match self {
+            Profile::Default => "default",
+            Profile::Debug => "debug",
+        }
+    }
+
+    /// Subfolders of `kconfig/` whose `*.config` fragments this profile
+    /// merges after `kconfig/*.config`.
+    pub fn fragment_dirs(self) -> &'static [&'static str] {
+        match self {
+            Profile::Default => &[],
+            Profile::Debug => &["debug"],
+        }
+    }
+
+    /// Appended to per-profile names: config stage dirs and run dirs.
+    pub fn suffix(self) -> &'static str {
+        match self {
+            Profile::Default => "",
+            Profile::Debug => "-debug",
+        }
+    }
+
+    /// Extra `make` arguments of the module build. `debug`: clippy
+    /// (`CLIPPY=1` runs clippy-driver instead of rustc, with the kernel's
+    /// lint set from its Makefile), every Rust warning an error
+    /// (`KRUSTFLAGS`, appended to the kernel's own rustc flags last),
+    /// diagnostics as JSON so that xtask can list them, and C warnings
+    /// (the shim) as errors too.
+    pub fn module_make_args(self) -> Vec<String> {
+        match self {
+            Profile::Default => vec![],
+            Profile::Debug => vec![
+                "CLIPPY=1".into(),
+                "KRUSTFLAGS=-Dwarnings --error-format=json".into(),
+                "KCFLAGS=-Werror".into(),
+            ],
+        }
+    }
+
+    /// Kernel command line parameters of the profile.
+    pub fn kernel_cmdline(self) -> Vec<String> {
+        match self {
+            Profile::Default => vec![],
+            Profile::Debug => vec![
+                "tierkit.profile=debug".into(),
+                // Asked for; x86 kernels since 7.0 refuse it (see
+                // kconfig/debug/debug.config), and /init reports the model
+                // the guest actually runs.
+                "preempt=none".into(),
+                "panic_on_warn=1".into(),
+                format!("watchdog_thresh={WATCHDOG_THRESH}"),
+                format!("rcupdate.rcu_cpu_stall_timeout={RCU_STALL_SECS}"),
+                format!("sysctl.kernel.hung_task_timeout_secs={HUNG_TASK_SECS}"),
+            ],
+        }
+    }
+
+    /// How much longer than the default a guest may take before xtask
+    /// kills it.
+    pub fn timeout_factor(self) -> u64 {
+        match self {
+            Profile::Default => 1,
+            Profile::Debug => 4,
+        }
+    }
+}
+
+impl fmt::Display for Profile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_profile_changes_nothing() {
+        let p = Profile::default();
+        assert_eq!(p, Profile::Default);
+        assert!(p.fragment_dirs().is_empty());
+        assert!(p.module_make_args().is_empty());
+        assert!(p.kernel_cmdline().is_empty());
+        assert_eq!(p.suffix(), "");
+        assert_eq!(p.timeout_factor(), 1);
+    }
+
+    #[test]
+    fn debug_profile() {
+        let p = Profile::Debug;
+        assert_eq!(p.fragment_dirs(), ["debug"]);
+        let m = p.module_make_args();
+        assert!(m.contains(&"CLIPPY=1".to_string()));
+        assert!(m
+            .iter()
+            .any(|a| a.starts_with("KRUSTFLAGS=") && a.contains("-Dwarnings")));
+        let c = p.kernel_cmdline();
+        for w in ["preempt=none", "panic_on_warn=1", "tierkit.profile=debug"] {
+            assert!(c.iter().any(|x| x == w), "{w} in {c:?}");
+        }
+        assert!(c.iter().any(|x| x.starts_with("watchdog_thresh=")));
+        assert!(c
+            .iter()
+            .any(|x| x.starts_with("rcupdate.rcu_cpu_stall_timeout=")));
+        assert!(c
+            .iter()
+            .any(|x| x.starts_with("sysctl.kernel.hung_task_timeout_secs=")));
+    }
+}
