@@ -794,8 +794,15 @@ pub fn run_all(g: &crate::GuestArgs) -> Result<ExitCode> {
         let _ = std::fs::remove_file(&bench_json);
         let t = Timer::start();
         let label = kind.to_string();
-        let ok = match crate::guest_cmd(Mode::Bench(ALL.into()), g, kind, false, None, Some(&label))
-        {
+        let ok = match crate::guest_cmd(
+            Mode::Bench(ALL.into()),
+            g,
+            crate::profile::Profile::Default,
+            kind,
+            false,
+            None,
+            Some(&label),
+        ) {
             Ok(r) => r.ok,
             Err(e) => {
                 eprintln!("\nerror ({kind}): {e:#}");
