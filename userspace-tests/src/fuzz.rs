@@ -1621,9 +1621,12 @@ impl Worker<'_> {
             }
             // Semantics only on a fresh file written at position 0 from a
             // good buffer: then the ABI fixes the answer.
-            // Documented: a write of more than 4096 bytes is EINVAL.
+            // Documented: a write of more than 4096 bytes is EINVAL; an
+            // empty write returns 0 and changes nothing (sysfs_kf_write()).
             let class = if payload.len() > 4096 {
                 Class::Invalid
+            } else if payload.is_empty() {
+                Class::Valid
             } else {
                 class
             };
