@@ -21,7 +21,8 @@
 //! `--with-cxl-clear`. In the guest the same come from the kernel command
 //! line (`cargo xtask bench --append ...`): `tierkit.bench=calibrate,workload`
 //! selects programs, and `tierkit.<name>_args=--rounds,5` adds arguments
-//! to one (commas for spaces), e.g. `tierkit.workload_args=--workloads,lookup`.
+//! to one (commas for spaces), e.g. `tierkit.workload_args=--workloads,lookup+stream,--rounds,5`
+//! (lists inside an argument take `+`).
 
 use serde_json::json;
 use std::path::Path;
@@ -97,6 +98,8 @@ fn main() -> ExitCode {
             );
             continue;
         }
+        let mut a: Vec<String> = a.iter().map(|x| x.to_string()).collect();
+        a.extend(param(&format!("tierkit.{key}_args")).unwrap_or_default());
         println!("# {BIN}: running {name} {}", a.join(" "));
         let t0 = monotonic_ns();
         let st = Command::new(&path).args(&a).stdin(Stdio::null()).status();

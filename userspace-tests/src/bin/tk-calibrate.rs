@@ -44,7 +44,16 @@ use userspace_tests::*;
 
 const BIN: &str = "tk-calibrate";
 const KNOWN: &[&str] = &[
-    "size", "threads", "duration", "rounds", "nodes", "regime", "no-write", "optimize", "out",
+    "size",
+    "threads",
+    "duration",
+    "rounds",
+    "nodes",
+    "regime",
+    "no-write",
+    "optimize",
+    "out",
+    "no-settle",
     "help",
 ];
 
@@ -66,7 +75,7 @@ fn pairs(mask: u64, w: &[u8; 64]) -> Vec<(u32, u8)> {
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let flags = match Flags::parse(&args, &["no-write", "help"]).and_then(|f| {
+    let flags = match Flags::parse(&args, &["no-write", "no-settle", "help"]).and_then(|f| {
         f.check(KNOWN)?;
         Ok(f)
     }) {
@@ -81,6 +90,7 @@ fn main() -> ExitCode {
         usage();
         return ExitCode::SUCCESS;
     }
+    workload::set_settle(!flags.has("no-settle"));
     let mut r = Report::new(BIN, "bench");
     let mut opts = Opts::defaults();
     let parsed = (|| -> anyhow::Result<()> {

@@ -89,6 +89,7 @@ const KNOWN: &[&str] = &[
     "workloads",
     "policies",
     "topology",
+    "no-settle",
     "help",
 ];
 
@@ -829,7 +830,7 @@ fn fault(ctx: &Ctx, s: &Settings, policies: &[Policy], r: &mut Report) -> Vec<Ro
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let flags = match Flags::parse(&args, &["help"]).and_then(|f| {
+    let flags = match Flags::parse(&args, &["help", "no-settle"]).and_then(|f| {
         f.check(KNOWN)?;
         Ok(f)
     }) {
@@ -844,6 +845,7 @@ fn main() -> ExitCode {
         usage();
         return ExitCode::SUCCESS;
     }
+    workload::set_settle(!flags.has("no-settle"));
     let mut r = Report::new(BIN, "bench");
     let mut s = Settings::defaults();
     let parsed = (|| -> Result<()> {

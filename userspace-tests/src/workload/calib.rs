@@ -30,7 +30,9 @@
 
 use super::kernels::{Arrays, Block, Bw};
 use super::{amounts_of, fmt_pages, Rng, SendPtr};
-use super::{fmt_size, in_guest, nearest_cpu_node, node_cpus, run_threads, Placement, Region};
+use super::{
+    fmt_size, in_guest, nearest_cpu_node, node_cpus, run_threads_settled, Placement, Region,
+};
 use crate::cxl::CxlBus;
 use crate::node::{access1_bandwidth, Topology, NODE_SYSFS};
 use crate::sys::monotonic_ns;
@@ -269,7 +271,7 @@ impl Chase {
         let base = SendPtr(region.as_ptr());
         let cpus: Vec<u32> = cpu.into_iter().collect();
         let warm = ((region.len() / LINE) as u64).clamp(1, 20_000);
-        let (ns, _) = run_threads(&cpus, 1, |_| chase(base, warm));
+        let (ns, _) = run_threads_settled(&cpus, 1, base, region.len(), |_| chase(base, warm));
         let per = ns as f64 / warm as f64;
         Chase {
             steps: ((duration * 1e9 / per) as u64).clamp(1000, 100_000_000),
@@ -282,7 +284,9 @@ impl Chase {
         let base = SendPtr(region.as_ptr());
         let cpus: Vec<u32> = cpu.into_iter().collect();
         let steps = self.steps;
-        let (ns, _) = run_threads(&cpus, 1, |_| std::hint::black_box(chase(base, steps)));
+        let (ns, _) = run_threads_settled(&cpus, 1, base, region.len(), |_| {
+            std::hint::black_box(chase(base, steps))
+        });
         let per = ns as f64 / steps as f64;
         if per < self.best_ns {
             self.best_ns = per;

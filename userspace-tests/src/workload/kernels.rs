@@ -33,7 +33,7 @@
 //! page allocated at once) against the kernel faulting page by page and
 //! the kernel's batched `MAP_POPULATE`.
 
-use super::{fmt_pages, part, run_threads, Region, Rng, SendPtr};
+use super::{fmt_pages, part, run_threads, run_threads_settled, Region, Rng, SendPtr};
 use crate::sys::{self, monotonic_ns, Mapping, PAGE_SIZE};
 use crate::tk::{Tierkit, TK_MODE_WEIGHTED_INTERLEAVE};
 use anyhow::{bail, Context, Result};
@@ -331,8 +331,10 @@ pub fn run_lookups(
     threads: usize,
     duration: f64,
 ) -> LookupResult {
+    let span = v.grid;
+    let len = v.p.layout().3;
     let run = |dur: f64| {
-        run_threads(cpus, threads, |t| {
+        run_threads_settled(cpus, threads, span, len, |t| {
             let mut rng = Rng::new(0xC0FFEE + t as u64);
             let deadline = monotonic_ns() + (dur * 1e9) as u64;
             let mut n = 0u64;
@@ -474,6 +476,11 @@ impl Arrays {
         }
     }
 
+    /// The arrays' memory: for [`super::settle`].
+    pub fn span(&self) -> (SendPtr, usize) {
+        (self.base, 24 * self.n)
+    }
+
     /// a = 1, b = 2, c = 0 (STREAM's start), `threads` threads on `cpus`.
     pub fn init(&self, cpus: &[u32], threads: usize) -> (f64, f64, f64) {
         run_threads(cpus, threads, |t| {
@@ -576,7 +583,8 @@ pub struct Block {
 impl Block {
     /// The untimed pass (which also sizes the block).
     pub fn new(arr: &Arrays, k: Bw, cpus: &[u32], threads: usize, duration: f64) -> Block {
-        let (ns, _) = run_threads(cpus, threads, |t| arr.pass(k, t, threads, 0));
+        let (b, l) = arr.span();
+        let (ns, _) = run_threads_settled(cpus, threads, b, l, |t| arr.pass(k, t, threads, 0));
         Block {
             kernel: k,
             passes: ((duration * 1e9 / ns as f64).round() as u64).clamp(1, 1_000_000),
@@ -590,7 +598,8 @@ impl Block {
     /// One timed block; returns its MB/s.
     pub fn run(&mut self, arr: &Arrays, cpus: &[u32], threads: usize) -> f64 {
         let (first, passes, k) = (self.next_no, self.passes, self.kernel);
-        let (ns, _) = run_threads(cpus, threads, |t| {
+        let (b, l) = arr.span();
+        let (ns, _) = run_threads_settled(cpus, threads, b, l, |t| {
             let mut x = 0u64;
             for p in 0..passes {
                 x = x.wrapping_add(arr.pass(k, t, threads, first + p));

@@ -24,6 +24,7 @@ use crate::node::{parse_list, Topology, NODE_SYSFS};
 use crate::sys::{self, Mapping, PAGE_SIZE};
 use crate::tk::{Tierkit, TK_MODE_WEIGHTED_INTERLEAVE};
 use anyhow::{bail, Context, Result};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Barrier;
 
 /// Whether we run in tierkit's QEMU guest (`/init` exports `TIERKIT_MODE`):
@@ -151,16 +152,28 @@ where
     R: Send,
     F: Fn(usize) -> R + Sync,
 {
+    run_threads_prep(cpus, threads, |_| {}, f)
+}
+
+/// [`run_threads`] with `prep(i)` run on each thread, pinned, before the
+/// common start (not timed).
+pub fn run_threads_prep<R, P, F>(cpus: &[u32], threads: usize, prep: P, f: F) -> (u64, Vec<R>)
+where
+    R: Send,
+    P: Fn(usize) + Sync,
+    F: Fn(usize) -> R + Sync,
+{
     let threads = threads.max(1);
     let barrier = Barrier::new(threads);
     let out: Vec<(u64, u64, R)> = std::thread::scope(|s| {
         let hs: Vec<_> = (0..threads)
             .map(|i| {
-                let (f, barrier) = (&f, &barrier);
+                let (f, prep, barrier) = (&f, &prep, &barrier);
                 s.spawn(move || {
                     if !cpus.is_empty() {
                         let _ = pin_to_cpu(cpus[i % cpus.len()]);
                     }
+                    prep(i);
                     barrier.wait();
                     let t0 = sys::monotonic_ns();
                     let r = f(i);
@@ -178,6 +191,65 @@ where
         end.saturating_sub(start).max(1),
         out.into_iter().map(|o| o.2).collect(),
     )
+}
+
+/// Whether [`settle`] runs (`--no-settle` turns it off).
+static SETTLE: AtomicBool = AtomicBool::new(true);
+
+/// Turns [`settle`] on or off for this process.
+pub fn set_settle(on: bool) {
+    SETTLE.store(on, Ordering::Relaxed);
+}
+
+/// A full TLB flush of this CPU: unmapping more than the kernel's
+/// `tlb_single_page_flush_ceiling` (33 pages) of a touched mapping makes
+/// it flush the whole TLB instead of page by page (a CR3 write on x86).
+pub fn flush_tlb() {
+    if let Ok(m) = Mapping::anon(64 * PAGE_SIZE) {
+        m.touch_pages();
+    }
+}
+
+/// Gets the calling CPU's TLB ready for `len` bytes at `base`: eight
+/// times, a read of one word per page, then a full flush.
+///
+/// Why: QEMU's TCG keeps a software TLB per vCPU whose size it changes
+/// only at a full flush (doubling it when the last window used more than
+/// 70% of it). A working set measured without a flush in between can stay
+/// stuck with a TLB far smaller than its pages, and runs at about half
+/// speed for the whole block: identical placements then differ by 2x.
+/// On hardware this costs a few milliseconds and changes nothing.
+pub fn settle(base: SendPtr, len: usize) {
+    if !SETTLE.load(Ordering::Relaxed) {
+        return;
+    }
+    for _ in 0..8 {
+        let mut x = 0u8;
+        let mut off = 0;
+        while off < len {
+            // SAFETY: inside the caller's live mapping.
+            x ^= unsafe { std::ptr::read_volatile(base.ptr().add(off)) };
+            off += PAGE_SIZE;
+        }
+        std::hint::black_box(x);
+        flush_tlb();
+    }
+}
+
+/// [`run_threads`], each thread first (before the clock starts) running
+/// [`settle`] on `[base, base + len)` on its CPU.
+pub fn run_threads_settled<R, F>(
+    cpus: &[u32],
+    threads: usize,
+    base: SendPtr,
+    len: usize,
+    f: F,
+) -> (u64, Vec<R>)
+where
+    R: Send,
+    F: Fn(usize) -> R + Sync,
+{
+    run_threads_prep(cpus, threads, |_| settle(base, len), f)
 }
 
 /// `[lo, hi)` of part `i` of `n` equal parts of `len` items.
@@ -434,10 +506,11 @@ impl Flags {
         }
     }
 
-    /// A comma-separated list.
+    /// A list separated by commas or `+` (the guest's kernel command line
+    /// turns commas into spaces, see `tk-bench-all`).
     pub fn list(&self, name: &str) -> Option<Vec<String>> {
         self.get(name).map(|v| {
-            v.split(',')
+            v.split([',', '+'])
                 .map(|s| s.trim().to_string())
                 .filter(|s| !s.is_empty())
                 .collect()
@@ -536,6 +609,8 @@ mod tests {
         assert_eq!(f.parse_or("threads", 1usize).unwrap(), 2);
         assert!(f.has("quiet"));
         assert_eq!(f.list("x").unwrap(), vec!["a", "b"]);
+        let g = Flags::parse(&["--x".to_string(), "a+bind:0".to_string()], &[]).unwrap();
+        assert_eq!(g.list("x").unwrap(), vec!["a", "bind:0"]);
         assert!(f.check(&["size", "threads", "quiet", "x"]).is_ok());
         assert!(f.check(&["size"]).is_err());
         assert!(Flags::parse(&["--size".to_string()], &[]).is_err());
@@ -567,6 +642,14 @@ mod tests {
         let a = amounts_of(&[(0, 3), (2, 1), (-1, 5)]);
         assert_eq!((a[0], a[1], a[2]), (3.0, 0.0, 1.0));
         assert_eq!(fmt_pages(&[(0, 3), (2, 1)]), "0:3 2:1");
+    }
+
+    #[test]
+    fn settle_reads_and_flushes() {
+        let r = Region::new(&Placement::Local, 8 * PAGE_SIZE).unwrap();
+        settle(SendPtr(r.as_ptr()), r.len());
+        let (_, v) = run_threads_settled(&[], 2, SendPtr(r.as_ptr()), r.len(), |i| i);
+        assert_eq!(v, vec![0, 1]);
     }
 
     #[test]

@@ -515,6 +515,17 @@ impl Report {
             for n in &t.notes {
                 v.push(format!("  note: {n}"));
             }
+            let noise = noise_of(&t.rows);
+            if !noise.is_empty() {
+                v.push(format!(
+                    "  noise floor (identical placements, same run): {}",
+                    noise
+                        .iter()
+                        .map(|(w, a, b, r)| format!("{w} {a}/{b} {r:.2}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+            }
             if let Some(c) = &t.clear {
                 v.extend(
                     clear_summary(c)
@@ -1366,6 +1377,10 @@ mod tests {
         let lines = rep.summary_lines().join("\n");
         assert!(
             lines.contains("targets: 25 met, 0 missed, 0 not checked"),
+            "{lines}"
+        );
+        assert!(
+            lines.contains("noise floor (identical placements, same run): lookup local/bind:0"),
             "{lines}"
         );
         let _ = std::fs::remove_dir_all(&dir);
