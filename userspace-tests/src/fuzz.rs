@@ -547,6 +547,8 @@ pub enum Class {
 pub fn weight_payload(o: &mut Rng) -> (Vec<u8>, Class) {
     const VALID: &[&str] = &[
         "1", "7", "255", "7\n", "+7", "0x10", "0X1f", "010", "0xff", "0377", "+0x7\n", "13",
+        // An empty write returns 0 and changes nothing (sysfs_kf_write()).
+        "",
     ];
     const INVALID: &[&str] = &[
         "0",
@@ -557,7 +559,6 @@ pub fn weight_payload(o: &mut Rng) -> (Vec<u8>, Class) {
         "-1",
         "-0",
         "abc",
-        "",
         "\n",
         "7\n\n",
         " 7",
@@ -586,9 +587,10 @@ pub fn weight_payload(o: &mut Rng) -> (Vec<u8>, Class) {
 pub fn auto_payload(o: &mut Rng) -> (Vec<u8>, Class) {
     const VALID: &[&str] = &[
         "true", "false", "1", "0", "y", "n", "Y\n", "N", "on", "off", "t", "F", "tomato", "yes",
-        "1000",
+        "1000", // An empty write returns 0 and changes nothing (sysfs_kf_write()).
+        "",
     ];
-    const INVALID: &[&str] = &["maybe", "", "2", " true", "o", "ox", "-1", "\n", "X"];
+    const INVALID: &[&str] = &["maybe", "2", " true", "o", "ox", "-1", "\n", "X"];
     match o.weighted(&[40, 40, 20]) {
         0 => (o.pick(VALID).as_bytes().to_vec(), Class::Valid),
         1 => (o.pick(INVALID).as_bytes().to_vec(), Class::Invalid),
@@ -2568,8 +2570,20 @@ mod tests {
         for _ in 0..200 {
             let (p, c) = weight_payload(&mut r);
             if c == Class::Valid {
+                // A number 1..=255 (kstrtou8, base 0), or the empty write.
                 let s = String::from_utf8(p).unwrap();
-                assert!(!s.is_empty());
+                let t = s.trim_end_matches('\n').trim_start_matches('+');
+                let v = if let Some(h) = t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+                    u32::from_str_radix(h, 16).unwrap()
+                } else if t.len() > 1 && t.starts_with('0') {
+                    u32::from_str_radix(&t[1..], 8).unwrap()
+                } else if t.is_empty() {
+                    assert_eq!(s, "");
+                    1
+                } else {
+                    t.parse().unwrap()
+                };
+                assert!((1..=255).contains(&v), "{s:?}");
             }
         }
         let env = Env {

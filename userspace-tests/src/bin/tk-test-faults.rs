@@ -39,8 +39,9 @@
 //!
 //! Calls that take long (a gigantic mmap or a clear benchmark allocate and
 //! clear 1 GiB, seconds under TCG) are not stepped through one N at a time
-//! past N = [`EXHAUSTIVE_UPTO`] once three steps in a row took more than
-//! [`SLOW_STEP_MS`] each: from there N grows by 16, 64, 256, 256, ... (the
+//! past N = [`EXHAUSTIVE_UPTO`] and past the first [`SLOW_EXHAUSTIVE`]
+//! slow steps, once three steps in a row took more than [`SLOW_STEP_MS`]
+//! each: from there N grows by 16, 64, 256, 256, ... (the
 //! points after a gigantic clear are the page-table allocations of
 //! inserting 262144 pages, one code path), and once a call succeeds the
 //! end is bisected to within [`BISECT_TO`] points. The summary says how many
@@ -99,6 +100,11 @@ const SETTLE_MS: u64 = 2000;
 const SLOW_STEP_MS: u128 = 300;
 /// Every N up to here is tried, however slow the steps.
 const EXHAUSTIVE_UPTO: u32 = 16;
+/// The first this many slow steps are made one N at a time too: right
+/// after a gigantic clear come the allocations of the page tables above
+/// the range (PUD, PMD) and of the first PTE tables, each its own path
+/// (a failed PMD allocation is EFAULT inside vm_insert_pages()).
+const SLOW_EXHAUSTIVE: u32 = 8;
 /// The first stride once steps are slow; each next one is 4 times larger.
 const FIRST_STRIDE: u32 = 16;
 /// Once a strided sweep succeeded, the end is bisected until it is known
@@ -678,6 +684,7 @@ impl Tester {
         let mut stride = 1u32;
         let mut last_injected = 0u32;
         let mut slow_run = 0u32;
+        let mut slow_total = 0u32;
         loop {
             if n > MAX_N {
                 sw.fail(n, format!("still injecting after {MAX_N} points"));
@@ -701,7 +708,8 @@ impl Tester {
             }
             // Three slow steps in a row: one alone may be the host.
             slow_run = if ms > SLOW_STEP_MS { slow_run + 1 } else { 0 };
-            if slow_run >= 3 && n >= EXHAUSTIVE_UPTO {
+            slow_total += u32::from(ms > SLOW_STEP_MS);
+            if slow_run >= 3 && slow_total >= SLOW_EXHAUSTIVE && n >= EXHAUSTIVE_UPTO {
                 stride = if stride == 1 {
                     FIRST_STRIDE
                 } else {
