@@ -32,8 +32,9 @@
 //! prediction is therefore exact by construction): node i's rate is that
 //! times `lat_dram / lat_i`, except on a node without locality (QEMU's
 //! CXL window, where a streamed word costs about as much as a random
-//! load), where each of the lookup's loads is paid in full:
-//! `1 / (loads per lookup × lat_i)` (see `Calibration::lookup_rates`).
+//! load), where each of the lookup's loads is paid in turn, a random one
+//! at the node's latency and one that follows in the same lines at a word
+//! of its read bandwidth (see `Calibration::lookup_rates`).
 //!
 //! The calibration comes from `--calibration FILE` (tk-calibrate's
 //! `--out`), else it is measured first. tierkit's weights and bandwidth
@@ -377,7 +378,8 @@ fn lookup(
     let t0 = sys::monotonic_ns();
     let data = XsData::generate(params);
     let bytes = params.layout().3;
-    let loads = data.loads_per_lookup();
+    let mix = data.load_mix();
+    let loads = mix.0 + mix.1;
     r.note(format!(
         "lookup: {} nuclides x {} gridpoints, union grid {} points, working set {}, {:.1} loads per lookup \
          (built in {:.1} s); {} rounds of two {} s blocks per policy, best counts",
@@ -493,14 +495,16 @@ fn lookup(
         "lookup".into(),
         json!({
             "loads_per_lookup": loads,
+            "random_loads": mix.0,
+            "streamed_loads": mix.1,
             "latency_ns": run.nodes.iter().map(|n| json!([n.nid, n.latency_ns])).collect::<Vec<_>>(),
             "no_locality": run.nodes.iter().filter(|n| Calibration::no_locality(n)).map(|n| n.nid).collect::<Vec<_>>(),
             "anchor": anchor.map(|a| json!({"node": ctx.dram, "lookups_per_s": a})),
         }),
     ));
     if let Some(a) = anchor {
-        let rates = run.lookup_rates(ctx.dram, a, loads, ctx.threads);
-        let rates_cal = ctx.cal.lookup_rates(ctx.dram, a, loads, ctx.threads);
+        let rates = run.lookup_rates(ctx.dram, a, mix, ctx.threads);
+        let rates_cal = ctx.cal.lookup_rates(ctx.dram, a, mix, ctx.threads);
         for row in out.iter_mut() {
             let am = amounts_of(&row.pages);
             row.predicted = Some(model::predict_amounts(ctx.cal.regime(), &rates, &am));

@@ -670,16 +670,26 @@ impl Calibration {
         n.read_mbps > 0.0 && n.latency_ns > 0.0 && 8e3 / n.read_mbps >= n.latency_ns / 4.0
     }
 
-    /// Lookups/s per node for a lookup of `loads` loads from the working
-    /// set, anchored at a measured rate `anchor_rate` on node `anchor`:
+    /// Lookups/s per node for a lookup of `loads = (random, streamed)`
+    /// loads from the working set (see `XsData::load_mix`), anchored at a
+    /// measured rate `anchor_rate` on node `anchor`:
     ///
     /// - a node with locality: `anchor_rate · lat_anchor / lat_i`: the
     ///   lookup is latency-bound and keeps the same number of loads in
     ///   flight everywhere, so its rate scales with the inverse latency;
     /// - a node without locality ([`Calibration::no_locality`]): every load
-    ///   is paid in full, `1 / (loads · lat_i)`, times the threads in the
-    ///   parallel regime (in the serial one they take turns).
-    pub fn lookup_rates(&self, anchor: u32, anchor_rate: f64, loads: f64, threads: usize) -> Rates {
+    ///   is paid in turn, a random one at the node's latency and a
+    ///   streamed one at a word of its read bandwidth:
+    ///   `1 / (random · lat_i + streamed · 8 B / read_i)`, times the
+    ///   threads in the parallel regime (in the serial one they take
+    ///   turns).
+    pub fn lookup_rates(
+        &self,
+        anchor: u32,
+        anchor_rate: f64,
+        loads: (f64, f64),
+        threads: usize,
+    ) -> Rates {
         let mut r = [0.0; 64];
         let Some(a) = self.node(anchor) else {
             return r;
@@ -692,8 +702,9 @@ impl Calibration {
             if n.nid >= 64 {
                 continue;
             }
-            r[n.nid as usize] = if n.nid != anchor && Self::no_locality(n) && loads > 0.0 {
-                par * 1e9 / (loads * n.latency_ns)
+            let ns = loads.0 * n.latency_ns + loads.1 * 8e3 / n.read_mbps.max(1e-9);
+            r[n.nid as usize] = if n.nid != anchor && Self::no_locality(n) && ns > 0.0 {
+                par * 1e9 / ns
             } else {
                 model::latency_rate(anchor_rate, a.latency_ns, n.latency_ns)
             };
@@ -845,15 +856,19 @@ mod tests {
         // locality, every load paid. DRAM: 2.5 ns a word against 235.
         assert!(Calibration::no_locality(&c.nodes[1]));
         assert!(!Calibration::no_locality(&c.nodes[0]));
-        let a = c.lookup_rates(0, 1000.0, 100.0, 2);
+        // 30 random loads at 571 ns, 90 streamed words at 8 B / 30 MB/s.
+        let ns = 30.0 * 571.0 + 90.0 * 8e3 / 30.0;
+        let a = c.lookup_rates(0, 1000.0, (30.0, 90.0), 2);
         assert_eq!(a[0], 1000.0);
-        assert!((a[2] - 1e9 / (100.0 * 571.0)).abs() < 1e-6, "{}", a[2]);
+        assert!((a[2] - 1e9 / ns).abs() < 1e-6, "{}", a[2]);
         // Parallel regime: the threads add up; with locality, the ratio.
         let mut p = c.clone();
         p.regime = "parallel".into();
-        assert!((p.lookup_rates(0, 1000.0, 100.0, 2)[2] - 2e9 / (100.0 * 571.0)).abs() < 1e-6);
+        assert!((p.lookup_rates(0, 1000.0, (30.0, 90.0), 2)[2] - 2e9 / ns).abs() < 1e-6);
         p.nodes[1].read_mbps = 10_000.0;
-        assert!((p.lookup_rates(0, 1000.0, 100.0, 2)[2] - 1000.0 * 235.0 / 571.0).abs() < 1e-9);
+        assert!(
+            (p.lookup_rates(0, 1000.0, (30.0, 90.0), 2)[2] - 1000.0 * 235.0 / 571.0).abs() < 1e-9
+        );
         // Serial: the recommendation is DRAM alone.
         let rec = c.recommend(Workload::Triad).unwrap();
         assert_eq!(rec.mask, Nodemask(0b1));
