@@ -270,6 +270,31 @@ pub fn is_detail(text: &str) -> bool {
     !hexish
 }
 
+/// Why a report is not a failure, if it is one of the few the kernel makes
+/// about the test machinery rather than about the code under test:
+///
+/// - a hung task whose stack is KUnit's executor waiting for a case
+///   (`kunit_try_catch_run()` in `wait_for_completion_timeout()`). insmod
+///   runs the module's suites and waits for each case uninterruptibly, so a
+///   case longer than the hung-task timeout (the CXL node's GiB tests take
+///   minutes under TCG) makes insmod look hung. That wait is bounded by
+///   KUnit's own case timeout (300 s per case, then the case fails), and
+///   the case's thread is watched itself: blocked, it is a hung task of its
+///   own (`kunit_try_catch`); spinning, a soft lockup or RCU stall.
+pub fn not_a_failure(kind: CrashKind, call_trace: &[String]) -> Option<&'static str> {
+    let in_trace = |f: &str| {
+        call_trace
+            .iter()
+            .any(|t| t.trim_start_matches("? ").starts_with(f))
+    };
+    match kind {
+        CrashKind::HungTask if in_trace("kunit_try_catch_run+") => Some(
+            "KUnit's executor waiting for a long case (bounded by KUnit's case timeout; the case's own thread is watched)",
+        ),
+        _ => None,
+    }
+}
+
 /// Whether a line starts a report's stack trace.
 pub fn starts_trace(text: &str) -> bool {
     let t = text.trim();
@@ -475,6 +500,31 @@ mod tests {
         assert!(!is_reporting_frame(
             "_RNvNtCsk3Xh8yTfu0D_7tierkit5clear11clear_chunk+0x2a/0xc0 [tierkit]"
         ));
+    }
+
+    #[test]
+    fn only_kunits_own_wait_is_not_a_failure() {
+        let executor: Vec<String> = [
+            "schedule_timeout+0xae/0x1c0",
+            "wait_for_completion_timeout+0x172/0x300",
+            "kunit_try_catch_run+0x14c/0x650",
+            "kunit_run_case_catch_errors+0x18d/0x450",
+        ]
+        .map(String::from)
+        .to_vec();
+        assert!(not_a_failure(CrashKind::HungTask, &executor).is_some());
+        // The case's thread blocked in the module: a failure.
+        let case: Vec<String> = [
+            "__mutex_lock+0x8e1/0x1370",
+            "_RNvNtCs1_7tierkit3dev4lock+0x4d/0x1f0 [tierkit]",
+            "kunit_try_run_case+0x1a6/0x2e0",
+            "kunit_generic_run_threadfn_adapter+0x7c/0xe0",
+        ]
+        .map(String::from)
+        .to_vec();
+        assert_eq!(not_a_failure(CrashKind::HungTask, &case), None);
+        assert_eq!(not_a_failure(CrashKind::SoftLockup, &executor), None);
+        assert_eq!(not_a_failure(CrashKind::Warning, &executor), None);
     }
 
     #[test]

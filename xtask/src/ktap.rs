@@ -330,6 +330,9 @@ pub struct Crash {
     /// The test running when it happened: `suite`, `suite.case` or
     /// `suite.case.param`.
     pub during: Option<String>,
+    /// Why this report does not fail the run
+    /// ([`crate::console::not_a_failure`]); `None` for nearly all.
+    pub not_a_failure: Option<&'static str>,
 }
 
 impl fmt::Display for Crash {
@@ -444,6 +447,12 @@ impl Run {
         self.documents.iter().flat_map(|d| d.suites.iter())
     }
 
+    /// The kernel reports that fail the run: all but the few
+    /// [`crate::console::not_a_failure`] explains.
+    pub fn failing_crashes(&self) -> impl Iterator<Item = &Crash> {
+        self.crashes.iter().filter(|c| c.not_a_failure.is_none())
+    }
+
     /// Leaf-level counts over all suites.
     pub fn counts(&self) -> Counts {
         let mut counts = Counts::default();
@@ -512,16 +521,17 @@ impl Run {
                 reasons.push(format!("suite {} {what}", suite.name));
             }
         }
+        let failing: Vec<&Crash> = self.failing_crashes().collect();
         reasons.extend(
-            self.crashes
+            failing
                 .iter()
                 .take(MAX_CRASH_REASONS)
                 .map(|c| c.to_string()),
         );
-        if self.crashes.len() > MAX_CRASH_REASONS {
+        if failing.len() > MAX_CRASH_REASONS {
             reasons.push(format!(
                 "... and {} more kernel reports (all of them in the console log)",
-                self.crashes.len() - MAX_CRASH_REASONS
+                failing.len() - MAX_CRASH_REASONS
             ));
         }
         reasons.extend(self.problems());
@@ -904,6 +914,7 @@ fn scan_crashes(lines: &[Line]) -> Vec<Crash> {
                     rip: (kind == CrashKind::Other).then(|| t.to_string()),
                     call_trace: Vec::new(),
                     during: None,
+                    not_a_failure: None,
                 });
                 open = Some(crashes.len() - 1);
                 in_trace = false;
@@ -931,6 +942,9 @@ fn scan_crashes(lines: &[Line]) -> Vec<Crash> {
         {
             crashes[i].details.push(t.to_string());
         }
+    }
+    for c in &mut crashes {
+        c.not_a_failure = crate::console::not_a_failure(c.kind, &c.call_trace);
     }
     crashes
 }

@@ -268,19 +268,37 @@ fn write_summary(out: &mut String, run: &Run, extra: &[UserTest]) -> fmt::Result
         }
     }
 
-    if !run.crashes.is_empty() {
+    let failing: Vec<&crate::ktap::Crash> = run.failing_crashes().collect();
+    if !failing.is_empty() {
         writeln!(out, "\nKernel crashes:")?;
-        for crash in run.crashes.iter().take(SUMMARY_CRASHES) {
+        for crash in failing.iter().take(SUMMARY_CRASHES) {
             writeln!(out, "  {crash}")?;
             for line in quote_crash(crash) {
                 writeln!(out, "      {line}")?;
             }
         }
-        if run.crashes.len() > SUMMARY_CRASHES {
+        if failing.len() > SUMMARY_CRASHES {
             writeln!(
                 out,
                 "  ... and {} more (all of them in the console log)",
-                run.crashes.len() - SUMMARY_CRASHES
+                failing.len() - SUMMARY_CRASHES
+            )?;
+        }
+    }
+    let benign: Vec<&crate::ktap::Crash> = run
+        .crashes
+        .iter()
+        .filter(|c| c.not_a_failure.is_some())
+        .collect();
+    if !benign.is_empty() {
+        writeln!(out, "\nKernel reports that are not failures:")?;
+        for crash in &benign {
+            writeln!(
+                out,
+                "  console line {}: {} ({})",
+                crash.line,
+                crash.message,
+                crash.not_a_failure.unwrap_or_default()
             )?;
         }
     }
@@ -442,9 +460,9 @@ pub fn junit_report(name: &str, run: &Run, extra: &[UserTest]) -> Report {
     }
 
     let problems = run.problems();
-    if !run.crashes.is_empty() || !problems.is_empty() {
+    if run.failing_crashes().next().is_some() || !problems.is_empty() {
         let mut ts = TestSuite::new("kernel");
-        for crash in &run.crashes {
+        for crash in run.failing_crashes() {
             let mut status = TestCaseStatus::non_success(NonSuccessKind::Error);
             status.set_message(crash.message.as_str());
             status.set_type(crash.kind.to_string());

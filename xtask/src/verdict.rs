@@ -394,11 +394,12 @@ pub fn evaluate(guest: &GuestRun, kunit: bool, filter: Option<&str>, profile: Pr
     if !kunit {
         // `kunit.enable=0`: the module's KTAP header comes without results,
         // by design. Only kernel crashes count.
-        reasons.extend(run.crashes.iter().take(20).map(|c| c.to_string()));
-        if run.crashes.len() > 20 {
+        let failing: Vec<&ktap::Crash> = run.failing_crashes().collect();
+        reasons.extend(failing.iter().take(20).map(|c| c.to_string()));
+        if failing.len() > 20 {
             reasons.push(format!(
                 "... and {} more kernel reports (all of them in the console log)",
-                run.crashes.len() - 20
+                failing.len() - 20
             ));
         }
     } else {
@@ -891,5 +892,41 @@ hello from a
             .iter()
             .any(|l| l.contains("but task is already holding lock:")));
         assert!(shown.iter().any(|l| l.contains("comm \"insmod\", pid 94")));
+    }
+
+    /// Captured from `cargo xtask test --profile debug --topology cxl`: insmod
+    /// waiting in KUnit's executor while a case dirties 1 GiB of the CXL node.
+    const HUNG_EXECUTOR_LOG: &str =
+        include_str!("../testdata/console/hung_task_kunit_executor.log");
+
+    #[test]
+    fn kunits_own_wait_is_noted_but_a_hung_module_task_fails() {
+        let run = ktap::Run::parse(HUNG_EXECUTOR_LOG);
+        assert_eq!(run.crashes.len(), 1, "{:#?}", run.crashes);
+        let c = &run.crashes[0];
+        assert_eq!(c.kind, console::CrashKind::HungTask);
+        assert!(c.not_a_failure.is_some());
+        let v = run.verdict(false);
+        assert!(
+            !v.reasons.iter().any(|r| r.starts_with("kernel ")),
+            "{:?}",
+            v.reasons
+        );
+        let s = crate::report::format_summary(&run, &[]);
+        assert!(s.contains("Kernel reports that are not failures:\n  console line 14: INFO: task insmod:215 blocked for more than 61 seconds."), "{s}");
+        assert!(!s.contains("Kernel crashes:"));
+
+        // The same report from a task blocked in the module fails the run.
+        let in_module = HUNG_EXECUTOR_LOG.replace(
+            "kunit_try_catch_run+0x14c/0x650",
+            "_RNvMNtCsd1dMp4c1AgC_7tierkit3devNtB2_6TkFile10task_next+0x4d/0x1f0 [tierkit]",
+        );
+        let run = ktap::Run::parse(&in_module);
+        assert!(run.crashes[0].not_a_failure.is_none());
+        assert!(run
+            .verdict(false)
+            .reasons
+            .iter()
+            .any(|r| r.starts_with("kernel hung task at console line 14: INFO: task insmod:215")));
     }
 }
