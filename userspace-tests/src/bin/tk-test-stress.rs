@@ -32,6 +32,18 @@ const WEIGHT_ROUNDS: u32 = 300;
 const CLEAR_ROUNDS: u32 = 3;
 const LIMIT: Duration = Duration::from_secs(30);
 
+/// Write end of the pipe the children send their `key value ...` counts on.
+static COUNT_FD: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(-1);
+
+/// Prints `line` and sends it to the parent (one write, below PIPE_BUF).
+fn counts(line: String) {
+    println!("# {line}");
+    let l = format!("{line}\n");
+    let fd = COUNT_FD.load(std::sync::atomic::Ordering::Relaxed);
+    // SAFETY: a local buffer on our pipe's write end.
+    unsafe { libc::write(fd, l.as_ptr().cast(), l.len()) };
+}
+
 /// xorshift64*.
 struct Rng(u64);
 impl Rng {
@@ -171,6 +183,13 @@ fn main() -> ExitCode {
     println!("# seed {seed:#x}, memory nodes {mem:?}");
     let start = Instant::now();
 
+    let mut pfd = [-1i32; 2];
+    // SAFETY: a two-int array for pipe(2).
+    if unsafe { libc::pipe(pfd.as_mut_ptr()) } != 0 {
+        r.fail("pipe", std::io::Error::last_os_error().to_string());
+        return r.finish();
+    }
+    COUNT_FD.store(pfd[1], std::sync::atomic::Ordering::Relaxed);
     let mut kids: Vec<(i32, String)> = Vec::new();
     let one = 1u64 << mem[mem.len() - 1];
     for (i, (mode, mask)) in [
@@ -224,7 +243,9 @@ fn main() -> ExitCode {
                 std::thread::sleep(Duration::from_millis(20));
             }
             println!("# weights: weight writes={w} auto toggles={a} bandwidth writes={b}");
-            println!("STRESS-COUNT weights {w} auto {a} bandwidth {b}");
+            counts(format!(
+                "weight_writes {w} auto_toggles {a} bandwidth_writes {b}"
+            ));
             0
         }),
         "weights".into(),
@@ -259,7 +280,7 @@ fn main() -> ExitCode {
                     }
                 }
                 println!("# clear node {nid}: {n} clears");
-                println!("STRESS-COUNT clears {n}");
+                counts(format!("clears {n}"));
                 0
             }),
             format!("clear node {nid}"),
@@ -283,6 +304,23 @@ fn main() -> ExitCode {
         }
     }
     let dur = start.elapsed().as_secs_f64();
+    // SAFETY: our pipe's write end; every child has exited.
+    unsafe { libc::close(pfd[1]) };
+    let mut text = String::new();
+    // SAFETY: the read end is ours; the File takes it over.
+    let mut f = unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(pfd[0]) };
+    let _ = std::io::Read::read_to_string(&mut f, &mut text);
+    let mut totals: std::collections::BTreeMap<String, u64> = Default::default();
+    for l in text.lines() {
+        let w: Vec<&str> = l.split_whitespace().collect();
+        for kv in w.chunks(2) {
+            if let [k, v] = kv {
+                *totals.entry(k.to_string()).or_default() += v.parse::<u64>().unwrap_or(0);
+            }
+        }
+    }
+    println!("# stress totals: {totals:?}");
+    r.set("ops", json!(totals));
 
     r.check_note(
         "stress: weight table restored",
