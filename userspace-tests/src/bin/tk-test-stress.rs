@@ -242,6 +242,19 @@ fn main() -> ExitCode {
                 }
                 std::thread::sleep(Duration::from_millis(20));
             }
+            // Put the firmware bandwidth back, so that restoring auto=true
+            // recomputes the original weights.
+            let orig: Vec<(u32, u32, u32)> = mem2
+                .iter()
+                .filter_map(|&n| {
+                    userspace_tests::node::access1_bandwidth(n).map(|(r, w)| (n, r, w))
+                })
+                .collect();
+            if !orig.is_empty() {
+                if let Err(e) = wd2.write_bandwidth(&orig) {
+                    println!("# weights: restoring bandwidth {orig:?}: {e}");
+                }
+            }
             println!("# weights: weight writes={w} auto toggles={a} bandwidth writes={b}");
             counts(format!(
                 "weight_writes {w} auto_toggles {a} bandwidth_writes {b}"
