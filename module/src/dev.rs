@@ -346,7 +346,11 @@ fn insert_pages(vma: &VmaMixedMap, addr: usize, pages: &[*mut bindings::page]) -
     let ret = unsafe {
         bindings::vm_insert_pages(vma.as_ptr(), addr, pages.as_ptr().cast_mut(), &mut num)
     };
-    to_result(ret)
+    // insert_pages() (mm/memory.c) answers EFAULT when walk_to_pmd() cannot
+    // allocate a PUD or PMD table. Our range always lies in the vma, so
+    // EFAULT here only ever means that allocation failed: report ENOMEM,
+    // as the ABI documents (found by fail-nth in tk-test-faults).
+    to_result(ret).map_err(|e| if e == EFAULT { ENOMEM } else { e })
 }
 
 /// `TK_IOC_CLEAR_BENCH`: independent of the file's state, so it runs

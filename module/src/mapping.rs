@@ -217,6 +217,17 @@ impl Backing {
         // space of the file that owns `self`. Faults on this page wait for
         // the lock we hold, so none maps `old` again after the zap.
         unsafe { shim::tk_unmap_mapping_page(self.mapping, (self.pgoff + i as u64) as c_ulong) };
+        // A pin taken through the PTE just before the zap (GUP-fast does
+        // not take our lock) would keep writing to `old`: keep `old`, which
+        // the next touch maps again, and refuse.
+        // SAFETY: `old` is still owned by `p`.
+        if unsafe { shim::tk_page_maybe_dma_pinned(old) } {
+            pr_warn!(
+                "refusing to offline pfn {:#x}: a tierkit page there was pinned for DMA\n",
+                old_pfn
+            );
+            return Err(EBUSY);
+        }
         // SAFETY: both pages are valid; `new` is not shared; nobody writes
         // `old` any more (its PTEs are gone, DMA pins were ruled out).
         unsafe { shim::tk_copy_page(new.as_ptr(), old) };

@@ -384,7 +384,15 @@ static int tk_dbg_show(struct seq_file *m, void *v)
 
 static int tk_dbg_open(struct inode *inode, struct file *file)
 {
-	return single_open(file, tk_dbg_show, inode->i_private);
+	int ret = single_open(file, tk_dbg_show, inode->i_private);
+
+	/*
+	 * seq_open() clears FMODE_PWRITE; the sysfs files tierkit mirrors
+	 * accept pwrite(2) at any offset (kernfs_fop_open() restores it).
+	 */
+	if (!ret && (file->f_mode & FMODE_WRITE))
+		file->f_mode |= FMODE_PWRITE;
+	return ret;
 }
 
 /* A write is taken whole, at most a page, NUL-terminated (as sysfs). */
@@ -395,6 +403,9 @@ static ssize_t tk_dbg_write(struct file *file, const char __user *ubuf,
 	char *buf;
 	int ret;
 
+	/* As sysfs_kf_write(): an empty write does nothing and returns 0. */
+	if (!len)
+		return 0;
 	if (len > PAGE_SIZE)
 		return -EINVAL;
 	buf = memdup_user_nul(ubuf, len);

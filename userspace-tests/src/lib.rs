@@ -28,11 +28,16 @@
 //! `cargo test -p userspace-tests`.
 
 pub mod cxl;
+pub mod faults;
+pub mod fuzz;
+pub mod memblock;
 pub mod node;
 pub mod report;
 pub mod sys;
 pub mod tk;
+pub mod vma;
 pub mod weights;
+pub mod workload;
 
 use std::path::Path;
 use tierkit_core::interleave::{

@@ -158,10 +158,13 @@ pub struct NodeStats {
     pub allocated: u64,
     /// Pages currently owned by open `/dev/tierkit` files.
     pub held: u64,
+    /// 1 GiB ranges currently held on the node (the 4th column, `None`
+    /// when the module's stats file has only three).
+    pub gigantic: Option<u64>,
 }
 
-/// Parses the stats file: a header line `node allocated held`, then one
-/// `NID ALLOCATED HELD` line per node.
+/// Parses the stats file: a header line `node allocated held [gigantic]`,
+/// then one `NID ALLOCATED HELD [GIGANTIC]` line per node.
 pub fn parse_stats(s: &str) -> anyhow::Result<Vec<NodeStats>> {
     let mut out = Vec::new();
     for l in s.lines().map(str::trim).filter(|l| !l.is_empty()) {
@@ -174,6 +177,7 @@ pub fn parse_stats(s: &str) -> anyhow::Result<Vec<NodeStats>> {
             nid: f[0].parse()?,
             allocated: f[1].parse()?,
             held: f[2].parse()?,
+            gigantic: f.get(3).map(|g| g.parse()).transpose()?,
         });
     }
     Ok(out)
@@ -191,6 +195,16 @@ pub fn stats_of(stats: &[NodeStats], nid: u32) -> (u64, u64) {
         .iter()
         .find(|s| s.nid == nid)
         .map_or((0, 0), |s| (s.allocated, s.held))
+}
+
+/// The 1 GiB ranges held on `nid` in `stats` (0 if absent or the column
+/// is missing).
+pub fn gigantic_of(stats: &[NodeStats], nid: u32) -> u64 {
+    stats
+        .iter()
+        .find(|s| s.nid == nid)
+        .and_then(|s| s.gigantic)
+        .unwrap_or(0)
 }
 
 /// A zeroed [`TkClearBench`] for node `nid`.
@@ -229,6 +243,14 @@ mod tests {
         assert_eq!(stats_of(&s, 1), (512, 0));
         assert_eq!(stats_of(&s, 7), (0, 0));
         assert!(parse_stats("0 1\n").is_err());
+        assert_eq!(s[0].gigantic, None);
+        let g = parse_stats("node allocated held gigantic\n0 1536 1024 2\n1 512 0 0\n").unwrap();
+        assert_eq!(stats_of(&g, 0), (1536, 1024));
+        assert_eq!(g[0].gigantic, Some(2));
+        assert_eq!(gigantic_of(&g, 0), 2);
+        assert_eq!(gigantic_of(&g, 1), 0);
+        assert_eq!(gigantic_of(&s, 0), 0);
+        assert!(parse_stats("0 1 2 x\n").is_err());
     }
 
     #[test]

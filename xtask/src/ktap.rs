@@ -206,6 +206,10 @@ pub struct Case {
     /// First and last console line (1-based) that belong to this case.
     pub start_line: usize,
     pub end_line: usize,
+    /// How long the case ran, from the printk timestamps: from the line
+    /// before it (the previous case's result, or the suite header) to its
+    /// own result line. `None` without timestamps or a result line.
+    pub duration_ms: Option<u64>,
 }
 
 impl Case {
@@ -413,6 +417,12 @@ impl Run {
             kunit_errors,
             lines: lines.len(),
         };
+        let times: Vec<Option<u64>> = log.lines().map(printk_micros).collect();
+        for doc in &mut run.documents {
+            for suite in &mut doc.suites {
+                set_durations(suite.start_line, &mut suite.cases, &times);
+            }
+        }
         for i in 0..run.crashes.len() {
             let mut during = run.test_at_line(run.crashes[i].line);
             // A case the crash cut short has no result line, hence no name
@@ -768,6 +778,44 @@ fn strip_printk_prefix(raw: &str) -> &str {
 }
 
 /// Find the first `[ seconds.micros]` time stamp and return what follows it.
+/// The printk timestamp of a console line in microseconds (`[   12.345678]`,
+/// after an optional `<N>` level), `None` if it has none.
+pub fn printk_micros(raw: &str) -> Option<u64> {
+    let s = raw.trim_start_matches('\r');
+    let s = match s.strip_prefix('<') {
+        Some(rest) => rest.split_once('>').map_or(s, |(_, after)| after),
+        None => s,
+    };
+    let rest = s.strip_prefix('[')?.trim_start_matches(' ');
+    let (num, _) = rest.split_once(']')?;
+    let (secs, frac) = num.split_once('.')?;
+    let secs: u64 = secs.parse().ok()?;
+    if frac.is_empty() || frac.len() > 9 || !frac.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    // Scale the fraction to microseconds whatever its number of digits.
+    let frac_us = format!("{frac:0<6}")[..6].parse::<u64>().ok()?;
+    Some(secs * 1_000_000 + frac_us)
+}
+
+/// Sets `duration_ms` of `cases` (and their subcases): each runs from the
+/// line before it, `prev_line` for the first, to its own result line.
+fn set_durations(mut prev_line: usize, cases: &mut [Case], times: &[Option<u64>]) {
+    let at = |line: usize| {
+        line.checked_sub(1)
+            .and_then(|i| times.get(i).copied().flatten())
+    };
+    for case in cases {
+        set_durations(prev_line, &mut case.subcases, times);
+        if case.number.is_some() {
+            if let (Some(from), Some(to)) = (at(prev_line), at(case.end_line)) {
+                case.duration_ms = Some(to.saturating_sub(from) / 1000);
+            }
+        }
+        prev_line = case.end_line;
+    }
+}
+
 fn find_timestamp(s: &str) -> Option<&str> {
     let mut from = 0;
     while let Some(i) = s[from..].find('[') {
@@ -954,6 +1002,7 @@ impl Node {
             errors: self.errors,
             start_line: self.start_line,
             end_line: self.end_line,
+            duration_ms: None,
         }
     }
 

@@ -84,7 +84,9 @@ enum Cmd {
     /// tests (/bin/tk-test-*); print a summary and write JSON and JUnit XML.
     Test(TestArgs),
     /// Boot and run a benchmark (/bin/tk-bench-<name>); its `TIERKIT-JSON`
-    /// lines go to target/tierkit/bench/<name>.json.
+    /// lines go to target/tierkit/bench/<name>.json. With no name: every
+    /// benchmark, one boot per topology (numa, then cxl; `--topology`
+    /// picks one), and the report in target/tierkit/report/.
     Bench(BenchArgs),
 }
 
@@ -235,8 +237,9 @@ enum BenchKind {
 
 #[derive(Args, Clone)]
 struct BenchArgs {
+    /// One benchmark; none: all of them and the report.
     #[arg(value_enum)]
-    which: BenchKind,
+    which: Option<BenchKind>,
     #[command(flatten)]
     guest: GuestArgs,
 }
@@ -323,7 +326,10 @@ fn real_main(cli: Cli) -> Result<ExitCode> {
             }
         }
         Cmd::Bench(b) => {
-            let name = match b.which {
+            let Some(which) = b.which else {
+                return bench::run_all(&b.guest);
+            };
+            let name = match which {
                 BenchKind::Clear => "clear",
                 BenchKind::Wi => "wi",
             };

@@ -137,6 +137,9 @@ pub fn print_summary_labelled(run: &Run, extra: &[UserTest], label: &str) {
 /// `userspace` row), then failed cases with their diagnostics, skipped
 /// cases with their reasons, kernel crashes, structural problems, and the
 /// totals line last.
+/// How many of the slowest tests the summary names.
+const SLOWEST: usize = 5;
+
 pub fn format_summary(run: &Run, extra: &[UserTest]) -> String {
     let mut out = String::new();
     // Writing to a String cannot fail.
@@ -192,6 +195,30 @@ fn write_summary(out: &mut String, run: &Run, extra: &[UserTest]) -> fmt::Result
             extra.len() - passed,
             skipped
         )?;
+    }
+
+    // The slowest tests, KUnit cases and userspace tests together.
+    let mut timed: Vec<(u64, String)> = suites
+        .iter()
+        .flat_map(|suite| {
+            suite.leaves().into_iter().filter_map(|(path, case)| {
+                Some((case.duration_ms?, format!("{}.{path}", suite.name)))
+            })
+        })
+        .chain(
+            extra
+                .iter()
+                .map(|t| (t.duration_ms, format!("userspace.{}", t.name))),
+        )
+        .collect();
+    timed.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+    if !timed.is_empty() {
+        let top: Vec<String> = timed
+            .iter()
+            .take(SLOWEST)
+            .map(|(ms, name)| format!("{name} {:.1} s", *ms as f64 / 1000.0))
+            .collect();
+        writeln!(out, "\nslowest {}: {}", top.len(), top.join(", "))?;
     }
 
     let leaves = leaf_results(&suites);
@@ -413,6 +440,9 @@ pub fn junit_report(name: &str, run: &Run, extra: &[UserTest]) -> Report {
                 junit_status(case.status, case.reason.as_deref(), &case.diagnostics),
             );
             tc.set_classname(suite.name.as_str());
+            if let Some(ms) = case.duration_ms {
+                tc.set_time(Duration::from_millis(ms));
+            }
             if !case.diagnostics.is_empty() {
                 tc.set_system_out(case.diagnostics.join("\n"));
             }

@@ -876,3 +876,48 @@ fn junit_marks_skips_and_crashes() {
     // The crashed case, and the suite's KTAP problems.
     assert_eq!((clear.tests, clear.failures, clear.errors), (3, 0, 2));
 }
+
+/// Per-test times come from the printk timestamps: a case runs from the
+/// line before it (the suite header or the previous result) to its result.
+#[test]
+fn case_durations_from_printk_timestamps() {
+    let log = "\
+[    4.000000] KTAP version 1
+[    4.000100] 1..1
+[    5.000000]     KTAP version 1
+[    5.000000]     # Subtest: slow_suite
+[    5.000100]     # module: tierkit
+[    5.000200]     1..2
+[    6.000000] tierkit: some output of the first case
+[    7.500000]     ok 1 first
+[    8.000000]     ok 2 second
+[    8.100000]     # slow_suite: pass:2 fail:0 skip:0 total:2
+[    8.100100] ok 1 slow_suite
+";
+    let run = Run::parse(log);
+    let suite = run.suites().next().expect("one suite");
+    let ms: Vec<Option<u64>> = suite.cases.iter().map(|c| c.duration_ms).collect();
+    assert_eq!(ms, vec![Some(2500), Some(500)]);
+
+    let report = report::junit_report("tierkit", &run, &[]);
+    let xml = report.to_string().expect("junit serializes");
+    assert!(
+        xml.contains(r#"name="first""#) && xml.contains(r#"time="2.500""#),
+        "{xml}"
+    );
+
+    let summary = report::format_summary(&run, &[]);
+    assert!(
+        summary.contains("slowest 2: slow_suite.first 2.5 s, slow_suite.second 0.5 s"),
+        "{summary}"
+    );
+}
+
+#[test]
+fn printk_timestamps_parse() {
+    assert_eq!(ktap::printk_micros("[   12.345678] x"), Some(12_345_678));
+    assert_eq!(ktap::printk_micros("<6>[    1.5] y"), Some(1_500_000));
+    assert_eq!(ktap::printk_micros("[    0.000001]"), Some(1));
+    assert_eq!(ktap::printk_micros("no timestamp"), None);
+    assert_eq!(ktap::printk_micros("[abc.def] z"), None);
+}

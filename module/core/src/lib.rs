@@ -12,4 +12,5 @@ extern crate std;
 
 pub mod chunks;
 pub mod interleave;
+pub mod model;
 pub mod uapi;

@@ -627,7 +627,6 @@ mod gigantic_tests {
             ..Default::default()
         };
         let queried = set_gigantic_ioctl(&mut mode, true, &mut q);
-        drop(mode);
         assert!(populated == Ok((0, SMALL_PAGES, true)));
         assert!(kept == Some((1, Some(0), Placement::Any)));
         assert!(queried.is_ok());

@@ -171,7 +171,7 @@ impl WiFiles {
         }
         for nid in 0..possible_nodes() {
             if shim::node::has_memory(nid) {
-                this.add_node(nid);
+                this.add_node(nid)?;
             }
         }
         Ok(this)
@@ -184,16 +184,18 @@ impl WiFiles {
             .cast::<c_void>()
     }
 
-    /// Creates `nodeN` if it does not exist yet (`sysfs_wi_node_add()`);
-    /// a failure is logged, as the kernel logs it, and leaves no file.
-    pub(crate) fn add_node(&self, nid: usize) {
+    /// Creates `nodeN` if it does not exist yet (`sysfs_wi_node_add()`).
+    /// A failure leaves no file and is returned: module init fails with it
+    /// (as `add_weighted_interleave_group()` does), the hotplug notifier
+    /// logs it (as `wi_node_notifier()` does).
+    pub(crate) fn add_node(&self, nid: usize) -> Result {
         if nid >= MAX_NUMNODES {
             pr_warn!("node{} is beyond tierkit's 64 nodes, no weight file\n", nid);
-            return;
+            return Ok(());
         }
         let mut nodes = self.nodes.lock();
         if nodes.files.get(nid).is_some_and(|f| f.is_some()) {
-            return;
+            return Ok(());
         }
         let file = CString::try_from_fmt(fmt!("node{nid}")).and_then(|name| {
             self.dir.file(
@@ -207,14 +209,10 @@ impl WiFiles {
                 Some(node_store),
             )
         });
-        match file {
-            Ok(file) => {
-                if let Some(slot) = nodes.files.get_mut(nid) {
-                    *slot = Some(file);
-                }
-            }
-            Err(e) => pr_err!("failed to add weight file for node{}: {:?}\n", nid, e),
+        if let Some(slot) = nodes.files.get_mut(nid) {
+            *slot = Some(file?);
         }
+        Ok(())
     }
 
     /// Removes `nodeN` if it exists (`sysfs_wi_node_delete()`).
@@ -263,7 +261,9 @@ pub(crate) unsafe extern "C" fn node_event(ctx: *mut c_void, nid: c_int, added: 
         return;
     };
     if added {
-        files.add_node(nid);
+        if let Err(e) = files.add_node(nid) {
+            pr_err!("failed to add weight file for node{}: {:?}\n", nid, e);
+        }
     } else {
         files.remove_node(nid);
     }

@@ -22,6 +22,7 @@ use std::path::Path;
 use std::process::ExitCode;
 use tierkit_core::interleave::{Nodemask, Weights, MAX_NUMNODES};
 use userspace_tests::cxl::{parse_num, CxlBus, Region};
+use userspace_tests::memblock;
 use userspace_tests::node::{access1_bandwidth, Topology, NODE_SYSFS};
 use userspace_tests::report::Report;
 use userspace_tests::weights::WeightDir;
@@ -301,8 +302,10 @@ fn auto_weights(r: &mut Report, topo: &Topology, cxl_nodes: &[u32]) {
     r.check_note(name, res);
 }
 
-/// Offlines the highest memory block of `nid` and onlines it again as
-/// kernel memory: hot-remove and hot-add on the CXL node.
+/// Offlines the highest memory block of `nid` and onlines it again into
+/// the zone it was in (`online_movable` for ZONE_MOVABLE, else
+/// `online_kernel`), so that the node is as the later tests expect it:
+/// hot-remove and hot-add on the CXL node.
 fn offline_online(r: &mut Report, nid: u32) {
     let blocks = node_blocks(nid);
     let Some(&b) = blocks.last() else {
@@ -321,11 +324,12 @@ fn offline_online(r: &mut Report, nid: u32) {
     };
     let res = (|| -> Result<String, String> {
         let before = node_mem_total(nid).unwrap_or(0);
+        let zone = memblock::block_zone(b).unwrap_or_default();
         fs::write(&state, "offline")
             .map_err(|e| format!("offlining failed: {e} (unmovable pages in the block?)"))?;
         let st = read_state();
         let during = node_mem_total(nid).unwrap_or(0);
-        let back = fs::write(&state, "online_kernel");
+        let back = fs::write(&state, memblock::online_value(&zone));
         back.map_err(|e| format!("onlining again failed: {e}"))?;
         if st != "offline" {
             return Err(format!("state reads {st} after offline"));
@@ -338,16 +342,17 @@ fn offline_online(r: &mut Report, nid: u32) {
             ));
         }
         let after = node_mem_total(nid).unwrap_or(0);
-        if read_state() != "online" || after != before {
+        let zone_after = memblock::block_zone(b).unwrap_or_default();
+        if read_state() != "online" || after != before || zone_after != zone {
             return Err(format!(
-                "after onlining: state {}, MemTotal {} kB (was {} kB)",
+                "after onlining: state {}, zone {zone_after}, MemTotal {} kB (was zone {zone}, {} kB)",
                 read_state(),
                 after >> 10,
                 before >> 10
             ));
         }
         Ok(format!(
-            "MemTotal {} -> {} -> {} kB",
+            "zone {zone}, MemTotal {} -> {} -> {} kB",
             before >> 10,
             during >> 10,
             after >> 10

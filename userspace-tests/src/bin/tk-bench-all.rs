@@ -1,0 +1,123 @@
+//! tk-bench-all: every benchmark in one boot, for `cargo xtask bench`
+//! with no argument (guest mode `bench-all`). Runs, in this order, each as
+//! a child process whose output goes straight through (so each prints its
+//! own `TIERKIT-JSON` line):
+//!
+//! 1. `tk-bench-clear` (gigantic clearing) — not on a CXL topology by
+//!    default: QEMU serves CXL memory access by access (about 0.02 GB/s),
+//!    so clearing 1 GiB there several times takes many minutes and says
+//!    nothing about CXL hardware (README, "Slow memory");
+//!    `--with-cxl-clear` runs it anyway;
+//! 2. `tk-bench-wi` (pages/s of weighted placement);
+//! 3. `tk-calibrate --out /tmp/tierkit-calibration.json`;
+//! 4. `tk-workload --calibration /tmp/tierkit-calibration.json`.
+//!
+//! (and `tk-bench-gigantic`, should it exist, after `tk-bench-wi`). Then
+//! one `TIERKIT-JSON` line of its own with each program's exit code and
+//! time. Exit 0 iff every program exited 0.
+//!
+//! Flags: `--only a,b` (names without `tk-`/`tk-bench-`: clear, wi,
+//! gigantic, calibrate, workload; naming `clear` runs it on CXL too),
+//! `--with-cxl-clear`. In the guest the same come from the kernel command
+//! line (`cargo xtask bench --append ...`): `tierkit.bench=calibrate,workload`
+//! selects programs, and `tierkit.<name>_args=--rounds,5` adds arguments
+//! to one (commas for spaces), e.g. `tierkit.workload_args=--workloads,lookup+stream,--rounds,5`
+//! (lists inside an argument take `+`).
+
+use serde_json::json;
+use std::path::Path;
+use std::process::{Command, ExitCode, Stdio};
+use userspace_tests::report::Report;
+use userspace_tests::sys::monotonic_ns;
+use userspace_tests::workload::Flags;
+
+const BIN: &str = "tk-bench-all";
+const CAL: &str = "/tmp/tierkit-calibration.json";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let flags = match Flags::parse(&args, &["with-cxl-clear"]).and_then(|f| {
+        f.check(&["only", "with-cxl-clear"])?;
+        Ok(f)
+    }) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("{BIN}: {e:#}");
+            return ExitCode::from(2);
+        }
+    };
+    let cmdline = std::fs::read_to_string("/proc/cmdline").unwrap_or_default();
+    let param = |key: &str| -> Option<Vec<String>> {
+        let v = cmdline
+            .split_whitespace()
+            .find_map(|a| a.strip_prefix(&format!("{key}=")))?;
+        Some(
+            v.split(',')
+                .filter(|x| !x.is_empty())
+                .map(String::from)
+                .collect(),
+        )
+    };
+    let only = flags.list("only").or_else(|| param("tierkit.bench"));
+    let want = |n: &str| only.as_ref().is_none_or(|o| o.iter().any(|x| x == n));
+    let cxl_clear = flags.has("with-cxl-clear")
+        || only
+            .as_ref()
+            .is_some_and(|o| o.iter().any(|x| x == "clear"));
+    let mut r = Report::new(BIN, "bench");
+    let cxl = !userspace_tests::cxl::cxl_nodes().is_empty();
+    // Each program at /bin/<name> in the guest, else next to this binary.
+    let dir = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.parent().map(Path::to_path_buf))
+        .unwrap_or_else(|| "/bin".into());
+    let steps: Vec<(&str, &str, Vec<&str>)> = vec![
+        ("clear", "tk-bench-clear", vec![]),
+        ("wi", "tk-bench-wi", vec![]),
+        ("gigantic", "tk-bench-gigantic", vec![]),
+        ("calibrate", "tk-calibrate", vec!["--out", CAL]),
+        ("workload", "tk-workload", vec!["--calibration", CAL]),
+    ];
+    let mut progs = Vec::new();
+    for (key, name, a) in steps {
+        if !want(key) {
+            continue;
+        }
+        let path = dir.join(name);
+        if !path.exists() {
+            if key == "gigantic" {
+                continue; // not written yet
+            }
+            r.fail(name, format!("{} does not exist", path.display()));
+            continue;
+        }
+        if key == "clear" && cxl && !cxl_clear {
+            r.skip(
+                name,
+                "CXL topology: QEMU's CXL memory clears at about 0.02 GB/s (minutes per GiB); --with-cxl-clear runs it",
+            );
+            continue;
+        }
+        let mut a: Vec<String> = a.iter().map(|x| x.to_string()).collect();
+        a.extend(param(&format!("tierkit.{key}_args")).unwrap_or_default());
+        println!("# {BIN}: running {name} {}", a.join(" "));
+        let t0 = monotonic_ns();
+        let st = Command::new(&path).args(&a).stdin(Stdio::null()).status();
+        let secs = (monotonic_ns() - t0) as f64 / 1e9;
+        match st {
+            Ok(s) if s.success() => {
+                r.ok_note(name, format!("{secs:.1} s"));
+                progs.push(json!({"name": name, "rc": 0, "seconds": secs}));
+            }
+            Ok(s) => {
+                r.fail(name, format!("{s} after {secs:.1} s"));
+                progs.push(json!({"name": name, "rc": s.code(), "seconds": secs}));
+            }
+            Err(e) => {
+                r.fail(name, format!("could not start {}: {e}", path.display()));
+            }
+        }
+    }
+    r.set("programs", json!(progs));
+    r.finish()
+}

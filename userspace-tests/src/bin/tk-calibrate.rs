@@ -1,0 +1,345 @@
+//! tk-calibrate: measure each memory node from its nearest CPUs, print the
+//! figures next to HMAT's (or the CXL region's) with the weights each
+//! gives, and set tierkit's weights from the measurement.
+//!
+//! Per node: read, write and triad bandwidth (and STREAM's copy, scale and
+//! add) with T threads and the load latency by pointer chase, each the
+//! best of a few rounds (see `userspace_tests::workload::calib`), then a
+//! probe that tells the parallel regime (hardware: nodes serve traffic at
+//! once) from the serial one (emulation: every access paid in turn).
+//!
+//! Then, with tierkit loaded:
+//! - **auto from measurement** (default): writes the measured read and
+//!   write bandwidth to tierkit's `bandwidth` file and sets `auto`, so
+//!   tierkit's weights follow the kernel's own formula
+//!   (`reduce_interleave_weights`) on measured instead of firmware figures;
+//! - **optimized** (`--optimize WORKLOAD`, one of `lookup`, `copy`,
+//!   `scale`, `add`, `triad`/`stream`): writes the weights the bandwidth
+//!   model recommends for that workload in the measured regime (any of
+//!   1..255; nodes may be left out: the nodemask to pass to
+//!   `TK_IOC_SET_POLICY` is printed and saved).
+//!
+//! The calibration is saved as JSON (`--out`, default
+//! `/tmp/tierkit-calibration.json`) for `tk-workload --calibration`.
+//!
+//! Flags: `--size BYTES` per node (default 16M in tierkit's guest, 1G
+//! elsewhere: use more than the last-level cache), `--threads T` (default:
+//! every CPU of the node nearest to the memory; 1 in tierkit's guest, on a
+//! shared host), `--duration SECS` per
+//! block (0.15 in the guest, 1 elsewhere), `--rounds R` (3), `--nodes 0,2`,
+//! `--regime parallel|serial` (skip the probe), `--no-write` (measure and
+//! print only), `--optimize WORKLOAD`, `--out FILE`.
+
+use serde_json::json;
+use std::process::ExitCode;
+use tierkit_core::interleave::Nodemask;
+use tierkit_core::model::{self, Regime};
+use userspace_tests::node::{fmt_mask, nodes_of, parse_list};
+use userspace_tests::report::Report;
+use userspace_tests::weights::WeightDir;
+use userspace_tests::workload::calib::{self, weights_from_bandwidth, Opts, Workload};
+use userspace_tests::workload::rows::fmt_num;
+use userspace_tests::workload::Flags;
+use userspace_tests::*;
+
+const BIN: &str = "tk-calibrate";
+const KNOWN: &[&str] = &[
+    "size",
+    "threads",
+    "duration",
+    "rounds",
+    "nodes",
+    "regime",
+    "no-write",
+    "optimize",
+    "out",
+    "no-settle",
+    "help",
+];
+
+fn usage() {
+    println!(
+        "usage: {BIN} [--size 16M] [--threads T] [--duration SECS] [--rounds 3] [--nodes 0,2] \
+         [--regime parallel|serial] [--no-write] [--optimize lookup|copy|scale|add|triad] \
+         [--out FILE]"
+    );
+}
+
+/// `(node, weight)` of the nodes of `mask` in a 64-entry table.
+fn pairs(mask: u64, w: &[u8; 64]) -> Vec<(u32, u8)> {
+    nodes_of(mask)
+        .into_iter()
+        .map(|n| (n, w[n as usize]))
+        .collect()
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let flags = match Flags::parse(&args, &["no-write", "no-settle", "help"]).and_then(|f| {
+        f.check(KNOWN)?;
+        Ok(f)
+    }) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("{BIN}: {e:#}");
+            usage();
+            return ExitCode::from(2);
+        }
+    };
+    if flags.has("help") {
+        usage();
+        return ExitCode::SUCCESS;
+    }
+    workload::set_settle(!flags.has("no-settle"));
+    let mut r = Report::new(BIN, "bench");
+    let mut opts = Opts::defaults();
+    let parsed = (|| -> anyhow::Result<()> {
+        opts.size = flags.size_or("size", opts.size)?;
+        opts.threads = flags.parse_or("threads", opts.threads)?;
+        opts.duration = flags.parse_or("duration", opts.duration)?;
+        opts.rounds = flags.parse_or("rounds", opts.rounds)?.max(1);
+        if let Some(n) = flags.get("nodes") {
+            opts.nodes = Some(parse_list(n)?);
+        }
+        Ok(())
+    })();
+    if let Err(e) = parsed {
+        r.fail("flags", format!("{e:#}"));
+        return r.finish();
+    }
+    let forced = match flags.get("regime") {
+        None => None,
+        Some(s) => match Regime::from_name(s) {
+            Some(g) => Some(g),
+            None => {
+                r.fail("flags", format!("--regime {s:?}: parallel or serial"));
+                return r.finish();
+            }
+        },
+    };
+    let optimize = match flags.get("optimize") {
+        None => None,
+        Some(s) => match Workload::from_name(s) {
+            Some(w) if w != Workload::Read => Some(w),
+            _ => {
+                r.fail(
+                    "flags",
+                    format!("--optimize {s:?}: lookup, copy, scale, add or triad"),
+                );
+                return r.finish();
+            }
+        },
+    };
+    opts.probe = forced.is_none();
+    let out = flags
+        .get("out")
+        .unwrap_or("/tmp/tierkit-calibration.json")
+        .to_string();
+
+    let Some(topo) = read_topology(&mut r) else {
+        return r.finish();
+    };
+    let memory = topo.memory_mask();
+    r.note(format!(
+        "{} per node, {} rounds of {} s blocks, threads {}",
+        workload::fmt_size(opts.size),
+        opts.rounds,
+        opts.duration,
+        if opts.threads == 0 {
+            "= CPUs of the nearest node".to_string()
+        } else {
+            opts.threads.to_string()
+        }
+    ));
+    let mut cal = {
+        let mut log = |s: String| r.note(s);
+        match calib::calibrate(&topo, &opts, &mut log) {
+            Ok(c) => c,
+            Err(e) => {
+                r.fail("calibrate", format!("{e:#}"));
+                return r.finish();
+            }
+        }
+    };
+    if let Some(g) = forced {
+        cal.regime = g.name().into();
+    }
+    r.ok_note(
+        "calibrate",
+        format!(
+            "{} node(s) in {:.1} s, regime {}",
+            cal.nodes.len(),
+            cal.elapsed_s,
+            cal.regime
+        ),
+    );
+    for l in cal.table(memory) {
+        r.note(l);
+    }
+
+    // The weights each source gives, with the kernel's formula.
+    let mask = cal.mask();
+    let hmat = cal.hmat_entries();
+    let w_hmat = (!hmat.is_empty()).then(|| weights_from_bandwidth(&hmat, memory));
+    let w_meas = weights_from_bandwidth(&cal.measured_entries(), memory);
+    let kernel = WeightDir::kernel().and_then(|k| k.table().ok());
+    r.note(format!(
+        "weights: HMAT {}, measured {}, the kernel's table {}",
+        w_hmat.map_or("-".into(), |w| fmt_weights(&pairs(mask, &w))),
+        fmt_weights(&pairs(mask, &w_meas)),
+        kernel.map_or("-".into(), |w| fmt_weights(&pairs(mask, &w)))
+    ));
+
+    // What the model expects of each weight set, per workload.
+    let regime = cal.regime();
+    let mut expect = Vec::new();
+    r.note(format!(
+        "model ({}): predicted throughput, relative to the best single node",
+        regime.name()
+    ));
+    for w in [Workload::Lookup, Workload::Copy, Workload::Triad] {
+        let rates = cal.rates(w);
+        let best1 = nodes_of(mask)
+            .iter()
+            .map(|&n| rates[n as usize])
+            .fold(0.0, f64::max);
+        let rel = |x: f64| if best1 > 0.0 { x / best1 } else { 0.0 };
+        let pred = |t: &[u8; 64]| {
+            model::predict(
+                regime,
+                &rates,
+                Nodemask(mask),
+                &tierkit_core::interleave::Weights::from_table(*t),
+            )
+        };
+        let rec = cal.recommend(w);
+        let ph = w_hmat.map(|t| pred(&t));
+        let pm = pred(&w_meas);
+        r.note(format!(
+            "  {:<7} HMAT weights {:>6}  measured weights {:>6}  optimized {:>6} {} {}",
+            w.name(),
+            ph.map_or("-".into(), |p| format!("{:.3}", rel(p))),
+            format!("{:.3}", rel(pm)),
+            rec.map_or("-".into(), |c| format!("{:.3}", rel(c.throughput))),
+            rec.map_or(String::new(), |c| fmt_mask(c.mask.0)),
+            rec.map_or(String::new(), |c| fmt_weights(&pairs(c.mask.0, &c.weights))),
+        ));
+        expect.push(json!({
+            "workload": w.name(),
+            "hmat": ph,
+            "measured": pm,
+            "optimized": rec.map(|c| c.throughput),
+            "optimized_nodemask": rec.map(|c| nodes_of(c.mask.0)),
+            "optimized_weights": rec.map(|c| pairs(c.mask.0, &c.weights)),
+            "unit": if w == Workload::Lookup { "relative to node 0" } else { "MB/s" },
+        }));
+    }
+
+    // Set tierkit's weights.
+    let mut optimized = serde_json::Value::Null;
+    if flags.has("no-write") {
+        r.skip("write tierkit's bandwidth", "--no-write");
+    } else if let Some(tw) = tierkit_weight_dir(&mut r) {
+        let entries = cal.measured_entries();
+        let res = tw
+            .write_bandwidth(&entries)
+            .map_err(|e| anyhow::anyhow!("writing {}: {e}", tw.bandwidth_path().display()))
+            .and_then(|_| {
+                tw.write_auto_str("true")
+                    .map_err(|e| anyhow::anyhow!("writing true to auto: {e}"))
+            })
+            .and_then(|_| tw.table());
+        match res {
+            Ok(t) => {
+                let got = pairs(mask, &t);
+                let want = pairs(mask, &w_meas);
+                r.check_note(
+                    "tierkit auto weights from the measured bandwidth",
+                    if got == want {
+                        Ok(format!(
+                            "{} (bandwidth {})",
+                            fmt_weights(&got),
+                            entries
+                                .iter()
+                                .map(|(n, rd, wr)| format!("{n}: {rd}/{wr}"))
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ))
+                    } else {
+                        Err(format!(
+                            "tierkit reads {}, the kernel's formula gives {}",
+                            fmt_weights(&got),
+                            fmt_weights(&want)
+                        ))
+                    },
+                );
+            }
+            Err(e) => {
+                r.fail(
+                    "tierkit auto weights from the measured bandwidth",
+                    format!("{e:#}"),
+                );
+            }
+        }
+        if let Some(w) = optimize {
+            match cal.recommend(w) {
+                Some(rec) => {
+                    let p = pairs(rec.mask.0, &rec.weights);
+                    match tw.set_weights(&p) {
+                        Ok(()) => {
+                            r.ok_note(
+                                &format!("optimized weights for {}", w.name()),
+                                format!(
+                                    "nodemask {} weights {} (predicted {}; pass the nodemask to TK_IOC_SET_POLICY)",
+                                    fmt_mask(rec.mask.0),
+                                    fmt_weights(&p),
+                                    fmt_num(rec.throughput)
+                                ),
+                            );
+                            optimized = json!({
+                                "workload": w.name(),
+                                "nodemask": nodes_of(rec.mask.0),
+                                "weights": p,
+                                "predicted": rec.throughput,
+                                "regime": regime.name(),
+                            });
+                        }
+                        Err(e) => {
+                            r.fail(
+                                &format!("optimized weights for {}", w.name()),
+                                format!("{e:#}"),
+                            );
+                        }
+                    }
+                }
+                None => {
+                    r.fail(
+                        &format!("optimized weights for {}", w.name()),
+                        "no node has a usable figure",
+                    );
+                }
+            }
+        }
+    }
+
+    match cal.save(&out) {
+        Ok(()) => r.ok_note("save", out.clone()),
+        Err(e) => r.fail("save", format!("{e:#}")),
+    };
+    r.set(
+        "calibration",
+        serde_json::to_value(&cal).unwrap_or_default(),
+    );
+    r.set(
+        "weights",
+        json!({
+            "nodemask": nodes_of(mask),
+            "hmat": w_hmat.map(|w| pairs(mask, &w)),
+            "measured": pairs(mask, &w_meas),
+            "kernel": kernel.map(|w| pairs(mask, &w)),
+        }),
+    );
+    r.set("expected", json!(expect));
+    r.set("optimized", optimized);
+    r.finish()
+}
