@@ -794,15 +794,15 @@ pub fn run_all(g: &crate::GuestArgs) -> Result<ExitCode> {
         let _ = std::fs::remove_file(&bench_json);
         let t = Timer::start();
         let label = kind.to_string();
-        let ok = match crate::guest_cmd(
+        let mut req = crate::GuestRequest::new(
             Mode::Bench(ALL.into()),
             g,
             crate::profile::Profile::Default,
             kind,
             false,
-            None,
-            Some(&label),
-        ) {
+        );
+        req.label = Some(label);
+        let ok = match crate::guest_cmd(g, req) {
             Ok(r) => r.ok,
             Err(e) => {
                 eprintln!("\nerror ({kind}): {e:#}");

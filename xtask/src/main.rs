@@ -17,6 +17,7 @@ mod module;
 mod profile;
 mod qemu;
 mod report;
+mod runs;
 mod setup;
 mod topology;
 mod userspace;
@@ -82,6 +83,13 @@ enum Cmd {
     Run(RunArgs),
     /// Run all tests: host tests, then boot with KUnit and the userspace
     /// tests (/bin/tk-test-*); print a summary and write JSON and JUnit XML.
+    ///
+    /// Without --topology it boots: numa (the whole suite), cxl (the whole
+    /// suite, CXL node in ZONE_MOVABLE) and cxl-kernel (a short run with the
+    /// CXL node onlined as kernel memory: tierkit_wi_alloc, tk-test-cxl,
+    /// -offline, -placement, -diff); under --profile debug numa and cxl.
+    /// With --topology: that topology's whole suite, one boot.
+    /// Results: target/tierkit/test-<run>[-debug]/{results.json,junit.xml}.
     Test(TestArgs),
     /// Boot and run a benchmark (/bin/tk-bench-<name>); its `TIERKIT-JSON`
     /// lines go to target/tierkit/bench/<name>.json. With no name: every
@@ -204,8 +212,10 @@ struct GuestArgs {
     /// How the CXL node's memory is onlined (`memhp_default_state=`):
     /// `movable` (ZONE_MOVABLE, as real systems do, so it can be offlined
     /// again) or `kernel` (ZONE_NORMAL).
-    #[arg(long, value_enum, default_value_t = qemu::CxlOnline::Movable, value_name = "ZONE")]
-    cxl_online: qemu::CxlOnline,
+    /// [default: movable; `test` also boots a short cxl run with `kernel`
+    /// unless this is given]
+    #[arg(long, value_enum, value_name = "ZONE")]
+    cxl_online: Option<qemu::CxlOnline>,
 }
 
 #[derive(Args, Clone)]
@@ -307,7 +317,8 @@ fn real_main(cli: Cli) -> Result<ExitCode> {
         Cmd::Run(r) => {
             let kind = r.guest.topology.unwrap_or(TopologyKind::Numa);
             let p = r.guest.kernel.single_profile("run")?;
-            guest_cmd(Mode::Run, &r.guest, p, kind, r.kunit, None, None).map(|g| g.exit())
+            let req = GuestRequest::new(Mode::Run, &r.guest, p, kind, r.kunit);
+            guest_cmd(&r.guest, req).map(|g| g.exit())
         }
         Cmd::Test(t) => {
             setup::ensure()?;
@@ -316,14 +327,7 @@ fn real_main(cli: Cli) -> Result<ExitCode> {
             } else {
                 Some(host_tests()?)
             };
-            let profiles = t.guest.kernel.profiles();
-            match (t.guest.topology, &profiles[..]) {
-                (Some(kind), [p]) => {
-                    guest_cmd(Mode::Test, &t.guest, *p, kind, true, host, None).map(|g| g.exit())
-                }
-                (Some(kind), _) => test_all(&t.guest, host, &profiles, &[kind]),
-                (None, _) => test_all(&t.guest, host, &profiles, &TEST_TOPOLOGIES),
-            }
+            test_all(&t.guest, host, &t.guest.kernel.profiles())
         }
         Cmd::Bench(b) => {
             let Some(which) = b.which else {
@@ -335,16 +339,8 @@ fn real_main(cli: Cli) -> Result<ExitCode> {
             };
             let kind = b.guest.topology.unwrap_or(TopologyKind::Numa);
             let p = b.guest.kernel.single_profile("bench")?;
-            guest_cmd(
-                Mode::Bench(name.into()),
-                &b.guest,
-                p,
-                kind,
-                false,
-                None,
-                None,
-            )
-            .map(|g| g.exit())
+            let req = GuestRequest::new(Mode::Bench(name.into()), &b.guest, p, kind, false);
+            guest_cmd(&b.guest, req).map(|g| g.exit())
         }
     }
 }
@@ -438,43 +434,54 @@ fn host_tests() -> Result<(bool, Duration)> {
     Ok((ok, t.elapsed()))
 }
 
-/// The topologies `cargo xtask test` runs without `--topology`.
-const TEST_TOPOLOGIES: [TopologyKind; 2] = [TopologyKind::Numa, TopologyKind::Cxl];
-
-/// The label of one boot of a `test` over several topologies or profiles:
-/// `numa`, `cxl` (default profile), `debug numa`, `debug cxl`.
-fn run_label(profile: profile::Profile, kind: TopologyKind) -> String {
+/// The label of one boot of a `test` over several runs or profiles: the
+/// run's name (`numa`, `cxl`, `cxl-kernel`), after the profile's unless
+/// default (`debug numa`).
+fn run_label(profile: profile::Profile, run: &str) -> String {
     match profile {
-        profile::Profile::Default => kind.to_string(),
-        p => format!("{p} {kind}"),
+        profile::Profile::Default => run.to_string(),
+        p => format!("{p} {run}"),
     }
 }
 
-/// `cargo xtask test` over several boots: each profile (in the order given)
-/// on each topology (numa, then cxl, without `--topology`); a summary per
-/// boot, then one line per boot and the combined totals line last.
+/// `cargo xtask test`: each profile (in the order given) on each run of
+/// [`runs::TEST_RUNS`] ([`runs::select`]); a summary per boot, then, when
+/// there was more than one, one line per boot and the combined totals line
+/// last.
 fn test_all(
     g: &GuestArgs,
     host: Option<(bool, Duration)>,
     profiles: &[profile::Profile],
-    topologies: &[TopologyKind],
 ) -> Result<ExitCode> {
-    let runs: Vec<(profile::Profile, TopologyKind)> = profiles
+    let boots: Vec<(profile::Profile, runs::TestRun)> = profiles
         .iter()
-        .flat_map(|&p| topologies.iter().map(move |&k| (p, k)))
+        .flat_map(|&p| {
+            runs::select(p, g.topology, g.cxl_online)
+                .into_iter()
+                .map(move |r| (p, r))
+        })
         .collect();
+    if let [(profile, run)] = boots[..] {
+        let mut req = GuestRequest::for_run(g, profile, &run);
+        req.host = host;
+        return guest_cmd(g, req).map(|r| r.exit());
+    }
     let mut results: Vec<(String, GuestResult)> = Vec::new();
-    for (i, &(profile, kind)) in runs.iter().enumerate() {
+    for (i, (profile, run)) in boots.iter().enumerate() {
         println!();
         say!(
-            "===== topology {kind}, {profile} profile ({}/{}) =====",
+            "===== {}, {profile} profile ({}/{}): {} =====",
+            run.name,
             i + 1,
-            runs.len()
+            boots.len(),
+            run.why
         );
+        let label = run_label(*profile, run.name);
+        let mut req = GuestRequest::for_run(g, *profile, run);
         // Host tests count once, with the first boot.
-        let h = if i == 0 { host } else { None };
-        let label = run_label(profile, kind);
-        let r = match guest_cmd(Mode::Test, g, profile, kind, true, h, Some(&label)) {
+        req.host = if i == 0 { host } else { None };
+        req.label = Some(label.clone());
+        let r = match guest_cmd(g, req) {
             Ok(r) => r,
             Err(e) => {
                 eprintln!("\nerror ({label}): {e}");
@@ -523,6 +530,65 @@ fn test_all(
     })
 }
 
+/// One boot as asked: what `run`, `test` and `bench` hand to [`guest_cmd`].
+pub(crate) struct GuestRequest {
+    pub mode: Mode,
+    pub profile: profile::Profile,
+    pub kind: TopologyKind,
+    /// Run the module's KUnit suites at insmod.
+    pub kunit: bool,
+    pub cxl_online: qemu::CxlOnline,
+    pub filter: runs::Filter,
+    /// Host-test outcome and time, reported with this boot.
+    pub host: Option<(bool, Duration)>,
+    /// One of several boots of one `test`: its name (totals line, run
+    /// directory `target/tierkit/<mode>-<name>`); `None`: the topology's.
+    pub label: Option<String>,
+    /// The run directory's name after `<mode>-`; `None`: the topology's.
+    pub dir_name: Option<&'static str>,
+}
+
+impl GuestRequest {
+    /// A boot of `kind` with the command line's `--filter` and
+    /// `--cxl-online` (default movable).
+    pub(crate) fn new(
+        mode: Mode,
+        g: &GuestArgs,
+        profile: profile::Profile,
+        kind: TopologyKind,
+        kunit: bool,
+    ) -> GuestRequest {
+        GuestRequest {
+            mode,
+            profile,
+            kind,
+            kunit,
+            cxl_online: g.cxl_online.unwrap_or(qemu::CxlOnline::Movable),
+            filter: runs::Filter::both(g.filter.as_deref()),
+            host: None,
+            label: None,
+            dir_name: None,
+        }
+    }
+
+    /// The boot of one [`runs::TestRun`]; `--filter` overrides its own
+    /// selection, `--cxl-online` its zone only where the run leaves it open.
+    fn for_run(g: &GuestArgs, profile: profile::Profile, run: &runs::TestRun) -> GuestRequest {
+        let mut req = GuestRequest::new(Mode::Test, g, profile, run.kind, true);
+        if let Some(z) = run.cxl_online {
+            req.cxl_online = z;
+        }
+        if let (None, Some((k, u))) = (&g.filter, run.only) {
+            req.filter = runs::Filter {
+                kunit: Some(k.into()),
+                user: Some(u.into()),
+            };
+        }
+        req.dir_name = Some(run.name);
+        req
+    }
+}
+
 /// What one boot came to.
 struct GuestResult {
     ok: bool,
@@ -544,17 +610,20 @@ impl GuestResult {
     }
 }
 
-/// Boots `kind` once in `mode` with the kernel of `profile` and reports.
-/// `label`: one of several boots of one `test` (its totals line says which).
-fn guest_cmd(
-    mode: Mode,
-    g: &GuestArgs,
-    profile: profile::Profile,
-    kind: TopologyKind,
-    kunit: bool,
-    host: Option<(bool, Duration)>,
-    label: Option<&str>,
-) -> Result<GuestResult> {
+/// Boots once as `req` asks and reports.
+fn guest_cmd(g: &GuestArgs, req: GuestRequest) -> Result<GuestResult> {
+    let GuestRequest {
+        mode,
+        profile,
+        kind,
+        kunit,
+        cxl_online,
+        filter,
+        host,
+        label,
+        dir_name,
+    } = req;
+    let label = label.as_deref();
     setup::ensure()?;
     let total = Timer::start();
     let topo = Topology::new(&TopologyOpts {
@@ -603,13 +672,18 @@ fn guest_cmd(
         accel,
         mode: mode.clone(),
         kunit,
-        filter: g.filter.clone(),
+        filter: filter.clone(),
         append: g.append.clone(),
         timeout: Duration::from_secs(g.timeout.unwrap_or(default_timeout)),
         profile,
-        cxl_online: g.cxl_online,
+        cxl_online,
     };
-    let run_dir = util::out_dir().join(format!("{}-{}{}", mode.as_param(), kind, profile.suffix()));
+    let run_dir = util::out_dir().join(format!(
+        "{}-{}{}",
+        mode.as_param(),
+        dir_name.unwrap_or(kind.name()),
+        profile.suffix()
+    ));
     std::fs::create_dir_all(&run_dir)?;
     // Two boots of the same mode and topology would write the same logs.
     let _run_lock = util::lock(&run_dir.join(".lock"), "this run directory")?;
@@ -637,7 +711,7 @@ fn guest_cmd(
     let t = Timer::start();
     let guest = qemu::boot(&b.kernel, &b.initramfs, &cfg, &run_dir, &mut streamer)?;
     let boot_time = t.elapsed();
-    let mut outcome = verdict::evaluate(&guest, kunit, g.filter.as_deref(), profile);
+    let mut outcome = verdict::evaluate(&guest, kunit, filter.describe().as_deref(), profile);
     if let Some((false, _)) = host {
         let msg = format!(
             "host tests failed (see {})",
@@ -705,7 +779,7 @@ fn guest_cmd(
     report::write_json(&results, &outcome.run, &outcome.user_tests)?;
     report::write_junit(
         &junit,
-        &format!("tierkit-{kind}"),
+        &format!("tierkit-{}", dir_name.unwrap_or(kind.name())),
         &outcome.run,
         &outcome.user_tests,
     )?;

@@ -126,8 +126,8 @@ pub struct GuestConfig {
     pub mode: Mode,
     /// Run KUnit suites (at insmod); off: `kunit.enable=0`.
     pub kunit: bool,
-    /// `--filter GLOB`: `kunit.filter_glob=` and `tierkit.filter=`.
-    pub filter: Option<String>,
+    /// Which tests: `kunit.filter_glob=` and `tierkit.filter=`.
+    pub filter: crate::runs::Filter,
     /// Extra kernel command line (`--append`).
     pub append: Vec<String>,
     pub timeout: Duration,
@@ -158,12 +158,15 @@ pub fn kernel_cmdline(cfg: &GuestConfig) -> Result<String> {
         // /init assembles one region per device, in this order.
         p.push(format!("tierkit.cxl={c}"));
     }
-    if let Some(f) = &cfg.filter {
+    for (f, param) in [
+        (&cfg.filter.kunit, "kunit.filter_glob"),
+        (&cfg.filter.user, "tierkit.filter"),
+    ] {
+        let Some(f) = f else { continue };
         if f.is_empty() || f.chars().any(|c| c.is_whitespace() || c == '"') {
             bail!("--filter `{f}`: a glob without spaces or quotes, e.g. 'tierkit_topology.*'");
         }
-        p.push(format!("kunit.filter_glob={f}"));
-        p.push(format!("tierkit.filter={f}"));
+        p.push(format!("{param}={f}"));
     }
     if !cfg.kunit {
         // The module's suites run under `cargo xtask test`; demos and
@@ -575,7 +578,7 @@ mod tests {
             accel: Accel::Tcg,
             kunit: mode == Mode::Test,
             mode,
-            filter: filter.map(str::to_string),
+            filter: crate::runs::Filter::both(filter),
             append: vec![],
             timeout: Duration::from_secs(600),
             profile: Profile::Default,

@@ -153,13 +153,20 @@ pub enum TopologyKind {
     Cxl,
 }
 
-impl fmt::Display for TopologyKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
+impl TopologyKind {
+    /// Its `--topology` name.
+    pub fn name(self) -> &'static str {
+        match self {
             TopologyKind::Numa => "numa",
             TopologyKind::Numa2 => "numa2",
             TopologyKind::Cxl => "cxl",
-        })
+        }
+    }
+}
+
+impl fmt::Display for TopologyKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
     }
 }
 

@@ -10,7 +10,7 @@
 #     host), together with the output of every guest program, so that lines
 #     like `TIERKIT-JSON {...}` arrive whole, never interleaved with printk.
 #   - Kernel command line: tierkit.mode=run|test|bench-<name>,
-#     tierkit.filter=GLOB (userspace test names), kunit.filter_glob=GLOB,
+#     tierkit.filter=GLOB[,GLOB...] (userspace test names), kunit.filter_glob=GLOB,
 #     tierkit.cxl=MIB[,MIB...] (--topology cxl: the CXL devices' sizes, in
 #     the order of their fixed memory windows).
 #   - tierkit.profile=debug (`--profile debug`): kmemleak is scanned and
@@ -309,6 +309,27 @@ run_prog() {
 	[ "$rc" = 0 ] || fails=$((fails + 1))
 }
 
+# filter_match NAME: true if NAME matches one of the comma-separated shell
+# globs of tierkit.filter (default `*`).
+filter_match() {
+	old_ifs=$IFS
+	IFS=,
+	set -f # split on commas, but do not expand the globs as paths
+	# shellcheck disable=SC2086 # split on purpose
+	set -- "$1" $FILTER
+	set +f
+	IFS=$old_ifs
+	fm_name=$1
+	shift
+	for fm_glob in "$@"; do
+		# shellcheck disable=SC2254 # a glob on purpose
+		case "$fm_name" in
+		$fm_glob) return 0 ;;
+		esac
+	done
+	return 1
+}
+
 run_all() {
 	kind=$1
 	pattern=$2
@@ -316,10 +337,7 @@ run_all() {
 	for p in /bin/$pattern; do
 		[ -x "$p" ] || continue
 		name=${p##*/}
-		case "$name" in
-		$FILTER) ;;
-		*) continue ;;
-		esac
+		filter_match "$name" || continue
 		found=1
 		run_prog "$kind" "$name"
 	done
