@@ -39,10 +39,19 @@ unsafe impl Sync for NodePage {}
 
 impl NodePage {
     /// Allocates one page on `nid` with `gfp | __GFP_THISNODE |
-    /// __GFP_NOWARN`: never another node's memory. `ENOMEM` on failure.
+    /// __GFP_NOWARN`: never another node's memory.
+    ///
+    /// Errors: `EINVAL` for `nid >= MAX_NUMNODES`; `ENOMEM` when the node
+    /// has no page to give, including a node without memory (a policy may
+    /// name a node whose memory went offline after it was set: tierkit
+    /// places strictly, where the kernel's `alloc_pages_node()` would fall
+    /// back to the node's zonelist).
     pub(crate) fn alloc_gfp(nid: usize, gfp: bindings::gfp_t) -> Result<NodePage> {
-        if nid >= MAX_NUMNODES || !shim::node::has_memory(nid) {
+        if nid >= MAX_NUMNODES {
             return Err(EINVAL);
+        }
+        if !shim::node::has_memory(nid) {
+            return Err(ENOMEM);
         }
         // SAFETY: `nid` is a node with memory; the flags allow sleeping,
         // which is fine in the process context of every caller.

@@ -1,0 +1,415 @@
+//! tk-test-node-offline: the CXL node loses all its memory while tierkit
+//! holds pages there, then gets it back (issue 9, "Node lifecycle"; the
+//! semantics are in Documentation/ABI/testing/dev-tierkit).
+//!
+//! On a node whose memory is all ZONE_MOVABLE (the cxl topology's CXL node,
+//! `--cxl-online movable`):
+//! 1. File A maps 64 pages with weighted interleave over DRAM and the CXL
+//!    node and fills a per-page pattern; file B maps 16 pages with the CXL
+//!    node alone; file C sets the CXL node alone as its policy and maps
+//!    nothing.
+//! 2. Every memory block of the node goes offline (each timed; more than
+//!    60 s is killed and fails).
+//! 3. The node has left N_MEMORY (`has_memory`), and its weight files are
+//!    gone: the kernel's and tierkit's.
+//! 4. Existing mappings: every byte intact, no page on the node
+//!    (`move_pages`), tierkit's `held` is 0 on the node.
+//! 5. File C keeps its mask: `TK_IOC_TASK_NEXT` still returns the node; an
+//!    mmap and `TK_IOC_BULK` fail with `ENOMEM` and leave nothing held. A
+//!    new policy naming only the node is `EINVAL`; one naming DRAM and the
+//!    node returns DRAM alone.
+//! 6. The blocks come back online (`online_movable`): `has_memory` and the
+//!    weight files are back, and file C's old policy maps pages on the node
+//!    again, zeroed.
+//!
+//! Skipped, with the reason, where no such node exists (numa, or the CXL
+//! node onlined as kernel memory). Everything is put back on every path.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::Duration;
+use userspace_tests::memblock::{block_state, block_zone, node_blocks, set_block_state, Outcome};
+use userspace_tests::node::{mask_of, parse_list, NODE_SYSFS};
+use userspace_tests::report::Report;
+use userspace_tests::sys::{Mapping, PAGE_SIZE};
+use userspace_tests::tk::{read_stats, stats_of, Tierkit};
+use userspace_tests::weights::{KERNEL_WI_DIR, TIERKIT_WI_DIRS};
+use userspace_tests::{ensure_debugfs, errno_name, expect_errno, read_topology};
+
+const BIN: &str = "tk-test-node-offline";
+const PAGES_A: usize = 64;
+const PAGES_B: usize = 16;
+/// An offline or online that takes longer is killed and counts as hung.
+const LIMIT: Duration = Duration::from_secs(60);
+
+/// Word `j` of page `i` of file `f`'s pattern: distinct and never zero.
+fn pattern(f: u64, i: usize, j: usize) -> u64 {
+    (f << 56) | ((i as u64) << 24) | (j as u64) | 0x8000_0000_0000_0000
+}
+
+fn words(m: &Mapping, i: usize) -> &[u64] {
+    // SAFETY: page `i` lies inside the live shared mapping `m`, which is
+    // page-aligned; nothing writes it while the slice lives.
+    unsafe {
+        std::slice::from_raw_parts(m.as_ptr().add(i * PAGE_SIZE).cast::<u64>(), PAGE_SIZE / 8)
+    }
+}
+
+fn fill(m: &Mapping, f: u64) {
+    let base = m.as_ptr().cast::<u64>();
+    for i in 0..m.nr_pages() {
+        for j in 0..PAGE_SIZE / 8 {
+            // SAFETY: word `j` of page `i` lies inside the live, writable
+            // shared mapping `m`.
+            unsafe { base.add(i * PAGE_SIZE / 8 + j).write(pattern(f, i, j)) };
+        }
+    }
+}
+
+fn verify(m: &Mapping, f: u64) -> Result<(), String> {
+    for i in 0..m.nr_pages() {
+        if let Some((j, w)) = words(m, i)
+            .iter()
+            .enumerate()
+            .find(|(j, w)| **w != pattern(f, i, *j))
+        {
+            return Err(format!(
+                "page {i} word {j}: {w:#x}, expected {:#x}",
+                pattern(f, i, j)
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn has_memory() -> BTreeSet<u32> {
+    std::fs::read_to_string(format!("{NODE_SYSFS}/has_memory"))
+        .ok()
+        .and_then(|s| parse_list(&s).ok())
+        .unwrap_or_default()
+        .into_iter()
+        .collect()
+}
+
+/// The weight files of node `nid`: the kernel's and tierkit's.
+fn weight_files(nid: u32) -> Vec<String> {
+    let tierkit = TIERKIT_WI_DIRS
+        .iter()
+        .find(|d| Path::new(d).is_dir())
+        .copied()
+        .unwrap_or(TIERKIT_WI_DIRS[0]);
+    [KERNEL_WI_DIR, tierkit]
+        .iter()
+        .map(|d| format!("{d}/node{nid}"))
+        .collect()
+}
+
+fn held_on(nid: u32) -> u64 {
+    read_stats().map_or(u64::MAX, |s| stats_of(&s, nid).1)
+}
+
+/// The node's blocks that are online, all in ZONE_MOVABLE; else why not.
+fn movable_blocks(nid: u32) -> Result<Vec<u64>, String> {
+    let blocks = node_blocks(nid);
+    if blocks.is_empty() {
+        return Err(format!("node {nid} has no memory blocks"));
+    }
+    for &b in &blocks {
+        let z = block_zone(b).unwrap_or_default();
+        if z != "Movable" || block_state(b).as_deref() != Some("online") {
+            return Err(format!(
+                "memory{b} of node {nid} is {:?} in zone {z:?}: the node's memory is not all online ZONE_MOVABLE (--topology cxl --cxl-online movable has such a node)",
+                block_state(b)
+            ));
+        }
+    }
+    Ok(blocks)
+}
+
+/// Writes `value` to every block's state, timed; the blocks that took it.
+fn set_all(r: &mut Report, what: &str, blocks: &[u64], value: &str) -> Vec<u64> {
+    let mut done = Vec::new();
+    let mut slowest = (0u64, Duration::ZERO);
+    let mut failed = Vec::new();
+    for &b in blocks {
+        match set_block_state(b, value, LIMIT) {
+            Ok(t) => {
+                if t.elapsed > slowest.1 {
+                    slowest = (b, t.elapsed);
+                }
+                match t.outcome {
+                    Outcome::Done => done.push(b),
+                    o => failed.push(format!(
+                        "memory{b}: {} after {:.3} s",
+                        o.describe(),
+                        t.elapsed.as_secs_f64()
+                    )),
+                }
+            }
+            Err(e) => failed.push(format!("memory{b}: {e}")),
+        }
+    }
+    r.check_note(
+        what,
+        if failed.is_empty() {
+            Ok(format!(
+                "{} blocks, slowest memory{} {:.3} s",
+                done.len(),
+                slowest.0,
+                slowest.1.as_secs_f64()
+            ))
+        } else {
+            Err(failed.join("; "))
+        },
+    );
+    done
+}
+
+fn run(r: &mut Report, dram: u32, c: u32, blocks: &[u64]) -> Vec<u64> {
+    let mut offline: Vec<u64> = Vec::new();
+    let held0 = held_on(c);
+    let open = |r: &mut Report, name: &str, mask: u64| -> Option<Tierkit> {
+        let t = Tierkit::open()
+            .map_err(|e| r.fail(&format!("{name}: open"), e.to_string()))
+            .ok()?;
+        t.set_policy(tierkit_core::uapi::TK_MODE_WEIGHTED_INTERLEAVE, mask)
+            .map_err(|e| r.fail(&format!("{name}: SET_POLICY"), errno_name(&e)))
+            .ok()?;
+        Some(t)
+    };
+    let both = mask_of(&[dram, c]);
+    let only_c = mask_of(&[c]);
+    let (Some(a), Some(b), Some(fc)) = (
+        open(r, "file A", both),
+        open(r, "file B", only_c),
+        open(r, "file C", only_c),
+    ) else {
+        return offline;
+    };
+    let (ma, mb) = match (a.map(PAGES_A, 0), b.map(PAGES_B, 0)) {
+        (Ok(x), Ok(y)) => (x, y),
+        (x, y) => {
+            r.fail(
+                "map files A and B",
+                format!(
+                    "A: {:?}, B: {:?}",
+                    x.err().map(|e| errno_name(&e)),
+                    y.err().map(|e| errno_name(&e))
+                ),
+            );
+            return offline;
+        }
+    };
+    fill(&ma, 1);
+    fill(&mb, 2);
+    let on_c = |m: &Mapping| {
+        m.page_nodes()
+            .map(|n| n.iter().filter(|&&x| x == c as i32).count())
+    };
+    r.check_note(
+        "before: file B's pages all on the CXL node, file A's partly",
+        match (on_c(&ma), on_c(&mb)) {
+            (Ok(x), Ok(y)) if y == PAGES_B && x > 0 && x < PAGES_A => {
+                Ok(format!("A {x}/{PAGES_A}, B {y}/{PAGES_B} on node {c}"))
+            }
+            (x, y) => Err(format!("on node {c}: A {x:?}, B {y:?}")),
+        },
+    );
+
+    offline = set_all(
+        r,
+        &format!(
+            "offline all {} blocks of node {c} while tierkit holds pages there",
+            blocks.len()
+        ),
+        blocks,
+        "offline",
+    );
+    if offline.len() != blocks.len() {
+        return offline;
+    }
+    r.check(
+        &format!("node {c} left N_MEMORY"),
+        if has_memory().contains(&c) {
+            Err(format!("has_memory still lists {c}"))
+        } else {
+            Ok(())
+        },
+    );
+    let present: Vec<String> = weight_files(c)
+        .into_iter()
+        .filter(|f| Path::new(f).exists())
+        .collect();
+    r.check(
+        &format!("node {c}'s weight files are gone (kernel's and tierkit's)"),
+        if present.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("still there: {}", present.join(", ")))
+        },
+    );
+    for (name, m, f) in [("file A", &ma, 1), ("file B", &mb, 2)] {
+        r.check(&format!("{name}: every byte intact"), verify(m, f));
+        r.check(
+            &format!("{name}: no page left on node {c}"),
+            match on_c(m) {
+                Ok(0) => Ok(()),
+                x => Err(format!("{x:?} pages on node {c}")),
+            },
+        );
+    }
+    r.check(
+        &format!("stats: nothing held on node {c}"),
+        match held_on(c) {
+            0 => Ok(()),
+            h => Err(format!("held {h} (before the test {held0})")),
+        },
+    );
+    r.check(
+        "file C keeps its mask: TASK_NEXT still returns the node",
+        match fc.task_next(4) {
+            Ok(v) if v.iter().all(|&n| u32::from(n) == c) => Ok(()),
+            Ok(v) => Err(format!("got {v:?}")),
+            Err(e) => Err(errno_name(&e)),
+        },
+    );
+    let held_before = held_on(c);
+    r.check(
+        "file C: mmap picking the node is ENOMEM",
+        expect_errno(fc.map(8, 0), libc::ENOMEM),
+    );
+    r.check(
+        "file C: BULK picking the node is ENOMEM",
+        expect_errno(fc.bulk(8), libc::ENOMEM),
+    );
+    r.check(
+        "the failed calls left nothing held",
+        if held_on(c) == held_before {
+            Ok(())
+        } else {
+            Err(format!("held {} then {}", held_before, held_on(c)))
+        },
+    );
+    match Tierkit::open() {
+        Ok(d) => {
+            r.check(
+                "new SET_POLICY naming only the node: EINVAL",
+                expect_errno(
+                    d.set_policy(tierkit_core::uapi::TK_MODE_WEIGHTED_INTERLEAVE, only_c),
+                    libc::EINVAL,
+                ),
+            );
+            r.check(
+                "new SET_POLICY naming DRAM and the node: DRAM alone",
+                match d.set_policy(tierkit_core::uapi::TK_MODE_WEIGHTED_INTERLEAVE, both) {
+                    Ok(p) if p.nodemask == mask_of(&[dram]) => Ok(()),
+                    Ok(p) => Err(format!("mask {:#x}", p.nodemask)),
+                    Err(e) => Err(errno_name(&e)),
+                },
+            );
+        }
+        Err(e) => {
+            r.fail("open a fourth file", e.to_string());
+        }
+    }
+
+    let back = set_all(
+        r,
+        &format!("online all blocks of node {c} again"),
+        &offline,
+        "online_movable",
+    );
+    offline.retain(|b| !back.contains(b));
+    if !offline.is_empty() {
+        return offline;
+    }
+    r.check(
+        &format!("node {c} is back in N_MEMORY with its weight files"),
+        {
+            let missing: Vec<String> = weight_files(c)
+                .into_iter()
+                .filter(|f| !Path::new(f).exists())
+                .collect();
+            if !has_memory().contains(&c) {
+                Err("has_memory does not list it".into())
+            } else if !missing.is_empty() {
+                Err(format!("missing: {}", missing.join(", ")))
+            } else {
+                Ok(())
+            }
+        },
+    );
+    r.check(
+        "file C's old policy maps on the node again, zeroed",
+        match fc.map(8, 0) {
+            Ok(m) => match (m.first_nonzero(), on_c(&m)) {
+                (None, Ok(8)) => Ok(()),
+                (nz, n) => Err(format!("first non-zero byte {nz:?}, on node {c}: {n:?}")),
+            },
+            Err(e) => Err(errno_name(&e)),
+        },
+    );
+    r.check("file A: every byte intact after the online", verify(&ma, 1));
+    offline
+}
+
+fn main() -> ExitCode {
+    let mut r = Report::new(BIN, "test");
+    ensure_debugfs();
+    if !Tierkit::present() {
+        r.fail(
+            "/dev/tierkit exists",
+            "no /dev/tierkit: is tierkit.ko loaded?",
+        );
+        return r.finish();
+    }
+    let Some(topo) = read_topology(&mut r) else {
+        return r.finish();
+    };
+    let (Some(dram), Some(c)) = (topo.dram_node(), topo.cxl_node()) else {
+        r.skip("node lifecycle", "no DRAM node and memory-only node");
+        return r.finish();
+    };
+    let blocks = match movable_blocks(c) {
+        Ok(b) => b,
+        Err(why) => {
+            r.skip("node lifecycle: offline every block of the CXL node", why);
+            return r.finish();
+        }
+    };
+    let start = read_stats().unwrap_or_default();
+    let left = run(&mut r, dram, c, &blocks);
+    // Put back whatever is still offline, whatever failed.
+    let still: Vec<u64> = blocks
+        .iter()
+        .copied()
+        .filter(|&b| left.contains(&b) || block_state(b).as_deref() != Some("online"))
+        .collect();
+    if !still.is_empty() {
+        set_all(
+            &mut r,
+            "restore: online the blocks left offline",
+            &still,
+            "online_movable",
+        );
+    }
+    let end = read_stats().unwrap_or_default();
+    r.check(
+        "everything put back: held pages as at the start",
+        if stats_of(&end, c).1 == stats_of(&start, c).1
+            && stats_of(&end, dram).1 == stats_of(&start, dram).1
+        {
+            Ok(())
+        } else {
+            Err(format!(
+                "held on node {c}: {} -> {}, on node {dram}: {} -> {}",
+                stats_of(&start, c).1,
+                stats_of(&end, c).1,
+                stats_of(&start, dram).1,
+                stats_of(&end, dram).1
+            ))
+        },
+    );
+    r.finish()
+}
