@@ -773,7 +773,7 @@ pub const ALL: &str = "all";
 const REPORT_TOPOLOGIES: [TopologyKind; 2] = [TopologyKind::Numa, TopologyKind::Cxl];
 
 /// `cargo xtask bench` with no name.
-pub fn run_all(g: &crate::GuestArgs) -> Result<ExitCode> {
+pub(crate) fn run_all(g: &crate::cli::GuestArgs) -> Result<ExitCode> {
     let kinds: Vec<TopologyKind> = match g.topology {
         Some(k) => vec![k],
         None => REPORT_TOPOLOGIES.to_vec(),
@@ -794,7 +794,7 @@ pub fn run_all(g: &crate::GuestArgs) -> Result<ExitCode> {
         let _ = std::fs::remove_file(&bench_json);
         let t = Timer::start();
         let label = kind.to_string();
-        let mut req = crate::GuestRequest::new(
+        let mut req = crate::guest::GuestRequest::new(
             Mode::Bench(ALL.into()),
             g,
             crate::profile::Profile::Default,
@@ -802,7 +802,7 @@ pub fn run_all(g: &crate::GuestArgs) -> Result<ExitCode> {
             false,
         );
         req.label = Some(label);
-        let ok = match crate::guest_cmd(g, req) {
+        let ok = match crate::guest::guest_cmd(g, req) {
             Ok(r) => r.ok,
             Err(e) => {
                 eprintln!("\nerror ({kind}): {e:#}");

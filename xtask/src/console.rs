@@ -136,10 +136,6 @@ pub struct Pattern {
     pub kind: CrashKind,
     pub rule: Rule,
     /// A real first line of such a report (checked by the tests).
-    #[cfg_attr(
-        not(test),
-        expect(dead_code, reason = "documentation, checked by the tests")
-    )]
     pub example: &'static str,
 }
 

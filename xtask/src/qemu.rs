@@ -309,7 +309,7 @@ impl Streamer {
 
     /// The line to print for a console line, if any. A kernel report
     /// ([`console::PATTERNS`]) gets a headline with where the run is, and
-    /// is shown whole (up to [`LIVE_REPORT_LINES`] lines).
+    /// is shown whole (up to `LIVE_REPORT_LINES` lines).
     pub fn filter(&mut self, raw: &str) -> Option<String> {
         let raw = raw.trim_end_matches(['\r', '\n']);
         self.line_no += 1;

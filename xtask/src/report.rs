@@ -91,20 +91,23 @@ impl Totals {
         }
     }
 
-    /// Sum of two totals (the final line over several topologies).
-    pub fn add(self, o: Totals) -> Totals {
-        Totals {
-            passed: self.passed + o.passed,
-            failed: self.failed + o.failed,
-            skipped: self.skipped + o.skipped,
-        }
-    }
-
     /// `tierkit [cxl]: N passed, M failed, K skipped`: one topology's line
     /// when `cargo xtask test` runs several.
     pub fn labelled(&self, label: &str) -> String {
         self.to_string()
             .replacen("tierkit:", &format!("tierkit [{label}]:"), 1)
+    }
+}
+
+/// Sum of two totals (the final line over several boots).
+impl std::ops::Add for Totals {
+    type Output = Totals;
+    fn add(self, o: Totals) -> Totals {
+        Totals {
+            passed: self.passed + o.passed,
+            failed: self.failed + o.failed,
+            skipped: self.skipped + o.skipped,
+        }
     }
 }
 

@@ -7,18 +7,8 @@
 //! `# Totals:` stats), `lib/kunit/assert.c` (assertion messages),
 //! `arch/x86/kernel/dumpstack.c` (oops), interleaved with other printk and
 //! userspace output.
-//!
-//! xtask is a binary crate, so the modules are compiled into this test
-//! crate by path.
 
-#![allow(dead_code)]
-
-#[path = "../src/console.rs"]
-mod console;
-#[path = "../src/ktap.rs"]
-mod ktap;
-#[path = "../src/report.rs"]
-mod report;
+use xtask::{ktap, report};
 
 use std::path::PathBuf;
 

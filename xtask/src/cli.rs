@@ -1,0 +1,325 @@
+//! The command line: clap's definitions of every subcommand and flag, and
+//! the dispatch to [`crate::guest`] (one boot) and [`crate::testing`]
+//! (`test`'s boots).
+
+use anyhow::Result;
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use crate::guest::{build_all, guest_cmd, GuestRequest};
+use crate::qemu::{self, Mode};
+use crate::topology::{CxlDevice, Perf, TopologyKind};
+use crate::{bench, kernel, module, profile, report, say, setup, testing, util};
+
+const ABOUT: &str = "Build Linux 7.3 with Rust and the tierkit module, boot it in QEMU with a \
+CPU-less memory node, and report the results.";
+
+const AFTER_HELP: &str = "\
+The two main commands:
+  cargo xtask run     build everything (cached), boot, load tierkit, run the demos
+  cargo xtask test    host tests, then boot, KUnit + userspace tests, summary, JSON, JUnit
+
+  cargo xtask test --profile debug           the same on the debug kernel (KASAN, UBSAN,
+                                             lockdep, kmemleak, ...; any report fails)
+  cargo xtask test --profile default,debug   both, one combined totals line (.ci/run)
+
+Cache: $TIERKIT_CACHE (default ~/.cache/tierkit). Output: target/tierkit/.
+A fresh Debian 12 machine needs nothing else: missing tools are installed by
+scripts/setup-host.sh on first use.";
+
+#[derive(Parser)]
+#[command(name = "cargo xtask", bin_name = "cargo xtask", about = ABOUT, after_help = AFTER_HELP, version)]
+struct Cli {
+    /// Show every command xtask runs and, when a guest boots, its whole
+    /// console.
+    #[arg(short, long, global = true)]
+    verbose: bool,
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Check the host tools; install what is missing (scripts/setup-host.sh).
+    Setup {
+        /// Run scripts/setup-host.sh even if nothing seems missing.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Fetch, configure and build the kernel (cached); print its KDIR.
+    Kernel(KernelArgs),
+    /// Build the module against the cached kernel (in module/, copied to
+    /// target/tierkit/tierkit-<kernel key>.ko).
+    Module(KernelArgs),
+    /// Build everything the guest needs (kernel, module, guest binaries,
+    /// initramfs) without booting.
+    Build(KernelArgs),
+    /// The main job: build (cached), boot the default topology, load
+    /// tierkit and run the demos (/bin/tk-demo*): weighted placement per
+    /// node and a 1 GiB clear per node. KUnit is off unless --kunit.
+    Run(RunArgs),
+    /// Run all tests: host tests, then boot with KUnit and the userspace
+    /// tests (/bin/tk-test-*); print a summary and write JSON and JUnit XML.
+    ///
+    /// Without --topology it boots: numa (the whole suite), cxl (the whole
+    /// suite, CXL node in ZONE_MOVABLE) and cxl-kernel (a short run with the
+    /// CXL node onlined as kernel memory: tierkit_wi_alloc, tk-test-cxl,
+    /// -offline, -placement, -diff); under --profile debug numa and cxl.
+    /// With --topology: that topology's whole suite, one boot.
+    /// Results: target/tierkit/test-<run>[-debug]/{results.json,junit.xml}.
+    Test(TestArgs),
+    /// Boot and run a benchmark (/bin/tk-bench-<name>); its `TIERKIT-JSON`
+    /// lines go to target/tierkit/bench/<name>.json. With no name: every
+    /// benchmark, one boot per topology (numa, then cxl; `--topology`
+    /// picks one), and the report in target/tierkit/report/.
+    Bench(BenchArgs),
+}
+
+#[derive(Args, Clone)]
+pub(crate) struct KernelArgs {
+    /// Use this kernel source tree (e.g. a git checkout; it must be clean:
+    /// xtask builds out of tree). Default: Debian's linux-source-7.3.
+    #[arg(long, value_name = "DIR", env = "TIERKIT_KERNEL_SRC")]
+    pub(crate) kernel_src: Option<PathBuf>,
+    /// Regenerate the kernel config even if an identical one is remembered.
+    #[arg(long)]
+    pub(crate) fresh_config: bool,
+    /// Kernel configuration. `debug`: a second kernel, built and cached
+    /// beside the default one, with kconfig/debug/*.config on top (KASAN,
+    /// UBSAN, lockdep, kmemleak, DEBUG_VM/LIST/OBJECTS, soft-lockup,
+    /// hung-task and RCU-stall detectors); the module is built with
+    /// CLIPPY=1 and warnings as errors; the guest boots with panic_on_warn=1
+    /// and short hang timeouts, and runs a kmemleak scan after rmmod. Any
+    /// KASAN, UBSAN, lockdep, kmemleak, lockup, stall, BUG or WARNING
+    /// report fails the run. Output goes to
+    /// target/tierkit/<mode>-<topology>-debug/. `test`, `kernel`, `module`
+    /// and `build` take several (`--profile default,debug`: one after the
+    /// other, with one combined totals line for `test`).
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        value_name = "PROFILE",
+        default_value = "default"
+    )]
+    pub(crate) profile: Vec<profile::Profile>,
+}
+
+impl KernelArgs {
+    /// The profiles asked for, in order, each once.
+    pub(crate) fn profiles(&self) -> Vec<profile::Profile> {
+        let mut v: Vec<profile::Profile> = Vec::new();
+        for p in &self.profile {
+            if !v.contains(p) {
+                v.push(*p);
+            }
+        }
+        if v.is_empty() {
+            v.push(profile::Profile::Default);
+        }
+        v
+    }
+
+    /// The one profile of a command that boots once (`run`, `bench`).
+    pub(crate) fn single_profile(&self, cmd: &str) -> Result<profile::Profile> {
+        match self.profiles()[..] {
+            [p] => Ok(p),
+            ref many => anyhow::bail!(
+                "`cargo xtask {cmd}` boots one kernel: give one --profile, not {}",
+                many.iter().map(|p| p.name()).collect::<Vec<_>>().join(",")
+            ),
+        }
+    }
+}
+
+#[derive(Args, Clone)]
+pub(crate) struct GuestArgs {
+    #[command(flatten)]
+    pub(crate) kernel: KernelArgs,
+    /// Guest NUMA topology [default: numa; `test`: numa, then cxl].
+    #[arg(long, value_enum)]
+    pub(crate) topology: Option<TopologyKind>,
+    /// Guest CPUs in total (numa2 splits them over its two CPU nodes).
+    /// At most 8: kconfig/base.config sets CONFIG_NR_CPUS=8, and the guest
+    /// would silently ignore the rest.
+    #[arg(long, default_value_t = 2, value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..=8))]
+    pub(crate) cpus: u32,
+    /// DRAM per CPU node, in whole GiB [default: 8G]. q35 splits RAM around
+    /// the PCI hole below 4 GiB, early kernel allocations and the memmap sit
+    /// in node 0, the CXL node's memmap too (64 MiB per 4 GiB, allocated on
+    /// node 0 at hot-add), and the tests leave unmovable pages behind: 6 GiB
+    /// once left no free, naturally aligned GiB for the gigantic tests.
+    #[arg(long, value_parser = util::parse_gib, value_name = "SIZE")]
+    pub(crate) dram: Option<u32>,
+    /// Size of the memory-only node of numa and numa2, in whole GiB.
+    #[arg(long, default_value = "3G", value_parser = util::parse_gib, value_name = "SIZE")]
+    pub(crate) cxl_mem: u32,
+    /// A CXL type-3 device of --topology cxl: whole GiB, optionally with
+    /// the HMAT latency (ns) and bandwidth (GB/s) of its generic port, e.g.
+    /// `4G` or `2G:300:5G`. Repeatable or comma-separated (`4G,2G`).
+    /// [default: one 4G:250:10G]
+    #[arg(long, alias = "cxl-devs", value_delimiter = ',', value_parser = CxlDevice::parse, value_name = "SIZE[:NS:GBS]")]
+    pub(crate) cxl_dev: Vec<CxlDevice>,
+    /// HMAT latency (ns) and bandwidth (GB/s) of a CPU node's own DRAM,
+    /// e.g. `100:20G` [default: numa, numa2: 100:200G; cxl: 100:20G].
+    #[arg(long, value_parser = Perf::parse, value_name = "NS:GBS")]
+    pub(crate) dram_perf: Option<Perf>,
+    /// QEMU CPU model (`-cpu`), e.g. `max` or `max,erms=off`
+    /// [default: max; cxl: max,erms=off,fsrm=off,fsrs=off].
+    #[arg(long = "cpu", value_name = "MODEL")]
+    pub(crate) cpu_model: Option<String>,
+    /// Use KVM even if it does not look usable.
+    #[arg(long, overrides_with = "no_kvm")]
+    pub(crate) kvm: bool,
+    /// Never use KVM (TCG).
+    #[arg(long)]
+    pub(crate) no_kvm: bool,
+    /// Kill the guest after this many seconds [default: 600; bench: 1800;
+    /// four times that with cxl].
+    #[arg(long, value_name = "SECS")]
+    pub(crate) timeout: Option<u64>,
+    /// Only run matching tests: `kunit.filter_glob=GLOB` for KUnit
+    /// (`suite` or `suite.test`), and a shell glob on userspace test names.
+    #[arg(long, value_name = "GLOB")]
+    pub(crate) filter: Option<String>,
+    /// Extra kernel command line parameters (repeatable).
+    #[arg(long, value_name = "ARGS")]
+    pub(crate) append: Vec<String>,
+    /// How the CXL node's memory is onlined (`memhp_default_state=`):
+    /// `movable` (ZONE_MOVABLE, as real systems do, so it can be offlined
+    /// again) or `kernel` (ZONE_NORMAL).
+    /// [default: movable; `test` also boots a short cxl run with `kernel`
+    /// unless this is given]
+    #[arg(long, value_enum, value_name = "ZONE")]
+    pub(crate) cxl_online: Option<qemu::CxlOnline>,
+}
+
+#[derive(Args, Clone)]
+struct RunArgs {
+    #[command(flatten)]
+    guest: GuestArgs,
+    /// Also run the module's KUnit suites at insmod (`cargo xtask test`
+    /// always does; they take a while under TCG).
+    #[arg(long)]
+    kunit: bool,
+}
+
+#[derive(Args, Clone)]
+struct TestArgs {
+    #[command(flatten)]
+    guest: GuestArgs,
+    /// Skip the host tests (`cargo test --workspace`).
+    #[arg(long)]
+    no_host_tests: bool,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum BenchKind {
+    /// Parallel gigantic-page clearing (/bin/tk-bench-clear).
+    Clear,
+    /// Weighted-interleave placement (/bin/tk-bench-wi).
+    Wi,
+}
+
+#[derive(Args, Clone)]
+struct BenchArgs {
+    /// One benchmark; none: all of them and the report.
+    #[arg(value_enum)]
+    which: Option<BenchKind>,
+    #[command(flatten)]
+    guest: GuestArgs,
+}
+
+/// `cargo xtask`'s entry point.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    util::set_verbose(cli.verbose);
+    util::setup_llvm_path();
+    let is_test = matches!(cli.cmd, Cmd::Test(_));
+    match real_main(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            // Not `{:?}`: with RUST_BACKTRACE set that adds xtask's own backtrace.
+            eprintln!("\nerror: {e}");
+            for cause in e.chain().skip(1) {
+                eprintln!("  caused by: {cause}");
+            }
+            if is_test {
+                // CI reads this line; a build or boot error is a failure too.
+                println!(
+                    "{}",
+                    report::Totals {
+                        passed: 0,
+                        failed: 1,
+                        skipped: 0
+                    }
+                );
+            }
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn real_main(cli: Cli) -> Result<ExitCode> {
+    match cli.cmd {
+        Cmd::Setup { force } => setup::cmd_setup(force).map(|_| ExitCode::SUCCESS),
+        Cmd::Kernel(k) => {
+            setup::ensure()?;
+            for p in k.profiles() {
+                kernel::cmd_kernel(k.kernel_src.as_deref(), k.fresh_config, p)?;
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::Module(k) => {
+            setup::ensure()?;
+            for p in k.profiles() {
+                let kb = kernel::ensure(k.kernel_src.as_deref(), k.fresh_config, p)?;
+                let m = module::build(&kb)?;
+                say!("module ({p} profile): {}", m.ko.display());
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::Build(k) => {
+            setup::ensure()?;
+            for p in k.profiles() {
+                let b = build_all(&k, p, &util::out_dir())?;
+                say!(
+                    "initramfs ({p} profile): {} ({} KiB)",
+                    b.initramfs.path.display(),
+                    b.initramfs.size / 1024
+                );
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::Run(r) => {
+            let kind = r.guest.topology.unwrap_or(TopologyKind::Numa);
+            let p = r.guest.kernel.single_profile("run")?;
+            let req = GuestRequest::new(Mode::Run, &r.guest, p, kind, r.kunit);
+            guest_cmd(&r.guest, req).map(|g| g.exit())
+        }
+        Cmd::Test(t) => {
+            setup::ensure()?;
+            let host = if t.no_host_tests {
+                None
+            } else {
+                Some(testing::host_tests()?)
+            };
+            testing::test_all(&t.guest, host, &t.guest.kernel.profiles())
+        }
+        Cmd::Bench(b) => {
+            let Some(which) = b.which else {
+                return bench::run_all(&b.guest);
+            };
+            let name = match which {
+                BenchKind::Clear => "clear",
+                BenchKind::Wi => "wi",
+            };
+            let kind = b.guest.topology.unwrap_or(TopologyKind::Numa);
+            let p = b.guest.kernel.single_profile("bench")?;
+            let req = GuestRequest::new(Mode::Bench(name.into()), &b.guest, p, kind, false);
+            guest_cmd(&b.guest, req).map(|g| g.exit())
+        }
+    }
+}

@@ -1,0 +1,384 @@
+//! One guest boot: build what it needs (cached), boot it, judge it, report.
+//! `run`, `test` and `bench` each describe their boot as a `GuestRequest`.
+
+use anyhow::Result;
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use crate::cli::{GuestArgs, KernelArgs};
+use crate::qemu::{self, Mode};
+use crate::runs;
+use crate::topology::{self, Topology, TopologyKind, TopologyOpts};
+use crate::util::{self, fmt_dur, Timer};
+use crate::{bench, initramfs, kernel, module, profile, report, say, setup, userspace, verdict};
+
+/// Everything built for a boot.
+pub(crate) struct Built {
+    pub(crate) kernel: kernel::KernelBuild,
+    pub(crate) initramfs: initramfs::Initramfs,
+    pub(crate) times: Vec<(&'static str, Duration)>,
+}
+
+/// Builds everything for `profile`; the initramfs goes to `dir`.
+pub(crate) fn build_all(k: &KernelArgs, profile: profile::Profile, dir: &Path) -> Result<Built> {
+    let mut times = Vec::new();
+    let t = Timer::start();
+    let kb = kernel::ensure(k.kernel_src.as_deref(), k.fresh_config, profile)?;
+    times.push(("kernel", t.elapsed()));
+    let t = Timer::start();
+    let m = module::build(&kb)?;
+    times.push(("module", t.elapsed()));
+    let t = Timer::start();
+    let bins = userspace::build()?;
+    times.push(("guest binaries", t.elapsed()));
+    let t = Timer::start();
+    let info = format!(
+        "kernel {} (config {}, source {}), guest binaries: {}",
+        kb.key,
+        kb.config_hash,
+        kb.src.display(),
+        bins.iter()
+            .map(|b| b.name.as_str())
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    std::fs::create_dir_all(dir)?;
+    let ir = initramfs::build(dir, &info, &m, &bins)?;
+    times.push(("initramfs", t.elapsed()));
+    Ok(Built {
+        kernel: kb,
+        initramfs: ir,
+        times,
+    })
+}
+
+/// One boot as asked: what `run`, `test` and `bench` hand to [`guest_cmd`].
+pub(crate) struct GuestRequest {
+    pub mode: Mode,
+    pub profile: profile::Profile,
+    pub kind: TopologyKind,
+    /// Run the module's KUnit suites at insmod.
+    pub kunit: bool,
+    pub cxl_online: qemu::CxlOnline,
+    pub filter: runs::Filter,
+    /// Host-test outcome and time, reported with this boot.
+    pub host: Option<(bool, Duration)>,
+    /// One of several boots of one `test`: its name (totals line, run
+    /// directory `target/tierkit/<mode>-<name>`); `None`: the topology's.
+    pub label: Option<String>,
+    /// The run directory's name after `<mode>-`; `None`: the topology's.
+    pub dir_name: Option<&'static str>,
+}
+
+impl GuestRequest {
+    /// A boot of `kind` with the command line's `--filter` and
+    /// `--cxl-online` (default movable).
+    pub(crate) fn new(
+        mode: Mode,
+        g: &GuestArgs,
+        profile: profile::Profile,
+        kind: TopologyKind,
+        kunit: bool,
+    ) -> GuestRequest {
+        GuestRequest {
+            mode,
+            profile,
+            kind,
+            kunit,
+            cxl_online: g.cxl_online.unwrap_or(qemu::CxlOnline::Movable),
+            filter: runs::Filter::both(g.filter.as_deref()),
+            host: None,
+            label: None,
+            dir_name: None,
+        }
+    }
+
+    /// The boot of one [`runs::TestRun`]; `--filter` overrides its own
+    /// selection, `--cxl-online` its zone only where the run leaves it open.
+    pub(crate) fn for_run(
+        g: &GuestArgs,
+        profile: profile::Profile,
+        run: &runs::TestRun,
+    ) -> GuestRequest {
+        let mut req = GuestRequest::new(Mode::Test, g, profile, run.kind, true);
+        if let Some(z) = run.cxl_online {
+            req.cxl_online = z;
+        }
+        if let (None, Some((k, u))) = (&g.filter, run.only) {
+            req.filter = runs::Filter {
+                kunit: Some(k.into()),
+                user: Some(u.into()),
+            };
+        }
+        req.dir_name = Some(run.name);
+        req
+    }
+}
+
+/// What one boot came to.
+pub(crate) struct GuestResult {
+    pub(crate) ok: bool,
+    /// KUnit plus userspace totals (`test`, `run --kunit`).
+    pub(crate) totals: Option<report::Totals>,
+    /// Wall time of the boot.
+    pub(crate) boot: Option<Duration>,
+    /// Seconds /init spent assembling and onlining CXL regions.
+    pub(crate) cxl_setup: Option<f64>,
+}
+
+impl GuestResult {
+    pub(crate) fn exit(&self) -> ExitCode {
+        if self.ok {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Boots once as `req` asks and reports.
+pub(crate) fn guest_cmd(g: &GuestArgs, req: GuestRequest) -> Result<GuestResult> {
+    let GuestRequest {
+        mode,
+        profile,
+        kind,
+        kunit,
+        cxl_online,
+        filter,
+        host,
+        label,
+        dir_name,
+    } = req;
+    let label = label.as_deref();
+    setup::ensure()?;
+    let total = Timer::start();
+    let topo = Topology::new(&TopologyOpts {
+        kind,
+        cpus: g.cpus,
+        dram_gib: g.dram.unwrap_or(topology::default_dram_gib(kind)),
+        slow_gib: g.cxl_mem,
+        // `test` without --topology: the CXL devices are cxl's.
+        cxl_devs: if kind == TopologyKind::Cxl || g.topology.is_some() {
+            g.cxl_dev.clone()
+        } else {
+            vec![]
+        },
+        dram_perf: g.dram_perf,
+    })?;
+    for (i, d) in topo.cxl.iter().enumerate() {
+        if d.size_gib < 2 {
+            say!("note: CXL device {i} is {} GiB: QEMU puts CXL windows 256 MiB past a GiB boundary, so its node holds no aligned GiB and 1 GiB gigantic pages (tierkit_clear_gigantic, tk-test-gigantic) cannot be placed there; use 2G or more", d.size_gib);
+        }
+    }
+    let accel = qemu::choose_accel(if g.kvm {
+        Some(true)
+    } else if g.no_kvm {
+        Some(false)
+    } else {
+        None
+    });
+    let mut default_timeout = if matches!(mode, Mode::Bench(_)) {
+        1800
+    } else {
+        600
+    };
+    if kind == TopologyKind::Cxl {
+        // QEMU emulates CXL memory access by access: every test that fills
+        // or clears GiBs on the CXL node is some 100 times slower there.
+        default_timeout *= 4;
+    }
+    // KASAN, lockdep and kmemleak slow the guest down several times.
+    default_timeout *= profile.timeout_factor();
+    let cfg = qemu::GuestConfig {
+        topology: topo,
+        cpu_model: g
+            .cpu_model
+            .clone()
+            .unwrap_or_else(|| topology::default_cpu_model(kind).to_string()),
+        accel,
+        mode: mode.clone(),
+        kunit,
+        filter: filter.clone(),
+        append: g.append.clone(),
+        timeout: Duration::from_secs(g.timeout.unwrap_or(default_timeout)),
+        profile,
+        cxl_online,
+    };
+    let run_dir = util::out_dir().join(format!(
+        "{}-{}{}",
+        mode.as_param(),
+        dir_name.unwrap_or(kind.name()),
+        profile.suffix()
+    ));
+    std::fs::create_dir_all(&run_dir)?;
+    // Two boots of the same mode and topology would write the same logs.
+    let _run_lock = util::lock(&run_dir.join(".lock"), "this run directory")?;
+    for stale in [
+        "console.log",
+        "data.log",
+        "results.json",
+        "junit.xml",
+        "qemu-stderr.log",
+    ] {
+        let _ = std::fs::remove_file(run_dir.join(stale));
+    }
+    let b = build_all(&g.kernel, profile, &run_dir)?;
+    say!(
+        "booting {} with {} ({:?}, -cpu {}), mode {}, {} profile",
+        kind,
+        cfg.topology.describe(),
+        accel,
+        cfg.cpu_model,
+        mode.as_param(),
+        profile
+    );
+    say!("console log: {}", run_dir.join("console.log").display());
+    let mut streamer = qemu::Streamer::new(util::verbose(), !matches!(mode, Mode::Test));
+    let t = Timer::start();
+    let guest = qemu::boot(&b.kernel, &b.initramfs, &cfg, &run_dir, &mut streamer)?;
+    let boot_time = t.elapsed();
+    let mut outcome = verdict::evaluate(&guest, kunit, filter.describe().as_deref(), profile);
+    if let Some((false, _)) = host {
+        let msg = format!(
+            "host tests failed (see {})",
+            util::out_dir().join("host-tests.log").display()
+        );
+        outcome.reasons.push(msg.clone());
+        outcome.user_tests.push(report::UserTest {
+            name: "[harness] host tests".into(),
+            passed: false,
+            skipped: false,
+            rc: 1,
+            output_tail: msg,
+            duration_ms: 0,
+        });
+    }
+
+    let mut times = b.times.clone();
+    if let Some((_, d)) = host {
+        times.insert(0, ("host tests", d));
+    }
+    times.push(("boot", boot_time));
+    let timing: Vec<String> = times
+        .iter()
+        .map(|(n, d)| format!("{n} {}", fmt_dur(*d)))
+        .collect();
+
+    println!();
+    if !guest.qemu_stderr.trim().is_empty() && util::verbose() {
+        say!("QEMU stderr: {}", guest.qemu_stderr.trim());
+    }
+    say!("console: {}", guest.console_log.display());
+    print_guest_view(kind, &outcome.markers);
+    let result = |totals| GuestResult {
+        ok: outcome.ok(),
+        totals,
+        boot: Some(boot_time),
+        cxl_setup: outcome.markers.cxl_setup_secs(),
+    };
+    if let Mode::Bench(name) = &mode {
+        write_bench(name, &cfg, &outcome, &guest.data_log)?;
+        bench::report(name);
+    }
+    if !kunit {
+        // Demos and benchmarks: their exit codes, crashes, the protocol.
+        say!(
+            "time: {} (total {})",
+            timing.join(", "),
+            fmt_dur(total.elapsed())
+        );
+        for p in &outcome.markers.progs {
+            let rc =
+                p.rc.map(|r| r.to_string())
+                    .unwrap_or_else(|| "none (did not finish)".into());
+            say!("{} {}: rc={rc}", p.kind.to_lowercase(), p.name);
+        }
+        for r in &outcome.reasons {
+            say!("FAIL: {r}");
+        }
+        let status = if outcome.ok() { "ok" } else { "FAILED" };
+        println!("tierkit {}: {status}", mode.as_param().replace('-', " "));
+        return Ok(result(None));
+    }
+    let results = run_dir.join("results.json");
+    let junit = run_dir.join("junit.xml");
+    report::write_json(&results, &outcome.run, &outcome.user_tests)?;
+    report::write_junit(
+        &junit,
+        &format!("tierkit-{}", dir_name.unwrap_or(kind.name())),
+        &outcome.run,
+        &outcome.user_tests,
+    )?;
+    say!("results: {} and {}", results.display(), junit.display());
+    say!(
+        "time: {} (total {})",
+        timing.join(", "),
+        fmt_dur(total.elapsed())
+    );
+    if !outcome.ok() {
+        // Reasons that the summary's tables do not show on their own.
+        for r in &outcome.reasons {
+            if r.lines().count() <= 2 {
+                say!("FAIL: {r}");
+            }
+        }
+    }
+    println!();
+    match label {
+        Some(l) => report::print_summary_labelled(&outcome.run, &outcome.user_tests, l),
+        None => report::print_summary(&outcome.run, &outcome.user_tests),
+    }
+    Ok(result(Some(report::Totals::of(
+        &outcome.run,
+        &outcome.user_tests,
+    ))))
+}
+
+/// What the guest kernel saw (its `TIERKIT-TOPO` lines: nodes, memory,
+/// CPUs, access0/access1 performance, CXL regions, weighted-interleave
+/// weights), and how long the CXL regions took to come online.
+fn print_guest_view(kind: TopologyKind, m: &verdict::Markers) {
+    if m.topology.is_empty() {
+        return;
+    }
+    say!("guest view ({kind}):");
+    for l in &m.topology {
+        println!("  {l}");
+    }
+    if let Some(s) = m.cxl_setup_secs() {
+        println!("  CXL setup (enumerate, assemble, commit, online): {s:.1} s in the guest");
+    }
+}
+
+/// Collects the `TIERKIT-JSON` lines of the bench programs into
+/// `target/tierkit/bench/<name>.json`.
+fn write_bench(
+    name: &str,
+    cfg: &qemu::GuestConfig,
+    o: &verdict::Outcome,
+    data_log: &Path,
+) -> Result<()> {
+    let results: Vec<&serde_json::Value> =
+        o.markers.progs.iter().flat_map(|p| p.json.iter()).collect();
+    let doc = serde_json::json!({
+        "bench": name,
+        "topology": cfg.topology.kind.to_string(),
+        "topology_detail": cfg.topology.describe(),
+        "guest_topology": o.markers.topology,
+        "cpu_model": cfg.cpu_model,
+        "accel": format!("{:?}", cfg.accel),
+        "programs": o.markers.progs.iter().map(|p| serde_json::json!({"name": p.name, "rc": p.rc})).collect::<Vec<_>>(),
+        "results": results,
+    });
+    let dir = util::out_dir().join("bench");
+    let path = dir.join(format!("{name}.json"));
+    util::write_atomic(&path, serde_json::to_string_pretty(&doc)?.as_bytes())?;
+    say!(
+        "bench results: {} ({} JSON records; raw output in {})",
+        path.display(),
+        results.len(),
+        data_log.display()
+    );
+    Ok(())
+}

@@ -1,0 +1,31 @@
+//! `cargo xtask`: builds Linux with Rust and tierkit, boots it in QEMU with
+//! a CPU-less memory node, and reports KUnit and userspace results.
+//!
+//! Pipeline, one module per stage:
+//! [`setup`] (host tools) -> [`kernel`] (source, config, build) ->
+//! [`module`] (tierkit.ko) -> [`userspace`] (static guest binaries) ->
+//! [`initramfs`] (cpio with `guest/init.sh`) -> [`qemu`] (+ [`topology`]) ->
+//! [`verdict`] (markers, [`ktap`]) -> [`report`].
+//!
+//! The commands: [`cli`] (clap) -> [`guest`] (one boot) or [`testing`]
+//! (`test`: host tests and the boots of [`runs`]).
+
+pub mod bench;
+pub mod cli;
+pub mod console;
+pub mod guest;
+pub mod initramfs;
+pub mod kconfig;
+pub mod kernel;
+pub mod ktap;
+pub mod module;
+pub mod profile;
+pub mod qemu;
+pub mod report;
+pub mod runs;
+pub mod setup;
+pub mod testing;
+pub mod topology;
+pub mod userspace;
+pub mod util;
+pub mod verdict;

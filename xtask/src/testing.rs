@@ -1,0 +1,156 @@
+//! `cargo xtask test`: the host tests, then the boots of
+//! [`crate::runs::TEST_RUNS`] for each profile, and the combined totals.
+
+use anyhow::{Context, Result};
+use std::process::{Command, ExitCode, Stdio};
+use std::time::Duration;
+
+use crate::cli::GuestArgs;
+use crate::guest::{guest_cmd, GuestRequest, GuestResult};
+use crate::util::{self, fmt_dur, Timer};
+use crate::{profile, report, runs, say};
+
+/// Host tests: `cargo test --workspace` (the core crate's property tests,
+/// the KTAP parser, xtask's own unit tests, ...).
+pub(crate) fn host_tests() -> Result<(bool, Duration)> {
+    let t = Timer::start();
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let log = util::out_dir().join("host-tests.log");
+    std::fs::create_dir_all(util::out_dir())?;
+    say!(
+        "host tests: cargo test --workspace (log: {})",
+        log.display()
+    );
+    let mut cmd = Command::new(cargo);
+    cmd.current_dir(util::repo_root())
+        .args(["test", "--workspace"])
+        .env_remove("CARGO_ENCODED_RUSTFLAGS")
+        .stdin(Stdio::null());
+    let out = cmd.output().context("could not run cargo test")?;
+    let mut text = String::from_utf8_lossy(&out.stderr).into_owned();
+    text.push_str(&String::from_utf8_lossy(&out.stdout));
+    std::fs::write(&log, &text)?;
+    let (mut passed, mut failed) = (0usize, 0usize);
+    for l in text.lines().filter(|l| l.starts_with("test result:")) {
+        let num = |key: &str| {
+            l.split(';')
+                .find_map(|p| {
+                    p.trim()
+                        .trim_start_matches("test result: ok. ")
+                        .trim_start_matches("test result: FAILED. ")
+                        .strip_suffix(key)
+                        .map(|n| n.trim().parse::<usize>().unwrap_or(0))
+                })
+                .unwrap_or(0)
+        };
+        passed += num(" passed");
+        failed += num(" failed");
+    }
+    let ok = out.status.success();
+    if ok {
+        say!("host tests: {passed} passed ({})", fmt_dur(t.elapsed()));
+    } else {
+        eprintln!("{}", util::tail_lines(&text, 60));
+        say!(
+            "host tests FAILED ({failed} failed; log: {}); booting the guest anyway",
+            log.display()
+        );
+    }
+    Ok((ok, t.elapsed()))
+}
+
+/// The label of one boot of a `test` over several runs or profiles: the
+/// run's name (`numa`, `cxl`, `cxl-kernel`), after the profile's unless
+/// default (`debug numa`).
+fn run_label(profile: profile::Profile, run: &str) -> String {
+    match profile {
+        profile::Profile::Default => run.to_string(),
+        p => format!("{p} {run}"),
+    }
+}
+
+/// `cargo xtask test`: each profile (in the order given) on each run of
+/// [`runs::TEST_RUNS`] ([`runs::select`]); a summary per boot, then, when
+/// there was more than one, one line per boot and the combined totals line
+/// last.
+pub(crate) fn test_all(
+    g: &GuestArgs,
+    host: Option<(bool, Duration)>,
+    profiles: &[profile::Profile],
+) -> Result<ExitCode> {
+    let boots: Vec<(profile::Profile, runs::TestRun)> = profiles
+        .iter()
+        .flat_map(|&p| {
+            runs::select(p, g.topology, g.cxl_online)
+                .into_iter()
+                .map(move |r| (p, r))
+        })
+        .collect();
+    if let [(profile, run)] = boots[..] {
+        let mut req = GuestRequest::for_run(g, profile, &run);
+        req.host = host;
+        return guest_cmd(g, req).map(|r| r.exit());
+    }
+    let mut results: Vec<(String, GuestResult)> = Vec::new();
+    for (i, (profile, run)) in boots.iter().enumerate() {
+        println!();
+        say!(
+            "===== {}, {profile} profile ({}/{}): {} =====",
+            run.name,
+            i + 1,
+            boots.len(),
+            run.why
+        );
+        let label = run_label(*profile, run.name);
+        let mut req = GuestRequest::for_run(g, *profile, run);
+        // Host tests count once, with the first boot.
+        req.host = if i == 0 { host } else { None };
+        req.label = Some(label.clone());
+        let r = match guest_cmd(g, req) {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("\nerror ({label}): {e}");
+                for cause in e.chain().skip(1) {
+                    eprintln!("  caused by: {cause}");
+                }
+                let t = report::Totals {
+                    passed: 0,
+                    failed: 1,
+                    skipped: 0,
+                };
+                println!("{}", t.labelled(&label));
+                GuestResult {
+                    ok: false,
+                    totals: Some(t),
+                    boot: None,
+                    cxl_setup: None,
+                }
+            }
+        };
+        results.push((label, r));
+    }
+    println!();
+    let mut all = report::Totals::default();
+    for (label, r) in &results {
+        let t = r.totals.unwrap_or_default();
+        all = all + t;
+        let mut time = r
+            .boot
+            .map(|b| format!(" (guest {}", fmt_dur(b)))
+            .unwrap_or_default();
+        if let Some(c) = r.cxl_setup {
+            time.push_str(&format!(", CXL setup {c:.1} s"));
+        }
+        if !time.is_empty() {
+            time.push(')');
+        }
+        let status = if r.ok { "ok" } else { "FAILED" };
+        say!("{label}: {status}{time}: {}", t.labelled(label));
+    }
+    println!("{all}");
+    Ok(if results.iter().all(|(_, r)| r.ok) {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
