@@ -62,11 +62,12 @@ enum Cmd {
     /// Run all tests: host tests, then boot with KUnit and the userspace
     /// tests (/bin/tk-test-*); print a summary and write JSON and JUnit XML.
     ///
-    /// Without --topology it boots: numa (the whole suite), cxl (the whole
-    /// suite, CXL node in ZONE_MOVABLE) and cxl-kernel (a short run with the
-    /// CXL node onlined as kernel memory: tierkit_wi_alloc, tk-test-cxl,
-    /// -offline, -placement, -diff); under --profile debug numa and cxl.
-    /// With --topology: that topology's whole suite, one boot.
+    /// Without --topology it boots the quick runs (xtask/src/runs.rs,
+    /// QUICK_RUNS): numa (every tierkit KUnit suite, the userspace tests
+    /// but the slow ones) and cxl (placement on the CXL node in
+    /// ZONE_MOVABLE). --full (CI) boots numa-full and cxl-full (the whole
+    /// suite) and cxl-kernel (a short run with the CXL node as kernel
+    /// memory). With --topology: that topology's first run, one boot.
     /// Results: target/tierkit/test-<run>[-debug]/{results.json,junit.xml}.
     Test(TestArgs),
     /// Boot and run a benchmark (/bin/tk-bench-<name>); its `TIERKIT-JSON`
@@ -213,6 +214,12 @@ struct TestArgs {
     /// Skip the host tests (`cargo test --workspace`).
     #[arg(long)]
     no_host_tests: bool,
+    /// Everything: the whole suite on numa and cxl, with the slow
+    /// reliability tests and the 1 GiB work on CXL memory, plus a short
+    /// cxl run with the CXL node as kernel memory (xtask/src/runs.rs,
+    /// FULL_RUNS). CI runs this. Without it: the quick runs (QUICK_RUNS).
+    #[arg(long)]
+    full: bool,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -306,7 +313,7 @@ fn real_main(cli: Cli) -> Result<ExitCode> {
             } else {
                 Some(testing::host_tests()?)
             };
-            testing::test_all(&t.guest, host, &t.guest.kernel.profiles())
+            testing::test_all(&t.guest, host, &t.guest.kernel.profiles(), t.full)
         }
         Cmd::Bench(b) => {
             let Some(which) = b.which else {

@@ -105,11 +105,8 @@ impl GuestRequest {
         if let Some(z) = run.cxl_online {
             req.cxl_online = z;
         }
-        if let (None, Some((k, u))) = (&g.filter, run.only) {
-            req.filter = runs::Filter {
-                kunit: Some(k.into()),
-                user: Some(u.into()),
-            };
+        if let (None, Some(sel)) = (&g.filter, run.only) {
+            req.filter = sel.filter();
         }
         req.dir_name = Some(run.name);
         req

@@ -161,6 +161,7 @@ pub fn kernel_cmdline(cfg: &GuestConfig) -> Result<String> {
     for (f, param) in [
         (&cfg.filter.kunit, "kunit.filter_glob"),
         (&cfg.filter.user, "tierkit.filter"),
+        (&cfg.filter.skip, "tierkit.skip"),
     ] {
         let Some(f) = f else { continue };
         if f.is_empty() || f.chars().any(|c| c.is_whitespace() || c == '"') {

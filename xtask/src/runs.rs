@@ -1,6 +1,12 @@
-//! The boots of `cargo xtask test` without `--topology`, as data: adding a
-//! run (a topology, or another way of onlining its memory) is one entry of
-//! [`TEST_RUNS`].
+//! The boots of `cargo xtask test`, as data: adding a run (a topology, or
+//! another way of onlining its memory) is one entry of [`QUICK_RUNS`] or
+//! [`FULL_RUNS`].
+//!
+//! `cargo xtask test` runs [`QUICK_RUNS`]: the fast edit-test loop, every
+//! KUnit suite and userspace test that answers in seconds. `--full` runs
+//! [`FULL_RUNS`]: the whole suite on every topology, with the reliability
+//! tests (fault injection, fuzzer, stress, load/unload cycles, hostile
+//! inputs) and the 1 GiB work on emulated CXL memory; CI runs `--full`.
 
 use crate::profile::Profile;
 use crate::qemu::CxlOnline;
@@ -15,6 +21,8 @@ pub struct Filter {
     /// `tierkit.filter=`: comma-separated shell globs on the userspace
     /// tests' names (`tk-test-cxl,tk-test-offline`); `None`: every test.
     pub user: Option<String>,
+    /// `tierkit.skip=`: comma-separated globs of userspace tests left out.
+    pub skip: Option<String>,
 }
 
 impl Filter {
@@ -23,19 +31,46 @@ impl Filter {
         Filter {
             kunit: glob.map(str::to_string),
             user: glob.map(str::to_string),
+            skip: None,
         }
     }
 
-    /// How `--filter` is shown in messages.
+    /// How the selection is shown in messages; `None`: everything.
     pub fn describe(&self) -> Option<String> {
+        let mut parts = Vec::new();
         match (&self.kunit, &self.user) {
-            (None, None) => None,
-            (Some(k), Some(u)) if k == u => Some(k.clone()),
-            (k, u) => Some(format!(
+            (None, None) => {}
+            (Some(k), Some(u)) if k == u => parts.push(k.clone()),
+            (k, u) => parts.push(format!(
                 "KUnit {}, userspace {}",
                 k.as_deref().unwrap_or("*"),
                 u.as_deref().unwrap_or("*")
             )),
+        }
+        if let Some(s) = &self.skip {
+            parts.push(format!("without {s}"));
+        }
+        (!parts.is_empty()).then(|| parts.join(", "))
+    }
+}
+
+/// A run's own selection of tests; empty strings select everything
+/// (`kunit`, `user`) or leave nothing out (`skip`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Selection {
+    pub kunit: &'static str,
+    pub user: &'static str,
+    pub skip: &'static str,
+}
+
+impl Selection {
+    /// As a [`Filter`].
+    pub fn filter(&self) -> Filter {
+        let opt = |s: &str| (!s.is_empty()).then(|| s.to_string());
+        Filter {
+            kunit: opt(self.kunit),
+            user: opt(self.user),
+            skip: opt(self.skip),
         }
     }
 }
@@ -49,19 +84,52 @@ pub struct TestRun {
     pub kind: TopologyKind,
     /// `None`: `--cxl-online` (default movable).
     pub cxl_online: Option<CxlOnline>,
-    /// `(KUnit glob, userspace globs)`; `None`: the whole suite.
-    pub only: Option<(&'static str, &'static str)>,
-    /// Also under `--profile debug` (the whole suite runs there on every
-    /// topology; short extra runs only in the default profile).
+    /// `None`: the whole suite.
+    pub only: Option<Selection>,
+    /// Also under `--profile debug`.
     pub debug: bool,
     /// Why this boot exists (`cargo xtask test --help` lists it).
     pub why: &'static str,
 }
 
-/// Every boot of `cargo xtask test`, in order.
-pub const TEST_RUNS: &[TestRun] = &[
+/// The userspace tests that take tens of seconds to minutes (fault
+/// injection, fuzzing, stress, load/unload cycles, hostile inputs, 1 GiB
+/// gigantic mappings, memory offlining): `--full` only.
+pub const SLOW_USER_TESTS: &str = "tk-test-faults,tk-test-fuzz,tk-test-lifecycle,\
+tk-test-hostile,tk-test-stress,tk-test-gigantic,tk-test-offline,tk-test-node-offline";
+
+/// `cargo xtask test`: the fast loop.
+pub const QUICK_RUNS: &[TestRun] = &[
     TestRun {
         name: "numa",
+        kind: TopologyKind::Numa,
+        cxl_online: None,
+        only: Some(Selection {
+            kunit: "tierkit_*",
+            user: "",
+            skip: SLOW_USER_TESTS,
+        }),
+        debug: true,
+        why: "every tierkit KUnit suite and the quick userspace tests, on DRAM plus a memory-only node",
+    },
+    TestRun {
+        name: "cxl",
+        kind: TopologyKind::Cxl,
+        cxl_online: None,
+        only: Some(Selection {
+            kunit: "tierkit_wi*",
+            user: "tk-test-cxl,tk-test-placement",
+            skip: "",
+        }),
+        debug: true,
+        why: "placement on an emulated CXL device onlined as ZONE_MOVABLE",
+    },
+];
+
+/// `cargo xtask test --full` (CI): everything.
+pub const FULL_RUNS: &[TestRun] = &[
+    TestRun {
+        name: "numa-full",
         kind: TopologyKind::Numa,
         cxl_online: None,
         only: None,
@@ -69,7 +137,7 @@ pub const TEST_RUNS: &[TestRun] = &[
         why: "the whole suite on DRAM plus a memory-only node",
     },
     TestRun {
-        name: "cxl",
+        name: "cxl-full",
         kind: TopologyKind::Cxl,
         cxl_online: None,
         only: None,
@@ -80,27 +148,30 @@ pub const TEST_RUNS: &[TestRun] = &[
         name: "cxl-kernel",
         kind: TopologyKind::Cxl,
         cxl_online: Some(CxlOnline::Kernel),
-        only: Some((
-            "tierkit_wi_alloc.*",
-            "tk-test-cxl,tk-test-offline,tk-test-placement,tk-test-diff",
-        )),
+        only: Some(Selection {
+            kunit: "tierkit_wi_alloc.*",
+            user: "tk-test-cxl,tk-test-offline,tk-test-placement,tk-test-diff",
+            skip: "",
+        }),
         debug: false,
         why: "the CXL node onlined as kernel memory (ZONE_NORMAL): allocation there, \
               and offlining refused with EBUSY; a short run",
     },
 ];
 
-/// The boots of `test` for `profile`. With `--topology`, one boot: that
-/// topology's first run (the whole suite), as the edit-test loop wants. With
-/// an explicit `--cxl-online`, runs that only exist to try the other zone
-/// are left out. (`--filter`, given, replaces every run's own selection.)
+/// The boots of `test` for `profile` (`full`: `--full`). With
+/// `--topology`, one boot: that topology's first run of the table. With an
+/// explicit `--cxl-online`, runs that only exist to try the other zone are
+/// left out. (`--filter`, given, replaces every run's own selection.)
 pub fn select(
     profile: Profile,
+    full: bool,
     topology: Option<TopologyKind>,
     cxl_online: Option<CxlOnline>,
 ) -> Vec<TestRun> {
+    let table = if full { FULL_RUNS } else { QUICK_RUNS };
     if let Some(k) = topology {
-        let first = TEST_RUNS.iter().find(|r| r.kind == k).copied();
+        let first = table.iter().find(|r| r.kind == k).copied();
         return vec![first.unwrap_or(TestRun {
             name: k.name(),
             kind: k,
@@ -110,7 +181,7 @@ pub fn select(
             why: "--topology",
         })];
     }
-    TEST_RUNS
+    table
         .iter()
         .filter(|r| profile == Profile::Default || r.debug)
         .filter(|r| cxl_online.is_none() || r.cxl_online.is_none())
@@ -127,43 +198,87 @@ mod tests {
     }
 
     #[test]
-    fn default_profile_runs_every_entry() {
+    fn quick_and_full_tables() {
         assert_eq!(
-            names(&select(Profile::Default, None, None)),
-            ["numa", "cxl", "cxl-kernel"]
+            names(&select(Profile::Default, false, None, None)),
+            ["numa", "cxl"]
+        );
+        assert_eq!(
+            names(&select(Profile::Default, true, None, None)),
+            ["numa-full", "cxl-full", "cxl-kernel"]
         );
     }
 
     #[test]
     fn debug_profile_runs_the_whole_suite_per_topology() {
-        assert_eq!(names(&select(Profile::Debug, None, None)), ["numa", "cxl"]);
+        assert_eq!(
+            names(&select(Profile::Debug, true, None, None)),
+            ["numa-full", "cxl-full"]
+        );
     }
 
     #[test]
     fn topology_gives_one_boot_and_zone_drops_the_zone_runs() {
         assert_eq!(
-            names(&select(Profile::Default, Some(TopologyKind::Cxl), None)),
-            ["cxl"]
+            names(&select(
+                Profile::Default,
+                true,
+                Some(TopologyKind::Cxl),
+                None
+            )),
+            ["cxl-full"]
         );
         assert_eq!(
-            names(&select(Profile::Debug, Some(TopologyKind::Numa2), None)),
+            names(&select(
+                Profile::Default,
+                false,
+                Some(TopologyKind::Numa),
+                None
+            )),
+            ["numa"]
+        );
+        assert_eq!(
+            names(&select(
+                Profile::Debug,
+                false,
+                Some(TopologyKind::Numa2),
+                None
+            )),
             ["numa2"]
         );
         assert_eq!(
-            names(&select(Profile::Default, None, Some(CxlOnline::Kernel))),
-            ["numa", "cxl"]
+            names(&select(
+                Profile::Default,
+                true,
+                None,
+                Some(CxlOnline::Kernel)
+            )),
+            ["numa-full", "cxl-full"]
         );
     }
 
     #[test]
     fn names_are_unique_and_usable_as_directories() {
-        let mut n = names(TEST_RUNS);
+        let mut n: Vec<&str> = names(QUICK_RUNS);
+        n.extend(names(FULL_RUNS));
         assert!(n
             .iter()
             .all(|s| s.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')));
+        let len = n.len();
         n.sort();
         n.dedup();
-        assert_eq!(n.len(), TEST_RUNS.len());
+        assert_eq!(n.len(), len);
+    }
+
+    #[test]
+    fn quick_runs_leave_out_only_named_slow_tests() {
+        // The quick numa run keeps every tierkit suite and skips exactly
+        // the slow userspace tests; --full runs them.
+        let numa = QUICK_RUNS[0].only.unwrap().filter();
+        assert_eq!(numa.kunit.as_deref(), Some("tierkit_*"));
+        assert_eq!(numa.user, None);
+        assert_eq!(numa.skip.as_deref(), Some(SLOW_USER_TESTS));
+        assert!(FULL_RUNS.iter().take(2).all(|r| r.only.is_none()));
     }
 
     #[test]
@@ -173,7 +288,11 @@ mod tests {
         let f = Filter {
             kunit: Some("a.*".into()),
             user: Some("tk-x,tk-y".into()),
+            skip: Some("tk-z".into()),
         };
-        assert_eq!(f.describe().unwrap(), "KUnit a.*, userspace tk-x,tk-y");
+        assert_eq!(
+            f.describe().unwrap(),
+            "KUnit a.*, userspace tk-x,tk-y, without tk-z"
+        );
     }
 }

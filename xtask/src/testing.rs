@@ -70,18 +70,19 @@ fn run_label(profile: profile::Profile, run: &str) -> String {
 }
 
 /// `cargo xtask test`: each profile (in the order given) on each run of
-/// [`runs::TEST_RUNS`] ([`runs::select`]); a summary per boot, then, when
+/// [`runs::QUICK_RUNS`] or, `full`, [`runs::FULL_RUNS`] ([`runs::select`]); a summary per boot, then, when
 /// there was more than one, one line per boot and the combined totals line
 /// last.
 pub(crate) fn test_all(
     g: &GuestArgs,
     host: Option<(bool, Duration)>,
     profiles: &[profile::Profile],
+    full: bool,
 ) -> Result<ExitCode> {
     let boots: Vec<(profile::Profile, runs::TestRun)> = profiles
         .iter()
         .flat_map(|&p| {
-            runs::select(p, g.topology, g.cxl_online)
+            runs::select(p, full, g.topology, g.cxl_online)
                 .into_iter()
                 .map(move |r| (p, r))
         })

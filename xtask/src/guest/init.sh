@@ -10,7 +10,8 @@
 #     host), together with the output of every guest program, so that lines
 #     like `TIERKIT-JSON {...}` arrive whole, never interleaved with printk.
 #   - Kernel command line: tierkit.mode=run|test|bench-<name>,
-#     tierkit.filter=GLOB[,GLOB...] (userspace test names), kunit.filter_glob=GLOB,
+#     tierkit.filter=GLOB[,GLOB...] (userspace test names), tierkit.skip=GLOB[,...]
+#     (userspace tests left out), kunit.filter_glob=GLOB,
 #     tierkit.cxl=MIB[,MIB...] (--topology cxl: the CXL devices' sizes, in
 #     the order of their fixed memory windows).
 #   - tierkit.profile=debug (`--profile debug`): kmemleak is scanned and
@@ -44,6 +45,7 @@ topo() { mark "TIERKIT-TOPO $*"; }
 
 MODE=run
 FILTER='*'
+SKIP=
 CXL=
 PROFILE=default
 PREEMPT_ASKED=
@@ -51,6 +53,7 @@ for arg in $(cat /proc/cmdline); do
 	case "$arg" in
 	tierkit.mode=*) MODE=${arg#tierkit.mode=} ;;
 	tierkit.filter=*) FILTER=${arg#tierkit.filter=} ;;
+	tierkit.skip=*) SKIP=${arg#tierkit.skip=} ;;
 	tierkit.cxl=*) CXL=${arg#tierkit.cxl=} ;;
 	tierkit.profile=*) PROFILE=${arg#tierkit.profile=} ;;
 	preempt=*) PREEMPT_ASKED=${arg#preempt=} ;;
@@ -309,14 +312,14 @@ run_prog() {
 	[ "$rc" = 0 ] || fails=$((fails + 1))
 }
 
-# filter_match NAME: true if NAME matches one of the comma-separated shell
-# globs of tierkit.filter (default `*`).
-filter_match() {
+# in_globs NAME LIST: true if NAME matches one of the comma-separated shell
+# globs of LIST.
+in_globs() {
 	old_ifs=$IFS
 	IFS=,
 	set -f # split on commas, but do not expand the globs as paths
 	# shellcheck disable=SC2086 # split on purpose
-	set -- "$1" $FILTER
+	set -- "$1" $2
 	set +f
 	IFS=$old_ifs
 	fm_name=$1
@@ -328,6 +331,13 @@ filter_match() {
 		esac
 	done
 	return 1
+}
+
+# filter_match NAME: selected by tierkit.filter (default `*`) and not
+# left out by tierkit.skip (the quick runs of `cargo xtask test`).
+filter_match() {
+	in_globs "$1" "$FILTER" || return 1
+	[ -z "$SKIP" ] || ! in_globs "$1" "$SKIP"
 }
 
 run_all() {
