@@ -24,6 +24,9 @@ mod interleave;
 #[expect(dead_code, unreachable_pub)]
 #[path = "../core/src/uapi.rs"]
 mod uapi;
+#[expect(dead_code, unreachable_pub)]
+#[path = "../core/src/wi_table.rs"]
+mod wi_table;
 
 mod clear;
 mod debugfs;

@@ -14,3 +14,4 @@ pub mod chunks;
 pub mod interleave;
 pub mod model;
 pub mod uapi;
+pub mod wi_table;

@@ -9,8 +9,9 @@
 //! `unsigned int *node_bw_table` (NULL until bandwidth is first reported),
 //! both under `wi_state_lock`. Every operation that changes it is a port of
 //! the kernel function named in its doc comment, with the same results and
-//! the same errors; the pure parts (parsing, the auto reduction, node
-//! selection) live in `module/core/src/interleave.rs`.
+//! the same errors; the pure parts (the table's state machine in
+//! `module/core/src/wi_table.rs`; parsing, the auto reduction and node
+//! selection in `module/core/src/interleave.rs`) are host-tested there.
 //!
 //! - [`debugfs`]: the files that expose the table to userspace
 //!   (`/sys/kernel/debug/tierkit/weighted_interleave/`), and the node
@@ -26,6 +27,7 @@ pub(crate) mod pages;
 mod tests;
 
 use crate::interleave::{self, Nodemask, Selector, WeightError, Weights, MAX_NUMNODES};
+use crate::wi_table::{TableError, WeightTable};
 use crate::shim::node;
 use crate::uapi;
 use kernel::{
@@ -40,6 +42,15 @@ use kernel::{
 impl From<WeightError> for Error {
     fn from(_: WeightError) -> Error {
         EINVAL
+    }
+}
+
+impl From<TableError> for Error {
+    fn from(e: TableError) -> Error {
+        match e {
+            TableError::Invalid => EINVAL,
+            TableError::NoBandwidth => ENODEV,
+        }
     }
 }
 
@@ -58,56 +69,6 @@ pub(crate) fn memory_nodes() -> Nodemask {
 /// `min(nr_node_ids, 64)`: the node ids tierkit deals with.
 pub(crate) fn possible_nodes() -> usize {
     node::nr_node_ids().min(MAX_NUMNODES)
-}
-
-/// `struct weighted_interleave_state` (mm/mempolicy.c).
-#[derive(Clone, Copy)]
-struct State {
-    mode_auto: bool,
-    iw_table: [u8; MAX_NUMNODES],
-}
-
-/// One node's entry of the bandwidth table. The kernel keeps only
-/// `min(read, write)`; both are kept here so that `bandwidth` reads back
-/// what was written.
-#[derive(Clone, Copy, Default)]
-struct NodeBw {
-    read_mbps: u32,
-    write_mbps: u32,
-    set: bool,
-}
-
-/// `wi_state` and `node_bw_table`, protected together by [`Wi::table`] as
-/// the kernel protects both with `wi_state_lock`.
-struct Table {
-    /// `wi_state`; `None` is the kernel's NULL: auto mode, every weight 1.
-    state: Option<State>,
-    /// `node_bw_table`; `None` until bandwidth is first written.
-    bw: Option<[NodeBw; MAX_NUMNODES]>,
-}
-
-impl Table {
-    /// `min(read, write)` per node, 0 for nodes never reported: the
-    /// kernel's `node_bw_table` (kcalloc'ed, so unreported nodes read 0).
-    fn bw_min(bw: &[NodeBw; MAX_NUMNODES]) -> [u32; MAX_NUMNODES] {
-        let mut out = [0u32; MAX_NUMNODES];
-        for (o, b) in out.iter_mut().zip(bw.iter()) {
-            *o = interleave::bw_from_coords(b.read_mbps, b.write_mbps);
-        }
-        out
-    }
-
-    /// A new auto-mode table reduced from `bw` over `has_memory`: the
-    /// kernel fills the new `iw_table` with 1s, then
-    /// `reduce_interleave_weights()` overwrites the nodes with memory.
-    fn reduced(bw: &[NodeBw; MAX_NUMNODES], has_memory: Nodemask) -> State {
-        let mut iw_table = [1u8; MAX_NUMNODES];
-        interleave::reduce_interleave_weights(&Self::bw_min(bw), has_memory, &mut iw_table);
-        State {
-            mode_auto: true,
-            iw_table,
-        }
-    }
 }
 
 /// Pages allocated per node: cumulative, and currently owned by open files;
@@ -257,7 +218,7 @@ impl Stats {
 pub(crate) struct Wi {
     /// `wi_state_lock` with what it protects.
     #[pin]
-    table: Mutex<Table>,
+    table: Mutex<WeightTable>,
     /// Per-node page counts.
     pub(crate) stats: Stats,
     /// The pages of every live mapping, for the memory notifier.
@@ -270,20 +231,16 @@ impl Wi {
     /// reported: `wi_state` NULL (auto mode, every weight 1), no bandwidth.
     pub(crate) fn new() -> impl PinInit<Self> {
         pin_init!(Wi {
-            table <- new_mutex!(Table { state: None, bw: None }, "tierkit_wi_state"),
+            table <- new_mutex!(WeightTable::new(), "tierkit_wi_state"),
             stats: Stats::new(),
             mappings <- crate::mapping::Registry::new(),
         })
     }
 
     /// A snapshot of the weight table (`rcu_dereference(wi_state)` in the
-    /// kernel's readers); all unset, i.e. every weight 1, while the table is
-    /// in its initial state.
+    /// kernel's readers); every weight 1 in the initial state.
     pub(crate) fn weights(&self) -> Weights {
-        match self.table.lock().state {
-            Some(s) => Weights::from_table(s.iw_table),
-            None => Weights::new(),
-        }
+        self.table.lock().weights()
     }
 
     /// `get_il_weight(nid)`.
@@ -291,75 +248,27 @@ impl Wi {
         self.weights().get(nid)
     }
 
-    /// The `auto` flag as `weighted_interleave_auto_show()` reads it: true
-    /// while the table is in its initial state.
+    /// The `auto` flag as `weighted_interleave_auto_show()` reads it.
     pub(crate) fn is_auto(&self) -> bool {
-        self.table.lock().state.is_none_or(|s| s.mode_auto)
+        self.table.lock().is_auto()
     }
 
-    /// Whether bandwidth was ever reported (the kernel's `node_bw_table`
-    /// is non-NULL).
+    /// Whether bandwidth was ever reported.
     pub(crate) fn has_bandwidth(&self) -> bool {
-        self.table.lock().bw.is_some()
+        self.table.lock().has_bandwidth()
     }
 
-    /// `node_store()` (mm/mempolicy.c): parse `buf` like
-    /// `kstrtou8(buf, 0, &weight)`; 0, over 255, empty or not a number is
-    /// `EINVAL` and leaves the table alone. Otherwise copy the table (all
-    /// 1s if it was in its initial state), set `nid`'s weight and switch to
-    /// manual mode.
+    /// A write to `nodeN`: [`WeightTable::node_store`] (`node_store()`,
+    /// mm/mempolicy.c). `EINVAL` for a bad weight or node id.
     pub(crate) fn node_store(&self, nid: usize, buf: &[u8]) -> Result {
-        let weight = interleave::parse_weight(buf)?;
-        if nid >= MAX_NUMNODES {
-            return Err(EINVAL);
-        }
-        let mut t = self.table.lock();
-        let mut iw_table = match t.state {
-            Some(s) => s.iw_table,
-            None => [1u8; MAX_NUMNODES],
-        };
-        iw_table[nid] = weight;
-        t.state = Some(State {
-            mode_auto: false,
-            iw_table,
-        });
-        Ok(())
+        Ok(self.table.lock().node_store(nid, buf)?)
     }
 
-    /// `weighted_interleave_auto_store()` (mm/mempolicy.c), with the set of
-    /// nodes with memory given (the kernel's `for_each_node_state(nid,
-    /// N_MEMORY)` inside `reduce_interleave_weights()`):
-    /// - not a `kstrtobool()` boolean: `EINVAL`;
-    /// - the mode it already is in: nothing changes (in the initial state
-    ///   the kernel goes on, as NULL is compared with nothing);
-    /// - false: manual mode, weights kept (all 1 from the initial state);
-    /// - true without bandwidth: `ENODEV`, nothing changes;
-    /// - true: auto mode, weights reduced from the bandwidth table.
+    /// A write to `auto` with the nodes with memory given:
+    /// [`WeightTable::auto_store`] (`weighted_interleave_auto_store()`).
+    /// `EINVAL` for a bad boolean, `ENODEV` for auto without bandwidth.
     pub(crate) fn auto_store_with(&self, buf: &[u8], has_memory: Nodemask) -> Result {
-        let input = interleave::parse_bool_auto(buf)?;
-        let mut t = self.table.lock();
-        if let Some(s) = t.state {
-            if s.mode_auto == input {
-                return Ok(());
-            }
-        }
-        if !input {
-            let iw_table = match t.state {
-                Some(s) => s.iw_table,
-                None => [1u8; MAX_NUMNODES],
-            };
-            t.state = Some(State {
-                mode_auto: false,
-                iw_table,
-            });
-            return Ok(());
-        }
-        let state = match &t.bw {
-            Some(bw) => Table::reduced(bw, has_memory),
-            None => return Err(ENODEV),
-        };
-        t.state = Some(state);
-        Ok(())
+        Ok(self.table.lock().auto_store(buf, has_memory)?)
     }
 
     /// [`Wi::auto_store_with`] over the nodes that have memory now.
@@ -367,63 +276,17 @@ impl Wi {
         self.auto_store_with(buf, memory_nodes())
     }
 
-    /// `mempolicy_set_node_perf()` (mm/mempolicy.c) for one node: the
-    /// node's bandwidth becomes `min(read, write)` (stored even in manual
-    /// mode, for a later switch to auto); in auto mode, including the
-    /// initial state, every weight is then recomputed.
-    fn set_node_perf(
-        t: &mut Table,
-        nid: usize,
-        read_mbps: u32,
-        write_mbps: u32,
-        has_memory: Nodemask,
-    ) {
-        let bw = t.bw.get_or_insert([NodeBw::default(); MAX_NUMNODES]);
-        if let Some(slot) = bw.get_mut(nid) {
-            *slot = NodeBw {
-                read_mbps,
-                write_mbps,
-                set: true,
-            };
-        }
-        if let Some(s) = t.state {
-            if !s.mode_auto {
-                // Manual mode; skip reducing weights.
-                return;
-            }
-        }
-        let state = Table::reduced(bw, has_memory);
-        t.state = Some(state);
-    }
-
-    /// A write to the `bandwidth` file: lines "NID READ_MBPS WRITE_MBPS",
-    /// each applied as [`Wi::set_node_perf`] in order. A malformed line, a
-    /// NID `>= nodes` or a value over `u32::MAX` fails the whole write with
-    /// `EINVAL` before anything is applied.
+    /// A write to `bandwidth` with `nodes` (`nr_node_ids`) and the nodes
+    /// with memory given: [`WeightTable::bandwidth_store`] (lines `NID
+    /// READ_MBPS WRITE_MBPS`, each `mempolicy_set_node_perf()`). `EINVAL`
+    /// for any bad line, before anything is applied.
     pub(crate) fn bandwidth_store_with(
         &self,
         buf: &[u8],
         nodes: usize,
         has_memory: Nodemask,
     ) -> Result {
-        // Validate everything first.
-        let mut count = 0usize;
-        for line in BwLines::new(buf) {
-            let (nid, _, _) = line?;
-            if nid >= nodes.min(MAX_NUMNODES) {
-                return Err(EINVAL);
-            }
-            count += 1;
-        }
-        if count == 0 {
-            return Err(EINVAL);
-        }
-        let mut t = self.table.lock();
-        for line in BwLines::new(buf) {
-            let (nid, r, w) = line?;
-            Self::set_node_perf(&mut t, nid, r, w, has_memory);
-        }
-        Ok(())
+        Ok(self.table.lock().bandwidth_store(buf, nodes, has_memory)?)
     }
 
     /// [`Wi::bandwidth_store_with`] for the running system.
@@ -433,81 +296,11 @@ impl Wi {
 
     /// The `bandwidth` file: "NID READ_MBPS WRITE_MBPS" per reported node.
     pub(crate) fn bandwidth_show(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let bw = self.table.lock().bw;
-        if let Some(bw) = bw {
-            for (nid, b) in bw.iter().enumerate() {
-                if b.set {
-                    writeln!(f, "{} {} {}", nid, b.read_mbps, b.write_mbps)?;
-                }
-            }
+        let table = *self.table.lock();
+        for (nid, r, w) in table.bandwidth() {
+            writeln!(f, "{nid} {r} {w}")?;
         }
         Ok(())
-    }
-}
-
-/// Iterator over the non-blank lines of a `bandwidth` write, each parsed as
-/// `(nid, read_mbps, write_mbps)`.
-struct BwLines<'a> {
-    rest: &'a [u8],
-}
-
-impl<'a> BwLines<'a> {
-    fn new(buf: &'a [u8]) -> Self {
-        // Like sysfs, treat the bytes as a C string: stop at a NUL.
-        let end = buf.iter().position(|&c| c == 0).unwrap_or(buf.len());
-        BwLines { rest: &buf[..end] }
-    }
-
-    /// A decimal `u32`: ASCII digits only, no sign.
-    fn number(field: &[u8]) -> Result<u32> {
-        if field.is_empty() {
-            return Err(EINVAL);
-        }
-        let mut v: u32 = 0;
-        for &c in field {
-            if !c.is_ascii_digit() {
-                return Err(EINVAL);
-            }
-            v = v
-                .checked_mul(10)
-                .and_then(|v| v.checked_add(u32::from(c - b'0')))
-                .ok_or(EINVAL)?;
-        }
-        Ok(v)
-    }
-
-    fn parse(line: &[u8]) -> Result<(usize, u32, u32)> {
-        let mut fields = line
-            .split(|&c| c == b' ' || c == b'\t' || c == b'\r')
-            .filter(|f| !f.is_empty());
-        let nid = Self::number(fields.next().ok_or(EINVAL)?)?;
-        let r = Self::number(fields.next().ok_or(EINVAL)?)?;
-        let w = Self::number(fields.next().ok_or(EINVAL)?)?;
-        if fields.next().is_some() {
-            return Err(EINVAL);
-        }
-        Ok((nid as usize, r, w))
-    }
-}
-
-impl Iterator for BwLines<'_> {
-    type Item = Result<(usize, u32, u32)>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        loop {
-            if self.rest.is_empty() {
-                return None;
-            }
-            let (line, rest) = match self.rest.iter().position(|&c| c == b'\n') {
-                Some(i) => (&self.rest[..i], &self.rest[i + 1..]),
-                None => (self.rest, &self.rest[self.rest.len()..]),
-            };
-            self.rest = rest;
-            if line.iter().all(|&c| c == b' ' || c == b'\t' || c == b'\r') {
-                continue;
-            }
-            return Some(Self::parse(line));
-        }
     }
 }
 
