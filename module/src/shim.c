@@ -248,9 +248,12 @@ struct workqueue_struct *tk_alloc_workqueue(const char *name)
 	 * Per-CPU (bound) workqueue, so queue_work_on() really runs on that
 	 * CPU; 7.3 warns unless WQ_PERCPU or WQ_UNBOUND is explicit. Clearing
 	 * work is long and CPU bound: WQ_CPU_INTENSIVE keeps it out of the
-	 * pool's concurrency management.
+	 * pool's concurrency management. Not WQ_HIGHPRI: nice -20 workers
+	 * clearing for seconds starve the CPU's ordinary work (under the
+	 * debug kernel on emulated CXL memory, vmstat_shepherd waited 32 s
+	 * behind two of them: a workqueue lockup report).
 	 */
-	return alloc_workqueue("%s", WQ_HIGHPRI | WQ_PERCPU | WQ_CPU_INTENSIVE, 0, name);
+	return alloc_workqueue("%s", WQ_PERCPU | WQ_CPU_INTENSIVE, 0, name);
 }
 
 /* --- weighted interleave: node hotplug ---------------------------------- */

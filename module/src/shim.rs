@@ -90,8 +90,8 @@ extern "C" {
     pub(crate) fn tk_cond_resched();
     /// `ktime_get_ns()`. No precondition.
     pub(crate) fn tk_ktime_get_ns() -> u64;
-    /// `alloc_workqueue("%s", WQ_HIGHPRI | WQ_PERCPU | WQ_CPU_INTENSIVE, 0,
-    /// name)`; NULL on failure. `name` must be a NUL-terminated string;
+    /// `alloc_workqueue("%s", WQ_PERCPU | WQ_CPU_INTENSIVE, 0, name)`; NULL
+    /// on failure. `name` must be a NUL-terminated string;
     /// process context only. The result must go to `destroy_workqueue()`.
     pub(crate) fn tk_alloc_workqueue(name: *const c_char) -> *mut bindings::workqueue_struct;
 

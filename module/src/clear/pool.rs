@@ -166,7 +166,7 @@ struct OwnedQueue(NonNull<bindings::workqueue_struct>);
 impl OwnedQueue {
     fn new() -> Result<Self> {
         // SAFETY: the name is a NUL-terminated static string; the shim
-        // allocates a per-CPU (bound) WQ_HIGHPRI workqueue.
+        // allocates a per-CPU (bound), CPU-intensive workqueue.
         let wq = unsafe { shim::tk_alloc_workqueue(c"tierkit_clear".as_char_ptr()) };
         // INVARIANT: a non-NULL result is a new workqueue that only this
         // value refers to.
