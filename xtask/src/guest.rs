@@ -168,6 +168,15 @@ pub(crate) fn guest_cmd(g: &GuestArgs, req: GuestRequest) -> Result<GuestResult>
             say!("note: CXL device {i} is {} GiB: QEMU puts CXL windows 256 MiB past a GiB boundary, so its node holds no aligned GiB and 1 GiB gigantic pages (tierkit_clear_gigantic, tk-test-gigantic) cannot be placed there; use 2G or more", d.size_gib);
         }
     }
+    let guest_gib = u64::from(topo.total_mem_gib() + topo.cxl_gib());
+    if let Some(avail) = util::host_mem_available_gib() {
+        if avail < guest_gib + 1 {
+            say!(
+                "warning: the host has {avail} GiB available and this guest can touch {guest_gib} GiB: \
+                 with other guests running, the host's OOM killer may kill QEMU mid-run"
+            );
+        }
+    }
     let accel = qemu::choose_accel(if g.kvm {
         Some(true)
     } else if g.no_kvm {

@@ -379,3 +379,31 @@ mod tests {
         );
     }
 }
+
+/// `MemAvailable` of the host's `/proc/meminfo`, in whole GiB.
+pub fn host_mem_available_gib() -> Option<u64> {
+    parse_mem_available_gib(&std::fs::read_to_string("/proc/meminfo").ok()?)
+}
+
+/// The `MemAvailable:  N kB` line of a `/proc/meminfo` text, in whole GiB.
+pub fn parse_mem_available_gib(meminfo: &str) -> Option<u64> {
+    let kb: u64 = meminfo
+        .lines()
+        .find_map(|l| l.strip_prefix("MemAvailable:"))?
+        .trim()
+        .strip_suffix("kB")?
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kb >> 20)
+}
+
+#[cfg(test)]
+mod meminfo_tests {
+    #[test]
+    fn mem_available() {
+        let t = "MemTotal:       24558172 kB\nMemFree:  1 kB\nMemAvailable:   12582912 kB\n";
+        assert_eq!(super::parse_mem_available_gib(t), Some(12));
+        assert_eq!(super::parse_mem_available_gib("MemFree: 1 kB\n"), None);
+    }
+}

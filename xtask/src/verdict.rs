@@ -235,6 +235,21 @@ fn name_report_phases(run: &mut ktap::Run, console: &str) {
     }
 }
 
+/// Why QEMU ended before the guest's last line, from its exit status: a
+/// signal from outside (the host's OOM killer, when several guests share a
+/// small host, sends SIGKILL) or the guest's own crash or power-off.
+fn why_stopped(exit: Option<std::process::ExitStatus>) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match exit.and_then(|e| e.signal()) {
+        Some(9) => "QEMU was killed by SIGKILL from outside the guest: on a busy host \
+                    most likely the kernel's OOM killer (see the host's `dmesg`); \
+                    run fewer guests at once"
+            .into(),
+        Some(sig) => format!("QEMU was killed by signal {sig} from outside the guest"),
+        None => "crash or power-off inside the guest".into(),
+    }
+}
+
 /// Judges a boot: KTAP (via [`ktap::Run::verdict`]) plus the /init protocol.
 /// `kunit`: KUnit ran (not `kunit.enable=0`), so the module's suites must
 /// report. `filter` is `--filter`: with it, a run without KUnit suites is
@@ -380,7 +395,8 @@ pub fn evaluate(guest: &GuestRun, kunit: bool, filter: Option<&str>, profile: Pr
             fail(
                 "done",
                 format!(
-                    "the guest stopped before TIERKIT-DONE (crash or power-off). Last console lines:\n{}",
+                    "the guest stopped before TIERKIT-DONE ({}). Last console lines:\n{}",
+                    why_stopped(guest.exit),
                     last_lines(&guest.console, 15)
                 ),
                 &mut reasons,
@@ -451,6 +467,16 @@ pub fn evaluate(guest: &GuestRun, kunit: bool, filter: Option<&str>, profile: Pr
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_qemu_killed_from_outside_is_named() {
+        use std::os::unix::process::ExitStatusExt;
+        use std::process::ExitStatus;
+        assert!(why_stopped(Some(ExitStatus::from_raw(9))).contains("OOM killer"));
+        assert!(why_stopped(Some(ExitStatus::from_raw(15))).contains("signal 15"));
+        assert!(why_stopped(Some(ExitStatus::from_raw(0))).contains("crash or power-off"));
+        assert!(why_stopped(None).contains("crash or power-off"));
+    }
     use std::path::PathBuf;
     use std::time::Duration;
 
