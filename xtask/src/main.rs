@@ -30,7 +30,7 @@ use std::process::{Command, ExitCode, Stdio};
 use std::time::Duration;
 
 use qemu::Mode;
-use topology::{CxlDevice, Perf, Topology, TopologyKind, TopologyOpts};
+use topology::{CxlDevice, CxlInterleave, Perf, Topology, TopologyKind, TopologyOpts};
 use util::{fmt_dur, Timer};
 
 const ABOUT: &str = "Build Linux 7.3 with Rust and the tierkit module, boot it in QEMU with a \
@@ -176,6 +176,15 @@ struct GuestArgs {
     /// [default: one 4G:250:10G]
     #[arg(long, alias = "cxl-devs", value_delimiter = ',', value_parser = CxlDevice::parse, value_name = "SIZE[:NS:GBS]")]
     cxl_dev: Vec<CxlDevice>,
+    /// Interleave each CXL region of --topology cxl across WAYS devices
+    /// behind one host bridge (one root port each), with GRANULARITY bytes
+    /// (256 to 16384, power of two, e.g. `4K`; default 256) per device in
+    /// turn: `2`, `2:256`, `2:4096`. WAYS is 1 or 2; the --cxl-dev devices
+    /// (default: WAYS of 4/WAYS GiB, a 4 GiB region) are grouped in order,
+    /// WAYS per region, of one size and performance each.
+    /// [default: 1, a region per device]
+    #[arg(long, value_parser = CxlInterleave::parse, value_name = "WAYS[:GRAN]")]
+    cxl_interleave: Option<CxlInterleave>,
     /// HMAT latency (ns) and bandwidth (GB/s) of a CPU node's own DRAM,
     /// e.g. `100:20G` [default: numa, numa2: 100:200G; cxl: 100:20G].
     #[arg(long, value_parser = Perf::parse, value_name = "NS:GBS")]
@@ -568,11 +577,14 @@ fn guest_cmd(
         } else {
             vec![]
         },
+        cxl_interleave: g
+            .cxl_interleave
+            .filter(|_| kind == TopologyKind::Cxl || g.topology.is_some()),
         dram_perf: g.dram_perf,
     })?;
-    for (i, d) in topo.cxl.iter().enumerate() {
-        if d.size_gib < 2 {
-            say!("note: CXL device {i} is {} GiB: QEMU puts CXL windows 256 MiB past a GiB boundary, so its node holds no aligned GiB and 1 GiB gigantic pages (tierkit_clear_gigantic, tk-test-gigantic) cannot be placed there; use 2G or more", d.size_gib);
+    for (i, gib) in topo.cxl_region_gib().into_iter().enumerate() {
+        if gib < 2 {
+            say!("note: CXL region {i} is {gib} GiB: QEMU puts CXL windows 256 MiB past a GiB boundary, so its node holds no aligned GiB and 1 GiB gigantic pages (tierkit_clear_gigantic, tk-test-gigantic) cannot be placed there; use 2G or more");
         }
     }
     let accel = qemu::choose_accel(if g.kvm {
