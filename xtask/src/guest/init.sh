@@ -118,28 +118,56 @@ cxl_port=
 cxl_dmesg0=0
 # cxl_attr FILE: its content, or `?`.
 cxl_attr() { cat "$1" 2>/dev/null || echo '?'; }
-# cxl_diag: the kernel's side of a failed step: the root decoder's and the
-# host bridge decoders' interleave settings and capabilities, the endpoint
-# decoders', and the cxl driver's dmesg lines since the setup began.
-cxl_diag() {
+# cxl_decoder D: one decoder's interleave settings, `decoderX.Y(ways=..
+# granularity=.. [targets=..] [mode=.. dpa_size=..] region=..)`.
+cxl_decoder() {
+	printf '%s' "${1##*/}(ways=$(cxl_attr $1/interleave_ways) granularity=$(cxl_attr $1/interleave_granularity)"
+	[ -e "$1/target_list" ] && printf '%s' " targets=$(cxl_attr $1/target_list)"
+	[ -e "$1/mode" ] && printf '%s' " mode=$(cxl_attr $1/mode) dpa_size=$(cxl_attr $1/dpa_size)"
+	printf '%s' " region=$(cxl_attr $1/region))"
+}
+# cxl_why: the kernel's side of a failed step, short enough for one printk
+# record: the root decoder's interleave and capabilities, and the host
+# bridge port's downstream ports.
+cxl_why() {
 	[ -n "$cxl_win" ] || return 0
 	rd=$C/decoder0.$cxl_win
-	printf '%s' "; kernel: decoder0.$cxl_win interleave_ways=$(cxl_attr $rd/interleave_ways) interleave_granularity=$(cxl_attr $rd/interleave_granularity) cap_ram=$(cxl_attr $rd/cap_ram) cap_type3=$(cxl_attr $rd/cap_type3) target_list=$(cxl_attr $rd/target_list)"
+	printf '%s' "; kernel: root decoder0.$cxl_win interleave_ways=$(cxl_attr $rd/interleave_ways) interleave_granularity=$(cxl_attr $rd/interleave_granularity) cap_ram=$(cxl_attr $rd/cap_ram) cap_type3=$(cxl_attr $rd/cap_type3)"
+	[ -n "$cxl_port" ] && printf '%s' "; host bridge ${cxl_port##*/} dports=$(ls -d "$cxl_port"/dport* 2>/dev/null | sed 's|.*/dport||' | tr '\n' ',' | sed 's/,$//')"
+	printf '%s' " (more: TIERKIT-CXL diag lines)"
+}
+# cxl_diag: after a failed step, one `TIERKIT-CXL diag` line per decoder on
+# the window's path (the host bridge port's first decoder and any that
+# holds a region, the endpoints' first decoders) and the cxl driver's
+# dmesg lines since the setup began (its region checks are mostly
+# dev_dbg, which this kernel does not print: then the errno and the
+# decoders' state are what the kernel says).
+cxl_diag() {
+	[ -n "$cxl_win" ] || return 0
 	if [ -n "$cxl_port" ]; then
-		printf '%s' "; ${cxl_port##*/} dports=$(ls -d "$cxl_port"/dport* 2>/dev/null | sed 's|.*/dport||' | tr '\n' ',' | sed 's/,$//')"
-		for d in "$cxl_port"/decoder*.* "$cxl_port"/endpoint*/decoder*.*; do
+		first=1
+		for d in "$cxl_port"/decoder*.*; do
 			[ -d "$d" ] || continue
-			printf '%s' " ${d##*/}(ways=$(cxl_attr $d/interleave_ways) granularity=$(cxl_attr $d/interleave_granularity)"
-			[ -e "$d/target_list" ] && printf '%s' " targets=$(cxl_attr $d/target_list)"
-			[ -e "$d/mode" ] && printf '%s' " mode=$(cxl_attr $d/mode) dpa_size=$(cxl_attr $d/dpa_size)"
-			printf '%s' " region=$(cxl_attr $d/region))"
+			if [ $first = 1 ] || [ -n "$(cat "$d/region" 2>/dev/null)" ]; then
+				mark "TIERKIT-CXL diag: host bridge ${cxl_port##*/} $(cxl_decoder "$d" | cut -c1-900)"
+			fi
+			first=0
+		done
+		for e in "$cxl_port"/endpoint*; do
+			[ -d "$e" ] || continue
+			for d in "$e"/decoder*.*; do
+				[ -d "$d" ] || continue
+				mark "TIERKIT-CXL diag: ${e##*/} ($(basename "$(readlink -f "$e/uport")") below $(basename "$(readlink -f "$e/parent_dport")")) $(cxl_decoder "$d" | cut -c1-800)"
+				break
+			done
 		done
 	fi
-	k=$(dmesg | tail -n +$((cxl_dmesg0 + 1)) | grep -i cxl | grep -v TIERKIT | tail -n 4 | sed 's/^\[[^]]*\] *//' | tr '\n' '|' | sed 's/|$//; s/|/ | /g')
-	printf '%s' "; dmesg: ${k:-no cxl lines}"
+	dmesg | tail -n +$((cxl_dmesg0 + 1)) | grep -i cxl | grep -v TIERKIT | tail -n 6 | sed 's/^\[[^]]*\] *//' | cut -c1-900 |
+		while IFS= read -r l; do mark "TIERKIT-CXL diag: dmesg: $l"; done
 }
 cxl_fail() {
-	mark "TIERKIT-ERROR cxl step=$1: $2$(cxl_diag)"
+	mark "TIERKIT-ERROR cxl step=$1: $(printf '%s' "$2$(cxl_why)" | cut -c1-900)"
+	cxl_diag
 	cxl_ok=0
 }
 # cxl_write STEP FILE VALUE
@@ -215,6 +243,7 @@ cxl_region_one() {
 	# Per position: the endpoint, its memdev and its first decoder.
 	epds=
 	mems=
+	via=
 	k=0
 	for ep in $(echo "$eps" | awk '{ print $2 }'); do
 		mem=$(basename "$(readlink -f "$ep/uport")")
@@ -231,6 +260,7 @@ cxl_region_one() {
 		fi
 		epds="$epds $epd"
 		mems="$mems $mem"
+		via="$via dport$(echo "$eps" | awk -v e="$ep" '$2 == e { print $1 }'):${ep##*/}/$epd"
 		k=$((k + 1))
 	done
 	region=$(cat "$rd/create_ram_region" 2>/dev/null)
@@ -241,7 +271,7 @@ cxl_region_one() {
 	cxl_write create "$rd/create_ram_region" "$region" || return 1
 	R=$C/$region
 	[ "$ways" = 1 ] && gran=$(cat "$rd/interleave_granularity")
-	mark "TIERKIT-CXL $region: decoder0.$i -> ${mems# } ($(($want / 1048576)) MiB, ${ways}-way, granularity $gran) via${epds}"
+	mark "TIERKIT-CXL $region: decoder0.$i -> ${mems# } ($(($want / 1048576)) MiB, ${ways}-way, granularity $gran) via${via}"
 	cxl_write granularity "$R/interleave_granularity" "$gran" || return 1
 	cxl_write ways "$R/interleave_ways" "$ways" || return 1
 	for epd in $epds; do
