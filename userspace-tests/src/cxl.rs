@@ -51,6 +51,15 @@ pub struct Region {
     pub size: u64,
     /// `target0`: the first endpoint decoder.
     pub target0: String,
+    /// `interleave_ways`: how many devices the region spreads over.
+    pub ways: u32,
+    /// `interleave_granularity`, bytes.
+    pub granularity: u32,
+    /// `target0` .. `target<ways-1>`: the endpoint decoders, by position.
+    pub targets: Vec<String>,
+    /// The root decoder (fixed memory window) it was created from,
+    /// `decoder0.N`: the parent of the region's device.
+    pub root_decoder: String,
     pub dax: Option<Dax>,
     /// `access0` (nearest initiator) and `access1` (nearest CPU).
     pub access: [Option<Access>; 2],
@@ -154,12 +163,24 @@ impl CxlBus {
                 .find(|n| n.contains('.'))?;
             Some(self.dax(&d))
         });
+        let ways = read_num(&dir.join("interleave_ways")).unwrap_or(0) as u32;
+        let targets = (0..ways)
+            .map(|k| read_trim(&dir.join(format!("target{k}"))).unwrap_or_default())
+            .collect();
+        let root_decoder = fs::canonicalize(&dir)
+            .ok()
+            .and_then(|p| Some(p.parent()?.file_name()?.to_string_lossy().into_owned()))
+            .unwrap_or_default();
         Region {
             name: name.to_string(),
             committed: read_trim(&dir.join("commit")).as_deref() == Some("1"),
             mode: read_trim(&dir.join("mode")).unwrap_or_default(),
             size: read_num(&dir.join("size")).unwrap_or(0),
             target0: read_trim(&dir.join("target0")).unwrap_or_default(),
+            ways,
+            granularity: read_num(&dir.join("interleave_granularity")).unwrap_or(0) as u32,
+            targets,
+            root_decoder,
             dax,
             access: [
                 read_access(&dir.join("access0")),
@@ -184,12 +205,66 @@ impl CxlBus {
         }
     }
 
+    /// The memdev behind an endpoint decoder (`decoderE.D` of
+    /// `endpointE`, whose `uport` is the memdev).
+    pub fn decoder_memdev(&self, decoder: &str) -> Option<String> {
+        let d = fs::canonicalize(self.cxl.join(decoder)).ok()?;
+        let uport = fs::canonicalize(d.parent()?.join("uport")).ok()?;
+        Some(uport.file_name()?.to_string_lossy().into_owned())
+    }
+
     /// The region whose dax device feeds node `nid`.
     pub fn region_of_node(&self, nid: u32) -> Option<Region> {
         self.regions()
             .into_iter()
             .find(|r| r.dax.as_ref().is_some_and(|d| d.target_node == nid as i32))
     }
+}
+
+/// One region as the harness asked for it on the kernel command line
+/// (`tierkit.cxl=MIB[:WAYS:GRAN][,...]`, one entry per fixed memory
+/// window, in window order).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WantedRegion {
+    /// Bytes.
+    pub size: u64,
+    /// Devices it interleaves across (1: not interleaved).
+    pub ways: u32,
+    /// Granularity in bytes; `None`: the root decoder's (1-way).
+    pub granularity: Option<u32>,
+}
+
+/// Parses the value of `tierkit.cxl=`; `None` if malformed.
+pub fn parse_wanted(v: &str) -> Option<Vec<WantedRegion>> {
+    v.split(',')
+        .map(|e| {
+            let mut f = e.split(':');
+            let mib: u64 = f.next()?.parse().ok()?;
+            let ways: u32 = f.next().map_or(Some(1), |w| w.parse().ok())?;
+            let granularity = match f.next() {
+                Some(g) => Some(g.parse().ok()?),
+                None => None,
+            };
+            if f.next().is_some() || ways == 0 {
+                return None;
+            }
+            Some(WantedRegion {
+                size: mib << 20,
+                ways,
+                granularity,
+            })
+        })
+        .collect()
+}
+
+/// The regions the harness asked for (`tierkit.cxl=` in `/proc/cmdline`):
+/// `None` without the parameter, `Some(Err)` if it is malformed.
+pub fn wanted_regions() -> Option<Result<Vec<WantedRegion>, String>> {
+    let cmdline = fs::read_to_string("/proc/cmdline").ok()?;
+    let v = cmdline
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("tierkit.cxl="))?;
+    Some(parse_wanted(v).ok_or_else(|| format!("tierkit.cxl={v}: malformed")))
 }
 
 /// The nodes backed by CXL regions (through their dax devices), ascending.
@@ -224,6 +299,8 @@ mod tests {
         fs::write(r.join("mode"), "ram\n").unwrap();
         fs::write(r.join("size"), "0x100000000\n").unwrap();
         fs::write(r.join("target0"), "decoder2.0\n").unwrap();
+        fs::write(r.join("interleave_ways"), "1\n").unwrap();
+        fs::write(r.join("interleave_granularity"), "256\n").unwrap();
         for (f, v) in [
             ("read_bandwidth", "10240"),
             ("write_bandwidth", "10240"),
@@ -256,6 +333,10 @@ mod tests {
         let r = &rs[0];
         assert!(r.committed);
         assert_eq!((r.mode.as_str(), r.size), ("ram", 1 << 32));
+        assert_eq!((r.ways, r.granularity), (1, 256));
+        assert_eq!(r.targets, vec!["decoder2.0"]);
+        assert_eq!(rs[1].ways, 0);
+        assert!(rs[1].targets.is_empty());
         let d = r.dax.as_ref().unwrap();
         assert_eq!(
             (d.name.as_str(), d.target_node, d.driver.as_deref(), d.size),
@@ -268,6 +349,31 @@ mod tests {
         assert_eq!(bus.region_of_node(2).unwrap().name, "region0");
         assert!(bus.region_of_node(1).is_none());
         fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn wanted_regions_from_the_command_line() {
+        let w = |mib: u64, ways, granularity| WantedRegion {
+            size: mib << 20,
+            ways,
+            granularity,
+        };
+        assert_eq!(parse_wanted("4096"), Some(vec![w(4096, 1, None)]));
+        assert_eq!(
+            parse_wanted("4096,2048"),
+            Some(vec![w(4096, 1, None), w(2048, 1, None)])
+        );
+        assert_eq!(
+            parse_wanted("4096:2:256"),
+            Some(vec![w(4096, 2, Some(256))])
+        );
+        assert_eq!(
+            parse_wanted("8192:2:4096,2048:2:4096"),
+            Some(vec![w(8192, 2, Some(4096)), w(2048, 2, Some(4096))])
+        );
+        for bad in ["", "x", "4096:", "4096:0:256", "4096:2:256:1", "4096:2:x"] {
+            assert_eq!(parse_wanted(bad), None, "{bad}");
+        }
     }
 
     #[test]

@@ -9,7 +9,7 @@ use std::process::ExitCode;
 
 use crate::guest::{build_all, guest_cmd, GuestRequest};
 use crate::qemu::{self, Mode};
-use crate::topology::{CxlDevice, Perf, TopologyKind};
+use crate::topology::{CxlDevice, CxlInterleave, Perf, TopologyKind};
 use crate::{bench, kernel, module, profile, report, say, setup, testing, util};
 
 const ABOUT: &str = "Build Linux 7.3 with Rust and the tierkit module, boot it in QEMU with a \
@@ -163,6 +163,15 @@ pub(crate) struct GuestArgs {
     /// [default: one 4G:250:10G]
     #[arg(long, alias = "cxl-devs", value_delimiter = ',', value_parser = CxlDevice::parse, value_name = "SIZE[:NS:GBS]")]
     pub(crate) cxl_dev: Vec<CxlDevice>,
+    /// Interleave each CXL region of --topology cxl across WAYS devices
+    /// behind one host bridge (one root port each), with GRANULARITY bytes
+    /// (256 to 16384, power of two, e.g. `4K`; default 256) per device in
+    /// turn: `2`, `2:256`, `2:4096`. WAYS is 1 or 2; the --cxl-dev devices
+    /// (default: WAYS of 4/WAYS GiB, a 4 GiB region) are grouped in order,
+    /// WAYS per region, of one size and performance each.
+    /// [default: 1, a region per device]
+    #[arg(long, value_parser = CxlInterleave::parse, value_name = "WAYS[:GRAN]")]
+    pub(crate) cxl_interleave: Option<CxlInterleave>,
     /// HMAT latency (ns) and bandwidth (GB/s) of a CPU node's own DRAM,
     /// e.g. `100:20G` [default: numa, numa2: 100:200G; cxl: 100:20G].
     #[arg(long, value_parser = Perf::parse, value_name = "NS:GBS")]

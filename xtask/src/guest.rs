@@ -161,11 +161,14 @@ pub(crate) fn guest_cmd(g: &GuestArgs, req: GuestRequest) -> Result<GuestResult>
         } else {
             vec![]
         },
+        cxl_interleave: g
+            .cxl_interleave
+            .filter(|_| kind == TopologyKind::Cxl || g.topology.is_some()),
         dram_perf: g.dram_perf,
     })?;
-    for (i, d) in topo.cxl.iter().enumerate() {
-        if d.size_gib < 2 {
-            say!("note: CXL device {i} is {} GiB: QEMU puts CXL windows 256 MiB past a GiB boundary, so its node holds no aligned GiB and 1 GiB gigantic pages (tierkit_clear_gigantic, tk-test-gigantic) cannot be placed there; use 2G or more", d.size_gib);
+    for (i, gib) in topo.cxl_region_gib().into_iter().enumerate() {
+        if gib < 2 {
+            say!("note: CXL region {i} is {gib} GiB: QEMU puts CXL windows 256 MiB past a GiB boundary, so its node holds no aligned GiB and 1 GiB gigantic pages (tierkit_clear_gigantic, tk-test-gigantic) cannot be placed there; use 2G or more");
         }
     }
     let guest_gib = u64::from(topo.total_mem_gib() + topo.cxl_gib());

@@ -155,7 +155,8 @@ pub fn kernel_cmdline(cfg: &GuestConfig) -> Result<String> {
     p.push(format!("memhp_default_state={}", cfg.cxl_online.as_param()));
     p.push(format!("tierkit.mode={}", cfg.mode.as_param()));
     if let Some(c) = cfg.topology.cxl_param() {
-        // /init assembles one region per device, in this order.
+        // /init assembles one region per window, in this order (per device,
+        // or interleaved over WAYS devices: `MIB:WAYS:GRANULARITY`).
         p.push(format!("tierkit.cxl={c}"));
     }
     for (f, param) in [
@@ -674,6 +675,36 @@ mod tests {
         let m = a.iter().position(|x| x == "-M").unwrap();
         let k = a.iter().position(|x| x == "-kernel").unwrap();
         assert!(m < k);
+    }
+
+    #[test]
+    fn cxl_interleave_command_line() {
+        let mut c = cfg(Mode::Run, None);
+        c.topology = Topology::new(&TopologyOpts {
+            cxl_interleave: Some(crate::topology::CxlInterleave::parse("2:4096").unwrap()),
+            ..TopologyOpts::defaults(TopologyKind::Cxl)
+        })
+        .unwrap();
+        let line = kernel_cmdline(&c).unwrap();
+        assert!(
+            line.split(' ').any(|w| w == "tierkit.cxl=4096:2:4096"),
+            "{line}"
+        );
+        let a = qemu_args(
+            Path::new("/k/bzImage"),
+            Path::new("/r/initramfs.cpio"),
+            Path::new("/r/data.log"),
+            &c,
+        )
+        .unwrap();
+        let has = |x: &str, y: &str| a.windows(2).any(|w| w[0] == x && w[1] == y);
+        assert!(has(
+            "-M",
+            "cxl-fmw.0.targets.0=cxl.1,cxl-fmw.0.size=4G,cxl-fmw.0.interleave-granularity=4096"
+        ));
+        assert_eq!(a.iter().filter(|x| x.starts_with("pxb-cxl,")).count(), 1);
+        assert_eq!(a.iter().filter(|x| x.starts_with("cxl-rp,")).count(), 2);
+        assert_eq!(a.iter().filter(|x| x.starts_with("cxl-type3,")).count(), 2);
     }
 
     #[test]

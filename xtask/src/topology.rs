@@ -16,6 +16,12 @@
 //! CPU-less node whose number the kernel picks (a CFMWS window without SRAT
 //! memory gets a fresh node), and whose performance the kernel computes from
 //! the generic port's HMAT entries plus the device's CDAT and link.
+//!
+//! With [`CxlInterleave`] (`--cxl-interleave WAYS[:GRANULARITY]`) the
+//! devices come in groups of WAYS: each group shares one host bridge (one
+//! `cxl-rp` root port per device, `port=0..WAYS-1`), one generic port and one
+//! window (`cxl-fmw.<g>.interleave-granularity=`), and /init assembles one
+//! region interleaved across the group's devices.
 
 use anyhow::{bail, Result};
 use std::fmt;
@@ -109,6 +115,78 @@ pub const CXL_FIRST_BUS: u32 = 12;
 pub const CXL_BUS_STRIDE: u32 = 16;
 /// At most this many CXL devices (bus numbers stay below 256).
 pub const CXL_MAX_DEVICES: usize = 8;
+/// Interleave ways `--cxl-interleave` accepts: 1 (every device its own
+/// region) or 2 (two devices behind one host bridge, one region).
+pub const CXL_MAX_WAYS: u32 = 2;
+/// The region granularity with `--cxl-interleave WAYS` alone: QEMU's
+/// window default, which `cxl create-region` also takes (the root decoder's).
+pub const CXL_DEFAULT_GRANULARITY: u32 = 256;
+
+/// `--cxl-interleave WAYS[:GRANULARITY]`: how a region spreads over the
+/// devices behind one host bridge.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CxlInterleave {
+    /// Devices per region (and per host bridge): 1 or [`CXL_MAX_WAYS`].
+    pub ways: u32,
+    /// Bytes of host physical address space that go to one device before
+    /// the next: a power of two from 256 to 16384 (CXL HDM decoders).
+    pub granularity: u32,
+}
+
+impl CxlInterleave {
+    /// One device per region (the default).
+    pub const NONE: CxlInterleave = CxlInterleave {
+        ways: 1,
+        granularity: CXL_DEFAULT_GRANULARITY,
+    };
+
+    /// Parses `WAYS[:GRANULARITY]`, e.g. `2`, `2:256`, `2:4096` or `2:4K`
+    /// (granularity in bytes; `K` = 1024).
+    pub fn parse(s: &str) -> std::result::Result<CxlInterleave, String> {
+        let (w, g) = match s.split_once(':') {
+            Some((w, g)) => (w, Some(g)),
+            None => (s, None),
+        };
+        let ways: u32 = w.trim().parse().map_err(|_| {
+            format!("`{s}`: WAYS `{w}` is not a number (WAYS[:GRANULARITY], e.g. 2:4096)")
+        })?;
+        if !(1..=CXL_MAX_WAYS).contains(&ways) {
+            return Err(format!(
+                "`{s}`: {ways}-way interleave is not offered: WAYS is 1 or {CXL_MAX_WAYS} (devices behind one host bridge)"
+            ));
+        }
+        let granularity = match g {
+            None => CXL_DEFAULT_GRANULARITY,
+            Some(g) => {
+                let t = g.trim().to_ascii_lowercase();
+                let (num, mul) = match t.strip_suffix('k') {
+                    Some(n) => (n, 1024),
+                    None => (t.as_str(), 1),
+                };
+                num.parse::<u32>()
+                    .ok()
+                    .and_then(|n| n.checked_mul(mul))
+                    .ok_or_else(|| format!("`{s}`: GRANULARITY `{g}` is not a number of bytes"))?
+            }
+        };
+        if !granularity.is_power_of_two() || !(256..=16384).contains(&granularity) {
+            return Err(format!(
+                "`{s}`: granularity {granularity} bytes: CXL decoders take a power of two from 256 to 16384"
+            ));
+        }
+        Ok(CxlInterleave { ways, granularity })
+    }
+}
+
+impl fmt::Display for CxlInterleave {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}-way, granularity {} bytes",
+            self.ways, self.granularity
+        )
+    }
+}
 
 /// The default DRAM per CPU node, GiB, for every topology. A runtime 1 GiB
 /// contiguous range needs a free, naturally aligned GiB on node 0 after the
@@ -212,11 +290,6 @@ impl CxlDevice {
     pub fn size_mib(&self) -> u64 {
         u64::from(self.size_gib) * 1024
     }
-
-    /// Its fixed memory window: the device size rounded up to 256 MiB.
-    pub fn window_mib(&self) -> u64 {
-        self.size_mib().div_ceil(CXL_WINDOW_ALIGN_MIB) * CXL_WINDOW_ALIGN_MIB
-    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -225,6 +298,8 @@ pub struct Topology {
     pub cpu_nodes: Vec<CpuNode>,
     pub mem_nodes: Vec<MemNode>,
     pub cxl: Vec<CxlDevice>,
+    /// How the CXL devices are grouped into regions (cxl).
+    pub cxl_interleave: CxlInterleave,
     /// HMAT performance of a CPU node's own DRAM.
     pub dram_perf: Perf,
 }
@@ -239,8 +314,11 @@ pub struct TopologyOpts {
     pub dram_gib: u32,
     /// Size of the memory-only node (numa, numa2), GiB.
     pub slow_gib: u32,
-    /// CXL devices (cxl); empty: one [`CxlDevice`] of 4 GiB.
+    /// CXL devices (cxl); empty: one [`CxlDevice`] of 4 GiB, or with
+    /// `cxl_interleave` WAYS devices of 4/WAYS GiB (a 4 GiB region).
     pub cxl_devs: Vec<CxlDevice>,
+    /// `--cxl-interleave` (cxl); `None`: one region per device.
+    pub cxl_interleave: Option<CxlInterleave>,
     /// HMAT figures of local DRAM; `None`: [`LOCAL_DRAM`], or
     /// [`CXL_TOPO_DRAM`] for cxl.
     pub dram_perf: Option<Perf>,
@@ -256,6 +334,7 @@ impl TopologyOpts {
             dram_gib: 6,
             slow_gib: 3,
             cxl_devs: vec![],
+            cxl_interleave: None,
             dram_perf: None,
         }
     }
@@ -269,6 +348,10 @@ impl Topology {
         if o.kind != TopologyKind::Cxl && !o.cxl_devs.is_empty() {
             bail!("--cxl-dev needs --topology cxl (got {})", o.kind);
         }
+        if o.kind != TopologyKind::Cxl && o.cxl_interleave.is_some() {
+            bail!("--cxl-interleave needs --topology cxl (got {})", o.kind);
+        }
+        let il = o.cxl_interleave.unwrap_or(CxlInterleave::NONE);
         Ok(match o.kind {
             TopologyKind::Numa => Topology {
                 kind: o.kind,
@@ -282,6 +365,7 @@ impl Topology {
                     perf: SLOW_MEM,
                 }],
                 cxl: vec![],
+                cxl_interleave: il,
                 dram_perf: o.dram_perf.unwrap_or(LOCAL_DRAM),
             },
             TopologyKind::Numa2 => {
@@ -301,20 +385,47 @@ impl Topology {
                         perf: SLOW_MEM,
                     }],
                     cxl: vec![],
+                    cxl_interleave: il,
                     dram_perf: o.dram_perf.unwrap_or(LOCAL_DRAM),
                 }
             }
             TopologyKind::Cxl => {
                 let cxl = if o.cxl_devs.is_empty() {
-                    vec![CxlDevice {
-                        size_gib: 4,
-                        perf: CXL_DEV,
-                    }]
+                    // One 4 GiB region either way.
+                    vec![
+                        CxlDevice {
+                            size_gib: 4 / il.ways,
+                            perf: CXL_DEV,
+                        };
+                        il.ways as usize
+                    ]
                 } else {
                     o.cxl_devs.clone()
                 };
                 if cxl.len() > CXL_MAX_DEVICES {
                     bail!("at most {CXL_MAX_DEVICES} CXL devices (got {})", cxl.len());
+                }
+                let w = il.ways as usize;
+                if !cxl.len().is_multiple_of(w) {
+                    bail!(
+                        "--cxl-interleave {}: {} CXL device(s) do not split into regions of {w} (give a multiple of {w} --cxl-dev)",
+                        il.ways,
+                        cxl.len()
+                    );
+                }
+                for (g, grp) in cxl.chunks(w).enumerate() {
+                    // Each device holds size/ways of the region and the
+                    // group shares one generic port (one HMAT entry).
+                    if grp.iter().any(|d| d != &grp[0]) {
+                        bail!(
+                            "--cxl-interleave {}: the devices of region {g} ({}) differ; an interleaved region needs devices of one size and one latency/bandwidth (they share a host bridge)",
+                            il.ways,
+                            grp.iter()
+                                .map(|d| format!("{} GiB, {}", d.size_gib, d.perf))
+                                .collect::<Vec<_>>()
+                                .join("; ")
+                        );
+                    }
                 }
                 Topology {
                     kind: o.kind,
@@ -324,6 +435,7 @@ impl Topology {
                     }],
                     mem_nodes: vec![],
                     cxl,
+                    cxl_interleave: il,
                     dram_perf: o.dram_perf.unwrap_or(CXL_TOPO_DRAM),
                 }
             }
@@ -345,15 +457,38 @@ impl Topology {
         self.cxl.iter().map(|d| d.size_gib).sum()
     }
 
-    /// QEMU nodes: CPU nodes, memory-only nodes, then one generic-port
-    /// proximity domain per CXL device.
-    pub fn nr_nodes(&self) -> usize {
-        self.cpu_nodes.len() + self.mem_nodes.len() + self.cxl.len()
+    /// The CXL devices grouped by region: each group shares a host bridge,
+    /// a generic port and a window (one device each without interleave).
+    pub fn cxl_groups(&self) -> std::slice::Chunks<'_, CxlDevice> {
+        self.cxl.chunks(self.cxl_interleave.ways as usize)
     }
 
-    /// The QEMU node id of CXL device `i`'s generic port.
-    pub fn cxl_gp_node(&self, i: usize) -> usize {
-        self.cpu_nodes.len() + self.mem_nodes.len() + i
+    /// The sizes of the CXL regions /init assembles, GiB, in window order.
+    pub fn cxl_region_gib(&self) -> Vec<u32> {
+        self.cxl_groups()
+            .map(|g| g.iter().map(|d| d.size_gib).sum())
+            .collect()
+    }
+
+    /// The fixed memory window of host bridge `g`: its devices' sizes
+    /// added up and rounded up to 256 MiB, MiB.
+    pub fn cxl_window_mib(&self, g: usize) -> u64 {
+        let mib: u64 = self
+            .cxl_groups()
+            .nth(g)
+            .map_or(0, |grp| grp.iter().map(|d| d.size_mib()).sum());
+        mib.div_ceil(CXL_WINDOW_ALIGN_MIB) * CXL_WINDOW_ALIGN_MIB
+    }
+
+    /// QEMU nodes: CPU nodes, memory-only nodes, then one generic-port
+    /// proximity domain per CXL host bridge.
+    pub fn nr_nodes(&self) -> usize {
+        self.cpu_nodes.len() + self.mem_nodes.len() + self.cxl_groups().len()
+    }
+
+    /// The QEMU node id of CXL host bridge `g`'s generic port.
+    pub fn cxl_gp_node(&self, g: usize) -> usize {
+        self.cpu_nodes.len() + self.mem_nodes.len() + g
     }
 
     /// SLIT distance between two nodes (numa, numa2; cxl has no SLIT).
@@ -394,17 +529,27 @@ impl Topology {
                 SLOW_MEM_REMOTE
             }
         } else {
-            self.cxl[target - k - m].perf
+            // The host bridge's generic port: its devices share one figure.
+            self.cxl[(target - k - m) * self.cxl_interleave.ways as usize].perf
         }
     }
 
-    /// The guest's `tierkit.cxl=` parameter: the devices' sizes in MiB, in
-    /// the order of their windows (`4096,2048`); `None` without CXL.
+    /// The guest's `tierkit.cxl=` parameter: per window (region), in their
+    /// order, the region's size in MiB, and with interleave `:WAYS:GRAN`
+    /// (bytes): `4096,2048`, or `4096:2:256` for one region over two 2 GiB
+    /// devices; `None` without CXL.
     pub fn cxl_param(&self) -> Option<String> {
         (!self.cxl.is_empty()).then(|| {
-            self.cxl
-                .iter()
-                .map(|d| d.size_mib().to_string())
+            let il = self.cxl_interleave;
+            self.cxl_groups()
+                .map(|g| {
+                    let mib: u64 = g.iter().map(|d| d.size_mib()).sum();
+                    if il.ways > 1 {
+                        format!("{mib}:{}:{}", il.ways, il.granularity)
+                    } else {
+                        mib.to_string()
+                    }
+                })
                 .collect::<Vec<_>>()
                 .join(",")
         })
@@ -478,49 +623,67 @@ impl Topology {
                 format!("node,nodeid={id},memdev=m{id},initiator={}", m.initiator),
             );
         }
-        // CXL: per device a host bridge with its generic port (a memory-less
-        // proximity domain that carries the HMAT figures), a root port, the
-        // type-3 device with its volatile backend, and a fixed memory window
-        // that targets the host bridge.
+        // CXL: per host bridge (one per device, or one per WAYS devices with
+        // --cxl-interleave) its generic port (a memory-less proximity domain
+        // that carries the HMAT figures) and a fixed memory window that
+        // targets it; per device a root port of that bridge and the type-3
+        // device with its volatile backend. An interleaved window gets the
+        // region's granularity (the root decoder is 1-way: the host bridge's
+        // decoder does the interleave).
+        let il = self.cxl_interleave;
         let mut fmw = Vec::new();
-        for (i, d) in self.cxl.iter().enumerate() {
-            let gp = self.cxl_gp_node(i);
-            let hb = format!("cxl.{}", i + 1);
-            let rp = format!("cxl_rp{i}");
+        let mut i = 0;
+        for (g, grp) in self.cxl_groups().enumerate() {
+            let gp = self.cxl_gp_node(g);
+            let hb = format!("cxl.{}", g + 1);
             push("-numa", format!("node,nodeid={gp}"));
-            push(
-                "-object",
-                format!(
-                    "memory-backend-ram,id=cxl-mem{i},share=on,size={}G",
-                    d.size_gib
-                ),
-            );
             push(
                 "-device",
                 format!(
                     "pxb-cxl,bus_nr={},bus=pcie.0,id={hb}",
-                    CXL_FIRST_BUS + CXL_BUS_STRIDE * i as u32
+                    CXL_FIRST_BUS + CXL_BUS_STRIDE * g as u32
                 ),
             );
             push(
                 "-object",
-                format!("acpi-generic-port,id=cxl-gp{i},pci-bus={hb},node={gp}"),
+                format!("acpi-generic-port,id=cxl-gp{g},pci-bus={hb},node={gp}"),
             );
-            push(
-                "-device",
-                format!("cxl-rp,port=0,bus={hb},id={rp},chassis=0,slot={}", i + 2),
+            for (port, d) in grp.iter().enumerate() {
+                let rp = format!("cxl_rp{i}");
+                push(
+                    "-object",
+                    format!(
+                        "memory-backend-ram,id=cxl-mem{i},share=on,size={}G",
+                        d.size_gib
+                    ),
+                );
+                push(
+                    "-device",
+                    format!(
+                        "cxl-rp,port={port},bus={hb},id={rp},chassis=0,slot={}",
+                        i + 2
+                    ),
+                );
+                push(
+                    "-device",
+                    format!(
+                        "cxl-type3,bus={rp},volatile-memdev=cxl-mem{i},id=cxl-vmem{i},sn={}",
+                        i + 1
+                    ),
+                );
+                i += 1;
+            }
+            let mut w = format!(
+                "cxl-fmw.{g}.targets.0={hb},cxl-fmw.{g}.size={}",
+                mib_size(self.cxl_window_mib(g))
             );
-            push(
-                "-device",
-                format!(
-                    "cxl-type3,bus={rp},volatile-memdev=cxl-mem{i},id=cxl-vmem{i},sn={}",
-                    i + 1
-                ),
-            );
-            fmw.push(format!(
-                "cxl-fmw.{i}.targets.0={hb},cxl-fmw.{i}.size={}",
-                mib_size(d.window_mib())
-            ));
+            if il.ways > 1 {
+                w.push_str(&format!(
+                    ",cxl-fmw.{g}.interleave-granularity={}",
+                    il.granularity
+                ));
+            }
+            fmw.push(w);
         }
         if !fmw.is_empty() {
             push("-M", fmw.join(","));
@@ -576,12 +739,24 @@ impl Topology {
                 m.initiator
             ));
         }
+        let il = self.cxl_interleave;
+        let w = il.ways as usize;
         for (i, d) in self.cxl.iter().enumerate() {
             s.push(format!(
-                "cxl{i}: {} GiB type-3 volatile device, generic port node{} ({} from node0), its node is the kernel's choice",
+                "cxl{i}: {} GiB type-3 volatile device, generic port node{} ({} from node0){}, its node is the kernel's choice",
                 d.size_gib,
-                self.cxl_gp_node(i),
-                d.perf
+                self.cxl_gp_node(i / w),
+                d.perf,
+                if w > 1 {
+                    format!(
+                        ", root port {} of host bridge {} (region {}: {il})",
+                        i % w,
+                        i / w,
+                        i / w
+                    )
+                } else {
+                    String::new()
+                }
             ));
         }
         s.join("; ")
@@ -799,7 +974,7 @@ mod tests {
     #[test]
     fn cxl_windows_and_specs() {
         let d = CxlDevice::parse("3G").unwrap();
-        assert_eq!((d.size_mib(), d.window_mib()), (3072, 3072));
+        assert_eq!(d.size_mib(), 3072);
         assert_eq!(d.perf, CXL_DEV);
         let w = |mib: u64| mib.div_ceil(CXL_WINDOW_ALIGN_MIB) * CXL_WINDOW_ALIGN_MIB;
         assert_eq!(w(1000), 1024);
@@ -822,5 +997,158 @@ mod tests {
         let t = Topology::new(&opts(TopologyKind::Numa, 2)).unwrap();
         assert_eq!(t.dram_perf, LOCAL_DRAM);
         assert_eq!(t.cxl_param(), None);
+    }
+
+    #[test]
+    fn cxl_interleave_two_devices_behind_one_host_bridge() {
+        for (spec, gran) in [("2", 256), ("2:256", 256), ("2:4096", 4096), ("2:4K", 4096)] {
+            let mut o = opts(TopologyKind::Cxl, 2);
+            o.cxl_interleave = Some(CxlInterleave::parse(spec).unwrap());
+            let t = Topology::new(&o).unwrap();
+            let a = t.qemu_args();
+            // Default: two 2 GiB devices, one 4 GiB region.
+            assert_eq!(t.cxl.len(), 2);
+            assert!(t.cxl.iter().all(|d| d.size_gib == 2 && d.perf == CXL_DEV));
+            assert_eq!(t.cxl_region_gib(), vec![4]);
+            assert!(has(&a, "-m", "4G,maxmem=8G,slots=4"));
+            // One host bridge, one generic port (node 1), one window.
+            assert_eq!(a.iter().filter(|x| x.starts_with("pxb-cxl,")).count(), 1);
+            assert!(has(&a, "-device", "pxb-cxl,bus_nr=12,bus=pcie.0,id=cxl.1"));
+            assert!(has(
+                &a,
+                "-object",
+                "acpi-generic-port,id=cxl-gp0,pci-bus=cxl.1,node=1"
+            ));
+            assert_eq!(
+                a.iter()
+                    .filter(|x| x.starts_with("acpi-generic-port,"))
+                    .count(),
+                1
+            );
+            assert!(has(&a, "-numa", "node,nodeid=1"));
+            assert!(!has(&a, "-numa", "node,nodeid=2"));
+            // Two root ports of that bridge, port numbers 0 and 1, each with
+            // its device and backend.
+            for i in 0..2 {
+                assert!(has(
+                    &a,
+                    "-device",
+                    &format!(
+                        "cxl-rp,port={i},bus=cxl.1,id=cxl_rp{i},chassis=0,slot={}",
+                        i + 2
+                    )
+                ));
+                assert!(has(
+                    &a,
+                    "-device",
+                    &format!(
+                        "cxl-type3,bus=cxl_rp{i},volatile-memdev=cxl-mem{i},id=cxl-vmem{i},sn={}",
+                        i + 1
+                    )
+                ));
+                assert!(has(
+                    &a,
+                    "-object",
+                    &format!("memory-backend-ram,id=cxl-mem{i},share=on,size=2G")
+                ));
+            }
+            // One window of the region's size, with its granularity.
+            assert!(
+                has(
+                    &a,
+                    "-M",
+                    &format!(
+                        "cxl-fmw.0.targets.0=cxl.1,cxl-fmw.0.size=4G,cxl-fmw.0.interleave-granularity={gran}"
+                    )
+                ),
+                "{a:?}"
+            );
+            // HMAT for the one generic port; 2 nodes + 2x2 entries.
+            assert!(has(
+                &a,
+                "-numa",
+                "hmat-lb,initiator=0,target=1,hierarchy=memory,data-type=access-bandwidth,bandwidth=10G"
+            ));
+            assert_eq!(a.iter().filter(|x| *x == "-numa").count(), 2 + 4);
+            assert_eq!(
+                t.cxl_param().as_deref(),
+                Some(format!("4096:2:{gran}").as_str())
+            );
+            let d = t.describe();
+            assert!(d.contains("root port 1 of host bridge 0"), "{d}");
+            assert!(d.contains(&format!("granularity {gran} bytes")), "{d}");
+        }
+    }
+
+    #[test]
+    fn cxl_interleave_groups_given_devices() {
+        let mut o = opts(TopologyKind::Cxl, 2);
+        o.cxl_interleave = Some(CxlInterleave::parse("2:4096").unwrap());
+        o.cxl_devs = ["4G", "4G", "1G:300:5G", "1G:300:5G"]
+            .iter()
+            .map(|s| CxlDevice::parse(s).unwrap())
+            .collect();
+        let t = Topology::new(&o).unwrap();
+        let a = t.qemu_args();
+        assert_eq!(t.cxl_region_gib(), vec![8, 2]);
+        assert!(has(&a, "-device", "pxb-cxl,bus_nr=28,bus=pcie.0,id=cxl.2"));
+        assert!(has(
+            &a,
+            "-device",
+            "cxl-rp,port=1,bus=cxl.2,id=cxl_rp3,chassis=0,slot=5"
+        ));
+        assert!(has(&a, "-M", "cxl-fmw.0.targets.0=cxl.1,cxl-fmw.0.size=8G,cxl-fmw.0.interleave-granularity=4096,cxl-fmw.1.targets.0=cxl.2,cxl-fmw.1.size=2G,cxl-fmw.1.interleave-granularity=4096"));
+        // The second bridge's generic port (node 2) has the second pair's figures.
+        assert!(has(
+            &a,
+            "-numa",
+            "hmat-lb,initiator=0,target=2,hierarchy=memory,data-type=access-latency,latency=300"
+        ));
+        assert_eq!(t.cxl_param().as_deref(), Some("8192:2:4096,2048:2:4096"));
+        let ids: Vec<&String> = a.iter().filter(|x| x.contains("id=cxl")).collect();
+        let mut u = ids.clone();
+        u.sort();
+        u.dedup();
+        assert_eq!(u.len(), ids.len());
+        // An odd count, or a pair that differs, is refused.
+        o.cxl_devs.pop();
+        assert!(Topology::new(&o).is_err());
+        o.cxl_devs = ["4G", "2G"]
+            .iter()
+            .map(|s| CxlDevice::parse(s).unwrap())
+            .collect();
+        let e = Topology::new(&o).unwrap_err().to_string();
+        assert!(e.contains("differ"), "{e}");
+        // Only with --topology cxl.
+        let mut n = opts(TopologyKind::Numa, 2);
+        n.cxl_interleave = Some(CxlInterleave::parse("2").unwrap());
+        assert!(Topology::new(&n).is_err());
+        // 1-way is today's layout: no granularity in the window.
+        let mut one = opts(TopologyKind::Cxl, 2);
+        one.cxl_interleave = Some(CxlInterleave::parse("1").unwrap());
+        let t1 = Topology::new(&one).unwrap();
+        assert!(has(
+            &t1.qemu_args(),
+            "-M",
+            "cxl-fmw.0.targets.0=cxl.1,cxl-fmw.0.size=4G"
+        ));
+        assert_eq!(t1.cxl_param().as_deref(), Some("4096"));
+    }
+
+    #[test]
+    fn cxl_interleave_specs() {
+        let p = |s| CxlInterleave::parse(s);
+        assert_eq!(
+            p("2").unwrap(),
+            CxlInterleave {
+                ways: 2,
+                granularity: 256
+            }
+        );
+        assert_eq!(p("2:16k").unwrap().granularity, 16384);
+        assert_eq!(p("1").unwrap(), CxlInterleave::NONE);
+        for bad in ["0", "3", "4", "x", "2:128", "2:300", "2:32K", "2:", "2:abc"] {
+            assert!(p(bad).is_err(), "{bad}");
+        }
     }
 }

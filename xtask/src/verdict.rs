@@ -672,6 +672,40 @@ hello from a
     }
 
     #[test]
+    fn cxl_interleave_failure_keeps_the_kernels_reason() {
+        // From a guest with --cxl-interleave 2 and tierkit.cxl=4096:2:128.
+        let c = "\
+[ 1.0] TIERKIT-BOOT mode=test kernel=7.3.4 cpus=2
+[ 1.1] TIERKIT-CXL setup: 1 region(s) over 2 device(s): 4096:2:128 (MiB[:ways:granularity])
+[ 1.2] TIERKIT-CXL region0: decoder0.0 -> mem0 mem1 (4096 MiB, 2-way, granularity 128) via dport0:endpoint2/decoder2.0 dport1:endpoint3/decoder3.0
+[ 1.3] TIERKIT-ERROR cxl step=granularity: echo 128 > region0/interleave_granularity: sh: write error: Invalid argument; kernel: root decoder0.0 interleave_ways=1 interleave_granularity=256 cap_ram=1 cap_type3=1; host bridge port1 dports=0,1 (more: TIERKIT-CXL diag lines)
+[ 1.4] TIERKIT-CXL diag: host bridge port1 decoder1.0(ways=1 granularity=256 targets=0 region=)
+[ 1.5] TIERKIT-NOTE CXL setup failed: tierkit is not loaded and no test runs
+[ 1.6] TIERKIT-DONE fails=1
+";
+        let o = evaluate(&guest(c, "", false), true, None, Profile::Default);
+        assert!(!o.ok());
+        assert!(o
+            .user_tests
+            .iter()
+            .any(|t| t.name == "[harness] cxl granularity"));
+        let r = &o.reasons[0];
+        assert!(
+            r.starts_with("CXL setup failed at step `granularity`"),
+            "{r}"
+        );
+        assert!(
+            r.contains("Invalid argument") && r.contains("interleave_granularity=256"),
+            "{r}"
+        );
+        assert!(
+            !o.reasons.iter().any(|r| r.contains("insmod")),
+            "{:?}",
+            o.reasons
+        );
+    }
+
+    #[test]
     fn cxl_setup_time_and_skipped_programs() {
         let c = GOOD.replace(
             "[    1.000100] TIERKIT-TOPO",

@@ -1,8 +1,14 @@
 //! tk-test-cxl: the memory-only node of `--topology cxl` really is CXL
 //! memory, brought up through the kernel's CXL stack.
 //!
+//! The regions are the ones the harness asked for (`tierkit.cxl=` on the
+//! kernel command line: per fixed memory window its size, and with
+//! `--cxl-interleave` its ways and granularity), and every memdev is the
+//! target of exactly one region (one per device, or WAYS devices in one
+//! interleaved region).
+//!
 //! For every CXL region (`/sys/bus/cxl/devices/region*`):
-//! - it is a committed RAM region, and there is one per memdev;
+//! - it is a committed RAM region;
 //! - its dax device is bound to kmem, as large as the region, and its
 //!   `target_node` is a node with memory (N_MEMORY) and no CPUs;
 //! - that node holds exactly the region: its memory blocks lie inside the
@@ -21,7 +27,7 @@ use std::fs;
 use std::path::Path;
 use std::process::ExitCode;
 use tierkit_core::interleave::{Nodemask, Weights, MAX_NUMNODES};
-use userspace_tests::cxl::{parse_num, CxlBus, Region};
+use userspace_tests::cxl::{parse_num, wanted_regions, CxlBus, Region};
 use userspace_tests::memblock;
 use userspace_tests::node::{access1_bandwidth, Topology, NODE_SYSFS};
 use userspace_tests::report::Report;
@@ -42,7 +48,7 @@ fn main() -> ExitCode {
             "no CXL bus in this kernel"
         };
         for name in [
-            "cxl regions: committed, one per memdev",
+            "cxl regions: as asked, every memdev in exactly one",
             "dax devices: bound to kmem, CPU-less memory nodes",
             "nodes hold exactly their region",
             "region performance and the kernel's auto weights",
@@ -69,18 +75,22 @@ fn main() -> ExitCode {
             .collect::<Vec<_>>()
             .join(", ")
     ));
-    r.check(
-        "one region per memdev",
-        if regions.len() == memdevs.len() {
-            Ok(())
-        } else {
-            Err(format!(
-                "{} region(s) for {} memdev(s) (/init assembles one per device)",
-                regions.len(),
-                memdevs.len()
-            ))
-        },
+    r.check_note(
+        "every memdev in exactly one region",
+        memdevs_in_regions(&bus, &regions, &memdevs),
     );
+    match wanted_regions() {
+        Some(Ok(want)) => {
+            let name = format!("regions as asked ({} window(s))", want.len());
+            r.check_note(&name, regions_as_asked(&bus, &regions, &want));
+        }
+        Some(Err(e)) => {
+            r.fail("regions as asked", e);
+        }
+        None => {
+            r.skip("regions as asked", "no tierkit.cxl= on the command line");
+        }
+    }
     let mut nodes = Vec::new();
     for reg in &regions {
         if let Some(nid) = region_checks(&mut r, reg, &topo) {
@@ -107,6 +117,119 @@ fn main() -> ExitCode {
     }
     r.set("cxl_nodes", serde_json::json!(nodes));
     r.finish()
+}
+
+/// Every region's targets are endpoint decoders of distinct memdevs, one
+/// per interleave way, and together they are all the memdevs.
+fn memdevs_in_regions(
+    bus: &CxlBus,
+    regions: &[Region],
+    memdevs: &[String],
+) -> Result<String, String> {
+    let mut seen: Vec<String> = Vec::new();
+    let mut s = Vec::new();
+    for reg in regions {
+        if reg.ways == 0 || reg.targets.len() != reg.ways as usize {
+            return Err(format!(
+                "{}: interleave_ways {}, {} target(s)",
+                reg.name,
+                reg.ways,
+                reg.targets.len()
+            ));
+        }
+        let mut ms = Vec::new();
+        for (k, t) in reg.targets.iter().enumerate() {
+            let m = bus.decoder_memdev(t).ok_or_else(|| {
+                format!(
+                    "{}: target{k} `{t}` is no endpoint decoder with a memdev",
+                    reg.name
+                )
+            })?;
+            if seen.contains(&m) {
+                return Err(format!(
+                    "{m} is a target of more than one region (or twice of {})",
+                    reg.name
+                ));
+            }
+            seen.push(m.clone());
+            ms.push(format!("{t}/{m}"));
+        }
+        s.push(format!("{}: {}", reg.name, ms.join(" ")));
+    }
+    let missing: Vec<&String> = memdevs.iter().filter(|m| !seen.contains(m)).collect();
+    if !missing.is_empty() {
+        return Err(format!(
+            "memdev(s) {missing:?} in no region ({})",
+            s.join("; ")
+        ));
+    }
+    Ok(s.join("; "))
+}
+
+/// The regions are those of `tierkit.cxl=`: one per window (`decoder0.<i>`
+/// for entry i), with its size, ways and granularity, and each device
+/// holding size/ways of it.
+fn regions_as_asked(
+    bus: &CxlBus,
+    regions: &[Region],
+    want: &[userspace_tests::cxl::WantedRegion],
+) -> Result<String, String> {
+    if regions.len() != want.len() {
+        return Err(format!(
+            "{} region(s), tierkit.cxl= asks for {}",
+            regions.len(),
+            want.len()
+        ));
+    }
+    let mut s = Vec::new();
+    for (i, w) in want.iter().enumerate() {
+        let rd = format!("decoder0.{i}");
+        let reg = regions
+            .iter()
+            .find(|r| r.root_decoder == rd)
+            .ok_or_else(|| {
+                format!(
+                    "no region under {rd} (regions under {:?})",
+                    regions.iter().map(|r| &r.root_decoder).collect::<Vec<_>>()
+                )
+            })?;
+        if reg.size != w.size || reg.ways != w.ways {
+            return Err(format!(
+                "{} under {rd}: {} MiB over {} way(s), asked {} MiB over {}",
+                reg.name,
+                reg.size >> 20,
+                reg.ways,
+                w.size >> 20,
+                w.ways
+            ));
+        }
+        if let Some(g) = w.granularity {
+            if reg.granularity != g {
+                return Err(format!(
+                    "{}: granularity {}, asked {g}",
+                    reg.name, reg.granularity
+                ));
+            }
+        }
+        for t in &reg.targets {
+            let m = bus.decoder_memdev(t).unwrap_or_default();
+            let size = bus.memdev_ram_size(&m).unwrap_or(0);
+            if size * u64::from(w.ways) != w.size {
+                return Err(format!(
+                    "{}: {m} holds {size:#x} bytes, not 1/{} of {:#x}",
+                    reg.name, w.ways, w.size
+                ));
+            }
+        }
+        s.push(format!(
+            "{} = {rd}: {} MiB, {}-way, granularity {}",
+            reg.name,
+            reg.size >> 20,
+            reg.ways,
+            reg.granularity
+        ));
+    }
+    Ok(s.join("; "))
 }
 
 /// The checks of one region; its node if it has one.

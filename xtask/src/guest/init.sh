@@ -12,14 +12,15 @@
 #   - Kernel command line: tierkit.mode=run|test|bench-<name>,
 #     tierkit.filter=GLOB[,GLOB...] (userspace test names), tierkit.skip=GLOB[,...]
 #     (userspace tests left out), kunit.filter_glob=GLOB,
-#     tierkit.cxl=MIB[,MIB...] (--topology cxl: the CXL devices' sizes, in
-#     the order of their fixed memory windows).
+#     tierkit.cxl=MIB[:WAYS:GRAN][,...] (--topology cxl: per fixed memory
+#     window, in their order, the region's size in MiB and, interleaved
+#     (--cxl-interleave), its ways and granularity in bytes).
 #   - tierkit.profile=debug (`--profile debug`): kmemleak is scanned and
 #     cleared before insmod, and scanned again after rmmod; every object it
 #     then reports is printed to the console (`unreferenced object ...`),
 #     followed by `TIERKIT-KMEMLEAK leaks=N`. The preemption model the
 #     kernel runs is printed as `TIERKIT-TOPO preempt: ...`.
-#   - With tierkit.cxl, /init first assembles one RAM region per device
+#   - With tierkit.cxl, /init first assembles one RAM region per window
 #     through the kernel's CXL sysfs (`TIERKIT-CXL ...` per step) and waits
 #     for each region's memory to come online as a node. A failed step is
 #     `TIERKIT-ERROR cxl step=<name>: <what>`, and tierkit is then not loaded.
@@ -96,19 +97,80 @@ node_kb() {
 	awk '/MemTotal/ { print $4; f = 1 } END { if (!f) print 0 }' "$NODES/node$1/meminfo" 2>/dev/null || echo 0
 }
 
-# ---- CXL: one RAM region per device (--topology cxl) -----------------------
+# ---- CXL: one RAM region per window (--topology cxl) -----------------------
 # The sysfs sequence of Documentation/driver-api/cxl (what `cxl create-region
-# -t ram` does), for a device behind its own host bridge and window:
-#   root decoder decoder0.<i>: create_ram_region -> regionZ
-#   regionZ: interleave_granularity (the root decoder's), interleave_ways=1
-#   the endpoint decoder: mode=ram, dpa_size = the device's ram size
-#   regionZ: size, target0=<endpoint decoder>, commit=1; bind to cxl_region
-# The region's dax device then binds to kmem, which hot-adds its memory;
-# memhp_default_state (xtask --cxl-online: online_movable by default, or
-# online_kernel) onlines it as a new CPU-less node.
+# -t ram` does). Window I (root decoder decoder0.<I>) targets one host
+# bridge; behind it sit WAYS devices, one per root port (WAYS=1 without
+# --cxl-interleave, 2 with --cxl-interleave 2):
+#   root decoder decoder0.<I>: create_ram_region -> regionZ
+#   regionZ: interleave_granularity (WAYS=1: the root decoder's; else the
+#     one asked for), interleave_ways=WAYS
+#   each endpoint decoder: mode=ram, dpa_size = its device's ram size
+#   regionZ: size = the sum, target<k> = the endpoint decoder of the device
+#     behind the host bridge's k-th downstream port (dport id order),
+#     commit=1; bind to cxl_region
+# The host bridge's own decoder then interleaves the window across its root
+# ports (the kernel programs it at commit). The region's dax device binds
+# to kmem, which hot-adds its memory; memhp_default_state (xtask
+# --cxl-online: online_movable by default, or online_kernel) onlines it as
+# a new CPU-less node.
 cxl_ok=1
+# The window being assembled and its host bridge's port, for cxl_diag.
+cxl_win=
+cxl_port=
+cxl_dmesg0=0
+# cxl_attr FILE: its content, or `?`.
+cxl_attr() { cat "$1" 2>/dev/null || echo '?'; }
+# cxl_decoder D: one decoder's interleave settings, `decoderX.Y(ways=..
+# granularity=.. [targets=..] [mode=.. dpa_size=..] region=..)`.
+cxl_decoder() {
+	printf '%s' "${1##*/}(ways=$(cxl_attr $1/interleave_ways) granularity=$(cxl_attr $1/interleave_granularity)"
+	[ -e "$1/target_list" ] && printf '%s' " targets=$(cxl_attr $1/target_list)"
+	[ -e "$1/mode" ] && printf '%s' " mode=$(cxl_attr $1/mode) dpa_size=$(cxl_attr $1/dpa_size)"
+	printf '%s' " region=$(cxl_attr $1/region))"
+}
+# cxl_why: the kernel's side of a failed step, short enough for one printk
+# record: the root decoder's interleave and capabilities, and the host
+# bridge port's downstream ports.
+cxl_why() {
+	[ -n "$cxl_win" ] || return 0
+	rd=$C/decoder0.$cxl_win
+	printf '%s' "; kernel: root decoder0.$cxl_win interleave_ways=$(cxl_attr $rd/interleave_ways) interleave_granularity=$(cxl_attr $rd/interleave_granularity) cap_ram=$(cxl_attr $rd/cap_ram) cap_type3=$(cxl_attr $rd/cap_type3)"
+	[ -n "$cxl_port" ] && printf '%s' "; host bridge ${cxl_port##*/} dports=$(ls -d "$cxl_port"/dport* 2>/dev/null | sed 's|.*/dport||' | tr '\n' ',' | sed 's/,$//')"
+	printf '%s' " (more: TIERKIT-CXL diag lines)"
+}
+# cxl_diag: after a failed step, one `TIERKIT-CXL diag` line per decoder on
+# the window's path (the host bridge port's first decoder and any that
+# holds a region, the endpoints' first decoders) and the cxl driver's
+# dmesg lines since the setup began (its region checks are mostly
+# dev_dbg, which this kernel does not print: then the errno and the
+# decoders' state are what the kernel says).
+cxl_diag() {
+	[ -n "$cxl_win" ] || return 0
+	if [ -n "$cxl_port" ]; then
+		first=1
+		for d in "$cxl_port"/decoder*.*; do
+			[ -d "$d" ] || continue
+			if [ $first = 1 ] || [ -n "$(cat "$d/region" 2>/dev/null)" ]; then
+				mark "TIERKIT-CXL diag: host bridge ${cxl_port##*/} $(cxl_decoder "$d" | cut -c1-900)"
+			fi
+			first=0
+		done
+		for e in "$cxl_port"/endpoint*; do
+			[ -d "$e" ] || continue
+			for d in "$e"/decoder*.*; do
+				[ -d "$d" ] || continue
+				mark "TIERKIT-CXL diag: ${e##*/} ($(basename "$(readlink -f "$e/uport")") below $(basename "$(readlink -f "$e/parent_dport")")) $(cxl_decoder "$d" | cut -c1-800)"
+				break
+			done
+		done
+	fi
+	dmesg | tail -n +$((cxl_dmesg0 + 1)) | grep -i cxl | grep -v TIERKIT | tail -n 6 | sed 's/^\[[^]]*\] *//' | cut -c1-900 |
+		while IFS= read -r l; do mark "TIERKIT-CXL diag: dmesg: $l"; done
+}
 cxl_fail() {
-	mark "TIERKIT-ERROR cxl step=$1: $2"
+	mark "TIERKIT-ERROR cxl step=$1: $(printf '%s' "$2$(cxl_why)" | cut -c1-900)"
+	cxl_diag
 	cxl_ok=0
 }
 # cxl_write STEP FILE VALUE
@@ -117,8 +179,9 @@ cxl_write() {
 	cxl_fail "$1" "echo $3 > ${2#$C/}: ${out:-write failed}"
 	return 1
 }
+# cxl_enumerated WINDOWS DEVICES
 cxl_enumerated() {
-	[ "$(count_existing $C/decoder0.*)" -ge "$1" ] && [ "$(count_existing $C/endpoint*)" -ge "$1" ]
+	[ "$(count_existing $C/decoder0.*)" -ge "$1" ] && [ "$(count_existing $C/endpoint*)" -ge "$2" ]
 }
 # cxl_dax REGION: its dax device (/sys/bus/dax/devices/daxZ.Y), if any.
 cxl_dax() {
@@ -138,33 +201,71 @@ cxl_node_online() {
 }
 cxl_has_perf() { [ -r "$C/$1/access1/read_bandwidth" ]; }
 
-# cxl_region_one I MIB: assembles the RAM region of window I (device I).
+# cxl_endpoints PORT: the endpoints below a host bridge's CXL port, one
+# line `DPORT_ID ENDPOINT_DIR` each, in dport id order (the root port's
+# number: QEMU `cxl-rp,port=`), i.e. in interleave position order.
+cxl_endpoints() {
+	for e in "$1"/endpoint*; do
+		[ -d "$e" ] || continue
+		pd=$(readlink -f "$e/parent_dport")
+		id=?
+		for d in "$1"/dport*; do
+			[ "$(readlink -f "$d")" = "$pd" ] && id=${d##*/dport}
+		done
+		echo "$id $e"
+	done | sort -n
+}
+
+# cxl_region_one I MIB WAYS GRAN: assembles the RAM region of window I: MIB
+# in all, interleaved across the WAYS devices behind its host bridge with
+# GRAN bytes per device (WAYS=1: the root decoder's granularity).
 cxl_region_one() {
 	i=$1
 	want=$(($2 * 1048576))
+	ways=$3
+	gran=$4
+	per=$((want / ways))
 	rd=$C/decoder0.$i
-	# Which memdev sits behind this window: the window's target is a host
-	# bridge (root0/dport<uid>), whose CXL port has the device's endpoint.
+	cxl_win=$i
+	cxl_port=
+	# Which memdevs sit behind this window: the window's target is a host
+	# bridge (root0/dport<uid>), whose CXL port has the devices' endpoints.
 	t=$(cat "$rd/target_list" 2>/dev/null)
 	hb=$(readlink -f "$C/root0/dport$t" 2>/dev/null)
 	port=
 	for p in $C/root0/port*; do
 		[ -n "$hb" ] && [ "$(readlink -f "$p/uport")" = "$hb" ] && port=$p
 	done
-	ep=
-	for e in "$port"/endpoint*; do [ -d "$e" ] && ep=$e && break; done
-	if [ -z "$ep" ]; then
-		cxl_fail map "decoder0.$i targets host bridge ${t:-?} (${hb:-no dport}), which has no CXL port with an endpoint"
+	cxl_port=$port
+	eps=$(cxl_endpoints "$port")
+	neps=$(echo "$eps" | grep -c endpoint)
+	if [ "$neps" -ne "$ways" ]; then
+		cxl_fail map "decoder0.$i targets host bridge ${t:-?} (${hb:-no dport}), whose CXL port ${port:-(none)} has $neps endpoint(s), expected $ways (${ways}-way region)"
 		return 1
 	fi
-	mem=$(basename "$(readlink -f "$ep/uport")")
-	epd=
-	for d in "$ep"/decoder*.*; do [ -d "$d" ] && epd=${d##*/} && break; done
-	size=$(cat "$C/$mem/ram/size" 2>/dev/null)
-	if [ -z "$size" ] || [ $((size)) -ne $want ]; then
-		cxl_fail memdev "$mem (behind decoder0.$i) has a volatile capacity of ${size:-nothing}, expected $want bytes"
-		return 1
-	fi
+	# Per position: the endpoint, its memdev and its first decoder.
+	epds=
+	mems=
+	via=
+	k=0
+	for ep in $(echo "$eps" | awk '{ print $2 }'); do
+		mem=$(basename "$(readlink -f "$ep/uport")")
+		epd=
+		for d in "$ep"/decoder*.*; do [ -d "$d" ] && epd=${d##*/} && break; done
+		size=$(cat "$C/$mem/ram/size" 2>/dev/null)
+		if [ -z "$size" ] || [ $((size)) -ne $per ]; then
+			cxl_fail memdev "$mem (position $k behind decoder0.$i) has a volatile capacity of ${size:-nothing}, expected $per bytes"
+			return 1
+		fi
+		if [ -z "$epd" ]; then
+			cxl_fail map "${ep##*/} ($mem) has no decoder"
+			return 1
+		fi
+		epds="$epds $epd"
+		mems="$mems $mem"
+		via="$via dport$(echo "$eps" | awk -v e="$ep" '$2 == e { print $1 }'):${ep##*/}/$epd"
+		k=$((k + 1))
+	done
 	region=$(cat "$rd/create_ram_region" 2>/dev/null)
 	if [ -z "$region" ]; then
 		cxl_fail create "decoder0.$i/create_ram_region gives no region name (not a RAM-capable window?)"
@@ -172,41 +273,57 @@ cxl_region_one() {
 	fi
 	cxl_write create "$rd/create_ram_region" "$region" || return 1
 	R=$C/$region
-	mark "TIERKIT-CXL $region: decoder0.$i -> $mem ($(($want / 1048576)) MiB) via ${ep##*/}/$epd"
-	cxl_write granularity "$R/interleave_granularity" "$(cat "$rd/interleave_granularity")" || return 1
-	cxl_write ways "$R/interleave_ways" 1 || return 1
-	cxl_write mode "$C/$epd/mode" ram || return 1
-	cxl_write dpa_size "$C/$epd/dpa_size" "$size" || return 1
-	cxl_write size "$R/size" "$size" || return 1
-	cxl_write target "$R/target0" "$epd" || return 1
+	[ "$ways" = 1 ] && gran=$(cat "$rd/interleave_granularity")
+	mark "TIERKIT-CXL $region: decoder0.$i -> ${mems# } ($(($want / 1048576)) MiB, ${ways}-way, granularity $gran) via${via}"
+	cxl_write granularity "$R/interleave_granularity" "$gran" || return 1
+	cxl_write ways "$R/interleave_ways" "$ways" || return 1
+	for epd in $epds; do
+		cxl_write mode "$C/$epd/mode" ram || return 1
+		cxl_write dpa_size "$C/$epd/dpa_size" "$per" || return 1
+	done
+	cxl_write size "$R/size" "$want" || return 1
+	k=0
+	for epd in $epds; do
+		cxl_write target "$R/target$k" "$epd" || return 1
+		k=$((k + 1))
+	done
 	cxl_write commit "$R/commit" 1 || return 1
 	if [ "$(cat "$R/commit")" != 1 ]; then
 		cxl_fail commit "$region/commit reads $(cat "$R/commit") after writing 1"
 		return 1
 	fi
-	mark "TIERKIT-CXL $region: committed (granularity $(cat "$R/interleave_granularity"), size $size)"
+	mark "TIERKIT-CXL $region: committed (ways $(cat "$R/interleave_ways"), granularity $(cat "$R/interleave_granularity"), size $(cat "$R/size"))"
 	cxl_write bind /sys/bus/cxl/drivers/cxl_region/bind "$region" || return 1
 	mark "TIERKIT-CXL $region: bound to cxl_region"
 	echo "$region $want" >> /tmp/.cxl-regions
+	cxl_win=
+	cxl_port=
 }
 
 cxl_setup() {
 	set -- $(echo "$CXL" | tr , ' ')
-	ndev=$#
-	mark "TIERKIT-CXL setup: $ndev device(s) of $CXL MiB"
+	nwin=$#
+	ndev=0
+	for w in "$@"; do
+		wy=$(echo "$w" | awk -F: '{ print ($2 == "" ? 1 : $2) }')
+		ndev=$((ndev + wy))
+	done
+	cxl_dmesg0=$(dmesg | wc -l)
+	mark "TIERKIT-CXL setup: $nwin region(s) over $ndev device(s): $CXL (MiB[:ways:granularity])"
 	if [ ! -d $C ]; then
 		cxl_fail enumerate "no $C: the kernel has no CXL bus (CONFIG_CXL_BUS)"
 		return
 	fi
-	if ! wait_until 30 cxl_enumerated $ndev; then
-		cxl_fail enumerate "after 30 s: $(count_existing $C/decoder0.*) root decoder(s), $(count_existing $C/mem*) memdev(s), $(count_existing $C/endpoint*) endpoint(s); expected $ndev of each"
+	if ! wait_until 30 cxl_enumerated $nwin $ndev; then
+		cxl_fail enumerate "after 30 s: $(count_existing $C/decoder0.*) root decoder(s), $(count_existing $C/mem*) memdev(s), $(count_existing $C/endpoint*) endpoint(s); expected $nwin root decoder(s) and $ndev memdev(s) and endpoint(s)"
 		return
 	fi
 	mark "TIERKIT-CXL enumerated: $(cd $C && echo decoder0.* mem* endpoint*)"
 	: > /tmp/.cxl-regions
 	i=0
-	for mib in "$@"; do
-		cxl_region_one $i "$mib" || return
+	for w in "$@"; do
+		set -- $(echo "$w" | tr : ' ')
+		cxl_region_one $i "$1" "${2:-1}" "${3:-0}" || return
 		i=$((i + 1))
 	done
 	while read -r region bytes; do
@@ -230,7 +347,7 @@ cxl_setup() {
 		fi
 		mark "TIERKIT-CXL $region: ${dax##*/} (kmem) -> node$nid online, $(node_kb "$nid") kB, cpus=$(cat $NODES/node$nid/cpulist)"
 	done < /tmp/.cxl-regions
-	mark "TIERKIT-CXL ready: $ndev region(s) online"
+	mark "TIERKIT-CXL ready: $nwin region(s) online"
 }
 
 # cxl_region_of_node N: the CXL region whose dax device feeds node N.
@@ -267,8 +384,19 @@ print_topology() {
 		[ -e "$r" ] || continue
 		region=${r##*/}
 		dax=$(cxl_dax "$region")
+		# An interleaved region: its ways, granularity and every target.
+		iw=$(cat "$r/interleave_ways" 2>/dev/null)
+		tg="target0=$(cat "$r/target0" 2>/dev/null)"
+		if [ "${iw:-1}" -gt 1 ]; then
+			tg="ways=$iw granularity=$(cat "$r/interleave_granularity")"
+			k=0
+			while [ $k -lt "$iw" ]; do
+				tg="$tg target$k=$(cat "$r/target$k" 2>/dev/null)"
+				k=$((k + 1))
+			done
+		fi
 		topo "cxl $region commit=$(cat "$r/commit") mode=$(cat "$r/mode" 2>/dev/null) size=$(($(cat "$r/size") / 1048576))MiB" \
-			"target0=$(cat "$r/target0" 2>/dev/null) dax=${dax##*/} driver=$(basename "$(readlink -f "$dax/driver")") node=$(cat "$dax/target_node" 2>/dev/null)"
+			"$tg dax=${dax##*/} driver=$(basename "$(readlink -f "$dax/driver")") node=$(cat "$dax/target_node" 2>/dev/null)"
 		for a in access0 access1; do
 			[ -r "$r/$a/read_bandwidth" ] || continue
 			topo "cxl $region $a" \
