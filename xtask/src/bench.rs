@@ -770,7 +770,7 @@ pub fn report(name: &str) {
 pub const ALL: &str = "all";
 
 /// The topologies `cargo xtask bench` boots without `--topology`.
-const REPORT_TOPOLOGIES: [TopologyKind; 2] = [TopologyKind::Numa, TopologyKind::Cxl];
+const REPORT_TOPOLOGIES: [TopologyKind; 2] = [TopologyKind::NUMA, TopologyKind::CXL];
 
 /// `cargo xtask bench` with no name.
 pub(crate) fn run_all(g: &crate::cli::GuestArgs) -> Result<ExitCode> {

@@ -138,8 +138,9 @@ impl KernelArgs {
 pub(crate) struct GuestArgs {
     #[command(flatten)]
     pub(crate) kernel: KernelArgs,
-    /// Guest NUMA topology [default: numa; `test`: numa, then cxl].
-    #[arg(long, value_enum)]
+    /// Guest NUMA topology, an entry of xtask/src/topology.rs TOPOLOGIES
+    /// [default: numa; `test`: the runs of xtask/src/runs.rs].
+    #[arg(long, value_parser = TopologyKind::value_parser())]
     pub(crate) topology: Option<TopologyKind>,
     /// Guest CPUs in total (numa2 splits them over its two CPU nodes).
     /// At most 8: kconfig/base.config sets CONFIG_NR_CPUS=8, and the guest
@@ -310,7 +311,7 @@ fn real_main(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Run(r) => {
-            let kind = r.guest.topology.unwrap_or(TopologyKind::Numa);
+            let kind = r.guest.topology.unwrap_or(TopologyKind::NUMA);
             let p = r.guest.kernel.single_profile("run")?;
             let req = GuestRequest::new(Mode::Run, &r.guest, p, kind, r.kunit);
             guest_cmd(&r.guest, req).map(|g| g.exit())
@@ -332,7 +333,7 @@ fn real_main(cli: Cli) -> Result<ExitCode> {
                 BenchKind::Clear => "clear",
                 BenchKind::Wi => "wi",
             };
-            let kind = b.guest.topology.unwrap_or(TopologyKind::Numa);
+            let kind = b.guest.topology.unwrap_or(TopologyKind::NUMA);
             let p = b.guest.kernel.single_profile("bench")?;
             let req = GuestRequest::new(Mode::Bench(name.into()), &b.guest, p, kind, false);
             guest_cmd(&b.guest, req).map(|g| g.exit())

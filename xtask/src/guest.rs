@@ -9,7 +9,7 @@ use std::time::Duration;
 use crate::cli::{GuestArgs, KernelArgs};
 use crate::qemu::{self, Mode};
 use crate::runs;
-use crate::topology::{self, Topology, TopologyKind, TopologyOpts};
+use crate::topology::{Topology, TopologyKind, TopologyOpts};
 use crate::util::{self, fmt_dur, Timer};
 use crate::{bench, initramfs, kernel, module, profile, report, say, setup, userspace, verdict};
 
@@ -153,17 +153,17 @@ pub(crate) fn guest_cmd(g: &GuestArgs, req: GuestRequest) -> Result<GuestResult>
     let topo = Topology::new(&TopologyOpts {
         kind,
         cpus: g.cpus,
-        dram_gib: g.dram.unwrap_or(topology::default_dram_gib(kind)),
+        dram_gib: g.dram.unwrap_or(kind.spec().dram_gib),
         slow_gib: g.cxl_mem,
         // `test` without --topology: the CXL devices are cxl's.
-        cxl_devs: if kind == TopologyKind::Cxl || g.topology.is_some() {
+        cxl_devs: if kind.spec().cxl || g.topology.is_some() {
             g.cxl_dev.clone()
         } else {
             vec![]
         },
         cxl_interleave: g
             .cxl_interleave
-            .filter(|_| kind == TopologyKind::Cxl || g.topology.is_some()),
+            .filter(|_| kind.spec().cxl || g.topology.is_some()),
         dram_perf: g.dram_perf,
     })?;
     for (i, gib) in topo.cxl_region_gib().into_iter().enumerate() {
@@ -192,11 +192,7 @@ pub(crate) fn guest_cmd(g: &GuestArgs, req: GuestRequest) -> Result<GuestResult>
     } else {
         600
     };
-    if kind == TopologyKind::Cxl {
-        // QEMU emulates CXL memory access by access: every test that fills
-        // or clears GiBs on the CXL node is some 100 times slower there.
-        default_timeout *= 4;
-    }
+    default_timeout *= kind.spec().timeout_factor;
     // KASAN, lockdep and kmemleak slow the guest down several times.
     default_timeout *= profile.timeout_factor();
     let cfg = qemu::GuestConfig {
@@ -204,7 +200,7 @@ pub(crate) fn guest_cmd(g: &GuestArgs, req: GuestRequest) -> Result<GuestResult>
         cpu_model: g
             .cpu_model
             .clone()
-            .unwrap_or_else(|| topology::default_cpu_model(kind).to_string()),
+            .unwrap_or_else(|| kind.spec().cpu_model.to_string()),
         accel,
         mode: mode.clone(),
         kunit,

@@ -573,7 +573,7 @@ mod tests {
         GuestConfig {
             topology: Topology::new(&TopologyOpts {
                 dram_gib: 4,
-                ..TopologyOpts::defaults(TopologyKind::Numa)
+                ..TopologyOpts::defaults(TopologyKind::NUMA)
             })
             .unwrap(),
             cpu_model: "max".into(),
@@ -649,7 +649,7 @@ mod tests {
                 crate::topology::CxlDevice::parse("4G").unwrap(),
                 crate::topology::CxlDevice::parse("2G").unwrap(),
             ],
-            ..TopologyOpts::defaults(TopologyKind::Cxl)
+            ..TopologyOpts::defaults(TopologyKind::CXL)
         })
         .unwrap();
         let line = kernel_cmdline(&c).unwrap();
@@ -682,7 +682,7 @@ mod tests {
         let mut c = cfg(Mode::Run, None);
         c.topology = Topology::new(&TopologyOpts {
             cxl_interleave: Some(crate::topology::CxlInterleave::parse("2:4096").unwrap()),
-            ..TopologyOpts::defaults(TopologyKind::Cxl)
+            ..TopologyOpts::defaults(TopologyKind::CXL)
         })
         .unwrap();
         let line = kernel_cmdline(&c).unwrap();

@@ -102,7 +102,7 @@ tk-test-hostile,tk-test-stress,tk-test-gigantic,tk-test-offline,tk-test-node-off
 pub const QUICK_RUNS: &[TestRun] = &[
     TestRun {
         name: "numa",
-        kind: TopologyKind::Numa,
+        kind: TopologyKind::NUMA,
         cxl_online: None,
         only: Some(Selection {
             kunit: "tierkit_*",
@@ -114,7 +114,7 @@ pub const QUICK_RUNS: &[TestRun] = &[
     },
     TestRun {
         name: "cxl",
-        kind: TopologyKind::Cxl,
+        kind: TopologyKind::CXL,
         cxl_online: None,
         only: Some(Selection {
             kunit: "tierkit_wi*",
@@ -130,7 +130,7 @@ pub const QUICK_RUNS: &[TestRun] = &[
 pub const FULL_RUNS: &[TestRun] = &[
     TestRun {
         name: "numa-full",
-        kind: TopologyKind::Numa,
+        kind: TopologyKind::NUMA,
         cxl_online: None,
         only: None,
         debug: true,
@@ -138,7 +138,7 @@ pub const FULL_RUNS: &[TestRun] = &[
     },
     TestRun {
         name: "cxl-full",
-        kind: TopologyKind::Cxl,
+        kind: TopologyKind::CXL,
         cxl_online: None,
         only: None,
         debug: true,
@@ -146,7 +146,7 @@ pub const FULL_RUNS: &[TestRun] = &[
     },
     TestRun {
         name: "cxl-kernel",
-        kind: TopologyKind::Cxl,
+        kind: TopologyKind::CXL,
         cxl_online: Some(CxlOnline::Kernel),
         only: Some(Selection {
             kunit: "tierkit_wi_alloc.*",
@@ -223,7 +223,7 @@ mod tests {
             names(&select(
                 Profile::Default,
                 true,
-                Some(TopologyKind::Cxl),
+                Some(TopologyKind::CXL),
                 None
             )),
             ["cxl-full"]
@@ -232,7 +232,7 @@ mod tests {
             names(&select(
                 Profile::Default,
                 false,
-                Some(TopologyKind::Numa),
+                Some(TopologyKind::NUMA),
                 None
             )),
             ["numa"]
@@ -241,7 +241,7 @@ mod tests {
             names(&select(
                 Profile::Debug,
                 false,
-                Some(TopologyKind::Numa2),
+                Some(TopologyKind::NUMA2),
                 None
             )),
             ["numa2"]

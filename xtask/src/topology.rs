@@ -188,59 +188,130 @@ impl fmt::Display for CxlInterleave {
     }
 }
 
-/// The default DRAM per CPU node, GiB, for every topology. A runtime 1 GiB
-/// contiguous range needs a free, naturally aligned GiB on node 0 after the
-/// other tests. q35 splits RAM around the PCI hole below 4 GiB; early
-/// allocations and node 0's memmap take part of the rest; with cxl the
-/// kernel also puts the CXL node's memmap (64 MiB per 4 GiB; hot-added
-/// memory does not hold its own unless memmap_on_memory, which would leave no
-/// aligned GiB on the CXL node) on node 0. 6 GiB (7 with cxl) usually left
-/// one, but a full test run once left none; 8 GiB leaves several.
-pub fn default_dram_gib(kind: TopologyKind) -> u32 {
-    match kind {
-        TopologyKind::Numa | TopologyKind::Numa2 | TopologyKind::Cxl => 8,
-    }
+/// One guest topology, described once: adding a topology is one entry of
+/// [`TOPOLOGIES`] (plus, for new hardware, its QEMU arguments in
+/// [`Topology::qemu_args`] and its guest set-up in `guest/init.sh`).
+#[derive(Debug)]
+pub struct TopologySpec {
+    /// Its `--topology` name.
+    pub name: &'static str,
+    /// What it is, for `--help`.
+    pub about: &'static str,
+    /// CPU+DRAM nodes (0..k); `--cpus` is split evenly over them.
+    pub cpu_nodes: u32,
+    /// Memory-only boot nodes after them, each with node 0 as its HMAT
+    /// initiator and [`SLOW_MEM`] performance (`--cxl-mem` GiB each).
+    pub mem_nodes: u32,
+    /// QEMU CXL type-3 devices (`--cxl-dev`, `--cxl-interleave`), onlined
+    /// by /init as new CPU-less nodes.
+    pub cxl: bool,
+    /// DRAM per CPU node, GiB, without `--dram`. A runtime 1 GiB contiguous
+    /// range needs a free, naturally aligned GiB on node 0 after the other
+    /// tests. q35 splits RAM around the PCI hole below 4 GiB; early
+    /// allocations and node 0's memmap take part of the rest; with cxl the
+    /// kernel also puts the CXL node's memmap (64 MiB per 4 GiB) on node 0.
+    /// 6 GiB (7 with cxl) usually left one, but a full test run once left
+    /// none; 8 GiB leaves several.
+    pub dram_gib: u32,
+    /// HMAT performance of a CPU node's own DRAM, without `--dram-perf`.
+    pub dram_perf: Perf,
+    /// QEMU `-cpu` without `--cpu`. QEMU 10 emulates CXL memory access by
+    /// access (the fixed memory window is an I/O region that decodes each
+    /// access to the device; there is no RAM fast path), so its cost is per
+    /// access, not per byte. With ERMS, FSRM and FSRS the kernel's
+    /// clear_page, copies and memset use `rep stosb`/`rep movsb`, which TCG
+    /// runs one byte per access: 8 times slower on a CXL node than 8-byte
+    /// stores (measured: 16 MiB through tmpfs on the CXL node in 3.3 s with
+    /// `max`, 0.43 s with `max,erms=off,fsrm=off`).
+    pub cpu_model: &'static str,
+    /// Multiplies the guest timeout: every test that fills or clears GiBs on
+    /// emulated CXL memory is some 100 times slower there.
+    pub timeout_factor: u64,
 }
 
-/// The default QEMU `-cpu` of a topology. QEMU 10 emulates CXL memory
-/// access by access (the fixed memory window is an I/O region that decodes
-/// each access to the device; there is no RAM fast path), so its cost is per
-/// access, not per byte. With ERMS, FSRM and FSRS the kernel's clear_page,
-/// copies and memset use `rep stosb`/`rep movsb`, which TCG runs one byte
-/// per access: 8 times slower on a CXL node than 8-byte stores (measured:
-/// 16 MiB through tmpfs on the CXL node in 3.3 s with `max`, 0.43 s with
-/// `max,erms=off,fsrm=off`). Without them the kernel uses `rep stosq` and
-/// 8-byte moves.
-pub fn default_cpu_model(kind: TopologyKind) -> &'static str {
-    match kind {
-        TopologyKind::Cxl => "max,erms=off,fsrm=off,fsrs=off",
-        _ => "max",
-    }
-}
+/// Every topology `--topology` offers.
+pub const TOPOLOGIES: [TopologySpec; 3] = [
+    TopologySpec {
+        name: "numa",
+        about: "node0: CPUs + DRAM; node1: memory only, slower (HMAT), like CXL",
+        cpu_nodes: 1,
+        mem_nodes: 1,
+        cxl: false,
+        dram_gib: 8,
+        dram_perf: LOCAL_DRAM,
+        cpu_model: "max",
+        timeout_factor: 1,
+    },
+    TopologySpec {
+        name: "numa2",
+        about: "node0: CPU0 + DRAM; node1: CPU1 + DRAM; node2: memory only \
+                (local-versus-remote placement, benchmarks)",
+        cpu_nodes: 2,
+        mem_nodes: 1,
+        cxl: false,
+        dram_gib: 8,
+        dram_perf: LOCAL_DRAM,
+        cpu_model: "max",
+        timeout_factor: 1,
+    },
+    TopologySpec {
+        name: "cxl",
+        about: "node0: CPUs + DRAM; QEMU cxl-type3 devices (--cxl-dev), assembled \
+                into RAM regions by the kernel's CXL drivers and onlined as CPU-less nodes",
+        cpu_nodes: 1,
+        mem_nodes: 0,
+        cxl: true,
+        dram_gib: 8,
+        dram_perf: CXL_TOPO_DRAM,
+        cpu_model: "max,erms=off,fsrm=off,fsrs=off",
+        timeout_factor: 4,
+    },
+];
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum TopologyKind {
-    /// node0: CPUs + DRAM; node1: memory only, slower (HMAT), like CXL.
-    Numa,
-    /// node0: CPU0 + DRAM; node1: CPU1 + DRAM; node2: memory only. For
-    /// local-versus-remote placement (benchmarks).
-    Numa2,
-    /// node0: CPUs + DRAM; QEMU cxl-type3 devices (--cxl-dev), each
-    /// assembled into a RAM region by the kernel's CXL drivers and onlined
-    /// as a new CPU-less node.
-    Cxl,
-}
+/// A topology: an entry of [`TOPOLOGIES`]. Equal when the names are.
+#[derive(Clone, Copy, Debug)]
+pub struct TopologyKind(&'static TopologySpec);
 
 impl TopologyKind {
+    pub const NUMA: TopologyKind = TopologyKind(&TOPOLOGIES[0]);
+    pub const NUMA2: TopologyKind = TopologyKind(&TOPOLOGIES[1]);
+    pub const CXL: TopologyKind = TopologyKind(&TOPOLOGIES[2]);
+
     /// Its `--topology` name.
     pub fn name(self) -> &'static str {
-        match self {
-            TopologyKind::Numa => "numa",
-            TopologyKind::Numa2 => "numa2",
-            TopologyKind::Cxl => "cxl",
-        }
+        self.0.name
+    }
+
+    /// Its description.
+    pub fn spec(self) -> &'static TopologySpec {
+        self.0
+    }
+
+    /// The topology named `name`.
+    pub fn by_name(name: &str) -> Option<TopologyKind> {
+        TOPOLOGIES.iter().find(|t| t.name == name).map(TopologyKind)
+    }
+
+    /// clap's parser of `--topology`: the names of [`TOPOLOGIES`], each
+    /// with its description in `--help`.
+    pub fn value_parser() -> impl clap::builder::TypedValueParser<Value = TopologyKind> {
+        use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
+        PossibleValuesParser::new(
+            TOPOLOGIES
+                .iter()
+                .map(|t| PossibleValue::new(t.name).help(t.about)),
+        )
+        .map(|s| TopologyKind::by_name(&s).expect("clap checked the name"))
     }
 }
+
+impl PartialEq for TopologyKind {
+    fn eq(&self, o: &TopologyKind) -> bool {
+        self.0.name == o.0.name
+    }
+}
+
+impl Eq for TopologyKind {}
 
 impl fmt::Display for TopologyKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -345,100 +416,77 @@ impl Topology {
         if o.cpus == 0 {
             bail!("--cpus must be at least 1");
         }
-        if o.kind != TopologyKind::Cxl && !o.cxl_devs.is_empty() {
+        let spec = o.kind.spec();
+        if !spec.cxl && !o.cxl_devs.is_empty() {
             bail!("--cxl-dev needs --topology cxl (got {})", o.kind);
         }
-        if o.kind != TopologyKind::Cxl && o.cxl_interleave.is_some() {
+        if !spec.cxl && o.cxl_interleave.is_some() {
             bail!("--cxl-interleave needs --topology cxl (got {})", o.kind);
         }
         let il = o.cxl_interleave.unwrap_or(CxlInterleave::NONE);
-        Ok(match o.kind {
-            TopologyKind::Numa => Topology {
-                kind: o.kind,
-                cpu_nodes: vec![CpuNode {
-                    cpus: o.cpus,
-                    dram_gib: o.dram_gib,
-                }],
-                mem_nodes: vec![MemNode {
-                    size_gib: o.slow_gib,
-                    initiator: 0,
-                    perf: SLOW_MEM,
-                }],
-                cxl: vec![],
-                cxl_interleave: il,
-                dram_perf: o.dram_perf.unwrap_or(LOCAL_DRAM),
-            },
-            TopologyKind::Numa2 => {
-                if o.cpus < 2 || !o.cpus.is_multiple_of(2) {
-                    bail!("--topology numa2 splits --cpus evenly over two nodes: give an even number >= 2 (got {})", o.cpus);
-                }
-                let per = CpuNode {
-                    cpus: o.cpus / 2,
-                    dram_gib: o.dram_gib,
+        let k = spec.cpu_nodes;
+        if o.cpus < k || !o.cpus.is_multiple_of(k) {
+            bail!(
+                "--topology {} splits --cpus evenly over {k} nodes: give a multiple of {k} (got {})",
+                o.kind,
+                o.cpus
+            );
+        }
+        let per = CpuNode {
+            cpus: o.cpus / k,
+            dram_gib: o.dram_gib,
+        };
+        let mem = MemNode {
+            size_gib: o.slow_gib,
+            initiator: 0,
+            perf: SLOW_MEM,
+        };
+        let cxl = if !spec.cxl {
+            vec![]
+        } else if o.cxl_devs.is_empty() {
+            // One 4 GiB region either way.
+            vec![
+                CxlDevice {
+                    size_gib: 4 / il.ways,
+                    perf: CXL_DEV,
                 };
-                Topology {
-                    kind: o.kind,
-                    cpu_nodes: vec![per.clone(), per],
-                    mem_nodes: vec![MemNode {
-                        size_gib: o.slow_gib,
-                        initiator: 0,
-                        perf: SLOW_MEM,
-                    }],
-                    cxl: vec![],
-                    cxl_interleave: il,
-                    dram_perf: o.dram_perf.unwrap_or(LOCAL_DRAM),
-                }
+                il.ways as usize
+            ]
+        } else {
+            o.cxl_devs.clone()
+        };
+        if cxl.len() > CXL_MAX_DEVICES {
+            bail!("at most {CXL_MAX_DEVICES} CXL devices (got {})", cxl.len());
+        }
+        let w = il.ways as usize;
+        if !cxl.len().is_multiple_of(w) {
+            bail!(
+                "--cxl-interleave {}: {} CXL device(s) do not split into regions of {w} (give a multiple of {w} --cxl-dev)",
+                il.ways,
+                cxl.len()
+            );
+        }
+        for (g, grp) in cxl.chunks(w).enumerate() {
+            // Each device holds size/ways of the region and the group
+            // shares one generic port (one HMAT entry).
+            if grp.iter().any(|d| d != &grp[0]) {
+                bail!(
+                    "--cxl-interleave {}: the devices of region {g} ({}) differ; an interleaved region needs devices of one size and one latency/bandwidth (they share a host bridge)",
+                    il.ways,
+                    grp.iter()
+                        .map(|d| format!("{} GiB, {}", d.size_gib, d.perf))
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                );
             }
-            TopologyKind::Cxl => {
-                let cxl = if o.cxl_devs.is_empty() {
-                    // One 4 GiB region either way.
-                    vec![
-                        CxlDevice {
-                            size_gib: 4 / il.ways,
-                            perf: CXL_DEV,
-                        };
-                        il.ways as usize
-                    ]
-                } else {
-                    o.cxl_devs.clone()
-                };
-                if cxl.len() > CXL_MAX_DEVICES {
-                    bail!("at most {CXL_MAX_DEVICES} CXL devices (got {})", cxl.len());
-                }
-                let w = il.ways as usize;
-                if !cxl.len().is_multiple_of(w) {
-                    bail!(
-                        "--cxl-interleave {}: {} CXL device(s) do not split into regions of {w} (give a multiple of {w} --cxl-dev)",
-                        il.ways,
-                        cxl.len()
-                    );
-                }
-                for (g, grp) in cxl.chunks(w).enumerate() {
-                    // Each device holds size/ways of the region and the
-                    // group shares one generic port (one HMAT entry).
-                    if grp.iter().any(|d| d != &grp[0]) {
-                        bail!(
-                            "--cxl-interleave {}: the devices of region {g} ({}) differ; an interleaved region needs devices of one size and one latency/bandwidth (they share a host bridge)",
-                            il.ways,
-                            grp.iter()
-                                .map(|d| format!("{} GiB, {}", d.size_gib, d.perf))
-                                .collect::<Vec<_>>()
-                                .join("; ")
-                        );
-                    }
-                }
-                Topology {
-                    kind: o.kind,
-                    cpu_nodes: vec![CpuNode {
-                        cpus: o.cpus,
-                        dram_gib: o.dram_gib,
-                    }],
-                    mem_nodes: vec![],
-                    cxl,
-                    cxl_interleave: il,
-                    dram_perf: o.dram_perf.unwrap_or(CXL_TOPO_DRAM),
-                }
-            }
+        }
+        Ok(Topology {
+            kind: o.kind,
+            cpu_nodes: vec![per; k as usize],
+            mem_nodes: vec![mem; spec.mem_nodes as usize],
+            cxl,
+            cxl_interleave: il,
+            dram_perf: o.dram_perf.unwrap_or(spec.dram_perf),
         })
     }
 
@@ -776,6 +824,26 @@ fn mib_size(mib: u64) -> String {
 mod tests {
     use super::*;
 
+    #[test]
+    fn every_topology_of_the_table_builds_with_its_defaults() {
+        for t in &TOPOLOGIES {
+            let k = TopologyKind::by_name(t.name).unwrap();
+            assert_eq!(k.spec().name, t.name);
+            let o = TopologyOpts {
+                cpus: 2 * t.cpu_nodes,
+                dram_gib: t.dram_gib,
+                ..TopologyOpts::defaults(k)
+            };
+            let topo = Topology::new(&o).unwrap();
+            assert_eq!(topo.cpu_nodes.len() as u32, t.cpu_nodes, "{}", t.name);
+            assert_eq!(topo.mem_nodes.len() as u32, t.mem_nodes, "{}", t.name);
+            assert_eq!(topo.cxl.is_empty(), !t.cxl, "{}", t.name);
+            assert!(!topo.qemu_args().is_empty());
+        }
+        assert_eq!(TopologyKind::by_name("nope"), None);
+        assert_ne!(TopologyKind::NUMA, TopologyKind::CXL);
+    }
+
     fn opts(kind: TopologyKind, cpus: u32) -> TopologyOpts {
         TopologyOpts {
             cpus,
@@ -790,7 +858,7 @@ mod tests {
 
     #[test]
     fn default_numa_topology() {
-        let t = Topology::new(&opts(TopologyKind::Numa, 2)).unwrap();
+        let t = Topology::new(&opts(TopologyKind::NUMA, 2)).unwrap();
         let a = t.qemu_args();
         assert!(has(&a, "-machine", "q35,hmat=on"));
         assert!(has(&a, "-smp", "2,sockets=1,cores=2,threads=1"));
@@ -818,7 +886,7 @@ mod tests {
 
     #[test]
     fn one_cpu() {
-        let t = Topology::new(&opts(TopologyKind::Numa, 1)).unwrap();
+        let t = Topology::new(&opts(TopologyKind::NUMA, 1)).unwrap();
         assert!(has(
             &t.qemu_args(),
             "-numa",
@@ -828,7 +896,7 @@ mod tests {
 
     #[test]
     fn numa2_has_two_cpu_nodes_and_a_memory_node() {
-        let t = Topology::new(&opts(TopologyKind::Numa2, 2)).unwrap();
+        let t = Topology::new(&opts(TopologyKind::NUMA2, 2)).unwrap();
         let a = t.qemu_args();
         assert!(has(&a, "-m", "11G"));
         assert!(has(&a, "-smp", "2,sockets=2,cores=1,threads=1"));
@@ -845,12 +913,12 @@ mod tests {
         ));
         assert!(has(&a, "-numa", "hmat-lb,initiator=1,target=2,hierarchy=memory,data-type=access-bandwidth,bandwidth=40G"));
         assert_eq!(t.distance(2, 0), 25);
-        assert!(Topology::new(&opts(TopologyKind::Numa2, 3)).is_err());
+        assert!(Topology::new(&opts(TopologyKind::NUMA2, 3)).is_err());
     }
 
     #[test]
     fn cxl_default_is_one_4g_device() {
-        let t = Topology::new(&opts(TopologyKind::Cxl, 2)).unwrap();
+        let t = Topology::new(&opts(TopologyKind::CXL, 2)).unwrap();
         let a = t.qemu_args();
         assert!(has(&a, "-machine", "q35,hmat=on,cxl=on"));
         assert!(has(&a, "-m", "4G,maxmem=8G,slots=4"));
@@ -906,7 +974,7 @@ mod tests {
 
     #[test]
     fn cxl_two_devices_get_their_own_bridge_port_window_and_node() {
-        let mut o = opts(TopologyKind::Cxl, 2);
+        let mut o = opts(TopologyKind::CXL, 2);
         o.dram_gib = 6;
         o.cxl_devs = vec![
             CxlDevice::parse("4G").unwrap(),
@@ -987,14 +1055,14 @@ mod tests {
         assert_eq!((p.latency_ns, p.bandwidth_gbs), (250, 10));
         assert!(Perf::parse("fast").is_err());
         // --cxl-dev only with --topology cxl, and not too many.
-        let mut o = opts(TopologyKind::Numa, 2);
+        let mut o = opts(TopologyKind::NUMA, 2);
         o.cxl_devs = vec![d.clone()];
         assert!(Topology::new(&o).is_err());
-        let mut o = opts(TopologyKind::Cxl, 2);
+        let mut o = opts(TopologyKind::CXL, 2);
         o.cxl_devs = vec![d; CXL_MAX_DEVICES + 1];
         assert!(Topology::new(&o).is_err());
         // numa keeps its figures and has no CXL parameter.
-        let t = Topology::new(&opts(TopologyKind::Numa, 2)).unwrap();
+        let t = Topology::new(&opts(TopologyKind::NUMA, 2)).unwrap();
         assert_eq!(t.dram_perf, LOCAL_DRAM);
         assert_eq!(t.cxl_param(), None);
     }
@@ -1002,7 +1070,7 @@ mod tests {
     #[test]
     fn cxl_interleave_two_devices_behind_one_host_bridge() {
         for (spec, gran) in [("2", 256), ("2:256", 256), ("2:4096", 4096), ("2:4K", 4096)] {
-            let mut o = opts(TopologyKind::Cxl, 2);
+            let mut o = opts(TopologyKind::CXL, 2);
             o.cxl_interleave = Some(CxlInterleave::parse(spec).unwrap());
             let t = Topology::new(&o).unwrap();
             let a = t.qemu_args();
@@ -1082,7 +1150,7 @@ mod tests {
 
     #[test]
     fn cxl_interleave_groups_given_devices() {
-        let mut o = opts(TopologyKind::Cxl, 2);
+        let mut o = opts(TopologyKind::CXL, 2);
         o.cxl_interleave = Some(CxlInterleave::parse("2:4096").unwrap());
         o.cxl_devs = ["4G", "4G", "1G:300:5G", "1G:300:5G"]
             .iter()
@@ -1120,11 +1188,11 @@ mod tests {
         let e = Topology::new(&o).unwrap_err().to_string();
         assert!(e.contains("differ"), "{e}");
         // Only with --topology cxl.
-        let mut n = opts(TopologyKind::Numa, 2);
+        let mut n = opts(TopologyKind::NUMA, 2);
         n.cxl_interleave = Some(CxlInterleave::parse("2").unwrap());
         assert!(Topology::new(&n).is_err());
         // 1-way is today's layout: no granularity in the window.
-        let mut one = opts(TopologyKind::Cxl, 2);
+        let mut one = opts(TopologyKind::CXL, 2);
         one.cxl_interleave = Some(CxlInterleave::parse("1").unwrap());
         let t1 = Topology::new(&one).unwrap();
         assert!(has(
