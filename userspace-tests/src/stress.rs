@@ -59,6 +59,9 @@ pub struct Config {
     pub weight_rounds: u32,
     /// Clears per node at most.
     pub clear_rounds: u32,
+    /// How long a clear may go on past the deadline before it gets SIGKILL
+    /// (the mappers have stopped by then, so a DRAM clear usually ends).
+    pub clear_grace: Duration,
     /// Offline/online memory blocks of a ZONE_MOVABLE memory-only node.
     pub offline: bool,
     /// Time limit of each block offline and online write.
@@ -68,15 +71,17 @@ pub struct Config {
 }
 
 impl Config {
-    /// The bounded run of `tk-test-stress`: 20 s of concurrent work.
+    /// The bounded run of `tk-test-stress`: 15 s of concurrent work, and
+    /// up to 12 s more for clears still running.
     pub fn suite() -> Config {
         Config {
-            seconds: 20,
+            seconds: 15,
             map_rounds: 200,
             max_pages: 1024,
             max_pages_memory_only: 256,
             weight_rounds: 300,
             clear_rounds: 3,
+            clear_grace: Duration::from_secs(12),
             offline: true,
             offline_limit: Duration::from_secs(20),
             seed: None,
@@ -779,7 +784,7 @@ pub fn run(r: &mut Report, topo: &Topology, cfg: &Config) {
             }
             alive += 1;
             let now = Instant::now();
-            if (k.clear && now >= deadline + Duration::from_secs(2) && !k.killed_at_deadline)
+            if (k.clear && now >= deadline + cfg.clear_grace && !k.killed_at_deadline)
                 || now >= hard
             {
                 println!(
