@@ -234,6 +234,41 @@ struct MapCounts {
     populate_failed: u64,
 }
 
+/// Maps `nr` pages of `tk` at page offset `off`, checks they read zero
+/// and fills them with `pat`; counts the mapping. Returns its address.
+fn map_filled(
+    tk: &Tierkit,
+    nr: usize,
+    off: u64,
+    pat: u8,
+    c: &mut MapCounts,
+) -> Result<usize, String> {
+    let base = map_raw(tk.fd(), nr, off).map_err(|e| format!("mmap {nr} pages: {e}"))?;
+    c.maps += 1;
+    c.pages += nr as u64;
+    // SAFETY: base..base+nr pages is our mapping; the caller unmaps it
+    // only after this returns.
+    if let Err(e) = unsafe { zero_then_fill(base, 0..nr, pat) } {
+        unmap(base, 0, nr);
+        return Err(e);
+    }
+    Ok(base)
+}
+
+/// `MADV_DONTNEED` on the `nr` pages at `base`: the PTEs go, the pages
+/// stay with the file (a shared file mapping).
+fn dontneed(base: usize, nr: usize, c: &mut MapCounts) {
+    // SAFETY: madvise on our own mapping.
+    unsafe {
+        libc::madvise(
+            base as *mut libc::c_void,
+            nr * PAGE_SIZE,
+            libc::MADV_DONTNEED,
+        )
+    };
+    c.dontneed += 1;
+}
+
 /// A plain round: map, zero check and fill, maybe `MADV_DONTNEED` and
 /// check, maybe unmap a tail, close and unmap in a random order.
 fn round_plain(
@@ -244,21 +279,9 @@ fn round_plain(
     rng: &mut Rng,
     c: &mut MapCounts,
 ) -> Result<(), String> {
-    let base = map_raw(tk.fd(), nr, off).map_err(|e| format!("mmap {nr} pages: {e}"))?;
-    c.maps += 1;
-    c.pages += nr as u64;
-    // SAFETY: base..base+nr pages is our mapping until the unmaps below.
-    unsafe { zero_then_fill(base, 0..nr, pat) }?;
+    let base = map_filled(&tk, nr, off, pat, c)?;
     if rng.below(3) == 0 {
-        // SAFETY: our own mapping.
-        unsafe {
-            libc::madvise(
-                base as *mut libc::c_void,
-                nr * PAGE_SIZE,
-                libc::MADV_DONTNEED,
-            )
-        };
-        c.dontneed += 1;
+        dontneed(base, nr, c);
         // Shared file mapping: the pages stay with the file.
         // SAFETY: still mapped.
         unsafe { verify(base, 0..nr, pat, "after MADV_DONTNEED") }?;
@@ -354,20 +377,8 @@ fn round_race_munmap(
     rng: &mut Rng,
     c: &mut MapCounts,
 ) -> Result<(), String> {
-    let base = map_raw(tk.fd(), nr, off).map_err(|e| format!("mmap {nr} pages: {e}"))?;
-    c.maps += 1;
-    c.pages += nr as u64;
-    // SAFETY: our mapping.
-    unsafe { zero_then_fill(base, 0..nr, pat) }?;
-    // SAFETY: our own mapping.
-    unsafe {
-        libc::madvise(
-            base as *mut libc::c_void,
-            nr * PAGE_SIZE,
-            libc::MADV_DONTNEED,
-        )
-    };
-    c.dontneed += 1;
+    let base = map_filled(&tk, nr, off, pat, c)?;
+    dontneed(base, nr, c);
     let keep = rng.below(nr as u64) as usize;
     let delay = Duration::from_micros(rng.below(2000));
     const CHUNK: usize = 16;
