@@ -33,6 +33,7 @@ pub mod fuzz;
 pub mod memblock;
 pub mod node;
 pub mod report;
+pub mod stress;
 pub mod sys;
 pub mod tk;
 pub mod vma;
