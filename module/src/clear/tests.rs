@@ -217,7 +217,11 @@ fn pass(range: &GiganticRange, op: PageOp) -> Option<u64> {
     for _ in 0..helpers {
         let s = shared.clone();
         shared.remaining.add(1, Relaxed);
-        let spawned = workqueue::system_unbound().try_spawn(GFP_KERNEL, move || {
+        // SAFETY: `system_dfl_wq`, the unbound system workqueue that
+        // replaces the deprecated `system_unbound_wq`, is a C global that
+        // is always available.
+        let wq = unsafe { workqueue::Queue::from_raw(bindings::system_dfl_wq) };
+        let spawned = wq.try_spawn(GFP_KERNEL, move || {
             s.run();
             s.put();
         });
