@@ -491,3 +491,15 @@ void tk_vma_set_backing(struct vm_area_struct *vma, void *backing)
 	vma->vm_ops = &tk_vm_ops;
 	vma->vm_private_data = backing;
 }
+
+/* --- test fills (KUnit suites of clear/ and wi/) ------------------------- */
+
+/*
+ * memset64(): on x86_64 an inline `rep stosq`, 8 bytes per iteration. The
+ * exported memset() uses `rep stosb` on CPUs with FSRS, which QEMU's TCG
+ * runs one byte at a time.
+ */
+void tk_memset64(void *addr, u64 value, size_t count)
+{
+	memset64(addr, value, count);
+}

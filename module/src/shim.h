@@ -76,4 +76,7 @@ int tk_register_memory_notifier(tk_mem_event_fn cb, void *ctx);
 void tk_unregister_memory_notifier(void);
 void tk_vma_set_backing(struct vm_area_struct *vma, void *backing);
 
+/* Test fills (KUnit suites of clear/ and wi/). */
+void tk_memset64(void *addr, u64 value, size_t count);
+
 #endif /* TIERKIT_SHIM_H */

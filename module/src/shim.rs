@@ -252,3 +252,15 @@ pub(crate) mod node {
         unsafe { super::tk_node_free_pages(nid) as u64 }
     }
 }
+
+// Test fills (KUnit suites of clear/ and wi/).
+extern "C" {
+    /// `memset64(addr, value, count)`: `count` 64-bit words of `value` at
+    /// `addr` (`rep stosq` on x86_64).
+    ///
+    /// # Safety
+    ///
+    /// `addr` must be 8-byte aligned and valid for writes of `count * 8`
+    /// bytes that nothing else accesses meanwhile.
+    pub(crate) fn tk_memset64(addr: *mut core::ffi::c_void, value: u64, count: usize);
+}

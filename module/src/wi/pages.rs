@@ -138,14 +138,23 @@ impl NodePage {
 
     /// Fills the page with `byte`.
     ///
+    /// Uses `memset64()` (`rep stosq`): `memset()` is `rep stosb` on CPUs
+    /// with FSRS, which QEMU's TCG runs one byte at a time, 8 times slower.
+    ///
     /// # Safety
     ///
     /// No one else may access the page's contents concurrently (e.g. it is
     /// not mapped to userspace).
     pub(crate) unsafe fn fill(&self, byte: u8) {
-        // SAFETY: `addr()` is valid for PAGE_SIZE bytes; the caller excludes
-        // concurrent access.
-        unsafe { core::ptr::write_bytes(self.addr(), byte, PAGE_SIZE) };
+        // SAFETY: `addr()` is page-aligned and valid for PAGE_SIZE bytes;
+        // the caller excludes concurrent access.
+        unsafe {
+            shim::tk_memset64(
+                self.addr().cast::<c_void>(),
+                u64::from(byte) * 0x0101_0101_0101_0101,
+                PAGE_SIZE / 8,
+            )
+        };
     }
 
     /// Whether every byte of the page is `byte`.
@@ -153,11 +162,15 @@ impl NodePage {
     /// # Safety
     ///
     /// No one may write the page's contents concurrently.
+    ///
+    /// Uses the kernel's `memchr_inv()`: 8 bytes per access, and not
+    /// instrumented per access under KASAN.
     pub(crate) unsafe fn all_bytes_are(&self, byte: u8) -> bool {
         // SAFETY: `addr()` is valid for PAGE_SIZE bytes and nobody writes
-        // them concurrently (caller's promise).
-        let bytes = unsafe { core::slice::from_raw_parts(self.addr(), PAGE_SIZE) };
-        bytes.iter().all(|&b| b == byte)
+        // them concurrently (caller's promise); memchr_inv() only reads
+        // them.
+        unsafe { bindings::memchr_inv(self.addr().cast::<c_void>(), c_int::from(byte), PAGE_SIZE) }
+            .is_null()
     }
 }
 

@@ -592,16 +592,42 @@ mod alloc {
         Ok(())
     }
 
+    /// Most pages [`dirty_node`] dirties on a node with CPUs: 256 MiB, 64
+    /// times what `zero_check` allocates after it (64 probes and 4096
+    /// mapped pages). It was 1 GiB; the time goes into allocating and
+    /// freeing the pages one by one, which the debug kernel (KASAN, page
+    /// poisoning, DEBUG_VM) makes several times slower (1 GiB on each of
+    /// two nodes took 19.6 s there).
+    const DIRTY_MAX_PAGES: usize = 1 << 16;
+
+    /// Most pages [`dirty_node`] dirties on a CPU-less node: 64 MiB, 16
+    /// times what `zero_check` allocates after it. QEMU emulates CXL
+    /// memory (the CPU-less node of the cxl topology) access by access:
+    /// dirtying 1 GiB there took 45 s.
+    const DIRTY_MAX_PAGES_CPULESS: usize = 1 << 14;
+
     /// Allocates most of `nid`'s free memory, fills it with 0xA5 and frees
     /// it, so that the allocations that follow get dirty pages. Returns the
     /// number of pages dirtied.
+    ///
+    /// The probes of `zero_check` show whether the pages handed out next
+    /// are dirty: with too little dirt they would find none, and the test
+    /// would fail.
     fn dirty_node(nid: usize) -> Result<usize> {
-        // 7/8 of it, at most 1 GiB (about 5 s per node under TCG), and
-        // stopping early rather than pushing the node into reclaim
-        // (__GFP_NORETRY). The free lists are LIFO, so what is allocated
-        // next comes from the dirtied pages: the probes in `zero_check`
-        // show it, which is what makes the zero check able to fail.
-        let target = ((shim::node::free_pages(nid) / 8 * 7) as usize).min(1 << 18);
+        // 7/8 of it, at most [`DIRTY_MAX_PAGES`] ([`DIRTY_MAX_PAGES_CPULESS`]
+        // on a CPU-less node), stopping early rather than pushing the node
+        // into reclaim (__GFP_NORETRY). Order-0 allocations take the
+        // smallest free blocks first, so the pages dirtied include the
+        // node's small fragments, and the free lists are LIFO, so what is
+        // allocated next comes from the dirtied pages: the probes in
+        // `zero_check` show it, which is what makes the zero check able to
+        // fail.
+        let cap = if shim::node::nr_cpus(nid) > 0 {
+            DIRTY_MAX_PAGES
+        } else {
+            DIRTY_MAX_PAGES_CPULESS
+        };
+        let target = ((shim::node::free_pages(nid) / 8 * 7) as usize).min(cap);
         let mut pages: KVVec<NodePage> = KVVec::with_capacity(target, GFP_KERNEL)?;
         // SAFETY: reads a constant.
         let noretry = unsafe { shim::tk_gfp_noretry() };
