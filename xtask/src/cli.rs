@@ -178,7 +178,7 @@ pub(crate) struct GuestArgs {
     #[arg(long, value_parser = Perf::parse, value_name = "NS:GBS")]
     pub(crate) dram_perf: Option<Perf>,
     /// QEMU CPU model (`-cpu`), e.g. `max` or `max,erms=off`
-    /// [default: max; cxl: max,erms=off,fsrm=off,fsrs=off].
+    /// [default: max,erms=off,fsrm=off,fsrs=off: see topology.rs NO_REP_STOSB].
     #[arg(long = "cpu", value_name = "MODEL")]
     pub(crate) cpu_model: Option<String>,
     /// Use KVM even if it does not look usable.

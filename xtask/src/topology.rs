@@ -229,6 +229,13 @@ pub struct TopologySpec {
     pub timeout_factor: u64,
 }
 
+/// The default QEMU `-cpu` of every topology: without ERMS, FSRM and FSRS
+/// the kernel's clear_page, memset and copies use `rep stosq` and 8-byte
+/// moves, which TCG runs 8 bytes per access instead of one (on DRAM a 1 GiB
+/// clear-and-check KUnit case took 15 s instead of 33 s; on CXL memory,
+/// emulated access by access, the gain is 8x).
+pub const NO_REP_STOSB: &str = "max,erms=off,fsrm=off,fsrs=off";
+
 /// Every topology `--topology` offers.
 pub const TOPOLOGIES: [TopologySpec; 3] = [
     TopologySpec {
@@ -239,7 +246,7 @@ pub const TOPOLOGIES: [TopologySpec; 3] = [
         cxl: false,
         dram_gib: 8,
         dram_perf: LOCAL_DRAM,
-        cpu_model: "max",
+        cpu_model: NO_REP_STOSB,
         timeout_factor: 1,
     },
     TopologySpec {
@@ -251,7 +258,7 @@ pub const TOPOLOGIES: [TopologySpec; 3] = [
         cxl: false,
         dram_gib: 8,
         dram_perf: LOCAL_DRAM,
-        cpu_model: "max",
+        cpu_model: NO_REP_STOSB,
         timeout_factor: 1,
     },
     TopologySpec {
@@ -263,7 +270,7 @@ pub const TOPOLOGIES: [TopologySpec; 3] = [
         cxl: true,
         dram_gib: 8,
         dram_perf: CXL_TOPO_DRAM,
-        cpu_model: "max,erms=off,fsrm=off,fsrs=off",
+        cpu_model: NO_REP_STOSB,
         timeout_factor: 4,
     },
 ];
