@@ -27,9 +27,9 @@ pub(crate) mod pages;
 mod tests;
 
 use crate::interleave::{self, Nodemask, Selector, WeightError, Weights, MAX_NUMNODES};
-use crate::wi_table::{TableError, WeightTable};
 use crate::shim::node;
 use crate::uapi;
+use crate::wi_table::{TableError, WeightTable};
 use kernel::{
     fmt, new_mutex,
     prelude::*,
