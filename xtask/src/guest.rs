@@ -168,7 +168,7 @@ pub(crate) fn guest_cmd(g: &GuestArgs, req: GuestRequest) -> Result<GuestResult>
     })?;
     for (i, gib) in topo.cxl_region_gib().into_iter().enumerate() {
         if gib < 2 {
-            say!("note: CXL region {i} is {gib} GiB: QEMU puts CXL windows 256 MiB past a GiB boundary, so its node holds no aligned GiB and 1 GiB gigantic pages (tierkit_clear_gigantic, tk-test-gigantic) cannot be placed there; use 2G or more");
+            say!("note: CXL region {i} is {gib} GiB: QEMU puts CXL windows 256 MiB past a GiB boundary, so its node holds no aligned GiB and 1 GiB gigantic pages (tierkit_gigantic, tk-test-gigantic) cannot be placed there; use 2G or more");
         }
     }
     let guest_gib = u64::from(topo.total_mem_gib() + topo.cxl_gib());

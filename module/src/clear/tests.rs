@@ -676,7 +676,7 @@ mod error_tests {
     }
 }
 
-#[kunit_tests(tierkit_clear_gigantic)]
+#[kunit_tests(tierkit_gigantic)]
 mod gigantic_tests {
     use super::super::bench::bench;
     use super::super::gigantic::{set_gigantic_ioctl, GiganticMode};
