@@ -673,7 +673,7 @@ impl Tester {
     fn sweep(&self, env: &Env, op: Op) -> Sweep {
         let mut sw = Sweep::default();
         let t0 = Instant::now();
-        let base = match MemSnapshot::take() {
+        let base = match MemSnapshot::take_drained() {
             Ok(b) => b,
             Err(e) => {
                 sw.fail(0, format!("{e:#}"));
@@ -788,7 +788,7 @@ fn run(r: &mut Report, topo: &Topology, wd: WeightDir) {
             return;
         }
     };
-    let start = match MemSnapshot::take() {
+    let start = match MemSnapshot::take_drained() {
         Ok(s) => s,
         Err(e) => {
             r.fail("memory counters", format!("{e:#}"));
@@ -977,8 +977,8 @@ fn run(r: &mut Report, topo: &Topology, wd: WeightDir) {
             Ok(())
         }),
     );
-    match MemSnapshot::take() {
-        Ok(end) => {
+    match start.settled(FREE_TOL_PAGES, SLAB_TOL_KB, SETTLE_MS) {
+        Ok((end, _)) => {
             r.note(format!("end: {}", end.describe()));
             r.check(
                 "memory given back over the whole test",
