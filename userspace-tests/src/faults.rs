@@ -722,6 +722,18 @@ impl MemSnapshot {
         MemSnapshot::take()
     }
 
+    /// A snapshot after shrinking the caches that grew since `drained`
+    /// (itself from [`MemSnapshot::take_drained`]): what KASAN's
+    /// quarantine took since then is given back, at the cost of a few
+    /// caches rather than all of them (each costs an SRCU grace period).
+    pub fn take_drained_since(drained: &MemSnapshot) -> Result<MemSnapshot> {
+        let cur = MemSnapshot::take()?;
+        for c in drained.grown_caches(&cur) {
+            shrink_cache(&c);
+        }
+        MemSnapshot::take()
+    }
+
     /// The caches with more active objects or more objects in `after`
     /// than in `self` (all of them if either has no slabinfo).
     pub fn grown_caches(&self, after: &MemSnapshot) -> Vec<String> {
