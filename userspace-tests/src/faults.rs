@@ -991,8 +991,10 @@ mod tests {
         let m = parse_slabinfo(s);
         assert_eq!(m.len(), 2);
         assert_eq!(m["kmalloc-64"], (100, 128));
-        let mut a = MemSnapshot::default();
-        a.slab_objs = m.clone();
+        let a = MemSnapshot {
+            slab_objs: m.clone(),
+            ..Default::default()
+        };
         let mut b = a.clone();
         assert!(a.grown_caches(&b).is_empty());
         b.slab_objs.insert("filp".into(), (11, 20));
