@@ -806,7 +806,7 @@ fn phases(r: &mut Report, mem_mask: u64, start: &MemSnapshot) {
     if let Err(e) = &console {
         r.note(format!("cannot lower the console log level ({e}): KUnit's message, if the sweep provokes it, reaches the harness"));
     }
-    let base = MemSnapshot::take_drained().unwrap_or_else(|_| start.clone());
+    let base = MemSnapshot::take().unwrap_or_else(|_| start.clone());
     let swept = load_sweep(mem_mask, &base);
     if let Ok(mut c) = console {
         r.check(
