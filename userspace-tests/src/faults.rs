@@ -335,13 +335,24 @@ pub fn injected_faults(lines: &[String]) -> Vec<(String, usize)> {
     v
 }
 
-/// Lines of `lines` that the harness (xtask/src/ktap.rs `crash_marker`)
-/// would count as a kernel crash report, or that look like one.
+/// Lines of `lines` that the harness (xtask/src/console.rs `PATTERNS`)
+/// would count as a kernel crash report, or that look like one, except
+/// the `RIP:` lines of a stack dump printed because a fault was injected
+/// (see [`InjectedDumps`]): `fail_dump()` with `verbose=2` and the
+/// `page allocation failure` warning after an injected page allocation
+/// failure print a plain `dump_stack()`, whose user-mode registers
+/// (`RIP: 0033:...`) are not a report. Every other marker counts wherever
+/// it stands.
 pub fn crash_lines(lines: &[String]) -> Vec<String> {
+    let mut dumps = InjectedDumps::default();
     lines
         .iter()
         .filter(|l| {
+            let in_dump = dumps.observe(l);
             let t = l.trim_start();
+            if t.starts_with("RIP: ") {
+                return !in_dump;
+            }
             t.starts_with("BUG: ")
                 || t.contains(": BUG: ")
                 || t.starts_with("kernel BUG at ")
@@ -352,10 +363,84 @@ pub fn crash_lines(lines: &[String]) -> Vec<String> {
                 || t.starts_with("WARNING: ")
                 || t.starts_with("Kernel panic")
                 || t.starts_with("kunit module: ")
-                || t.starts_with("RIP: ")
         })
         .cloned()
         .collect()
+}
+
+/// Tracks, line by line, whether kernel messages belong to the report of
+/// an injected fault: the `FAULT_INJECTION: forcing a failure.` line and
+/// its `name ...` line (`lib/fault-inject.c` `fail_dump()`), the stack
+/// dump `fail_dump()` prints with `verbose=2` (`CPU: ...` up to
+/// `</TASK>`), and the `...: page allocation failure: ...` warning
+/// (`mm/page_alloc.c` `warn_alloc()`) with its stack dump that follows an
+/// injected page allocation failure. A dump must start within
+/// [`InjectedDumps::AFTER_LINES`] lines of the fault's report and is at
+/// most [`InjectedDumps::MAX_DUMP_LINES`] lines long. The same machine is
+/// in xtask/src/console.rs (`InjectedDumps`), for the serial console.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct InjectedDumps {
+    state: DumpState,
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+enum DumpState {
+    #[default]
+    Idle,
+    /// After a fault's report: a dump may start within this many lines.
+    After(u32),
+    /// In a dump, this many lines in.
+    InDump(u32),
+}
+
+impl InjectedDumps {
+    /// Lines after a fault's report (or its dump) within which a dump of
+    /// it may start.
+    pub const AFTER_LINES: u32 = 4;
+    /// Longest dump (a stack trace with KASAN's and lockdep's frames and
+    /// the user-mode registers).
+    pub const MAX_DUMP_LINES: u32 = 120;
+
+    /// Feeds one message line; true if it belongs to an injected fault's
+    /// report.
+    pub fn observe(&mut self, line: &str) -> bool {
+        let t = line.trim();
+        if t.contains("FAULT_INJECTION: forcing a failure") {
+            self.state = DumpState::After(Self::AFTER_LINES);
+            return true;
+        }
+        match self.state {
+            DumpState::Idle => false,
+            DumpState::After(k) => {
+                if t.starts_with("name ") {
+                    true
+                } else if t.starts_with("CPU: ") || t.contains(": page allocation failure: ") {
+                    self.state = DumpState::InDump(0);
+                    true
+                } else {
+                    self.state = if k > 1 {
+                        DumpState::After(k - 1)
+                    } else {
+                        DumpState::Idle
+                    };
+                    false
+                }
+            }
+            DumpState::InDump(n) => {
+                if t.starts_with("</TASK>") {
+                    // warn_alloc() may follow fail_dump()'s own dump.
+                    self.state = DumpState::After(Self::AFTER_LINES);
+                    true
+                } else if n >= Self::MAX_DUMP_LINES {
+                    self.state = DumpState::Idle;
+                    false
+                } else {
+                    self.state = DumpState::InDump(n + 1);
+                    true
+                }
+            }
+        }
+    }
 }
 
 /// The message KUnit's module notifier prints when an allocation of its
@@ -425,6 +510,66 @@ pub struct MemSnapshot {
     /// /proc/meminfo `Slab:` and `SUnreclaim:` (kB).
     pub slab_kb: u64,
     pub sunreclaim_kb: u64,
+    /// cache -> (active objects, objects) of /proc/slabinfo (empty where
+    /// it cannot be read). Objects in KASAN's quarantine count as active.
+    pub slab_objs: BTreeMap<String, (u64, u64)>,
+}
+
+/// Where SLUB lists its caches, one directory each (aliases of merged
+/// caches are symlinks to them).
+pub const SLAB_SYSFS: &str = "/sys/kernel/slab";
+
+/// Gives back what the slab caches hold for objects already freed: writes
+/// `1` to `/sys/kernel/slab/<cache>/shrink` of every cache, which calls
+/// `kmem_cache_shrink()` (mm/slab_common.c): under generic KASAN that
+/// first takes the cache's objects out of the quarantine
+/// (`kasan_cache_shrink()` -> `kasan_quarantine_remove_cache()`,
+/// mm/kasan/generic.c, quarantine.c) and frees them, then releases the
+/// cache's empty slabs to the page allocator. Without it, KASAN's
+/// quarantine (up to 1/32 of RAM) keeps every freed object's slab pages
+/// for a while, and `SUnreclaim` grows and free pages shrink by megabytes
+/// per step although nothing leaked; the kmemleak objects of freed
+/// allocations go the same way after their RCU grace period. On a kernel
+/// without KASAN only the empty slabs are released. Objects still
+/// allocated are untouched, so a leak stays visible. Returns how many
+/// caches were shrunk; caches that refuse are skipped (errors ignored:
+/// the snapshot that follows tells what matters).
+pub fn drain_slab() -> usize {
+    let Ok(dir) = fs::read_dir(SLAB_SYSFS) else {
+        return 0;
+    };
+    let mut n = 0;
+    for e in dir.flatten() {
+        // Aliases are symlinks to the real cache's directory.
+        if e.file_type().map_or(true, |t| t.is_symlink()) {
+            continue;
+        }
+        if fs::write(e.path().join("shrink"), "1").is_ok() {
+            n += 1;
+        }
+    }
+    n
+}
+
+/// [`drain_slab`] for one cache, by its name in /proc/slabinfo (a
+/// directory or an alias symlink in [`SLAB_SYSFS`]); false if refused.
+pub fn shrink_cache(name: &str) -> bool {
+    !name.contains('/') && fs::write(Path::new(SLAB_SYSFS).join(name).join("shrink"), "1").is_ok()
+}
+
+/// Parses /proc/slabinfo (version 2.1) into cache -> (active objects,
+/// objects).
+pub fn parse_slabinfo(s: &str) -> BTreeMap<String, (u64, u64)> {
+    s.lines()
+        .filter(|l| !l.starts_with("slabinfo") && !l.starts_with('#'))
+        .filter_map(|l| {
+            let mut f = l.split_whitespace();
+            let name = f.next()?;
+            let active = f.next()?.parse().ok()?;
+            let num = f.next()?.parse().ok()?;
+            Some((name.to_string(), (active, num)))
+        })
+        .collect()
 }
 
 /// Parses /proc/zoneinfo into node -> (free pages, pages on per-CPU lists).
@@ -491,6 +636,9 @@ impl MemSnapshot {
         snap.slab_kb = meminfo_kb(&mi, "Slab").context("no Slab: in /proc/meminfo")?;
         snap.sunreclaim_kb =
             meminfo_kb(&mi, "SUnreclaim").context("no SUnreclaim: in /proc/meminfo")?;
+        snap.slab_objs = fs::read_to_string("/proc/slabinfo")
+            .map(|s| parse_slabinfo(&s))
+            .unwrap_or_default();
         Ok(snap)
     }
 
@@ -539,14 +687,66 @@ impl MemSnapshot {
         max_ms: u64,
     ) -> Result<(MemSnapshot, u64)> {
         let t0 = std::time::Instant::now();
+        let mut first = true;
         loop {
-            let now = MemSnapshot::take()?;
+            // A plain snapshot first (cheap; more slab and fewer free pages
+            // than a drained one, so it cannot hide a loss), then drained
+            // ones: see [`MemSnapshot::take_drained`].
+            let now = if first {
+                MemSnapshot::take()?
+            } else {
+                // Only the caches that grew since `self`: a full drain
+                // costs an SRCU grace period per cache.
+                let cur = MemSnapshot::take()?;
+                for c in self.grown_caches(&cur) {
+                    shrink_cache(&c);
+                }
+                MemSnapshot::take()?
+            };
+            first = false;
             let waited = t0.elapsed().as_millis() as u64;
             if self.losses(&now, free_tol_pages, slab_tol_kb).is_empty() || waited >= max_ms {
                 return Ok((now, waited));
             }
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
+    }
+
+    /// A snapshot after [`drain_slab`]: objects already freed but still
+    /// held by KASAN's quarantine, and empty slabs, given back first. Use
+    /// it for a baseline that later drained snapshots are compared with
+    /// (an undrained baseline would count the quarantine's contents as
+    /// slack and could hide a leak of up to that size).
+    pub fn take_drained() -> Result<MemSnapshot> {
+        drain_slab();
+        MemSnapshot::take()
+    }
+
+    /// A snapshot after shrinking the caches that grew since `drained`
+    /// (itself from [`MemSnapshot::take_drained`]): what KASAN's
+    /// quarantine took since then is given back, at the cost of a few
+    /// caches rather than all of them (each costs an SRCU grace period).
+    pub fn take_drained_since(drained: &MemSnapshot) -> Result<MemSnapshot> {
+        let cur = MemSnapshot::take()?;
+        for c in drained.grown_caches(&cur) {
+            shrink_cache(&c);
+        }
+        MemSnapshot::take()
+    }
+
+    /// The caches with more active objects or more objects in `after`
+    /// than in `self` (all of them if either has no slabinfo).
+    pub fn grown_caches(&self, after: &MemSnapshot) -> Vec<String> {
+        after
+            .slab_objs
+            .iter()
+            .filter(|(c, &(a, n))| {
+                self.slab_objs
+                    .get(*c)
+                    .is_none_or(|&(a0, n0)| a > a0 || n > n0)
+            })
+            .map(|(c, _)| c.clone())
+            .collect()
     }
 
     /// Largest drop of free pages over the nodes (negative: every node
@@ -783,6 +983,70 @@ mod tests {
         assert_eq!(meminfo_kb(s, "Nope"), None);
         let n = "Node 1 MemTotal:       3094744 kB\nNode 1 MemFree:        3000000 kB\n";
         assert_eq!(meminfo_kb(n, "MemFree"), Some(3_000_000));
+    }
+
+    #[test]
+    fn slabinfo() {
+        let s = "slabinfo - version: 2.1\n# name            <active_objs> <num_objs> <objsize>\nkmalloc-64  100 128 64 64 1 : tunables 0 0 0 : slabdata 2 2 0\nfilp 10 20 256 16 1 : tunables 0 0 0 : slabdata 1 1 0\n";
+        let m = parse_slabinfo(s);
+        assert_eq!(m.len(), 2);
+        assert_eq!(m["kmalloc-64"], (100, 128));
+        let a = MemSnapshot {
+            slab_objs: m.clone(),
+            ..Default::default()
+        };
+        let mut b = a.clone();
+        assert!(a.grown_caches(&b).is_empty());
+        b.slab_objs.insert("filp".into(), (11, 20));
+        b.slab_objs.insert("new".into(), (1, 1));
+        assert_eq!(
+            a.grown_caches(&b),
+            vec!["filp".to_string(), "new".to_string()]
+        );
+    }
+
+    #[test]
+    fn injected_dumps_are_not_reports() {
+        let l: Vec<String> = [
+            "FAULT_INJECTION: forcing a failure.",
+            "name failslab, interval 1, probability 0, space 0, times 0",
+            "CPU: 1 UID: 0 PID: 90 Comm: tk-test-lifecyc Tainted: G O N 7.3.4 #1",
+            "Call Trace:",
+            " <TASK>",
+            " dump_stack_lvl+0x5d/0x80",
+            "RIP: 0033:0x7f8d28fa6b99",
+            " </TASK>",
+            "tk-test-lifecyc: page allocation failure: order:0, mode:0xcc0(GFP_KERNEL)",
+            "CPU: 1 UID: 0 PID: 90 Comm: tk-test-lifecyc",
+            "RIP: 0033:0x7f8d28fa6b99",
+            " </TASK>",
+            "Mem-Info:",
+            "RIP: 0010:tk_bad+0x1/0x2 [tierkit]",
+            "WARNING: CPU: 0 PID: 1 at mm/x.c:1",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let c = crash_lines(&l);
+        assert_eq!(
+            c,
+            vec![
+                "RIP: 0010:tk_bad+0x1/0x2 [tierkit]".to_string(),
+                "WARNING: CPU: 0 PID: 1 at mm/x.c:1".to_string()
+            ]
+        );
+        // A real report inside a dump still counts.
+        let l2: Vec<String> = [
+            "FAULT_INJECTION: forcing a failure.",
+            "CPU: 1 UID: 0 PID: 90",
+            "BUG: KASAN: slab-use-after-free in f+0x1/0x2",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        assert_eq!(crash_lines(&l2).len(), 1);
+        // Without a fault report, a dump's RIP counts.
+        assert_eq!(crash_lines(&["RIP: 0033:0x1".to_string()]).len(), 1);
     }
 
     #[test]

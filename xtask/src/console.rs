@@ -201,6 +201,97 @@ pub fn classify(text: &str) -> Option<CrashKind> {
     PATTERNS.iter().find(|p| p.rule.matches(t)).map(|p| p.kind)
 }
 
+/// Tracks, console line by console line, whether a line belongs to what
+/// the kernel prints about a fault that was injected on purpose
+/// (CONFIG_FAULT_INJECTION; tk-test-faults, tk-test-lifecycle and tk-fuzz
+/// arm `fail-nth`): the `FAULT_INJECTION: forcing a failure.` line and its
+/// `name ...` line (`lib/fault-inject.c` `fail_dump()`), the stack
+/// `fail_dump()` dumps with `verbose=2` (`CPU: ...` up to `</TASK>`), and
+/// the `...: page allocation failure: ...` warning with its stack
+/// (`mm/page_alloc.c` `warn_alloc()`) right after an injected page
+/// allocation failure. Such a dump is a plain `dump_stack()`: its only
+/// line that [`PATTERNS`] matches is the user-mode `RIP: 0033:...` of the
+/// syscall that was failed, which is then not a report
+/// ([`InjectedDumps::classify`]). Every other report counts wherever it
+/// stands, inside such a dump too. The dump must start within
+/// [`InjectedDumps::AFTER_LINES`] lines of the fault's report and ends at
+/// `</TASK>` or after [`InjectedDumps::MAX_DUMP_LINES`] lines. The guest
+/// tests read `/dev/kmsg` with the same machine
+/// (userspace-tests/src/faults.rs `InjectedDumps`).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct InjectedDumps {
+    state: DumpState,
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+enum DumpState {
+    #[default]
+    Idle,
+    /// After a fault's report: a dump may start within this many lines.
+    After(u32),
+    /// In a dump, this many lines in.
+    InDump(u32),
+}
+
+impl InjectedDumps {
+    /// Lines after a fault's report (or its dump) within which a dump of
+    /// it may start.
+    pub const AFTER_LINES: u32 = 4;
+    /// Longest dump followed.
+    pub const MAX_DUMP_LINES: u32 = 120;
+
+    /// Feeds one line (without its `printk` prefix); true if it belongs
+    /// to an injected fault's report.
+    pub fn observe(&mut self, text: &str) -> bool {
+        let t = text.trim();
+        if t.contains("FAULT_INJECTION: forcing a failure") {
+            self.state = DumpState::After(Self::AFTER_LINES);
+            return true;
+        }
+        match self.state {
+            DumpState::Idle => false,
+            DumpState::After(k) => {
+                if t.starts_with("name ") {
+                    true
+                } else if t.starts_with("CPU: ") || t.contains(": page allocation failure: ") {
+                    self.state = DumpState::InDump(0);
+                    true
+                } else {
+                    self.state = if k > 1 {
+                        DumpState::After(k - 1)
+                    } else {
+                        DumpState::Idle
+                    };
+                    false
+                }
+            }
+            DumpState::InDump(n) => {
+                if t.starts_with("</TASK>") {
+                    // warn_alloc() may follow fail_dump()'s own dump.
+                    self.state = DumpState::After(Self::AFTER_LINES);
+                    true
+                } else if n >= Self::MAX_DUMP_LINES {
+                    self.state = DumpState::Idle;
+                    false
+                } else {
+                    self.state = DumpState::InDump(n + 1);
+                    true
+                }
+            }
+        }
+    }
+
+    /// [`classify`] for the next line, with the `RIP:` line of an
+    /// injected fault's stack dump not a report.
+    pub fn classify(&mut self, text: &str) -> Option<CrashKind> {
+        let injected = self.observe(text);
+        match classify(text) {
+            Some(CrashKind::Other) if injected => None,
+            k => k,
+        }
+    }
+}
+
 /// Whether the line closes the report that is open: `---[ end trace ...]---`
 /// (BUG, oops, WARNING, UBSAN) or KASAN's closing row of `=`.
 pub fn ends_report(text: &str) -> bool {
@@ -452,6 +543,45 @@ mod tests {
         ] {
             assert_eq!(classify(l), None, "{l}");
         }
+    }
+
+    #[test]
+    fn injected_fault_dumps_are_not_reports() {
+        let mut d = InjectedDumps::default();
+        let log = [
+            ("FAULT_INJECTION: forcing a failure.", None),
+            ("name fail_page_alloc, interval 1, probability 0, space 0, times 0", None),
+            ("CPU: 1 UID: 0 PID: 90 Comm: tk-test-lifecyc Tainted: G O N 7.3.4 #1", None),
+            ("Call Trace:", None),
+            (" <TASK>", None),
+            (" dump_stack_lvl+0x5d/0x80", None),
+            ("RIP: 0033:0x7f8d28fa6b99", None),
+            (" </TASK>", None),
+            ("tk-test-faults: page allocation failure: order:0, mode:0xcc0(GFP_KERNEL), nodemask=(null)", None),
+            ("CPU: 1 UID: 0 PID: 90 Comm: tk-test-faults", None),
+            ("RIP: 0033:0x7f8d28fa6b99", None),
+            (" </TASK>", None),
+            ("Mem-Info:", None),
+            ("active_anon:0 inactive_anon:0", None),
+            ("somebody else", None),
+            ("more", None),
+            ("RIP: 0010:tk_bad+0x1/0x2 [tierkit]", Some(CrashKind::Other)),
+        ];
+        for (l, want) in log {
+            assert_eq!(d.classify(l), want, "{l}");
+        }
+        // A real report inside an injected fault's dump still counts.
+        let mut d = InjectedDumps::default();
+        d.classify("FAULT_INJECTION: forcing a failure.");
+        d.classify("CPU: 0 UID: 0 PID: 1");
+        assert_eq!(
+            d.classify("BUG: KASAN: slab-use-after-free in f+0x1/0x2"),
+            Some(CrashKind::Kasan)
+        );
+        // A stack dump with no fault before it: its RIP counts.
+        let mut d = InjectedDumps::default();
+        d.classify("CPU: 0 UID: 0 PID: 1");
+        assert_eq!(d.classify("RIP: 0033:0x1"), Some(CrashKind::Other));
     }
 
     #[test]

@@ -884,6 +884,7 @@ fn scan_crashes(lines: &[Line]) -> Vec<Crash> {
     // Index into `crashes` of the report still open.
     let mut open: Option<usize> = None;
     let mut in_trace = false;
+    let mut injected = crate::console::InjectedDumps::default();
     for line in lines {
         let t = line.text.trim();
         let recent = crashes
@@ -893,7 +894,7 @@ fn scan_crashes(lines: &[Line]) -> Vec<Crash> {
             open = None;
             in_trace = false;
         }
-        if let Some(kind) = crate::console::classify(t) {
+        if let Some(kind) = injected.classify(t) {
             let merge = match (kind, open) {
                 (CrashKind::Other, _) => recent,
                 (_, Some(i)) => crate::console::merges_into(kind, crashes[i].kind),

@@ -286,6 +286,8 @@ pub struct Streamer {
     suite: Option<String>,
     /// Lines of the kernel report being shown, if one is open.
     report_lines: Option<usize>,
+    /// Stack dumps of injected faults, whose `RIP:` is not a report.
+    injected: console::InjectedDumps,
 }
 
 impl Streamer {
@@ -298,6 +300,7 @@ impl Streamer {
             phases: Phases::default(),
             suite: None,
             report_lines: None,
+            injected: console::InjectedDumps::default(),
         }
     }
 
@@ -325,7 +328,7 @@ impl Streamer {
         } else if (t.starts_with("ok ") || t.starts_with("not ok ")) && text.len() == t.len() {
             self.suite = None;
         }
-        if let Some(kind) = console::classify(text) {
+        if let Some(kind) = self.injected.classify(text) {
             let continues = self.report_lines.is_some() && kind == CrashKind::Other;
             if !continues {
                 self.report_lines = Some(0);

@@ -15,9 +15,9 @@
 //! has N - 1 injection points.
 //!
 //! Operations: `open(/dev/tierkit)`, `TK_IOC_SET_POLICY`, `mmap` in 4 KiB
-//! mode (2 MiB over every memory node), `mmap` in gigantic mode (1 GiB on
+//! mode (32 pages over every memory node), `mmap` in gigantic mode (1 GiB on
 //! the node with most free memory; skipped with the reason if no GiB can be
-//! had), `TK_IOC_BULK` (64 pages), `TK_IOC_TASK_NEXT` (256 steps),
+//! had), `TK_IOC_BULK` (32 pages), `TK_IOC_TASK_NEXT` (256 steps),
 //! `TK_IOC_SET_GIGANTIC`, `TK_IOC_CLEAR_BENCH` (one range), and a write to
 //! each debugfs file (`weighted_interleave/nodeN`, `auto`, `bandwidth`).
 //!
@@ -36,6 +36,13 @@
 //!   operation's first step (see there for why these tolerances), measured
 //!   again for up to [`SETTLE_MS`] if not (page tables of a torn-down
 //!   mapping are freed after an RCU grace period).
+//!   Slab is measured with what is already freed given back: the caches
+//!   are shrunk through `/sys/kernel/slab/<cache>/shrink` (all of them for
+//!   the test's start, then those that grew since; see
+//!   `faults::drain_slab`), which also empties KASAN's quarantine of their
+//!   objects. Without that, on a KASAN kernel freed objects stay in the
+//!   quarantine (up to 1/32 of RAM) and SUnreclaim grows by megabytes per
+//!   step with nothing leaked; objects still allocated stay counted.
 //!
 //! Calls that take long (a gigantic mmap or a clear benchmark allocate and
 //! clear 1 GiB, seconds under TCG) are not stepped through one N at a time
@@ -73,12 +80,15 @@ use userspace_tests::{errno_name, read_topology, tierkit_weight_dir};
 
 const BIN: &str = "tk-test-faults";
 
-/// Bytes of the 4 KiB-mode mmap: 512 pages, each a fault point of its own
-/// (plus page tables and slab), so about 130,000 page allocations over
-/// the whole sweep.
-const MMAP_4K_BYTES: usize = 2 << 20;
-/// Pages of the bulk call.
-const BULK_PAGES: u64 = 64;
+/// Bytes of the 4 KiB-mode mmap: 32 pages, each a fault point of its own
+/// (plus page tables and slab). Every page is allocated by the same code
+/// and a fault at page k unwinds the k - 1 before it the same way, so 32
+/// pages (more than one round of the weights /init sets on numa, 25:6, so both
+/// nodes and the turn from one to the other are in it) cover what 512 do:
+/// a sweep of 2 MiB had 527 points and took 211 s under the debug kernel.
+const MMAP_4K_BYTES: usize = 32 * PAGE_SIZE;
+/// Pages of the bulk call (as [`MMAP_4K_BYTES`]: one round of weights).
+const BULK_PAGES: u64 = 32;
 const GIB: usize = 1 << 30;
 
 /// Free pages a node may have lost between the start of an operation's
@@ -87,8 +97,8 @@ const GIB: usize = 1 << 30;
 /// `faults::MemSnapshot`), so what remains is the kernel's own activity
 /// meanwhile: slab pages for our files, page tables and heap of this
 /// process, the printk ring. A step that leaks leaks at least what it
-/// failed to give back, and the 4 KiB mmap alone takes 512 pages per step,
-/// so a leak per step adds up past this within a few steps.
+/// failed to give back, and the 4 KiB mmap alone takes 32 pages per step,
+/// so a leak per step adds up past this within 16 of its about 45 steps.
 const FREE_TOL_PAGES: u64 = 512;
 /// Growth of `SUnreclaim` allowed over a sweep: 1 MiB (slab caches keep
 /// partial slabs; objects freed do not give their pages back at once).
@@ -166,6 +176,9 @@ struct Env {
     bw_new: String,
     orig_auto: Option<bool>,
     baseline_held: BTreeMap<String, u64>,
+    /// Memory at the start, slab caches drained
+    /// ([`MemSnapshot::take_drained`]).
+    start: MemSnapshot,
 }
 
 /// State of the weight table, to check that a failed write changed
@@ -673,7 +686,7 @@ impl Tester {
     fn sweep(&self, env: &Env, op: Op) -> Sweep {
         let mut sw = Sweep::default();
         let t0 = Instant::now();
-        let base = match MemSnapshot::take() {
+        let base = match MemSnapshot::take_drained_since(&env.start) {
             Ok(b) => b,
             Err(e) => {
                 sw.fail(0, format!("{e:#}"));
@@ -788,7 +801,7 @@ fn run(r: &mut Report, topo: &Topology, wd: WeightDir) {
             return;
         }
     };
-    let start = match MemSnapshot::take() {
+    let start = match MemSnapshot::take_drained() {
         Ok(s) => s,
         Err(e) => {
             r.fail("memory counters", format!("{e:#}"));
@@ -821,6 +834,7 @@ fn run(r: &mut Report, topo: &Topology, wd: WeightDir) {
         orig_auto: saved.auto,
         wd,
         baseline_held,
+        start: start.clone(),
     };
     let mut knobs = match FaultKnobs::systematic(1) {
         Ok(k) => k,
@@ -977,8 +991,8 @@ fn run(r: &mut Report, topo: &Topology, wd: WeightDir) {
             Ok(())
         }),
     );
-    match MemSnapshot::take() {
-        Ok(end) => {
+    match start.settled(FREE_TOL_PAGES, SLAB_TOL_KB, SETTLE_MS) {
+        Ok((end, _)) => {
             r.note(format!("end: {}", end.describe()));
             r.check(
                 "memory given back over the whole test",
