@@ -76,4 +76,18 @@ int tk_register_memory_notifier(tk_mem_event_fn cb, void *ctx);
 void tk_unregister_memory_notifier(void);
 void tk_vma_set_backing(struct vm_area_struct *vma, void *backing);
 
+/* /dev/tierkit gigantic mappings (module/src/dev.rs, mapping.rs). */
+struct file;
+void tk_file_use_dev_fops(struct file *file);
+void tk_vma_set_gigantic(struct vm_area_struct *vma, void *backing);
+/* Implemented in Rust (mapping.rs): the pfn of the GiB at @pgoff, or -errno. */
+int tk_gigantic_fault(void *backing, unsigned long pgoff, unsigned long *pfn);
+void tk_gigantic_refuse_pte(void *backing, unsigned long addr);
+/* What tk_walk() found at an address (uapi TK_WALK_*). */
+#define TK_WALK_NONE	0
+#define TK_WALK_PTE	1
+#define TK_WALK_PMD	2
+#define TK_WALK_PUD	3
+int tk_walk(unsigned long addr, unsigned long *pfn, int *nid);
+
 #endif /* TIERKIT_SHIM_H */
