@@ -19,7 +19,8 @@
 //!
 //! On the first node, the semantics of Documentation/ABI/testing/dev-tierkit
 //! (VMA operations): `MAP_POPULATE`, partial `munmap`/`mprotect`/`mremap`
-//! (`EINVAL`), `mremap` to a new address, `mprotect`, `fork` (shared),
+//! (`EINVAL`), `mremap` to an unaligned (`EINVAL`) and an aligned new
+//! address, `mprotect`, `fork` (shared),
 //! `MADV_DONTNEED` (the same GiB comes back, contents kept), `VM_DONTDUMP`,
 //! and a 4 KiB fault (THP disabled in a child): SIGBUS, counted in
 //! `gigantic_fault_failed`.
@@ -421,29 +422,67 @@ fn semantics(r: &mut Report, nid: u32) {
         r.check(&name(&format!("MADV_DONTNEED of {what} unmaps the PUD; the next touch maps the same GiB, contents kept")), res);
     }
 
-    // mremap of the whole GiB to a new, kernel-picked address: it is GiB
-    // aligned (our get_unmapped_area), the PUD and contents move with it.
-    // SAFETY: the old range is not used again on success.
-    match unsafe { vma::mremap(a, GIB, GIB, libc::MREMAP_MAYMOVE, std::ptr::null_mut()) } {
-        Ok(n) if n == a => {
-            r.skip(&name("mremap moves the GiB"), "the kernel did not move it");
+    // mremap of the whole GiB to a new address: into a GiB-aligned hole
+    // of a PROT_NONE placeholder (MREMAP_FIXED replaces it). Off by 4 KiB
+    // it is EINVAL (vm_ops->mremap) and the GiB stays where it was; at the
+    // aligned address the PUD and the contents move with it.
+    let name_move = name("mremap MREMAP_FIXED to an unaligned address is EINVAL; to a GiB-aligned one moves the PUD (same pfn) and contents");
+    let hole = match Mapping::new(
+        3 * GIB,
+        libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+        -1,
+        0,
+    ) {
+        Ok(h) => h,
+        Err(e) => {
+            r.fail(&name_move, format!("placeholder: {}", errno_name(&e)));
+            return;
         }
+    };
+    let target = (hole.addr() + GIB - 1) & !(GIB - 1);
+    // SAFETY: the target lies in our placeholder; refused, nothing moves.
+    let bad = unsafe {
+        vma::mremap(
+            a,
+            GIB,
+            GIB,
+            libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED,
+            (target + PAGE_SIZE) as *mut u8,
+        )
+    };
+    let res = expect_errno(bad.map(|_| ()), libc::EINVAL)
+        .and_then(|_| pattern_kept(a))
+        .and_then(|_| same_pud(&tk, m.addr()))
+        .and_then(|_| {
+            // SAFETY: the target lies in our placeholder; `m` is not used
+            // at its old address afterwards (forgotten below).
+            unsafe {
+                vma::mremap(
+                    a,
+                    GIB,
+                    GIB,
+                    libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED,
+                    target as *mut u8,
+                )
+            }
+            .map_err(|e| format!("mremap to {target:#x}: {}", errno_name(&e)))
+        });
+    match res {
         Ok(n) => {
-            let res = if !(n as usize).is_multiple_of(GIB) {
-                Err(format!("new address {n:p} is not GiB aligned"))
-            } else {
-                pattern_kept(n).and_then(|_| same_pud(&tk, n as usize))
-            };
-            r.check(&name("mremap MREMAP_MAYMOVE moves the GiB to a GiB-aligned address, same PUD pfn and contents"), res);
-            // SAFETY: the moved mapping, not used again.
-            let _ = unsafe { vma::munmap(n, GIB) };
             std::mem::forget(m);
+            r.check(
+                &name_move,
+                pattern_kept(n).and_then(|_| same_pud(&tk, n as usize)),
+            );
+            // SAFETY: the moved GiB, not used again.
+            let _ = unsafe { vma::munmap(n, GIB) };
         }
         Err(e) => {
-            r.fail(&name("mremap MREMAP_MAYMOVE moves the GiB to a GiB-aligned address, same PUD pfn and contents"), errno_name(&e));
+            r.fail(&name_move, e);
             drop(m);
         }
     }
+    drop(hole);
 
     // VM_DONTDUMP: a gigantic mapping is not in core dumps.
     match Mapping::new(
