@@ -23,6 +23,7 @@ use kernel::{
     page::{PAGE_SHIFT, PAGE_SIZE},
     prelude::*,
     static_lock_class,
+    sync::atomic::{Atomic, Relaxed},
     sync::Arc,
     transmute::{AsBytes, FromBytes},
     uaccess::UserSlice,
@@ -128,6 +129,9 @@ pub(crate) struct TkFile {
     wi: Arc<Wi>,
     #[pin]
     state: KillableMutex<FileState>,
+    /// Whether the file is in gigantic mode (`state.gigantic.is_some()`),
+    /// readable without the lock by `tk_file_gigantic` (get_unmapped_area).
+    gigantic: Atomic<bool>,
 }
 
 impl TkFile {
@@ -228,6 +232,7 @@ impl TkFile {
             let mut st = self.state.lock()?;
             let mapped = st.mapped;
             clear::gigantic::set_gigantic_ioctl(&mut st.gigantic, mapped, &mut g)?;
+            self.gigantic.store(st.gigantic.is_some(), Relaxed);
         }
         writer.write(&g)?;
         Ok(0)
@@ -357,6 +362,24 @@ fn insert_pages(vma: &VmaMixedMap, addr: usize, pages: &[*mut bindings::page]) -
     to_result(ret).map_err(|e| if e == EFAULT { ENOMEM } else { e })
 }
 
+/// Whether the `/dev/tierkit` file whose `private_data` is `private` is in
+/// gigantic mode, for shim.c `tk_get_unmapped_area()`: it refuses a fixed
+/// address that is not GiB aligned there, so that `mremap(MREMAP_FIXED)`
+/// cannot move a PUD-mapped GiB to one (`move_page_tables()` would walk
+/// the PUD leaf as a PMD table).
+///
+/// # Safety
+///
+/// `private` is the `private_data` of an open `/dev/tierkit` file: the
+/// `TkFile` that `open` returned, alive while the file is.
+#[no_mangle]
+unsafe extern "C" fn tk_file_gigantic(private: *mut c_void) -> bool {
+    // SAFETY: see the function's safety section; the miscdevice stores the
+    // pointer of the pinned box `open` returned.
+    let f = unsafe { &*private.cast::<TkFile>() };
+    f.gigantic.load(Relaxed)
+}
+
 /// `TK_IOC_WALK`: what maps an address of the caller (see `TkWalk`).
 /// Independent of the file's state. Needs `CAP_SYS_ADMIN` (pfns).
 fn walk(arg: usize) -> Result<isize> {
@@ -412,6 +435,7 @@ impl MiscDevice for TkFile {
                     nr_pages: 0,
                     gigantic: None,
                 }, c"tierkit_file", static_lock_class!()),
+                gigantic: Atomic::new(false),
             }),
             GFP_KERNEL,
         )?;

@@ -383,7 +383,7 @@ unsafe extern "C" fn tk_gigantic_fault(
         Err(e) => {
             b.wi.stats.gigantic_fault_failed();
             // SAFETY: no precondition.
-            if e == EINTR && unsafe { shim::tk_fatal_signal_pending() } {
+            if unsafe { shim::tk_fatal_signal_pending() } {
                 pr_debug!("gigantic fault at file page {:#x}: killed\n", pgoff);
             } else {
                 pr_warn!(

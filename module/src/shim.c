@@ -522,6 +522,15 @@ static unsigned long tk_get_unmapped_area(struct file *filp, unsigned long addr,
 {
 	unsigned long off = pgoff << PAGE_SHIFT, len_align, got;
 
+	/*
+	 * A gigantic file never gets a fixed address that is not GiB
+	 * aligned: gigantic mmap refuses it anyway, and mremap(MREMAP_FIXED)
+	 * asks here before move_page_tables(), which would walk a PUD leaf
+	 * it cannot move whole as if it were a PMD table.
+	 */
+	if ((flags & MAP_FIXED) && !IS_ALIGNED(addr, PUD_SIZE) &&
+	    tk_file_gigantic(filp->private_data))
+		return -EINVAL;
 	if ((flags & MAP_FIXED) || len < PUD_SIZE || !IS_ALIGNED(off, PUD_SIZE))
 		goto out;
 	if (addr) {
@@ -597,7 +606,11 @@ static int tk_gigantic_may_split(struct vm_area_struct *vma, unsigned long addr)
 	return IS_ALIGNED(addr, PUD_SIZE) ? 0 : -EINVAL;
 }
 
-/* mremap may move a gigantic vma only to a GiB-aligned address. */
+/*
+ * mremap may move a gigantic vma only to a GiB-aligned address. Checked
+ * first by tk_get_unmapped_area() (before any page table moves); this is
+ * a second line.
+ */
 static int tk_gigantic_mremap(struct vm_area_struct *vma)
 {
 	return IS_ALIGNED(vma->vm_start, PUD_SIZE) ? 0 : -EINVAL;
