@@ -8,21 +8,22 @@
 use crate::chunks::GIGANTIC_PAGES;
 use crate::clear::{self, gigantic::GiganticMode};
 use crate::interleave::{self, TaskState, MAX_NUMNODES};
-use crate::mapping::{Backing, BackingPages, GiganticRanges};
+use crate::mapping::{Backing, BackingPages, GiganticPlan, GiganticRanges};
 use crate::shim;
 use crate::sync::{resched_killable, KillableMutex};
-use crate::uapi::{self, TkBulk, TkClearBench, TkGigantic, TkPolicy, TkTaskNext};
+use crate::uapi::{self, TkBulk, TkClearBench, TkGigantic, TkPolicy, TkTaskNext, TkWalk};
 use crate::wi::{pages, Mode, Policy, Stats, Wi, FILE_GIGANTIC, FILE_PAGES};
 use kernel::{
     bindings, container_of,
     error::to_result,
-    ffi::{c_ulong, c_void},
+    ffi::{c_int, c_ulong, c_void},
     fs::File,
     miscdevice::{MiscDevice, MiscDeviceOptions, MiscDeviceRegistration},
     mm::virt::{flags as vm_flags, VmaMixedMap, VmaNew},
     page::{PAGE_SHIFT, PAGE_SIZE},
     prelude::*,
     static_lock_class,
+    sync::atomic::{Atomic, Relaxed},
     sync::Arc,
     transmute::{AsBytes, FromBytes},
     uaccess::UserSlice,
@@ -49,6 +50,10 @@ unsafe impl AsBytes for TkGigantic {}
 unsafe impl FromBytes for TkClearBench {}
 // SAFETY: as above.
 unsafe impl AsBytes for TkClearBench {}
+// SAFETY: `repr(C)`, integers only, no padding (8 + 8 + 4 + 4, uapi.rs).
+unsafe impl FromBytes for TkWalk {}
+// SAFETY: as above.
+unsafe impl AsBytes for TkWalk {}
 
 /// The most 4 KiB pages one open file holds (1 GiB): a single `mmap` above
 /// it is `EINVAL`, one that would take the file past it is `ENOMEM`.
@@ -124,6 +129,9 @@ pub(crate) struct TkFile {
     wi: Arc<Wi>,
     #[pin]
     state: KillableMutex<FileState>,
+    /// Whether the file is in gigantic mode (`state.gigantic.is_some()`),
+    /// readable without the lock by `tk_file_gigantic` (get_unmapped_area).
+    gigantic: Atomic<bool>,
 }
 
 impl TkFile {
@@ -224,19 +232,23 @@ impl TkFile {
             let mut st = self.state.lock()?;
             let mapped = st.mapped;
             clear::gigantic::set_gigantic_ioctl(&mut st.gigantic, mapped, &mut g)?;
+            self.gigantic.store(st.gigantic.is_some(), Relaxed);
         }
         writer.write(&g)?;
         Ok(0)
     }
 
-    /// `mmap` in gigantic mode: gigantic page `i` of the mapping is a
-    /// cleared 1 GiB range on the node the policy picks for
+    /// `mmap` in gigantic mode: checks every argument and limit and
+    /// reserves; nothing is allocated or mapped. GiB `i` of the mapping
+    /// will be a cleared 1 GiB range on the node the policy picks now for
     /// `ilx = (pgoff >> 18) + i` (`get_vma_policy()` shifts both parts of
-    /// the ilx by the folio order, 18 for 1 GiB), inserted page by page.
+    /// the ilx by the folio order, 18 for 1 GiB), made and mapped by one
+    /// PUD at its first touch (`mapping::tk_gigantic_fault`).
     ///
-    /// Every argument is checked before anything is allocated. A failure
-    /// part-way (`ENOMEM`, `EINTR` on a fatal signal, ...) frees every range
-    /// this call took; the mmap path unmaps what was inserted.
+    /// Errors: `EINVAL` for a length that is not a whole number of GiB
+    /// (or above 64 GiB), a file offset or start address that is not GiB
+    /// aligned (`MAP_FIXED`), no gigantic mode, a node the placement
+    /// cannot serve; `ENOMEM` past the file's or the global limit.
     fn mmap_gigantic(
         &self,
         st: &mut FileState,
@@ -250,6 +262,9 @@ impl TkFile {
         if nr_pages == 0 || nr_pages % per_range != 0 {
             return Err(EINVAL);
         }
+        if pgoff % GIGANTIC_PAGES != 0 || vma.start() % (per_range * PAGE_SIZE) != 0 {
+            return Err(EINVAL);
+        }
         let nr_ranges = nr_pages / per_range;
         if nr_ranges > MAX_FILE_GIGANTIC {
             return Err(EINVAL);
@@ -260,39 +275,33 @@ impl TkFile {
         }
         let sel = policy.selector(&self.wi.weights())?;
         let mut nids = KVec::with_capacity(nr_ranges, GFP_KERNEL)?;
+        let mut slots = KVec::with_capacity(nr_ranges, GFP_KERNEL)?;
         for i in 0..nr_ranges {
             let ilx = interleave::vma_ilx(pgoff, (i * per_range) as u64, 18);
             let nid = sel.node_for_ilx(ilx);
             // Placement and thread count for this node, before any work.
             gm.check_node(nid)?;
             nids.push(nid, GFP_KERNEL)?;
+            slots.push(None, GFP_KERNEL)?;
         }
         let reservation = Stats::reserve(&self.wi, nr_pages as u64)?;
-        let mut taken = GiganticRanges {
-            ranges: KVec::with_capacity(nr_ranges, GFP_KERNEL)?,
-            wi: self.wi.clone(),
+        let plan = GiganticPlan {
+            nids,
+            params: *gm.params(),
+            last: gm.last_slot(),
         };
-        let start = vma.start();
-        let mixed = vma.set_mixedmap();
-        for (i, &nid) in nids.iter().enumerate() {
-            // Allocated and cleared in parallel (killable); dropped with
-            // `taken` if a later step fails.
-            let range = gm.populate(nid)?;
-            self.wi.stats.gigantic(nid, true);
-            taken.ranges.push(range, GFP_KERNEL).inspect_err(|_| {
-                self.wi.stats.gigantic(nid, false);
-            })?;
-            let range = taken.ranges.last().ok_or(EINVAL)?;
-            let base = start + i * per_range * PAGE_SIZE;
-            insert_all(mixed, base, range.nr_pages() as usize, |k| {
-                range.page_ptr(k as u64)
-            })?;
-        }
+        // vmf_insert_pfn_pud() needs VM_MIXEDMAP (or VM_PFNMAP, which
+        // would stop MAP_POPULATE and get_user_pages()).
+        let _ = vma.set_mixedmap();
         let backing = Backing::new(
             &self.wi,
             mapping,
             pgoff,
-            BackingPages::Gigantic(taken),
+            BackingPages::Gigantic(GiganticRanges {
+                ranges: slots,
+                wi: self.wi.clone(),
+            }),
+            Some(plan),
             reservation,
         )?;
         gm.note_mapped(nr_ranges);
@@ -353,6 +362,47 @@ fn insert_pages(vma: &VmaMixedMap, addr: usize, pages: &[*mut bindings::page]) -
     to_result(ret).map_err(|e| if e == EFAULT { ENOMEM } else { e })
 }
 
+/// Whether the `/dev/tierkit` file whose `private_data` is `private` is in
+/// gigantic mode, for shim.c `tk_get_unmapped_area()`: it refuses a fixed
+/// address that is not GiB aligned there, so that `mremap(MREMAP_FIXED)`
+/// cannot move a PUD-mapped GiB to one (`move_page_tables()` would walk
+/// the PUD leaf as a PMD table).
+///
+/// # Safety
+///
+/// `private` is the `private_data` of an open `/dev/tierkit` file: the
+/// `TkFile` that `open` returned, alive while the file is.
+#[no_mangle]
+unsafe extern "C" fn tk_file_gigantic(private: *mut c_void) -> bool {
+    // SAFETY: see the function's safety section; the miscdevice stores the
+    // pointer of the pinned box `open` returned.
+    let f = unsafe { &*private.cast::<TkFile>() };
+    f.gigantic.load(Relaxed)
+}
+
+/// `TK_IOC_WALK`: what maps an address of the caller (see `TkWalk`).
+/// Independent of the file's state. Needs `CAP_SYS_ADMIN` (pfns).
+fn walk(arg: usize) -> Result<isize> {
+    require_sys_admin()?;
+    let (mut reader, mut writer) =
+        UserSlice::new(UserPtr::from_addr(arg), size_of::<TkWalk>()).reader_writer();
+    let mut w: TkWalk = reader.read()?;
+    let addr = c_ulong::try_from(w.addr).map_err(|_| EFAULT)?;
+    let mut pfn: c_ulong = 0;
+    let mut nid: c_int = -1;
+    // SAFETY: process context (an ioctl), no lock held; `pfn` and `nid`
+    // are valid for writes.
+    let ret = unsafe { shim::tk_walk(addr, &mut pfn, &mut nid) };
+    if ret < 0 {
+        return Err(Error::from_errno(ret));
+    }
+    w.level = ret as u32;
+    w.pfn = pfn as u64;
+    w.nid = nid;
+    writer.write(&w)?;
+    Ok(0)
+}
+
 /// `TK_IOC_CLEAR_BENCH`: independent of the file's state, so it runs
 /// without the file's lock. Needs `CAP_SYS_ADMIN`.
 fn clear_bench(arg: usize) -> Result<isize> {
@@ -369,12 +419,12 @@ fn clear_bench(arg: usize) -> Result<isize> {
 impl MiscDevice for TkFile {
     type Ptr = Pin<KBox<Self>>;
 
-    fn open(_file: &File, misc: &MiscDeviceRegistration<Self>) -> Result<Pin<KBox<Self>>> {
+    fn open(file: &File, misc: &MiscDeviceRegistration<Self>) -> Result<Pin<KBox<Self>>> {
         // SAFETY: By the type invariant of `TkDevice`, `misc` is the `reg` field
         // of a pinned `TkDevice`, which outlives the registration and so
         // this call (misc_open() keeps the device registered meanwhile).
         let dev = unsafe { &*container_of!(core::ptr::from_ref(misc).cast_mut(), TkDevice, reg) };
-        KBox::try_pin_init(
+        let me = KBox::try_pin_init(
             try_pin_init!(TkFile {
                 wi: dev.wi.clone(),
                 state <- KillableMutex::new(FileState {
@@ -385,9 +435,15 @@ impl MiscDevice for TkFile {
                     nr_pages: 0,
                     gigantic: None,
                 }, c"tierkit_file", static_lock_class!()),
+                gigantic: Atomic::new(false),
             }),
             GFP_KERNEL,
-        )
+        )?;
+        // GiB-aligned addresses for gigantic mappings (the Rust
+        // miscdevice has no get_unmapped_area hook).
+        // SAFETY: `file` is the file being opened, in its ->open.
+        unsafe { shim::tk_file_use_dev_fops(file.as_ptr()) };
+        Ok(me)
     }
 
     fn ioctl(me: Pin<&TkFile>, _file: &File, cmd: u32, arg: usize) -> Result<isize> {
@@ -397,14 +453,17 @@ impl MiscDevice for TkFile {
             uapi::TK_IOC_BULK => me.bulk(arg),
             uapi::TK_IOC_SET_GIGANTIC => me.set_gigantic(arg),
             uapi::TK_IOC_CLEAR_BENCH => clear_bench(arg),
+            uapi::TK_IOC_WALK => walk(arg),
             _ => Err(ENOTTY),
         }
     }
 
-    /// Allocates every page of the mapping on the node the file's policy
-    /// picks for its ilx, then inserts them all (see the module docs and
-    /// Documentation/ABI/testing/dev-tierkit). Every argument and limit is
-    /// checked first; a failure frees everything this call took.
+    /// 4 KiB mode: allocates every page of the mapping on the node the
+    /// file's policy picks for its ilx, then inserts them all. Gigantic
+    /// mode: only checks and reserves (`mmap_gigantic`); each GiB is made
+    /// at its first touch. See Documentation/ABI/testing/dev-tierkit.
+    /// Every argument and limit is checked first; a failure frees
+    /// everything this call took.
     fn mmap(me: Pin<&TkFile>, file: &File, vma: &VmaNew) -> Result {
         // A private mapping would copy a page on write, and the copy lands
         // wherever the task's own policy puts it. VM_MAYSHARE is what
@@ -429,7 +488,8 @@ impl MiscDevice for TkFile {
         // Never grown by mremap, never in a core dump (it can be 64 GiB).
         vma.set_dontexpand();
         vma.set_dontdump();
-        let backing = if st.gigantic.is_some() {
+        let gigantic = st.gigantic.is_some();
+        let backing = if gigantic {
             me.mmap_gigantic(&mut st, vma, policy, pgoff, nr_pages, mapping)?
         } else {
             if nr_pages == 0 || nr_pages > MAX_FILE_PAGES {
@@ -457,6 +517,7 @@ impl MiscDevice for TkFile {
                 mapping,
                 pgoff,
                 BackingPages::Small(placed),
+                None,
                 reservation,
             )?
         };
@@ -467,10 +528,17 @@ impl MiscDevice for TkFile {
             .push_within_capacity(backing)
             .map_err(|_| ENOMEM)?;
         st.mapped = true;
-        // SAFETY: in ->mmap with the mmap lock held for writing. `ptr` is
-        // the boxed `Backing` now owned by the file's state, which keeps it
-        // until the file is released, after every vma of the file is gone.
-        unsafe { shim::tk_vma_set_backing(vma.as_ptr(), ptr) };
+        // SAFETY: in ->mmap with the mmap lock held for writing, on a
+        // VM_MIXEDMAP vma. `ptr` is the boxed `Backing` now owned by the
+        // file's state, which keeps it until the file is released, after
+        // every vma of the file is gone.
+        unsafe {
+            if gigantic {
+                shim::tk_vma_set_gigantic(vma.as_ptr(), ptr);
+            } else {
+                shim::tk_vma_set_backing(vma.as_ptr(), ptr);
+            }
+        }
         Ok(())
     }
 }

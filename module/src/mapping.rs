@@ -5,9 +5,15 @@
 //!
 //! Each successful `mmap` makes one [`Backing`]: the 4 KiB pages or the
 //! 1 GiB ranges of that mapping, found by file page offset. It is the
-//! `vm_private_data` of the mapping's vmas, for the fault handler
-//! ([`tk_mapping_fault`]) that maps a page again after its PTE was zapped
-//! (`MADV_DONTNEED`, or a move below).
+//! `vm_private_data` of the mapping's vmas, for the fault handlers:
+//! [`tk_mapping_fault`] maps a 4 KiB page again after its PTE was zapped
+//! (`MADV_DONTNEED`, or a move below); [`tk_gigantic_fault`] makes a GiB
+//! of a gigantic mapping at its first touch (allocated on the node the
+//! file's policy picked for it at `mmap`, cleared in parallel) and gives
+//! its pfn to the shim, which maps it with one PUD. A GiB made once stays
+//! with the file until release: a later fault (after `MADV_DONTNEED`, a
+//! `/proc/PID/pagemap` or `smaps` read, which split the PUD away, or in a
+//! child after `fork`) maps the same range again, contents kept.
 //!
 //! # Memory offlining
 //!
@@ -35,14 +41,17 @@
 //! message naming the range.
 
 use crate::chunks::GIGANTIC_PAGES;
-use crate::clear::GiganticRange;
+use crate::clear::gigantic::{populate_with, LastSlot};
+use crate::clear::{ClearParams, GiganticRange};
 use crate::shim;
+use crate::sync::KillableMutex;
 use crate::wi::{pages::NodePage, pages::PlacedPages, Reservation, Wi};
 use kernel::{
     bindings,
     ffi::{c_int, c_ulong, c_void},
     new_mutex,
     prelude::*,
+    static_lock_class,
     sync::{Arc, Mutex},
 };
 
@@ -54,16 +63,28 @@ pub(crate) enum BackingPages {
     Gigantic(GiganticRanges),
 }
 
-/// The 1 GiB ranges of one gigantic mapping, counted in the statistics
-/// while held.
+/// The 1 GiB ranges of one gigantic mapping: slot `i` covers file page
+/// offset `pgoff + i * 2^18` onward, `None` until its first touch. Each
+/// range is counted in the statistics while held.
 pub(crate) struct GiganticRanges {
-    pub(crate) ranges: KVec<GiganticRange>,
+    pub(crate) ranges: KVec<Option<GiganticRange>>,
     pub(crate) wi: Arc<Wi>,
+}
+
+/// How a gigantic mapping makes each GiB at its first touch.
+pub(crate) struct GiganticPlan {
+    /// The node of slot `i`, picked by the file's policy at `mmap`.
+    pub(crate) nids: KVec<usize>,
+    /// The file's clearing parameters (fixed once it is mapped).
+    pub(crate) params: ClearParams,
+    /// Where the file's `TK_GIGANTIC_F_QUERY` finds the latest clear.
+    pub(crate) last: LastSlot,
 }
 
 impl Drop for GiganticRanges {
     fn drop(&mut self) {
-        while let Some(r) = self.ranges.pop() {
+        while let Some(slot) = self.ranges.pop() {
+            let Some(r) = slot else { continue };
             self.wi.stats.gigantic(r.nid(), false);
             drop(r);
             // SAFETY: process context (file release, or a failed mmap), no
@@ -90,6 +111,12 @@ pub(crate) struct Backing {
     /// notifier while it replaces one.
     #[pin]
     pages: Mutex<BackingPages>,
+    /// Gigantic mode: how a GiB is made at its first touch.
+    plan: Option<GiganticPlan>,
+    /// Gigantic mode: serializes the first-touch work (allocate and clear
+    /// one GiB) of this mapping's faults; killable, as the work is long.
+    #[pin]
+    fault_lock: KillableMutex<()>,
     wi: Arc<Wi>,
     registered: bool,
     /// Its share of the global limit, given back last.
@@ -106,12 +133,14 @@ unsafe impl Sync for Backing {}
 impl Backing {
     /// A backing for the pages of a mapping at file page offset `pgoff` of
     /// a file whose `f_mapping` is `mapping`, registered with the memory
-    /// notifier of `wi`.
+    /// notifier of `wi`. `plan` is for gigantic mappings (whose `pages`
+    /// start with empty slots).
     pub(crate) fn new(
         wi: &Arc<Wi>,
         mapping: *mut bindings::address_space,
         pgoff: u64,
         pages: BackingPages,
+        plan: Option<GiganticPlan>,
         reservation: Reservation,
     ) -> Result<Pin<KBox<Self>>> {
         let mut b = KBox::pin_init(
@@ -119,6 +148,8 @@ impl Backing {
                 pgoff,
                 mapping,
                 pages <- new_mutex!(pages, "tierkit_backing"),
+                plan,
+                fault_lock <- KillableMutex::new((), c"tierkit_gigantic_fault", static_lock_class!()),
                 wi: wi.clone(),
                 registered: false,
                 _reservation: reservation,
@@ -145,10 +176,58 @@ impl Backing {
                 .get(usize::try_from(idx).ok()?)
                 .map(|p| p.as_ptr()),
             BackingPages::Gigantic(g) => {
-                let range = g.ranges.get(usize::try_from(idx / GIGANTIC_PAGES).ok()?)?;
+                let range = g
+                    .ranges
+                    .get(usize::try_from(idx / GIGANTIC_PAGES).ok()?)?
+                    .as_ref()?;
                 range.page_ptr(idx % GIGANTIC_PAGES)
             }
         }
+    }
+
+    /// The first pfn of slot `idx` of a gigantic mapping, if it is made.
+    fn gigantic_pfn(&self, idx: usize) -> Option<u64> {
+        match &*self.pages.lock() {
+            BackingPages::Gigantic(g) => g.ranges.get(idx)?.as_ref().map(|r| r.pfn()),
+            BackingPages::Small(_) => None,
+        }
+    }
+
+    /// The work of [`tk_gigantic_fault`]: the first pfn of the GiB at file
+    /// page offset `pgoff` (which must start a GiB of this mapping), made
+    /// now if this is its first touch.
+    ///
+    /// Errors: `EFAULT` for an offset outside the mapping or not at a GiB;
+    /// `EINTR` on a fatal signal; as [`populate_with`] (`ENOMEM`: no free
+    /// aligned GiB on the node, `EINVAL`: the node went away).
+    fn gigantic_fault(&self, pgoff: u64) -> Result<u64> {
+        let plan = self.plan.as_ref().ok_or(EFAULT)?;
+        let off = pgoff.checked_sub(self.pgoff).ok_or(EFAULT)?;
+        if off % GIGANTIC_PAGES != 0 {
+            return Err(EFAULT);
+        }
+        let idx = usize::try_from(off / GIGANTIC_PAGES).map_err(|_| EFAULT)?;
+        let nid = *plan.nids.get(idx).ok_or(EFAULT)?;
+        if let Some(pfn) = self.gigantic_pfn(idx) {
+            return Ok(pfn);
+        }
+        let _first = self.fault_lock.lock()?;
+        // Another thread may have made it while we waited.
+        if let Some(pfn) = self.gigantic_pfn(idx) {
+            return Ok(pfn);
+        }
+        // Allocated and cleared without the pages lock (the memory
+        // notifier takes it); dropped (freed) on any failure below.
+        let range = populate_with(&plan.params, nid, GIGANTIC_PAGES, &plan.last)?;
+        let pfn = range.pfn();
+        let mut pages = self.pages.lock();
+        let BackingPages::Gigantic(g) = &mut *pages else {
+            return Err(EFAULT);
+        };
+        let slot = g.ranges.get_mut(idx).ok_or(EFAULT)?;
+        self.wi.stats.gigantic(nid, true);
+        *slot = Some(range);
+        Ok(pfn)
     }
 
     /// Moves this mapping's pages out of pfns `start..end` (see the module
@@ -158,7 +237,7 @@ impl Backing {
     fn going_offline(&self, start: u64, end: u64) -> Result {
         let len = match &*self.pages.lock() {
             BackingPages::Gigantic(g) => {
-                for r in g.ranges.iter() {
+                for r in g.ranges.iter().flatten() {
                     let (first, last) = (r.pfn(), r.pfn() + r.nr_pages());
                     if first < end && start < last {
                         pr_warn!(
@@ -273,6 +352,68 @@ unsafe extern "C" fn tk_mapping_fault(
     // `page` stays owned by the backing while we hold its lock, and a
     // mover must take the lock before it zaps and frees a page.
     unsafe { shim::tk_vm_insert_page(vma, addr, page) }
+}
+
+/// The gigantic fault handler's work (shim.c `tk_gigantic_huge_fault()`):
+/// sets `*pfn` to the first pfn of the GiB of `backing` at file page
+/// offset `pgoff`, allocating and clearing it at its first touch. Returns
+/// 0, or a negative errno (the shim answers SIGBUS; the failure is counted
+/// in the `limits` file as `gigantic_fault_failed` and logged, and nothing
+/// stays allocated).
+///
+/// # Safety
+///
+/// `backing` is the `vm_private_data` that `TkFile::mmap` gave a gigantic
+/// vma of a file that is not released: a live [`Backing`]. `pfn` is valid
+/// for a write. Called in a fault, mmap lock held for reading.
+#[no_mangle]
+unsafe extern "C" fn tk_gigantic_fault(
+    backing: *mut c_void,
+    pgoff: c_ulong,
+    pfn: *mut c_ulong,
+) -> c_int {
+    // SAFETY: see the function's safety section.
+    let b = unsafe { &*backing.cast::<Backing>() };
+    match b.gigantic_fault(pgoff as u64) {
+        Ok(p) => {
+            // SAFETY: see the function's safety section.
+            unsafe { *pfn = p as c_ulong };
+            0
+        }
+        Err(e) => {
+            b.wi.stats.gigantic_fault_failed();
+            // SAFETY: no precondition.
+            if unsafe { shim::tk_fatal_signal_pending() } {
+                pr_debug!("gigantic fault at file page {:#x}: killed\n", pgoff);
+            } else {
+                pr_warn!(
+                    "gigantic fault at file page {:#x} failed ({:?}): SIGBUS\n",
+                    pgoff,
+                    e
+                );
+            }
+            e.to_errno()
+        }
+    }
+}
+
+/// A 4 KiB or 2 MiB fault in a gigantic mapping (shim.c
+/// `tk_gigantic_pte_fault()`): the kernel did not try the PUD, which
+/// happens only when THP is disabled for the task or the vma. Counted and
+/// logged; the shim answers SIGBUS.
+///
+/// # Safety
+///
+/// As [`tk_gigantic_fault`].
+#[no_mangle]
+unsafe extern "C" fn tk_gigantic_refuse_pte(backing: *mut c_void, addr: c_ulong) {
+    // SAFETY: see the function's safety section.
+    let b = unsafe { &*backing.cast::<Backing>() };
+    b.wi.stats.gigantic_fault_failed();
+    pr_warn!(
+        "4 KiB fault at {:#x} in a gigantic mapping (THP disabled for the task or the vma?): SIGBUS\n",
+        addr
+    );
 }
 
 /// Every live [`Backing`], for the memory notifier.

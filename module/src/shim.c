@@ -15,7 +15,12 @@
 #include <linux/gfp.h>
 #include <linux/highmem.h>
 #include <linux/memory.h>
+#include <linux/huge_mm.h>
 #include <linux/mm.h>
+#include <linux/mman.h>
+#include <linux/mmap_lock.h>
+#include <linux/pgtable.h>
+#include <linux/sched/mm.h>
 #include <linux/mmzone.h>
 #include <linux/node.h>
 #include <linux/nodemask.h>
@@ -502,4 +507,211 @@ void tk_vma_set_backing(struct vm_area_struct *vma, void *backing)
 void tk_memset64(void *addr, u64 value, size_t count)
 {
 	memset64(addr, value, count);
+}
+
+/* --- /dev/tierkit gigantic mappings: one PUD per GiB at first touch ------- */
+
+/*
+ * The Rust miscdevice of 7.3 builds /dev/tierkit's file_operations without
+ * .get_unmapped_area. tk_file_use_dev_fops(), called from the Rust open(),
+ * points the file at a copy of them that has it (as misc_open() itself
+ * swaps f_op with replace_fops()). The copy keeps .owner (this module), so
+ * the module reference misc_open() took for the file's f_op is the one
+ * fput() drops; the copy lives in the module, which cannot go while a file
+ * is open.
+ */
+static struct file_operations tk_dev_fops;
+static DEFINE_MUTEX(tk_dev_fops_lock);
+static bool tk_dev_fops_ready;
+
+/*
+ * As drivers/dax/device.c dax_get_unmapped_area(): a mapping of at least
+ * 1 GiB whose file offset is GiB aligned gets a GiB-aligned address, so
+ * each GiB can be one PUD. MAP_FIXED and a hint the kernel cannot honour
+ * aligned get the usual search; gigantic mmap then refuses an unaligned
+ * start (EINVAL).
+ */
+static unsigned long tk_get_unmapped_area(struct file *filp, unsigned long addr,
+					  unsigned long len, unsigned long pgoff,
+					  unsigned long flags)
+{
+	unsigned long off = pgoff << PAGE_SHIFT, len_align, got;
+
+	/*
+	 * A gigantic file never gets a fixed address that is not GiB
+	 * aligned: gigantic mmap refuses it anyway, and mremap(MREMAP_FIXED)
+	 * asks here before move_page_tables(), which would walk a PUD leaf
+	 * it cannot move whole as if it were a PMD table.
+	 */
+	if ((flags & MAP_FIXED) && !IS_ALIGNED(addr, PUD_SIZE) &&
+	    tk_file_gigantic(filp->private_data))
+		return -EINVAL;
+	if ((flags & MAP_FIXED) || len < PUD_SIZE || !IS_ALIGNED(off, PUD_SIZE))
+		goto out;
+	if (addr) {
+		if (!IS_ALIGNED(addr, PUD_SIZE))
+			goto out;
+		got = mm_get_unmapped_area(filp, addr, len, pgoff, flags);
+		if (got == addr)
+			return got;
+	}
+	len_align = len + PUD_SIZE;
+	if (len_align < len)
+		goto out;
+	got = mm_get_unmapped_area(filp, 0, len_align, pgoff, flags);
+	if (!IS_ERR_VALUE(got))
+		return ALIGN(got, PUD_SIZE);
+out:
+	return mm_get_unmapped_area(filp, addr, len, pgoff, flags);
+}
+
+void tk_file_use_dev_fops(struct file *file)
+{
+	mutex_lock(&tk_dev_fops_lock);
+	if (!tk_dev_fops_ready) {
+		tk_dev_fops = *file->f_op;
+		tk_dev_fops.get_unmapped_area = tk_get_unmapped_area;
+		tk_dev_fops_ready = true;
+	}
+	mutex_unlock(&tk_dev_fops_lock);
+	if (WARN_ON_ONCE(tk_dev_fops.owner != file->f_op->owner))
+		return;
+	file->f_op = &tk_dev_fops;
+}
+
+/*
+ * The first touch of a GiB (and a write to a GiB mapped read-only, see
+ * wp_huge_pud()) comes here at PUD order: tk_gigantic_fault() (Rust,
+ * mapping.rs) allocates and clears the GiB once, and it is mapped by one
+ * special PUD (no struct page refcounts: the file holds the range until
+ * release, after every vma of it is gone). Any failure is SIGBUS for this
+ * GiB only. A smaller order falls back to tk_gigantic_pte_fault().
+ */
+static vm_fault_t tk_gigantic_huge_fault(struct vm_fault *vmf, unsigned int order)
+{
+	struct vm_area_struct *vma = vmf->vma;
+	unsigned long addr = vmf->address & PUD_MASK;
+	unsigned long pgoff, pfn = 0;
+
+	if (order != PUD_ORDER)
+		return VM_FAULT_FALLBACK;
+	if (addr < vma->vm_start || addr + PUD_SIZE > vma->vm_end)
+		return VM_FAULT_SIGBUS;
+	pgoff = vma->vm_pgoff + ((addr - vma->vm_start) >> PAGE_SHIFT);
+	if (tk_gigantic_fault(vma->vm_private_data, pgoff, &pfn))
+		return VM_FAULT_SIGBUS;
+	return vmf_insert_pfn_pud(vmf, pfn, vmf->flags & FAULT_FLAG_WRITE);
+}
+
+/*
+ * A 4 KiB (or 2 MiB) fault in a gigantic mapping: the kernel did not try
+ * the PUD (THP disabled for the process or the vma: PR_SET_THP_DISABLE,
+ * MADV_NOHUGEPAGE, transparent_hugepage=never). No PTE ever maps part of
+ * a gigantic range: SIGBUS, counted and logged.
+ */
+static vm_fault_t tk_gigantic_pte_fault(struct vm_fault *vmf)
+{
+	tk_gigantic_refuse_pte(vmf->vma->vm_private_data, vmf->address);
+	return VM_FAULT_SIGBUS;
+}
+
+/* As device-dax: a gigantic vma splits (munmap, mprotect, mremap) only at GiB boundaries. */
+static int tk_gigantic_may_split(struct vm_area_struct *vma, unsigned long addr)
+{
+	return IS_ALIGNED(addr, PUD_SIZE) ? 0 : -EINVAL;
+}
+
+/*
+ * mremap may move a gigantic vma only to a GiB-aligned address. Checked
+ * first by tk_get_unmapped_area() (before any page table moves); this is
+ * a second line.
+ */
+static int tk_gigantic_mremap(struct vm_area_struct *vma)
+{
+	return IS_ALIGNED(vma->vm_start, PUD_SIZE) ? 0 : -EINVAL;
+}
+
+static const struct vm_operations_struct tk_gigantic_vm_ops = {
+	.fault = tk_gigantic_pte_fault,
+	.huge_fault = tk_gigantic_huge_fault,
+	.may_split = tk_gigantic_may_split,
+	.mremap = tk_gigantic_mremap,
+};
+
+/*
+ * ->mmap of a gigantic mapping (mmap_lock held for writing; the vma is
+ * VM_MIXEDMAP, its start GiB aligned): nothing is mapped yet. VM_HUGEPAGE
+ * lets the PUD fault happen with transparent_hugepage=madvise too.
+ */
+void tk_vma_set_gigantic(struct vm_area_struct *vma, void *backing)
+{
+	vm_flags_set(vma, VM_HUGEPAGE);
+	vma->vm_ops = &tk_gigantic_vm_ops;
+	vma->vm_private_data = backing;
+}
+
+/*
+ * What maps @addr in current's page tables, for tests: TK_WALK_* level,
+ * and for a PUD or PMD leaf the pfn of the 4 KiB page at @addr and its
+ * node. TK_WALK_PTE means a PTE table covers @addr (its entries are not
+ * read). -EFAULT if no vma covers @addr, -EINTR on a fatal signal. The
+ * mmap lock (read) with a vma covering @addr keeps the tables down to
+ * the PMD.
+ */
+int tk_walk(unsigned long addr, unsigned long *pfn, int *nid)
+{
+	struct mm_struct *mm = current->mm;
+	int level = TK_WALK_NONE;
+	pgd_t *pgd;
+	p4d_t *p4d;
+	pud_t *pudp, pud;
+	pmd_t *pmdp, pmd;
+
+	*pfn = 0;
+	*nid = NUMA_NO_NODE;
+	if (!mm)
+		return -EFAULT;
+	if (mmap_read_lock_killable(mm))
+		return -EINTR;
+	if (!vma_lookup(mm, addr)) {
+		mmap_read_unlock(mm);
+		return -EFAULT;
+	}
+	pgd = pgd_offset(mm, addr);
+	if (pgd_none(*pgd) || pgd_bad(*pgd))
+		goto out;
+	p4d = p4d_offset(pgd, addr);
+	if (p4d_none(*p4d) || p4d_bad(*p4d))
+		goto out;
+	pudp = pud_offset(p4d, addr);
+	pud = pudp_get(pudp);
+	if (pud_none(pud) || !pud_present(pud))
+		goto out;
+	if (pud_leaf(pud)) {
+		level = TK_WALK_PUD;
+		*pfn = pud_pfn(pud) + ((addr & ~PUD_MASK) >> PAGE_SHIFT);
+		goto out;
+	}
+	if (pud_bad(pud))
+		goto out;
+	pmdp = pmd_offset(pudp, addr);
+	pmd = pmdp_get_lockless(pmdp);
+	if (pmd_none(pmd) || !pmd_present(pmd))
+		goto out;
+	if (pmd_leaf(pmd)) {
+		level = TK_WALK_PMD;
+		*pfn = pmd_pfn(pmd) + ((addr & ~PMD_MASK) >> PAGE_SHIFT);
+		goto out;
+	}
+	/*
+	 * A PTE table: 4 KiB pages (or none) map this 2 MiB. The PTE itself
+	 * is not read (pte_offset_map_lock() is not exported); for the test
+	 * it is enough that no PUD or PMD leaf maps the address.
+	 */
+	level = TK_WALK_PTE;
+out:
+	mmap_read_unlock(mm);
+	if (*pfn && pfn_valid(*pfn))
+		*nid = page_to_nid(pfn_to_page(*pfn));
+	return level;
 }

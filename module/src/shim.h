@@ -79,4 +79,20 @@ void tk_vma_set_backing(struct vm_area_struct *vma, void *backing);
 /* Test fills (KUnit suites of clear/ and wi/). */
 void tk_memset64(void *addr, u64 value, size_t count);
 
+/* /dev/tierkit gigantic mappings (module/src/dev.rs, mapping.rs). */
+struct file;
+void tk_file_use_dev_fops(struct file *file);
+void tk_vma_set_gigantic(struct vm_area_struct *vma, void *backing);
+/* Implemented in Rust (mapping.rs): the pfn of the GiB at @pgoff, or -errno. */
+int tk_gigantic_fault(void *backing, unsigned long pgoff, unsigned long *pfn);
+void tk_gigantic_refuse_pte(void *backing, unsigned long addr);
+/* Implemented in Rust (dev.rs): is the file with this private_data gigantic? */
+bool tk_file_gigantic(void *private_data);
+/* What tk_walk() found at an address (uapi TK_WALK_*). */
+#define TK_WALK_NONE	0
+#define TK_WALK_PTE	1
+#define TK_WALK_PMD	2
+#define TK_WALK_PUD	3
+int tk_walk(unsigned long addr, unsigned long *pfn, int *nid);
+
 #endif /* TIERKIT_SHIM_H */

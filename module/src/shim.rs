@@ -196,6 +196,33 @@ extern "C" {
     );
 }
 
+// /dev/tierkit gigantic mappings: one PUD per GiB at first touch
+// (module/src/dev.rs, mapping.rs).
+#[expect(improper_ctypes)]
+extern "C" {
+    /// Points `file` at a copy of its file operations that has
+    /// `get_unmapped_area` (GiB-aligned addresses for mappings of a GiB or
+    /// more at a GiB-aligned offset), with the same `owner`. Only from the
+    /// device's `open`; `file` must be the file being opened.
+    pub(crate) fn tk_file_use_dev_fops(file: *mut bindings::file);
+    /// Gives `vma` the gigantic `vm_operations_struct` (PUD `huge_fault`,
+    /// SIGBUS for smaller faults, splits and moves only at GiB
+    /// boundaries), `VM_HUGEPAGE`, and `backing` as its `vm_private_data`.
+    /// Only from `->mmap` (mmap lock held for writing) of a `VM_MIXEDMAP`
+    /// vma; `backing` must stay valid until the file is released.
+    pub(crate) fn tk_vma_set_gigantic(
+        vma: *mut bindings::vm_area_struct,
+        backing: *mut core::ffi::c_void,
+    );
+    /// What maps `addr` in the current task's page tables: a
+    /// `TK_WALK_*` level (`uapi.rs`; `TK_WALK_PTE`: a PTE table covers
+    /// it), with, for a PUD or PMD leaf, the pfn of the 4 KiB page at
+    /// `addr` and its node (-1 if none) in `pfn` and `nid`; `-EFAULT` if
+    /// no vma covers `addr`, `-EINTR` on a fatal signal. Process context;
+    /// takes the mmap lock for reading.
+    pub(crate) fn tk_walk(addr: c_ulong, pfn: *mut c_ulong, nid: *mut c_int) -> c_int;
+}
+
 /// Safe view of the node facts the module asks for everywhere.
 pub(crate) mod node {
     use kernel::ffi::c_int;

@@ -5,8 +5,9 @@ use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::fd::AsRawFd;
 use tierkit_core::uapi::{
-    TkBulk, TkClearBench, TkGigantic, TkPolicy, TkTaskNext, TIERKIT_MAX_NODES, TK_IOC_BULK,
-    TK_IOC_CLEAR_BENCH, TK_IOC_SET_GIGANTIC, TK_IOC_SET_POLICY, TK_IOC_TASK_NEXT, TK_TASK_NEXT_MAX,
+    TkBulk, TkClearBench, TkGigantic, TkPolicy, TkTaskNext, TkWalk, TIERKIT_MAX_NODES, TK_IOC_BULK,
+    TK_IOC_CLEAR_BENCH, TK_IOC_SET_GIGANTIC, TK_IOC_SET_POLICY, TK_IOC_TASK_NEXT, TK_IOC_WALK,
+    TK_TASK_NEXT_MAX,
 };
 
 pub use tierkit_core::uapi::{TK_MODE_INTERLEAVE, TK_MODE_WEIGHTED_INTERLEAVE};
@@ -97,6 +98,19 @@ impl Tierkit {
     pub fn set_gigantic(&self, mut a: TkGigantic) -> io::Result<TkGigantic> {
         // SAFETY: TK_IOC_SET_GIGANTIC is _IOWR(.., TkGigantic).
         unsafe { sys::ioctl(self.fd(), TK_IOC_SET_GIGANTIC, &mut a)? };
+        Ok(a)
+    }
+
+    /// `TK_IOC_WALK`: what maps `addr` in this process's page tables
+    /// (level `TK_WALK_*`, and for a PUD or PMD leaf the pfn and node of
+    /// the 4 KiB page at `addr`). Needs CAP_SYS_ADMIN.
+    pub fn walk(&self, addr: usize) -> io::Result<TkWalk> {
+        let mut a = TkWalk {
+            addr: addr as u64,
+            ..Default::default()
+        };
+        // SAFETY: TK_IOC_WALK is _IOWR(.., TkWalk).
+        unsafe { sys::ioctl(self.fd(), TK_IOC_WALK, &mut a)? };
         Ok(a)
     }
 

@@ -105,6 +105,19 @@ struct tk_clear_bench {
 	char  variant[16];		/* out: NUL-terminated clear_pages() variant */
 };
 
+/* TK_IOC_WALK: what maps addr in the caller's page tables (CAP_SYS_ADMIN). */
+#define TK_WALK_NONE			0
+#define TK_WALK_PTE			1
+#define TK_WALK_PMD			2
+#define TK_WALK_PUD			3
+
+struct tk_walk {
+	__u64 addr;			/* in */
+	__u64 pfn;			/* out: of the 4 KiB page at addr */
+	__u32 level;			/* out: TK_WALK_* */
+	__s32 nid;			/* out: -1 if none */
+};
+
 /* --- ioctls ------------------------------------------------------------- */
 
 #define TK_IOC_SET_POLICY	_IOWR(TIERKIT_IOC_MAGIC, 1, struct tk_policy)
@@ -112,5 +125,6 @@ struct tk_clear_bench {
 #define TK_IOC_TASK_NEXT	_IOWR(TIERKIT_IOC_MAGIC, 3, struct tk_task_next)
 #define TK_IOC_SET_GIGANTIC	_IOWR(TIERKIT_IOC_MAGIC, 4, struct tk_gigantic)
 #define TK_IOC_CLEAR_BENCH	_IOWR(TIERKIT_IOC_MAGIC, 5, struct tk_clear_bench)
+#define TK_IOC_WALK		_IOWR(TIERKIT_IOC_MAGIC, 6, struct tk_walk)
 
 #endif /* _UAPI_LINUX_TIERKIT_H */

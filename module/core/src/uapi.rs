@@ -211,6 +211,36 @@ pub struct TkClearBench {
 /// Runs one clearing benchmark. See [`TkClearBench`].
 pub const TK_IOC_CLEAR_BENCH: u32 = iowr(5, core::mem::size_of::<TkClearBench>());
 
+/// [`TkWalk::level`]: nothing maps the address.
+pub const TK_WALK_NONE: u32 = 0;
+/// [`TkWalk::level`]: a PTE table covers the address (4 KiB pages, or
+/// nothing yet; the entry is not read and `pfn` is 0).
+pub const TK_WALK_PTE: u32 = 1;
+/// [`TkWalk::level`]: a 2 MiB PMD leaf maps the address.
+pub const TK_WALK_PMD: u32 = 2;
+/// [`TkWalk::level`]: a 1 GiB PUD leaf maps the address.
+pub const TK_WALK_PUD: u32 = 3;
+
+/// Argument of [`TK_IOC_WALK`]: what maps `addr` in the caller's page
+/// tables (a test tool: it proves that a gigantic GiB is one PUD leaf,
+/// which `/proc/self/pagemap` cannot show: reading it zaps the PUD).
+/// Needs `CAP_SYS_ADMIN` (it shows pfns). Independent of the file's state.
+///
+/// In: `addr`. Out: `level` (`TK_WALK_*`); for a PUD or PMD leaf `pfn`
+/// of the 4 KiB page at `addr` and `nid` its node (else 0 and -1).
+/// Errors: `EPERM`, `EFAULT` (no vma covers `addr`), `EINTR`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TkWalk {
+    pub addr: u64,
+    pub pfn: u64,
+    pub level: u32,
+    pub nid: i32,
+}
+
+/// Walks the caller's page tables at one address. See [`TkWalk`].
+pub const TK_IOC_WALK: u32 = iowr(6, core::mem::size_of::<TkWalk>());
+
 // The layouts are the ABI, and the module's `FromBytes`/`AsBytes` impls
 // (module/src/dev.rs) rely on them having no padding: each size below is
 // the sum of the field sizes, checked at compile time in the kernel build
@@ -226,6 +256,8 @@ const _: () = assert!(TK_IOC_BULK == 0xc210_b902);
 const _: () = assert!(TK_IOC_TASK_NEXT == 0xc108_b903);
 const _: () = assert!(TK_IOC_SET_GIGANTIC == 0xc028_b904);
 const _: () = assert!(TK_IOC_CLEAR_BENCH == 0xc048_b905);
+const _: () = assert!(core::mem::size_of::<TkWalk>() == 24); // 8 + 8 + 4 + 4
+const _: () = assert!(TK_IOC_WALK == 0xc018_b906);
 
 #[cfg(test)]
 mod clear_abi_tests {

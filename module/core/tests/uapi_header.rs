@@ -135,6 +135,18 @@ fn rust_structs() -> BTreeMap<String, (usize, Vec<Field>)> {
             }),
         ),
     );
+    m.insert(
+        "tk_walk".to_string(),
+        (
+            size_of::<TkWalk>(),
+            fields!(TkWalk {
+                addr,
+                pfn,
+                level,
+                nid,
+            }),
+        ),
+    );
     m
 }
 
@@ -161,6 +173,11 @@ fn rust_constants() -> BTreeMap<String, u64> {
         ("TK_IOC_TASK_NEXT", u64::from(TK_IOC_TASK_NEXT)),
         ("TK_IOC_SET_GIGANTIC", u64::from(TK_IOC_SET_GIGANTIC)),
         ("TK_IOC_CLEAR_BENCH", u64::from(TK_IOC_CLEAR_BENCH)),
+        ("TK_WALK_NONE", u64::from(TK_WALK_NONE)),
+        ("TK_WALK_PTE", u64::from(TK_WALK_PTE)),
+        ("TK_WALK_PMD", u64::from(TK_WALK_PMD)),
+        ("TK_WALK_PUD", u64::from(TK_WALK_PUD)),
+        ("TK_IOC_WALK", u64::from(TK_IOC_WALK)),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_string(), v))

@@ -1,28 +1,36 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! The gigantic mode of a `/dev/tierkit` file: `TK_IOC_SET_GIGANTIC` sets
-//! the clearing parameters, then each 1 GiB of `mmap` is a
-//! [`GiganticRange`] on the node the file's policy picks, cleared in
-//! parallel, and kept alive by the file until release.
+//! the clearing parameters; `mmap` only checks and reserves; the first
+//! touch of each GiB of the mapping makes it a [`GiganticRange`] on the
+//! node the file's policy picked, cleared in parallel, mapped by one PUD
+//! and kept alive by the file until release.
 //!
-//! The device (`dev.rs`) owns the file state, the policy, the VMA and the
-//! ranges of each mapping; this module owns the parameters and the
-//! clearing. Use, in `mmap`:
+//! The device (`dev.rs`) owns the file state, the policy and the VMA; the
+//! mapping (`mapping.rs`) owns the ranges and the fault handler; this
+//! module owns the parameters and the clearing. Use:
 //!
 //! ```ignore
+//! // mmap:
 //! for nid in nodes_of_the_mapping { gigantic.check_node(nid)?; } // before any work
-//! let range = gigantic.populate(nid)?;       // allocate + clear, owned by the caller
-//! // ... all ranges taken and inserted: hand them to the file
-//! gigantic.note_mapped(nr_ranges);
+//! gigantic.note_mapped(nr_ranges);                // on success only
+//! // fault, per GiB (no file lock held):
+//! let range = populate_with(&params, nid, GIGANTIC_PAGES, &last)?;
 //! ```
 //!
-//! A failed `mmap` drops the ranges it took; `nr_cleared` counts only the
-//! ranges of successful calls.
+//! `nr_cleared` counts the ranges successful `mmap` calls reserved.
 
 use super::{clear, placement, ClearParams, CpuSet, GiganticRange, Placement, Threads};
-use crate::chunks::GIGANTIC_PAGES;
 use crate::uapi::{self, TkGigantic, TK_GIGANTIC_F_QUERY};
-use kernel::prelude::*;
+use kernel::{
+    new_spinlock,
+    prelude::*,
+    sync::{Arc, SpinLock},
+};
+
+/// Where the faults of a file's mappings record the most recent clear; the
+/// file's `TK_GIGANTIC_F_QUERY` reads it.
+pub(crate) type LastSlot = Arc<SpinLock<Option<LastClear>>>;
 
 /// The most recent clear of a file in gigantic mode.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -39,9 +47,10 @@ pub(crate) struct LastClear {
 /// Some methods are only for the device's `mmap` (dev.rs).
 pub(crate) struct GiganticMode {
     params: ClearParams,
-    /// 1 GiB ranges handed out by successful `mmap` calls of the file.
+    /// 1 GiB ranges reserved by successful `mmap` calls of the file.
     nr_cleared: u32,
-    last: Option<LastClear>,
+    /// Written by the faults of the file's mappings.
+    last: LastSlot,
 }
 
 impl GiganticMode {
@@ -62,7 +71,7 @@ impl GiganticMode {
         Ok(Self {
             params,
             nr_cleared: 0,
-            last: None,
+            last: Arc::pin_init(new_spinlock!(None, "tierkit_last_clear"), GFP_KERNEL)?,
         })
     }
 
@@ -84,41 +93,30 @@ impl GiganticMode {
         &self.params
     }
 
-    /// Allocates a gigantic range on `nid` and clears it in parallel. The
-    /// caller owns the range: a failed `mmap` drops (frees) it.
-    ///
-    /// Errors: as [`GiganticRange::alloc`] and [`clear`] (`EINTR` when a
-    /// fatal signal stops the clear).
-    pub(crate) fn populate(&mut self, nid: usize) -> Result<GiganticRange> {
-        self.populate_pages(nid, GIGANTIC_PAGES)
+    /// Where the faults of this file's mappings record their clears.
+    pub(crate) fn last_slot(&self) -> LastSlot {
+        self.last.clone()
     }
 
-    /// [`populate`](Self::populate) with a smaller range, for tests.
+    /// [`populate_with`] with this file's parameters and a range of
+    /// `nr_pages`, for tests.
     pub(crate) fn populate_pages(&mut self, nid: usize, nr_pages: u64) -> Result<GiganticRange> {
-        let mut range = GiganticRange::alloc_pages(nid, nr_pages)?;
-        let r = clear(&mut range, &self.params)?;
-        self.last = Some(LastClear {
-            elapsed_ns: r.elapsed_ns,
-            workers: r.workers,
-            nid: nid as i32,
-            cpu_node: r.cpu_node,
-        });
-        Ok(range)
+        populate_with(&self.params, nid, nr_pages, &self.last)
     }
 
-    /// Counts `n` ranges handed out by a successful `mmap`.
+    /// Counts `n` ranges reserved by a successful `mmap`.
     pub(crate) fn note_mapped(&mut self, n: usize) {
         self.nr_cleared = self.nr_cleared.saturating_add(n as u32);
     }
 
-    /// Ranges handed out by successful `mmap` calls.
+    /// Ranges reserved by successful `mmap` calls.
     pub(crate) fn nr_cleared(&self) -> u32 {
         self.nr_cleared
     }
 
     /// The most recent clear, if any.
     pub(crate) fn last(&self) -> Option<LastClear> {
-        self.last
+        *self.last.lock()
     }
 
     /// Writes the parameters and the `last_*` fields into `arg`.
@@ -129,8 +127,31 @@ impl GiganticMode {
         };
         arg.placement = self.params.placement.to_uapi();
         arg.chunk_kib = self.params.chunk_pages * 4;
-        write_last(self.last, self.nr_cleared, arg);
+        write_last(self.last(), self.nr_cleared, arg);
     }
+}
+
+/// Allocates a range of `nr_pages` (2^18 for 1 GiB) on `nid` and clears it
+/// in parallel with `params`, then records the clear in `last`. The caller
+/// owns the range; nothing stays allocated on failure.
+///
+/// Errors: as [`GiganticRange::alloc_pages`] and [`clear`] (`EINTR` when a
+/// fatal signal stops the clear).
+pub(crate) fn populate_with(
+    params: &ClearParams,
+    nid: usize,
+    nr_pages: u64,
+    last: &LastSlot,
+) -> Result<GiganticRange> {
+    let mut range = GiganticRange::alloc_pages(nid, nr_pages)?;
+    let r = clear(&mut range, params)?;
+    *last.lock() = Some(LastClear {
+        elapsed_ns: r.elapsed_ns,
+        workers: r.workers,
+        nid: nid as i32,
+        cpu_node: r.cpu_node,
+    });
+    Ok(range)
 }
 
 fn write_last(last: Option<LastClear>, nr_cleared: u32, arg: &mut TkGigantic) {

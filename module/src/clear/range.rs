@@ -89,7 +89,8 @@ impl GiganticRange {
     /// node's memory (`__GFP_THISNODE`), not zeroed.
     ///
     /// Errors: `EINVAL` for a bad size, a node that does not exist, is
-    /// offline or has no memory, or when `init_on_alloc` is on; `ENOMEM`
+    /// offline or has no memory, or when `init_on_alloc` is on; `EINTR`
+    /// when the allocation failed and the task is being killed; `ENOMEM`
     /// when the node has no free naturally aligned range of that size in
     /// one zone (`GFP_KERNEL` never takes `ZONE_MOVABLE`; with
     /// [`MOVABLE_GIGANTIC`] set, `__GFP_MOVABLE | __GFP_HIGHMEM` does).
@@ -110,6 +111,12 @@ impl GiganticRange {
         // __GFP_HIGHMEM) and no nodemask.
         let first = unsafe { shim::tk_alloc_contig(nr_pages as c_ulong, nid as c_int, movable) };
         let Some(first) = NonNull::new(first) else {
+            // alloc_contig_range() gives up when the task is killed
+            // (fatal_signal_pending()): no memory shortage to report.
+            // SAFETY: no precondition.
+            if unsafe { shim::tk_fatal_signal_pending() } {
+                return Err(EINTR);
+            }
             // SAFETY: the shim range-checks `nid`.
             if !movable && unsafe { shim::tk_node_has_movable(nid as c_int) } {
                 pr_err!(

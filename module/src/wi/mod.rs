@@ -81,6 +81,8 @@ pub(crate) struct Stats {
     /// 4 KiB pages reserved by open files (a gigantic range counts
     /// 2^18), against `global_pages`.
     reserved: Atomic<u64>,
+    /// Gigantic faults that failed (SIGBUS for that GiB), cumulative.
+    gigantic_fault_failed: Atomic<u64>,
     /// The most 4 KiB pages all files together may hold: 3/4 of RAM.
     global_pages: u64,
 }
@@ -113,6 +115,7 @@ impl Stats {
             held: core::array::from_fn(|_| Atomic::new(0)),
             gigantic: core::array::from_fn(|_| Atomic::new(0)),
             reserved: Atomic::new(0),
+            gigantic_fault_failed: Atomic::new(0),
             global_pages: total / 4 * 3,
         }
     }
@@ -152,12 +155,23 @@ impl Stats {
         }
     }
 
-    /// The `limits` file: `KEY VALUE` lines.
+    /// Counts a gigantic fault that failed (the task got SIGBUS).
+    pub(crate) fn gigantic_fault_failed(&self) {
+        self.gigantic_fault_failed.add(1, Relaxed);
+    }
+
+    /// The `limits` file: `KEY VALUE` lines; `gigantic_fault_failed` is
+    /// the cumulative number of gigantic faults that ended in SIGBUS.
     pub(crate) fn show_limits(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "file_pages {FILE_PAGES}")?;
         writeln!(f, "file_gigantic {FILE_GIGANTIC}")?;
         writeln!(f, "global_pages {}", self.global_pages)?;
-        writeln!(f, "held_pages {}", self.reserved.load(Relaxed))
+        writeln!(f, "held_pages {}", self.reserved.load(Relaxed))?;
+        writeln!(
+            f,
+            "gigantic_fault_failed {}",
+            self.gigantic_fault_failed.load(Relaxed)
+        )
     }
 
     /// Counts `n` pages allocated on `nid`; `held` if a file keeps them.

@@ -1,17 +1,29 @@
 //! tk-test-gigantic: a parallel-cleared gigantic region from `/dev/tierkit`
-//! is all zero, on the right node, and one physically contiguous,
-//! naturally aligned GiB.
+//! is all zero, on the right node, one physically contiguous, naturally
+//! aligned GiB, made at its first touch and mapped by one PUD.
 //!
 //! For each node with memory: open `/dev/tierkit`, set a single-node policy
 //! (`TK_IOC_SET_POLICY`), switch to gigantic mode (`TK_IOC_SET_GIGANTIC`),
 //! `mmap` 1 GiB `MAP_SHARED`, and check
 //!
-//! - every byte is zero (a full scan);
-//! - every page is on the node (`move_pages(2)` on all 262144 pages);
-//! - the pfns (`/proc/self/pagemap`, as root) are contiguous and start on
-//!   a 1 GiB boundary;
+//! - `mmap` returns a GiB-aligned address and maps nothing yet
+//!   (`TK_IOC_WALK`: no page table entry), and no clear happened yet;
+//! - every byte is zero (a full scan: the first touch clears the GiB);
+//! - `TK_IOC_WALK` at every 4 KiB page: a PUD leaf maps it, its pfn is
+//!   first pfn + page index, the first pfn is 1 GiB aligned, its node is
+//!   the policy's (`/proc/self/pagemap` cannot show this: reading it
+//!   splits, i.e. zaps, the PUD; `move_pages(2)` finds no struct page
+//!   behind a special PUD);
 //! - `TK_IOC_SET_GIGANTIC` with `TK_GIGANTIC_F_QUERY` reports the clear
 //!   (node, workers, time), and changing parameters after `mmap` is `EBUSY`.
+//!
+//! On the first node, the semantics of Documentation/ABI/testing/dev-tierkit
+//! (VMA operations): `MAP_POPULATE`, partial `munmap`/`mprotect`/`mremap`
+//! (`EINVAL`), `mremap` to an unaligned (`EINVAL`) and an aligned new
+//! address, `mprotect`, `fork` (shared),
+//! `MADV_DONTNEED` (the same GiB comes back, contents kept), `VM_DONTDUMP`,
+//! and a 4 KiB fault (THP disabled in a child): SIGBUS, counted in
+//! `gigantic_fault_failed`.
 //!
 //! Then it fills the region with a pattern, closes the file (the range is
 //! freed), and maps a gigantic page on the same node again: fresh guest RAM
@@ -21,18 +33,17 @@
 //!
 //! Exit 0 if every check passed.
 
-use std::fs::File;
-use std::io;
-use std::os::unix::fs::FileExt;
 use std::process::ExitCode;
 use tierkit_core::uapi::{
     TkGigantic, TK_GIGANTIC_BYTES, TK_GIGANTIC_F_QUERY, TK_PLACE_LOCAL, TK_THREADS_AUTO,
+    TK_WALK_NONE, TK_WALK_PUD,
 };
 use userspace_tests::node::Topology;
 use userspace_tests::report::Report;
-use userspace_tests::sys::{monotonic_ns, Mapping, PAGE_SIZE};
+use userspace_tests::sys::{self, monotonic_ns, Mapping, PAGE_SIZE};
 use userspace_tests::tk::{MovableGigantic, Tierkit, TK_MODE_INTERLEAVE};
-use userspace_tests::{errno_name, expect_errno, status_str};
+use userspace_tests::vma::{self, Exit};
+use userspace_tests::{errno_name, expect_errno};
 
 const BIN: &str = "tk-test-gigantic";
 const GIB: usize = TK_GIGANTIC_BYTES as usize;
@@ -44,57 +55,47 @@ struct Seen {
     first_pfn: u64,
 }
 
-/// The pfn of each page of `m` from `/proc/self/pagemap` (0 where the
-/// kernel hides it, i.e. without CAP_SYS_ADMIN).
-fn pfns(m: &Mapping) -> io::Result<Vec<u64>> {
-    let f = File::open("/proc/self/pagemap")?;
-    let mut buf = vec![0u8; m.nr_pages() * 8];
-    f.read_exact_at(&mut buf, (m.addr() / PAGE_SIZE * 8) as u64)?;
-    Ok(buf
-        .chunks_exact(8)
-        .map(|c| {
-            let e = u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
-            if e >> 63 == 1 {
-                e & ((1 << 55) - 1)
-            } else {
-                0
-            }
-        })
-        .collect())
-}
-
-fn check_contiguous(pfns: &[u64]) -> Result<String, String> {
-    let first = pfns[0];
-    if first == 0 {
-        return Err("pagemap shows no pfn (not root, or page not present)".into());
-    }
-    if let Some(i) = (1..pfns.len()).find(|&i| pfns[i] != first + i as u64) {
+/// `TK_IOC_WALK` at every 4 KiB page of `m`: each must be mapped by a PUD
+/// leaf, the pfns must be contiguous from a GiB-aligned first pfn, and
+/// every page on `nid`. Returns the first pfn.
+fn check_pud(tk: &Tierkit, m: &Mapping, nid: u32) -> Result<(u64, String), String> {
+    let w0 = tk
+        .walk(m.addr())
+        .map_err(|e| format!("TK_IOC_WALK: {}", errno_name(&e)))?;
+    if w0.level != TK_WALK_PUD {
         return Err(format!(
-            "page {i} has pfn {:#x}, expected {:#x}",
-            pfns[i],
-            first + i as u64
+            "page 0: level {} is not a PUD leaf ({TK_WALK_PUD})",
+            w0.level
         ));
     }
+    let first = w0.pfn;
     if !first.is_multiple_of(PAGES as u64) {
         return Err(format!("first pfn {first:#x} is not 1 GiB aligned"));
     }
-    Ok(format!("pfn {first:#x}.."))
-}
-
-fn check_nodes(m: &Mapping, nid: u32) -> Result<String, String> {
-    let nodes = m.page_nodes().map_err(|e| format!("move_pages: {e}"))?;
-    let bad: Vec<usize> = (0..nodes.len())
-        .filter(|&i| nodes[i] != nid as i32)
-        .collect();
-    if bad.is_empty() {
-        return Ok(format!("{} pages on node {nid}", nodes.len()));
+    for i in 0..m.nr_pages() {
+        let w = tk
+            .walk(m.addr() + i * PAGE_SIZE)
+            .map_err(|e| format!("TK_IOC_WALK page {i}: {}", errno_name(&e)))?;
+        if w.level != TK_WALK_PUD {
+            return Err(format!("page {i}: level {} is not a PUD leaf", w.level));
+        }
+        if w.pfn != first + i as u64 {
+            return Err(format!(
+                "page {i} has pfn {:#x}, expected {:#x}",
+                w.pfn,
+                first + i as u64
+            ));
+        }
+        if w.nid != nid as i32 {
+            return Err(format!("page {i} on node {}, expected {nid}", w.nid));
+        }
     }
-    Err(format!(
-        "{} of {} pages not on node {nid}, first: page {} on {}",
-        bad.len(),
-        nodes.len(),
-        bad[0],
-        status_str(nodes[bad[0]])
+    Ok((
+        first,
+        format!(
+            "{} pages, one PUD, pfn {first:#x}.., node {nid}",
+            m.nr_pages()
+        ),
     ))
 }
 
@@ -137,12 +138,45 @@ fn round(r: &mut Report, nid: u32, tag: &str, fill: bool) -> Option<Seen> {
         }
     };
     let map_ns = monotonic_ns() - t0;
-    r.ok_note(&name("mmap 1 GiB"), format!("{:.2} s", map_ns as f64 / 1e9));
+    r.ok_note(&name("mmap 1 GiB"), format!("{:.3} s", map_ns as f64 / 1e9));
+    r.check(
+        &name("mmap returns a GiB-aligned address"),
+        if m.addr().is_multiple_of(GIB) {
+            Ok(())
+        } else {
+            Err(format!("{:#x}", m.addr()))
+        },
+    );
+    r.check(
+        &name("nothing is mapped or cleared before the first touch"),
+        match (tk.walk(m.addr()), query(&tk)) {
+            (Ok(w), Ok(q)) if w.level == TK_WALK_NONE && q.last_nid == -1 && q.nr_cleared == 1 => {
+                Ok(())
+            }
+            (Ok(w), Ok(q)) => Err(format!(
+                "walk level {}, last_nid {}, nr_cleared {}",
+                w.level, q.last_nid, q.nr_cleared
+            )),
+            (Err(e), _) | (_, Err(e)) => Err(errno_name(&e)),
+        },
+    );
 
-    let q = tk.set_gigantic(TkGigantic {
-        flags: TK_GIGANTIC_F_QUERY,
-        ..Default::default()
-    });
+    let t0 = monotonic_ns();
+    let nonzero = m.first_nonzero();
+    let touch_ns = monotonic_ns() - t0;
+    r.check(
+        &name("every byte zero"),
+        match nonzero {
+            None => Ok(()),
+            Some(off) => Err(format!("byte {off:#x} is not zero")),
+        },
+    );
+    r.note(format!(
+        "node {nid} {tag}: first touch and scan of 1 GiB: {:.2} s",
+        touch_ns as f64 / 1e9
+    ));
+
+    let q = query(&tk);
     r.check_note(
         &name("TK_GIGANTIC_F_QUERY reports the clear"),
         match q {
@@ -167,29 +201,349 @@ fn round(r: &mut Report, nid: u32, tag: &str, fill: bool) -> Option<Seen> {
         expect_errno(tk.set_gigantic(set), libc::EBUSY),
     );
 
-    r.check(
-        &name("every byte zero"),
-        match m.first_nonzero() {
-            None => Ok(()),
-            Some(off) => Err(format!("byte {off:#x} is not zero")),
-        },
+    let pud = check_pud(&tk, &m, nid);
+    let first_pfn = pud.as_ref().map_or(0, |p| p.0);
+    r.check_note(
+        &name("one PUD maps one contiguous aligned GiB on the node"),
+        pud.map(|p| p.1),
     );
-    r.check_note(&name("every page on the node"), check_nodes(&m, nid));
-    let pf = pfns(&m).unwrap_or_default();
-    let contiguous = if pf.len() == PAGES {
-        check_contiguous(&pf)
-    } else {
-        Err("could not read /proc/self/pagemap".into())
-    };
-    r.check_note(&name("one contiguous aligned GiB"), contiguous);
 
     if fill {
         // SAFETY: the mapping is readable and writable for its length.
         unsafe { std::ptr::write_bytes(m.as_ptr(), PATTERN, m.len()) };
     }
-    Some(Seen {
-        first_pfn: pf.first().copied().unwrap_or(0),
+    Some(Seen { first_pfn })
+}
+
+/// `TK_GIGANTIC_F_QUERY`.
+fn query(tk: &Tierkit) -> std::io::Result<TkGigantic> {
+    tk.set_gigantic(TkGigantic {
+        flags: TK_GIGANTIC_F_QUERY,
+        ..Default::default()
     })
+}
+
+/// A file in gigantic mode on `nid` (threads auto, local placement).
+fn gigantic_file(nid: u32) -> std::io::Result<Tierkit> {
+    let tk = Tierkit::open()?;
+    tk.set_policy(TK_MODE_INTERLEAVE, 1u64 << nid)?;
+    tk.set_gigantic(TkGigantic {
+        threads: TK_THREADS_AUTO,
+        placement: TK_PLACE_LOCAL,
+        ..Default::default()
+    })?;
+    Ok(tk)
+}
+
+/// The walk at `addr`: (level, pfn), or the errno name.
+fn walk(tk: &Tierkit, addr: usize) -> Result<(u32, u64), String> {
+    tk.walk(addr)
+        .map(|w| (w.level, w.pfn))
+        .map_err(|e| format!("TK_IOC_WALK: {}", errno_name(&e)))
+}
+
+/// `gigantic_fault_failed` from the limits file.
+fn fault_failed() -> Option<u64> {
+    vma::read_limits()
+        .ok()
+        .and_then(|l| vma::limit(&l, "gigantic_fault_failed"))
+}
+
+/// The VMA semantics of a gigantic mapping (Documentation/ABI/testing/
+/// dev-tierkit), with one GiB on `nid`.
+fn semantics(r: &mut Report, nid: u32) {
+    let name = |what: &str| format!("node {nid} semantics: {what}");
+    let tk = match gigantic_file(nid) {
+        Ok(t) => t,
+        Err(e) => {
+            r.fail(&name("open a gigantic file"), errno_name(&e));
+            return;
+        }
+    };
+    // MAP_POPULATE: the kernel faults the GiB in after mmap drops the
+    // write lock; it is a PUD before any touch.
+    let m = match Mapping::new(GIB, libc::MAP_SHARED | libc::MAP_POPULATE, tk.fd(), 0) {
+        Ok(m) => m,
+        Err(e) => {
+            r.fail(&name("mmap 1 GiB MAP_POPULATE"), errno_name(&e));
+            return;
+        }
+    };
+    let a = m.as_ptr();
+    let pfn0 = match walk(&tk, m.addr()) {
+        Ok((l, p)) if l == TK_WALK_PUD => {
+            r.ok_note(
+                &name("MAP_POPULATE maps the GiB by one PUD before any touch"),
+                format!("pfn {p:#x}"),
+            );
+            p
+        }
+        Ok((l, _)) => {
+            r.fail(
+                &name("MAP_POPULATE maps the GiB by one PUD before any touch"),
+                format!("level {l}"),
+            );
+            return;
+        }
+        Err(e) => {
+            r.fail(
+                &name("MAP_POPULATE maps the GiB by one PUD before any touch"),
+                e,
+            );
+            return;
+        }
+    };
+    // SAFETY: our writable mapping.
+    unsafe { vma::fill_pattern(a, 0, 4, 7) };
+    // SAFETY: as above; page PAGES-1 is the last page.
+    unsafe { vma::fill_pattern(a, PAGES - 1, 1, 8) };
+    let same_pud = |tk: &Tierkit, addr: usize| -> Result<(), String> {
+        match walk(tk, addr)? {
+            (l, p) if l == TK_WALK_PUD && p == pfn0 => Ok(()),
+            (l, p) => Err(format!("level {l} pfn {p:#x}, expected a PUD at {pfn0:#x}")),
+        }
+    };
+    let pattern_kept = |base: *mut u8| -> Result<(), String> {
+        // SAFETY: readable mapping of 1 GiB at `base`.
+        unsafe { vma::check_pattern(base, 0, 4, 7) }?;
+        // SAFETY: as above.
+        unsafe { vma::check_pattern(base, PAGES - 1, 1, 8) }
+    };
+
+    // Splits only at GiB boundaries (may_split), as device-dax.
+    for (what, res) in [
+        // SAFETY: refused; nothing is unmapped.
+        ("munmap of the first 4 KiB", unsafe {
+            vma::munmap(a, PAGE_SIZE)
+        }),
+        // SAFETY: refused; nothing is unmapped.
+        ("munmap of the last 2 MiB", unsafe {
+            vma::munmap(a.wrapping_add(GIB - (2 << 20)), 2 << 20)
+        }),
+        // SAFETY: refused; the protection stays.
+        ("mprotect of 4 KiB", unsafe {
+            vma::mprotect(a, PAGE_SIZE, libc::PROT_READ)
+        }),
+        // SAFETY: refused; the mapping stays.
+        (
+            "mremap shrinking to 2 MiB",
+            unsafe { vma::mremap(a, GIB, 2 << 20, 0, std::ptr::null_mut()) }.map(|_| ()),
+        ),
+    ] {
+        r.check(
+            &name(&format!("{what} is EINVAL")),
+            expect_errno(res, libc::EINVAL),
+        );
+    }
+    r.check(
+        &name("after the refused splits the same PUD maps the GiB, contents kept"),
+        same_pud(&tk, m.addr()).and_then(|_| pattern_kept(a)),
+    );
+
+    // mprotect of the whole GiB: read-only, then read-write again.
+    // SAFETY: our mapping; only read while read-only.
+    let res = unsafe { vma::mprotect(a, GIB, libc::PROT_READ) }
+        .map_err(|e| format!("mprotect PROT_READ: {}", errno_name(&e)))
+        .and_then(|_| {
+            match vma::fork_run(|| {
+                // SAFETY: the child writes to a read-only mapping: SIGSEGV.
+                unsafe { std::ptr::write_volatile(a, 1) };
+                0
+            }) {
+                Ok(Exit::Signal(libc::SIGSEGV)) => Ok(()),
+                Ok(e) => Err(format!(
+                    "a write to the read-only GiB: {e}, expected SIGSEGV"
+                )),
+                Err(e) => Err(format!("fork: {e}")),
+            }
+        })
+        .and_then(|_| pattern_kept(a))
+        // SAFETY: as above.
+        .and_then(|_| {
+            unsafe { vma::mprotect(a, GIB, libc::PROT_READ | libc::PROT_WRITE) }
+                .map_err(|e| format!("mprotect RW: {}", errno_name(&e)))
+        })
+        .and_then(|_| {
+            // SAFETY: writable again; page 4 is not part of the pattern.
+            unsafe { std::ptr::write_volatile(a.wrapping_add(4 * PAGE_SIZE), 0x5a) };
+            same_pud(&tk, m.addr())
+        });
+    r.check(
+        &name("mprotect PROT_READ of the GiB: writes SIGSEGV; back to RW: writable, same PUD"),
+        res,
+    );
+
+    // fork: the child shares the GiB (same pfn, its writes seen here).
+    let res = match vma::fork_run(|| {
+        let ok = matches!(walk(&tk, a as usize), Ok((l, p)) if l == TK_WALK_PUD && p == pfn0)
+            // SAFETY: the shared mapping, inherited.
+            && unsafe { vma::check_pattern(a, 0, 4, 7) }.is_ok();
+        // SAFETY: as above; page 5 is not part of the pattern.
+        unsafe { std::ptr::write_volatile(a.wrapping_add(5 * PAGE_SIZE), 0xc3) };
+        if ok {
+            0
+        } else {
+            1
+        }
+    }) {
+        Ok(Exit::Code(0)) => {
+            // SAFETY: our mapping.
+            let b = unsafe { std::ptr::read_volatile(a.wrapping_add(5 * PAGE_SIZE)) };
+            if b == 0xc3 {
+                Ok(())
+            } else {
+                Err(format!("the child's write is not seen: {b:#x}"))
+            }
+        }
+        Ok(e) => Err(format!(
+            "the child: {e} (exit 1: not the same PUD or contents)"
+        )),
+        Err(e) => Err(format!("fork: {e}")),
+    };
+    r.check(
+        &name("fork shares the GiB: same PUD pfn and contents in the child, its writes seen"),
+        res,
+    );
+
+    // MADV_DONTNEED: the PUD goes, the GiB stays with the file; the next
+    // touch maps the same range, contents kept (nothing re-cleared).
+    for (what, off, len) in [("4 KiB", 4096usize, PAGE_SIZE), ("the whole GiB", 0, GIB)] {
+        // SAFETY: ours; contents are checked afterwards.
+        let res = unsafe { sys::madvise(a.wrapping_add(off) as *mut _, len, libc::MADV_DONTNEED) }
+            .map_err(|e| format!("madvise: {}", errno_name(&e)))
+            .and_then(|_| match walk(&tk, m.addr())? {
+                (l, _) if l == TK_WALK_NONE => Ok(()),
+                (l, _) => Err(format!(
+                    "after MADV_DONTNEED level {l}, expected nothing mapped"
+                )),
+            })
+            .and_then(|_| pattern_kept(a))
+            .and_then(|_| same_pud(&tk, m.addr()));
+        r.check(&name(&format!("MADV_DONTNEED of {what} unmaps the PUD; the next touch maps the same GiB, contents kept")), res);
+    }
+
+    // mremap of the whole GiB to a new address: into a GiB-aligned hole
+    // of a PROT_NONE placeholder (MREMAP_FIXED replaces it). Off by 4 KiB
+    // it is EINVAL (vm_ops->mremap) and the GiB stays where it was; at the
+    // aligned address the PUD and the contents move with it.
+    let name_move = name("mremap MREMAP_FIXED to an unaligned address is EINVAL; to a GiB-aligned one moves the PUD (same pfn) and contents");
+    let hole = match Mapping::new(
+        3 * GIB,
+        libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+        -1,
+        0,
+    ) {
+        Ok(h) => h,
+        Err(e) => {
+            r.fail(&name_move, format!("placeholder: {}", errno_name(&e)));
+            return;
+        }
+    };
+    let target = (hole.addr() + GIB - 1) & !(GIB - 1);
+    // SAFETY: the target lies in our placeholder; refused, nothing moves.
+    let bad = unsafe {
+        vma::mremap(
+            a,
+            GIB,
+            GIB,
+            libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED,
+            (target + PAGE_SIZE) as *mut u8,
+        )
+    };
+    let res = expect_errno(bad.map(|_| ()), libc::EINVAL)
+        .and_then(|_| pattern_kept(a))
+        .and_then(|_| same_pud(&tk, m.addr()))
+        .and_then(|_| {
+            // SAFETY: the target lies in our placeholder; `m` is not used
+            // at its old address afterwards (forgotten below).
+            unsafe {
+                vma::mremap(
+                    a,
+                    GIB,
+                    GIB,
+                    libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED,
+                    target as *mut u8,
+                )
+            }
+            .map_err(|e| format!("mremap to {target:#x}: {}", errno_name(&e)))
+        });
+    match res {
+        Ok(n) => {
+            std::mem::forget(m);
+            r.check(
+                &name_move,
+                pattern_kept(n).and_then(|_| same_pud(&tk, n as usize)),
+            );
+            // SAFETY: the moved GiB, not used again.
+            let _ = unsafe { vma::munmap(n, GIB) };
+        }
+        Err(e) => {
+            r.fail(&name_move, e);
+            drop(m);
+        }
+    }
+    drop(hole);
+
+    // VM_DONTDUMP: a gigantic mapping is not in core dumps.
+    match Mapping::new(
+        GIB,
+        libc::MAP_SHARED,
+        tk.fd(),
+        PAGES as u64 * PAGE_SIZE as u64,
+    ) {
+        Ok(m2) => {
+            r.check_note(
+                &name("VM_DONTDUMP (dd in smaps VmFlags): never in a core dump"),
+                match vma::smaps_vmflags(m2.addr()) {
+                    Some(f) if f.iter().any(|x| x == "dd") => Ok(f.join(" ")),
+                    Some(f) => Err(format!("VmFlags: {}", f.join(" "))),
+                    None => Err("no smaps entry".to_string()),
+                },
+            );
+            // A 4 KiB fault (the kernel skips the PUD when THP is disabled
+            // for the task): SIGBUS, counted, and no PTE maps the GiB.
+            let before = fault_failed();
+            let p = m2.as_ptr();
+            let res = match vma::fork_run(|| {
+                if sys::disable_thp().is_err() {
+                    return 2;
+                }
+                // SAFETY: our mapping; the fault is expected to SIGBUS.
+                unsafe { std::ptr::read_volatile(p) };
+                0
+            }) {
+                Ok(Exit::Signal(libc::SIGBUS)) => match (before, fault_failed()) {
+                    (Some(b), Some(a)) if a > b => Ok(format!("gigantic_fault_failed {b} -> {a}")),
+                    (b, a) => Err(format!("gigantic_fault_failed {b:?} -> {a:?}")),
+                },
+                Ok(e) => Err(format!("the child: {e}, expected SIGBUS")),
+                Err(e) => Err(format!("fork: {e}")),
+            };
+            r.check_note(
+                &name("a touch with THP disabled is SIGBUS and counted in gigantic_fault_failed"),
+                res,
+            );
+            // The parent (THP on) still gets the GiB by one PUD.
+            let res = match m2.first_nonzero() {
+                Some(off) => Err(format!("byte {off:#x} not zero")),
+                None => match walk(&tk, m2.addr()) {
+                    Ok((l, _)) if l == TK_WALK_PUD => Ok(()),
+                    Ok((l, _)) => Err(format!("level {l}")),
+                    Err(e) => Err(e),
+                },
+            };
+            r.check(
+                &name("the same GiB touched by the parent: zero, one PUD"),
+                res,
+            );
+        }
+        Err(e) => {
+            r.skip(
+                &name("VM_DONTDUMP and the 4 KiB fault"),
+                format!("a second GiB: {}", errno_name(&e)),
+            );
+        }
+    }
 }
 
 fn main() -> ExitCode {
@@ -220,6 +574,7 @@ fn main() -> ExitCode {
         }
     };
     let mut pfn_reused = Vec::new();
+    let mut semantics_done = false;
     for &nid in &topo.memory {
         if nid >= 64 {
             continue;
@@ -236,6 +591,10 @@ fn main() -> ExitCode {
                 if same { "got back" } else { "did not get back" }
             ));
             pfn_reused.push(serde_json::json!({"nid": nid, "same_range": same}));
+        }
+        if !semantics_done {
+            semantics_done = true;
+            semantics(&mut r, nid);
         }
     }
     r.set("pattern_ranges", serde_json::Value::Array(pfn_reused));

@@ -10,10 +10,14 @@
 //!   takes no memory.
 //! - defect2 (a failed call leaves GiBs pinned): gigantic mmap of more GiBs
 //!   than a node can supply (node 0: 8 GiB, as in the issue; the
-//!   memory-only node: its size rounded up) fails with `ENOMEM`, and then
-//!   `nr_cleared` is 0, stats `held`/`gigantic` and the node's MemFree are
-//!   back, and a 1 GiB mmap on that node succeeds. The same for a 4 KiB
-//!   mmap and a `TK_IOC_BULK` that run out of the node's memory part-way.
+//!   memory-only node: its size rounded up) either fails with `ENOMEM` at
+//!   once (the global limit; `nr_cleared` is then 0), or (gigantic mode
+//!   makes each GiB at its first touch) touching every GiB is SIGBUS at the
+//!   first GiB the node cannot supply, counted in `gigantic_fault_failed`;
+//!   after the file is closed, stats `held`/`gigantic` and the node's
+//!   MemFree are back, and a 1 GiB mmap on that node succeeds. The same
+//!   for a 4 KiB mmap and a `TK_IOC_BULK` that run out of the node's
+//!   memory part-way.
 //! - defect3 (SIGKILL not honoured): `TK_IOC_BULK` of 524288 pages, a
 //!   second task blocked in `TK_IOC_TASK_NEXT` on the same file, a 1 GiB
 //!   4 KiB-mode mmap, a gigantic 1 GiB mmap with one worker: SIGKILL 50 ms
@@ -388,20 +392,44 @@ fn defect2_gigantic(r: &mut Report, nid: u32, gib: usize) {
     let base_free = vma::node_free_kb(nid);
     let base_held = Held::now();
     let base_limits = vma::read_limits().ok();
+    let failed = || {
+        vma::read_limits()
+            .ok()
+            .and_then(|l| vma::limit(&l, "gigantic_fault_failed"))
+    };
     let t0 = monotonic_ns();
     let m = tk.map(gib * GIB_PAGES, 0);
     let dt = monotonic_ns() - t0;
     match m {
         Ok(m) => {
-            r.fail(
-                &format!("{pre} fails with ENOMEM"),
-                format!(
-                    "succeeded in {:.2} s: node {nid} had {gib} free aligned GiBs",
-                    dt as f64 / 1e9
-                ),
+            // Reserved only; each GiB is made at its first touch. A child
+            // touches one byte per GiB: SIGBUS at the first one the node
+            // cannot supply.
+            let before = failed();
+            let p = m.as_ptr();
+            let t0 = monotonic_ns();
+            let res = vma::fork_run(|| {
+                for g in 0..gib {
+                    // SAFETY: inside our writable mapping of `gib` GiB.
+                    unsafe { std::ptr::write_volatile(p.wrapping_add(g * GIB_PAGES * 4096), 1) };
+                }
+                0
+            });
+            let dt = monotonic_ns() - t0;
+            r.check_note(
+                &format!("{pre}: touching every GiB is SIGBUS, counted in gigantic_fault_failed"),
+                match (res, before, failed()) {
+                    (Ok(vma::Exit::Signal(libc::SIGBUS)), Some(b), Some(a)) if a > b => Ok(format!(
+                        "after {:.2} s; gigantic_fault_failed {b} -> {a}",
+                        dt as f64 / 1e9
+                    )),
+                    (Ok(e), b, a) => Err(format!(
+                        "child: {e}; gigantic_fault_failed {b:?} -> {a:?} (node {nid} had {gib} free aligned GiBs?)"
+                    )),
+                    (Err(e), _, _) => Err(format!("fork: {e}")),
+                },
             );
             drop(m);
-            return;
         }
         Err(e) => {
             r.check_note(
@@ -409,19 +437,35 @@ fn defect2_gigantic(r: &mut Report, nid: u32, gib: usize) {
                 expect_errno::<()>(Err(e), libc::ENOMEM)
                     .map(|_| format!("after {:.2} s", dt as f64 / 1e9)),
             );
+            r.check(
+                &format!("{pre}: nr_cleared is 0 after the failure"),
+                match query(&tk) {
+                    Ok(q) if q.nr_cleared == 0 => Ok(()),
+                    Ok(q) => Err(format!(
+                        "nr_cleared {} (last_nid {})",
+                        q.nr_cleared, q.last_nid
+                    )),
+                    Err(e) => Err(format!("QUERY: {}", errno_name(&e))),
+                },
+            );
         }
     }
-    r.check(
-        &format!("{pre}: nr_cleared is 0 after the failure"),
-        match query(&tk) {
-            Ok(q) if q.nr_cleared == 0 => Ok(()),
-            Ok(q) => Err(format!(
-                "nr_cleared {} (last_nid {})",
-                q.nr_cleared, q.last_nid
-            )),
-            Err(e) => Err(format!("QUERY: {}", errno_name(&e))),
-        },
-    );
+    // Closing the file gives back whatever the touches made.
+    drop(tk);
+    let tk = match Tierkit::open() {
+        Ok(t) => t,
+        Err(e) => {
+            r.fail(&pre, format!("open: {e}"));
+            return;
+        }
+    };
+    if let Err(e) = tk
+        .set_policy(TK_MODE_INTERLEAVE, 1 << nid)
+        .and_then(|_| tk.set_gigantic(gigantic_arg(online_cpus(), TK_PLACE_LOCAL)))
+    {
+        r.fail(&pre, format!("reopen: {}", errno_name(&e)));
+        return;
+    }
     r.check_note(
         &format!("{pre}: stats held/gigantic back to baseline"),
         held_back(&base_held),
@@ -443,10 +487,11 @@ fn defect2_gigantic(r: &mut Report, nid: u32, gib: usize) {
             },
         );
     }
-    // The same file maps 1 GiB on the node now.
+    // A file maps 1 GiB on the node now (made at its first touch).
     let t0 = monotonic_ns();
     match tk.map(GIB_PAGES, 0) {
         Ok(m) => {
+            m.touch_pages();
             r.ok_note(
                 &format!("{pre}: a following 1 GiB mmap on node {nid} succeeds"),
                 format!("{:.2} s", (monotonic_ns() - t0) as f64 / 1e9),

@@ -30,7 +30,7 @@
 //!   `read(2)`/`write(2)` between a pipe and the mapping (copy_to/from_user).
 
 use std::process::ExitCode;
-use tierkit_core::uapi::{TkGigantic, TK_GIGANTIC_BYTES, TK_PLACE_LOCAL};
+use tierkit_core::uapi::{TkGigantic, TK_GIGANTIC_BYTES, TK_PLACE_LOCAL, TK_WALK_PUD};
 use userspace_tests::node::Topology;
 use userspace_tests::report::Report;
 use userspace_tests::sys::{self, PAGE_SIZE};
@@ -698,10 +698,16 @@ fn gigantic(r: &mut Report, topo: &Topology) {
             // SAFETY: inside our writable mapping.
             unsafe { fill_pattern(at(i), 0, 1, 10 + i as u64) };
         }
-        let before: Vec<(Vec<i32>, Vec<Option<u64>>)> = pages
-            .iter()
-            .map(|&i| (nodes(at(i), 1), pfns(at(i), 1)))
-            .collect();
+        // A gigantic GiB is one special PUD: move_pages(2) finds no page
+        // behind it and /proc/self/pagemap zaps it, so node and pfn come
+        // from TK_IOC_WALK (level, pfn, node).
+        let walk = |i: usize| -> Result<(u32, u64, i32), String> {
+            tk.walk(at(i) as usize)
+                .map(|w| (w.level, w.pfn, w.nid))
+                .map_err(|e| format!("TK_IOC_WALK page {i}: {}", errno_name(&e)))
+        };
+        let before: Vec<(u32, u64, i32)> =
+            pages.iter().map(|&i| walk(i)).collect::<Result<_, _>>()?;
         for &i in &pages {
             // SAFETY: ours; contents checked afterwards.
             unsafe { sys::madvise(at(i) as *mut _, PAGE_SIZE, libc::MADV_DONTNEED) }
@@ -721,12 +727,18 @@ fn gigantic(r: &mut Report, topo: &Topology) {
             // SAFETY: the child showed it faults in.
             unsafe { check_pattern(at(i), 0, 1, 10 + i as u64) }
                 .map_err(|e| format!("page {i}: {e}"))?;
-            let now = (nodes(at(i), 1), pfns(at(i), 1));
+            let now = walk(i)?;
             if now != before[k] {
-                return Err(format!("page {i}: node/pfn {:?} -> {now:?}", before[k]));
+                return Err(format!(
+                    "page {i}: level/pfn/node {:?} -> {now:?}",
+                    before[k]
+                ));
             }
-            if now.0 != vec![nid as i32] {
-                return Err(format!("page {i} on node {:?}, expected {nid}", now.0));
+            if now.0 != TK_WALK_PUD || now.2 != nid as i32 {
+                return Err(format!(
+                    "page {i}: level {} on node {}, expected a PUD on {nid}",
+                    now.0, now.2
+                ));
             }
         }
         Ok(format!("node {nid}, pages {pages:?}"))
