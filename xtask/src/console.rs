@@ -218,72 +218,17 @@ pub fn classify(text: &str) -> Option<CrashKind> {
 /// `</TASK>` or after [`InjectedDumps::MAX_DUMP_LINES`] lines. The guest
 /// tests read `/dev/kmsg` with the same machine
 /// (userspace-tests/src/faults.rs `InjectedDumps`).
-#[derive(Clone, Copy, Debug, Default)]
-pub struct InjectedDumps {
-    state: DumpState,
-}
+pub use tierkit_core::kmsg::InjectedDumps;
 
-#[derive(Clone, Copy, Debug, Default)]
-enum DumpState {
-    #[default]
-    Idle,
-    /// After a fault's report: a dump may start within this many lines.
-    After(u32),
-    /// In a dump, this many lines in.
-    InDump(u32),
-}
-
-impl InjectedDumps {
-    /// Lines after a fault's report (or its dump) within which a dump of
-    /// it may start.
-    pub const AFTER_LINES: u32 = 4;
-    /// Longest dump followed.
-    pub const MAX_DUMP_LINES: u32 = 120;
-
-    /// Feeds one line (without its `printk` prefix); true if it belongs
-    /// to an injected fault's report.
-    pub fn observe(&mut self, text: &str) -> bool {
-        let t = text.trim();
-        if t.contains("FAULT_INJECTION: forcing a failure") {
-            self.state = DumpState::After(Self::AFTER_LINES);
-            return true;
-        }
-        match self.state {
-            DumpState::Idle => false,
-            DumpState::After(k) => {
-                if t.starts_with("name ") {
-                    true
-                } else if t.starts_with("CPU: ") || t.contains(": page allocation failure: ") {
-                    self.state = DumpState::InDump(0);
-                    true
-                } else {
-                    self.state = if k > 1 {
-                        DumpState::After(k - 1)
-                    } else {
-                        DumpState::Idle
-                    };
-                    false
-                }
-            }
-            DumpState::InDump(n) => {
-                if t.starts_with("</TASK>") {
-                    // warn_alloc() may follow fail_dump()'s own dump.
-                    self.state = DumpState::After(Self::AFTER_LINES);
-                    true
-                } else if n >= Self::MAX_DUMP_LINES {
-                    self.state = DumpState::Idle;
-                    false
-                } else {
-                    self.state = DumpState::InDump(n + 1);
-                    true
-                }
-            }
-        }
-    }
-
+/// [`classify`] through an [`InjectedDumps`] tracker.
+pub trait ClassifyInjected {
     /// [`classify`] for the next line, with the `RIP:` line of an
     /// injected fault's stack dump not a report.
-    pub fn classify(&mut self, text: &str) -> Option<CrashKind> {
+    fn classify(&mut self, text: &str) -> Option<CrashKind>;
+}
+
+impl ClassifyInjected for InjectedDumps {
+    fn classify(&mut self, text: &str) -> Option<CrashKind> {
         let injected = self.observe(text);
         match classify(text) {
             Some(CrashKind::Other) if injected => None,

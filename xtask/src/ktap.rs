@@ -894,7 +894,7 @@ fn scan_crashes(lines: &[Line]) -> Vec<Crash> {
             open = None;
             in_trace = false;
         }
-        if let Some(kind) = injected.classify(t) {
+        if let Some(kind) = crate::console::ClassifyInjected::classify(&mut injected, t) {
             let merge = match (kind, open) {
                 (CrashKind::Other, _) => recent,
                 (_, Some(i)) => crate::console::merges_into(kind, crashes[i].kind),

@@ -328,7 +328,7 @@ impl Streamer {
         } else if (t.starts_with("ok ") || t.starts_with("not ok ")) && text.len() == t.len() {
             self.suite = None;
         }
-        if let Some(kind) = self.injected.classify(text) {
+        if let Some(kind) = console::ClassifyInjected::classify(&mut self.injected, text) {
             let continues = self.report_lines.is_some() && kind == CrashKind::Other;
             if !continues {
                 self.report_lines = Some(0);

@@ -12,6 +12,7 @@ extern crate std;
 
 pub mod chunks;
 pub mod interleave;
+pub mod kmsg;
 pub mod model;
 pub mod uapi;
 pub mod wi_table;
