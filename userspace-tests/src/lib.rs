@@ -45,6 +45,21 @@ use tierkit_core::interleave::{
     interleave_nid_ref, weighted_interleave_nid_ref, Nodemask, Weights,
 };
 
+/// The start of a test that needs the module: debugfs mounted,
+/// `/dev/tierkit` present, the topology read and noted. On failure the
+/// failed check is in `r` and the caller finishes.
+pub fn tierkit_ready(r: &mut report::Report) -> Option<node::Topology> {
+    ensure_debugfs();
+    if !tk::Tierkit::present() {
+        r.fail(
+            "/dev/tierkit exists",
+            "no /dev/tierkit: is tierkit.ko loaded?",
+        );
+        return None;
+    }
+    read_topology(r)
+}
+
 /// Reads the guest's NUMA topology and notes it in `r`; on failure records a
 /// failed `topology` check and returns `None` (the caller then finishes).
 pub fn read_topology(r: &mut report::Report) -> Option<node::Topology> {

@@ -35,7 +35,7 @@ use userspace_tests::report::Report;
 use userspace_tests::sys::{Mapping, PAGE_SIZE};
 use userspace_tests::tk::{read_stats, stats_of, Tierkit};
 use userspace_tests::weights::{KERNEL_WI_DIR, TIERKIT_WI_DIRS};
-use userspace_tests::{ensure_debugfs, errno_name, expect_errno, read_topology};
+use userspace_tests::{errno_name, expect_errno, tierkit_ready};
 
 const BIN: &str = "tk-test-node-offline";
 const PAGES_A: usize = 64;
@@ -356,15 +356,7 @@ fn run(r: &mut Report, dram: u32, c: u32, blocks: &[u64]) -> Vec<u64> {
 
 fn main() -> ExitCode {
     let mut r = Report::new(BIN, "test");
-    ensure_debugfs();
-    if !Tierkit::present() {
-        r.fail(
-            "/dev/tierkit exists",
-            "no /dev/tierkit: is tierkit.ko loaded?",
-        );
-        return r.finish();
-    }
-    let Some(topo) = read_topology(&mut r) else {
+    let Some(topo) = tierkit_ready(&mut r) else {
         return r.finish();
     };
     let (Some(dram), Some(c)) = (topo.dram_node(), topo.cxl_node()) else {

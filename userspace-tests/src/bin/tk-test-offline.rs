@@ -43,7 +43,7 @@ use userspace_tests::report::Report;
 use userspace_tests::sys::{monotonic_ns, Mapping, PAGE_SIZE};
 use userspace_tests::tk::{self, read_stats, stats_of, NodeStats, Tierkit, TK_MODE_INTERLEAVE};
 use userspace_tests::weights::write_file;
-use userspace_tests::{ensure_debugfs, errno_name, read_topology, status_str};
+use userspace_tests::{errno_name, status_str, tierkit_ready};
 
 const BIN: &str = "tk-test-offline";
 /// 4 KiB pages mapped for the offline checks: 8 MiB (CXL memory is slow
@@ -1137,15 +1137,7 @@ fn gigantic_opt_in(t: &mut T, name: &str, c: u32) {
 
 fn main() -> ExitCode {
     let mut r = Report::new(BIN, "test");
-    ensure_debugfs();
-    if !Tierkit::present() {
-        r.fail(
-            "/dev/tierkit exists",
-            "no /dev/tierkit: is tierkit.ko loaded?",
-        );
-        return r.finish();
-    }
-    let Some(topo) = read_topology(&mut r) else {
+    let Some(topo) = tierkit_ready(&mut r) else {
         return r.finish();
     };
     let block_bytes = match memblock::block_size() {
