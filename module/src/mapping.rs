@@ -434,6 +434,19 @@ impl Registry {
     /// `MEM_GOING_OFFLINE` for pfns `start..start + nr`: every backing moves
     /// its pages out, or the first refusal fails the offline.
     fn going_offline(&self, start: u64, nr: u64) -> Result {
+        // Ranges no mapping holds (yet) too: a TK_IOC_CLEAR_BENCH range, a
+        // GiB being cleared at its first touch. The kernel cannot migrate
+        // them and would retry until the offlining task is killed.
+        if let Some((pfn, pages)) = crate::clear::movable_range_in(start, start + nr) {
+            pr_warn!(
+                "refusing to offline pfns {:#x}-{:#x}: they hold tierkit's {} MiB range at pfn {:#x} (taken with movable_gigantic; the kernel cannot migrate it)\n",
+                start,
+                start + nr - 1,
+                (pages * crate::chunks::PAGE_BYTES) >> 20,
+                pfn
+            );
+            return Err(EBUSY);
+        }
         let list = self.backings.lock();
         for &addr in list.iter() {
             // SAFETY: a registered backing is alive: it removes itself

@@ -26,7 +26,7 @@ pub(crate) mod range;
 mod tests;
 
 pub(crate) use placement::{CpuSet, Placement};
-pub(crate) use range::GiganticRange;
+pub(crate) use range::{movable_range_in, GiganticRange};
 
 use crate::chunks::{self, AutoThreads, PAGE_BYTES};
 use crate::shim;

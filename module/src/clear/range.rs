@@ -10,7 +10,7 @@ use kernel::{
     bindings,
     page::BorrowedPage,
     prelude::*,
-    sync::atomic::{Atomic, Relaxed},
+    sync::atomic::{Atomic, Full, Relaxed, Release},
 };
 
 /// Largest range [`GiganticRange::alloc_pages`] accepts: 2^24 pages (64 GiB).
@@ -20,8 +20,56 @@ pub(crate) const MAX_RANGE_PAGES: u64 = 1 << 24;
 /// as the kernel's `vm.movable_gigantic_pages` for hugetlb): when set,
 /// gigantic ranges may come from ZONE_MOVABLE. Offlining a memory block
 /// inside such a range then fails at once with `EBUSY` (the memory
-/// notifier in dev.rs refuses it), instead of the range blocking it.
+/// notifier in mapping.rs refuses it, see [`movable_range_in`]), instead of
+/// the range blocking it.
 pub(crate) static MOVABLE_GIGANTIC: Atomic<bool> = Atomic::new(false);
+
+/// At most this many ranges taken with the `movable_gigantic` opt-in live
+/// at once (256 GiB of 1 GiB ranges); one more is `ENOMEM`.
+pub(crate) const MAX_MOVABLE_RANGES: usize = 256;
+
+/// The live ranges taken with the `movable_gigantic` opt-in, wherever they
+/// landed: slot value `(first pfn << 6) | log2(nr_pages)`, 0 when free.
+///
+/// The kernel assumes that everything in ZONE_MOVABLE can be migrated
+/// (`has_unmovable_pages()` skips the zone), so without this an offline of
+/// a block inside a range that no mapping holds yet (a `TK_IOC_CLEAR_BENCH`
+/// range, a GiB being cleared at first touch) would retry its migration
+/// until the offlining task is killed. The memory notifier asks
+/// [`movable_range_in`] and refuses such an offline with `EBUSY` at once.
+static MOVABLE_RANGES: [Atomic<u64>; MAX_MOVABLE_RANGES] =
+    [const { Atomic::new(0) }; MAX_MOVABLE_RANGES];
+
+/// A slot value of [`MOVABLE_RANGES`].
+fn movable_slot(pfn: u64, nr_pages: u64) -> u64 {
+    (pfn << 6) | u64::from(nr_pages.trailing_zeros())
+}
+
+/// Records a range in [`MOVABLE_RANGES`]: the slot taken, or `ENOMEM`
+/// when all are in use.
+fn movable_register(pfn: u64, nr_pages: u64) -> Result<usize> {
+    let v = movable_slot(pfn, nr_pages);
+    for (i, slot) in MOVABLE_RANGES.iter().enumerate() {
+        if slot.cmpxchg(0, v, Full).is_ok() {
+            return Ok(i);
+        }
+    }
+    pr_err!(
+        "clear: more than {} ranges taken with movable_gigantic at once\n",
+        MAX_MOVABLE_RANGES
+    );
+    Err(ENOMEM)
+}
+
+/// The first live range taken with the `movable_gigantic` opt-in that
+/// overlaps pfns `start..end`, as `(first pfn, nr_pages)`.
+pub(crate) fn movable_range_in(start: u64, end: u64) -> Option<(u64, u64)> {
+    MOVABLE_RANGES.iter().find_map(|slot| {
+        let v = slot.load(Relaxed);
+        let (pfn, nr) = (v >> 6, 1u64 << (v & 63));
+        (v != 0 && pfn < end && start < pfn + nr).then_some((pfn, nr))
+    })
+}
 
 /// Checks that `nid` names an online node with memory (`N_MEMORY`).
 ///
@@ -66,6 +114,8 @@ pub(crate) struct GiganticRange {
     base: NonNull<u8>,
     nr_pages: u64,
     nid: usize,
+    /// Its slot in [`MOVABLE_RANGES`] when taken with the opt-in.
+    movable_slot: Option<usize>,
 }
 
 // SAFETY: the range is plain memory owned by this value; nothing ties it to
@@ -164,6 +214,19 @@ impl GiganticRange {
             free();
             return Err(EINVAL);
         };
+        let movable_slot = if movable {
+            // SAFETY: `first` is a page just allocated.
+            let pfn = unsafe { shim::tk_page_to_pfn(first.as_ptr()) } as u64;
+            match movable_register(pfn, nr_pages) {
+                Ok(i) => Some(i),
+                Err(e) => {
+                    free();
+                    return Err(e);
+                }
+            }
+        } else {
+            None
+        };
         // INVARIANT: checked above: `nr_pages` contiguous pages of `nid`
         // from `alloc_contig_pages()`, mapped at `base`.
         Ok(Self {
@@ -171,6 +234,7 @@ impl GiganticRange {
             base,
             nr_pages,
             nid,
+            movable_slot,
         })
     }
 
@@ -230,6 +294,10 @@ impl GiganticRange {
 
 impl Drop for GiganticRange {
     fn drop(&mut self) {
+        if let Some(i) = self.movable_slot {
+            // Before the pages go back: a new range may reuse them.
+            MOVABLE_RANGES[i].store(0, Release);
+        }
         // SAFETY: By the type invariant, `first` heads `nr_pages` pages
         // from `alloc_contig_pages()` to which this value holds one
         // reference each; pages still mapped by a process keep theirs.
