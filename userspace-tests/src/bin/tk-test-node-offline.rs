@@ -22,6 +22,14 @@
 //!    weight files are back, and file C's old policy maps pages on the node
 //!    again, zeroed.
 //!
+//! 7. Regression (tk-test-stress on cxl found an offline that never
+//!    returned): with the `movable_gigantic` opt-in, a child runs
+//!    `TK_IOC_CLEAR_BENCH` of 1 GiB on the node; while its range is held,
+//!    every block of the node goes offline, each within 30 s: the blocks
+//!    of the range with `EBUSY` within 5 s and a kernel message naming
+//!    tierkit, the others done. Then the child is killed and the blocks
+//!    come back.
+//!
 //! Skipped, with the reason, where no such node exists (numa, or the CXL
 //! node onlined as kernel memory). Everything is put back on every path.
 
@@ -29,11 +37,13 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
-use userspace_tests::memblock::{block_state, block_zone, node_blocks, set_block_state, Outcome};
+use userspace_tests::memblock::{
+    block_state, block_zone, node_blocks, set_block_state, Kmsg, Outcome,
+};
 use userspace_tests::node::{mask_of, parse_list, NODE_SYSFS};
 use userspace_tests::report::Report;
 use userspace_tests::sys::{Mapping, PAGE_SIZE};
-use userspace_tests::tk::{read_stats, stats_of, Tierkit};
+use userspace_tests::tk::{clear_bench_arg, read_stats, stats_of, MovableGigantic, Tierkit};
 use userspace_tests::weights::{KERNEL_WI_DIR, TIERKIT_WI_DIRS};
 use userspace_tests::{errno_name, expect_errno, tierkit_ready};
 
@@ -354,6 +364,146 @@ fn run(r: &mut Report, dram: u32, c: u32, blocks: &[u64]) -> Vec<u64> {
     offline
 }
 
+/// Node `nid`'s `MemFree`, kB.
+fn mem_free_kb(nid: u32) -> Option<u64> {
+    let t = std::fs::read_to_string(format!("{NODE_SYSFS}/node{nid}/meminfo")).ok()?;
+    t.lines()
+        .find(|l| l.contains("MemFree:"))?
+        .split_whitespace()
+        .rev()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+/// Part 7 of the module docs: offline every block of `c` while a
+/// `TK_IOC_CLEAR_BENCH` range (no mapping holds it) is being cleared there.
+fn offline_during_clear(r: &mut Report, c: u32, blocks: &[u64]) -> Vec<u64> {
+    const WHAT: &str = "offline during a 1 GiB TK_IOC_CLEAR_BENCH on the node";
+    let _opt_in = match MovableGigantic::enable() {
+        Ok(g) => g,
+        Err(e) => {
+            r.fail(&format!("{WHAT}: movable_gigantic"), e.to_string());
+            return Vec::new();
+        }
+    };
+    let kmsg = Kmsg::open().ok();
+    if let Some(k) = &kmsg {
+        let _ = k.skip_to_end();
+    }
+    let free0 = mem_free_kb(c).unwrap_or(0);
+    // SAFETY: this test is single-threaded; the child only runs the ioctl
+    // and `_exit`s.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        r.fail(
+            &format!("{WHAT}: fork"),
+            std::io::Error::last_os_error().to_string(),
+        );
+        return Vec::new();
+    }
+    if pid == 0 {
+        let rc = Tierkit::open()
+            .and_then(|t| {
+                t.clear_bench(clear_bench_arg(
+                    c as i32,
+                    1,
+                    tierkit_core::uapi::TK_PLACE_LOCAL,
+                    1,
+                ))
+            })
+            .map_or(1, |_| 0);
+        // SAFETY: leaves the child without the parent's cleanup.
+        unsafe { libc::_exit(rc) };
+    }
+    // The range is taken when the node's free memory drops by a GiB.
+    let t0 = std::time::Instant::now();
+    let mut taken = false;
+    while t0.elapsed() < Duration::from_secs(60) {
+        if mem_free_kb(c).is_some_and(|f| f + 900 * 1024 < free0) {
+            taken = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let mut offline = Vec::new();
+    if taken {
+        let mut outcomes = Vec::new();
+        for &b in blocks {
+            match set_block_state(b, "offline", Duration::from_secs(30)) {
+                Ok(t) => {
+                    if matches!(t.outcome, Outcome::Done) {
+                        offline.push(b);
+                    }
+                    outcomes.push((b, t));
+                }
+                Err(e) => {
+                    r.fail(&format!("{WHAT}: memory{b}"), e.to_string());
+                }
+            }
+        }
+        let busy: Vec<_> = outcomes
+            .iter()
+            .filter(|(_, t)| t.outcome.describe().contains("EBUSY"))
+            .collect();
+        let stuck: Vec<String> = outcomes
+            .iter()
+            .filter(|(_, t)| {
+                !matches!(t.outcome, Outcome::Done) && !t.outcome.describe().contains("EBUSY")
+            })
+            .map(|(b, t)| {
+                format!(
+                    "memory{b}: {} after {:.1} s",
+                    t.outcome.describe(),
+                    t.elapsed.as_secs_f64()
+                )
+            })
+            .collect();
+        r.check(
+            &format!("{WHAT}: every offline returns (done or EBUSY), none hangs"),
+            if stuck.is_empty() {
+                Ok(())
+            } else {
+                Err(stuck.join("; "))
+            },
+        );
+        r.check_note(
+            &format!("{WHAT}: the range's blocks refuse with EBUSY within 5 s"),
+            match busy.iter().map(|(_, t)| t.elapsed).max() {
+                None => Err("no offline was refused: the range's blocks went offline?".to_string()),
+                Some(d) if d > Duration::from_secs(5) => {
+                    Err(format!("slowest EBUSY after {:.1} s", d.as_secs_f64()))
+                }
+                Some(d) => Ok(format!(
+                    "{} blocks EBUSY, slowest {:.3} s; {} done",
+                    busy.len(),
+                    d.as_secs_f64(),
+                    offline.len()
+                )),
+            },
+        );
+        let log = kmsg.as_ref().map(Kmsg::read_new).unwrap_or_default();
+        r.check_note(
+            &format!("{WHAT}: the kernel log names tierkit and the range"),
+            log.iter()
+                .find(|l| l.contains("tierkit") && l.contains("movable_gigantic"))
+                .cloned()
+                .ok_or_else(|| "no such line".to_string()),
+        );
+    } else {
+        r.skip(
+            WHAT,
+            "the bench's range did not show in the node's MemFree within 60 s",
+        );
+    }
+    // SAFETY: `pid` is our child.
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    let mut st = 0;
+    // SAFETY: reaps our child.
+    unsafe { libc::waitpid(pid, &mut st, 0) };
+    offline
+}
+
 fn main() -> ExitCode {
     let mut r = Report::new(BIN, "test");
     let Some(topo) = tierkit_ready(&mut r) else {
@@ -371,7 +521,10 @@ fn main() -> ExitCode {
         }
     };
     let start = read_stats().unwrap_or_default();
-    let left = run(&mut r, dram, c, &blocks);
+    let mut left = run(&mut r, dram, c, &blocks);
+    if left.is_empty() {
+        left = offline_during_clear(&mut r, c, &blocks);
+    }
     // Put back whatever is still offline, whatever failed.
     let still: Vec<u64> = blocks
         .iter()
