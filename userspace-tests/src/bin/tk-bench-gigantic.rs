@@ -43,7 +43,7 @@
 //! range or hugetlb page can be had is skipped with the reason. The
 //! pre-cleared pool of the issue does not exist yet: not measured.
 //!
-//! Usage: `tk-bench-gigantic [R [MAX_THREADS]]` (default R = 3, all CPUs).
+//! Usage: `tk-bench-gigantic [R [MAX_THREADS]]` (default R = 5, all CPUs).
 //! Exit 0 unless a measurement failed.
 
 use serde_json::{json, Value};
@@ -214,7 +214,7 @@ impl HugePage {
             return Ok(HugePage {
                 nr_path,
                 restore: None,
-                how: "boot pool",
+                how: "from the boot pool",
             });
         }
         let hp = HugePage {
@@ -301,7 +301,7 @@ fn main() -> ExitCode {
     if args.get(1).map(String::as_str) == Some("--child") {
         return child_main(&args[2..]);
     }
-    let reps: usize = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(3).max(1);
+    let reps: usize = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(5).max(1);
     let max_threads: u32 = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(u32::MAX);
     let mut r = Report::new(BIN, "bench");
     let Some(topo) = userspace_tests::tierkit_ready(&mut r) else {
@@ -394,7 +394,7 @@ fn main() -> ExitCode {
                 let med = median(&ns);
                 r.ok_note(
                     &format!("{node} hugetlb"),
-                    format!("median {} s of {reps}, page from the {}", secs(med), hp.how),
+                    format!("median {} s of {reps}, page {}", secs(med), hp.how),
                 );
                 rows.push(json!({
                     "nid": nid, "kind": kind, "variant": "hugetlb", "threads": 1,
@@ -409,7 +409,7 @@ fn main() -> ExitCode {
         };
         drop(hp);
         drop(boot);
-        table.push(format!("{:<12} {:<14} {:>9}", node, "hugetlb", secs(huge)));
+        table.push(format!("{:<14} {:<14} {:>9}", node, "hugetlb", secs(huge)));
         for &(t, ns) in &tk {
             let ratio = huge as f64 / ns.max(1) as f64;
             let tgt = target(t);
@@ -424,7 +424,7 @@ fn main() -> ExitCode {
                 format!("{ratio:.2} ({verdict})"),
             );
             table.push(format!(
-                "{:<12} {:<14} {:>9} {:>10.2}  {verdict}",
+                "{:<14} {:<14} {:>9} {:>10.2}  {verdict}",
                 node,
                 format!("tierkit T={t}"),
                 secs(ns),
@@ -440,7 +440,7 @@ fn main() -> ExitCode {
     println!();
     println!("time to first use of 1 GiB (mmap .. every 4 KiB touched), median of {reps}:");
     println!(
-        "{:<12} {:<14} {:>9} {:>10}",
+        "{:<14} {:<14} {:>9} {:>10}",
         "node", "variant", "seconds", "hugetlb/tk"
     );
     for l in &table {
