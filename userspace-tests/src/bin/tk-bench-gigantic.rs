@@ -454,3 +454,23 @@ fn main() -> ExitCode {
     r.set("pool", json!("not built: no pre-cleared pool exists yet"));
     r.finish()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn median_of_samples() {
+        assert_eq!(median(&[5, 1, 3]), 3);
+        assert_eq!(median(&[4, 1, 3, 2]), 3);
+        assert_eq!(median(&[7]), 7);
+        assert_eq!(median(&[]), 0);
+    }
+
+    #[test]
+    fn targets_of_issue_10() {
+        assert_eq!(target(1), Some(0.95));
+        assert_eq!(target(2), Some(1.8));
+        assert_eq!(target(3), None);
+    }
+}
