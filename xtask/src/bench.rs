@@ -6,7 +6,10 @@
 //!   tierkit, plus the userspace `memset` of the same size with the same
 //!   threads (dashed) and the kernel's serial clear (dotted, one thread,
 //!   drawn across) of each node -> `clear.svg`;
-//! - `wi`: pages/s delivered to userspace per variant, as bars -> `wi.svg`.
+//! - `wi`: pages/s delivered to userspace per variant, as bars -> `wi.svg`;
+//! - `gigantic`: seconds to first use of 1 GiB against tierkit's workers,
+//!   one line per node, with the node's hugetlb first fault (dotted) and
+//!   hugetlb ÷ tierkit at each point -> `gigantic.svg`.
 //!
 //! The charts use plotters' SVG backend without its `ttf` feature: text is
 //! written as `<text>` elements and laid out by the viewer, so no font file
@@ -581,6 +584,354 @@ pub fn clear_svg(d: &ClearData) -> Result<String> {
     Ok(svg)
 }
 
+// ---------------------------------------------------------------------------
+// `bench gigantic`: time to first use of 1 GiB (issue 10)
+// ---------------------------------------------------------------------------
+
+/// One median of `tk-bench-gigantic` (its `rows`): `variant` is `tierkit`
+/// (with `threads` workers) or `hugetlb` (the kernel's first fault).
+#[derive(Clone, Debug, Deserialize)]
+pub struct GiganticRow {
+    pub nid: u32,
+    pub kind: String,
+    pub variant: String,
+    pub threads: u32,
+    /// Median time from `mmap` until every 4 KiB page was touched, ns.
+    pub median_ns: u64,
+    #[serde(default)]
+    pub samples_ns: Vec<u64>,
+}
+
+/// A (node, variant) `tk-bench-gigantic` could not measure, and why.
+#[derive(Clone, Debug, Deserialize)]
+pub struct GiganticSkip {
+    pub nid: u32,
+    pub kind: String,
+    pub variant: String,
+    pub reason: String,
+}
+
+/// What `bench gigantic` measured.
+#[derive(Clone, Debug, Default)]
+pub struct GiganticData {
+    pub accel: String,
+    pub cpu_model: String,
+    pub topology: String,
+    /// Timed repetitions per median.
+    pub reps: u64,
+    pub rows: Vec<GiganticRow>,
+    pub skipped: Vec<GiganticSkip>,
+}
+
+/// hugetlb ÷ tierkit targets of issue 10, by worker count.
+const GIGANTIC_TARGETS: [(u32, f64); 2] = [(1, 0.95), (2, 1.8)];
+
+impl GiganticData {
+    /// Reads the `tk-bench-gigantic` records of a bench document. `Err`
+    /// when there is neither a row nor a skipped node.
+    pub fn from_doc(doc: &Value) -> Result<GiganticData> {
+        let mut d = GiganticData {
+            accel: str_of(doc, "accel"),
+            cpu_model: str_of(doc, "cpu_model"),
+            topology: str_of(doc, "topology_detail"),
+            ..Default::default()
+        };
+        for r in records(doc, "ratios") {
+            d.reps = r.get("reps").and_then(Value::as_u64).unwrap_or(0);
+            d.rows
+                .extend(Vec::<GiganticRow>::deserialize(&r["rows"]).context("rows")?);
+            if let Some(s) = r.get("skipped") {
+                d.skipped
+                    .extend(Vec::<GiganticSkip>::deserialize(s).context("skipped")?);
+            }
+        }
+        if d.rows.is_empty() && d.skipped.is_empty() {
+            return Err(anyhow!("no gigantic rows in the results"));
+        }
+        Ok(d)
+    }
+
+    /// Nodes in the order measured (or skipped), with their kind.
+    fn nodes(&self) -> Vec<(u32, String)> {
+        let mut v: Vec<(u32, String)> = Vec::new();
+        let all = self
+            .rows
+            .iter()
+            .map(|r| (r.nid, &r.kind))
+            .chain(self.skipped.iter().map(|s| (s.nid, &s.kind)));
+        for (nid, kind) in all {
+            if !v.iter().any(|n| n.0 == nid) {
+                v.push((nid, kind.clone()));
+            }
+        }
+        v
+    }
+
+    /// hugetlb's median on `nid`, ns.
+    fn hugetlb_ns(&self, nid: u32) -> Option<u64> {
+        self.rows
+            .iter()
+            .find(|r| r.nid == nid && r.variant == "hugetlb")
+            .map(|r| r.median_ns)
+    }
+
+    /// tierkit's (threads, median ns) on `nid`, by threads.
+    fn tierkit(&self, nid: u32) -> Vec<(u32, u64)> {
+        let mut v: Vec<(u32, u64)> = self
+            .rows
+            .iter()
+            .filter(|r| r.nid == nid && r.variant == "tierkit")
+            .map(|r| (r.threads, r.median_ns))
+            .collect();
+        v.sort_by_key(|x| x.0);
+        v
+    }
+}
+
+/// hugetlb ÷ tierkit time ratio (> 1: tierkit is faster).
+fn first_use_ratio(hugetlb_ns: u64, tierkit_ns: u64) -> f64 {
+    hugetlb_ns as f64 / tierkit_ns.max(1) as f64
+}
+
+/// The compact summary of `bench gigantic`: the node × variant × seconds
+/// table with hugetlb ÷ tierkit, and the targets (met, missed, or n/a when
+/// a side is missing; never faked).
+pub fn gigantic_summary(d: &GiganticData) -> (Value, Vec<String>) {
+    let mut lines = vec![
+        format!(
+            "summary: time to first use of 1 GiB (mmap .. every 4 KiB page touched), median of {}, {} -cpu {}",
+            d.reps, d.accel, d.cpu_model
+        ),
+        format!(
+            "  {:<14} {:<14} {:>9} {:>16}",
+            "node", "variant", "seconds", "hugetlb/tierkit"
+        ),
+    ];
+    let mut table = Vec::new();
+    let mut targets = Vec::new();
+    for (nid, kind) in d.nodes() {
+        let node = format!("{nid} ({kind})");
+        let huge = d.hugetlb_ns(nid);
+        if let Some(h) = huge {
+            lines.push(format!(
+                "  {node:<14} {:<14} {:>9.3} {:>16}",
+                "hugetlb",
+                h as f64 / 1e9,
+                "-"
+            ));
+            table.push(
+                json!({"nid": nid, "kind": kind, "variant": "hugetlb", "threads": 1,
+                              "seconds": h as f64 / 1e9}),
+            );
+        }
+        let tk = d.tierkit(nid);
+        for &(t, ns) in &tk {
+            let ratio = huge.map(|h| first_use_ratio(h, ns));
+            lines.push(format!(
+                "  {node:<14} {:<14} {:>9.3} {:>16}",
+                format!("tierkit T={t}"),
+                ns as f64 / 1e9,
+                ratio.map_or("-".into(), |x| format!("{x:.2}"))
+            ));
+            table.push(
+                json!({"nid": nid, "kind": kind, "variant": "tierkit", "threads": t,
+                              "seconds": ns as f64 / 1e9, "hugetlb_over_tierkit": ratio}),
+            );
+        }
+        for (t, goal) in GIGANTIC_TARGETS {
+            let tk_ns = tk.iter().find(|x| x.0 == t).map(|x| x.1);
+            let ratio = match (huge, tk_ns) {
+                (Some(h), Some(n)) => Some(first_use_ratio(h, n)),
+                _ => None,
+            };
+            let met = ratio.map(|x| x >= goal);
+            targets.push(
+                json!({"nid": nid, "kind": kind, "threads": t, "target": goal,
+                                "hugetlb_over_tierkit": ratio, "met": met}),
+            );
+            lines.push(format!(
+                "  target node {node} T={t}: hugetlb / tierkit {} (target >= {goal}: {})",
+                ratio.map_or("-".into(), |x| format!("{x:.2}")),
+                verdict(met)
+            ));
+        }
+    }
+    for s in &d.skipped {
+        lines.push(format!(
+            "  node {} ({}) {}: skipped: {}",
+            s.nid, s.kind, s.variant, s.reason
+        ));
+    }
+    lines.push(
+        "  pre-cleared pool: not built yet, so not measured; its target (hugetlb / pool >= 20) is out of scope"
+            .to_string(),
+    );
+    let v = json!({
+        "reps": d.reps,
+        "table": table,
+        "targets": targets,
+        "skipped": d.skipped.iter().map(|s| json!({"nid": s.nid, "kind": s.kind,
+            "variant": s.variant, "reason": s.reason})).collect::<Vec<_>>(),
+        "pool": "not built: no pre-cleared pool exists yet",
+    });
+    (v, lines)
+}
+
+/// The SVG chart of `bench gigantic`: seconds to first use of 1 GiB
+/// against tierkit's workers, one solid line per node, hugetlb's first
+/// fault of the node dotted across; each tierkit point labelled with its
+/// seconds and hugetlb ÷ tierkit.
+pub fn gigantic_svg(d: &GiganticData) -> Result<String> {
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (1000, 560)).into_drawing_area();
+        root.fill(&WHITE).map_err(plot_err)?;
+        let (plot_area, legend_area) = root.split_horizontally(660);
+        let tmax = d.rows.iter().map(|r| r.threads).max().unwrap_or(1).max(1);
+        let ymax = d.rows.iter().map(|r| r.median_ns).max().unwrap_or(0) as f64 / 1e9;
+        let ymax = if ymax > 0.0 { ymax * 1.2 } else { 1.0 };
+        let (x0, x1) = (0.75, tmax as f64 + 0.5);
+        let mut chart = ChartBuilder::on(&plot_area)
+            .caption(
+                "time to first use of 1 GiB: tierkit vs hugetlb",
+                ("sans-serif", 20),
+            )
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(56)
+            .build_cartesian_2d(x0..x1, 0.0..ymax)
+            .map_err(plot_err)?;
+        chart
+            .configure_mesh()
+            .disable_x_mesh()
+            .x_labels((tmax as usize + 1).min(17))
+            .x_label_formatter(&|x| {
+                let r = x.round();
+                if (x - r).abs() < 1e-6 && r >= 1.0 {
+                    format!("{r}")
+                } else {
+                    String::new()
+                }
+            })
+            .y_label_formatter(&|y| format!("{y:.2}"))
+            .label_style(("sans-serif", 15))
+            .axis_desc_style(("sans-serif", 16))
+            .x_desc("tierkit workers T")
+            .y_desc("seconds (median)")
+            .light_line_style(RGBColor(240, 240, 240))
+            .draw()
+            .map_err(plot_err)?;
+        let nodes = d.nodes();
+        let mut legend: Vec<(String, RGBColor, bool)> = Vec::new();
+        for (i, (nid, kind)) in nodes.iter().enumerate() {
+            let c = NODE_COLORS[i % NODE_COLORS.len()];
+            let huge = d.hugetlb_ns(*nid);
+            if let Some(h) = huge {
+                let y = h as f64 / 1e9;
+                chart
+                    .draw_series(DashedLineSeries::new(
+                        [(x0, y), (x1, y)],
+                        2,
+                        5,
+                        c.stroke_width(2),
+                    ))
+                    .map_err(plot_err)?;
+                legend.push((
+                    format!("hugetlb first fault, node {nid} ({kind})"),
+                    c,
+                    false,
+                ));
+            }
+            let pts: Vec<(f64, f64)> = d
+                .tierkit(*nid)
+                .into_iter()
+                .map(|(t, ns)| (t as f64, ns as f64 / 1e9))
+                .collect();
+            if pts.is_empty() {
+                continue;
+            }
+            chart
+                .draw_series(LineSeries::new(pts.clone(), c.stroke_width(3)))
+                .map_err(plot_err)?;
+            chart
+                .draw_series(pts.iter().map(|&p| Circle::new(p, 5, c.filled())))
+                .map_err(plot_err)?;
+            chart
+                .draw_series(pts.iter().map(|&(x, y)| {
+                    let ratio = huge.map_or(String::new(), |h| {
+                        format!(" (x{:.2})", h as f64 / 1e9 / y.max(1e-12))
+                    });
+                    Text::new(
+                        format!("{y:.2} s{ratio}"),
+                        (x + 0.03 * (x1 - x0), y),
+                        ("sans-serif", 12).into_font().color(&c),
+                    )
+                }))
+                .map_err(plot_err)?;
+            legend.push((format!("tierkit, node {nid} ({kind})"), c, true));
+        }
+        let lx = 10;
+        let mut ly = 50;
+        let font = ("sans-serif", 14).into_font();
+        for (label, c, solid) in &legend {
+            let (a, b) = ((lx, ly), (lx + 40, ly));
+            if *solid {
+                legend_area
+                    .draw(&PathElement::new(vec![a, b], c.stroke_width(3)))
+                    .map_err(plot_err)?;
+                legend_area
+                    .draw(&Circle::new((lx + 20, ly), 5, c.filled()))
+                    .map_err(plot_err)?;
+            } else {
+                legend_area
+                    .draw(&DashedPathElement::new(vec![a, b], 2, 5, c.stroke_width(2)))
+                    .map_err(plot_err)?;
+            }
+            legend_area
+                .draw(&Text::new(
+                    label.clone(),
+                    (lx + 50, ly),
+                    TextStyle::from(font.clone()).pos(Pos::new(HPos::Left, VPos::Center)),
+                ))
+                .map_err(plot_err)?;
+            ly += 24;
+        }
+        ly += 16;
+        let small = ("sans-serif", 12).into_font();
+        let mut notes = vec![
+            "time from mmap until every 4 KiB page of the GiB was written once".to_string(),
+            format!(
+                "median of {} after an untimed warm-up; labels: seconds (hugetlb / tierkit)",
+                d.reps
+            ),
+            format!("{}, -cpu {}", d.accel, d.cpu_model),
+            format!("guest: {}", d.topology),
+            "targets: hugetlb / tierkit >= 0.95 at T=1, >= 1.8 at T=2".to_string(),
+            "pre-cleared pool: not built yet, not measured".to_string(),
+        ];
+        for s in &d.skipped {
+            notes.push(format!(
+                "skipped node {} {}: {}",
+                s.nid, s.variant, s.reason
+            ));
+        }
+        for note in notes {
+            for part in wrap(&note, 56) {
+                legend_area
+                    .draw(&Text::new(
+                        part,
+                        (lx, ly),
+                        TextStyle::from(small.clone()).pos(Pos::new(HPos::Left, VPos::Center)),
+                    ))
+                    .map_err(plot_err)?;
+                ly += 16;
+            }
+        }
+        root.present().map_err(plot_err)?;
+    }
+    Ok(svg)
+}
+
 /// Splits `s` at spaces into lines of at most about `width` characters.
 fn wrap(s: &str, width: usize) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
@@ -732,6 +1083,11 @@ pub fn finish(name: &str, dir: &Path) -> Result<PathBuf> {
             let d = WiData::from_doc(&doc)?;
             let (s, l) = wi_summary(&d);
             (s, l, wi_svg(&d)?)
+        }
+        "gigantic" => {
+            let d = GiganticData::from_doc(&doc)?;
+            let (s, l) = gigantic_summary(&d);
+            (s, l, gigantic_svg(&d)?)
         }
         other => return Err(anyhow!("no chart for bench {other}")),
     };
@@ -1011,6 +1367,128 @@ mod tests {
         let doc = json!({"bench": "clear", "results": [{"bin": "tk-bench-clear", "ok": false}]});
         assert!(ClearData::from_doc(&doc).is_err());
         assert!(WiData::from_doc(&json!({})).is_err());
+    }
+
+    fn gigantic_doc() -> Value {
+        let tk = |nid: u32, kind: &str, t: u32, ns: u64| {
+            json!({"nid": nid, "kind": kind, "variant": "tierkit", "threads": t,
+                   "placement": "local", "workers": t, "cpu_node": 0,
+                   "samples_ns": [ns, ns + 1, ns - 1], "median_ns": ns})
+        };
+        let huge = |nid: u32, kind: &str, ns: u64| {
+            json!({"nid": nid, "kind": kind, "variant": "hugetlb", "threads": 1,
+                   "page": "reserved at runtime", "samples_ns": [ns], "median_ns": ns})
+        };
+        json!({
+            "bench": "gigantic", "accel": "Tcg", "cpu_model": "max", "topology": "numa",
+            "topology_detail": "node0: 2 CPUs + 4G, node1: 2G memory-only",
+            "results": [{
+                "bin": "tk-bench-gigantic", "kind": "bench", "ok": true, "checks": [],
+                "reps": 3,
+                "rows": [
+                    tk(0, "dram", 1, 1_110_000_000),
+                    tk(0, "dram", 2, 610_000_000),
+                    huge(0, "dram", 1_050_000_000),
+                    tk(1, "cxl", 1, 1_000_000_000),
+                ],
+                "ratios": [],
+                "skipped": [{"nid": 1, "kind": "cxl", "variant": "hugetlb",
+                             "reason": "no 1 GiB hugetlb page could be reserved"}],
+                "pool": "not built",
+            }],
+        })
+    }
+
+    #[test]
+    fn gigantic_summary_table_and_targets() {
+        let d = GiganticData::from_doc(&gigantic_doc()).unwrap();
+        assert_eq!(d.reps, 3);
+        let (v, lines) = gigantic_summary(&d);
+        let text = lines.join("\n");
+        // The issue's own figures: 1.05 / 1.11 = 0.95 (just short of 0.95),
+        // 1.05 / 0.61 = 1.72.
+        assert!(
+            text.contains("0 (dram)       hugetlb            1.050                -"),
+            "{text}"
+        );
+        assert!(
+            text.contains("0 (dram)       tierkit T=2        0.610             1.72"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "target node 0 (dram) T=1: hugetlb / tierkit 0.95 (target >= 0.95: missed)"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "target node 0 (dram) T=2: hugetlb / tierkit 1.72 (target >= 1.8: missed)"
+            ),
+            "{text}"
+        );
+        // No hugetlb on node 1: no ratio, no verdict, and the reason shown.
+        assert!(
+            text.contains("target node 1 (cxl) T=1: hugetlb / tierkit - (target >= 0.95: n/a)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("node 1 (cxl) hugetlb: skipped: no 1 GiB hugetlb page"),
+            "{text}"
+        );
+        assert!(text.contains("pre-cleared pool: not built yet"), "{text}");
+        let t = v["targets"].as_array().unwrap();
+        assert_eq!(t.len(), 4);
+        assert_eq!(t[0]["met"], false);
+        assert_eq!(t[2]["met"], Value::Null);
+        let r = t[1]["hugetlb_over_tierkit"].as_f64().unwrap();
+        assert!((r - 1.05 / 0.61).abs() < 1e-9, "{r}");
+        assert_eq!(v["table"].as_array().unwrap().len(), 4);
+    }
+
+    #[test]
+    fn gigantic_target_met_when_faster() {
+        let mut doc = gigantic_doc();
+        // tierkit T=2 at 0.5 s against hugetlb's 1.05 s: 2.1 >= 1.8.
+        doc["results"][0]["rows"][1]["median_ns"] = json!(500_000_000u64);
+        let d = GiganticData::from_doc(&doc).unwrap();
+        let (v, _) = gigantic_summary(&d);
+        assert_eq!(v["targets"][1]["met"], true);
+    }
+
+    #[test]
+    fn gigantic_chart() {
+        let dir = tmp_dir("gigantic");
+        std::fs::write(dir.join("gigantic.json"), gigantic_doc().to_string()).unwrap();
+        let svg_path = finish("gigantic", &dir).unwrap();
+        assert_eq!(svg_path, dir.join("gigantic.svg"));
+        let svg = std::fs::read_to_string(&svg_path).unwrap();
+        assert!(svg.starts_with("<svg"));
+        assert!(svg.trim_end().ends_with("</svg>"));
+        for name in [
+            "time to first use of 1 GiB: tierkit vs hugetlb",
+            "tierkit, node 0 (dram)",
+            "tierkit, node 1 (cxl)",
+            "hugetlb first fault, node 0 (dram)",
+            "0.61 s (x1.72)",
+            "skipped node 1 hugetlb",
+        ] {
+            assert!(svg.contains(name), "no {name:?} in the SVG");
+        }
+        assert!(!svg.contains("hugetlb first fault, node 1"));
+        let doc: Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("gigantic.json")).unwrap())
+                .unwrap();
+        assert_eq!(doc["bench"], "gigantic");
+        assert_eq!(doc["summary"]["targets"].as_array().unwrap().len(), 4);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn gigantic_no_rows_is_an_error() {
+        let doc =
+            json!({"bench": "gigantic", "results": [{"bin": "tk-bench-gigantic", "ok": false}]});
+        assert!(GiganticData::from_doc(&doc).is_err());
     }
 
     #[test]

@@ -238,6 +238,9 @@ enum BenchKind {
     Clear,
     /// Weighted-interleave placement (/bin/tk-bench-wi).
     Wi,
+    /// Time to first use of 1 GiB: tierkit's gigantic mode against
+    /// hugetlb's first fault (/bin/tk-bench-gigantic).
+    Gigantic,
 }
 
 #[derive(Args, Clone)]
@@ -332,6 +335,7 @@ fn real_main(cli: Cli) -> Result<ExitCode> {
             let name = match which {
                 BenchKind::Clear => "clear",
                 BenchKind::Wi => "wi",
+                BenchKind::Gigantic => "gigantic",
             };
             let kind = b.guest.topology.unwrap_or(TopologyKind::NUMA);
             let p = b.guest.kernel.single_profile("bench")?;
