@@ -187,6 +187,37 @@ pub fn fork_run(f: impl FnOnce() -> i32) -> io::Result<Exit> {
     wait_exit(pid)
 }
 
+/// Makes every GiB of a gigantic `/dev/tierkit` mapping (`len` bytes at
+/// `addr`, GiB-aligned) by its first touch, one read per GiB, in a forked
+/// child: a GiB that cannot be made (no free naturally aligned GiB on its
+/// node, a killed clear) is `SIGBUS` for the toucher, and this way it ends
+/// only the child. The child's GiBs are the file's, so the caller's own
+/// touches then map the same ranges. Returns the time the child took;
+/// `Err` names the GiB and how the child ended.
+///
+/// # Safety
+///
+/// `addr..addr + len` is a live readable mapping of this process.
+pub unsafe fn make_gigantic(addr: *mut u8, len: usize) -> Result<std::time::Duration, String> {
+    const GIB: usize = 1 << 30;
+    let t0 = std::time::Instant::now();
+    let exit = fork_run(|| {
+        for off in (0..len).step_by(GIB) {
+            // SAFETY: inside the caller's readable mapping (see the
+            // function's safety section); a SIGBUS ends this child only.
+            unsafe { std::ptr::read_volatile(addr.add(off)) };
+        }
+        0
+    })
+    .map_err(|e| format!("fork: {e}"))?;
+    match exit {
+        Exit::Code(0) => Ok(t0.elapsed()),
+        e => Err(format!(
+            "the first touch of the mapping ended the child: {e} (no free naturally aligned GiB on the node? the kernel log says)"
+        )),
+    }
+}
+
 /// A pipe, both ends closed on drop.
 #[derive(Debug)]
 pub struct Pipe {

@@ -1024,8 +1024,18 @@ fn gigantic_opt_in(t: &mut T, name: &str, c: u32) {
         &format!("{name}: mmap 1 GiB"),
         format!("{:.1} s", (monotonic_ns() - t0) as f64 / 1e9),
     );
-    // The first touch makes the GiB; one PUD leaf maps it (TK_IOC_WALK:
+    // The first touch makes the GiB (in a child: a GiB that cannot be made
+    // is SIGBUS for the toucher); one PUD leaf maps it (TK_IOC_WALK:
     // pagemap would zap the PUD and show nothing).
+    // SAFETY: `m` is a live mapping of ours.
+    if let Err(e) = unsafe { userspace_tests::vma::make_gigantic(m.as_ptr(), m.len()) } {
+        let log = t.log().join(" | ");
+        t.r.fail(
+            &format!("{name}: the first touch makes the GiB"),
+            format!("{e} (kernel log: {log})"),
+        );
+        return;
+    }
     fill_page(&m, 0);
     let w = tk.walk(m.addr()).ok();
     let p0 = w.map_or(0, |w| w.pfn);

@@ -680,10 +680,18 @@ fn gigantic(r: &mut Report, topo: &Topology) {
             Ok((tk, a))
         })();
         match res {
-            Ok(x) => {
-                got = Some((nid, x));
-                break;
-            }
+            // SAFETY: `a` is the GiB just mapped.
+            Ok((tk, a)) => match unsafe { vma::make_gigantic(a, GIB) } {
+                Ok(_) => {
+                    got = Some((nid, (tk, a)));
+                    break;
+                }
+                Err(e) => {
+                    why.push(format!("node {nid}: {e}"));
+                    // SAFETY: ours, not used again.
+                    let _ = unsafe { vma::munmap(a, GIB) };
+                }
+            },
             Err(e) => why.push(format!("node {nid}: {}", errno_name(&e))),
         }
     }
