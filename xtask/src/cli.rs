@@ -18,11 +18,15 @@ CPU-less memory node, and report the results.";
 const AFTER_HELP: &str = "\
 The two main commands:
   cargo xtask run     build everything (cached), boot, load tierkit, run the demos
-  cargo xtask test    host tests, then boot, KUnit + userspace tests, summary, JSON, JUnit
+  cargo xtask test    host tests, then the quick runs (numa, cxl): KUnit + userspace tests,
+                      summary, JSON, JUnit
 
-  cargo xtask test --profile debug           the same on the debug kernel (KASAN, UBSAN,
-                                             lockdep, kmemleak, ...; any report fails)
-  cargo xtask test --profile default,debug   both, one combined totals line (.ci/run)
+  cargo xtask test --full                    everything (the slow reliability tests, 1 GiB
+                                             on CXL memory, the cxl-kernel run)
+  cargo xtask test --profile debug           on the debug kernel (KASAN, UBSAN, lockdep,
+                                             kmemleak, ...; any report fails)
+  cargo xtask test --ci                      what .ci/run runs: --full, then debug numa-full
+                                             and debug cxl (quick); one totals line
 
 Cache: $TIERKIT_CACHE (default ~/.cache/tierkit). Output: target/tierkit/.
 A fresh Debian 12 machine needs nothing else: missing tools are installed by
@@ -227,9 +231,15 @@ struct TestArgs {
     /// Everything: the whole suite on numa and cxl, with the slow
     /// reliability tests and the 1 GiB work on CXL memory, plus a short
     /// cxl run with the CXL node as kernel memory (xtask/src/runs.rs,
-    /// FULL_RUNS). CI runs this. Without it: the quick runs (QUICK_RUNS).
+    /// FULL_RUNS). CI runs this (see --ci). Without it: the quick runs (QUICK_RUNS).
     #[arg(long)]
     full: bool,
+    /// What .ci/run boots (xtask/src/runs.rs, ci_boots): the default
+    /// profile's full runs, then the debug profile's whole suite on numa
+    /// and its quick cxl run; one combined totals line. Overrides --full,
+    /// --profile and --topology.
+    #[arg(long)]
+    ci: bool,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -326,7 +336,7 @@ fn real_main(cli: Cli) -> Result<ExitCode> {
             } else {
                 Some(testing::host_tests()?)
             };
-            testing::test_all(&t.guest, host, &t.guest.kernel.profiles(), t.full)
+            testing::test_all(&t.guest, host, &t.guest.kernel.profiles(), t.full, t.ci)
         }
         Cmd::Bench(b) => {
             let Some(which) = b.which else {

@@ -165,6 +165,19 @@ pub const FULL_RUNS: &[TestRun] = &[
     },
 ];
 
+/// What `cargo xtask test --ci` (`.ci/run`) boots: the default profile's
+/// [`FULL_RUNS`], then the debug profile's whole suite on numa and its
+/// quick cxl run. The debug profile's whole cxl suite (`cargo xtask test
+/// --full --profile debug --topology cxl`, some 30 minutes of KASAN on
+/// emulated CXL memory) is left out so that a cold CI run, with both
+/// kernels built, fits in an hour; README.md ("CI") has its last result.
+pub fn ci_boots() -> Vec<(Profile, TestRun)> {
+    let mut v: Vec<(Profile, TestRun)> = FULL_RUNS.iter().map(|r| (Profile::Default, *r)).collect();
+    v.push((Profile::Debug, FULL_RUNS[0]));
+    v.push((Profile::Debug, QUICK_RUNS[1]));
+    v
+}
+
 /// The boots of `test` for `profile` (`full`: `--full`). With
 /// `--topology`, one boot: that topology's first run of the table. With an
 /// explicit `--cxl-online`, runs that only exist to try the other zone are
@@ -285,6 +298,21 @@ mod tests {
         assert_eq!(numa.user, None);
         assert_eq!(numa.skip.as_deref(), Some(SLOW_USER_TESTS));
         assert!(FULL_RUNS.iter().take(2).all(|r| r.only.is_none()));
+    }
+
+    #[test]
+    fn ci_runs_everything_default_and_debug_numa_full_and_cxl_quick() {
+        let v: Vec<(Profile, &str)> = ci_boots().iter().map(|(p, r)| (*p, r.name)).collect();
+        assert_eq!(
+            v,
+            [
+                (Profile::Default, "numa-full"),
+                (Profile::Default, "cxl-full"),
+                (Profile::Default, "cxl-kernel"),
+                (Profile::Debug, "numa-full"),
+                (Profile::Debug, "cxl"),
+            ]
+        );
     }
 
     #[test]

@@ -78,15 +78,20 @@ pub(crate) fn test_all(
     host: Option<(bool, Duration)>,
     profiles: &[profile::Profile],
     full: bool,
+    ci: bool,
 ) -> Result<ExitCode> {
-    let boots: Vec<(profile::Profile, runs::TestRun)> = profiles
-        .iter()
-        .flat_map(|&p| {
-            runs::select(p, full, g.topology, g.cxl_online)
-                .into_iter()
-                .map(move |r| (p, r))
-        })
-        .collect();
+    let boots: Vec<(profile::Profile, runs::TestRun)> = if ci {
+        runs::ci_boots()
+    } else {
+        profiles
+            .iter()
+            .flat_map(|&p| {
+                runs::select(p, full, g.topology, g.cxl_online)
+                    .into_iter()
+                    .map(move |r| (p, r))
+            })
+            .collect()
+    };
     if let [(profile, run)] = boots[..] {
         let mut req = GuestRequest::for_run(g, profile, &run);
         req.host = host;
