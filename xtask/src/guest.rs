@@ -9,7 +9,7 @@ use std::time::Duration;
 use crate::cli::{GuestArgs, KernelArgs};
 use crate::qemu::{self, Mode};
 use crate::runs;
-use crate::topology::{Topology, TopologyKind, TopologyOpts};
+use crate::topology::{self, Topology, TopologyKind, TopologyOpts};
 use crate::util::{self, fmt_dur, Timer};
 use crate::{bench, initramfs, kernel, module, profile, report, say, setup, userspace, verdict};
 
@@ -61,6 +61,8 @@ pub(crate) struct GuestRequest {
     /// Run the module's KUnit suites at insmod.
     pub kunit: bool,
     pub cxl_online: qemu::CxlOnline,
+    /// `--cxl-interleave`, or the run's own.
+    pub cxl_interleave: Option<topology::CxlInterleave>,
     pub filter: runs::Filter,
     /// Host-test outcome and time, reported with this boot.
     pub host: Option<(bool, Duration)>,
@@ -87,6 +89,7 @@ impl GuestRequest {
             kind,
             kunit,
             cxl_online: g.cxl_online.unwrap_or(qemu::CxlOnline::Movable),
+            cxl_interleave: g.cxl_interleave,
             filter: runs::Filter::both(g.filter.as_deref()),
             host: None,
             label: None,
@@ -104,6 +107,9 @@ impl GuestRequest {
         let mut req = GuestRequest::new(Mode::Test, g, profile, run.kind, true);
         if let Some(z) = run.cxl_online {
             req.cxl_online = z;
+        }
+        if run.cxl_interleave.is_some() {
+            req.cxl_interleave = run.cxl_interleave;
         }
         if let (None, Some(sel)) = (&g.filter, run.only) {
             req.filter = sel.filter();
@@ -142,6 +148,7 @@ pub(crate) fn guest_cmd(g: &GuestArgs, req: GuestRequest) -> Result<GuestResult>
         kind,
         kunit,
         cxl_online,
+        cxl_interleave,
         filter,
         host,
         label,
@@ -161,9 +168,7 @@ pub(crate) fn guest_cmd(g: &GuestArgs, req: GuestRequest) -> Result<GuestResult>
         } else {
             vec![]
         },
-        cxl_interleave: g
-            .cxl_interleave
-            .filter(|_| kind.spec().cxl || g.topology.is_some()),
+        cxl_interleave: cxl_interleave.filter(|_| kind.spec().cxl || g.topology.is_some()),
         dram_perf: g.dram_perf,
     })?;
     for (i, gib) in topo.cxl_region_gib().into_iter().enumerate() {

@@ -10,7 +10,7 @@
 
 use crate::profile::Profile;
 use crate::qemu::CxlOnline;
-use crate::topology::TopologyKind;
+use crate::topology::{CxlInterleave, TopologyKind};
 
 /// Which tests one boot runs.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -84,6 +84,8 @@ pub struct TestRun {
     pub kind: TopologyKind,
     /// `None`: `--cxl-online` (default movable).
     pub cxl_online: Option<CxlOnline>,
+    /// `None`: `--cxl-interleave` (default: a region per device).
+    pub cxl_interleave: Option<CxlInterleave>,
     /// `None`: the whole suite.
     pub only: Option<Selection>,
     /// Also under `--profile debug`.
@@ -110,6 +112,7 @@ pub const QUICK_RUNS: &[TestRun] = &[
         name: "numa",
         kind: TopologyKind::NUMA,
         cxl_online: None,
+        cxl_interleave: None,
         only: Some(Selection {
             kunit: QUICK_KUNIT,
             user: "",
@@ -122,6 +125,7 @@ pub const QUICK_RUNS: &[TestRun] = &[
         name: "cxl",
         kind: TopologyKind::CXL,
         cxl_online: None,
+        cxl_interleave: None,
         only: Some(Selection {
             kunit: "tierkit_wi*",
             user: "tk-test-cxl,tk-test-placement",
@@ -138,6 +142,7 @@ pub const FULL_RUNS: &[TestRun] = &[
         name: "numa-full",
         kind: TopologyKind::NUMA,
         cxl_online: None,
+        cxl_interleave: None,
         only: None,
         debug: true,
         why: "the whole suite on DRAM plus a memory-only node",
@@ -146,6 +151,7 @@ pub const FULL_RUNS: &[TestRun] = &[
         name: "cxl-full",
         kind: TopologyKind::CXL,
         cxl_online: None,
+        cxl_interleave: None,
         only: None,
         debug: true,
         why: "the whole suite with an emulated CXL device onlined as ZONE_MOVABLE",
@@ -154,6 +160,7 @@ pub const FULL_RUNS: &[TestRun] = &[
         name: "cxl-kernel",
         kind: TopologyKind::CXL,
         cxl_online: Some(CxlOnline::Kernel),
+        cxl_interleave: None,
         only: Some(Selection {
             kunit: "tierkit_wi_alloc.*",
             user: "tk-test-cxl,tk-test-offline,tk-test-placement,tk-test-diff",
@@ -162,6 +169,23 @@ pub const FULL_RUNS: &[TestRun] = &[
         debug: false,
         why: "the CXL node onlined as kernel memory (ZONE_NORMAL): allocation there, \
               and offlining refused with EBUSY; a short run",
+    },
+    TestRun {
+        name: "cxl-interleave",
+        kind: TopologyKind::CXL,
+        cxl_online: None,
+        cxl_interleave: Some(CxlInterleave {
+            ways: 2,
+            granularity: 4096,
+        }),
+        only: Some(Selection {
+            kunit: "tierkit_wi_alloc.*",
+            user: "tk-test-cxl,tk-test-placement,tk-test-node-offline",
+            skip: "",
+        }),
+        debug: false,
+        why: "one region interleaved across two devices behind one host bridge \
+              (granularity 4096): assembly, placement and node offlining there; a short run",
     },
 ];
 
@@ -195,6 +219,7 @@ pub fn select(
             name: k.name(),
             kind: k,
             cxl_online: None,
+            cxl_interleave: None,
             only: None,
             debug: true,
             why: "--topology",
@@ -224,7 +249,7 @@ mod tests {
         );
         assert_eq!(
             names(&select(Profile::Default, true, None, None)),
-            ["numa-full", "cxl-full", "cxl-kernel"]
+            ["numa-full", "cxl-full", "cxl-kernel", "cxl-interleave"]
         );
     }
 
@@ -309,6 +334,7 @@ mod tests {
                 (Profile::Default, "numa-full"),
                 (Profile::Default, "cxl-full"),
                 (Profile::Default, "cxl-kernel"),
+                (Profile::Default, "cxl-interleave"),
                 (Profile::Debug, "numa-full"),
                 (Profile::Debug, "cxl"),
             ]
