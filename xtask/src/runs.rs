@@ -297,7 +297,7 @@ mod tests {
                 None,
                 Some(CxlOnline::Kernel)
             )),
-            ["numa-full", "cxl-full"]
+            ["numa-full", "cxl-full", "cxl-interleave"]
         );
     }
 
