@@ -331,6 +331,17 @@ const NODE_COLORS: [RGBColor; 6] = [
     RGBColor(140, 86, 75),
 ];
 
+/// An x-axis label of a chart against worker threads: whole numbers from
+/// 1 on, nothing between them.
+fn thread_tick(x: &f64) -> String {
+    let r = x.round();
+    if (x - r).abs() < 1e-6 && r >= 1.0 {
+        format!("{r}")
+    } else {
+        String::new()
+    }
+}
+
 fn plot_err<E: std::fmt::Debug>(e: E) -> anyhow::Error {
     anyhow!("drawing the chart: {e:?}")
 }
@@ -376,14 +387,7 @@ pub fn clear_svg(d: &ClearData) -> Result<String> {
             .configure_mesh()
             .disable_x_mesh()
             .x_labels((tmax as usize + 1).min(17))
-            .x_label_formatter(&|x| {
-                let r = x.round();
-                if (x - r).abs() < 1e-6 && r >= 1.0 {
-                    format!("{r}")
-                } else {
-                    String::new()
-                }
-            })
+            .x_label_formatter(&thread_tick)
             .y_label_formatter(&|y| format!("{y:.2}"))
             .y_max_light_lines(1)
             .label_style(("sans-serif", 15))
@@ -805,14 +809,7 @@ pub fn gigantic_svg(d: &GiganticData) -> Result<String> {
             .configure_mesh()
             .disable_x_mesh()
             .x_labels((tmax as usize + 1).min(17))
-            .x_label_formatter(&|x| {
-                let r = x.round();
-                if (x - r).abs() < 1e-6 && r >= 1.0 {
-                    format!("{r}")
-                } else {
-                    String::new()
-                }
-            })
+            .x_label_formatter(&thread_tick)
             .y_label_formatter(&|y| format!("{y:.2}"))
             .label_style(("sans-serif", 15))
             .axis_desc_style(("sans-serif", 16))
