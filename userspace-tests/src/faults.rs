@@ -825,6 +825,79 @@ pub fn module_line(name: &str) -> Option<ModuleLine> {
     parse_proc_modules(&fs::read_to_string("/proc/modules").ok()?, name)
 }
 
+/// tierkit's module name and the guest's copy of it.
+pub const TIERKIT_MODULE: &str = "tierkit";
+pub const TIERKIT_KO: &str = "/lib/modules/tierkit.ko";
+
+/// `finit_module(2)` of [`TIERKIT_KO`] without parameters.
+pub fn load_tierkit() -> io::Result<()> {
+    let f = fs::File::open(TIERKIT_KO)?;
+    finit_module(f.as_raw_fd(), "", 0)
+}
+
+/// `delete_module("tierkit", O_NONBLOCK)`: refused at once
+/// (`EWOULDBLOCK`) while tierkit is in use.
+pub fn unload_tierkit() -> io::Result<()> {
+    delete_module(TIERKIT_MODULE, libc::O_NONBLOCK)
+}
+
+/// tierkit's weight table as /init left it (weights, `auto`, the
+/// `bandwidth` file), which an unload loses: saved before a reload,
+/// written back after it.
+#[derive(Clone, Debug)]
+pub struct TierkitWeights {
+    saved: crate::weights::WeightSnapshot,
+    bandwidth: String,
+    /// [`TierkitWeights::text`] when saved.
+    pub before: String,
+}
+
+impl TierkitWeights {
+    /// The weight table and bandwidth of `wd` as one text, to compare.
+    pub fn text(wd: &crate::weights::WeightDir) -> Result<String, String> {
+        let s = wd.snapshot().map_err(|e| format!("{e:#}"))?;
+        let bw = fs::read_to_string(wd.bandwidth_path()).map_err(|e| e.to_string())?;
+        Ok(format!("{}; bandwidth {:?}", s.describe(), bw))
+    }
+
+    /// Saves `wd`'s table.
+    pub fn save(wd: &crate::weights::WeightDir) -> Result<TierkitWeights, String> {
+        match (
+            wd.snapshot(),
+            fs::read_to_string(wd.bandwidth_path()),
+            Self::text(wd),
+        ) {
+            (Ok(saved), Ok(bandwidth), Ok(before)) => Ok(TierkitWeights {
+                saved,
+                bandwidth,
+                before,
+            }),
+            (s, b, t) => Err(format!("{:?} {:?} {:?}", s.err(), b.err(), t.err())),
+        }
+    }
+
+    /// Writes the table back into the loaded module: bandwidth first (it
+    /// recomputes the auto weights), then the saved weights and `auto`;
+    /// `Err` if the text then differs from the saved one.
+    pub fn restore(&self) -> Result<(), String> {
+        let wd = crate::weights::WeightDir::tierkit().ok_or("no weight directory")?;
+        let s = crate::weights::WeightSnapshot {
+            dir: wd.clone(),
+            ..self.saved.clone()
+        };
+        if !self.bandwidth.is_empty() {
+            crate::weights::write_file(&wd.bandwidth_path(), &self.bandwidth)
+                .map_err(|e| format!("writing bandwidth: {e}"))?;
+        }
+        s.restore().map_err(|e| format!("{e:#}"))?;
+        let now = Self::text(&wd)?;
+        if now != self.before {
+            return Err(format!("now {now}, was {}", self.before));
+        }
+        Ok(())
+    }
+}
+
 /// The KUnit executor's `filter_glob` parameter (lib/kunit/executor.c,
 /// mode 0600): which suites a module's KUnit tests run at load time
 /// (`kunit_module_init()` filters with it, `*.*` when unset).

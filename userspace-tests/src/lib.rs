@@ -4,7 +4,7 @@
 //! ([`report`]), and small helpers shared by the binaries in `src/bin/`.
 //!
 //! Binaries: `tk-test-*` are run by `cargo xtask test` (exit 0 = pass),
-//! `tk-bench-*` by `cargo xtask bench`, `tk-demo` by `cargo xtask run`.
+//! `tk-bench-*` by `cargo xtask bench`, `tk-demo*` by `cargo xtask run`.
 //! They are built static and run as root from the guest's `/init`; they
 //! also run on a real NUMA machine with tierkit.ko loaded (they put the
 //! kernel's and tierkit's weights back when they are done).
@@ -20,6 +20,11 @@
 //!   tierkit-core's `TaskState` and `bulk_split`.
 //! - `tk-bench-wi`: pages/s of tierkit's mmap against anonymous faults.
 //! - `tk-demo`: weighted placement and gigantic clearing, for people.
+//! - `tk-demo-gigantic`: time to first use of 1 GiB per node, tierkit
+//!   (auto workers, and from its pre-cleared pool) against hugetlb
+//!   ([`first_use`], shared with `tk-bench-gigantic`).
+//! - `tk-test-pool`, `tk-test-pool-cxl`: the pre-cleared gigantic pool
+//!   ([`pool`]) on the DRAM node and on the memory-only node.
 //!
 //! Output protocol (see [`report`]): one `ok - ...` / `not ok - ...: why`
 //! line per check, `# ...` comments, and one `TIERKIT-JSON {...}` line last.
@@ -29,9 +34,12 @@
 
 pub mod cxl;
 pub mod faults;
+pub mod first_use;
 pub mod fuzz;
 pub mod memblock;
 pub mod node;
+pub mod pool;
+pub mod pool_test;
 pub mod report;
 pub mod stress;
 pub mod sys;

@@ -5,9 +5,10 @@ use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::fd::AsRawFd;
 use tierkit_core::uapi::{
-    TkBulk, TkClearBench, TkGigantic, TkPolicy, TkTaskNext, TkWalk, TIERKIT_MAX_NODES, TK_IOC_BULK,
-    TK_IOC_CLEAR_BENCH, TK_IOC_SET_GIGANTIC, TK_IOC_SET_POLICY, TK_IOC_TASK_NEXT, TK_IOC_WALK,
-    TK_TASK_NEXT_MAX,
+    TkBulk, TkClearBench, TkGigantic, TkPolicy, TkTaskNext, TkWalk, TIERKIT_MAX_NODES,
+    TK_GIGANTIC_BYTES, TK_GIGANTIC_F_QUERY, TK_IOC_BULK, TK_IOC_CLEAR_BENCH, TK_IOC_SET_GIGANTIC,
+    TK_IOC_SET_POLICY, TK_IOC_TASK_NEXT, TK_IOC_WALK, TK_PLACE_LOCAL, TK_TASK_NEXT_MAX,
+    TK_THREADS_AUTO, TK_WALK_PUD,
 };
 
 pub use tierkit_core::uapi::{TK_MODE_INTERLEAVE, TK_MODE_WEIGHTED_INTERLEAVE};
@@ -101,6 +102,77 @@ impl Tierkit {
         Ok(a)
     }
 
+    /// `TK_IOC_SET_GIGANTIC` with `TK_GIGANTIC_F_QUERY`: the `last_*`
+    /// fields describe the file's last gigantic clear (or, for a GiB taken
+    /// from the pre-cleared pool, `last_workers` 0).
+    pub fn gigantic_query(&self) -> io::Result<TkGigantic> {
+        self.set_gigantic(TkGigantic {
+            flags: TK_GIGANTIC_F_QUERY,
+            ..Default::default()
+        })
+    }
+
+    /// A file in gigantic mode on node `nid` alone (`TK_MODE_INTERLEAVE`
+    /// over `{nid}`, workers `TK_THREADS_AUTO`, local placement).
+    pub fn gigantic_on(nid: u32) -> io::Result<Tierkit> {
+        let tk = Tierkit::open()?;
+        tk.set_policy(TK_MODE_INTERLEAVE, 1u64 << nid)?;
+        tk.set_gigantic(TkGigantic {
+            threads: TK_THREADS_AUTO,
+            placement: TK_PLACE_LOCAL,
+            ..Default::default()
+        })?;
+        Ok(tk)
+    }
+
+    /// `TK_IOC_WALK` at every 4 KiB page of the gigantic mapping `m`: each
+    /// must be mapped by a PUD leaf, the pfns contiguous from a GiB-aligned
+    /// first pfn, every page on `nid`. Returns the first pfn and a note.
+    /// (`/proc/self/pagemap` cannot show this: reading it splits, i.e.
+    /// zaps, the PUD; `move_pages(2)` finds no struct page behind a
+    /// special PUD.)
+    pub fn check_pud(&self, m: &Mapping, nid: u32) -> Result<(u64, String), String> {
+        let pages = (TK_GIGANTIC_BYTES as usize / sys::PAGE_SIZE) as u64;
+        let w0 = self
+            .walk(m.addr())
+            .map_err(|e| format!("TK_IOC_WALK: {}", crate::errno_name(&e)))?;
+        if w0.level != TK_WALK_PUD {
+            return Err(format!(
+                "page 0: level {} is not a PUD leaf ({TK_WALK_PUD})",
+                w0.level
+            ));
+        }
+        let first = w0.pfn;
+        if !first.is_multiple_of(pages) {
+            return Err(format!("first pfn {first:#x} is not 1 GiB aligned"));
+        }
+        for i in 0..m.nr_pages() {
+            let w = self
+                .walk(m.addr() + i * sys::PAGE_SIZE)
+                .map_err(|e| format!("TK_IOC_WALK page {i}: {}", crate::errno_name(&e)))?;
+            if w.level != TK_WALK_PUD {
+                return Err(format!("page {i}: level {} is not a PUD leaf", w.level));
+            }
+            if w.pfn != first + i as u64 {
+                return Err(format!(
+                    "page {i} has pfn {:#x}, expected {:#x}",
+                    w.pfn,
+                    first + i as u64
+                ));
+            }
+            if w.nid != nid as i32 {
+                return Err(format!("page {i} on node {}, expected {nid}", w.nid));
+            }
+        }
+        Ok((
+            first,
+            format!(
+                "{} pages, one PUD, pfn {first:#x}.., node {nid}",
+                m.nr_pages()
+            ),
+        ))
+    }
+
     /// `TK_IOC_WALK`: what maps `addr` in this process's page tables
     /// (level `TK_WALK_*`, and for a PUD or PMD leaf the pfn and node of
     /// the 4 KiB page at `addr`). Needs CAP_SYS_ADMIN.
@@ -175,10 +247,13 @@ pub struct NodeStats {
     /// 1 GiB ranges currently held on the node (the 4th column, `None`
     /// when the module's stats file has only three).
     pub gigantic: Option<u64>,
+    /// Pre-cleared 1 GiB ranges ready in the node's pool (the 5th column,
+    /// `None` when the module's stats file has no pool column).
+    pub pool: Option<u64>,
 }
 
-/// Parses the stats file: a header line `node allocated held [gigantic]`,
-/// then one `NID ALLOCATED HELD [GIGANTIC]` line per node.
+/// Parses the stats file: a header line `node allocated held [gigantic
+/// [pool]]`, then one `NID ALLOCATED HELD [GIGANTIC [POOL]]` line per node.
 pub fn parse_stats(s: &str) -> anyhow::Result<Vec<NodeStats>> {
     let mut out = Vec::new();
     for l in s.lines().map(str::trim).filter(|l| !l.is_empty()) {
@@ -192,6 +267,7 @@ pub fn parse_stats(s: &str) -> anyhow::Result<Vec<NodeStats>> {
             allocated: f[1].parse()?,
             held: f[2].parse()?,
             gigantic: f.get(3).map(|g| g.parse()).transpose()?,
+            pool: f.get(4).map(|g| g.parse()).transpose()?,
         });
     }
     Ok(out)
@@ -219,6 +295,12 @@ pub fn gigantic_of(stats: &[NodeStats], nid: u32) -> u64 {
         .find(|s| s.nid == nid)
         .and_then(|s| s.gigantic)
         .unwrap_or(0)
+}
+
+/// The ready pool ranges of `nid` in `stats`: `None` if the node has no
+/// line or the stats file has no pool column.
+pub fn pool_of(stats: &[NodeStats], nid: u32) -> Option<u64> {
+    stats.iter().find(|s| s.nid == nid).and_then(|s| s.pool)
 }
 
 /// A zeroed [`TkClearBench`] for node `nid`.
@@ -265,6 +347,15 @@ mod tests {
         assert_eq!(gigantic_of(&g, 1), 0);
         assert_eq!(gigantic_of(&s, 0), 0);
         assert!(parse_stats("0 1 2 x\n").is_err());
+        assert_eq!(pool_of(&g, 0), None);
+        let p = parse_stats("node allocated held gigantic pool\n0 1536 1024 2 1\n1 512 0 0 0\n")
+            .unwrap();
+        assert_eq!(p[0].gigantic, Some(2));
+        assert_eq!(p[0].pool, Some(1));
+        assert_eq!(pool_of(&p, 0), Some(1));
+        assert_eq!(pool_of(&p, 1), Some(0));
+        assert_eq!(pool_of(&p, 7), None);
+        assert!(parse_stats("0 1 2 3 x\n").is_err());
     }
 
     #[test]

@@ -593,7 +593,9 @@ pub fn clear_svg(d: &ClearData) -> Result<String> {
 // ---------------------------------------------------------------------------
 
 /// One median of `tk-bench-gigantic` (its `rows`): `variant` is `tierkit`
-/// (with `threads` workers) or `hugetlb` (the kernel's first fault).
+/// (with `threads` workers), `pool` (tierkit's first fault taking a range
+/// from its pre-cleared pool; `threads` 0) or `hugetlb` (the kernel's first
+/// fault).
 #[derive(Clone, Debug, Deserialize)]
 pub struct GiganticRow {
     pub nid: u32,
@@ -629,6 +631,8 @@ pub struct GiganticData {
 
 /// hugetlb ÷ tierkit targets of issue 10, by worker count.
 const GIGANTIC_TARGETS: [(u32, f64); 2] = [(1, 0.95), (2, 1.8)];
+/// hugetlb ÷ tierkit-from-a-ready-pool target of issue 10.
+const GIGANTIC_POOL_TARGET: f64 = 20.0;
 
 impl GiganticData {
     /// Reads the `tk-bench-gigantic` records of a bench document. `Err`
@@ -679,6 +683,14 @@ impl GiganticData {
             .map(|r| r.median_ns)
     }
 
+    /// tierkit's median from a ready pool on `nid`, ns.
+    fn pool_ns(&self, nid: u32) -> Option<u64> {
+        self.rows
+            .iter()
+            .find(|r| r.nid == nid && r.variant == "pool")
+            .map(|r| r.median_ns)
+    }
+
     /// tierkit's (threads, median ns) on `nid`, by threads.
     fn tierkit(&self, nid: u32) -> Vec<(u32, u64)> {
         let mut v: Vec<(u32, u64)> = self
@@ -698,8 +710,8 @@ fn first_use_ratio(hugetlb_ns: u64, tierkit_ns: u64) -> f64 {
 }
 
 /// The compact summary of `bench gigantic`: the node × variant × seconds
-/// table with hugetlb ÷ tierkit, and the targets (met, missed, or n/a when
-/// a side is missing; never faked).
+/// table with hugetlb ÷ tierkit (T workers, and from a ready pool), and the
+/// targets (met, missed, or n/a when a side is missing; never faked).
 pub fn gigantic_summary(d: &GiganticData) -> (Value, Vec<String>) {
     let mut lines = vec![
         format!(
@@ -742,19 +754,39 @@ pub fn gigantic_summary(d: &GiganticData) -> (Value, Vec<String>) {
                               "seconds": ns as f64 / 1e9, "hugetlb_over_tierkit": ratio}),
             );
         }
-        for (t, goal) in GIGANTIC_TARGETS {
-            let tk_ns = tk.iter().find(|x| x.0 == t).map(|x| x.1);
+        let pool = d.pool_ns(nid);
+        if let Some(ns) = pool {
+            let ratio = huge.map(|h| first_use_ratio(h, ns));
+            lines.push(format!(
+                "  {node:<14} {:<14} {:>9.3} {:>16}",
+                "tierkit pool",
+                ns as f64 / 1e9,
+                ratio.map_or("-".into(), |x| format!("{x:.2}"))
+            ));
+            table.push(
+                json!({"nid": nid, "kind": kind, "variant": "pool", "threads": 0,
+                              "seconds": ns as f64 / 1e9, "hugetlb_over_tierkit": ratio}),
+            );
+        }
+        let goals = GIGANTIC_TARGETS
+            .iter()
+            .map(|&(t, goal)| {
+                let ns = tk.iter().find(|x| x.0 == t).map(|x| x.1);
+                ("tierkit", Some(t), format!("T={t}"), ns, goal)
+            })
+            .chain([("pool", None, "pool".to_string(), pool, GIGANTIC_POOL_TARGET)]);
+        for (variant, t, label, tk_ns, goal) in goals {
             let ratio = match (huge, tk_ns) {
                 (Some(h), Some(n)) => Some(first_use_ratio(h, n)),
                 _ => None,
             };
             let met = ratio.map(|x| x >= goal);
             targets.push(
-                json!({"nid": nid, "kind": kind, "threads": t, "target": goal,
-                                "hugetlb_over_tierkit": ratio, "met": met}),
+                json!({"nid": nid, "kind": kind, "variant": variant, "threads": t,
+                       "target": goal, "hugetlb_over_tierkit": ratio, "met": met}),
             );
             lines.push(format!(
-                "  target node {node} T={t}: hugetlb / tierkit {} (target >= {goal}: {})",
+                "  target node {node} {label}: hugetlb / tierkit {} (target >= {goal}: {})",
                 ratio.map_or("-".into(), |x| format!("{x:.2}")),
                 verdict(met)
             ));
@@ -766,25 +798,21 @@ pub fn gigantic_summary(d: &GiganticData) -> (Value, Vec<String>) {
             s.nid, s.kind, s.variant, s.reason
         ));
     }
-    lines.push(
-        "  pre-cleared pool: not built yet, so not measured; its target (hugetlb / pool >= 20) is out of scope"
-            .to_string(),
-    );
     let v = json!({
         "reps": d.reps,
         "table": table,
         "targets": targets,
         "skipped": d.skipped.iter().map(|s| json!({"nid": s.nid, "kind": s.kind,
             "variant": s.variant, "reason": s.reason})).collect::<Vec<_>>(),
-        "pool": "not built: no pre-cleared pool exists yet",
     });
     (v, lines)
 }
 
 /// The SVG chart of `bench gigantic`: seconds to first use of 1 GiB
 /// against tierkit's workers, one solid line per node, hugetlb's first
-/// fault of the node dotted across; each tierkit point labelled with its
-/// seconds and hugetlb ÷ tierkit.
+/// fault of the node dotted across and tierkit from a ready pool as a thin
+/// line across (labelled at the right end); each tierkit point labelled
+/// with its seconds and hugetlb ÷ tierkit.
 pub fn gigantic_svg(d: &GiganticData) -> Result<String> {
     let mut svg = String::new();
     {
@@ -819,7 +847,14 @@ pub fn gigantic_svg(d: &GiganticData) -> Result<String> {
             .draw()
             .map_err(plot_err)?;
         let nodes = d.nodes();
-        let mut legend: Vec<(String, RGBColor, bool)> = Vec::new();
+        /// How a legend entry is drawn.
+        #[derive(Clone, Copy, PartialEq)]
+        enum Line {
+            Solid,
+            Dotted,
+            Thin,
+        }
+        let mut legend: Vec<(String, RGBColor, Line)> = Vec::new();
         for (i, (nid, kind)) in nodes.iter().enumerate() {
             let c = NODE_COLORS[i % NODE_COLORS.len()];
             let huge = d.hugetlb_ns(*nid);
@@ -836,7 +871,28 @@ pub fn gigantic_svg(d: &GiganticData) -> Result<String> {
                 legend.push((
                     format!("hugetlb first fault, node {nid} ({kind})"),
                     c,
-                    false,
+                    Line::Dotted,
+                ));
+            }
+            if let Some(p) = d.pool_ns(*nid) {
+                let y = p as f64 / 1e9;
+                chart
+                    .draw_series(LineSeries::new([(x0, y), (x1, y)], c.stroke_width(1)))
+                    .map_err(plot_err)?;
+                let ratio = huge.map_or(String::new(), |h| {
+                    format!(" (x{:.1})", first_use_ratio(h, p))
+                });
+                chart
+                    .draw_series([Text::new(
+                        format!("pool {y:.3} s{ratio}"),
+                        (x1 - 0.3 * (x1 - x0), y + 0.02 * ymax),
+                        ("sans-serif", 12).into_font().color(&c),
+                    )])
+                    .map_err(plot_err)?;
+                legend.push((
+                    format!("tierkit from a ready pool, node {nid} ({kind})"),
+                    c,
+                    Line::Thin,
                 ));
             }
             let pts: Vec<(f64, f64)> = d
@@ -865,24 +921,32 @@ pub fn gigantic_svg(d: &GiganticData) -> Result<String> {
                     )
                 }))
                 .map_err(plot_err)?;
-            legend.push((format!("tierkit, node {nid} ({kind})"), c, true));
+            legend.push((format!("tierkit, node {nid} ({kind})"), c, Line::Solid));
         }
         let lx = 10;
         let mut ly = 50;
         let font = ("sans-serif", 14).into_font();
-        for (label, c, solid) in &legend {
+        for (label, c, line) in &legend {
             let (a, b) = ((lx, ly), (lx + 40, ly));
-            if *solid {
-                legend_area
-                    .draw(&PathElement::new(vec![a, b], c.stroke_width(3)))
-                    .map_err(plot_err)?;
-                legend_area
-                    .draw(&Circle::new((lx + 20, ly), 5, c.filled()))
-                    .map_err(plot_err)?;
-            } else {
-                legend_area
-                    .draw(&DashedPathElement::new(vec![a, b], 2, 5, c.stroke_width(2)))
-                    .map_err(plot_err)?;
+            match line {
+                Line::Solid => {
+                    legend_area
+                        .draw(&PathElement::new(vec![a, b], c.stroke_width(3)))
+                        .map_err(plot_err)?;
+                    legend_area
+                        .draw(&Circle::new((lx + 20, ly), 5, c.filled()))
+                        .map_err(plot_err)?;
+                }
+                Line::Dotted => {
+                    legend_area
+                        .draw(&DashedPathElement::new(vec![a, b], 2, 5, c.stroke_width(2)))
+                        .map_err(plot_err)?;
+                }
+                Line::Thin => {
+                    legend_area
+                        .draw(&PathElement::new(vec![a, b], c.stroke_width(1)))
+                        .map_err(plot_err)?;
+                }
             }
             legend_area
                 .draw(&Text::new(
@@ -903,8 +967,10 @@ pub fn gigantic_svg(d: &GiganticData) -> Result<String> {
             ),
             format!("{}, -cpu {}", d.accel, d.cpu_model),
             format!("guest: {}", d.topology),
-            "targets: hugetlb / tierkit >= 0.95 at T=1, >= 1.8 at T=2".to_string(),
-            "pre-cleared pool: not built yet, not measured".to_string(),
+            "targets: hugetlb / tierkit >= 0.95 at T=1, >= 1.8 at T=2, >= 20 from a ready pool"
+                .to_string(),
+            "pool: the node's pool target set to 1 and the range ready (untimed); the fault takes it, no clear"
+                .to_string(),
         ];
         for s in &d.skipped {
             notes.push(format!(
@@ -1386,12 +1452,15 @@ mod tests {
                     tk(0, "dram", 1, 1_110_000_000),
                     tk(0, "dram", 2, 610_000_000),
                     huge(0, "dram", 1_050_000_000),
+                    json!({"nid": 0, "kind": "dram", "variant": "pool", "threads": 0,
+                           "workers": 0, "samples_ns": [42_000_000u64], "median_ns": 42_000_000u64}),
                     tk(1, "cxl", 1, 1_000_000_000),
                 ],
                 "ratios": [],
                 "skipped": [{"nid": 1, "kind": "cxl", "variant": "hugetlb",
-                             "reason": "no 1 GiB hugetlb page could be reserved"}],
-                "pool": "not built",
+                             "reason": "no 1 GiB hugetlb page could be reserved"},
+                            {"nid": 1, "kind": "cxl", "variant": "pool",
+                             "reason": "ENOSPC"}],
             }],
         })
     }
@@ -1433,14 +1502,34 @@ mod tests {
             text.contains("node 1 (cxl) hugetlb: skipped: no 1 GiB hugetlb page"),
             "{text}"
         );
-        assert!(text.contains("pre-cleared pool: not built yet"), "{text}");
+        // From a ready pool: 1.05 / 0.042 = 25.
+        assert!(
+            text.contains("0 (dram)       tierkit pool       0.042            25.00"),
+            "{text}"
+        );
+        assert!(
+            text.contains("target node 0 (dram) pool: hugetlb / tierkit 25.00 (target >= 20: met)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("target node 1 (cxl) pool: hugetlb / tierkit - (target >= 20: n/a)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("node 1 (cxl) pool: skipped: ENOSPC"),
+            "{text}"
+        );
+        assert!(!text.contains("not built"), "{text}");
         let t = v["targets"].as_array().unwrap();
-        assert_eq!(t.len(), 4);
+        assert_eq!(t.len(), 6);
         assert_eq!(t[0]["met"], false);
-        assert_eq!(t[2]["met"], Value::Null);
+        assert_eq!(t[2]["variant"], "pool");
+        assert_eq!(t[2]["met"], true);
+        assert_eq!(t[3]["met"], Value::Null);
+        assert_eq!(t[5]["met"], Value::Null);
         let r = t[1]["hugetlb_over_tierkit"].as_f64().unwrap();
         assert!((r - 1.05 / 0.61).abs() < 1e-9, "{r}");
-        assert_eq!(v["table"].as_array().unwrap().len(), 4);
+        assert_eq!(v["table"].as_array().unwrap().len(), 5);
     }
 
     #[test]
@@ -1469,15 +1558,20 @@ mod tests {
             "hugetlb first fault, node 0 (dram)",
             "0.61 s (x1.72)",
             "skipped node 1 hugetlb",
+            "tierkit from a ready pool, node 0 (dram)",
+            "pool 0.042 s (x25.0)",
+            "&gt;= 20 from a ready pool",
         ] {
             assert!(svg.contains(name), "no {name:?} in the SVG");
         }
         assert!(!svg.contains("hugetlb first fault, node 1"));
+        assert!(!svg.contains("ready pool, node 1"));
+        assert!(!svg.contains("not built"));
         let doc: Value =
             serde_json::from_str(&std::fs::read_to_string(dir.join("gigantic.json")).unwrap())
                 .unwrap();
         assert_eq!(doc["bench"], "gigantic");
-        assert_eq!(doc["summary"]["targets"].as_array().unwrap().len(), 4);
+        assert_eq!(doc["summary"]["targets"].as_array().unwrap().len(), 6);
         let _ = std::fs::remove_dir_all(&dir);
     }
 

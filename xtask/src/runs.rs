@@ -96,9 +96,12 @@ pub struct TestRun {
 
 /// The userspace tests that take tens of seconds to minutes (fault
 /// injection, fuzzing, stress, load/unload cycles, hostile inputs, 1 GiB
-/// gigantic mappings, memory offlining): `--full` only.
+/// gigantic mappings, memory offlining, the pre-cleared pool: its refill
+/// pauses 10 s after a shrink, and a GiB takes about 50 s to fill on
+/// emulated CXL memory): `--full` only.
 pub const SLOW_USER_TESTS: &str = "tk-test-faults,tk-test-fuzz,tk-test-lifecycle,\
-tk-test-hostile,tk-test-stress,tk-test-gigantic,tk-test-offline,tk-test-node-offline";
+tk-test-hostile,tk-test-stress,tk-test-gigantic,tk-test-offline,tk-test-node-offline,\
+tk-test-pool,tk-test-pool-cxl";
 
 /// The KUnit suites of the quick runs: every `tierkit_*` suite but
 /// `tierkit_gigantic` (a full GiB filled, cleared and checked per node:

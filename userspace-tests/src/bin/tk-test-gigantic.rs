@@ -35,8 +35,7 @@
 
 use std::process::ExitCode;
 use tierkit_core::uapi::{
-    TkGigantic, TK_GIGANTIC_BYTES, TK_GIGANTIC_F_QUERY, TK_PLACE_LOCAL, TK_THREADS_AUTO,
-    TK_WALK_NONE, TK_WALK_PUD,
+    TkGigantic, TK_GIGANTIC_BYTES, TK_PLACE_LOCAL, TK_THREADS_AUTO, TK_WALK_NONE, TK_WALK_PUD,
 };
 use userspace_tests::node::Topology;
 use userspace_tests::report::Report;
@@ -53,50 +52,6 @@ const PATTERN: u8 = 0xA5;
 /// What one mapping looked like.
 struct Seen {
     first_pfn: u64,
-}
-
-/// `TK_IOC_WALK` at every 4 KiB page of `m`: each must be mapped by a PUD
-/// leaf, the pfns must be contiguous from a GiB-aligned first pfn, and
-/// every page on `nid`. Returns the first pfn.
-fn check_pud(tk: &Tierkit, m: &Mapping, nid: u32) -> Result<(u64, String), String> {
-    let w0 = tk
-        .walk(m.addr())
-        .map_err(|e| format!("TK_IOC_WALK: {}", errno_name(&e)))?;
-    if w0.level != TK_WALK_PUD {
-        return Err(format!(
-            "page 0: level {} is not a PUD leaf ({TK_WALK_PUD})",
-            w0.level
-        ));
-    }
-    let first = w0.pfn;
-    if !first.is_multiple_of(PAGES as u64) {
-        return Err(format!("first pfn {first:#x} is not 1 GiB aligned"));
-    }
-    for i in 0..m.nr_pages() {
-        let w = tk
-            .walk(m.addr() + i * PAGE_SIZE)
-            .map_err(|e| format!("TK_IOC_WALK page {i}: {}", errno_name(&e)))?;
-        if w.level != TK_WALK_PUD {
-            return Err(format!("page {i}: level {} is not a PUD leaf", w.level));
-        }
-        if w.pfn != first + i as u64 {
-            return Err(format!(
-                "page {i} has pfn {:#x}, expected {:#x}",
-                w.pfn,
-                first + i as u64
-            ));
-        }
-        if w.nid != nid as i32 {
-            return Err(format!("page {i} on node {}, expected {nid}", w.nid));
-        }
-    }
-    Ok((
-        first,
-        format!(
-            "{} pages, one PUD, pfn {first:#x}.., node {nid}",
-            m.nr_pages()
-        ),
-    ))
 }
 
 /// One round on node `nid`: map, check, optionally fill with the pattern.
@@ -149,7 +104,7 @@ fn round(r: &mut Report, nid: u32, tag: &str, fill: bool) -> Option<Seen> {
     );
     r.check(
         &name("nothing is mapped or cleared before the first touch"),
-        match (tk.walk(m.addr()), query(&tk)) {
+        match (tk.walk(m.addr()), tk.gigantic_query()) {
             (Ok(w), Ok(q)) if w.level == TK_WALK_NONE && q.last_nid == -1 && q.nr_cleared == 1 => {
                 Ok(())
             }
@@ -182,7 +137,7 @@ fn round(r: &mut Report, nid: u32, tag: &str, fill: bool) -> Option<Seen> {
         touch_ns as f64 / 1e9
     ));
 
-    let q = query(&tk);
+    let q = tk.gigantic_query();
     r.check_note(
         &name("TK_GIGANTIC_F_QUERY reports the clear"),
         match q {
@@ -207,7 +162,7 @@ fn round(r: &mut Report, nid: u32, tag: &str, fill: bool) -> Option<Seen> {
         expect_errno(tk.set_gigantic(set), libc::EBUSY),
     );
 
-    let pud = check_pud(&tk, &m, nid);
+    let pud = tk.check_pud(&m, nid);
     let first_pfn = pud.as_ref().map_or(0, |p| p.0);
     r.check_note(
         &name("one PUD maps one contiguous aligned GiB on the node"),
@@ -219,26 +174,6 @@ fn round(r: &mut Report, nid: u32, tag: &str, fill: bool) -> Option<Seen> {
         unsafe { std::ptr::write_bytes(m.as_ptr(), PATTERN, m.len()) };
     }
     Some(Seen { first_pfn })
-}
-
-/// `TK_GIGANTIC_F_QUERY`.
-fn query(tk: &Tierkit) -> std::io::Result<TkGigantic> {
-    tk.set_gigantic(TkGigantic {
-        flags: TK_GIGANTIC_F_QUERY,
-        ..Default::default()
-    })
-}
-
-/// A file in gigantic mode on `nid` (threads auto, local placement).
-fn gigantic_file(nid: u32) -> std::io::Result<Tierkit> {
-    let tk = Tierkit::open()?;
-    tk.set_policy(TK_MODE_INTERLEAVE, 1u64 << nid)?;
-    tk.set_gigantic(TkGigantic {
-        threads: TK_THREADS_AUTO,
-        placement: TK_PLACE_LOCAL,
-        ..Default::default()
-    })?;
-    Ok(tk)
 }
 
 /// The walk at `addr`: (level, pfn), or the errno name.
@@ -259,7 +194,7 @@ fn fault_failed() -> Option<u64> {
 /// dev-tierkit), with one GiB on `nid`.
 fn semantics(r: &mut Report, nid: u32) {
     let name = |what: &str| format!("node {nid} semantics: {what}");
-    let tk = match gigantic_file(nid) {
+    let tk = match Tierkit::gigantic_on(nid) {
         Ok(t) => t,
         Err(e) => {
             r.fail(&name("open a gigantic file"), errno_name(&e));

@@ -53,17 +53,18 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::time::Instant;
 use userspace_tests::faults::{
-    crash_lines, delete_module, finit_module, injected_faults, module_line, ConsoleLevel, FailNth,
-    FaultKnobs, Kmsg, KunitFilter, MemSnapshot, KUNIT_FILTER_ENOMEM,
+    crash_lines, finit_module, injected_faults, load_tierkit as load, module_line,
+    unload_tierkit as unload, ConsoleLevel, FailNth, FaultKnobs, Kmsg, KunitFilter, MemSnapshot,
+    TierkitWeights, KUNIT_FILTER_ENOMEM, TIERKIT_KO, TIERKIT_MODULE,
 };
 use userspace_tests::report::Report;
 use userspace_tests::tk::{self, Tierkit, TK_MODE_WEIGHTED_INTERLEAVE};
-use userspace_tests::weights::{write_file, WeightDir, WeightSnapshot};
+use userspace_tests::weights::WeightDir;
 use userspace_tests::{errno_name, read_topology, tierkit_weight_dir};
 
 const BIN: &str = "tk-test-lifecycle";
-const MODULE: &str = "tierkit";
-const KO: &str = "/lib/modules/tierkit.ko";
+const MODULE: &str = TIERKIT_MODULE;
+const KO: &str = TIERKIT_KO;
 const DEBUGFS_DIR: &str = "/sys/kernel/debug/tierkit";
 /// Unload/load cycles.
 const CYCLES: u32 = 100;
@@ -119,15 +120,6 @@ impl Hold {
 enum Held {
     File(File),
     Map(userspace_tests::sys::Mapping),
-}
-
-fn load() -> io::Result<()> {
-    let f = File::open(KO)?;
-    finit_module(f.as_raw_fd(), "", 0)
-}
-
-fn unload() -> io::Result<()> {
-    delete_module(MODULE, libc::O_NONBLOCK)
 }
 
 /// The module is loaded and works: /proc/modules says Live, a file opens,
@@ -576,13 +568,6 @@ fn main() -> ExitCode {
     r.finish()
 }
 
-/// Weight table state, for the comparison at the end.
-fn wi_text(wd: &WeightDir) -> Result<String, String> {
-    let s = wd.snapshot().map_err(|e| format!("{e:#}"))?;
-    let bw = std::fs::read_to_string(wd.bandwidth_path()).map_err(|e| e.to_string())?;
-    Ok(format!("{}; bandwidth {:?}", s.describe(), bw))
-}
-
 fn run(r: &mut Report, mem_mask: u64, wd: &WeightDir) {
     if !Path::new(KO).exists() {
         r.fail("module file", format!("no {KO}"));
@@ -598,21 +583,14 @@ fn run(r: &mut Report, mem_mask: u64, wd: &WeightDir) {
             return;
         }
     }
-    let (saved, bw, before) = match (
-        wd.snapshot(),
-        std::fs::read_to_string(wd.bandwidth_path()),
-        wi_text(wd),
-    ) {
-        (Ok(s), Ok(b), Ok(t)) => (s, b, t),
-        (s, b, t) => {
-            r.fail(
-                "save the weight table",
-                format!("{:?} {:?} {:?}", s.err(), b.err(), t.err()),
-            );
+    let table = match TierkitWeights::save(wd) {
+        Ok(t) => t,
+        Err(e) => {
+            r.fail("save the weight table", e);
             return;
         }
     };
-    r.note(format!("weight table as /init left it: {before}"));
+    r.note(format!("weight table as /init left it: {}", table.before));
     let start = match MemSnapshot::take() {
         Ok(s) => s,
         Err(e) => {
@@ -655,10 +633,7 @@ fn run(r: &mut Report, mem_mask: u64, wd: &WeightDir) {
         );
     }
     r.check("tierkit works at the end", works(mem_mask));
-    r.check(
-        "weight table as /init set it",
-        restore(&saved, &bw, &before),
-    );
+    r.check("weight table as /init set it", table.restore());
     if let Some(k) = kf.as_mut() {
         r.check_note(
             "KUnit filter_glob restored",
@@ -861,25 +836,6 @@ fn phases(r: &mut Report, mem_mask: u64, start: &MemSnapshot) {
     r.set("cycles", json!(done));
     r.set("cycles_seconds", json!((secs * 10.0).round() / 10.0));
     r.set("defect1_cycles", json!(defect1.len()));
-}
-
-/// Bandwidth first (it recomputes auto weights), then the saved weights and
-/// auto; compares with the text read at the start.
-fn restore(saved: &WeightSnapshot, bw: &str, before: &str) -> Result<(), String> {
-    let wd = WeightDir::tierkit().ok_or("no weight directory")?;
-    let s = WeightSnapshot {
-        dir: wd.clone(),
-        ..saved.clone()
-    };
-    if !bw.is_empty() {
-        write_file(&wd.bandwidth_path(), bw).map_err(|e| format!("writing bandwidth: {e}"))?;
-    }
-    s.restore().map_err(|e| format!("{e:#}"))?;
-    let now = wi_text(&wd)?;
-    if now != before {
-        return Err(format!("now {now}, was {before}"));
-    }
-    Ok(())
 }
 
 #[cfg(test)]
