@@ -118,9 +118,11 @@ fn child_tierkit(nid: u32, threads: u32, from_pool: bool) -> Result<String, Stri
     ))
 }
 
-/// Child: one hugetlb first use bound to `nid`. Prints `NS 1 -1 NODE`.
-fn child_hugetlb(nid: u32) -> Result<String, String> {
-    let t0 = monotonic_ns();
+/// A private anonymous 1 GiB hugetlb mapping (`MAP_HUGETLB |
+/// MAP_HUGE_1GB`) bound to `nid` (`mbind(MPOL_BIND)`), not faulted in:
+/// its first touch is the kernel's first fault, which takes a free page
+/// of the node's 1 GiB hugetlb pool and clears it on one CPU.
+pub fn hugetlb_gib(nid: u32) -> Result<Mapping, String> {
     let m = Mapping::new(
         GIB,
         libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_HUGETLB | libc::MAP_HUGE_1GB,
@@ -130,8 +132,12 @@ fn child_hugetlb(nid: u32) -> Result<String, String> {
     .map_err(|e| format!("mmap MAP_HUGE_1GB: {}", errno_name(&e)))?;
     m.mbind(MPOL_BIND, 1u64 << nid, 0)
         .map_err(|e| format!("mbind: {}", errno_name(&e)))?;
-    m.touch_pages();
-    let ns = monotonic_ns() - t0;
+    Ok(m)
+}
+
+/// The node of the faulted-in hugetlb page of `m` (`move_pages(2)`);
+/// `Err` unless it is `nid`.
+pub fn hugetlb_on(m: &Mapping, nid: u32) -> Result<i32, String> {
     let on = m
         .page_nodes()
         .ok()
@@ -140,6 +146,16 @@ fn child_hugetlb(nid: u32) -> Result<String, String> {
     if on != nid as i32 {
         return Err(format!("the hugetlb page landed on node {on}, not {nid}"));
     }
+    Ok(on)
+}
+
+/// Child: one hugetlb first use bound to `nid`. Prints `NS 1 -1 NODE`.
+fn child_hugetlb(nid: u32) -> Result<String, String> {
+    let t0 = monotonic_ns();
+    let m = hugetlb_gib(nid)?;
+    m.touch_pages();
+    let ns = monotonic_ns() - t0;
+    let on = hugetlb_on(&m, nid)?;
     Ok(format!("{ns} 1 -1 {on}"))
 }
 
@@ -389,25 +405,51 @@ fn verdict(ratio: f64, tgt: Option<f64>) -> (Option<bool>, String) {
     }
 }
 
-/// The `node N (dram|cxl)` label and kind of `nid`.
-pub fn node_label(topo: &Topology, nid: u32) -> (String, &'static str) {
-    let kind = if topo.cpu.contains(&nid) {
-        "dram"
-    } else {
-        "cxl"
-    };
-    (format!("node {nid} ({kind})"), kind)
+/// A node being measured.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeAt {
+    pub nid: u32,
+    /// `dram` (it has CPUs) or `cxl` (memory only).
+    pub kind: &'static str,
+    /// `node N (KIND)`, for check names and the table.
+    pub label: String,
 }
 
-/// The tierkit series of `plan` on `nid`: (T, median ns) per T measured.
-fn tierkit_series(
-    r: &mut Report,
-    nid: u32,
-    kind: &str,
-    node: &str,
-    plan: &Plan,
-    out: &mut Results,
-) -> Vec<(u32, u64)> {
+impl NodeAt {
+    pub fn of(topo: &Topology, nid: u32) -> NodeAt {
+        let kind = if topo.cpu.contains(&nid) {
+            "dram"
+        } else {
+            "cxl"
+        };
+        NodeAt {
+            nid,
+            kind,
+            label: format!("node {nid} ({kind})"),
+        }
+    }
+}
+
+impl Results {
+    /// Records that `variant` could not be measured on `n`, and why, as a
+    /// skipped check `name`.
+    fn skip(&mut self, r: &mut Report, n: &NodeAt, variant: &str, name: &str, why: String) {
+        r.skip(name, why.clone());
+        self.skipped
+            .push(json!({"nid": n.nid, "kind": n.kind, "variant": variant, "reason": why}));
+    }
+}
+
+/// The samples' times and their median, ns.
+fn times(s: &[Sample]) -> (Vec<u64>, u64) {
+    let ns: Vec<u64> = s.iter().map(|x| x.ns).collect();
+    let med = median(&ns);
+    (ns, med)
+}
+
+/// The tierkit series of `plan` on `n`: (T, median ns) per T measured.
+fn tierkit_series(r: &mut Report, n: &NodeAt, plan: &Plan, out: &mut Results) -> Vec<(u32, u64)> {
+    let (nid, kind, node) = (n.nid, n.kind, &n.label);
     let reps = plan.reps;
     let mut tk = Vec::new();
     for (i, &t) in plan.threads.iter().enumerate() {
@@ -415,8 +457,7 @@ fn tierkit_series(
         let a = vec!["tierkit".to_string(), nid.to_string(), t.to_string()];
         match series(&a, reps, plan.warm_up, || Ok(())) {
             Ok(s) => {
-                let ns: Vec<u64> = s.iter().map(|x| x.ns).collect();
-                let med = median(&ns);
+                let (ns, med) = times(&s);
                 r.ok_note(
                     &format!("{node} tierkit {label}"),
                     format!(
@@ -443,9 +484,7 @@ fn tierkit_series(
                 break;
             }
             Err(e) if i == 0 && (e.contains("SIGBUS") || e.contains("ENOMEM")) => {
-                r.skip(&format!("{node} tierkit"), e.clone());
-                out.skipped
-                    .push(json!({"nid": nid, "kind": kind, "variant": "tierkit", "reason": e}));
+                out.skip(r, n, "tierkit", &format!("{node} tierkit"), e);
                 break;
             }
             Err(e) => {
@@ -457,33 +496,20 @@ fn tierkit_series(
     tk
 }
 
-/// tierkit from a ready pool on `nid`: median ns, or `None` (skipped or
+/// tierkit from a ready pool on `n`: median ns, or `None` (skipped or
 /// failed, recorded in `r`). The pool is emptied again before it returns.
-fn pool_series(
-    r: &mut Report,
-    nid: u32,
-    kind: &str,
-    node: &str,
-    plan: &Plan,
-    out: &mut Results,
-) -> Option<u64> {
-    let name = format!("{node} tierkit from a ready pool");
-    let mut skip = |r: &mut Report, why: String| {
-        r.skip(&name, why.clone());
-        out.skipped
-            .push(json!({"nid": nid, "kind": kind, "variant": "pool", "reason": why}));
-    };
+fn pool_series(r: &mut Report, n: &NodeAt, plan: &Plan, out: &mut Results) -> Option<u64> {
+    let (nid, kind) = (n.nid, n.kind);
+    let name = format!("{} tierkit from a ready pool", n.label);
     if !pool::present() {
-        skip(
-            r,
-            format!("no {} (a tierkit.ko without the pool)", pool::POOL_PATH),
-        );
+        let why = format!("no {} (a tierkit.ko without the pool)", pool::POOL_PATH);
+        out.skip(r, n, "pool", &name, why);
         return None;
     }
     let (target, fill) = match pool::Target::filled(nid, 1) {
         Ok(t) => t,
         Err(e) if e.contains("ENOSPC") => {
-            skip(r, e);
+            out.skip(r, n, "pool", &name, e);
             return None;
         }
         Err(e) => {
@@ -502,8 +528,7 @@ fn pool_series(
     drop(target);
     match res {
         Ok(s) => {
-            let ns: Vec<u64> = s.iter().map(|x| x.ns).collect();
-            let med = median(&ns);
+            let (ns, med) = times(&s);
             r.ok_note(
                 &name,
                 format!(
@@ -532,7 +557,8 @@ fn pool_series(
 /// met or missed, not enforced). A side that cannot get a GiB is skipped
 /// with the reason.
 pub fn run_node(r: &mut Report, topo: &Topology, nid: u32, plan: &Plan, out: &mut Results) {
-    let (node, kind) = node_label(topo, nid);
+    let n = NodeAt::of(topo, nid);
+    let (node, kind) = (&n.label, n.kind);
     // tierkit first: its range is freed after each run, and the pool and
     // the hugetlb reservation below may then take that GiB.
     let boot = BootPool::release(nid);
@@ -541,26 +567,23 @@ pub fn run_node(r: &mut Report, topo: &Topology, nid: u32, plan: &Plan, out: &mu
             "{node}: {n} boot-time 1 GiB hugetlb page(s) handed back for the run"
         ));
     }
-    let tk = tierkit_series(r, nid, kind, &node, plan, out);
+    let tk = tierkit_series(r, &n, plan, out);
     let from_pool = if plan.pool {
-        pool_series(r, nid, kind, &node, plan, out)
+        pool_series(r, &n, plan, out)
     } else {
         None
     };
     let hp = match HugePage::get(nid) {
         Ok(hp) => hp,
         Err(e) => {
-            r.skip(&format!("{node} hugetlb"), e.clone());
-            out.skipped
-                .push(json!({"nid": nid, "kind": kind, "variant": "hugetlb", "reason": e}));
+            out.skip(r, &n, "hugetlb", &format!("{node} hugetlb"), e);
             return;
         }
     };
     let a = vec!["hugetlb".to_string(), nid.to_string()];
     let huge = match series(&a, plan.reps, plan.warm_up, || Ok(())) {
         Ok(s) => {
-            let ns: Vec<u64> = s.iter().map(|x| x.ns).collect();
-            let med = median(&ns);
+            let (ns, med) = times(&s);
             r.ok_note(
                 &format!("{node} hugetlb"),
                 format!("median {} s of {}, page {}", secs(med), plan.reps, hp.how),
@@ -648,7 +671,8 @@ mod tests {
             memory: vec![0, 1],
             cpu: vec![0],
         };
-        assert_eq!(node_label(&topo, 1), ("node 1 (cxl)".into(), "cxl"));
+        let n = NodeAt::of(&topo, 1);
+        assert_eq!((n.label.as_str(), n.kind), ("node 1 (cxl)", "cxl"));
     }
 
     #[test]

@@ -349,10 +349,69 @@ fn plot_err<E: std::fmt::Debug>(e: E) -> anyhow::Error {
 /// The legend's line styles.
 #[derive(Clone, Copy)]
 enum Style {
+    /// Thick solid line with dots: tierkit (local placement).
     TierkitLocal,
+    /// Solid line with triangles: tierkit, other placements.
     TierkitOther,
+    /// Long dashes with squares: userspace memset.
     Memset,
+    /// Dotted: the kernel's own (serial clear, hugetlb first fault).
     Kernel,
+    /// Thin solid line: tierkit from a ready pool.
+    Thin,
+}
+
+/// Draws `legend` (label, colour, style) one entry per 24 px from y = 50
+/// at x = `lx` of `area`; returns the y below the last entry.
+fn draw_legend<DB: DrawingBackend>(
+    area: &DrawingArea<DB, plotters::coord::Shift>,
+    lx: i32,
+    legend: &[(String, RGBColor, Style)],
+) -> Result<i32> {
+    let mut ly = 50;
+    let font = ("sans-serif", 14).into_font();
+    for (label, c, style) in legend {
+        let (a, b) = ((lx, ly), (lx + 40, ly));
+        match style {
+            Style::TierkitLocal => {
+                area.draw(&PathElement::new(vec![a, b], c.stroke_width(3)))
+                    .map_err(plot_err)?;
+                area.draw(&Circle::new((lx + 20, ly), 5, c.filled()))
+                    .map_err(plot_err)?;
+            }
+            Style::TierkitOther => {
+                area.draw(&PathElement::new(vec![a, b], c.stroke_width(2)))
+                    .map_err(plot_err)?;
+                area.draw(&TriangleMarker::new((lx + 20, ly), 6, c.stroke_width(2)))
+                    .map_err(plot_err)?;
+            }
+            Style::Memset => {
+                area.draw(&DashedPathElement::new(vec![a, b], 8, 5, c.stroke_width(2)))
+                    .map_err(plot_err)?;
+                area.draw(&Rectangle::new(
+                    [(lx + 16, ly - 4), (lx + 24, ly + 4)],
+                    c.filled(),
+                ))
+                .map_err(plot_err)?;
+            }
+            Style::Kernel => {
+                area.draw(&DashedPathElement::new(vec![a, b], 2, 5, c.stroke_width(2)))
+                    .map_err(plot_err)?;
+            }
+            Style::Thin => {
+                area.draw(&PathElement::new(vec![a, b], c.stroke_width(1)))
+                    .map_err(plot_err)?;
+            }
+        }
+        area.draw(&Text::new(
+            label.clone(),
+            (lx + 50, ly),
+            TextStyle::from(font.clone()).pos(Pos::new(HPos::Left, VPos::Center)),
+        ))
+        .map_err(plot_err)?;
+        ly += 24;
+    }
+    Ok(ly)
 }
 
 /// The SVG chart of `bench clear`: GB/s against threads.
@@ -506,53 +565,7 @@ pub fn clear_svg(d: &ClearData) -> Result<String> {
 
         // The legend, beside the plot (never over a line).
         let lx = 10;
-        let mut ly = 50;
-        let font = ("sans-serif", 14).into_font();
-        for (label, c, style) in &legend {
-            let (a, b) = ((lx, ly), (lx + 40, ly));
-            match style {
-                Style::TierkitLocal => {
-                    legend_area
-                        .draw(&PathElement::new(vec![a, b], c.stroke_width(3)))
-                        .map_err(plot_err)?;
-                    legend_area
-                        .draw(&Circle::new((lx + 20, ly), 5, c.filled()))
-                        .map_err(plot_err)?;
-                }
-                Style::TierkitOther => {
-                    legend_area
-                        .draw(&PathElement::new(vec![a, b], c.stroke_width(2)))
-                        .map_err(plot_err)?;
-                    legend_area
-                        .draw(&TriangleMarker::new((lx + 20, ly), 6, c.stroke_width(2)))
-                        .map_err(plot_err)?;
-                }
-                Style::Memset => {
-                    legend_area
-                        .draw(&DashedPathElement::new(vec![a, b], 8, 5, c.stroke_width(2)))
-                        .map_err(plot_err)?;
-                    legend_area
-                        .draw(&Rectangle::new(
-                            [(lx + 16, ly - 4), (lx + 24, ly + 4)],
-                            c.filled(),
-                        ))
-                        .map_err(plot_err)?;
-                }
-                Style::Kernel => {
-                    legend_area
-                        .draw(&DashedPathElement::new(vec![a, b], 2, 5, c.stroke_width(2)))
-                        .map_err(plot_err)?;
-                }
-            }
-            legend_area
-                .draw(&Text::new(
-                    label.clone(),
-                    (lx + 50, ly),
-                    TextStyle::from(font.clone()).pos(Pos::new(HPos::Left, VPos::Center)),
-                ))
-                .map_err(plot_err)?;
-            ly += 24;
-        }
+        let mut ly = draw_legend(&legend_area, lx, &legend)?;
         ly += 16;
         let small = ("sans-serif", 12).into_font();
         let mut notes = vec![
@@ -847,14 +860,7 @@ pub fn gigantic_svg(d: &GiganticData) -> Result<String> {
             .draw()
             .map_err(plot_err)?;
         let nodes = d.nodes();
-        /// How a legend entry is drawn.
-        #[derive(Clone, Copy, PartialEq)]
-        enum Line {
-            Solid,
-            Dotted,
-            Thin,
-        }
-        let mut legend: Vec<(String, RGBColor, Line)> = Vec::new();
+        let mut legend: Vec<(String, RGBColor, Style)> = Vec::new();
         for (i, (nid, kind)) in nodes.iter().enumerate() {
             let c = NODE_COLORS[i % NODE_COLORS.len()];
             let huge = d.hugetlb_ns(*nid);
@@ -871,7 +877,7 @@ pub fn gigantic_svg(d: &GiganticData) -> Result<String> {
                 legend.push((
                     format!("hugetlb first fault, node {nid} ({kind})"),
                     c,
-                    Line::Dotted,
+                    Style::Kernel,
                 ));
             }
             if let Some(p) = d.pool_ns(*nid) {
@@ -892,7 +898,7 @@ pub fn gigantic_svg(d: &GiganticData) -> Result<String> {
                 legend.push((
                     format!("tierkit from a ready pool, node {nid} ({kind})"),
                     c,
-                    Line::Thin,
+                    Style::Thin,
                 ));
             }
             let pts: Vec<(f64, f64)> = d
@@ -921,42 +927,14 @@ pub fn gigantic_svg(d: &GiganticData) -> Result<String> {
                     )
                 }))
                 .map_err(plot_err)?;
-            legend.push((format!("tierkit, node {nid} ({kind})"), c, Line::Solid));
+            legend.push((
+                format!("tierkit, node {nid} ({kind})"),
+                c,
+                Style::TierkitLocal,
+            ));
         }
         let lx = 10;
-        let mut ly = 50;
-        let font = ("sans-serif", 14).into_font();
-        for (label, c, line) in &legend {
-            let (a, b) = ((lx, ly), (lx + 40, ly));
-            match line {
-                Line::Solid => {
-                    legend_area
-                        .draw(&PathElement::new(vec![a, b], c.stroke_width(3)))
-                        .map_err(plot_err)?;
-                    legend_area
-                        .draw(&Circle::new((lx + 20, ly), 5, c.filled()))
-                        .map_err(plot_err)?;
-                }
-                Line::Dotted => {
-                    legend_area
-                        .draw(&DashedPathElement::new(vec![a, b], 2, 5, c.stroke_width(2)))
-                        .map_err(plot_err)?;
-                }
-                Line::Thin => {
-                    legend_area
-                        .draw(&PathElement::new(vec![a, b], c.stroke_width(1)))
-                        .map_err(plot_err)?;
-                }
-            }
-            legend_area
-                .draw(&Text::new(
-                    label.clone(),
-                    (lx + 50, ly),
-                    TextStyle::from(font.clone()).pos(Pos::new(HPos::Left, VPos::Center)),
-                ))
-                .map_err(plot_err)?;
-            ly += 24;
-        }
+        let mut ly = draw_legend(&legend_area, lx, &legend)?;
         ly += 16;
         let small = ("sans-serif", 12).into_font();
         let mut notes = vec![

@@ -50,11 +50,11 @@ use std::fs;
 use std::process::ExitCode;
 use std::sync::Barrier;
 use tierkit_core::uapi::{TkClearBench, TK_GIGANTIC_BYTES, TK_PLACE_LOCAL, TK_PLACE_REMOTE};
-use userspace_tests::errno_name;
 use userspace_tests::node::{parse_list, Topology};
 use userspace_tests::report::Report;
 use userspace_tests::sys::{monotonic_ns, Mapping, MPOL_BIND};
 use userspace_tests::tk::{clear_bench_arg, variant_str, Tierkit};
+use userspace_tests::{errno_name, first_use};
 
 const BIN: &str = "tk-bench-clear";
 const GIB: usize = TK_GIGANTIC_BYTES as usize;
@@ -197,28 +197,13 @@ fn kernel_serial(nid: u32, reps: usize) -> Result<(u64, String), String> {
         "reserved at runtime".to_string()
     };
     let once = || {
-        let m = Mapping::new(
-            GIB,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_HUGETLB | libc::MAP_HUGE_1GB,
-            -1,
-            0,
-        )
-        .map_err(|e| format!("mmap MAP_HUGE_1GB: {}", errno_name(&e)))?;
-        m.mbind(MPOL_BIND, 1u64 << nid, 0)
-            .map_err(|e| format!("mbind: {}", errno_name(&e)))?;
+        let m = first_use::hugetlb_gib(nid)?;
         let t0 = monotonic_ns();
         // SAFETY: the first byte of a live writable mapping; the write
         // faults in (and the kernel clears) the whole 1 GiB page.
         unsafe { std::ptr::write_volatile(m.as_ptr(), 1) };
         let ns = monotonic_ns() - t0;
-        let on = m
-            .page_nodes()
-            .ok()
-            .and_then(|v| v.first().copied())
-            .unwrap_or(-1);
-        if on != nid as i32 {
-            return Err(format!("the hugetlb page landed on node {on}, not {nid}"));
-        }
+        first_use::hugetlb_on(&m, nid)?;
         Ok(ns)
     };
     // Each unmap gives the page back to the pool; the next fault clears
