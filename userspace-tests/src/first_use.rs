@@ -317,13 +317,16 @@ impl Drop for HugePage {
 /// allocation; a GiB reserved at boot and freed here is one, and tierkit
 /// (`alloc_contig_pages()`), its pool and the runtime hugetlb reservation
 /// then take it.
-struct BootPool {
+pub struct BootPool {
     nr_path: String,
-    restore: Option<u64>,
+    /// The count to reserve again on drop (`None`: nothing was released).
+    pub restore: Option<u64>,
 }
 
 impl BootPool {
-    fn release(nid: u32) -> BootPool {
+    /// Releases `nid`'s boot-time 1 GiB hugetlb pages if all of them are
+    /// free; does nothing otherwise (or without any).
+    pub fn release(nid: u32) -> BootPool {
         let dir = huge_dir(nid);
         let nr_path = format!("{dir}/nr_hugepages");
         let nr = read_num(&nr_path).unwrap_or(0);
