@@ -41,7 +41,7 @@
 //! message naming the range.
 
 use crate::chunks::GIGANTIC_PAGES;
-use crate::clear::gigantic::{populate_with, LastSlot};
+use crate::clear::gigantic::{populate_with, LastClear, LastSlot};
 use crate::clear::{ClearParams, GiganticRange};
 use crate::shim;
 use crate::sync::KillableMutex;
@@ -216,9 +216,21 @@ impl Backing {
         if let Some(pfn) = self.gigantic_pfn(idx) {
             return Ok(pfn);
         }
-        // Allocated and cleared without the pages lock (the memory
-        // notifier takes it); dropped (freed) on any failure below.
-        let range = populate_with(&plan.params, nid, GIGANTIC_PAGES, &plan.last)?;
+        // A ready range of the pool, or one allocated and cleared now,
+        // without the pages lock (the memory notifier takes it); dropped
+        // (freed) on any failure below.
+        let range = match self.wi.pool.take(nid) {
+            Some(r) => {
+                *plan.last.lock() = Some(LastClear {
+                    elapsed_ns: 0,
+                    workers: 0,
+                    nid: nid as i32,
+                    cpu_node: -1,
+                });
+                r
+            }
+            None => populate_with(&plan.params, nid, GIGANTIC_PAGES, &plan.last)?,
+        };
         let pfn = range.pfn();
         let mut pages = self.pages.lock();
         let BackingPages::Gigantic(g) = &mut *pages else {
@@ -501,6 +513,8 @@ unsafe extern "C" fn memory_event(
 ) -> c_int {
     // SAFETY: see the function's safety section.
     let wi = unsafe { &*ctx.cast::<Wi>() };
+    // Ready ranges of the pool are nobody's yet: give them back first.
+    wi.pool.release_in(start_pfn as u64, (start_pfn + nr_pages) as u64);
     match wi.mappings.going_offline(start_pfn as u64, nr_pages as u64) {
         Ok(()) => 0,
         Err(e) => e.to_errno(),

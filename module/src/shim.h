@@ -95,4 +95,21 @@ bool tk_file_gigantic(void *private_data);
 #define TK_WALK_PUD	3
 int tk_walk(unsigned long addr, unsigned long *pfn, int *nid);
 
+/* The pre-cleared gigantic pool (module/src/clear/ready.rs). */
+struct tk_pool_thread;
+struct shrinker;
+unsigned long tk_node_gigantic_capacity(int nid, bool movable);
+struct tk_pool_thread *tk_pool_thread_start(void *ctx);
+void tk_pool_kick(struct tk_pool_thread *t);
+void tk_pool_thread_stop(struct tk_pool_thread *t);
+bool tk_kthread_should_stop(void);
+void tk_bind_to_node_cpus(int cpu_node);
+struct shrinker *tk_pool_shrinker_register(void *ctx);
+void tk_pool_shrinker_free(struct shrinker *s);
+/* Implemented in Rust (clear/ready.rs). */
+long tk_pool_wait(void *ctx);
+void tk_pool_step(void *ctx);
+unsigned long tk_pool_count(void *ctx, int nid);
+unsigned long tk_pool_scan(void *ctx, int nid, unsigned long nr);
+
 #endif /* TIERKIT_SHIM_H */

@@ -21,6 +21,9 @@ mod chunks;
 #[expect(dead_code, unreachable_pub)]
 #[path = "../core/src/interleave.rs"]
 mod interleave;
+#[expect(unreachable_pub)]
+#[path = "../core/src/pool_cmd.rs"]
+mod pool_cmd;
 #[expect(dead_code, unreachable_pub)]
 #[path = "../core/src/uapi.rs"]
 mod uapi;
@@ -46,12 +49,17 @@ module! {
 
 /// The module: the weight table, its debugfs files and `/dev/tierkit`.
 ///
-/// Fields drop in declaration order: the weight files (and the node
-/// notifier) first, then the device, then the debugfs root. Every open
+/// Fields drop in declaration order: the pool's refill thread and
+/// shrinker first (which frees every ready range), then its file, the
+/// memory notifier, the weight files (and the node notifier), then the
+/// device, then the debugfs root. Every open
 /// file, `/dev/tierkit` or debugfs, holds a reference on the module (their
 /// file operations have an owner), so `rmmod` is refused while one is open,
 /// and a mapping holds its file.
 struct TierKit {
+    _pool_worker: clear::ready::PoolWorker,
+    _pool_file: debugfs::DebugfsFile<Arc<wi::Wi>>,
+    _gigantic_dir: debugfs::DebugfsDir,
     _mem_notifier: mapping::MemoryNotifier,
     _wi_files: Pin<KBox<wi::debugfs::WiFiles>>,
     _movable_gigantic: debugfs::DebugfsFile<()>,
@@ -91,6 +99,15 @@ impl kernel::Module for TierKit {
             Some(movable_gigantic_store),
         )?;
         let mem_notifier = mapping::MemoryNotifier::register(wi.clone())?;
+        let gigantic_dir = debugfs::DebugfsDir::new(c"gigantic", Some(&debugfs))?;
+        let pool_file = gigantic_dir.file(
+            c"pool",
+            0o600,
+            wi.clone(),
+            |wi, f| wi.pool.show(f),
+            Some(|wi, buf| wi.pool.store(buf)),
+        )?;
+        let pool_worker = clear::ready::PoolWorker::start(wi.clone())?;
         let dev = KBox::pin_init(dev::TkDevice::new(wi), GFP_KERNEL)?;
         pr_info!(
             "loaded ({} possible nodes, memory on {:#x})\n",
@@ -98,6 +115,9 @@ impl kernel::Module for TierKit {
             wi::memory_nodes().0
         );
         Ok(TierKit {
+            _pool_worker: pool_worker,
+            _pool_file: pool_file,
+            _gigantic_dir: gigantic_dir,
             _mem_notifier: mem_notifier,
             _wi_files: wi_files,
             _movable_gigantic: movable_gigantic,

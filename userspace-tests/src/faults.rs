@@ -96,6 +96,12 @@ impl FailNth {
         cvt(r as libc::c_long).map(|_| ())
     }
 
+    /// The raw fd, for a signal handler that reads [`remaining`](Self::remaining)
+    /// by hand.
+    pub fn raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+
     /// Makes the `n`th fault point from now fail (`n` >= 1).
     pub fn arm(&self, n: u32) -> io::Result<()> {
         self.write_num(n)

@@ -863,30 +863,35 @@ mod tests {
         args.windows(2).any(|w| w[0] == flag && w[1] == val)
     }
 
+    /// Asserts that `args` has every `(flag, value)` pair, naming the
+    /// missing ones.
+    #[track_caller]
+    fn assert_has(args: &[String], want: &[(&str, &str)]) {
+        let missing: Vec<_> = want.iter().filter(|(f, v)| !has(args, f, v)).collect();
+        assert!(missing.is_empty(), "missing {missing:?} in {args:?}");
+    }
+
     #[test]
     fn default_numa_topology() {
         let t = Topology::new(&opts(TopologyKind::NUMA, 2)).unwrap();
         let a = t.qemu_args();
-        assert!(has(&a, "-machine", "q35,hmat=on"));
-        assert!(has(&a, "-smp", "2,sockets=1,cores=2,threads=1"));
-        assert!(has(&a, "-m", "7G"));
-        assert!(has(&a, "-object", "memory-backend-ram,id=m0,size=4G"));
-        assert!(has(&a, "-object", "memory-backend-ram,id=m1,size=3G"));
-        assert!(has(&a, "-numa", "node,nodeid=0,cpus=0-1,memdev=m0"));
-        assert!(has(&a, "-numa", "node,nodeid=1,memdev=m1,initiator=0"));
-        assert!(has(&a, "-numa", "dist,src=0,dst=1,val=25"));
-        assert!(has(
+        assert_has(
             &a,
-            "-numa",
-            "hmat-lb,initiator=0,target=0,hierarchy=memory,data-type=access-latency,latency=100"
-        ));
-        assert!(has(&a, "-numa", "hmat-lb,initiator=0,target=0,hierarchy=memory,data-type=access-bandwidth,bandwidth=200G"));
-        assert!(has(
-            &a,
-            "-numa",
-            "hmat-lb,initiator=0,target=1,hierarchy=memory,data-type=access-latency,latency=250"
-        ));
-        assert!(has(&a, "-numa", "hmat-lb,initiator=0,target=1,hierarchy=memory,data-type=access-bandwidth,bandwidth=50G"));
+            &[
+                ("-machine", "q35,hmat=on"),
+                ("-smp", "2,sockets=1,cores=2,threads=1"),
+                ("-m", "7G"),
+                ("-object", "memory-backend-ram,id=m0,size=4G"),
+                ("-object", "memory-backend-ram,id=m1,size=3G"),
+                ("-numa", "node,nodeid=0,cpus=0-1,memdev=m0"),
+                ("-numa", "node,nodeid=1,memdev=m1,initiator=0"),
+                ("-numa", "dist,src=0,dst=1,val=25"),
+                ("-numa", "hmat-lb,initiator=0,target=0,hierarchy=memory,data-type=access-latency,latency=100"),
+                ("-numa", "hmat-lb,initiator=0,target=0,hierarchy=memory,data-type=access-bandwidth,bandwidth=200G"),
+                ("-numa", "hmat-lb,initiator=0,target=1,hierarchy=memory,data-type=access-latency,latency=250"),
+                ("-numa", "hmat-lb,initiator=0,target=1,hierarchy=memory,data-type=access-bandwidth,bandwidth=50G"),
+            ],
+        );
         // 2 backends, 2 nodes, 1 distance, 2x2 hmat-lb entries.
         assert_eq!(a.iter().filter(|x| *x == "-numa").count(), 2 + 1 + 4);
     }
@@ -905,20 +910,21 @@ mod tests {
     fn numa2_has_two_cpu_nodes_and_a_memory_node() {
         let t = Topology::new(&opts(TopologyKind::NUMA2, 2)).unwrap();
         let a = t.qemu_args();
-        assert!(has(&a, "-m", "11G"));
-        assert!(has(&a, "-smp", "2,sockets=2,cores=1,threads=1"));
-        assert!(has(&a, "-numa", "node,nodeid=0,cpus=0,memdev=m0"));
-        assert!(has(&a, "-numa", "node,nodeid=1,cpus=1,memdev=m1"));
-        assert!(has(&a, "-numa", "node,nodeid=2,memdev=m2,initiator=0"));
-        assert!(has(&a, "-numa", "dist,src=0,dst=1,val=20"));
-        assert!(has(&a, "-numa", "dist,src=0,dst=2,val=25"));
-        assert!(has(&a, "-numa", "dist,src=1,dst=2,val=30"));
-        assert!(has(
+        assert_has(
             &a,
-            "-numa",
-            "hmat-lb,initiator=1,target=0,hierarchy=memory,data-type=access-latency,latency=150"
-        ));
-        assert!(has(&a, "-numa", "hmat-lb,initiator=1,target=2,hierarchy=memory,data-type=access-bandwidth,bandwidth=40G"));
+            &[
+                ("-m", "11G"),
+                ("-smp", "2,sockets=2,cores=1,threads=1"),
+                ("-numa", "node,nodeid=0,cpus=0,memdev=m0"),
+                ("-numa", "node,nodeid=1,cpus=1,memdev=m1"),
+                ("-numa", "node,nodeid=2,memdev=m2,initiator=0"),
+                ("-numa", "dist,src=0,dst=1,val=20"),
+                ("-numa", "dist,src=0,dst=2,val=25"),
+                ("-numa", "dist,src=1,dst=2,val=30"),
+                ("-numa", "hmat-lb,initiator=1,target=0,hierarchy=memory,data-type=access-latency,latency=150"),
+                ("-numa", "hmat-lb,initiator=1,target=2,hierarchy=memory,data-type=access-bandwidth,bandwidth=40G"),
+            ],
+        );
         assert_eq!(t.distance(2, 0), 25);
         assert!(Topology::new(&opts(TopologyKind::NUMA2, 3)).is_err());
     }
@@ -927,50 +933,46 @@ mod tests {
     fn cxl_default_is_one_4g_device() {
         let t = Topology::new(&opts(TopologyKind::CXL, 2)).unwrap();
         let a = t.qemu_args();
-        assert!(has(&a, "-machine", "q35,hmat=on,cxl=on"));
-        assert!(has(&a, "-m", "4G,maxmem=8G,slots=4"));
-        assert!(has(&a, "-object", "memory-backend-ram,id=m0,size=4G"));
-        assert!(has(&a, "-numa", "node,nodeid=0,cpus=0-1,memdev=m0"));
+        assert_has(
+            &a,
+            &[
+                ("-machine", "q35,hmat=on,cxl=on"),
+                ("-m", "4G,maxmem=8G,slots=4"),
+                ("-object", "memory-backend-ram,id=m0,size=4G"),
+                ("-numa", "node,nodeid=0,cpus=0-1,memdev=m0"),
+            ],
+        );
         // The generic port's proximity domain: no memory, no CPUs.
-        assert!(has(&a, "-numa", "node,nodeid=1"));
-        assert!(has(
+        assert_has(
             &a,
-            "-object",
-            "memory-backend-ram,id=cxl-mem0,share=on,size=4G"
-        ));
-        assert!(has(&a, "-device", "pxb-cxl,bus_nr=12,bus=pcie.0,id=cxl.1"));
-        assert!(has(
-            &a,
-            "-object",
-            "acpi-generic-port,id=cxl-gp0,pci-bus=cxl.1,node=1"
-        ));
-        assert!(has(
-            &a,
-            "-device",
-            "cxl-rp,port=0,bus=cxl.1,id=cxl_rp0,chassis=0,slot=2"
-        ));
-        assert!(has(
-            &a,
-            "-device",
-            "cxl-type3,bus=cxl_rp0,volatile-memdev=cxl-mem0,id=cxl-vmem0,sn=1"
-        ));
-        assert!(has(&a, "-M", "cxl-fmw.0.targets.0=cxl.1,cxl-fmw.0.size=4G"));
+            &[
+                ("-numa", "node,nodeid=1"),
+                ("-object", "memory-backend-ram,id=cxl-mem0,share=on,size=4G"),
+                ("-device", "pxb-cxl,bus_nr=12,bus=pcie.0,id=cxl.1"),
+                (
+                    "-object",
+                    "acpi-generic-port,id=cxl-gp0,pci-bus=cxl.1,node=1",
+                ),
+                (
+                    "-device",
+                    "cxl-rp,port=0,bus=cxl.1,id=cxl_rp0,chassis=0,slot=2",
+                ),
+                (
+                    "-device",
+                    "cxl-type3,bus=cxl_rp0,volatile-memdev=cxl-mem0,id=cxl-vmem0,sn=1",
+                ),
+                ("-M", "cxl-fmw.0.targets.0=cxl.1,cxl-fmw.0.size=4G"),
+            ],
+        );
         // HMAT: DRAM 100 ns / 20 GB/s, the generic port 250 ns / 10 GB/s.
-        assert!(has(
+        assert_has(
             &a,
-            "-numa",
-            "hmat-lb,initiator=0,target=0,hierarchy=memory,data-type=access-bandwidth,bandwidth=20G"
-        ));
-        assert!(has(
-            &a,
-            "-numa",
-            "hmat-lb,initiator=0,target=1,hierarchy=memory,data-type=access-latency,latency=250"
-        ));
-        assert!(has(
-            &a,
-            "-numa",
-            "hmat-lb,initiator=0,target=1,hierarchy=memory,data-type=access-bandwidth,bandwidth=10G"
-        ));
+            &[
+                ("-numa", "hmat-lb,initiator=0,target=0,hierarchy=memory,data-type=access-bandwidth,bandwidth=20G"),
+                ("-numa", "hmat-lb,initiator=0,target=1,hierarchy=memory,data-type=access-latency,latency=250"),
+                ("-numa", "hmat-lb,initiator=0,target=1,hierarchy=memory,data-type=access-bandwidth,bandwidth=10G"),
+            ],
+        );
         // No SLIT: the CXL node the kernel makes is not a QEMU node.
         assert!(!a.iter().any(|x| x.starts_with("dist,")));
         // 2 nodes + 2x2 hmat-lb entries.
@@ -990,31 +992,29 @@ mod tests {
         o.dram_perf = Some(Perf::parse("90ns:40G").unwrap());
         let t = Topology::new(&o).unwrap();
         let a = t.qemu_args();
-        assert!(has(&a, "-m", "6G,maxmem=12G,slots=4"));
-        assert!(has(&a, "-numa", "node,nodeid=1"));
-        assert!(has(&a, "-numa", "node,nodeid=2"));
-        assert!(has(&a, "-device", "pxb-cxl,bus_nr=12,bus=pcie.0,id=cxl.1"));
-        assert!(has(&a, "-device", "pxb-cxl,bus_nr=28,bus=pcie.0,id=cxl.2"));
-        assert!(has(
+        assert_has(
             &a,
-            "-object",
-            "acpi-generic-port,id=cxl-gp1,pci-bus=cxl.2,node=2"
-        ));
-        assert!(has(
-            &a,
-            "-device",
-            "cxl-rp,port=0,bus=cxl.2,id=cxl_rp1,chassis=0,slot=3"
-        ));
-        assert!(has(
-            &a,
-            "-device",
-            "cxl-type3,bus=cxl_rp1,volatile-memdev=cxl-mem1,id=cxl-vmem1,sn=2"
-        ));
-        assert!(has(
-            &a,
-            "-object",
-            "memory-backend-ram,id=cxl-mem1,share=on,size=2G"
-        ));
+            &[
+                ("-m", "6G,maxmem=12G,slots=4"),
+                ("-numa", "node,nodeid=1"),
+                ("-numa", "node,nodeid=2"),
+                ("-device", "pxb-cxl,bus_nr=12,bus=pcie.0,id=cxl.1"),
+                ("-device", "pxb-cxl,bus_nr=28,bus=pcie.0,id=cxl.2"),
+                (
+                    "-object",
+                    "acpi-generic-port,id=cxl-gp1,pci-bus=cxl.2,node=2",
+                ),
+                (
+                    "-device",
+                    "cxl-rp,port=0,bus=cxl.2,id=cxl_rp1,chassis=0,slot=3",
+                ),
+                (
+                    "-device",
+                    "cxl-type3,bus=cxl_rp1,volatile-memdev=cxl-mem1,id=cxl-vmem1,sn=2",
+                ),
+                ("-object", "memory-backend-ram,id=cxl-mem1,share=on,size=2G"),
+            ],
+        );
         // One -M with both windows, each targeting its own host bridge.
         assert!(has(
             &a,
@@ -1022,21 +1022,14 @@ mod tests {
             "cxl-fmw.0.targets.0=cxl.1,cxl-fmw.0.size=4G,cxl-fmw.1.targets.0=cxl.2,cxl-fmw.1.size=2G"
         ));
         assert_eq!(a.iter().filter(|x| *x == "-M").count(), 1);
-        assert!(has(
+        assert_has(
             &a,
-            "-numa",
-            "hmat-lb,initiator=0,target=0,hierarchy=memory,data-type=access-latency,latency=90"
-        ));
-        assert!(has(
-            &a,
-            "-numa",
-            "hmat-lb,initiator=0,target=2,hierarchy=memory,data-type=access-latency,latency=300"
-        ));
-        assert!(has(
-            &a,
-            "-numa",
-            "hmat-lb,initiator=0,target=2,hierarchy=memory,data-type=access-bandwidth,bandwidth=5G"
-        ));
+            &[
+                ("-numa", "hmat-lb,initiator=0,target=0,hierarchy=memory,data-type=access-latency,latency=90"),
+                ("-numa", "hmat-lb,initiator=0,target=2,hierarchy=memory,data-type=access-latency,latency=300"),
+                ("-numa", "hmat-lb,initiator=0,target=2,hierarchy=memory,data-type=access-bandwidth,bandwidth=5G"),
+            ],
+        );
         assert_eq!(t.cxl_param().as_deref(), Some("4096,2048"));
         // Device ids are unique.
         let ids: Vec<&String> = a.iter().filter(|x| x.contains("id=cxl")).collect();
@@ -1166,13 +1159,14 @@ mod tests {
         let t = Topology::new(&o).unwrap();
         let a = t.qemu_args();
         assert_eq!(t.cxl_region_gib(), vec![8, 2]);
-        assert!(has(&a, "-device", "pxb-cxl,bus_nr=28,bus=pcie.0,id=cxl.2"));
-        assert!(has(
+        assert_has(
             &a,
-            "-device",
-            "cxl-rp,port=1,bus=cxl.2,id=cxl_rp3,chassis=0,slot=5"
-        ));
-        assert!(has(&a, "-M", "cxl-fmw.0.targets.0=cxl.1,cxl-fmw.0.size=8G,cxl-fmw.0.interleave-granularity=4096,cxl-fmw.1.targets.0=cxl.2,cxl-fmw.1.size=2G,cxl-fmw.1.interleave-granularity=4096"));
+            &[
+                ("-device", "pxb-cxl,bus_nr=28,bus=pcie.0,id=cxl.2"),
+                ("-device", "cxl-rp,port=1,bus=cxl.2,id=cxl_rp3,chassis=0,slot=5"),
+                ("-M", "cxl-fmw.0.targets.0=cxl.1,cxl-fmw.0.size=8G,cxl-fmw.0.interleave-granularity=4096,cxl-fmw.1.targets.0=cxl.2,cxl-fmw.1.size=2G,cxl-fmw.1.interleave-granularity=4096"),
+            ],
+        );
         // The second bridge's generic port (node 2) has the second pair's figures.
         assert!(has(
             &a,

@@ -14,5 +14,6 @@ pub mod chunks;
 pub mod interleave;
 pub mod kmsg;
 pub mod model;
+pub mod pool_cmd;
 pub mod uapi;
 pub mod wi_table;

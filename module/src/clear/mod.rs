@@ -16,13 +16,16 @@
 //! - allocate, then clear in parallel: [`GiganticRange::alloc`], [`clear`];
 //! - `TK_IOC_CLEAR_BENCH`: [`bench::bench`];
 //! - the gigantic mode of `/dev/tierkit` (`TK_IOC_SET_GIGANTIC`, then
-//!   `mmap`): [`gigantic::GiganticMode`].
+//!   `mmap`): [`gigantic::GiganticMode`];
+//! - the pre-cleared pool that gigantic faults take from:
+//!   [`ready::GiganticPool`].
 
 pub(crate) mod bench;
 pub(crate) mod gigantic;
 pub(crate) mod placement;
 pub(crate) mod pool;
 pub(crate) mod range;
+pub(crate) mod ready;
 mod tests;
 
 pub(crate) use placement::{CpuSet, Placement};

@@ -145,6 +145,16 @@ impl GiganticRange {
     /// one zone (`GFP_KERNEL` never takes `ZONE_MOVABLE`; with
     /// [`MOVABLE_GIGANTIC`] set, `__GFP_MOVABLE | __GFP_HIGHMEM` does).
     pub(crate) fn alloc_pages(nid: usize, nr_pages: u64) -> Result<Self> {
+        Self::alloc_pages_with(nid, nr_pages, true)
+    }
+
+    /// [`alloc_pages`](Self::alloc_pages) that logs no `ENOMEM` (the
+    /// pool's refill thread retries later and logs once itself).
+    pub(crate) fn alloc_pages_quiet(nid: usize, nr_pages: u64) -> Result<Self> {
+        Self::alloc_pages_with(nid, nr_pages, false)
+    }
+
+    fn alloc_pages_with(nid: usize, nr_pages: u64, log: bool) -> Result<Self> {
         if nr_pages == 0 || !nr_pages.is_power_of_two() || nr_pages > MAX_RANGE_PAGES {
             pr_debug!("clear: bad range size of {} pages\n", nr_pages);
             return Err(EINVAL);
@@ -166,6 +176,9 @@ impl GiganticRange {
             // SAFETY: no precondition.
             if unsafe { shim::tk_fatal_signal_pending() } {
                 return Err(EINTR);
+            }
+            if !log {
+                return Err(ENOMEM);
             }
             // SAFETY: the shim range-checks `nid`.
             if !movable && unsafe { shim::tk_node_has_movable(nid as c_int) } {

@@ -79,11 +79,11 @@ fn bandwidth_store(wi: &Arc<Wi>, buf: &[u8]) -> Result {
 }
 
 fn stats_show(wi: &Arc<Wi>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-    wi.stats.show(f)
+    wi.stats.show(f, &wi.pool)
 }
 
 fn limits_show(wi: &Arc<Wi>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-    wi.stats.show_limits(f)
+    wi.stats.show_limits(f, &wi.pool)
 }
 
 /// The `nodeN` files that exist, indexed by node.

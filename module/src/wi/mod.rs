@@ -161,8 +161,14 @@ impl Stats {
     }
 
     /// The `limits` file: `KEY VALUE` lines; `gigantic_fault_failed` is
-    /// the cumulative number of gigantic faults that ended in SIGBUS.
-    pub(crate) fn show_limits(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    /// the cumulative number of gigantic faults that ended in SIGBUS,
+    /// `gigantic_pool_taken` of faults served from `pool`'s ready ranges,
+    /// `gigantic_pool_shrunk` of ranges its shrinker gave back.
+    pub(crate) fn show_limits(
+        &self,
+        f: &mut fmt::Formatter<'_>,
+        pool: &crate::clear::ready::GiganticPool,
+    ) -> fmt::Result {
         writeln!(f, "file_pages {FILE_PAGES}")?;
         writeln!(f, "file_gigantic {FILE_GIGANTIC}")?;
         writeln!(f, "global_pages {}", self.global_pages)?;
@@ -171,7 +177,9 @@ impl Stats {
             f,
             "gigantic_fault_failed {}",
             self.gigantic_fault_failed.load(Relaxed)
-        )
+        )?;
+        writeln!(f, "gigantic_pool_taken {}", pool.taken())?;
+        writeln!(f, "gigantic_pool_shrunk {}", pool.shrunk())
     }
 
     /// Counts `n` pages allocated on `nid`; `held` if a file keeps them.
@@ -208,18 +216,23 @@ impl Stats {
         self.gigantic.get(nid).map_or(0, |g| g.load(Relaxed))
     }
 
-    /// The `stats` file: a header, then "NID ALLOCATED HELD GIGANTIC" per
-    /// node.
-    pub(crate) fn show(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "node allocated held gigantic")?;
+    /// The `stats` file: a header, then "NID ALLOCATED HELD GIGANTIC POOL"
+    /// per node (POOL: `pool`'s ready 1 GiB ranges of the node).
+    pub(crate) fn show(
+        &self,
+        f: &mut fmt::Formatter<'_>,
+        pool: &crate::clear::ready::GiganticPool,
+    ) -> fmt::Result {
+        writeln!(f, "node allocated held gigantic pool")?;
         for nid in 0..possible_nodes() {
             writeln!(
                 f,
-                "{} {} {} {}",
+                "{} {} {} {} {}",
                 nid,
                 self.allocated(nid),
                 self.held(nid),
-                self.gigantic_held(nid)
+                self.gigantic_held(nid),
+                pool.ready(nid)
             )?;
         }
         Ok(())
@@ -238,6 +251,9 @@ pub(crate) struct Wi {
     /// The pages of every live mapping, for the memory notifier.
     #[pin]
     pub(crate) mappings: crate::mapping::Registry,
+    /// The pre-cleared 1 GiB ranges gigantic faults take from.
+    #[pin]
+    pub(crate) pool: crate::clear::ready::GiganticPool,
 }
 
 impl Wi {
@@ -248,6 +264,7 @@ impl Wi {
             table <- new_mutex!(WeightTable::new(), "tierkit_wi_state"),
             stats: Stats::new(),
             mappings <- crate::mapping::Registry::new(),
+            pool <- crate::clear::ready::GiganticPool::new(crate::chunks::GIGANTIC_PAGES, false),
         })
     }
 

@@ -18,8 +18,11 @@
 //! mode (32 pages over every memory node), `mmap` in gigantic mode (1 GiB on
 //! the node with most free memory; skipped with the reason if no GiB can be
 //! had), `TK_IOC_BULK` (32 pages), `TK_IOC_TASK_NEXT` (256 steps),
-//! `TK_IOC_SET_GIGANTIC`, `TK_IOC_CLEAR_BENCH` (one range), and a write to
-//! each debugfs file (`weighted_interleave/nodeN`, `auto`, `bandwidth`).
+//! `TK_IOC_SET_GIGANTIC`, `TK_IOC_CLEAR_BENCH` (one range), the first touch
+//! of a gigantic mapping (the fault allocates, clears and maps the GiB; a
+//! forked child arms its own `fail-nth` and touches, and a failure is
+//! SIGBUS for it, reported as EFAULT), and a write to each debugfs file
+//! (`weighted_interleave/nodeN`, `auto`, `bandwidth`, `gigantic/pool`).
 //!
 //! At every step:
 //! - the call succeeded, or failed with a documented errno (ENOMEM: each
@@ -69,12 +72,14 @@ use tierkit_core::uapi::{
     TK_TASK_NEXT_MAX,
 };
 use userspace_tests::faults::{
-    crash_lines, holdings, holdings_diff, injected_faults, FailNth, FaultKnobs, Kmsg, MemSnapshot,
+    crash_lines, holdings, holdings_diff, injected_faults, Armed, FailNth, FaultKnobs, Kmsg,
+    MemSnapshot,
 };
 use userspace_tests::node::Topology;
 use userspace_tests::report::Report;
 use userspace_tests::sys::PAGE_SIZE;
 use userspace_tests::tk::{self, Tierkit, TK_MODE_INTERLEAVE, TK_MODE_WEIGHTED_INTERLEAVE};
+use userspace_tests::vma::{fork_run, Exit};
 use userspace_tests::weights::{write_file, WeightDir};
 use userspace_tests::{errno_name, read_topology, tierkit_weight_dir};
 
@@ -137,9 +142,11 @@ enum Op {
     TaskNext,
     SetGigantic,
     ClearBench,
+    GiganticTouch,
     WeightNode(u32),
     Auto,
     Bandwidth,
+    Pool,
 }
 
 impl Op {
@@ -153,15 +160,30 @@ impl Op {
             Op::TaskNext => "TK_IOC_TASK_NEXT".into(),
             Op::SetGigantic => "TK_IOC_SET_GIGANTIC".into(),
             Op::ClearBench => "TK_IOC_CLEAR_BENCH".into(),
+            Op::GiganticTouch => "gigantic first touch".into(),
             Op::WeightNode(n) => format!("write weighted_interleave/node{n}"),
             Op::Auto => "write weighted_interleave/auto".into(),
             Op::Bandwidth => "write weighted_interleave/bandwidth".into(),
+            Op::Pool => "write gigantic/pool".into(),
         }
     }
 
-    /// Errnos the ABI documents for a failed allocation in this call.
+    /// Errnos the ABI documents for a failed allocation in this call. A
+    /// gigantic first touch that fails is SIGBUS for the toucher, reported
+    /// here as EFAULT.
     fn allowed(self) -> &'static [i32] {
-        &[libc::ENOMEM]
+        match self {
+            Op::GiganticTouch => &[libc::EFAULT],
+            _ => &[libc::ENOMEM],
+        }
+    }
+
+    /// A write to a debugfs file.
+    fn is_write(self) -> bool {
+        matches!(
+            self,
+            Op::WeightNode(_) | Op::Auto | Op::Bandwidth | Op::Pool
+        )
     }
 }
 
@@ -283,6 +305,7 @@ fn node_file(wd: &WeightDir, op: Op) -> std::path::PathBuf {
     match op {
         Op::WeightNode(n) => wd.node_path(n),
         Op::Auto => wd.auto_path(),
+        Op::Pool => POOL_PATH.into(),
         _ => wd.bandwidth_path(),
     }
 }
@@ -304,7 +327,7 @@ fn prepare(env: &Env, op: Op, s: &mut Step) -> Result<(), String> {
             s.bulk.nr_pages = BULK_PAGES;
             s.next.count = TK_TASK_NEXT_MAX as u32;
         }
-        Op::MmapGigantic => {
+        Op::MmapGigantic | Op::GiganticTouch => {
             s.fd = open_raw(dev, libc::O_RDWR)?;
             let mut p = tk::policy(TK_MODE_INTERLEAVE, 1u64 << env.big_nid);
             ioctl_raw(s.fd, TK_IOC_SET_POLICY, &mut p)
@@ -312,6 +335,9 @@ fn prepare(env: &Env, op: Op, s: &mut Step) -> Result<(), String> {
             let mut g = gigantic_arg();
             ioctl_raw(s.fd, TK_IOC_SET_GIGANTIC, &mut g)
                 .map_err(|e| format!("TK_IOC_SET_GIGANTIC: {e}"))?;
+            if op == Op::GiganticTouch {
+                call(Op::MmapGigantic, s).map_err(|e| format!("mmap: {e}"))?;
+            }
         }
         Op::SetGigantic => {
             s.fd = open_raw(dev, libc::O_RDWR)?;
@@ -341,8 +367,13 @@ fn prepare(env: &Env, op: Op, s: &mut Step) -> Result<(), String> {
                 .map_err(|e| format!("writing true to auto: {e}"))?;
             s.wbuf = env.bw_new.as_bytes().to_vec();
         }
+        Op::Pool => {
+            // Target 0 on the node: the write changes the pool's state
+            // (and nothing is cleared in the background meanwhile).
+            s.wbuf = format!("{} 0\n", env.big_nid).into_bytes();
+        }
     }
-    if matches!(op, Op::WeightNode(_) | Op::Auto | Op::Bandwidth) {
+    if op.is_write() {
         s.before = Some(wi_state(&env.wd)?);
         let p = std::ffi::CString::new(node_file(&env.wd, op).as_os_str().as_encoded_bytes())
             .map_err(|e| e.to_string())?;
@@ -408,7 +439,8 @@ fn call(op: Op, s: &mut Step) -> io::Result<()> {
             s.map_len = len;
             Ok(())
         }
-        Op::WeightNode(_) | Op::Auto | Op::Bandwidth => {
+        Op::GiganticTouch => Err(io::Error::other("the first touch runs in a child")),
+        Op::WeightNode(_) | Op::Auto | Op::Bandwidth | Op::Pool => {
             // SAFETY: writes `wbuf.len()` bytes from a live buffer.
             let r = unsafe { libc::write(s.fd, s.wbuf.as_ptr().cast(), s.wbuf.len()) };
             if r < 0 {
@@ -577,7 +609,12 @@ impl Tester {
         }
         let _ = self.kmsg.drain();
         let t0 = Instant::now();
-        let armed = match self.fail.run(n, || call(op, &mut s)) {
+        let armed = if op == Op::GiganticTouch {
+            touch_armed(n, &s)
+        } else {
+            self.fail.run(n, || call(op, &mut s))
+        };
+        let armed = match armed {
             Ok(a) => a,
             Err(e) => {
                 sw.fail(n, format!("fail-nth: {e}"));
@@ -868,6 +905,7 @@ fn run(r: &mut Report, topo: &Topology, wd: WeightDir) {
         Op::TaskNext,
         Op::SetGigantic,
         Op::ClearBench,
+        Op::GiganticTouch,
     ];
     ops.extend(
         topo.memory
@@ -884,12 +922,20 @@ fn run(r: &mut Report, topo: &Topology, wd: WeightDir) {
     } else {
         ops.push(Op::Bandwidth);
     }
+    if std::path::Path::new(POOL_PATH).exists() {
+        ops.push(Op::Pool);
+    } else {
+        r.skip(
+            "write gigantic/pool",
+            "the module has no gigantic/pool file",
+        );
+    }
 
     let mut points = Map::new();
     let mut detail = Map::new();
     for op in ops {
         let name = op.name();
-        if matches!(op, Op::MmapGigantic | Op::ClearBench) {
+        if matches!(op, Op::MmapGigantic | Op::ClearBench | Op::GiganticTouch) {
             match gib_available(&env, op) {
                 Ok(()) => {}
                 Err(Unavailable::Skip(why)) => {
@@ -1030,12 +1076,27 @@ enum Unavailable {
 fn gib_available(env: &Env, op: Op) -> Result<(), Unavailable> {
     let mut s = Step::new();
     prepare(env, op, &mut s).map_err(Unavailable::Fail)?;
-    match call(op, &mut s) {
+    let res = if op == Op::GiganticTouch {
+        match touch_armed(0, &s) {
+            Ok(a) => a.value,
+            Err(e) => Err(e),
+        }
+    } else {
+        call(op, &mut s)
+    };
+    match res {
         Ok(()) => Ok(()),
-        Err(e) if e.raw_os_error() == Some(libc::ENOMEM) => Err(Unavailable::Skip(format!(
-            "no free naturally aligned GiB on node {} (ENOMEM without fault injection)",
-            env.big_nid
-        ))),
+        Err(e) if matches!(e.raw_os_error(), Some(libc::ENOMEM | libc::EFAULT)) => {
+            Err(Unavailable::Skip(format!(
+                "no free naturally aligned GiB on node {} ({} without fault injection)",
+                env.big_nid,
+                if op == Op::GiganticTouch {
+                    "SIGBUS".into()
+                } else {
+                    errno_name(&e)
+                }
+            )))
+        }
         Err(e) => Err(Unavailable::Fail(format!(
             "{} on node {} failed without fault injection: {}",
             op.name(),
@@ -1043,4 +1104,88 @@ fn gib_available(env: &Env, op: Op) -> Result<(), Unavailable> {
             errno_name(&e)
         ))),
     }
+}
+
+/// The pool's debugfs file.
+const POOL_PATH: &str = "/sys/kernel/debug/tierkit/gigantic/pool";
+
+/// The child's `fail-nth` fd, for its SIGBUS handler.
+static CHILD_FAIL_FD: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(-1);
+
+/// The child's SIGBUS handler: the first touch failed. Exits 2 if the
+/// armed fault was injected (`fail-nth` reads 0), 3 if not. Only
+/// async-signal-safe calls.
+extern "C" fn child_sigbus(_: libc::c_int) {
+    let fd = CHILD_FAIL_FD.load(std::sync::atomic::Ordering::Relaxed);
+    let mut buf = [0u8; 16];
+    // SAFETY: reads at most `buf.len()` bytes into a live buffer.
+    let r = unsafe { libc::pread(fd, buf.as_mut_ptr().cast(), buf.len(), 0) };
+    let digits = if r > 0 { &buf[..r as usize] } else { &buf[..0] };
+    let zero = !digits.is_empty()
+        && digits
+            .iter()
+            .filter(|b| b.is_ascii_digit())
+            .all(|&b| b == b'0');
+    // SAFETY: leaves the child at once.
+    unsafe { libc::_exit(if zero { 2 } else { 3 }) };
+}
+
+/// Touches 64 KiB of stack below the caller's frame, so that the child's
+/// calls after arming take no copy-on-write fault of their own.
+#[inline(never)]
+fn prefault_stack() {
+    let mut pad = [0u8; 64 << 10];
+    for i in (0..pad.len()).step_by(PAGE_SIZE) {
+        // SAFETY: inside `pad`.
+        unsafe { std::ptr::write_volatile(pad.as_mut_ptr().add(i), 1) };
+    }
+    std::hint::black_box(&pad);
+}
+
+/// In the child: arm `n` (0: nothing) on its own `fail-nth` and write the
+/// first byte of the gigantic mapping at `map`, whose fault makes the GiB
+/// (allocate, clear, map one PUD). Exit 0: done without a fault injected,
+/// 1: done with one injected (tolerated), 2/3 from [`child_sigbus`].
+fn child_touch(n: u32, map: usize) -> i32 {
+    let Ok(fail) = FailNth::open() else {
+        return 10;
+    };
+    CHILD_FAIL_FD.store(fail.raw_fd(), std::sync::atomic::Ordering::Relaxed);
+    // SAFETY: a plain handler that only calls async-signal-safe functions.
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = child_sigbus as extern "C" fn(libc::c_int) as usize;
+        libc::sigemptyset(&mut sa.sa_mask);
+        if libc::sigaction(libc::SIGBUS, &sa, std::ptr::null_mut()) != 0 {
+            return 11;
+        }
+    }
+    prefault_stack();
+    if n == 0 {
+        // SAFETY: the first byte of the parent's shared gigantic mapping,
+        // inherited; a failure is SIGBUS, handled above.
+        unsafe { std::ptr::write_volatile(map as *mut u8, 1) };
+        return 0;
+    }
+    // SAFETY: as above.
+    match fail.run(n, || unsafe { std::ptr::write_volatile(map as *mut u8, 1) }) {
+        Ok(a) => i32::from(a.injected),
+        Err(_) => 12,
+    }
+}
+
+/// The gigantic first touch under fault injection: a forked child arms
+/// its own `fail-nth` (the parent's fork must not count) and touches the
+/// step's mapping. A SIGBUS is `Err(EFAULT)`.
+fn touch_armed(n: u32, s: &Step) -> io::Result<Armed<io::Result<()>>> {
+    let map = s.map as usize;
+    let efault = || Err(io::Error::from_raw_os_error(libc::EFAULT));
+    let (value, injected) = match fork_run(|| child_touch(n, map))? {
+        Exit::Code(0) => (Ok(()), false),
+        Exit::Code(1) => (Ok(()), true),
+        Exit::Code(2) => (efault(), true),
+        Exit::Code(3) => (efault(), false),
+        e => return Err(io::Error::other(format!("the touching child ended: {e}"))),
+    };
+    Ok(Armed { value, injected })
 }

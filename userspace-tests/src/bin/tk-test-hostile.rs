@@ -42,7 +42,7 @@ use userspace_tests::report::Report;
 use userspace_tests::sys::{monotonic_ns, PAGE_SIZE};
 use userspace_tests::tk::{self, Tierkit, TK_MODE_INTERLEAVE, TK_MODE_WEIGHTED_INTERLEAVE};
 use userspace_tests::vma::{self, sleep_ms, Spawned};
-use userspace_tests::{cxl, errno_name, expect_errno, read_topology};
+use userspace_tests::{cxl, errno_name, expect_errno};
 
 const BIN: &str = "tk-test-hostile";
 const GIB: usize = TK_GIGANTIC_BYTES as usize;
@@ -186,17 +186,9 @@ fn is_cxl_node(nid: u32) -> bool {
 
 fn main() -> ExitCode {
     let mut r = Report::new(BIN, "test");
-    let Some(topo) = read_topology(&mut r) else {
+    let Some(topo) = userspace_tests::tierkit_ready(&mut r) else {
         return r.finish();
     };
-    if !Tierkit::present() {
-        r.fail(
-            "open /dev/tierkit",
-            "no /dev/tierkit (is tierkit.ko loaded?)",
-        );
-        return r.finish();
-    }
-    userspace_tests::ensure_debugfs();
     let Some(dram) = topo.dram_node() else {
         r.fail("topology", "no node with CPUs and memory");
         return r.finish();

@@ -23,7 +23,7 @@ use tierkit_core::uapi::{TkGigantic, TK_GIGANTIC_F_QUERY, TK_PLACE_LOCAL};
 use userspace_tests::report::Report;
 use userspace_tests::tk::{self, Tierkit, TK_MODE_WEIGHTED_INTERLEAVE};
 use userspace_tests::vma::{self, Exit};
-use userspace_tests::{errno_name, expect_errno, read_topology};
+use userspace_tests::{errno_name, expect_errno};
 
 const BIN: &str = "tk-test-perm";
 const NOBODY: u32 = 65534;
@@ -142,17 +142,9 @@ fn open_errno(path: &Path, write: bool) -> Result<String, String> {
 
 fn main() -> ExitCode {
     let mut r = Report::new(BIN, "test");
-    let Some(topo) = read_topology(&mut r) else {
+    let Some(topo) = userspace_tests::tierkit_ready(&mut r) else {
         return r.finish();
     };
-    if !Tierkit::present() {
-        r.fail(
-            "open /dev/tierkit",
-            "no /dev/tierkit (is tierkit.ko loaded?)",
-        );
-        return r.finish();
-    }
-    userspace_tests::ensure_debugfs();
     // SAFETY: getuid has no memory effects.
     if unsafe { libc::getuid() } != 0 {
         r.skip("perm", "not root: cannot set up the non-root user");

@@ -36,7 +36,7 @@ use userspace_tests::report::Report;
 use userspace_tests::sys::{self, PAGE_SIZE};
 use userspace_tests::tk::{self, Tierkit, TK_MODE_INTERLEAVE};
 use userspace_tests::vma::{self, check_pattern, fill_pattern, Exit};
-use userspace_tests::{cxl, errno_name, expect_errno, read_topology};
+use userspace_tests::{cxl, errno_name, expect_errno};
 
 const BIN: &str = "tk-test-vma";
 const PAGES: usize = 64;
@@ -127,17 +127,9 @@ fn held_total() -> Option<u64> {
 
 fn main() -> ExitCode {
     let mut r = Report::new(BIN, "test");
-    let Some(topo) = read_topology(&mut r) else {
+    let Some(topo) = userspace_tests::tierkit_ready(&mut r) else {
         return r.finish();
     };
-    if !Tierkit::present() {
-        r.fail(
-            "open /dev/tierkit",
-            "no /dev/tierkit (is tierkit.ko loaded?)",
-        );
-        return r.finish();
-    }
-    userspace_tests::ensure_debugfs();
     // Pages on every memory node, interleaved.
     let mask = topo.memory_mask();
 

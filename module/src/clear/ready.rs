@@ -1,0 +1,750 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The pre-cleared gigantic pool: 1 GiB ranges cleared in the background,
+//! so that the first touch of a GiB of a gigantic `/dev/tierkit` mapping
+//! only maps one.
+//!
+//! There is no upstream counterpart: pre-zeroing huge pages was proposed in
+//! 2026 and not merged. hugetlb's `nr_hugepages` keeps pages, but clears
+//! each at its first fault (`folio_zero_user()`).
+//!
+//! - `/sys/kernel/debug/tierkit/gigantic/pool` sets a target per node
+//!   ([`GiganticPool::store`]: lines `NID COUNT`) and reads back
+//!   `NID TARGET READY` per node ([`GiganticPool::show`]).
+//! - One kthread, `tierkit_pool`, at nice 19 as khugepaged (it yields to
+//!   every normal task), fills the pools one range at a time: it takes a
+//!   range as gigantic mmap does ([`GiganticRange::alloc_pages_quiet`],
+//!   the same zones and `movable_gigantic` opt-in) and clears it on the
+//!   CPUs of the nearest node with CPUs, 2 MiB between reschedule points.
+//!   The node to fill next is the pure [`next_refill`].
+//! - A gigantic fault takes a ready range of its node ([`GiganticPool::take`])
+//!   and wakes the thread to refill behind it.
+//! - Ready ranges are given back when a target is lowered, on rmmod
+//!   ([`PoolWorker`]'s drop), under memory pressure (a NUMA-aware shrinker
+//!   counting base pages; refill of the node then pauses for
+//!   [`PAUSE_NS`]), and when a memory block under one goes offline
+//!   ([`GiganticPool::release_in`], from the memory notifier).
+//! - The `stats` file shows the ready ranges per node (`pool` column), the
+//!   `limits` file `gigantic_pool_taken` and `gigantic_pool_shrunk`.
+//!
+//! The pool is global and only root configures it (the file is 0600); its
+//! memory is not charged to a memory cgroup, and each node keeps at most
+//! what its eligible zones hold less 1 GiB ([`max_pool_count`]).
+
+use super::range::MOVABLE_GIGANTIC;
+use super::GiganticRange;
+use crate::chunks::PAGE_BYTES;
+use crate::interleave::MAX_NUMNODES;
+use crate::pool_cmd::{
+    for_each_pool_line, max_pool_count, next_refill, PoolNode, PoolWriteError, Refill,
+};
+use crate::shim::{self, node, TkPoolThread};
+use crate::wi::{possible_nodes, Wi};
+use core::ptr::NonNull;
+use kernel::{
+    bindings,
+    ffi::{c_int, c_long, c_uint, c_ulong, c_void},
+    fmt, new_mutex,
+    prelude::*,
+    sync::{
+        atomic::{Atomic, Relaxed},
+        Arc, Mutex,
+    },
+};
+
+/// After the shrinker took a range of a node, or an allocation for it
+/// failed, its refill pauses this long: 10 s (ns).
+pub(crate) const PAUSE_NS: u64 = 10_000_000_000;
+
+/// Pages the refill clears between reschedule and stop checks: 2 MiB.
+const CLEAR_STEP_PAGES: u64 = 512;
+
+/// One node's pool.
+struct NodePool {
+    target: u32,
+    ready: KVec<GiganticRange>,
+    /// No refill before this time (`ktime_get_ns()`).
+    paused_until_ns: u64,
+    /// The last refill of the node failed (logged once until one succeeds).
+    failing: bool,
+}
+
+impl NodePool {
+    fn new() -> Self {
+        Self {
+            target: 0,
+            ready: KVec::new(),
+            paused_until_ns: 0,
+            failing: false,
+        }
+    }
+}
+
+/// What the pool's lock protects.
+struct PoolState {
+    nodes: [NodePool; MAX_NUMNODES],
+    /// The refill thread to wake, null when none runs (KUnit pools, or
+    /// before [`PoolWorker::start`] and after its drop).
+    thread: *mut TkPoolThread,
+}
+
+// SAFETY: `thread` is only passed to `tk_pool_kick()`, which may be called
+// from any thread, and only while it runs (the lock orders that against
+// `PoolWorker`'s drop); the ranges are `Send`.
+unsafe impl Send for PoolState {}
+
+/// The pre-cleared pool of ranges of `range_pages` base pages, per node.
+/// The module's has 1 GiB ranges (`Wi::pool`); KUnit tests make small ones.
+///
+/// Lock order: the pool's lock is taken last and never held while a range
+/// is allocated, cleared or freed, except by a failed `push` (which frees
+/// the range it could not add). The shrinker only try-locks it.
+#[pin_data]
+pub(crate) struct GiganticPool {
+    range_pages: u64,
+    /// Test hook: fill each range with 0x5a before it is cleared.
+    poison: bool,
+    #[pin]
+    state: Mutex<PoolState>,
+    /// Ready ranges per node, readable without the lock (shrinker count,
+    /// `stats`).
+    ready: [Atomic<u64>; MAX_NUMNODES],
+    /// Faults served from the pool, cumulative.
+    taken: Atomic<u64>,
+    /// Ranges given back by the shrinker, cumulative.
+    shrunk: Atomic<u64>,
+}
+
+/// `ktime_get_ns()`.
+fn now_ns() -> u64 {
+    // SAFETY: no precondition.
+    unsafe { shim::tk_ktime_get_ns() }
+}
+
+impl GiganticPool {
+    /// An empty pool (every target 0) of ranges of `range_pages` base
+    /// pages (a power of two); `poison` is the test hook above.
+    pub(crate) fn new(range_pages: u64, poison: bool) -> impl PinInit<Self> {
+        pin_init!(GiganticPool {
+            range_pages,
+            poison,
+            state <- new_mutex!(
+                PoolState {
+                    nodes: core::array::from_fn(|_| NodePool::new()),
+                    thread: core::ptr::null_mut(),
+                },
+                "tierkit_gigantic_pool"
+            ),
+            ready: core::array::from_fn(|_| Atomic::new(0)),
+            taken: Atomic::new(0),
+            shrunk: Atomic::new(0),
+        })
+    }
+
+    /// Ready ranges of `nid`.
+    pub(crate) fn ready(&self, nid: usize) -> u64 {
+        self.ready.get(nid).map_or(0, |r| r.load(Relaxed))
+    }
+
+    /// Faults served from the pool, cumulative.
+    pub(crate) fn taken(&self) -> u64 {
+        self.taken.load(Relaxed)
+    }
+
+    /// Ranges given back under memory pressure, cumulative.
+    pub(crate) fn shrunk(&self) -> u64 {
+        self.shrunk.load(Relaxed)
+    }
+
+    /// The most ranges `nid` may keep: what its eligible zones (kernel
+    /// zones, plus ZONE_MOVABLE with `movable_gigantic`) manage, less one
+    /// range.
+    pub(crate) fn max_count(&self, nid: usize) -> u32 {
+        let movable = MOVABLE_GIGANTIC.load(Relaxed);
+        // SAFETY: the shim range-checks `nid`.
+        let cap = unsafe { shim::tk_node_gigantic_capacity(nid as c_int, movable) };
+        max_pool_count(cap as u64, self.range_pages)
+    }
+
+    /// Checks one line of a write: `nid` must be an online node with
+    /// memory (`EINVAL`), `count` at most [`max_count`](Self::max_count)
+    /// (`ENOSPC`).
+    fn check(&self, nid: u32, count: u32) -> Result {
+        let nid = super::range::check_memory_node(i64::from(nid))?;
+        if nid >= MAX_NUMNODES {
+            return Err(EINVAL);
+        }
+        let max = self.max_count(nid);
+        if count > max {
+            pr_info!(
+                "gigantic pool: node {} holds at most {} ranges of {} MiB, not {}\n",
+                nid,
+                max,
+                (self.range_pages * PAGE_BYTES) >> 20,
+                count
+            );
+            return Err(ENOSPC);
+        }
+        Ok(())
+    }
+
+    /// A write to the `pool` file: lines `NID COUNT`, all checked before
+    /// any is applied. Raising a target wakes the refill thread; lowering
+    /// one gives the ranges above it back at once. A write also ends any
+    /// refill pause of the nodes it names.
+    ///
+    /// Errors: `EINVAL` for a malformed or empty write or a node that is
+    /// not online with memory; `ENOSPC` for a count the node cannot hold
+    /// (see [`max_count`](Self::max_count)). Nothing changes then.
+    pub(crate) fn store(&self, buf: &[u8]) -> Result {
+        let s = core::str::from_utf8(buf).map_err(|_| EINVAL)?;
+        let mut st = self.state.lock();
+        let r = for_each_pool_line(
+            s,
+            |nid, count| self.check(nid, count),
+            |nid, count| {
+                if let Some(n) = st.nodes.get_mut(nid as usize) {
+                    n.target = count;
+                    n.paused_until_ns = 0;
+                    n.failing = false;
+                }
+            },
+        );
+        match r {
+            Ok(()) => {}
+            Err(PoolWriteError::Line(_)) => return Err(EINVAL),
+            Err(PoolWriteError::Check(e)) => return Err(e),
+        }
+        Self::kick_locked(&st);
+        drop(st);
+        self.trim();
+        Ok(())
+    }
+
+    /// The `pool` file: `NID TARGET READY` for every node with memory or
+    /// a target.
+    pub(crate) fn show(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let st = self.state.lock();
+        for (nid, n) in st.nodes.iter().enumerate().take(possible_nodes()) {
+            if node::has_memory(nid) || n.target > 0 {
+                writeln!(f, "{} {} {}", nid, n.target, n.ready.len())?;
+            }
+        }
+        Ok(())
+    }
+
+    /// A ready range of `nid`, cleared, if there is one; the refill thread
+    /// is woken to replace it. The caller owns the range.
+    pub(crate) fn take(&self, nid: usize) -> Option<GiganticRange> {
+        let mut st = self.state.lock();
+        let r = st.nodes.get_mut(nid)?.ready.pop()?;
+        self.ready[nid].fetch_sub(1, Relaxed);
+        self.taken.add(1, Relaxed);
+        Self::kick_locked(&st);
+        Some(r)
+    }
+
+    fn kick_locked(st: &PoolState) {
+        if !st.thread.is_null() {
+            // SAFETY: a non-null `thread` is running: `PoolWorker` clears
+            // it under this lock before stopping the thread.
+            unsafe { shim::tk_pool_kick(st.thread) };
+        }
+    }
+
+    /// Removes one ready range for which `pick(nid, range)` holds, with
+    /// the lock held only for the removal; the caller frees it.
+    fn remove_one(
+        &self,
+        mut pick: impl FnMut(usize, &NodePool, &GiganticRange) -> bool,
+    ) -> Option<(usize, GiganticRange)> {
+        let mut st = self.state.lock();
+        for (nid, n) in st.nodes.iter_mut().enumerate() {
+            let Some(i) = n.ready.iter().position(|r| pick(nid, n, r)) else {
+                continue;
+            };
+            let r = n.ready.remove(i).ok()?;
+            self.ready[nid].fetch_sub(1, Relaxed);
+            return Some((nid, r));
+        }
+        None
+    }
+
+    /// Frees ready ranges above each node's target.
+    fn trim(&self) {
+        while let Some((_, r)) = self.remove_one(|_, n, _| n.ready.len() > n.target as usize) {
+            drop(r);
+            // SAFETY: process context, no lock held.
+            unsafe { shim::tk_cond_resched() };
+        }
+    }
+
+    /// Sets every target to 0 and frees every ready range (rmmod).
+    pub(crate) fn drain(&self) {
+        for n in self.state.lock().nodes.iter_mut() {
+            n.target = 0;
+        }
+        self.trim();
+    }
+
+    /// `MEM_GOING_OFFLINE` for pfns `start..end`: frees the ready ranges
+    /// that overlap it (the memory is isolated, so refill cannot take it
+    /// again). Returns how many.
+    pub(crate) fn release_in(&self, start: u64, end: u64) -> u32 {
+        let mut n = 0;
+        while let Some((nid, r)) =
+            self.remove_one(|_, _, r| r.pfn() < end && start < r.pfn() + r.nr_pages())
+        {
+            pr_info!(
+                "gigantic pool: gave back the range at pfn {:#x} on node {} for the offline of pfns {:#x}-{:#x}\n",
+                r.pfn(),
+                nid,
+                start,
+                end - 1
+            );
+            drop(r);
+            n += 1;
+        }
+        n
+    }
+
+    /// What the refill thread does next (see [`next_refill`]).
+    pub(crate) fn next(&self) -> Refill {
+        let nodes: [PoolNode; MAX_NUMNODES] = {
+            let st = self.state.lock();
+            core::array::from_fn(|nid| {
+                let n = &st.nodes[nid];
+                PoolNode {
+                    target: n.target,
+                    ready: n.ready.len() as u32,
+                    paused_until_ns: n.paused_until_ns,
+                    has_memory: nid < possible_nodes() && node::has_memory(nid),
+                }
+            })
+        };
+        next_refill(&nodes, now_ns())
+    }
+
+    /// Allocates and clears one range for `nid`'s pool and adds it if the
+    /// pool is still short (else frees it). `stop` is asked every 2 MiB of
+    /// clearing.
+    ///
+    /// Errors: `ENOMEM` (or `EINVAL` for a node without memory) when no
+    /// range could be had: the node's refill pauses for [`PAUSE_NS`] and
+    /// the first failure is logged; `EINTR` when `stop` said so (the range
+    /// is freed).
+    pub(crate) fn fill_one(&self, nid: usize, stop: &dyn Fn() -> bool) -> Result {
+        if nid >= MAX_NUMNODES {
+            return Err(EINVAL);
+        }
+        let mut range = match GiganticRange::alloc_pages_quiet(nid, self.range_pages) {
+            Ok(r) => r,
+            Err(e) => {
+                let mut st = self.state.lock();
+                let n = &mut st.nodes[nid];
+                n.paused_until_ns = now_ns().saturating_add(PAUSE_NS);
+                if !n.failing {
+                    n.failing = true;
+                    pr_warn!(
+                        "gigantic pool: no free aligned {} MiB range on node {} ({:?}); {} of {} ready, retrying every 10 s\n",
+                        (self.range_pages * PAGE_BYTES) >> 20,
+                        nid,
+                        e,
+                        n.ready.len(),
+                        n.target
+                    );
+                }
+                return Err(e);
+            }
+        };
+        if self.poison {
+            // SAFETY: the range is ours alone, `bytes()` long from its
+            // direct-map address.
+            unsafe {
+                shim::tk_memset64(
+                    range.as_ptr().cast(),
+                    0x5a5a_5a5a_5a5a_5a5a,
+                    (range.bytes() / 8) as usize,
+                )
+            };
+        }
+        clear_slowly(&mut range, stop)?;
+        let mut st = self.state.lock();
+        let n = &mut st.nodes[nid];
+        n.failing = false;
+        if n.ready.len() < n.target as usize {
+            // On failure the range is freed (under the lock; rare).
+            n.ready.push(range, GFP_KERNEL)?;
+            self.ready[nid].add(1, Relaxed);
+        } else {
+            drop(st);
+            drop(range);
+        }
+        Ok(())
+    }
+
+    /// The shrinker's count for `nid`: its ready base pages.
+    fn count(&self, nid: usize) -> u64 {
+        self.ready(nid) * self.range_pages
+    }
+
+    /// The shrinker's scan: frees ready ranges of `nid` covering at least
+    /// `nr` base pages (one at least) and pauses its refill. Returns the
+    /// base pages freed, or `u64::MAX` (`SHRINK_STOP`) if the pool was busy
+    /// before anything was freed.
+    pub(crate) fn scan(&self, nid: usize, nr: u64) -> u64 {
+        let want = nr.div_ceil(self.range_pages).max(1);
+        let mut freed = 0;
+        for _ in 0..want {
+            let r = {
+                let Some(mut st) = self.state.try_lock() else {
+                    return if freed == 0 { u64::MAX } else { freed };
+                };
+                let Some(n) = st.nodes.get_mut(nid) else {
+                    break;
+                };
+                let Some(r) = n.ready.pop() else {
+                    break;
+                };
+                n.paused_until_ns = now_ns().saturating_add(PAUSE_NS);
+                self.ready[nid].fetch_sub(1, Relaxed);
+                self.shrunk.add(1, Relaxed);
+                r
+            };
+            drop(r);
+            freed += self.range_pages;
+        }
+        freed
+    }
+}
+
+/// Clears `range` with `clear_pages()`, 2 MiB at a time, rescheduling in
+/// between and asking `stop`.
+///
+/// Errors: `EINTR` when `stop` returned true.
+fn clear_slowly(range: &mut GiganticRange, stop: &dyn Fn() -> bool) -> Result {
+    let mut off = 0;
+    while off < range.nr_pages() {
+        let n = CLEAR_STEP_PAGES.min(range.nr_pages() - off);
+        // SAFETY: pages `off..off + n` of the range, which is ours alone
+        // (`&mut`), are in the direct map from `as_ptr()`.
+        unsafe {
+            let addr = range.as_ptr().add((off * PAGE_BYTES) as usize);
+            shim::tk_clear_pages(addr.cast(), n as c_uint);
+        }
+        off += n;
+        // SAFETY: process context, no spinlock held.
+        unsafe { shim::tk_cond_resched() };
+        if stop() {
+            return Err(EINTR);
+        }
+    }
+    Ok(())
+}
+
+/// The refill thread asks how long to sleep: 0 ms when a range is due
+/// now, -1 for "until woken".
+///
+/// # Safety
+///
+/// `ctx` is the `GiganticPool` that [`PoolWorker::start`] gave the thread.
+#[no_mangle]
+unsafe extern "C" fn tk_pool_wait(ctx: *mut c_void) -> c_long {
+    // SAFETY: see the function's safety section.
+    let pool = unsafe { &*ctx.cast::<GiganticPool>() };
+    match pool.next() {
+        Refill::Now(_) => 0,
+        Refill::At(t) => (t.saturating_sub(now_ns()) / 1_000_000).clamp(1, 60_000) as c_long,
+        Refill::Idle => -1,
+    }
+}
+
+/// One step of the refill thread: fill one range on the node due, on the
+/// CPUs nearest it.
+///
+/// # Safety
+///
+/// As [`tk_pool_wait`]; called only by the refill thread.
+#[no_mangle]
+unsafe extern "C" fn tk_pool_step(ctx: *mut c_void) {
+    // SAFETY: see the function's safety section.
+    let pool = unsafe { &*ctx.cast::<GiganticPool>() };
+    let Refill::Now(nid) = pool.next() else {
+        return;
+    };
+    // SAFETY: `nid` has memory (next_refill), so it is an online node.
+    unsafe { shim::tk_bind_to_node_cpus(shim::tk_nearest_cpu_node(nid as c_int)) };
+    // SAFETY: called from the refill kthread.
+    let stop = || unsafe { shim::tk_kthread_should_stop() };
+    // Failures pause the node and are logged by fill_one.
+    let _ = pool.fill_one(nid, &stop);
+}
+
+/// The shrinker's `count_objects` for `nid`.
+///
+/// # Safety
+///
+/// `ctx` is the `GiganticPool` of a live [`PoolWorker`].
+#[no_mangle]
+unsafe extern "C" fn tk_pool_count(ctx: *mut c_void, nid: c_int) -> c_ulong {
+    // SAFETY: see the function's safety section.
+    let pool = unsafe { &*ctx.cast::<GiganticPool>() };
+    usize::try_from(nid).map_or(0, |n| pool.count(n)) as c_ulong
+}
+
+/// The shrinker's `scan_objects` for `nid` (`!0`: `SHRINK_STOP`).
+///
+/// # Safety
+///
+/// As [`tk_pool_count`].
+#[no_mangle]
+unsafe extern "C" fn tk_pool_scan(ctx: *mut c_void, nid: c_int, nr: c_ulong) -> c_ulong {
+    // SAFETY: see the function's safety section.
+    let pool = unsafe { &*ctx.cast::<GiganticPool>() };
+    usize::try_from(nid).map_or(0, |n| pool.scan(n, nr as u64)) as c_ulong
+}
+
+/// The refill thread and the shrinker of the module's pool (`wi.pool`).
+/// Dropping it stops both and frees every ready range.
+///
+/// # Invariants
+///
+/// `thread` is a running refill thread over `wi.pool`, recorded in it, and
+/// `shrinker` a registered shrinker over `wi.pool`, until drop; `wi` keeps
+/// the pool alive for both.
+pub(crate) struct PoolWorker {
+    wi: Arc<Wi>,
+    thread: NonNull<TkPoolThread>,
+    shrinker: NonNull<bindings::shrinker>,
+}
+
+// SAFETY: the pointers are only used by `drop`, which may run on any thread.
+unsafe impl Send for PoolWorker {}
+// SAFETY: `&PoolWorker` gives access to nothing.
+unsafe impl Sync for PoolWorker {}
+
+impl PoolWorker {
+    /// Starts the refill thread and registers the shrinker of `wi.pool`.
+    ///
+    /// Errors: `ENOMEM` if either cannot be had (nothing is left running).
+    pub(crate) fn start(wi: Arc<Wi>) -> Result<Self> {
+        let ctx = core::ptr::from_ref::<GiganticPool>(&wi.pool)
+            .cast_mut()
+            .cast::<c_void>();
+        // SAFETY: `ctx` is the pool inside `wi`, which this value keeps
+        // alive until it stops the thread.
+        let thread = NonNull::new(unsafe { shim::tk_pool_thread_start(ctx) }).ok_or(ENOMEM)?;
+        wi.pool.state.lock().thread = thread.as_ptr();
+        // SAFETY: as above; the shrinker is freed in drop.
+        let Some(shrinker) = NonNull::new(unsafe { shim::tk_pool_shrinker_register(ctx) }) else {
+            wi.pool.state.lock().thread = core::ptr::null_mut();
+            // SAFETY: started above, not recorded anywhere now.
+            unsafe { shim::tk_pool_thread_stop(thread.as_ptr()) };
+            return Err(ENOMEM);
+        };
+        // INVARIANT: both started and registered above.
+        Ok(Self {
+            wi,
+            thread,
+            shrinker,
+        })
+    }
+}
+
+impl Drop for PoolWorker {
+    fn drop(&mut self) {
+        // SAFETY: By the type invariant, registered; no callback runs
+        // after this.
+        unsafe { shim::tk_pool_shrinker_free(self.shrinker.as_ptr()) };
+        self.wi.pool.state.lock().thread = core::ptr::null_mut();
+        // SAFETY: By the type invariant, running; nobody kicks it now.
+        unsafe { shim::tk_pool_thread_stop(self.thread.as_ptr()) };
+        self.wi.pool.drain();
+    }
+}
+
+impl GiganticPool {
+    /// The first pfns of `nid`'s ready ranges, for tests.
+    pub(crate) fn ready_pfns(&self, nid: usize) -> KVec<u64> {
+        let mut v = KVec::new();
+        if let Some(n) = self.state.lock().nodes.get(nid) {
+            for r in n.ready.iter() {
+                if v.push(r.pfn(), GFP_KERNEL).is_err() {
+                    break;
+                }
+            }
+        }
+        v
+    }
+}
+
+/// KUnit suite of the pool, on small ranges (2 MiB) of node 0 and without
+/// the refill thread (the cases call [`GiganticPool::fill_one`] as the
+/// thread would); the userspace test `tk-test-pool` checks the module's
+/// 1 GiB pool, its thread, the shrinker under `drop_caches` and the fault
+/// path. As in `clear/tests.rs`, each case records what it saw, frees its
+/// pool, then asserts.
+#[kunit_tests(tierkit_pool)]
+mod tests {
+    use super::*;
+
+    /// Pages of a test range: 2 MiB.
+    const PAGES: u64 = 512;
+
+    /// A test pool after the write `targets` and `fills` refills of node
+    /// 0, and whether all of that succeeded; `None` without memory.
+    fn pool(targets: &[u8], fills: usize) -> Option<(Pin<KBox<GiganticPool>>, bool)> {
+        let p = KBox::pin_init(GiganticPool::new(PAGES, true), GFP_KERNEL).ok()?;
+        let mut ok = p.store(targets).is_ok();
+        for _ in 0..fills {
+            ok &= p.fill_one(0, &never).is_ok();
+        }
+        Some((p, ok))
+    }
+
+    fn never() -> bool {
+        false
+    }
+
+    /// What `show` prints.
+    fn shown(p: &GiganticPool) -> KVec<u8> {
+        let mut out = KVec::new();
+        struct W<'a>(&'a mut KVec<u8>);
+        impl core::fmt::Write for W<'_> {
+            fn write_str(&mut self, s: &str) -> core::fmt::Result {
+                self.0
+                    .extend_from_slice(s.as_bytes(), GFP_KERNEL)
+                    .map_err(|_| core::fmt::Error)
+            }
+        }
+        let _ = core::fmt::write(&mut W(&mut out), format_args!("{}", Shown(p)));
+        out
+    }
+
+    struct Shown<'a>(&'a GiganticPool);
+    impl core::fmt::Display for Shown<'_> {
+        fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+            self.0.show(f)
+        }
+    }
+
+    /// Is every byte of `r` zero (`memchr_inv`)?
+    fn all_zero(r: &GiganticRange) -> bool {
+        // SAFETY: the range is ours and readable for `bytes()` bytes.
+        unsafe { bindings::memchr_inv(r.as_ptr().cast(), 0, r.bytes() as usize).is_null() }
+    }
+
+    #[test]
+    fn fills_to_target_and_take_gives_cleared_ranges() {
+        let p = pool(b"0 2\n", 0);
+        assert!(p.is_some());
+        let Some((p, stored)) = p else { return };
+        let first = p.next();
+        let f1 = p.fill_one(0, &never);
+        let f2 = p.fill_one(0, &never);
+        let full = p.next();
+        let line = shown(&p);
+        let ready = p.ready(0);
+        let r = p.take(0);
+        let taken = r.as_ref().map(|r| (r.nid(), r.nr_pages(), all_zero(r)));
+        let after = (p.ready(0), p.taken(), p.next());
+        drop(r);
+        drop(p);
+        assert!(stored);
+        assert_eq!(first, Refill::Now(0));
+        assert_eq!((f1, f2), (Ok(()), Ok(())));
+        assert_eq!(full, Refill::Idle);
+        assert!(line.starts_with(b"0 2 2\n"));
+        assert_eq!(ready, 2);
+        // Poisoned with 0x5a before the clear: zero proves the clear.
+        assert_eq!(taken, Some((0, PAGES, true)));
+        assert_eq!(after, (1, 1, Refill::Now(0)));
+    }
+
+    #[test]
+    fn bad_writes_change_nothing() {
+        let p = pool(b"0 1", 0);
+        assert!(p.is_some());
+        let Some((p, ok)) = p else { return };
+        let bad = [
+            p.store(b""),
+            p.store(b"\n \n"),
+            p.store(b"x"),
+            p.store(b"0"),
+            p.store(b"0 1 2"),
+            p.store(b"0 -1"),
+            p.store(b"9999 1"),
+            p.store(b"0 2\nx"),
+            p.store(b"0 4294967295"),
+            p.store(b"0 2\n0 4294967295"),
+            p.store(b"0 \xff"),
+        ];
+        let line = shown(&p);
+        drop(p);
+        assert!(ok);
+        for e in &bad[..8] {
+            assert_eq!(*e, Err(EINVAL));
+        }
+        assert_eq!(bad[8], Err(ENOSPC));
+        assert_eq!(bad[9], Err(ENOSPC));
+        assert_eq!(bad[10], Err(EINVAL));
+        assert!(line.starts_with(b"0 1 0\n"));
+    }
+
+    #[test]
+    fn lower_target_and_shrink_give_ranges_back() {
+        let p = pool(b"0 3", 3);
+        assert!(p.is_some());
+        let Some((p, filled)) = p else { return };
+        let count = p.count(0);
+        let lowered = (p.store(b"0 2"), p.ready(0));
+        // The shrinker frees whole ranges covering what it asks for.
+        let one = p.scan(0, 1);
+        let after_one = (p.ready(0), p.shrunk());
+        let paused = p.next();
+        let rest = p.scan(0, 10_000);
+        let empty = (p.ready(0), p.count(0), p.scan(0, 1), p.scan(999, 1));
+        // A write ends the pause.
+        let _ = p.store(b"0 2");
+        let resumed = p.next();
+        drop(p);
+        assert!(filled);
+        assert_eq!(count, 3 * PAGES);
+        assert_eq!(lowered, (Ok(()), 2));
+        assert_eq!(one, PAGES);
+        assert_eq!(after_one, (1, 1));
+        assert!(matches!(paused, Refill::At(t) if t > now_ns()));
+        assert_eq!(rest, PAGES);
+        assert_eq!(empty, (0, 0, 0, 0));
+        assert_eq!(resumed, Refill::Now(0));
+    }
+
+    #[test]
+    fn offline_releases_overlapping_ranges_and_stop_frees() {
+        let p = pool(b"0 2", 2);
+        assert!(p.is_some());
+        let Some((p, filled)) = p else { return };
+        let pfns = p.ready_pfns(0);
+        let none = p.release_in(0, 0);
+        let one = pfns
+            .first()
+            .map(|&f| p.release_in(f + PAGES - 1, f + PAGES));
+        let left = p.ready_pfns(0);
+        let stopped = p.fill_one(0, &|| true);
+        let after = p.ready(0);
+        let missing = (
+            p.take(1).is_none() || node::has_memory(1),
+            p.take(999).is_none(),
+        );
+        drop(p);
+        assert!(filled);
+        assert_eq!(pfns.len(), 2);
+        assert_eq!(none, 0);
+        assert_eq!(one, Some(1));
+        assert_eq!(left.len(), 1);
+        assert_eq!(left.first(), pfns.get(1));
+        assert_eq!(stopped, Err(EINTR));
+        assert_eq!(after, 1);
+        assert_eq!(missing, (true, true));
+    }
+}
