@@ -524,6 +524,10 @@ fn pool_series(r: &mut Report, n: &NodeAt, plan: &Plan, out: &mut Results) -> Op
     let mut refills = Vec::new();
     let a = vec!["pool".to_string(), nid.to_string()];
     let res = series(&a, plan.reps, plan.warm_up, || {
+        // A write ends a refill pause: the refill the last fault woke may
+        // have found no free GiB while that child still held its range
+        // (a small guest has one), and then waits 10 s.
+        pool::set_target(nid, 1).map_err(|e| format!("write `{nid} 1`: {}", errno_name(&e)))?;
         let d = pool::wait_for(nid, 1, 1, timeout)?;
         refills.push(d.as_secs_f64());
         Ok(())

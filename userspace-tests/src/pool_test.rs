@@ -11,7 +11,7 @@
 //!    [`vma::node_free_kb`]) dropped by 1 GiB (± [`DROP_TOLERANCE_KB`]),
 //!    and the stats file's `pool` column is 1;
 //! 3. bad writes are refused and change nothing: an unknown node, `x`, a
-//!    lone NID, three fields, a negative count (`EINVAL`), more ranges than
+//!    lone NID, only blank lines, three fields, a negative count (`EINVAL`), more ranges than
 //!    the node's memory and a huge count (`ENOSPC`), and two-line writes
 //!    whose second line is bad (the first is not applied either);
 //! 4. a gigantic mapping bound to the node: its first touch (in a child,
@@ -162,6 +162,7 @@ fn bad_writes(r: &mut Report, topo: &Topology, nid: u32) {
     let mut cases: Vec<(String, String, i32)> = vec![
         ("an unknown node".into(), "9999 1\n".into(), libc::EINVAL),
         ("no number".into(), "x\n".into(), libc::EINVAL),
+        ("only blank lines".into(), "\n\n".into(), libc::EINVAL),
         ("a NID alone".into(), format!("{nid}\n"), libc::EINVAL),
         ("three fields".into(), format!("{nid} 1 2\n"), libc::EINVAL),
         (

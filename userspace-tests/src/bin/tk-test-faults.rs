@@ -1106,8 +1106,8 @@ fn gib_available(env: &Env, op: Op) -> Result<(), Unavailable> {
     }
 }
 
-/// The pool's debugfs file.
-const POOL_PATH: &str = "/sys/kernel/debug/tierkit/gigantic/pool";
+// The pool's debugfs file.
+use userspace_tests::pool::POOL_PATH;
 
 /// The child's `fail-nth` fd, for its SIGBUS handler.
 static CHILD_FAIL_FD: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(-1);
