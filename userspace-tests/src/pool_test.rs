@@ -465,6 +465,23 @@ fn run(r: &mut Report, topo: &Topology, nid: u32, all_steps: bool) {
         r.fail(&name("free memory"), "no node meminfo");
         return;
     };
+    // A node holds at most its memory less 1 GiB in ready ranges: one
+    // under 2 GiB holds none (its write is ENOSPC, checked below).
+    let total_kb = vma::node_memtotal_kb(nid).unwrap_or(0);
+    if total_kb < 2 * GIB_KB {
+        r.check(
+            &name("`NID 1` on a node under 2 GiB is ENOSPC"),
+            expect_errno(pool::set_target(nid, 1), libc::ENOSPC),
+        );
+        r.skip(
+            &name("the pool's steps"),
+            format!(
+                "the node has {} MiB: less 1 GiB, no room for a ready range (use 3 GiB or more)",
+                total_kb >> 10
+            ),
+        );
+        return;
+    }
     let target = match Target::filled(nid, 1) {
         Ok((t, d)) => {
             r.ok_note(
