@@ -386,6 +386,7 @@ pub fn errno_name(e: &std::io::Error) -> String {
         Some(libc::ENOTTY) => "ENOTTY".into(),
         Some(libc::EFAULT) => "EFAULT".into(),
         Some(libc::EOVERFLOW) => "EOVERFLOW".into(),
+        Some(libc::ENOSPC) => "ENOSPC".into(),
         Some(n) => format!("errno {n}"),
         None => e.to_string(),
     }
