@@ -279,6 +279,39 @@ struct HugePage {
     nr_path: String,
     restore: Option<u64>,
     how: &'static str,
+    /// `vm.movable_gigantic_pages` set to 1 while the page is held.
+    _movable: Option<SetFile>,
+}
+
+/// `vm.movable_gigantic_pages` (mm/hugetlb.c): with 1, a runtime 1 GiB
+/// hugetlb allocation may come from ZONE_MOVABLE, all a CXL node onlined
+/// `online_movable` has (tierkit's own opt-in is `movable_gigantic`).
+const MOVABLE_GIGANTIC_PAGES: &str = "/proc/sys/vm/movable_gigantic_pages";
+
+/// A file set to a value while the guard lives, its old contents written
+/// back on drop.
+struct SetFile {
+    path: &'static str,
+    old: String,
+}
+
+impl SetFile {
+    /// `None` if the file cannot be read or written (e.g. it does not
+    /// exist in this kernel).
+    fn set(path: &'static str, value: &str) -> Option<SetFile> {
+        let old = fs::read_to_string(path).ok()?;
+        fs::write(path, value).ok()?;
+        Some(SetFile {
+            path,
+            old: old.trim().to_string(),
+        })
+    }
+}
+
+impl Drop for SetFile {
+    fn drop(&mut self) {
+        let _ = fs::write(self.path, &self.old);
+    }
 }
 
 impl HugePage {
@@ -292,12 +325,14 @@ impl HugePage {
                 nr_path,
                 restore: None,
                 how: "from the boot pool",
+                _movable: None,
             });
         }
         let hp = HugePage {
             nr_path,
             restore: Some(nr),
             how: "reserved at runtime",
+            _movable: SetFile::set(MOVABLE_GIGANTIC_PAGES, "1"),
         };
         fs::write(&hp.nr_path, format!("{}\n", nr + 1))
             .map_err(|e| format!("write {}: {e}", hp.nr_path))?;
