@@ -41,9 +41,12 @@
 //! table are put back at the end.
 //!
 //! Measurements run side by side: every policy's working set is allocated
-//! first, then `--rounds` rounds visit them in turn, and each policy's
-//! best block counts (interference only ever slows a block down, and a
-//! drift in the machine's load hits every policy alike). Deliveries
+//! first, then `--rounds` rounds visit them in turn. Every block of a
+//! policy does the same work (the same lookups, passes, chase), timed in
+//! chunks of about 0.1 to a few ms, and each chunk's best time over the
+//! blocks counts (`kernels::ChunkMins`: interference only ever slows a
+//! chunk down, and a drift in the machine's load hits every policy
+//! alike). Deliveries
 //! (pages/s) take the median of `--reps` round-robin repetitions.
 //!
 //! Flags: `--threads T` for the lookup and STREAM (default: the DRAM
@@ -66,7 +69,8 @@ use userspace_tests::weights::WeightDir;
 use userspace_tests::workload::calib::Chase;
 use userspace_tests::workload::calib::{self, Calibration, Opts, Workload};
 use userspace_tests::workload::kernels::{
-    self, deliver, page_fault2, run_lookups, Bw, Delivery, Stream, TaskPolicy, XsData, XsParams,
+    self, deliver, lookup_rate, page_fault2, run_lookups, Bw, ChunkMins, Delivery, Stream,
+    TaskPolicy, XsData, XsParams,
 };
 use userspace_tests::workload::rows::{self, Row};
 use userspace_tests::workload::{
@@ -382,7 +386,7 @@ fn lookup(
     let loads = mix.0 + mix.1;
     r.note(format!(
         "lookup: {} nuclides x {} gridpoints, union grid {} points, working set {}, {:.1} loads per lookup \
-         (built in {:.1} s); {} rounds of two {} s blocks per policy, best counts",
+         (built in {:.1} s); {} rounds of two {} s blocks per policy, each chunk of 64 lookups at its best time",
         params.nuclides,
         params.gridpoints,
         params.union_len(),
@@ -424,7 +428,9 @@ fn lookup(
     for set in &sets {
         run_lookups(&data, &set.state, &ctx.cpus, ctx.threads, s.duration / 4.0);
     }
-    let mut best = vec![0.0f64; sets.len()];
+    // Per set and thread, each chunk's best time (every block draws the
+    // same lookups: see `ChunkMins`).
+    let mut mins: Vec<Vec<ChunkMins>> = vec![Vec::new(); sets.len()];
     let mut verify: Vec<Option<u64>> = vec![None; sets.len()];
     for _ in 0..s.rounds {
         for (_, region, c) in chases.iter_mut() {
@@ -434,11 +440,17 @@ fn lookup(
             // Two blocks of half the duration: more samples for the best.
             for _ in 0..2 {
                 let res = run_lookups(&data, &set.state, &ctx.cpus, ctx.threads, s.duration / 2.0);
-                best[i] = best[i].max(res.per_s);
+                if mins[i].len() != res.chunks.len() {
+                    mins[i] = vec![ChunkMins::default(); res.chunks.len()];
+                }
+                for (m, c) in mins[i].iter_mut().zip(&res.chunks) {
+                    m.add(c);
+                }
                 verify[i] = Some(res.verify);
             }
         }
     }
+    let best: Vec<f64> = mins.iter().map(|m| lookup_rate(m)).collect();
     let mut out = Vec::new();
     let first = verify.first().copied().flatten();
     for (i, set) in sets.drain(..).enumerate() {
@@ -524,7 +536,7 @@ fn stream(
 ) -> Vec<Row> {
     r.note(format!(
         "stream: 3 arrays of {} doubles ({}), {} thread(s), {} rounds, each kernel of each policy \
-         timed in blocks of {} s for at least {} s per round, best block counts; every node's costs \
+         timed in blocks of {} s for at least {} s per round, each 256 KiB chunk at its best time; every node's costs \
          re-measured in the same rounds on its own bound working set",
         s.stream_size / 24,
         fmt_size(s.stream_size),
