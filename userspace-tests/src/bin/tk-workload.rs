@@ -384,6 +384,9 @@ fn lookup(
     let bytes = params.layout().3;
     let mix = data.load_mix();
     let loads = mix.0 + mix.1;
+    // Where the lookup's loads fall, per page (the same layout in every
+    // working set): the model's traffic split, instead of the page split.
+    let page_loads = data.page_loads(16384);
     r.note(format!(
         "lookup: {} nuclides x {} gridpoints, union grid {} points, working set {}, {:.1} loads per lookup \
          (built in {:.1} s); {} rounds of two {} s blocks per policy, each chunk of 64 lookups at its best time",
@@ -471,6 +474,22 @@ fn lookup(
             format!("{:.0} lookups/s, pages {}", best[i], fmt_pages(&set.pages)),
         );
         let mut row = ctx.row("lookup", &set.policy, "lookups/s", best[i]);
+        match set.region.page_nodes() {
+            Ok(nodes) => {
+                let mut t: Vec<(i32, f64)> = Vec::new();
+                for (&n, &l) in nodes.iter().zip(&page_loads) {
+                    match t.iter_mut().find(|x| x.0 == n) {
+                        Some(x) => x.1 += l,
+                        None => t.push((n, l)),
+                    }
+                }
+                t.sort_by_key(|x| x.0);
+                row.traffic = Some(t);
+            }
+            Err(e) => {
+                r.fail(&format!("{name} traffic"), format!("{e:#}"));
+            }
+        }
         row.pages = set.pages;
         row.nodemask = set.ready.nodemask;
         row.weights = set.ready.weights;
@@ -518,7 +537,20 @@ fn lookup(
         let rates = run.lookup_rates(ctx.dram, a, mix, ctx.threads);
         let rates_cal = ctx.cal.lookup_rates(ctx.dram, a, mix, ctx.threads);
         for row in out.iter_mut() {
-            let am = amounts_of(&row.pages);
+            // The loads on each node (not the pages: the lookup's traffic
+            // is far from uniform over its pages).
+            let am = match &row.traffic {
+                Some(t) => {
+                    let mut a = [0.0; 64];
+                    for &(n, l) in t {
+                        if (0..64).contains(&n) {
+                            a[n as usize] += l;
+                        }
+                    }
+                    a
+                }
+                None => amounts_of(&row.pages),
+            };
             row.predicted = Some(model::predict_amounts(ctx.cal.regime(), &rates, &am));
             row.predicted_calibration =
                 Some(model::predict_amounts(ctx.cal.regime(), &rates_cal, &am));

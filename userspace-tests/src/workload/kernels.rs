@@ -61,6 +61,10 @@ const MAT_PROB: [f64; MATERIALS] = [
 /// Lookups per thread that go into the verification hash.
 pub const VERIFY_LOOKUPS: u64 = 256;
 
+/// The random draws of thread `t`'s lookups start from seed
+/// `LOOKUP_SEED + t` in every block.
+pub const LOOKUP_SEED: u64 = 0xC0FFEE;
+
 /// Lookups per timed chunk (see [`ChunkMins`]).
 pub const LOOKUP_CHUNK: u64 = 64;
 
@@ -314,6 +318,55 @@ impl XsData {
         )
     }
 
+    /// The loads per lookup that fall on each 4 KiB page of the working
+    /// set (page `k` = bytes `k·4096 ..` of [`XsParams::layout`]), on
+    /// average over the first `samples` lookups of the timed ones'
+    /// sequence (thread 0's seed): the addresses [`XsView::lookup`] reads,
+    /// replayed on the host copy, each word counted once (the binary
+    /// search's union energies, each nuclide's index, and the twelve words
+    /// of its two gridpoints). The lookup's traffic is far from uniform
+    /// over the pages (the first steps of every binary search read the
+    /// same few union pages), so with few pages on a slow node its share
+    /// of the loads, not of the pages, is what the model needs.
+    pub fn page_loads(&self, samples: u64) -> Vec<f64> {
+        let (g_off, u_off, i_off, end) = self.p.layout();
+        let (n, g) = (self.p.nuclides, self.p.gridpoints);
+        let nu = self.union.len();
+        let mut count = vec![0u64; end.div_ceil(PAGE_SIZE)];
+        let mut hit = |byte: usize| {
+            if let Some(c) = count.get_mut(byte / PAGE_SIZE) {
+                *c += 1;
+            }
+        };
+        let mut rng = Rng::new(LOOKUP_SEED);
+        for _ in 0..samples {
+            let e = rng.next_f64();
+            let mat = self.pick_material(rng.next_f64());
+            let (mut lo, mut hi) = (0usize, nu - 1);
+            while hi - lo > 1 {
+                let mid = (lo + hi) / 2;
+                hit(u_off + mid * 8);
+                if self.union[mid] > e {
+                    hi = mid;
+                } else {
+                    lo = mid;
+                }
+            }
+            for &nuc in &self.materials[mat].nuclides {
+                let nuc = nuc as usize;
+                hit(i_off + (lo * n + nuc) * 4);
+                let j = (self.index[lo * n + nuc] as usize).min(g - 2);
+                for w in 0..2 * GP {
+                    hit(g_off + ((nuc * g + j) * GP + w) * 8);
+                }
+            }
+        }
+        count
+            .into_iter()
+            .map(|c| c as f64 / samples.max(1) as f64)
+            .collect()
+    }
+
     /// The material for a uniform draw `x` in [0, 1).
     pub fn pick_material(&self, x: f64) -> usize {
         self.cdf
@@ -417,7 +470,7 @@ pub fn run_lookups(
     let len = v.p.layout().3;
     let run = |dur: f64| {
         run_threads_settled(cpus, threads, span, len, |t| {
-            let mut rng = Rng::new(0xC0FFEE + t as u64);
+            let mut rng = Rng::new(LOOKUP_SEED + t as u64);
             let deadline = monotonic_ns() + (dur * 1e9) as u64;
             let mut n = 0u64;
             let mut h = 0u64;
@@ -1115,6 +1168,21 @@ mod tests {
             }
         }
         assert!(lookup_rate(&m) >= b.per_s.min(a.per_s) * 0.99);
+        // Loads per page add up to the loads per lookup (each nuclide's
+        // index and twelve gridpoint words, and the search's steps).
+        let pl = d.page_loads(2000);
+        assert_eq!(pl.len(), d.p.layout().3.div_ceil(PAGE_SIZE));
+        let (r0, s0) = d.load_mix();
+        let total: f64 = pl.iter().sum();
+        assert!(
+            (total - (r0 + s0)).abs() < 0.05 * (r0 + s0),
+            "{total} {r0} {s0}"
+        );
+        // Not uniform: the page of the search's first step is read by
+        // every lookup.
+        let (_, u_off, _, _) = d.p.layout();
+        let mid_page = (u_off + (d.union.len() - 1) / 2 * 8) / PAGE_SIZE;
+        assert!(pl[mid_page] >= 1.0, "{}", pl[mid_page]);
     }
 
     #[test]

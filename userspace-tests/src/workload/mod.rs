@@ -397,6 +397,11 @@ impl Region {
         Ok(crate::per_node_counts(&nodes))
     }
 
+    /// The node of each page, by move_pages(2) (negative: a status).
+    pub fn page_nodes(&self) -> Result<Vec<i32>> {
+        self.map.page_nodes().context("move_pages")
+    }
+
     /// Zero-fills nothing, copies `src` to byte offset `off`.
     pub fn write_at<T: Copy>(&self, off: usize, src: &[T]) {
         let bytes = std::mem::size_of_val(src);

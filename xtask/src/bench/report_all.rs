@@ -84,6 +84,10 @@ pub struct Row {
     pub nodemask: Option<Vec<u32>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub weights: Option<Vec<(u32, u8)>>,
+    /// The lookup's loads per lookup on each node (the model's traffic
+    /// split for it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traffic: Option<Vec<(i32, f64)>>,
 }
 
 impl Row {
