@@ -491,6 +491,7 @@ fn lookup(
             }
         }
         row.pages = set.pages;
+        row.pfn_runs = set.region.pfn_runs();
         row.nodemask = set.ready.nodemask;
         row.weights = set.ready.weights;
         drop(set.region);
@@ -616,17 +617,18 @@ fn stream(
         }
     }
     let mut run = ctx.cal.clone();
-    for (n, _, st) in &cal_sets {
+    for (n, region, st) in &cal_sets {
         let b = st.best();
         if let Some(x) = run.nodes.iter_mut().find(|x| x.nid == *n) {
             (x.copy_mbps, x.scale_mbps, x.add_mbps, x.triad_mbps) = (b[0], b[1], b[2], b[3]);
         }
         r.note(format!(
-            "stream costs of node {n}, same rounds: copy {:.0} scale {:.0} add {:.0} triad {:.0} MB/s{}",
+            "stream costs of node {n}, same rounds: copy {:.0} scale {:.0} add {:.0} triad {:.0} MB/s, {} physical runs{}",
             b[0],
             b[1],
             b[2],
             b[3],
+            region.pfn_runs().map_or("?".into(), |x| x.to_string()),
             ctx.cal.node(*n).map_or(String::new(), |c| format!(
                 " (tk-calibrate: {:.0} {:.0} {:.0} {:.0})",
                 c.copy_mbps, c.scale_mbps, c.add_mbps, c.triad_mbps
@@ -637,7 +639,7 @@ fn stream(
         "stream".into(),
         json!(cal_sets
             .iter()
-            .map(|(n, _, st)| json!({"nid": n, "mbps": st.best(), "errors": st.errors()}))
+            .map(|(n, region, st)| json!({"nid": n, "mbps": st.best(), "errors": st.errors(), "pfn_runs": region.pfn_runs()}))
             .collect::<Vec<_>>()),
     ));
     let workloads = [
@@ -661,17 +663,20 @@ fn stream(
         r.ok_note(
             &name,
             format!(
-                "copy {:.0} scale {:.0} add {:.0} triad {:.0} MB/s, pages {}",
+                "copy {:.0} scale {:.0} add {:.0} triad {:.0} MB/s, pages {}, {} physical runs",
                 best[0],
                 best[1],
                 best[2],
                 best[3],
-                fmt_pages(&set.pages)
+                fmt_pages(&set.pages),
+                set.region.pfn_runs().map_or("?".into(), |x| x.to_string())
             ),
         );
         let amounts = amounts_of(&set.pages);
+        let runs = set.region.pfn_runs();
         for (k, kernel) in Bw::STREAM.iter().enumerate() {
             let mut row = ctx.row(kernel.name(), &set.policy, "MB/s", best[k]);
+            row.pfn_runs = runs;
             row.pages = set.pages.clone();
             row.nodemask = set.ready.nodemask.clone();
             row.weights = set.ready.weights.clone();

@@ -63,6 +63,10 @@ pub struct Row {
     /// traffic amounts; see `XsData::page_loads`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub traffic: Option<Vec<(i32, f64)>>,
+    /// Runs of physically consecutive pages in the working set (a
+    /// diagnostic; see `Region::pfn_runs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pfn_runs: Option<usize>,
 }
 
 impl Row {

@@ -88,6 +88,9 @@ pub struct Row {
     /// split for it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub traffic: Option<Vec<(i32, f64)>>,
+    /// Runs of physically consecutive pages of the working set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pfn_runs: Option<usize>,
 }
 
 impl Row {
