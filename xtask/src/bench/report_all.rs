@@ -884,9 +884,9 @@ fn workload_md(t: &Topo) -> String {
     );
     let _ = writeln!(
         md,
-        "| policy | pages per node | lookup (lookups/s) | copy (MB/s) | scale (MB/s) | add (MB/s) | triad (MB/s) |"
+        "| policy | pages per node | lookup (lookups/s) | copy (MB/s) | scale (MB/s) | add (MB/s) | triad (MB/s) | lookup loads per node | STREAM physical runs |"
     );
-    let _ = writeln!(md, "|---|---|---|---|---|---|---|");
+    let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|");
     let owned: Vec<Row> = rows.iter().map(|r| (*r).clone()).collect();
     for p in policy_order(&owned) {
         let cell = |w: &str| -> String {
@@ -908,9 +908,22 @@ fn workload_md(t: &Topo) -> String {
             .or_else(|| t.find("lookup", &p))
             .map(|r| fmt_pages(&r.pages))
             .unwrap_or_default();
+        let traffic = t
+            .find("lookup", &p)
+            .and_then(|r| r.traffic.as_ref())
+            .map_or("-".into(), |v| {
+                v.iter()
+                    .map(|(n, l)| format!("{n}:{l:.1}"))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            });
+        let runs = t
+            .find("triad", &p)
+            .and_then(|r| r.pfn_runs)
+            .map_or("-".into(), |x| x.to_string());
         let _ = writeln!(
             md,
-            "| {p} | {pages} | {} | {} | {} | {} | {} |",
+            "| {p} | {pages} | {} | {} | {} | {} | {} | {traffic} | {runs} |",
             cell("lookup"),
             cell("copy"),
             cell("scale"),
@@ -920,10 +933,15 @@ fn workload_md(t: &Topo) -> String {
     }
     let _ = writeln!(
         md,
-        "\nEach cell: measured / predicted (prediction error). Pages per node: the STREAM working set \
-         (the lookup's has the same split). STREAM predictions come from the calibration alone; the \
-         lookup's are anchored at its DRAM-node rate (exact there by construction) and scaled by the \
-         calibrated latency (see README, \"The bandwidth model\").\n"
+        "\nEach cell: measured / predicted (prediction error). Pages per node: the STREAM working set. \
+         STREAM predictions: the model on those pages with each node's bandwidth for the kernel, \
+         measured in the same rounds on a working set bound to the node. The lookup's: the model on \
+         its loads per node (`lookup loads per node`, loads per lookup, from the pages each load \
+         reads), with rates anchored at its DRAM-node rate (exact there by construction) and scaled by \
+         the latency measured in the same rounds (see README, \"The bandwidth model\"). \
+         `STREAM physical runs`: runs of physically consecutive pages in the STREAM working set (1: \
+         contiguous, 4096: every page apart); under QEMU TCG a scattered working set runs slower on \
+         the same node.\n"
     );
     let noise = noise_of(&t.rows);
     if !noise.is_empty() {
