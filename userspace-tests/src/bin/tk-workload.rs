@@ -41,9 +41,12 @@
 //! table are put back at the end.
 //!
 //! Measurements run side by side: every policy's working set is allocated
-//! first, then `--rounds` rounds visit them in turn, and each policy's
-//! best block counts (interference only ever slows a block down, and a
-//! drift in the machine's load hits every policy alike). Deliveries
+//! first, then `--rounds` rounds visit them in turn. Every block of a
+//! policy does the same work (the same lookups, passes, chase), timed in
+//! chunks of about 0.1 to a few ms, and each chunk's best time over the
+//! blocks counts (`kernels::ChunkMins`: interference only ever slows a
+//! chunk down, and a drift in the machine's load hits every policy
+//! alike). Deliveries
 //! (pages/s) take the median of `--reps` round-robin repetitions.
 //!
 //! Flags: `--threads T` for the lookup and STREAM (default: the DRAM
@@ -66,7 +69,8 @@ use userspace_tests::weights::WeightDir;
 use userspace_tests::workload::calib::Chase;
 use userspace_tests::workload::calib::{self, Calibration, Opts, Workload};
 use userspace_tests::workload::kernels::{
-    self, deliver, page_fault2, run_lookups, Bw, Delivery, Stream, TaskPolicy, XsData, XsParams,
+    self, deliver, lookup_rate, page_fault2, run_lookups, Bw, ChunkMins, Delivery, Stream,
+    TaskPolicy, XsData, XsParams,
 };
 use userspace_tests::workload::rows::{self, Row};
 use userspace_tests::workload::{
@@ -380,9 +384,12 @@ fn lookup(
     let bytes = params.layout().3;
     let mix = data.load_mix();
     let loads = mix.0 + mix.1;
+    // Where the lookup's loads fall, per page (the same layout in every
+    // working set): the model's traffic split, instead of the page split.
+    let page_loads = data.page_loads(16384);
     r.note(format!(
         "lookup: {} nuclides x {} gridpoints, union grid {} points, working set {}, {:.1} loads per lookup \
-         (built in {:.1} s); {} rounds of two {} s blocks per policy, best counts",
+         (built in {:.1} s); {} rounds of two {} s blocks per policy, each chunk of 64 lookups at its best time",
         params.nuclides,
         params.gridpoints,
         params.union_len(),
@@ -424,7 +431,9 @@ fn lookup(
     for set in &sets {
         run_lookups(&data, &set.state, &ctx.cpus, ctx.threads, s.duration / 4.0);
     }
-    let mut best = vec![0.0f64; sets.len()];
+    // Per set and thread, each chunk's best time (every block draws the
+    // same lookups: see `ChunkMins`).
+    let mut mins: Vec<Vec<ChunkMins>> = vec![Vec::new(); sets.len()];
     let mut verify: Vec<Option<u64>> = vec![None; sets.len()];
     for _ in 0..s.rounds {
         for (_, region, c) in chases.iter_mut() {
@@ -434,11 +443,17 @@ fn lookup(
             // Two blocks of half the duration: more samples for the best.
             for _ in 0..2 {
                 let res = run_lookups(&data, &set.state, &ctx.cpus, ctx.threads, s.duration / 2.0);
-                best[i] = best[i].max(res.per_s);
+                if mins[i].len() != res.chunks.len() {
+                    mins[i] = vec![ChunkMins::default(); res.chunks.len()];
+                }
+                for (m, c) in mins[i].iter_mut().zip(&res.chunks) {
+                    m.add(c);
+                }
                 verify[i] = Some(res.verify);
             }
         }
     }
+    let best: Vec<f64> = mins.iter().map(|m| lookup_rate(m)).collect();
     let mut out = Vec::new();
     let first = verify.first().copied().flatten();
     for (i, set) in sets.drain(..).enumerate() {
@@ -459,7 +474,24 @@ fn lookup(
             format!("{:.0} lookups/s, pages {}", best[i], fmt_pages(&set.pages)),
         );
         let mut row = ctx.row("lookup", &set.policy, "lookups/s", best[i]);
+        match set.region.page_nodes() {
+            Ok(nodes) => {
+                let mut t: Vec<(i32, f64)> = Vec::new();
+                for (&n, &l) in nodes.iter().zip(&page_loads) {
+                    match t.iter_mut().find(|x| x.0 == n) {
+                        Some(x) => x.1 += l,
+                        None => t.push((n, l)),
+                    }
+                }
+                t.sort_by_key(|x| x.0);
+                row.traffic = Some(t);
+            }
+            Err(e) => {
+                r.fail(&format!("{name} traffic"), format!("{e:#}"));
+            }
+        }
         row.pages = set.pages;
+        row.pfn_runs = set.region.pfn_runs();
         row.nodemask = set.ready.nodemask;
         row.weights = set.ready.weights;
         drop(set.region);
@@ -506,7 +538,20 @@ fn lookup(
         let rates = run.lookup_rates(ctx.dram, a, mix, ctx.threads);
         let rates_cal = ctx.cal.lookup_rates(ctx.dram, a, mix, ctx.threads);
         for row in out.iter_mut() {
-            let am = amounts_of(&row.pages);
+            // The loads on each node (not the pages: the lookup's traffic
+            // is far from uniform over its pages).
+            let am = match &row.traffic {
+                Some(t) => {
+                    let mut a = [0.0; 64];
+                    for &(n, l) in t {
+                        if (0..64).contains(&n) {
+                            a[n as usize] += l;
+                        }
+                    }
+                    a
+                }
+                None => amounts_of(&row.pages),
+            };
             row.predicted = Some(model::predict_amounts(ctx.cal.regime(), &rates, &am));
             row.predicted_calibration =
                 Some(model::predict_amounts(ctx.cal.regime(), &rates_cal, &am));
@@ -524,7 +569,7 @@ fn stream(
 ) -> Vec<Row> {
     r.note(format!(
         "stream: 3 arrays of {} doubles ({}), {} thread(s), {} rounds, each kernel of each policy \
-         timed in blocks of {} s for at least {} s per round, best block counts; every node's costs \
+         timed in blocks of {} s for at least {} s per round, each 256 KiB chunk at its best time; every node's costs \
          re-measured in the same rounds on its own bound working set",
         s.stream_size / 24,
         fmt_size(s.stream_size),
@@ -572,17 +617,18 @@ fn stream(
         }
     }
     let mut run = ctx.cal.clone();
-    for (n, _, st) in &cal_sets {
+    for (n, region, st) in &cal_sets {
         let b = st.best();
         if let Some(x) = run.nodes.iter_mut().find(|x| x.nid == *n) {
             (x.copy_mbps, x.scale_mbps, x.add_mbps, x.triad_mbps) = (b[0], b[1], b[2], b[3]);
         }
         r.note(format!(
-            "stream costs of node {n}, same rounds: copy {:.0} scale {:.0} add {:.0} triad {:.0} MB/s{}",
+            "stream costs of node {n}, same rounds: copy {:.0} scale {:.0} add {:.0} triad {:.0} MB/s, {} physical runs{}",
             b[0],
             b[1],
             b[2],
             b[3],
+            region.pfn_runs().map_or("?".into(), |x| x.to_string()),
             ctx.cal.node(*n).map_or(String::new(), |c| format!(
                 " (tk-calibrate: {:.0} {:.0} {:.0} {:.0})",
                 c.copy_mbps, c.scale_mbps, c.add_mbps, c.triad_mbps
@@ -593,7 +639,7 @@ fn stream(
         "stream".into(),
         json!(cal_sets
             .iter()
-            .map(|(n, _, st)| json!({"nid": n, "mbps": st.best(), "errors": st.errors()}))
+            .map(|(n, region, st)| json!({"nid": n, "mbps": st.best(), "errors": st.errors(), "pfn_runs": region.pfn_runs()}))
             .collect::<Vec<_>>()),
     ));
     let workloads = [
@@ -617,17 +663,20 @@ fn stream(
         r.ok_note(
             &name,
             format!(
-                "copy {:.0} scale {:.0} add {:.0} triad {:.0} MB/s, pages {}",
+                "copy {:.0} scale {:.0} add {:.0} triad {:.0} MB/s, pages {}, {} physical runs",
                 best[0],
                 best[1],
                 best[2],
                 best[3],
-                fmt_pages(&set.pages)
+                fmt_pages(&set.pages),
+                set.region.pfn_runs().map_or("?".into(), |x| x.to_string())
             ),
         );
         let amounts = amounts_of(&set.pages);
+        let runs = set.region.pfn_runs();
         for (k, kernel) in Bw::STREAM.iter().enumerate() {
             let mut row = ctx.row(kernel.name(), &set.policy, "MB/s", best[k]);
+            row.pfn_runs = runs;
             row.pages = set.pages.clone();
             row.nodemask = set.ready.nodemask.clone();
             row.weights = set.ready.weights.clone();

@@ -12,9 +12,10 @@
 //! - **latency**: one thread chasing pointers through a second bound
 //!   buffer's cache lines in one random cycle (Sattolo), ns per load.
 //!
-//! Every measurement is repeated in rounds, round robin over the nodes, and
-//! the best block counts: on a loaded machine interference only ever slows
-//! a block down.
+//! Every measurement is repeated in rounds, round robin over the nodes;
+//! every block does the same work, timed in chunks, and each chunk's best
+//! time counts (`kernels::ChunkMins`): on a loaded machine interference
+//! only ever slows a chunk down.
 //!
 //! The threads run on the CPUs of the node, or for a CPU-less node of the
 //! nearest node with CPUs (`nodeN/distance`), one per CPU round robin.
@@ -28,7 +29,7 @@
 //! their mean. The regime whose prediction is closer (in log ratio) is the
 //! one the model uses for this machine.
 
-use super::kernels::{Arrays, Block, Bw};
+use super::kernels::{Arrays, Block, Bw, ChunkMins};
 use super::{amounts_of, fmt_pages, Rng, SendPtr};
 use super::{
     fmt_size, in_guest, nearest_cpu_node, node_cpus, run_threads_settled, Placement, Region,
@@ -249,7 +250,11 @@ pub fn prepare_chase(region: &Region, seed: u64) {
 
 /// Follows `steps` pointers from offset 0.
 fn chase(base: SendPtr, steps: u64) -> u64 {
-    let mut off = 0u64;
+    chase_from(base, 0, steps)
+}
+
+/// `steps` loads of the cycle from offset `off`; returns where it ended.
+fn chase_from(base: SendPtr, mut off: u64, steps: u64) -> u64 {
     for _ in 0..steps {
         // SAFETY: every stored offset is a line start inside the region.
         off = unsafe { std::ptr::read_volatile(base.ptr().add(off as usize) as *const u64) };
@@ -257,11 +262,18 @@ fn chase(base: SendPtr, steps: u64) -> u64 {
     off
 }
 
-/// A latency measurement that can be repeated in rounds (best = lowest).
+/// Loads per timed chunk of a pointer chase.
+const CHASE_CHUNK: u64 = 256;
+
+/// A latency measurement that can be repeated in rounds: every block
+/// walks the same cycle from the same start, timed chunk by chunk
+/// ([`CHASE_CHUNK`] loads), and `best_ns` is the time per load at each
+/// chunk's best time over the blocks so far ([`ChunkMins`]).
 #[derive(Clone, Debug)]
 pub struct Chase {
     steps: u64,
     pub best_ns: f64,
+    mins: ChunkMins,
 }
 
 impl Chase {
@@ -274,24 +286,42 @@ impl Chase {
         let (ns, _) = run_threads_settled(&cpus, 1, base, region.len(), |_| chase(base, warm));
         let per = ns as f64 / warm as f64;
         Chase {
-            steps: ((duration * 1e9 / per) as u64).clamp(1000, 100_000_000),
+            steps: ((duration * 1e9 / per) as u64)
+                .clamp(1000, 100_000_000)
+                .div_ceil(CHASE_CHUNK)
+                * CHASE_CHUNK,
             best_ns: f64::INFINITY,
+            mins: ChunkMins::default(),
         }
     }
 
-    /// One timed block on one thread pinned to `cpu`: ns per load.
+    /// One timed block on one thread pinned to `cpu`: ns per load of the
+    /// whole block (`best_ns` is updated from the chunks).
     pub fn run(&mut self, region: &Region, cpu: Option<u32>) -> f64 {
         let base = SendPtr(region.as_ptr());
         let cpus: Vec<u32> = cpu.into_iter().collect();
-        let steps = self.steps;
-        let (ns, _) = run_threads_settled(&cpus, 1, base, region.len(), |_| {
-            std::hint::black_box(chase(base, steps))
+        let chunks = self.steps / CHASE_CHUNK;
+        let (ns, res) = run_threads_settled(&cpus, 1, base, region.len(), |_| {
+            let mut times = Vec::with_capacity(chunks as usize);
+            let mut off = 0u64;
+            let mut t0 = monotonic_ns();
+            for _ in 0..chunks {
+                off = chase_from(base, off, CHASE_CHUNK);
+                let t1 = monotonic_ns();
+                times.push(t1 - t0);
+                t0 = t1;
+            }
+            std::hint::black_box(off);
+            times
         });
-        let per = ns as f64 / steps as f64;
-        if per < self.best_ns {
-            self.best_ns = per;
+        if let Some(times) = res.first() {
+            self.mins.add(times);
         }
-        per
+        if !self.mins.is_empty() {
+            self.best_ns =
+                self.mins.total_ns() as f64 / (self.mins.len() as u64 * CHASE_CHUNK) as f64;
+        }
+        ns as f64 / self.steps as f64
     }
 }
 

@@ -397,6 +397,40 @@ impl Region {
         Ok(crate::per_node_counts(&nodes))
     }
 
+    /// The node of each page, by move_pages(2) (negative: a status).
+    pub fn page_nodes(&self) -> Result<Vec<i32>> {
+        self.map.page_nodes().context("move_pages")
+    }
+
+    /// Runs of physically consecutive pages (by `/proc/self/pagemap`;
+    /// needs CAP_SYS_ADMIN, else `None`): 1 for a physically contiguous
+    /// region, the page count for a fully scattered one. A diagnostic:
+    /// under QEMU TCG a guest-physically scattered working set can run
+    /// slower than a contiguous one on the same node (host TLB).
+    pub fn pfn_runs(&self) -> Option<usize> {
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::File::open("/proc/self/pagemap").ok()?;
+        let pages = self.len() / crate::sys::PAGE_SIZE;
+        let mut buf = vec![0u8; pages * 8];
+        let off = (self.as_ptr() as usize / crate::sys::PAGE_SIZE * 8) as u64;
+        f.read_exact_at(&mut buf, off).ok()?;
+        let pfns: Vec<u64> = buf
+            .chunks_exact(8)
+            .map(|b| {
+                let e = u64::from_le_bytes(b.try_into().unwrap_or([0; 8]));
+                if e >> 63 == 1 {
+                    e & ((1 << 55) - 1)
+                } else {
+                    0
+                }
+            })
+            .collect();
+        if pfns.is_empty() || pfns.iter().all(|&p| p == 0) {
+            return None;
+        }
+        Some(1 + pfns.windows(2).filter(|w| w[1] != w[0] + 1).count())
+    }
+
     /// Zero-fills nothing, copies `src` to byte offset `off`.
     pub fn write_at<T: Copy>(&self, off: usize, src: &[T]) {
         let bytes = std::mem::size_of_val(src);

@@ -59,6 +59,14 @@ pub struct Row {
     pub nodemask: Option<Vec<u32>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub weights: Option<Vec<(u32, u8)>>,
+    /// The lookup: loads per lookup that fall on each node (the model's
+    /// traffic amounts; see `XsData::page_loads`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traffic: Option<Vec<(i32, f64)>>,
+    /// Runs of physically consecutive pages in the working set (a
+    /// diagnostic; see `Region::pfn_runs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pfn_runs: Option<usize>,
 }
 
 impl Row {

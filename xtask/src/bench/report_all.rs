@@ -11,7 +11,9 @@
 //! - SVG charts: `<topology>-<workload>.svg` (throughput per policy, the
 //!   model's prediction as a tick), `model-<topology>.svg` (measured
 //!   against predicted), `<topology>-fault.svg` (pages/s delivered),
-//!   `clear.svg` (GB/s against threads), `wi-<topology>.svg`.
+//!   `clear.svg` (GB/s against threads), `wi-<topology>.svg`,
+//!   `gigantic-<topology>.svg` (time to first use of 1 GiB against
+//!   tierkit's workers, hugetlb's first fault dotted).
 //!
 //! The targets are checked as ratios of figures from the same boot:
 //! - model accuracy: every prediction within 15% of its measurement, per
@@ -24,7 +26,8 @@
 //!   workload and topology.
 
 use super::{
-    clear_summary, clear_svg, plot_err, wi_summary, wi_svg, ClearData, WiData, NODE_COLORS,
+    clear_summary, clear_svg, gigantic_summary, gigantic_svg, plot_err, wi_summary, wi_svg,
+    ClearData, GiganticData, WiData, NODE_COLORS,
 };
 use anyhow::Result;
 use plotters::coord::ranged1d::SegmentValue;
@@ -81,6 +84,13 @@ pub struct Row {
     pub nodemask: Option<Vec<u32>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub weights: Option<Vec<(u32, u8)>>,
+    /// The lookup's loads per lookup on each node (the model's traffic
+    /// split for it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traffic: Option<Vec<(i32, f64)>>,
+    /// Runs of physically consecutive pages of the working set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pfn_runs: Option<usize>,
 }
 
 impl Row {
@@ -135,6 +145,7 @@ struct Topo {
     programs: Vec<Value>,
     clear: Option<ClearData>,
     wi: Option<WiData>,
+    gigantic: Option<GiganticData>,
     notes: Vec<String>,
 }
 
@@ -240,6 +251,12 @@ impl Topo {
         }
         if !records_of(doc, "tk-bench-wi").is_empty() {
             t.wi = WiData::from_doc(&sub_doc(doc, "tk-bench-wi")).ok();
+        }
+        if !records_of(doc, "tk-bench-gigantic").is_empty() {
+            match GiganticData::from_doc(&sub_doc(doc, "tk-bench-gigantic")) {
+                Ok(g) => t.gigantic = Some(g),
+                Err(e) => t.notes.push(format!("tk-bench-gigantic: {e:#}")),
+            }
         }
         t
     }
@@ -537,6 +554,14 @@ impl Report {
             if let Some(w) = &t.wi {
                 v.extend(wi_summary(w).1.into_iter().map(|l| format!("  wi {l}")));
             }
+            if let Some(g) = &t.gigantic {
+                v.extend(
+                    gigantic_summary(g)
+                        .1
+                        .into_iter()
+                        .map(|l| format!("  gigantic {l}")),
+                );
+            }
         }
         v.push("targets (ratios from one run per topology):".into());
         for g in &self.targets {
@@ -579,6 +604,7 @@ impl Report {
                 "calibration_weights": t.calib_weights, "programs": t.programs, "notes": t.notes,
                 "clear_summary": t.clear.as_ref().map(|c| clear_summary(c).0),
                 "wi_summary": t.wi.as_ref().map(|w| wi_summary(w).0),
+                "gigantic_summary": t.gigantic.as_ref().map(|g| gigantic_summary(g).0),
                 "optimized": t.workload_json.as_ref().and_then(|w| w.get("optimized").cloned()),
                 "settings": t.workload_json.as_ref().and_then(|w| w.get("settings").cloned()),
             })).collect::<Vec<_>>(),
@@ -670,6 +696,16 @@ impl Report {
                 }
                 let _ = writeln!(md, "```\n\n![wi](wi-{}.svg)\n", t.name);
             }
+            if let Some(g) = &t.gigantic {
+                let _ = writeln!(
+                    md,
+                    "### Gigantic pages at first touch (`tk-bench-gigantic`)\n\n```"
+                );
+                for l in gigantic_summary(g).1 {
+                    let _ = writeln!(md, "{l}");
+                }
+                let _ = writeln!(md, "```\n\n![gigantic](gigantic-{}.svg)\n", t.name);
+            }
             if !t.programs.is_empty() {
                 let _ = writeln!(
                     md,
@@ -732,6 +768,12 @@ impl Report {
                 util::write_atomic(
                     &dir.join(format!("wi-{}.svg", t.name)),
                     wi_svg(w)?.as_bytes(),
+                )?;
+            }
+            if let Some(g) = &t.gigantic {
+                util::write_atomic(
+                    &dir.join(format!("gigantic-{}.svg", t.name)),
+                    gigantic_svg(g)?.as_bytes(),
                 )?;
             }
         }
@@ -842,9 +884,9 @@ fn workload_md(t: &Topo) -> String {
     );
     let _ = writeln!(
         md,
-        "| policy | pages per node | lookup (lookups/s) | copy (MB/s) | scale (MB/s) | add (MB/s) | triad (MB/s) |"
+        "| policy | pages per node | lookup (lookups/s) | copy (MB/s) | scale (MB/s) | add (MB/s) | triad (MB/s) | lookup loads per node | STREAM physical runs |"
     );
-    let _ = writeln!(md, "|---|---|---|---|---|---|---|");
+    let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|");
     let owned: Vec<Row> = rows.iter().map(|r| (*r).clone()).collect();
     for p in policy_order(&owned) {
         let cell = |w: &str| -> String {
@@ -866,9 +908,22 @@ fn workload_md(t: &Topo) -> String {
             .or_else(|| t.find("lookup", &p))
             .map(|r| fmt_pages(&r.pages))
             .unwrap_or_default();
+        let traffic = t
+            .find("lookup", &p)
+            .and_then(|r| r.traffic.as_ref())
+            .map_or("-".into(), |v| {
+                v.iter()
+                    .map(|(n, l)| format!("{n}:{l:.1}"))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            });
+        let runs = t
+            .find("triad", &p)
+            .and_then(|r| r.pfn_runs)
+            .map_or("-".into(), |x| x.to_string());
         let _ = writeln!(
             md,
-            "| {p} | {pages} | {} | {} | {} | {} | {} |",
+            "| {p} | {pages} | {} | {} | {} | {} | {} | {traffic} | {runs} |",
             cell("lookup"),
             cell("copy"),
             cell("scale"),
@@ -878,10 +933,15 @@ fn workload_md(t: &Topo) -> String {
     }
     let _ = writeln!(
         md,
-        "\nEach cell: measured / predicted (prediction error). Pages per node: the STREAM working set \
-         (the lookup's has the same split). STREAM predictions come from the calibration alone; the \
-         lookup's are anchored at its DRAM-node rate (exact there by construction) and scaled by the \
-         calibrated latency (see README, \"The bandwidth model\").\n"
+        "\nEach cell: measured / predicted (prediction error). Pages per node: the STREAM working set. \
+         STREAM predictions: the model on those pages with each node's bandwidth for the kernel, \
+         measured in the same rounds on a working set bound to the node. The lookup's: the model on \
+         its loads per node (`lookup loads per node`, loads per lookup, from the pages each load \
+         reads), with rates anchored at its DRAM-node rate (exact there by construction) and scaled by \
+         the latency measured in the same rounds (see README, \"The bandwidth model\"). \
+         `STREAM physical runs`: runs of physically consecutive pages in the STREAM working set (1: \
+         contiguous, 4096: every page apart); under QEMU TCG a scattered working set runs slower on \
+         the same node.\n"
     );
     let noise = noise_of(&t.rows);
     if !noise.is_empty() {
@@ -1244,6 +1304,14 @@ mod tests {
                 {"bin": "tk-bench-wi", "ok": true, "mib": 64, "reps": 5, "results": [
                     {"variant": "tierkit", "name": "tierkit mmap", "pages_per_s_median": 1e5,
                      "pages_per_s_best": 1.1e5, "tierkit_over_this": 1.0}]},
+                {"bin": "tk-bench-gigantic", "ok": true, "reps": 5, "ratios": [], "rows": [
+                    {"nid": 0, "kind": "dram", "variant": "tierkit", "threads": 1,
+                     "median_ns": 230_000_000u64, "samples_ns": [230_000_000u64]},
+                    {"nid": 0, "kind": "dram", "variant": "tierkit", "threads": 2,
+                     "median_ns": 124_000_000u64, "samples_ns": [124_000_000u64]},
+                    {"nid": 0, "kind": "dram", "variant": "hugetlb", "threads": 1,
+                     "median_ns": 233_000_000u64, "samples_ns": [233_000_000u64]}],
+                 "skipped": [{"nid": 2, "kind": "cxl", "variant": "hugetlb", "reason": "no free GiB"}]},
             ],
         })
     }
@@ -1358,6 +1426,8 @@ mod tests {
             "Regime probe",
             "| tierkit-mmap | tierkit-weighted-hmat | 120000 | 1.00 |",
             "| local | 0:4096 | 60000 | 100000 |",
+            "### Gigantic pages at first touch (`tk-bench-gigantic`)",
+            "![gigantic](gigantic-cxl.svg)",
         ] {
             assert!(md.contains(want), "no {want:?} in\n{md}");
         }
@@ -1367,6 +1437,7 @@ mod tests {
             "model-cxl.svg",
             "cxl-fault.svg",
             "wi-cxl.svg",
+            "gigantic-numa.svg",
         ] {
             let s = std::fs::read_to_string(dir.join(f)).unwrap();
             assert!(
