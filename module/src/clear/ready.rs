@@ -409,6 +409,9 @@ impl GiganticPool {
                 n.paused_until_ns = now_ns().saturating_add(PAUSE_NS);
                 self.ready[nid].fetch_sub(1, Relaxed);
                 self.shrunk.add(1, Relaxed);
+                // The thread may sleep without a timeout (pool was full):
+                // wake it so that it waits out the pause and refills.
+                Self::kick_locked(&st);
                 r
             };
             drop(r);
