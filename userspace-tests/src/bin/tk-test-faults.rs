@@ -922,7 +922,7 @@ fn run(r: &mut Report, topo: &Topology, wd: WeightDir) {
     } else {
         ops.push(Op::Bandwidth);
     }
-    if std::path::Path::new(POOL_PATH).exists() {
+    if userspace_tests::pool::present() {
         ops.push(Op::Pool);
     } else {
         r.skip(
