@@ -190,7 +190,7 @@ fn bad_writes(r: &mut Report, topo: &Topology, nid: u32) {
         ),
         (
             "a good line, then an unknown node".into(),
-            format!("{nid} 2\n9999 1\n"),
+            format!("{nid} 1\n9999 1\n"),
             libc::EINVAL,
         ),
         (
