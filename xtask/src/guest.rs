@@ -71,6 +71,8 @@ pub(crate) struct GuestRequest {
     pub label: Option<String>,
     /// The run directory's name after `<mode>-`; `None`: the topology's.
     pub dir_name: Option<&'static str>,
+    /// Kernel command-line words of the run, before `--append`'s.
+    pub append: Vec<String>,
 }
 
 impl GuestRequest {
@@ -94,6 +96,7 @@ impl GuestRequest {
             host: None,
             label: None,
             dir_name: None,
+            append: Vec::new(),
         }
     }
 
@@ -115,6 +118,13 @@ impl GuestRequest {
             req.filter = sel.filter();
         }
         req.dir_name = Some(run.name);
+        if profile == profile::Profile::Debug {
+            req.append = run
+                .debug_append
+                .split_whitespace()
+                .map(str::to_string)
+                .collect();
+        }
         req
     }
 }
@@ -153,6 +163,7 @@ pub(crate) fn guest_cmd(g: &GuestArgs, req: GuestRequest) -> Result<GuestResult>
         host,
         label,
         dir_name,
+        append: run_append,
     } = req;
     let label = label.as_deref();
     setup::ensure()?;
@@ -210,7 +221,7 @@ pub(crate) fn guest_cmd(g: &GuestArgs, req: GuestRequest) -> Result<GuestResult>
         mode: mode.clone(),
         kunit,
         filter: filter.clone(),
-        append: g.append.clone(),
+        append: run_append.into_iter().chain(g.append.iter().cloned()).collect(),
         timeout: Duration::from_secs(g.timeout.unwrap_or(default_timeout)),
         profile,
         cxl_online,
