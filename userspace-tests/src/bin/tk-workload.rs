@@ -101,8 +101,8 @@ const KNOWN: &[&str] = &[
 fn usage() {
     println!(
         "usage: {BIN} [--calibration FILE] [--workloads lookup,stream,fault] [--policies local,bind:0,...] \
-         [--threads T] [--fault-threads N] [--duration SECS] [--lookup-size 32M] [--stream-size 16M] [--fault-size 8M] \
-         [--map-size 16M] [--nuclides 34] [--reps 3] [--rounds 3] [--topology NAME]"
+         [--threads T] [--fault-threads N] [--duration SECS] [--lookup-size 32M] [--stream-size 8M] [--fault-size 2M] \
+         [--map-size 8M] [--nuclides 34] [--reps 3] [--rounds 3] [--topology NAME]"
     );
 }
 
@@ -128,9 +128,9 @@ impl Settings {
                 fault_threads: 0,
                 duration: 0.2,
                 lookup_size: 32 << 20,
-                stream_size: 16 << 20,
-                fault_size: 8 << 20,
-                map_size: 16 << 20,
+                stream_size: 8 << 20,
+                fault_size: 2 << 20,
+                map_size: 8 << 20,
                 nuclides: 34,
                 reps: 3,
                 rounds: 3,
@@ -575,16 +575,18 @@ fn stream(
         fmt_size(s.stream_size),
         ctx.threads,
         s.rounds,
-        s.duration / 2.0,
-        s.duration
+        s.duration / 8.0,
+        s.duration / 4.0
     ));
+    // Each kernel gets a quarter of `--duration` per round, so that a
+    // round of the four costs a policy what a round of lookups does.
     // The calibration, side by side with the policies: STREAM on a working
     // set bound to each node (separate from the bind:N policies' own).
     let mut cal_sets = Vec::new();
     for &n in &ctx.topo.memory {
         match Region::new(&Placement::Bind(n), s.stream_size) {
             Ok(region) => {
-                let st = Stream::new(&region, &ctx.cpus, ctx.threads, s.duration / 2.0);
+                let st = Stream::new(&region, &ctx.cpus, ctx.threads, s.duration / 8.0);
                 cal_sets.push((n, region, st));
             }
             Err(e) => {
@@ -604,16 +606,16 @@ fn stream(
                 region,
                 &ctx.cpus,
                 ctx.threads,
-                s.duration / 2.0,
+                s.duration / 8.0,
             ))
         },
     );
     for _ in 0..s.rounds {
         for (_, _, st) in cal_sets.iter_mut() {
-            st.round(&ctx.cpus, ctx.threads, s.duration);
+            st.round(&ctx.cpus, ctx.threads, s.duration / 4.0);
         }
         for set in sets.iter_mut() {
-            set.state.round(&ctx.cpus, ctx.threads, s.duration);
+            set.state.round(&ctx.cpus, ctx.threads, s.duration / 4.0);
         }
     }
     let mut run = ctx.cal.clone();
