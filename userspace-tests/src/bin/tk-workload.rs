@@ -53,7 +53,7 @@
 //! node's CPUs; 1 in tierkit's guest, where a block of T threads needs T
 //! host CPUs free at once and the host is shared), `--fault-threads N`
 //! (page_fault2 runs 1..N; default the DRAM node's CPUs), `--duration
-//! SECS` per block, `--rounds R`, `--lookup-size`, `--stream-size`,
+//! SECS` per policy and round (STREAM: a quarter per kernel), `--rounds R`, `--lookup-size`, `--stream-size`,
 //! `--fault-size`, `--map-size` (bytes, `16M`), `--nuclides N`, `--reps R`
 //! (deliveries), `--topology NAME` (the label in the rows). Defaults are
 //! small in tierkit's guest (`$TIERKIT_MODE` set) and larger elsewhere.
