@@ -221,7 +221,10 @@ pub(crate) fn guest_cmd(g: &GuestArgs, req: GuestRequest) -> Result<GuestResult>
         mode: mode.clone(),
         kunit,
         filter: filter.clone(),
-        append: run_append.into_iter().chain(g.append.iter().cloned()).collect(),
+        append: run_append
+            .into_iter()
+            .chain(g.append.iter().cloned())
+            .collect(),
         timeout: Duration::from_secs(g.timeout.unwrap_or(default_timeout)),
         profile,
         cxl_online,
