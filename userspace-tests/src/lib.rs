@@ -25,6 +25,10 @@
 //!   ([`first_use`], shared with `tk-bench-gigantic`).
 //! - `tk-test-pool`, `tk-test-pool-cxl`: the pre-cleared gigantic pool
 //!   ([`pool`]) on the DRAM node and on the memory-only node.
+//! - `tk-test-pool-hostile`: the pool against a hostile root user: odd
+//!   writes, an open fd across `rmmod`, concurrent writers with the
+//!   shrinker and killed first touches, `rmmod` and a lowered target or a
+//!   memory offline during a refill.
 //!
 //! Output protocol (see [`report`]): one `ok - ...` / `not ok - ...: why`
 //! line per check, `# ...` comments, and one `TIERKIT-JSON {...}` line last.

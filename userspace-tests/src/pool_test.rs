@@ -105,7 +105,7 @@ pub fn check_drop(start_kb: u64, now_kb: u64) -> Result<String, String> {
 /// drained once ([`faults::drain_slab`]): on the debug kernel KASAN's
 /// quarantine holds freed objects' slabs (up to 1/32 of RAM) for a while;
 /// what is still allocated stays counted.
-fn memory_back(nid: u32, start_kb: u64) -> Result<String, String> {
+pub fn memory_back(nid: u32, start_kb: u64) -> Result<String, String> {
     let tol = back_tolerance_kb(start_kb);
     let t0 = Instant::now();
     let mut drained = false;

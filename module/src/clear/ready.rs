@@ -331,8 +331,10 @@ impl GiganticPool {
     ///
     /// Errors: `ENOMEM` (or `EINVAL` for a node without memory) when no
     /// range could be had: the node's refill pauses for [`PAUSE_NS`] and
-    /// the first failure is logged; `EINTR` when `stop` said so (the range
-    /// is freed).
+    /// the first failure is logged; `EINTR` when `stop` said so, or the
+    /// node's pool no longer wants the range (its target was lowered to
+    /// its ready count or below) before the clear finished (the range is
+    /// freed).
     pub(crate) fn fill_one(&self, nid: usize, stop: &dyn Fn() -> bool) -> Result {
         if nid >= MAX_NUMNODES {
             return Err(EINVAL);
@@ -368,7 +370,16 @@ impl GiganticPool {
                 )
             };
         }
-        clear_slowly(&mut range, stop)?;
+        // A target lowered meanwhile (to the ready count or below) makes
+        // this range unneeded: stop clearing and free it now, as a lowered
+        // target frees ready ranges, rather than after the whole clear
+        // (tens of seconds on CXL memory).
+        let unneeded = || {
+            let st = self.state.lock();
+            let n = &st.nodes[nid];
+            n.ready.len() >= n.target as usize
+        };
+        clear_slowly(&mut range, &|| stop() || unneeded())?;
         let mut st = self.state.lock();
         let n = &mut st.nodes[nid];
         n.failing = false;
@@ -720,6 +731,26 @@ mod tests {
         assert_eq!(rest, PAGES);
         assert_eq!(empty, (0, 0, 0, 0));
         assert_eq!(resumed, Refill::Now(0));
+    }
+
+    #[test]
+    fn lowered_target_frees_the_range_being_cleared() {
+        let p = pool(b"0 1", 0);
+        assert!(p.is_some());
+        let Some((p, stored)) = p else { return };
+        // `stop` runs between clear steps: lower the target there, as a
+        // write during the refill's clear does.
+        let lowered = p.fill_one(0, &|| p.store(b"0 0").is_err());
+        let after = (p.ready(0), p.next());
+        let _ = p.store(b"0 1");
+        let wanted = p.fill_one(0, &never);
+        let ready = p.ready(0);
+        drop(p);
+        assert!(stored);
+        assert_eq!(lowered, Err(EINTR));
+        assert_eq!(after, (0, Refill::Idle));
+        assert_eq!(wanted, Ok(()));
+        assert_eq!(ready, 1);
     }
 
     #[test]
