@@ -77,14 +77,39 @@ pub fn state(nid: u32) -> anyhow::Result<(u64, u64)> {
 /// Writes `text` to the pool file in one `write(2)`; the errno is the
 /// module's answer (`EINVAL`, `ENOSPC`).
 pub fn write(text: &str) -> io::Result<()> {
-    crate::ensure_debugfs();
-    let mut f = std::fs::OpenOptions::new().write(true).open(POOL_PATH)?;
-    let n = f.write(text.as_bytes())?;
+    let n = write_bytes(text.as_bytes())?;
     if n != text.len() {
         return Err(io::Error::other(format!(
             "short write to {POOL_PATH}: {n} of {} bytes",
             text.len()
         )));
+    }
+    Ok(())
+}
+
+/// One `write(2)` of `b` to the pool file (any bytes, for hostile
+/// input); `Ok` is the count the module took.
+pub fn write_bytes(b: &[u8]) -> io::Result<usize> {
+    crate::ensure_debugfs();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(POOL_PATH)?
+        .write(b)
+}
+
+/// The whole pool file, for "nothing changed" comparisons.
+pub fn snapshot() -> Result<Vec<PoolLine>, String> {
+    read().map_err(|e| format!("{POOL_PATH}: {e:#}"))
+}
+
+/// A write of `b` fails with `errno` and leaves the file as it was (every
+/// line is checked before any is applied).
+pub fn refused_unchanged(b: &[u8], errno: i32) -> Result<(), String> {
+    let before = snapshot()?;
+    crate::expect_errno(write_bytes(b), errno)?;
+    let after = snapshot()?;
+    if after != before {
+        return Err(format!("the file changed: {before:?} -> {after:?}"));
     }
     Ok(())
 }

@@ -52,6 +52,7 @@ use std::time::{Duration, Instant};
 use tierkit_core::uapi::TK_GIGANTIC_BYTES;
 use userspace_tests::faults::{self, Kmsg, KunitFilter, TierkitWeights};
 use userspace_tests::first_use::BootPool;
+use userspace_tests::fuzz::Rng;
 use userspace_tests::memblock::{self, Outcome};
 use userspace_tests::node::Topology;
 use userspace_tests::pool::{self, POOL_PATH};
@@ -68,17 +69,6 @@ const OFFLINE_LIMIT: Duration = Duration::from_secs(45);
 /// A KUnit filter no suite matches (the reloads run no suite).
 const NO_SUITES: &str = "tk-test-pool-hostile-runs-no-kunit-suite";
 
-/// One `write(2)` of `b` to the pool file; `Ok` is the count written.
-fn write_bytes(b: &[u8]) -> std::io::Result<usize> {
-    userspace_tests::ensure_debugfs();
-    OpenOptions::new().write(true).open(POOL_PATH)?.write(b)
-}
-
-/// The whole pool file.
-fn snapshot() -> Result<Vec<pool::PoolLine>, String> {
-    pool::read().map_err(|e| format!("{POOL_PATH}: {e:#}"))
-}
-
 /// `(target, ready)` of `nid`.
 fn state(nid: u32) -> Result<(u64, u64), String> {
     pool::state(nid).map_err(|e| format!("{e:#}"))
@@ -86,15 +76,10 @@ fn state(nid: u32) -> Result<(u64, u64), String> {
 
 /// Checks that a write of `b` fails with `errno` and changes nothing.
 fn refused(r: &mut Report, what: &str, b: &[u8], errno: i32) {
-    let res = snapshot().and_then(|before| {
-        expect_errno(write_bytes(b), errno)?;
-        let after = snapshot()?;
-        if after != before {
-            return Err(format!("the file changed: {before:?} -> {after:?}"));
-        }
-        Ok(())
-    });
-    r.check(&format!("{what}: refused, nothing changes"), res);
+    r.check(
+        &format!("{what}: refused, nothing changes"),
+        pool::refused_unchanged(b, errno),
+    );
 }
 
 /// Checks that writing `b` (whole) leaves `nid` at target `want`, then
@@ -102,7 +87,7 @@ fn refused(r: &mut Report, what: &str, b: &[u8], errno: i32) {
 fn taken(r: &mut Report, what: &str, nid: u32, b: &[u8], want: u64, pwrite_at: Option<u64>) {
     let res = (|| {
         let n = match pwrite_at {
-            None => write_bytes(b),
+            None => pool::write_bytes(b),
             Some(off) => OpenOptions::new()
                 .write(true)
                 .open(POOL_PATH)
@@ -248,7 +233,7 @@ fn odd_writes(r: &mut Report, topo: &Topology, nid: u32) {
     r.check("lseek to 1 TiB, then write: taken whole", res);
     r.check(
         "an empty write returns 0 and changes nothing",
-        match write_bytes(b"") {
+        match pool::write_bytes(b"") {
             Ok(0) => Ok(()),
             Ok(n) => Err(format!("returned {n}")),
             Err(e) => Err(errno_name(&e)),
@@ -311,14 +296,6 @@ impl Storm {
     }
 }
 
-/// A small deterministic generator (xorshift).
-fn next(x: &mut u64) -> u64 {
-    *x ^= *x << 13;
-    *x ^= *x >> 7;
-    *x ^= *x << 17;
-    *x
-}
-
 /// Step 3.
 fn storm(r: &mut Report, nid: u32, start_kb: u64) {
     // Whether the node has a free aligned GiB at all (on a small guest
@@ -353,9 +330,9 @@ fn storm(r: &mut Report, nid: u32, start_kb: u64) {
     for w in 0..3u64 {
         let (st, stop) = (st.clone(), stop.clone());
         threads.push(std::thread::spawn(move || {
-            let mut x = 0x9e37_79b9_7f4a_7c15 ^ (w + 1);
+            let mut x = Rng::new(0x9e37_79b9_7f4a_7c15 ^ (w + 1));
             while !stop.load(Relaxed) {
-                let v = next(&mut x);
+                let v = x.next_u64();
                 let text = match v % 4 {
                     0 => format!("{nid} {}\n{nid} {}\n", v % (max + 1), (v >> 8) % (max + 1)),
                     1 => format!("{nid} {}\n9999 1\n", v % (max + 1)),
@@ -409,7 +386,7 @@ fn storm(r: &mut Report, nid: u32, start_kb: u64) {
     // Children make the GiB of a gigantic mapping; every other one is
     // SIGKILLed after a short while, during the first touch if it is slow.
     let (mut made, mut sigbus, mut killed, mut other) = (0, 0, 0, Vec::new());
-    let mut x = 0x1234_5678_u64;
+    let mut x = Rng::new(0x1234_5678);
     let t0 = Instant::now();
     let mut i = 0;
     while t0.elapsed() < STORM {
@@ -447,7 +424,7 @@ fn storm(r: &mut Report, nid: u32, start_kb: u64) {
             }
         };
         let exit = if i % 2 == 0 {
-            vma::sleep_ms(next(&mut x) % 400);
+            vma::sleep_ms(x.next_u64() % 400);
             child.kill_and_reap().map(|(e, _)| e)
         } else {
             child.wait()
@@ -461,7 +438,7 @@ fn storm(r: &mut Report, nid: u32, start_kb: u64) {
         }
         drop(m);
         drop(tk);
-        vma::sleep_ms(next(&mut x) % 200);
+        vma::sleep_ms(x.next_u64() % 200);
     }
     stop.store(true, Relaxed);
     for t in threads {
@@ -593,7 +570,7 @@ fn rmmod_mid_refill(r: &mut Report, topo: &Topology, nid: u32, start_kb: u64) ->
         r.check("weight table as /init set it", table.restore());
         r.check_note(
             &name("after the reload the pool is empty"),
-            snapshot().and_then(|lines| {
+            pool::snapshot().and_then(|lines| {
                 let nids: Vec<u32> = lines.iter().map(|l| l.nid).collect();
                 match lines.iter().find(|l| l.target != 0 || l.ready != 0) {
                     _ if nids != topo.memory => {
