@@ -11,12 +11,14 @@ use crate::interleave::{self, TaskState, MAX_NUMNODES};
 use crate::mapping::{Backing, BackingPages, GiganticPlan, GiganticRanges};
 use crate::shim;
 use crate::sync::{resched_killable, KillableMutex};
-use crate::uapi::{self, TkBulk, TkClearBench, TkGigantic, TkPolicy, TkTaskNext, TkWalk};
+use crate::uapi::{
+    self, TkBulk, TkClearBench, TkGigantic, TkPageRefs, TkPolicy, TkTaskNext, TkWalk,
+};
 use crate::wi::{pages, Mode, Policy, Stats, Wi, FILE_GIGANTIC, FILE_PAGES};
 use kernel::{
     bindings, container_of,
     error::to_result,
-    ffi::{c_int, c_ulong, c_void},
+    ffi::{c_int, c_uint, c_ulong, c_void},
     fs::File,
     miscdevice::{MiscDevice, MiscDeviceOptions, MiscDeviceRegistration},
     mm::virt::{flags as vm_flags, VmaMixedMap, VmaNew},
@@ -54,6 +56,10 @@ unsafe impl AsBytes for TkClearBench {}
 unsafe impl FromBytes for TkWalk {}
 // SAFETY: as above.
 unsafe impl AsBytes for TkWalk {}
+// SAFETY: `repr(C)`, integers only, no padding (8 + 6 * 4, uapi.rs).
+unsafe impl FromBytes for TkPageRefs {}
+// SAFETY: as above.
+unsafe impl AsBytes for TkPageRefs {}
 
 /// The most 4 KiB pages one open file holds (1 GiB): a single `mmap` above
 /// it is `EINVAL`, one that would take the file past it is `ENOMEM`.
@@ -403,6 +409,38 @@ fn walk(arg: usize) -> Result<isize> {
     Ok(0)
 }
 
+/// `TK_IOC_PAGE_REFS`: who holds the folio of a pfn (see `TkPageRefs`).
+/// Independent of the file's state. Needs `CAP_SYS_ADMIN` (pfns).
+fn page_refs(arg: usize) -> Result<isize> {
+    require_sys_admin()?;
+    let (mut reader, mut writer) =
+        UserSlice::new(UserPtr::from_addr(arg), size_of::<TkPageRefs>()).reader_writer();
+    let mut p: TkPageRefs = reader.read()?;
+    let pfn = c_ulong::try_from(p.pfn).map_err(|_| EINVAL)?;
+    let (mut refcount, mut mapcount, mut nid): (c_int, c_int, c_int) = (0, 0, -1);
+    let (mut order, mut flags): (c_uint, c_uint) = (0, 0);
+    // SAFETY: every pointer is to a local, valid for writes.
+    let ret = unsafe {
+        shim::tk_page_refs(
+            pfn,
+            &mut refcount,
+            &mut mapcount,
+            &mut order,
+            &mut nid,
+            &mut flags,
+        )
+    };
+    kernel::error::to_result(ret)?;
+    p.refcount = refcount;
+    p.mapcount = mapcount;
+    p.order = order;
+    p.nid = nid;
+    p.flags = flags;
+    p._pad = 0;
+    writer.write(&p)?;
+    Ok(0)
+}
+
 /// `TK_IOC_CLEAR_BENCH`: independent of the file's state, so it runs
 /// without the file's lock. Needs `CAP_SYS_ADMIN`.
 fn clear_bench(arg: usize) -> Result<isize> {
@@ -454,6 +492,7 @@ impl MiscDevice for TkFile {
             uapi::TK_IOC_SET_GIGANTIC => me.set_gigantic(arg),
             uapi::TK_IOC_CLEAR_BENCH => clear_bench(arg),
             uapi::TK_IOC_WALK => walk(arg),
+            uapi::TK_IOC_PAGE_REFS => page_refs(arg),
             _ => Err(ENOTTY),
         }
     }

@@ -10,7 +10,9 @@
 //! (`MADV_DONTNEED`, or a move below); [`tk_gigantic_fault`] makes a GiB
 //! of a gigantic mapping at its first touch (allocated on the node the
 //! file's policy picked for it at `mmap`, cleared in parallel) and gives
-//! its pfn to the shim, which maps it with one PUD. A GiB made once stays
+//! its pfn to the shim, which maps it with one PUD ([`tk_gigantic_pte_page`]
+//! gives a 4 KiB page of it where the kernel did not try the PUD). Each
+//! GiB is one compound folio (see [`GiganticRange`]). A GiB made once stays
 //! with the file until release: a later fault (after `MADV_DONTNEED`, a
 //! `/proc/PID/pagemap` or `smaps` read, which split the PUD away, or in a
 //! child after `fork`) maps the same range again, contents kept.
@@ -52,6 +54,7 @@ use kernel::{
     new_mutex,
     prelude::*,
     static_lock_class,
+    sync::atomic::{Atomic, Relaxed},
     sync::{Arc, Mutex},
 };
 
@@ -119,6 +122,8 @@ pub(crate) struct Backing {
     fault_lock: KillableMutex<()>,
     wi: Arc<Wi>,
     registered: bool,
+    /// Gigantic mode: a 4 KiB fault was logged (once per mapping).
+    pte_noted: Atomic<bool>,
     /// Its share of the global limit, given back last.
     _reservation: Reservation,
 }
@@ -152,6 +157,7 @@ impl Backing {
                 fault_lock <- KillableMutex::new((), c"tierkit_gigantic_fault", static_lock_class!()),
                 wi: wi.clone(),
                 registered: false,
+                pte_noted: Atomic::new(false),
                 _reservation: reservation,
             }),
             GFP_KERNEL,
@@ -409,23 +415,50 @@ unsafe extern "C" fn tk_gigantic_fault(
     }
 }
 
-/// A 4 KiB or 2 MiB fault in a gigantic mapping (shim.c
-/// `tk_gigantic_pte_fault()`): the kernel did not try the PUD, which
-/// happens only when THP is disabled for the task or the vma. Counted and
-/// logged; the shim answers SIGBUS.
+/// A 4 KiB fault in a gigantic mapping (shim.c `tk_gigantic_pte_fault()`):
+/// THP is disabled for the task or the vma, or an earlier such fault left
+/// a PMD table in the GiB's PUD slot. Makes the GiB at its first touch as
+/// [`tk_gigantic_fault`] does and sets `*page` to its 4 KiB page at file
+/// page offset `pgoff`, which the shim maps with `vm_insert_page()` (that
+/// PTE holds a reference on the GiB's folio). Logged once per mapping.
+/// Returns 0 or a negative errno, as [`tk_gigantic_fault`].
 ///
 /// # Safety
 ///
-/// As [`tk_gigantic_fault`].
+/// As [`tk_gigantic_fault`]; `page` is valid for a write.
 #[no_mangle]
-unsafe extern "C" fn tk_gigantic_refuse_pte(backing: *mut c_void, addr: c_ulong) {
+unsafe extern "C" fn tk_gigantic_pte_page(
+    backing: *mut c_void,
+    pgoff: c_ulong,
+    addr: c_ulong,
+    page: *mut *mut bindings::page,
+) -> c_int {
     // SAFETY: see the function's safety section.
     let b = unsafe { &*backing.cast::<Backing>() };
-    b.wi.stats.gigantic_fault_failed();
-    pr_warn!(
-        "4 KiB fault at {:#x} in a gigantic mapping (THP disabled for the task or the vma?): SIGBUS\n",
-        addr
-    );
+    let Some(off) = (pgoff as u64).checked_sub(b.pgoff) else {
+        return EFAULT.to_errno();
+    };
+    let first = b.pgoff + off / GIGANTIC_PAGES * GIGANTIC_PAGES;
+    // SAFETY: as for this function.
+    let ret = unsafe { tk_gigantic_fault(backing, first as c_ulong, &mut 0) };
+    if ret != 0 {
+        return ret;
+    }
+    if !b.pte_noted.swap(true, Relaxed) {
+        pr_info!(
+            "gigantic mapping: GiB at file page {:#x} mapped with 4 KiB pages at {:#x} (THP disabled for the task or the vma, or a PMD table already in its PUD slot)\n",
+            first,
+            addr
+        );
+    }
+    match b.page(&b.pages.lock(), pgoff as u64) {
+        Some(p) => {
+            // SAFETY: see the function's safety section.
+            unsafe { *page = p };
+            0
+        }
+        None => EFAULT.to_errno(),
+    }
 }
 
 /// Every live [`Backing`], for the memory notifier.

@@ -17,6 +17,7 @@
 #include <linux/memory.h>
 #include <linux/huge_mm.h>
 #include <linux/kthread.h>
+#include <linux/log2.h>
 #include <linux/shrinker.h>
 #include <linux/slab.h>
 #include <linux/wait.h>
@@ -153,7 +154,7 @@ const char *tk_clear_pages_variant(void)
 	return "unrolled";
 }
 
-/* Is init_on_alloc on? Then the allocator zeroes serially behind our back. */
+/* Is init_on_alloc on? Then the allocator zeroes what it hands out. */
 bool tk_init_on_alloc(void)
 {
 	return want_init_on_alloc(GFP_KERNEL);
@@ -161,9 +162,22 @@ bool tk_init_on_alloc(void)
 
 /*
  * A physically contiguous, naturally aligned range of @nr_pages on @nid,
- * never another node's memory and never pre-zeroed.
+ * never another node's memory. With @folio it is one compound folio of
+ * that order (a 1 GiB range: what a PUD maps), whose head holds the only
+ * reference; without, @nr_pages order-0 pages with one reference each.
+ *
+ * The range must be a folio when a PUD maps it: slow GUP
+ * (follow_huge_pud() and __get_user_pages()) takes the references of
+ * every 4 KiB page it hands out from a PUD leaf on page_folio() of the
+ * first, and releases each on page_folio() of its own page. With order-0
+ * pages that frees pages 1..N-1 of a multi-page GUP while they are still
+ * mapped; on one folio the two sides balance.
+ *
+ * With init_on_alloc on, the allocator zeroes the range in
+ * post_alloc_hook() (tk_init_on_alloc() tells the caller so, and the
+ * caller does not clear it again).
  */
-struct page *tk_alloc_contig(unsigned long nr_pages, int nid, bool movable)
+struct page *tk_alloc_contig(unsigned long nr_pages, int nid, bool movable, bool folio)
 {
 	/*
 	 * alloc_contig_pages() scans the zones up to gfp_zone(gfp):
@@ -171,10 +185,36 @@ struct page *tk_alloc_contig(unsigned long nr_pages, int nid, bool movable)
 	 * does (tierkit's movable_gigantic opt-in).
 	 */
 	gfp_t gfp = GFP_KERNEL | __GFP_THISNODE | __GFP_NOWARN;
+	struct page *page;
 
 	if (movable)
 		gfp |= __GFP_MOVABLE | __GFP_HIGHMEM;
-	return alloc_contig_pages(nr_pages, gfp, nid, NULL);
+	if (!folio)
+		return alloc_contig_pages(nr_pages, gfp, nid, NULL);
+	if (ilog2(nr_pages) > MAX_FOLIO_ORDER || !is_power_of_2(nr_pages))
+		return NULL;
+	/* As hugetlb's alloc_gigantic_frozen_folio(); the folio starts frozen. */
+	page = alloc_contig_frozen_pages(nr_pages, gfp | __GFP_COMP, nid, NULL);
+	if (page)
+		folio_ref_unfreeze(page_folio(page), 1);
+	return page;
+}
+
+/* Drops the reference tk_alloc_contig() gave: the range goes back to the
+ * buddy allocator now, or, for a folio that GUP still holds (a pipe after
+ * vmsplice, an O_DIRECT request in flight), when the last holder puts it. */
+void tk_free_contig(struct page *page, unsigned long nr_pages)
+{
+	if (PageHead(page))
+		folio_put(page_folio(page));
+	else
+		free_contig_range(page_to_pfn(page), nr_pages);
+}
+
+/* References to the folio of @page (a test and debug read-out). */
+int tk_folio_ref_count(struct page *page)
+{
+	return folio_ref_count(page_folio(page));
 }
 
 /* Does @nid have memory in ZONE_MOVABLE (e.g. hotplugged online_movable)? */
@@ -232,11 +272,6 @@ void tk_unmap_mapping_page(struct address_space *mapping, unsigned long pgoff)
 bool tk_signal_pending(void)
 {
 	return signal_pending(current);
-}
-
-void tk_free_contig(struct page *page, unsigned long nr_pages)
-{
-	free_contig_range(page_to_pfn(page), nr_pages);
 }
 
 /* --- scheduling, time, workqueues ---------------------------------------- */
@@ -587,9 +622,12 @@ void tk_file_use_dev_fops(struct file *file)
  * The first touch of a GiB (and a write to a GiB mapped read-only, see
  * wp_huge_pud()) comes here at PUD order: tk_gigantic_fault() (Rust,
  * mapping.rs) allocates and clears the GiB once, and it is mapped by one
- * special PUD (no struct page refcounts: the file holds the range until
- * release, after every vma of it is gone). Any failure is SIGBUS for this
- * GiB only. A smaller order falls back to tk_gigantic_pte_fault().
+ * special PUD. The PUD holds no reference (zap_huge_pud() and fork's
+ * copy_huge_pud() take and drop none on a VM_MIXEDMAP vma): the file
+ * holds the GiB's folio until release, after every vma of it is gone, and
+ * get_user_pages() takes its own references on that folio. Any failure is
+ * SIGBUS for this GiB only. A smaller order falls back to
+ * tk_gigantic_pte_fault().
  */
 static vm_fault_t tk_gigantic_huge_fault(struct vm_fault *vmf, unsigned int order)
 {
@@ -608,15 +646,29 @@ static vm_fault_t tk_gigantic_huge_fault(struct vm_fault *vmf, unsigned int orde
 }
 
 /*
- * A 4 KiB (or 2 MiB) fault in a gigantic mapping: the kernel did not try
- * the PUD (THP disabled for the process or the vma: PR_SET_THP_DISABLE,
- * MADV_NOHUGEPAGE, transparent_hugepage=never). No PTE ever maps part of
- * a gigantic range: SIGBUS, counted and logged.
+ * A 4 KiB fault in a gigantic mapping: the kernel did not try the PUD
+ * (THP disabled for the process or the vma: PR_SET_THP_DISABLE,
+ * MADV_NOHUGEPAGE, transparent_hugepage=never), or a PMD table already
+ * sits in the PUD slot (pmd_alloc() of such an earlier fault put it there,
+ * and nothing frees page tables before munmap), so it never will for this
+ * GiB. The GiB is made as at a PUD fault, and its 4 KiB page at @addr is
+ * mapped by a PTE with vm_insert_page(): a normal PTE that holds a
+ * reference on the GiB's folio and its rmap, both dropped by the zap.
+ * Contents, node and lifetime are the GiB's; only the page size differs.
  */
 static vm_fault_t tk_gigantic_pte_fault(struct vm_fault *vmf)
 {
-	tk_gigantic_refuse_pte(vmf->vma->vm_private_data, vmf->address);
-	return VM_FAULT_SIGBUS;
+	struct vm_area_struct *vma = vmf->vma;
+	unsigned long addr = vmf->address & PAGE_MASK;
+	struct page *page = NULL;
+	int err;
+
+	err = tk_gigantic_pte_page(vma->vm_private_data, vmf->pgoff, addr, &page);
+	if (!err)
+		err = vm_insert_page(vma, addr, page);
+	if (err == 0 || err == -EBUSY)	/* -EBUSY: another fault mapped it */
+		return VM_FAULT_NOPAGE;
+	return err == -ENOMEM ? VM_FAULT_OOM : VM_FAULT_SIGBUS;
 }
 
 /* As device-dax: a gigantic vma splits (munmap, mprotect, mremap) only at GiB boundaries. */
@@ -718,6 +770,42 @@ out:
 	if (*pfn && pfn_valid(*pfn))
 		*nid = page_to_nid(pfn_to_page(*pfn));
 	return level;
+}
+
+/*
+ * Who holds the folio of @pfn, for tests (TK_IOC_PAGE_REFS): -EINVAL if
+ * @pfn has no struct page. A snapshot: the folio may be freed or split
+ * right after, so only fields that stay meaningful are read. The first
+ * page of a free buddy block reports TK_PAGE_BUDDY, any other free page
+ * a refcount of 0.
+ */
+int tk_page_refs(unsigned long pfn, int *refcount, int *mapcount,
+		 unsigned int *order, int *nid, unsigned int *flags)
+{
+	struct page *page;
+	struct folio *folio;
+
+	*refcount = *mapcount = 0;
+	*order = 0;
+	*flags = 0;
+	*nid = NUMA_NO_NODE;
+	if (!pfn_valid(pfn))
+		return -EINVAL;
+	page = pfn_to_page(pfn);
+	*nid = page_to_nid(page);
+	if (PageBuddy(page)) {
+		*flags = TK_PAGE_BUDDY;
+		return 0;
+	}
+	folio = page_folio(page);
+	*refcount = folio_ref_count(folio);
+	if (*refcount <= 0)	/* free (inside a larger buddy block) or frozen */
+		return 0;
+	*order = folio_order(folio);
+	*mapcount = folio_mapcount(folio);
+	if (folio_test_anon(folio))
+		*flags |= TK_PAGE_ANON;
+	return 0;
 }
 
 /* --- the pre-cleared gigantic pool (module/src/clear/ready.rs) ---------- */

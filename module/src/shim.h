@@ -37,7 +37,8 @@ int tk_page_to_nid(const struct page *page);
 void tk_clear_pages(void *addr, unsigned int npages);
 const char *tk_clear_pages_variant(void);
 bool tk_init_on_alloc(void);
-struct page *tk_alloc_contig(unsigned long nr_pages, int nid, bool movable);
+struct page *tk_alloc_contig(unsigned long nr_pages, int nid, bool movable, bool folio);
+int tk_folio_ref_count(struct page *page);
 bool tk_node_has_movable(int nid);
 gfp_t tk_gfp_highuser_movable(void);
 struct page *tk_alloc_page_away(int nid);
@@ -85,7 +86,8 @@ void tk_file_use_dev_fops(struct file *file);
 void tk_vma_set_gigantic(struct vm_area_struct *vma, void *backing);
 /* Implemented in Rust (mapping.rs): the pfn of the GiB at @pgoff, or -errno. */
 int tk_gigantic_fault(void *backing, unsigned long pgoff, unsigned long *pfn);
-void tk_gigantic_refuse_pte(void *backing, unsigned long addr);
+int tk_gigantic_pte_page(void *backing, unsigned long pgoff, unsigned long addr,
+			 struct page **page);
 /* Implemented in Rust (dev.rs): is the file with this private_data gigantic? */
 bool tk_file_gigantic(void *private_data);
 /* What tk_walk() found at an address (uapi TK_WALK_*). */
@@ -94,6 +96,12 @@ bool tk_file_gigantic(void *private_data);
 #define TK_WALK_PMD	2
 #define TK_WALK_PUD	3
 int tk_walk(unsigned long addr, unsigned long *pfn, int *nid);
+
+/* tk_page_refs() flags (uapi TK_PAGE_*). */
+#define TK_PAGE_BUDDY	1
+#define TK_PAGE_ANON	2
+int tk_page_refs(unsigned long pfn, int *refcount, int *mapcount,
+		 unsigned int *order, int *nid, unsigned int *flags);
 
 /* The pre-cleared gigantic pool (module/src/clear/ready.rs). */
 struct tk_pool_thread;

@@ -74,17 +74,25 @@ extern "C" {
     /// `want_init_on_alloc(GFP_KERNEL)`. No precondition.
     pub(crate) fn tk_init_on_alloc() -> bool;
     /// `alloc_contig_pages(nr_pages, GFP_KERNEL | __GFP_THISNODE |
-    /// __GFP_NOWARN, nid, NULL)`; NULL on failure. Sleeps: process context
-    /// only; `nid` must be an online node with memory.
+    /// __GFP_NOWARN, nid, NULL)` (order-0 pages with one reference each),
+    /// or with `folio` one compound folio of order `log2(nr_pages)` (at
+    /// most `MAX_FOLIO_ORDER`) holding one reference; NULL on failure.
+    /// Sleeps: process context only; `nid` must be an online node with
+    /// memory.
     pub(crate) fn tk_alloc_contig(
         nr_pages: c_ulong,
         nid: c_int,
         movable: bool,
+        folio: bool,
     ) -> *mut bindings::page;
-    /// `free_contig_range(page_to_pfn(page), nr_pages)`. `page` and
-    /// `nr_pages` must be a range from [`tk_alloc_contig`] that is freed
-    /// only once.
+    /// Drops the reference of a range from [`tk_alloc_contig`]:
+    /// `folio_put()` for a folio (freed when the last holder puts it),
+    /// `free_contig_range()` otherwise. `page` and `nr_pages` must be such
+    /// a range, whose reference is dropped only once.
     pub(crate) fn tk_free_contig(page: *mut bindings::page, nr_pages: c_ulong);
+    /// `folio_ref_count(page_folio(page))`. `page` must be a valid page
+    /// that its caller keeps allocated.
+    pub(crate) fn tk_folio_ref_count(page: *mut bindings::page) -> c_int;
 
     /// `cond_resched()`. Process context only, no spinlock held.
     pub(crate) fn tk_cond_resched();
@@ -221,6 +229,17 @@ extern "C" {
     /// no vma covers `addr`, `-EINTR` on a fatal signal. Process context;
     /// takes the mmap lock for reading.
     pub(crate) fn tk_walk(addr: c_ulong, pfn: *mut c_ulong, nid: *mut c_int) -> c_int;
+    /// Who holds the folio of `pfn` (`TK_IOC_PAGE_REFS`): fills every out
+    /// argument; 0, or `-EINVAL` if `pfn` has no struct page. All
+    /// pointers must be valid for writes. Any context.
+    pub(crate) fn tk_page_refs(
+        pfn: c_ulong,
+        refcount: *mut c_int,
+        mapcount: *mut c_int,
+        order: *mut c_uint,
+        nid: *mut c_int,
+        flags: *mut c_uint,
+    ) -> c_int;
 }
 
 /// The refill thread of the pre-cleared gigantic pool (shim.c).

@@ -118,6 +118,20 @@ struct tk_walk {
 	__s32 nid;			/* out: -1 if none */
 };
 
+/* TK_IOC_PAGE_REFS: who holds the folio of pfn (CAP_SYS_ADMIN; a snapshot). */
+#define TK_PAGE_BUDDY			1	/* free in the buddy allocator */
+#define TK_PAGE_ANON			2	/* an anonymous folio */
+
+struct tk_page_refs {
+	__u64 pfn;			/* in */
+	__s32 refcount;			/* out: folio_ref_count() */
+	__s32 mapcount;			/* out: folio_mapcount() */
+	__u32 order;			/* out: folio_order() */
+	__s32 nid;			/* out */
+	__u32 flags;			/* out: TK_PAGE_* */
+	__u32 _pad;
+};
+
 /* --- ioctls ------------------------------------------------------------- */
 
 #define TK_IOC_SET_POLICY	_IOWR(TIERKIT_IOC_MAGIC, 1, struct tk_policy)
@@ -126,5 +140,6 @@ struct tk_walk {
 #define TK_IOC_SET_GIGANTIC	_IOWR(TIERKIT_IOC_MAGIC, 4, struct tk_gigantic)
 #define TK_IOC_CLEAR_BENCH	_IOWR(TIERKIT_IOC_MAGIC, 5, struct tk_clear_bench)
 #define TK_IOC_WALK		_IOWR(TIERKIT_IOC_MAGIC, 6, struct tk_walk)
+#define TK_IOC_PAGE_REFS	_IOWR(TIERKIT_IOC_MAGIC, 7, struct tk_page_refs)
 
 #endif /* _UAPI_LINUX_TIERKIT_H */

@@ -241,6 +241,37 @@ pub struct TkWalk {
 /// Walks the caller's page tables at one address. See [`TkWalk`].
 pub const TK_IOC_WALK: u32 = iowr(6, core::mem::size_of::<TkWalk>());
 
+/// [`TkPageRefs::flags`]: the page is free in the buddy allocator (the
+/// other fields are then 0).
+pub const TK_PAGE_BUDDY: u32 = 1;
+/// [`TkPageRefs::flags`]: the page belongs to an anonymous folio.
+pub const TK_PAGE_ANON: u32 = 2;
+
+/// Argument of [`TK_IOC_PAGE_REFS`]: who holds the folio of one pfn, a
+/// test tool beside [`TK_IOC_WALK`] (it proves that a caller of
+/// `get_user_pages()` gave back every reference it took, and that no page
+/// of a tierkit range went back to the allocator while mapped). Needs
+/// `CAP_SYS_ADMIN`. A snapshot: the folio may change right after.
+///
+/// In: `pfn`. Out: `refcount` (`folio_ref_count()`), `mapcount`
+/// (`folio_mapcount()`: PTEs and rmap-counted PMD/PUD entries; a special
+/// PUD counts none), `order` (`folio_order()`), `nid`, `flags`
+/// (`TK_PAGE_*`). Errors: `EPERM`, `EINVAL` (no struct page for `pfn`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TkPageRefs {
+    pub pfn: u64,
+    pub refcount: i32,
+    pub mapcount: i32,
+    pub order: u32,
+    pub nid: i32,
+    pub flags: u32,
+    pub _pad: u32,
+}
+
+/// Reads the references of one pfn's folio. See [`TkPageRefs`].
+pub const TK_IOC_PAGE_REFS: u32 = iowr(7, core::mem::size_of::<TkPageRefs>());
+
 // The layouts are the ABI, and the module's `FromBytes`/`AsBytes` impls
 // (module/src/dev.rs) rely on them having no padding: each size below is
 // the sum of the field sizes, checked at compile time in the kernel build
@@ -258,6 +289,8 @@ const _: () = assert!(TK_IOC_SET_GIGANTIC == 0xc028_b904);
 const _: () = assert!(TK_IOC_CLEAR_BENCH == 0xc048_b905);
 const _: () = assert!(core::mem::size_of::<TkWalk>() == 24); // 8 + 8 + 4 + 4
 const _: () = assert!(TK_IOC_WALK == 0xc018_b906);
+const _: () = assert!(core::mem::size_of::<TkPageRefs>() == 32); // 8 + 6 * 4
+const _: () = assert!(TK_IOC_PAGE_REFS == 0xc020_b907);
 
 #[cfg(test)]
 mod clear_abi_tests {

@@ -147,6 +147,21 @@ fn rust_structs() -> BTreeMap<String, (usize, Vec<Field>)> {
             }),
         ),
     );
+    m.insert(
+        "tk_page_refs".to_string(),
+        (
+            size_of::<TkPageRefs>(),
+            fields!(TkPageRefs {
+                pfn,
+                refcount,
+                mapcount,
+                order,
+                nid,
+                flags,
+                _pad,
+            }),
+        ),
+    );
     m
 }
 
@@ -178,6 +193,9 @@ fn rust_constants() -> BTreeMap<String, u64> {
         ("TK_WALK_PMD", u64::from(TK_WALK_PMD)),
         ("TK_WALK_PUD", u64::from(TK_WALK_PUD)),
         ("TK_IOC_WALK", u64::from(TK_IOC_WALK)),
+        ("TK_PAGE_BUDDY", u64::from(TK_PAGE_BUDDY)),
+        ("TK_PAGE_ANON", u64::from(TK_PAGE_ANON)),
+        ("TK_IOC_PAGE_REFS", u64::from(TK_IOC_PAGE_REFS)),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_string(), v))

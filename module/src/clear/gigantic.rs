@@ -21,6 +21,7 @@
 //! `nr_cleared` counts the ranges successful `mmap` calls reserved.
 
 use super::{clear, placement, ClearParams, CpuSet, GiganticRange, Placement, Threads};
+use crate::shim;
 use crate::uapi::{self, TkGigantic, TK_GIGANTIC_F_QUERY};
 use kernel::{
     new_spinlock,
@@ -132,7 +133,8 @@ impl GiganticMode {
 }
 
 /// Allocates a range of `nr_pages` (2^18 for 1 GiB) on `nid` and clears it
-/// in parallel with `params`, then records the clear in `last`. The caller
+/// in parallel with `params` (unless `init_on_alloc` had the allocator
+/// zero it already), then records the clear in `last`. The caller
 /// owns the range; nothing stays allocated on failure.
 ///
 /// Errors: as [`GiganticRange::alloc_pages`] and [`clear`] (`EINTR` when a
@@ -143,14 +145,30 @@ pub(crate) fn populate_with(
     nr_pages: u64,
     last: &LastSlot,
 ) -> Result<GiganticRange> {
+    // SAFETY: no precondition.
+    let t0 = unsafe { shim::tk_ktime_get_ns() };
     let mut range = GiganticRange::alloc_pages(nid, nr_pages)?;
-    let r = clear(&mut range, params)?;
-    *last.lock() = Some(LastClear {
-        elapsed_ns: r.elapsed_ns,
-        workers: r.workers,
-        nid: nid as i32,
-        cpu_node: r.cpu_node,
-    });
+    // With init_on_alloc on, the allocator zeroed the range inside
+    // alloc_contig_frozen_pages(): clearing it again would only double
+    // the time. `last` then says 0 workers and the allocation's time.
+    let done = if range.zeroed_by_allocator() {
+        LastClear {
+            // SAFETY: no precondition.
+            elapsed_ns: unsafe { shim::tk_ktime_get_ns() }.saturating_sub(t0),
+            workers: 0,
+            nid: nid as i32,
+            cpu_node: -1,
+        }
+    } else {
+        let r = clear(&mut range, params)?;
+        LastClear {
+            elapsed_ns: r.elapsed_ns,
+            workers: r.workers,
+            nid: nid as i32,
+            cpu_node: r.cpu_node,
+        }
+    };
+    *last.lock() = Some(done);
     Ok(range)
 }
 

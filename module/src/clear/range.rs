@@ -95,16 +95,28 @@ pub(crate) fn check_memory_node(nid: i64) -> Result<usize> {
 
 /// A physically contiguous range of `nr_pages` base pages on one node.
 ///
-/// The pages are not cleared by the allocator: tierkit never passes
-/// `__GFP_ZERO`, and [`alloc_pages`](Self::alloc_pages) refuses to work when
-/// `init_on_alloc` would zero them serially. Clearing them is the job of
-/// [`clear`](super::clear).
+/// tierkit never passes `__GFP_ZERO`. With `init_on_alloc` off the pages
+/// come as they were and clearing them is the job of
+/// [`clear`](super::clear); with it on, the allocator has zeroed them
+/// ([`zeroed_by_allocator`](Self::zeroed_by_allocator)), and the gigantic
+/// fault and the pool take that as their clear instead of clearing twice.
+///
+/// A 1 GiB range ([`alloc`](Self::alloc)) is one compound folio of
+/// `PUD_ORDER`, as hugetlb's gigantic folios: whatever maps it by one PUD
+/// hands it to `get_user_pages()`, which counts the references of every
+/// 4 KiB page of a PUD leaf on its folio (shim.c `tk_alloc_contig()`).
+/// Other sizes (the clear benchmark's, up to 64 GiB, never mapped) are
+/// order-0 pages.
 ///
 /// # Invariants
 ///
 /// - `first` is the first of `nr_pages` physically contiguous pages, all on
-///   node `nid`, allocated by `alloc_contig_pages()`. `nr_pages` is a power
-///   of two, so the range is naturally aligned. Each page is an order-0
+///   node `nid`, allocated by `tk_alloc_contig()`. `nr_pages` is a power
+///   of two, so the range is naturally aligned. With `folio`, `first` is
+///   the head of one compound folio of `nr_pages` pages; this value owns
+///   one reference to it, put on drop (others, taken by
+///   `get_user_pages()` or a PTE that maps one of its pages, keep it
+///   allocated until they are put). Without, each page is an order-0
 ///   page with one reference, owned by this value and put on drop with
 ///   `free_contig_range()`.
 /// - `base` is `page_address(first)`: the range is lowmem on x86_64, so the
@@ -114,6 +126,10 @@ pub(crate) struct GiganticRange {
     base: NonNull<u8>,
     nr_pages: u64,
     nid: usize,
+    /// One compound folio (a 1 GiB range) rather than order-0 pages.
+    folio: bool,
+    /// `init_on_alloc` was on: the allocator zeroed every page.
+    zeroed: bool,
     /// Its slot in [`MOVABLE_RANGES`] when taken with the opt-in.
     movable_slot: Option<usize>,
 }
@@ -128,30 +144,31 @@ unsafe impl Send for GiganticRange {}
 unsafe impl Sync for GiganticRange {}
 
 impl GiganticRange {
-    /// A 1 GiB range (2^18 pages) on node `nid`. See
+    /// A 1 GiB range (2^18 pages) on node `nid`, one folio. See
     /// [`alloc_pages`](Self::alloc_pages).
     pub(crate) fn alloc(nid: usize) -> Result<Self> {
         Self::alloc_pages(nid, GIGANTIC_PAGES)
-    }
-
-    /// `nr_pages` (a power of two up to [`MAX_RANGE_PAGES`]) physically
-    /// contiguous, naturally aligned pages on node `nid`, never another
-    /// node's memory (`__GFP_THISNODE`), not zeroed.
-    ///
-    /// Errors: `EINVAL` for a bad size, a node that does not exist, is
-    /// offline or has no memory, or when `init_on_alloc` is on; `EINTR`
-    /// when the allocation failed and the task is being killed; `ENOMEM`
-    /// when the node has no free naturally aligned range of that size in
-    /// one zone (`GFP_KERNEL` never takes `ZONE_MOVABLE`; with
-    /// [`MOVABLE_GIGANTIC`] set, `__GFP_MOVABLE | __GFP_HIGHMEM` does).
-    pub(crate) fn alloc_pages(nid: usize, nr_pages: u64) -> Result<Self> {
-        Self::alloc_pages_with(nid, nr_pages, true)
     }
 
     /// [`alloc_pages`](Self::alloc_pages) that logs no `ENOMEM` (the
     /// pool's refill thread retries later and logs once itself).
     pub(crate) fn alloc_pages_quiet(nid: usize, nr_pages: u64) -> Result<Self> {
         Self::alloc_pages_with(nid, nr_pages, false)
+    }
+
+    /// `nr_pages` (a power of two up to [`MAX_RANGE_PAGES`]) physically
+    /// contiguous, naturally aligned pages on node `nid`, never another
+    /// node's memory (`__GFP_THISNODE`), zeroed only if `init_on_alloc` is
+    /// on. A range of exactly 1 GiB is one folio (see the type).
+    ///
+    /// Errors: `EINVAL` for a bad size, a node that does not exist, is
+    /// offline or has no memory; `EINTR`
+    /// when the allocation failed and the task is being killed; `ENOMEM`
+    /// when the node has no free naturally aligned range of that size in
+    /// one zone (`GFP_KERNEL` never takes `ZONE_MOVABLE`; with
+    /// [`MOVABLE_GIGANTIC`] set, `__GFP_MOVABLE | __GFP_HIGHMEM` does).
+    pub(crate) fn alloc_pages(nid: usize, nr_pages: u64) -> Result<Self> {
+        Self::alloc_pages_with(nid, nr_pages, true)
     }
 
     fn alloc_pages_with(nid: usize, nr_pages: u64, log: bool) -> Result<Self> {
@@ -161,15 +178,15 @@ impl GiganticRange {
         }
         let nid = check_memory_node(nid as i64)?;
         // SAFETY: reads a static key / boot parameter.
-        if unsafe { shim::tk_init_on_alloc() } {
-            pr_err!("clear: init_on_alloc is on: the allocator would zero the range serially; boot with init_on_alloc=0\n");
-            return Err(EINVAL);
-        }
+        let zeroed = unsafe { shim::tk_init_on_alloc() };
+        let folio = nr_pages == GIGANTIC_PAGES;
         let movable = MOVABLE_GIGANTIC.load(Relaxed);
         // SAFETY: `nid` is an online node with memory; the shim passes
         // GFP_KERNEL | __GFP_THISNODE | __GFP_NOWARN (| __GFP_MOVABLE |
-        // __GFP_HIGHMEM) and no nodemask.
-        let first = unsafe { shim::tk_alloc_contig(nr_pages as c_ulong, nid as c_int, movable) };
+        // __GFP_HIGHMEM) and no nodemask; 2^18 pages is within
+        // MAX_FOLIO_ORDER (PUD_ORDER).
+        let first =
+            unsafe { shim::tk_alloc_contig(nr_pages as c_ulong, nid as c_int, movable, folio) };
         let Some(first) = NonNull::new(first) else {
             // alloc_contig_range() gives up when the task is killed
             // (fatal_signal_pending()): no memory shortage to report.
@@ -247,8 +264,28 @@ impl GiganticRange {
             base,
             nr_pages,
             nid,
+            folio,
+            zeroed,
             movable_slot,
         })
+    }
+
+    /// Whether the allocator zeroed every page (`init_on_alloc` was on).
+    pub(crate) fn zeroed_by_allocator(&self) -> bool {
+        self.zeroed
+    }
+
+    /// References to the range's folio (its head page's count for order-0
+    /// ranges): 1, this value's own, when nothing else holds it.
+    pub(crate) fn folio_refs(&self) -> i32 {
+        // SAFETY: By the type invariant, `first` is a page this value keeps
+        // allocated.
+        unsafe { shim::tk_folio_ref_count(self.first.as_ptr()) }
+    }
+
+    /// Whether the range is one compound folio.
+    pub(crate) fn is_folio(&self) -> bool {
+        self.folio
     }
 
     /// The node of every page of the range.
@@ -279,10 +316,11 @@ impl GiganticRange {
         self.base.as_ptr()
     }
 
-    /// Page `index` of the range, for `vm_insert_page()`: an order-0 page
-    /// with a reference held by the range, neither anon nor typed, so
-    /// `validate_page_before_insert()` (mm/memory.c) accepts it. A mapping
-    /// takes its own reference, so the pages outlive the range while mapped.
+    /// Page `index` of the range, for `vm_insert_page()`: a page of a folio
+    /// (or an order-0 page) the range holds a reference to, neither anon
+    /// nor typed, so `validate_page_before_insert()` (mm/memory.c) accepts
+    /// it. A mapping takes its own reference on the folio, so the pages
+    /// outlive the range while mapped.
     pub(crate) fn page(&self, index: u64) -> Option<BorrowedPage<'_>> {
         if index >= self.nr_pages {
             return None;
@@ -312,8 +350,10 @@ impl Drop for GiganticRange {
             MOVABLE_RANGES[i].store(0, Release);
         }
         // SAFETY: By the type invariant, `first` heads `nr_pages` pages
-        // from `alloc_contig_pages()` to which this value holds one
-        // reference each; pages still mapped by a process keep theirs.
+        // from `tk_alloc_contig()` to which this value holds its
+        // reference (the folio's, or one per order-0 page), dropped here
+        // once; holders of other references keep the folio until they
+        // put them.
         unsafe { shim::tk_free_contig(self.first.as_ptr(), self.nr_pages as c_ulong) };
     }
 }

@@ -15,7 +15,8 @@
 //!   every normal task), fills the pools one range at a time: it takes a
 //!   range as gigantic mmap does ([`GiganticRange::alloc_pages_quiet`],
 //!   the same zones and `movable_gigantic` opt-in) and clears it on the
-//!   CPUs of the nearest node with CPUs, 2 MiB between reschedule points.
+//!   CPUs of the nearest node with CPUs, 2 MiB between reschedule points;
+//!   with `init_on_alloc` on, the allocator's own zeroing is the clear.
 //!   The node to fill next is the pure [`next_refill`].
 //! - A gigantic fault takes a ready range of its node ([`GiganticPool::take`])
 //!   and wakes the thread to refill behind it.
@@ -379,7 +380,11 @@ impl GiganticPool {
             let n = &st.nodes[nid];
             n.ready.len() >= n.target as usize
         };
-        clear_slowly(&mut range, &|| stop() || unneeded())?;
+        // With init_on_alloc on, the allocator's zeroing was this range's
+        // clear (the poison of the tests asks for a real one).
+        if self.poison || !range.zeroed_by_allocator() {
+            clear_slowly(&mut range, &|| stop() || unneeded())?;
+        }
         let mut st = self.state.lock();
         let n = &mut st.nodes[nid];
         n.failing = false;
