@@ -444,7 +444,7 @@ unsafe extern "C" fn tk_gigantic_pte_page(
     if ret != 0 {
         return ret;
     }
-    if !b.pte_noted.swap(true, Relaxed) {
+    if !b.pte_noted.xchg(true, Relaxed) {
         pr_info!(
             "gigantic mapping: GiB at file page {:#x} mapped with 4 KiB pages at {:#x} (THP disabled for the task or the vma, or a PMD table already in its PUD slot)\n",
             first,

@@ -36,6 +36,7 @@
 //! Everything that does not need the guest is unit-tested on the host with
 //! `cargo test -p userspace-tests`.
 
+pub mod callers;
 pub mod cxl;
 pub mod faults;
 pub mod first_use;

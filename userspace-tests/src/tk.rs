@@ -5,10 +5,10 @@ use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::fd::AsRawFd;
 use tierkit_core::uapi::{
-    TkBulk, TkClearBench, TkGigantic, TkPolicy, TkTaskNext, TkWalk, TIERKIT_MAX_NODES,
-    TK_GIGANTIC_BYTES, TK_GIGANTIC_F_QUERY, TK_IOC_BULK, TK_IOC_CLEAR_BENCH, TK_IOC_SET_GIGANTIC,
-    TK_IOC_SET_POLICY, TK_IOC_TASK_NEXT, TK_IOC_WALK, TK_PLACE_LOCAL, TK_TASK_NEXT_MAX,
-    TK_THREADS_AUTO, TK_WALK_PUD,
+    TkBulk, TkClearBench, TkGigantic, TkPageRefs, TkPolicy, TkTaskNext, TkWalk, TIERKIT_MAX_NODES,
+    TK_GIGANTIC_BYTES, TK_GIGANTIC_F_QUERY, TK_IOC_BULK, TK_IOC_CLEAR_BENCH, TK_IOC_PAGE_REFS,
+    TK_IOC_SET_GIGANTIC, TK_IOC_SET_POLICY, TK_IOC_TASK_NEXT, TK_IOC_WALK, TK_PLACE_LOCAL,
+    TK_TASK_NEXT_MAX, TK_THREADS_AUTO, TK_WALK_PUD,
 };
 
 pub use tierkit_core::uapi::{TK_MODE_INTERLEAVE, TK_MODE_WEIGHTED_INTERLEAVE};
@@ -183,6 +183,18 @@ impl Tierkit {
         };
         // SAFETY: TK_IOC_WALK is _IOWR(.., TkWalk).
         unsafe { sys::ioctl(self.fd(), TK_IOC_WALK, &mut a)? };
+        Ok(a)
+    }
+
+    /// `TK_IOC_PAGE_REFS`: the references, mapcount, order and node of the
+    /// folio of `pfn` (a snapshot). Needs CAP_SYS_ADMIN.
+    pub fn page_refs(&self, pfn: u64) -> io::Result<TkPageRefs> {
+        let mut a = TkPageRefs {
+            pfn,
+            ..Default::default()
+        };
+        // SAFETY: TK_IOC_PAGE_REFS is _IOWR(.., TkPageRefs).
+        unsafe { sys::ioctl(self.fd(), TK_IOC_PAGE_REFS, &mut a)? };
         Ok(a)
     }
 

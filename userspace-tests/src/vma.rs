@@ -163,7 +163,7 @@ pub fn try_wait(pid: libc::pid_t) -> io::Result<Option<Exit>> {
     }
 }
 
-fn flush_stdio() {
+pub fn flush_stdio() {
     use std::io::Write;
     let _ = std::io::stdout().flush();
     let _ = std::io::stderr().flush();

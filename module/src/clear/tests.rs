@@ -518,6 +518,8 @@ mod clear_tests {
     fn auto_threads_64m() -> Result {
         let before = free_pages();
         let mut range = GiganticRange::alloc_pages(0, SMALL_PAGES)?;
+        // Below 1 GiB a range is order-0 pages, each with its one reference.
+        let plain = !range.is_folio() && range.folio_refs() == 1;
         let eligible = CpuSet::for_memory(0, Placement::Local)?.len();
         fill(&mut range);
         let filled = pattern_intact(&range);
@@ -527,6 +529,7 @@ mod clear_tests {
         );
         let zero = first_nonzero(&range).is_none();
         drop(range);
+        assert!(plain);
         assert!(filled);
         let workers = r.as_ref().map_or(0, |r| r.workers);
         assert!(workers >= 1 && workers <= eligible);
@@ -703,6 +706,8 @@ mod gigantic_tests {
             let on_node = range.page(0).map(|p| p.nid()) == Some(nid as i32)
                 && range.page(GIGANTIC_PAGES - 1).map(|p| p.nid()) == Some(nid as i32);
             let aligned = range.pfn() % GIGANTIC_PAGES == 0;
+            // One PUD-order folio with one reference, the range's own.
+            let one_folio = range.is_folio() && range.folio_refs() == 1;
             let eligible = CpuSet::for_memory(nid, Placement::Local)?.len();
             let ok = check_case(
                 &mut range,
@@ -712,6 +717,7 @@ mod gigantic_tests {
             drop(range);
             assert!(on_node);
             assert!(aligned);
+            assert!(one_folio);
             assert!(ok);
             assert_eq!(bytes, 1u64 << 30);
             assert!(worst_drop(&before) < SLACK_PAGES);
