@@ -528,6 +528,9 @@ impl MiscDevice for TkFile {
         vma.set_dontexpand();
         vma.set_dontdump();
         let gigantic = st.gigantic.is_some();
+        // Whether its pages may be in ZONE_MOVABLE: a gigantic mapping's
+        // GiBs with the movable_gigantic opt-in, a 4 KiB one's as placed.
+        let mut movable = gigantic && crate::clear::range::MOVABLE_GIGANTIC.load(Relaxed);
         let backing = if gigantic {
             me.mmap_gigantic(&mut st, vma, policy, pgoff, nr_pages, mapping)?
         } else {
@@ -550,6 +553,8 @@ impl MiscDevice for TkFile {
             // the pages.
             let raw = placed.raw_pages();
             insert_all(mixed, start, raw.len(), |k| raw.get(k).copied())?;
+            // SAFETY: each page is one `placed` holds.
+            movable = raw.iter().any(|&p| unsafe { shim::tk_page_in_movable_zone(p) });
             st.nr_pages += placed.len();
             Backing::new(
                 &me.wi,
@@ -573,9 +578,9 @@ impl MiscDevice for TkFile {
         // every vma of the file is gone.
         unsafe {
             if gigantic {
-                shim::tk_vma_set_gigantic(vma.as_ptr(), ptr);
+                shim::tk_vma_set_gigantic(vma.as_ptr(), ptr, movable);
             } else {
-                shim::tk_vma_set_backing(vma.as_ptr(), ptr);
+                shim::tk_vma_set_backing(vma.as_ptr(), ptr, movable);
             }
         }
         Ok(())

@@ -522,18 +522,49 @@ int tk_vm_insert_page(struct vm_area_struct *vma, unsigned long addr, struct pag
 	return vm_insert_page(vma, addr, page);
 }
 
+/*
+ * Mappings whose pages may be in ZONE_MOVABLE get a pfn_mkwrite, which
+ * makes the kernel treat the vma as needing dirty tracking
+ * (vma_needs_dirty_tracking()), so a long-term writable pin (FOLL_PIN |
+ * FOLL_LONGTERM | FOLL_WRITE: io_uring fixed buffers, RDMA, VFIO) fails
+ * at once with EFAULT in check_vma_flags(). Without it such a pin finds a
+ * page in ZONE_MOVABLE that it must migrate first, cannot isolate it (a
+ * driver's page is not on the LRU), and __gup_longterm_locked() retries
+ * forever. Shorter pins (O_DIRECT, vmsplice, process_vm_*) are unaffected.
+ * The only cost: PTEs a fault maps later are write-protected until their
+ * first write (wp_page_shared(), no page_mkwrite: reused at once).
+ * tierkit maps no special PTEs in these vmas, so this is never called for
+ * one; it lets a write fault map the pfn writable as without it.
+ */
+static vm_fault_t tk_pfn_mkwrite(struct vm_fault *vmf)
+{
+	return 0;
+}
+
 static const struct vm_operations_struct tk_vm_ops = {
 	.fault = tk_vm_fault,
+};
+
+static const struct vm_operations_struct tk_vm_ops_movable = {
+	.fault = tk_vm_fault,
+	.pfn_mkwrite = tk_pfn_mkwrite,
 };
 
 /*
  * Called at the end of ->mmap, with mmap_lock held for writing: the vma
  * gets tierkit's fault handler and @backing (see tk_mapping_page()).
+ * @movable: some of its pages are in ZONE_MOVABLE (see tk_pfn_mkwrite()).
  */
-void tk_vma_set_backing(struct vm_area_struct *vma, void *backing)
+void tk_vma_set_backing(struct vm_area_struct *vma, void *backing, bool movable)
 {
-	vma->vm_ops = &tk_vm_ops;
+	vma->vm_ops = movable ? &tk_vm_ops_movable : &tk_vm_ops;
 	vma->vm_private_data = backing;
+}
+
+/* Is @page in ZONE_MOVABLE? */
+bool tk_page_in_movable_zone(struct page *page)
+{
+	return page_zonenum(page) == ZONE_MOVABLE;
 }
 
 /* --- test fills (KUnit suites of clear/ and wi/) ------------------------- */
@@ -694,15 +725,24 @@ static const struct vm_operations_struct tk_gigantic_vm_ops = {
 	.mremap = tk_gigantic_mremap,
 };
 
+static const struct vm_operations_struct tk_gigantic_vm_ops_movable = {
+	.fault = tk_gigantic_pte_fault,
+	.huge_fault = tk_gigantic_huge_fault,
+	.may_split = tk_gigantic_may_split,
+	.mremap = tk_gigantic_mremap,
+	.pfn_mkwrite = tk_pfn_mkwrite,
+};
+
 /*
  * ->mmap of a gigantic mapping (mmap_lock held for writing; the vma is
  * VM_MIXEDMAP, its start GiB aligned): nothing is mapped yet. VM_HUGEPAGE
  * lets the PUD fault happen with transparent_hugepage=madvise too.
+ * @movable: its GiBs may come from ZONE_MOVABLE (see tk_pfn_mkwrite()).
  */
-void tk_vma_set_gigantic(struct vm_area_struct *vma, void *backing)
+void tk_vma_set_gigantic(struct vm_area_struct *vma, void *backing, bool movable)
 {
 	vm_flags_set(vma, VM_HUGEPAGE);
-	vma->vm_ops = &tk_gigantic_vm_ops;
+	vma->vm_ops = movable ? &tk_gigantic_vm_ops_movable : &tk_gigantic_vm_ops;
 	vma->vm_private_data = backing;
 }
 

@@ -75,7 +75,8 @@ int tk_vm_insert_page(struct vm_area_struct *vma, unsigned long addr, struct pag
 typedef int (*tk_mem_event_fn)(void *ctx, unsigned long start_pfn, unsigned long nr_pages);
 int tk_register_memory_notifier(tk_mem_event_fn cb, void *ctx);
 void tk_unregister_memory_notifier(void);
-void tk_vma_set_backing(struct vm_area_struct *vma, void *backing);
+void tk_vma_set_backing(struct vm_area_struct *vma, void *backing, bool movable);
+bool tk_page_in_movable_zone(struct page *page);
 
 /* Test fills (KUnit suites of clear/ and wi/). */
 void tk_memset64(void *addr, u64 value, size_t count);
@@ -83,7 +84,7 @@ void tk_memset64(void *addr, u64 value, size_t count);
 /* /dev/tierkit gigantic mappings (module/src/dev.rs, mapping.rs). */
 struct file;
 void tk_file_use_dev_fops(struct file *file);
-void tk_vma_set_gigantic(struct vm_area_struct *vma, void *backing);
+void tk_vma_set_gigantic(struct vm_area_struct *vma, void *backing, bool movable);
 /* Implemented in Rust (mapping.rs): the pfn of the GiB at @pgoff, or -errno. */
 int tk_gigantic_fault(void *backing, unsigned long pgoff, unsigned long *pfn);
 int tk_gigantic_pte_page(void *backing, unsigned long pgoff, unsigned long addr,

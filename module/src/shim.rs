@@ -197,11 +197,16 @@ extern "C" {
     /// maps `tk_mapping_page(backing, pgoff)` again) and `backing` as its
     /// `vm_private_data`. Only from `->mmap` (mmap lock held for writing);
     /// `backing` must stay valid as long as the vma can fault, i.e. until
-    /// the file is released.
+    /// the file is released. `movable`: some of its pages are in
+    /// ZONE_MOVABLE (the vma then refuses long-term writable pins with
+    /// `EFAULT`, see shim.c `tk_pfn_mkwrite()`).
     pub(crate) fn tk_vma_set_backing(
         vma: *mut bindings::vm_area_struct,
         backing: *mut core::ffi::c_void,
+        movable: bool,
     );
+    /// `page_zonenum(page) == ZONE_MOVABLE`. `page` must be a valid page.
+    pub(crate) fn tk_page_in_movable_zone(page: *mut bindings::page) -> bool;
 }
 
 // /dev/tierkit gigantic mappings: one PUD per GiB at first touch
@@ -214,13 +219,16 @@ extern "C" {
     /// device's `open`; `file` must be the file being opened.
     pub(crate) fn tk_file_use_dev_fops(file: *mut bindings::file);
     /// Gives `vma` the gigantic `vm_operations_struct` (PUD `huge_fault`,
-    /// SIGBUS for smaller faults, splits and moves only at GiB
+    /// 4 KiB pages of the GiB for smaller faults, splits and moves only at GiB
     /// boundaries), `VM_HUGEPAGE`, and `backing` as its `vm_private_data`.
     /// Only from `->mmap` (mmap lock held for writing) of a `VM_MIXEDMAP`
     /// vma; `backing` must stay valid until the file is released.
+    /// `movable`: its GiBs may come from ZONE_MOVABLE (as
+    /// [`tk_vma_set_backing`]).
     pub(crate) fn tk_vma_set_gigantic(
         vma: *mut bindings::vm_area_struct,
         backing: *mut core::ffi::c_void,
+        movable: bool,
     );
     /// What maps `addr` in the current task's page tables: a
     /// `TK_WALK_*` level (`uapi.rs`; `TK_WALK_PTE`: a PTE table covers

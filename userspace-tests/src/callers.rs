@@ -29,6 +29,46 @@ pub const RAM_DISK: &str = "/dev/ram0";
 /// ZONE_MOVABLE retries forever in `__gup_longterm_locked()`).
 pub const IO_URING_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// What [`Caller::run`] gives for io_uring on a tierkit mapping whose pages
+/// may be in ZONE_MOVABLE: the kernel refuses the long-term writable pin
+/// with `EFAULT` at once (Documentation/ABI/testing/dev-tierkit).
+pub const LONGTERM_REFUSED: &str = "IORING_REGISTER_BUFFERS: EFAULT (long-term pin refused)";
+
+/// Whether `pfn` lies in a ZONE_MOVABLE zone, from `/proc/zoneinfo`
+/// (`start_pfn` and `spanned` of each `zone Movable`).
+pub fn pfn_in_movable(pfn: u64) -> io::Result<bool> {
+    let zi = std::fs::read_to_string("/proc/zoneinfo")?;
+    Ok(movable_spans(&zi)
+        .iter()
+        .any(|&(start, n)| pfn >= start && pfn < start + n))
+}
+
+/// The `(start_pfn, spanned)` of every `zone Movable` in a zoneinfo text.
+pub fn movable_spans(zoneinfo: &str) -> Vec<(u64, u64)> {
+    let mut out = Vec::new();
+    let (mut in_movable, mut spanned) = (false, 0u64);
+    for line in zoneinfo.lines() {
+        let t = line.trim();
+        if t.starts_with("Node ") {
+            in_movable =
+                t.ends_with("zone  Movable") || t.split_whitespace().last() == Some("Movable");
+            spanned = 0;
+        } else if in_movable {
+            let mut w = t.split_whitespace();
+            match (w.next(), w.next()) {
+                (Some("spanned"), Some(v)) => spanned = v.parse().unwrap_or(0),
+                (Some("start_pfn:"), Some(v)) => {
+                    if let Ok(start) = v.parse() {
+                        out.push((start, spanned));
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    out
+}
+
 /// One way of taking references to user pages.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Caller {
@@ -298,6 +338,7 @@ fn io_uring_in_child(base: *mut u8, pages: usize, seed: u64) -> Result<Option<St
             Some(Exit::Code(0)) => return Ok(None),
             Some(Exit::Code(3)) => return Ok(Some(format!("no {RAM_DISK} (CONFIG_BLK_DEV_RAM)"))),
             Some(Exit::Code(4)) => return Ok(Some("no io_uring (CONFIG_IO_URING)".into())),
+            Some(Exit::Code(5)) => return Err(LONGTERM_REFUSED.into()),
             Some(e) => {
                 return Err(format!(
                     "the io_uring child ended: {e} (its stderr says why)"
@@ -337,8 +378,14 @@ fn io_uring_round_trip(base: *mut u8, pages: usize, seed: u64) -> Result<(), (i3
     };
     // SAFETY: the region stays mapped until the buffers are unregistered
     // (the ring dies with this child at the latest).
-    unsafe { ring.submitter().register_buffers(&[iov]) }
-        .map_err(|e| (1, format!("IORING_REGISTER_BUFFERS: {e}")))?;
+    unsafe { ring.submitter().register_buffers(&[iov]) }.map_err(|e| {
+        let code = if e.raw_os_error() == Some(libc::EFAULT) {
+            5
+        } else {
+            1
+        };
+        (code, format!("IORING_REGISTER_BUFFERS: {e}"))
+    })?;
     let fd = types::Fd(f.as_raw_fd());
     let mut io = |write: bool| -> Result<(), (i32, String)> {
         let sqe = if write {
@@ -380,4 +427,18 @@ fn io_uring_round_trip(base: *mut u8, pages: usize, seed: u64) -> Result<(), (i3
         .map_err(|e| (1, format!("IORING_UNREGISTER_BUFFERS: {e}")))?;
     // SAFETY: readable region.
     unsafe { check_pattern(base, 0, pages, seed) }.map_err(|e| (2, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn movable_spans_of_zoneinfo() {
+        let zi = "Node 0, zone   Normal\n  pages free     5\n        spanned  262144\n  start_pfn:           1048576\nNode 2, zone  Movable\n  pages free     9\n        spanned  1048576\n        present  1048576\n  start_pfn:           4194304\n";
+        assert_eq!(movable_spans(zi), vec![(4194304, 1048576)]);
+        assert!(
+            movable_spans("Node 0, zone   Normal\n        spanned 5\n  start_pfn: 0\n").is_empty()
+        );
+    }
 }

@@ -13,7 +13,10 @@
 //! Callers (`userspace_tests::callers`): vmsplice, process_vm_readv and
 //! process_vm_writev, /proc/self/mem, ptrace PEEKDATA/POKEDATA, O_DIRECT
 //! on `/dev/ram0`, io_uring registered buffers with WRITE_FIXED and
-//! READ_FIXED, read/write(2). After each, the region holds what it should
+//! READ_FIXED, read/write(2) (where a region's pages are in ZONE_MOVABLE,
+//! the io_uring registration must be refused with EFAULT at once instead:
+//! a long-term pin there would retry its migration forever). After each,
+//! the region holds what it should
 //! and every page's folio (`TK_IOC_PAGE_REFS`) has the references,
 //! mapcount and order it had before, and is neither free nor anonymous.
 //!
@@ -36,7 +39,7 @@ use std::time::{Duration, Instant};
 use tierkit_core::uapi::{
     TkPageRefs, TK_GIGANTIC_BYTES, TK_PAGE_ANON, TK_PAGE_BUDDY, TK_WALK_PTE, TK_WALK_PUD,
 };
-use userspace_tests::callers::Caller;
+use userspace_tests::callers::{self, Caller};
 use userspace_tests::faults::MemSnapshot;
 use userspace_tests::report::Report;
 use userspace_tests::sys::{self, Mapping, PAGE_SIZE};
@@ -248,19 +251,38 @@ fn callers(r: &mut Report, s: &Subject) {
             return;
         }
     };
+    // A page in ZONE_MOVABLE: long-term writable pins are refused.
+    let movable = before
+        .iter()
+        .any(|(pfn, _)| callers::pfn_in_movable(*pfn).unwrap_or(false));
     for (k, c) in Caller::ALL.into_iter().enumerate() {
-        let name = format!(
-            "{}: {} leaves the data and every reference as they were",
-            s.name,
-            c.name()
-        );
+        let refused = movable && c == Caller::IoUring;
+        let name = if refused {
+            format!(
+                "{}: {} is refused with EFAULT at once (ZONE_MOVABLE), every reference as it was",
+                s.name,
+                c.name()
+            )
+        } else {
+            format!(
+                "{}: {} leaves the data and every reference as they were",
+                s.name,
+                c.name()
+            )
+        };
         // SAFETY: the region lies in the subject's writable shared mapping.
         match unsafe { c.run(s.region(), REGION, 0x5eed_0000 + k as u64) } {
             Ok(Some(why)) => {
                 r.skip(&name, why);
             }
-            Ok(None) => {
+            Ok(None) if !refused => {
                 r.check_note(&name, refs_back(s, &before));
+            }
+            Err(e) if refused && e == callers::LONGTERM_REFUSED => {
+                r.check_note(&name, refs_back(s, &before));
+            }
+            Ok(None) => {
+                r.fail(&name, "the long-term pin of a ZONE_MOVABLE page succeeded");
             }
             Err(e) => {
                 r.fail(&name, e);
