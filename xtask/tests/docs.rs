@@ -154,7 +154,11 @@ fn anchors(text: &str) -> Vec<String> {
         let title: String = title.chars().filter(|&c| c != '`' && c != '*').collect();
         let s = slug(&title);
         let n = seen.entry(s.clone()).or_insert(0);
-        v.push(if *n == 0 { s.clone() } else { format!("{s}-{n}") });
+        v.push(if *n == 0 {
+            s.clone()
+        } else {
+            format!("{s}-{n}")
+        });
         *n += 1;
     }
     v
@@ -300,7 +304,10 @@ fn github_slugs() {
         slug("Gigantic pages at first touch: time to first use"),
         "gigantic-pages-at-first-touch-time-to-first-use"
     );
-    assert_eq!(slug("CXL memory in ZONE_MOVABLE"), "cxl-memory-in-zone_movable");
+    assert_eq!(
+        slug("CXL memory in ZONE_MOVABLE"),
+        "cxl-memory-in-zone_movable"
+    );
     assert_eq!(slug("/dev/tierkit"), "devtierkit");
     assert_eq!(slug("The harness (xtask/)"), "the-harness-xtask");
     assert_eq!(
@@ -321,10 +328,8 @@ struct Scratch(PathBuf);
 
 impl Scratch {
     fn new(name: &str) -> Scratch {
-        let dir = std::env::temp_dir().join(format!(
-            "tierkit-docs-test-{name}-{}",
-            std::process::id()
-        ));
+        let dir =
+            std::env::temp_dir().join(format!("tierkit-docs-test-{name}-{}", std::process::id()));
         let _ = fs::remove_dir_all(&dir);
         fs::create_dir_all(dir.join("Documentation/mm")).unwrap();
         Scratch(dir)
@@ -362,10 +367,16 @@ fn the_check_fails_on_broken_links() {
     s.write("Documentation/ABI/x", "not markdown\n");
     let errors = broken_links(&s.0);
     let has = |needle: &str| errors.iter().any(|e| e.contains(needle));
-    assert!(has("(Documentation/mm/nope.md): no such file"), "{errors:#?}");
+    assert!(
+        has("(Documentation/mm/nope.md): no such file"),
+        "{errors:#?}"
+    );
     assert!(has("#no-such-part"), "{errors:#?}");
     assert!(has("(#u)"), "{errors:#?}");
-    assert!(has("(../../../outside.md): leaves the repository"), "{errors:#?}");
+    assert!(
+        has("(../../../outside.md): leaves the repository"),
+        "{errors:#?}"
+    );
     assert!(has("(../ABI/x#y): an anchor into"), "{errors:#?}");
     assert_eq!(errors.len(), 5, "only the broken links: {errors:#?}");
 
@@ -374,7 +385,10 @@ fn the_check_fails_on_broken_links() {
         "README.md",
         "# t\n\n[ok](Documentation/mm/a.md#the-part) [here](#t)\n",
     );
-    s.write("Documentation/mm/a.md", "# A\n\n## The part\n\n[back](../../README.md#t)\n");
+    s.write(
+        "Documentation/mm/a.md",
+        "# A\n\n## The part\n\n[back](../../README.md#t)\n",
+    );
     let errors = broken_links(&s.0);
     assert!(errors.is_empty(), "{errors:#?}");
 }
