@@ -1,0 +1,394 @@
+//! The documentation's shape: README.md stays short and names the two main
+//! commands, and every relative Markdown link in README.md, ARCHITECTURE.md
+//! and Documentation/**/*.md points at a file that exists (and, with
+//! `#anchor`, at a heading of it, by GitHub's slug rules).
+//!
+//! Host only, no guest: `cargo test -p xtask --test docs`.
+
+use std::collections::HashMap;
+use std::fs;
+use std::path::{Component, Path, PathBuf};
+
+/// README.md has fewer lines than this.
+const README_MAX_LINES: usize = 200;
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask/ has a parent")
+        .to_path_buf()
+}
+
+/// The Markdown files whose links are checked, relative to `root`.
+fn doc_files(root: &Path) -> Vec<PathBuf> {
+    let mut v = Vec::new();
+    for top in ["README.md", "ARCHITECTURE.md"] {
+        if root.join(top).is_file() {
+            v.push(PathBuf::from(top));
+        }
+    }
+    fn walk(root: &Path, rel: &Path, v: &mut Vec<PathBuf>) {
+        let Ok(rd) = fs::read_dir(root.join(rel)) else {
+            return;
+        };
+        let mut entries: Vec<_> = rd.filter_map(Result::ok).collect();
+        entries.sort_by_key(|e| e.file_name());
+        for e in entries {
+            let r = rel.join(e.file_name());
+            let p = root.join(&r);
+            if p.is_dir() {
+                walk(root, &r, v);
+            } else if r.extension().is_some_and(|x| x == "md") {
+                v.push(r);
+            }
+        }
+    }
+    walk(root, Path::new("Documentation"), &mut v);
+    v
+}
+
+/// The text outside fenced code blocks, one entry per line (fenced lines
+/// are left empty so that line numbers stay right).
+fn outside_fences(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut fence: Option<String> = None;
+    for line in text.lines() {
+        let t = line.trim_start();
+        let marker: String = t.chars().take_while(|&c| c == '`' || c == '~').collect();
+        match &fence {
+            Some(open) => {
+                if marker.len() >= open.len()
+                    && marker.starts_with(&open[..1])
+                    && t[marker.len()..].trim().is_empty()
+                {
+                    fence = None;
+                }
+                out.push(String::new());
+            }
+            None if marker.len() >= 3
+                && (marker.chars().all(|c| c == '`') || marker.chars().all(|c| c == '~')) =>
+            {
+                fence = Some(marker);
+                out.push(String::new());
+            }
+            None => out.push(line.to_string()),
+        }
+    }
+    out
+}
+
+/// `text` without its inline code spans (which may run over lines), with
+/// newlines kept.
+fn strip_code_spans(text: &str) -> String {
+    let b: Vec<char> = text.chars().collect();
+    let mut out = String::with_capacity(text.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == '`' {
+            let n = b[i..].iter().take_while(|&&c| c == '`').count();
+            // Find the closing run of exactly n backticks.
+            let mut j = i + n;
+            let mut close = None;
+            while j < b.len() {
+                if b[j] == '`' {
+                    let m = b[j..].iter().take_while(|&&c| c == '`').count();
+                    if m == n {
+                        close = Some(j);
+                        break;
+                    }
+                    j += m;
+                } else {
+                    j += 1;
+                }
+            }
+            match close {
+                Some(j) => {
+                    // Keep the newlines inside the span.
+                    out.extend(b[i..j + n].iter().filter(|&&c| c == '\n'));
+                    i = j + n;
+                }
+                None => {
+                    out.extend(&b[i..i + n]);
+                    i += n;
+                }
+            }
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    out
+}
+
+/// GitHub's anchor for a heading: lower case, punctuation other than `-`
+/// and `_` dropped, spaces to `-`.
+fn slug(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter_map(|c| {
+            if c == ' ' {
+                Some('-')
+            } else if c.is_alphanumeric() || c == '-' || c == '_' {
+                Some(c)
+            } else {
+                None
+            }
+        })
+        .collect()
+}
+
+/// Every anchor a Markdown file's headings give, with GitHub's `-1`, `-2`
+/// suffixes for repeated headings.
+fn anchors(text: &str) -> Vec<String> {
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    let mut v = Vec::new();
+    for line in outside_fences(text) {
+        let t = line.trim_start();
+        let hashes = t.chars().take_while(|&c| c == '#').count();
+        if !(1..=6).contains(&hashes) || !t[hashes..].starts_with(' ') {
+            continue;
+        }
+        let title = t[hashes..].trim().trim_end_matches('#').trim();
+        let title: String = title.chars().filter(|&c| c != '`' && c != '*').collect();
+        let s = slug(&title);
+        let n = seen.entry(s.clone()).or_insert(0);
+        v.push(if *n == 0 {
+            s.clone()
+        } else {
+            format!("{s}-{n}")
+        });
+        *n += 1;
+    }
+    v
+}
+
+/// The targets of the inline links `[text](target)` of a Markdown text,
+/// with their line numbers, outside code blocks and code spans.
+fn links(text: &str) -> Vec<(usize, String)> {
+    let body = strip_code_spans(&outside_fences(text).join("\n"));
+    let mut v = Vec::new();
+    for (n, line) in body.lines().enumerate() {
+        let mut rest = line;
+        while let Some(p) = rest.find("](") {
+            let after = &rest[p + 2..];
+            let Some(end) = after.find(')') else {
+                break;
+            };
+            // `(path "title")`: the path alone.
+            let target = after[..end].split_whitespace().next().unwrap_or("");
+            let target = target.trim_start_matches('<').trim_end_matches('>');
+            v.push((n + 1, target.to_string()));
+            rest = &after[end + 1..];
+        }
+    }
+    v
+}
+
+fn is_external(target: &str) -> bool {
+    target.contains("://") || target.starts_with("mailto:")
+}
+
+/// `rel` (relative to `root`) joined with a link's path, normalised; `None`
+/// if it leaves `root`.
+fn resolve(rel_dir: &Path, path: &str) -> Option<PathBuf> {
+    let mut out = PathBuf::new();
+    for c in rel_dir.join(path).components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                if !out.pop() {
+                    return None;
+                }
+            }
+            Component::Normal(x) => out.push(x),
+            _ => return None,
+        }
+    }
+    Some(out)
+}
+
+/// Every broken relative link under `root`, as `file:line: target: why`.
+fn broken_links(root: &Path) -> Vec<String> {
+    let mut errors = Vec::new();
+    let mut anchor_cache: HashMap<PathBuf, Vec<String>> = HashMap::new();
+    for file in doc_files(root) {
+        let text = fs::read_to_string(root.join(&file)).expect("readable doc file");
+        let dir = file.parent().unwrap_or(Path::new("")).to_path_buf();
+        for (line, target) in links(&text) {
+            let where_ = format!("{}:{line}: ({target})", file.display());
+            if target.is_empty() {
+                errors.push(format!("{where_}: empty link"));
+                continue;
+            }
+            if is_external(&target) {
+                continue;
+            }
+            let (path, anchor) = match target.split_once('#') {
+                Some((p, a)) => (p, Some(a)),
+                None => (target.as_str(), None),
+            };
+            let dest = if path.is_empty() {
+                file.clone()
+            } else {
+                match resolve(&dir, path) {
+                    Some(d) => d,
+                    None => {
+                        errors.push(format!("{where_}: leaves the repository"));
+                        continue;
+                    }
+                }
+            };
+            let full = root.join(&dest);
+            if !full.exists() {
+                errors.push(format!("{where_}: no such file {}", dest.display()));
+                continue;
+            }
+            let Some(anchor) = anchor else {
+                continue;
+            };
+            if dest.extension().is_none_or(|x| x != "md") || !full.is_file() {
+                errors.push(format!(
+                    "{where_}: an anchor into {}, which is not a Markdown file",
+                    dest.display()
+                ));
+                continue;
+            }
+            let list = anchor_cache.entry(dest.clone()).or_insert_with(|| {
+                anchors(&fs::read_to_string(&full).expect("readable link target"))
+            });
+            if !list.iter().any(|a| a == anchor) {
+                errors.push(format!(
+                    "{where_}: {} has no heading with anchor #{anchor}",
+                    dest.display()
+                ));
+            }
+        }
+    }
+    errors
+}
+
+#[test]
+fn readme_is_short_and_names_the_two_commands() {
+    let readme = fs::read_to_string(repo_root().join("README.md")).unwrap();
+    let lines = readme.lines().count();
+    assert!(
+        lines < README_MAX_LINES,
+        "README.md has {lines} lines; keep it under {README_MAX_LINES} and move the rest to Documentation/"
+    );
+    for cmd in ["cargo xtask run", "cargo xtask test"] {
+        assert!(readme.contains(cmd), "README.md must name `{cmd}`");
+    }
+}
+
+#[test]
+fn every_relative_link_resolves() {
+    let root = repo_root();
+    let files = doc_files(&root);
+    assert!(
+        files.iter().any(|f| f.starts_with("Documentation")),
+        "no Markdown files found under Documentation/"
+    );
+    let errors = broken_links(&root);
+    assert!(
+        errors.is_empty(),
+        "broken links:\n  {}",
+        errors.join("\n  ")
+    );
+}
+
+#[test]
+fn github_slugs() {
+    assert_eq!(
+        slug("Gigantic pages at first touch: time to first use"),
+        "gigantic-pages-at-first-touch-time-to-first-use"
+    );
+    assert_eq!(
+        slug("CXL memory in ZONE_MOVABLE"),
+        "cxl-memory-in-zone_movable"
+    );
+    assert_eq!(slug("/dev/tierkit"), "devtierkit");
+    assert_eq!(slug("The harness (xtask/)"), "the-harness-xtask");
+    assert_eq!(
+        anchors("# A\n## B\n```\n# not a heading\n```\n## B\n### `code` here\n"),
+        ["a", "b", "b-1", "code-here"]
+    );
+}
+
+#[test]
+fn link_parsing_skips_code() {
+    let text = "see [a](a.md) and `[b](b.md)`\n```\n[c](c.md)\n```\n[d](d.md#x \"title\") `span\nover` [e](<e.md>)\n";
+    let got: Vec<String> = links(text).into_iter().map(|(_, t)| t).collect();
+    assert_eq!(got, ["a.md", "d.md#x", "e.md"]);
+}
+
+/// A scratch repository in the temp dir, removed on drop.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(name: &str) -> Scratch {
+        let dir =
+            std::env::temp_dir().join(format!("tierkit-docs-test-{name}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(dir.join("Documentation/mm")).unwrap();
+        Scratch(dir)
+    }
+
+    fn write(&self, rel: &str, text: &str) {
+        let p = self.0.join(rel);
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        fs::write(p, text).unwrap();
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+#[test]
+fn the_check_fails_on_broken_links() {
+    let s = Scratch::new("broken");
+    s.write(
+        "README.md",
+        "# t\n\n[ok](Documentation/mm/a.md#the-part) [ok too](ARCHITECTURE.md)\n\
+         [missing](Documentation/mm/nope.md)\n\
+         [bad anchor](Documentation/mm/a.md#no-such-part)\n\
+         [here](#t) [not here](#u)\n",
+    );
+    s.write("ARCHITECTURE.md", "# map\n[up](Documentation/mm/a.md)\n");
+    s.write(
+        "Documentation/mm/a.md",
+        "# A\n\n## The part\n\n[back](../../README.md#t) [gone](../../../outside.md)\n\
+         [abi](../ABI/x#y)\n",
+    );
+    s.write("Documentation/ABI/x", "not markdown\n");
+    let errors = broken_links(&s.0);
+    let has = |needle: &str| errors.iter().any(|e| e.contains(needle));
+    assert!(
+        has("(Documentation/mm/nope.md): no such file"),
+        "{errors:#?}"
+    );
+    assert!(has("#no-such-part"), "{errors:#?}");
+    assert!(has("(#u)"), "{errors:#?}");
+    assert!(
+        has("(../../../outside.md): leaves the repository"),
+        "{errors:#?}"
+    );
+    assert!(has("(../ABI/x#y): an anchor into"), "{errors:#?}");
+    assert_eq!(errors.len(), 5, "only the broken links: {errors:#?}");
+
+    // Fixed, the same tree passes.
+    s.write(
+        "README.md",
+        "# t\n\n[ok](Documentation/mm/a.md#the-part) [here](#t)\n",
+    );
+    s.write(
+        "Documentation/mm/a.md",
+        "# A\n\n## The part\n\n[back](../../README.md#t)\n",
+    );
+    let errors = broken_links(&s.0);
+    assert!(errors.is_empty(), "{errors:#?}");
+}
