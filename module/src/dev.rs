@@ -263,7 +263,7 @@ impl TkFile {
         pgoff: u64,
         nr_pages: usize,
         mapping: *mut bindings::address_space,
-    ) -> Result<Pin<KBox<Backing>>> {
+    ) -> Result<(Pin<KBox<Backing>>, bool)> {
         let per_range = GIGANTIC_PAGES as usize;
         if nr_pages == 0 || nr_pages % per_range != 0 {
             return Err(EINVAL);
@@ -282,11 +282,17 @@ impl TkFile {
         let sel = policy.selector(&self.wi.weights())?;
         let mut nids = KVec::with_capacity(nr_ranges, GFP_KERNEL)?;
         let mut slots = KVec::with_capacity(nr_ranges, GFP_KERNEL)?;
+        // Whether a GiB may come from ZONE_MOVABLE (see the vm_ops in
+        // shim.c `tk_vma_set_gigantic()`).
+        let mut movable = false;
         for i in 0..nr_ranges {
             let ilx = interleave::vma_ilx(pgoff, (i * per_range) as u64, 18);
             let nid = sel.node_for_ilx(ilx);
             // Placement and thread count for this node, before any work.
             gm.check_node(nid)?;
+            // SAFETY: the shim range-checks `nid`.
+            movable |= clear::range::MOVABLE_GIGANTIC.load(Relaxed)
+                && unsafe { shim::tk_node_has_movable(nid as c_int) };
             nids.push(nid, GFP_KERNEL)?;
             slots.push(None, GFP_KERNEL)?;
         }
@@ -311,7 +317,7 @@ impl TkFile {
             reservation,
         )?;
         gm.note_mapped(nr_ranges);
-        Ok(backing)
+        Ok((backing, movable))
     }
 }
 
@@ -529,10 +535,13 @@ impl MiscDevice for TkFile {
         vma.set_dontdump();
         let gigantic = st.gigantic.is_some();
         // Whether its pages may be in ZONE_MOVABLE: a gigantic mapping's
-        // GiBs with the movable_gigantic opt-in, a 4 KiB one's as placed.
-        let mut movable = gigantic && crate::clear::range::MOVABLE_GIGANTIC.load(Relaxed);
+        // GiBs with the movable_gigantic opt-in on a node that has such
+        // memory, a 4 KiB one's as placed.
+        let mut movable = false;
         let backing = if gigantic {
-            me.mmap_gigantic(&mut st, vma, policy, pgoff, nr_pages, mapping)?
+            let (backing, m) = me.mmap_gigantic(&mut st, vma, policy, pgoff, nr_pages, mapping)?;
+            movable = m;
+            backing
         } else {
             if nr_pages == 0 || nr_pages > MAX_FILE_PAGES {
                 return Err(EINVAL);
