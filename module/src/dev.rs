@@ -537,11 +537,8 @@ impl MiscDevice for TkFile {
         // Whether its pages may be in ZONE_MOVABLE: a gigantic mapping's
         // GiBs with the movable_gigantic opt-in on a node that has such
         // memory, a 4 KiB one's as placed.
-        let mut movable = false;
-        let backing = if gigantic {
-            let (backing, m) = me.mmap_gigantic(&mut st, vma, policy, pgoff, nr_pages, mapping)?;
-            movable = m;
-            backing
+        let (backing, movable) = if gigantic {
+            me.mmap_gigantic(&mut st, vma, policy, pgoff, nr_pages, mapping)?
         } else {
             if nr_pages == 0 || nr_pages > MAX_FILE_PAGES {
                 return Err(EINVAL);
@@ -563,16 +560,17 @@ impl MiscDevice for TkFile {
             let raw = placed.raw_pages();
             insert_all(mixed, start, raw.len(), |k| raw.get(k).copied())?;
             // SAFETY: each page is one `placed` holds.
-            movable = raw.iter().any(|&p| unsafe { shim::tk_page_in_movable_zone(p) });
+            let movable = raw.iter().any(|&p| unsafe { shim::tk_page_in_movable_zone(p) });
             st.nr_pages += placed.len();
-            Backing::new(
+            let backing = Backing::new(
                 &me.wi,
                 mapping,
                 pgoff,
                 BackingPages::Small(placed),
                 None,
                 reservation,
-            )?
+            )?;
+            (backing, movable)
         };
         let ptr = core::ptr::from_ref::<Backing>(&backing)
             .cast_mut()
