@@ -137,13 +137,8 @@ pub fn show_cmd(cmd: &Command) -> String {
     }
     s.push_str(&cmd.get_program().to_string_lossy());
     for a in cmd.get_args() {
-        let a = a.to_string_lossy();
-        if a.contains(' ') || a.is_empty() {
-            s.push_str(&format!(" '{a}'"));
-        } else {
-            s.push(' ');
-            s.push_str(&a);
-        }
+        s.push(' ');
+        s.push_str(&crate::validate::shell_quote(&a.to_string_lossy()));
     }
     s
 }
