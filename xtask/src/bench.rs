@@ -1255,13 +1255,15 @@ pub(crate) fn all_request(
     g: &crate::cli::GuestArgs,
     kind: TopologyKind,
 ) -> crate::guest::GuestRequest {
-    crate::guest::GuestRequest::new(
+    let mut req = crate::guest::GuestRequest::new(
         Mode::Bench(ALL.into()),
         g,
         crate::profile::Profile::Default,
         kind,
         false,
-    )
+    );
+    req.cxl_opts_on_cxl_only = g.topology.is_none();
+    req
 }
 
 /// `/proc/loadavg`'s first three figures.

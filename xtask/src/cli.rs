@@ -323,6 +323,26 @@ fn clap_error_line(e: &clap::Error) -> String {
     let text = e.to_string();
     let first = text.lines().next().unwrap_or_default();
     let mut line = first.strip_prefix("error: ").unwrap_or(first).to_string();
+    // clap quotes the value as given; a newline in it would split the line.
+    if let (Some(ContextValue::String(arg)), Some(ContextValue::String(value))) = (
+        e.get(ContextKind::InvalidArg),
+        e.get(ContextKind::InvalidValue),
+    ) {
+        let value: String = value
+            .chars()
+            .map(|c| {
+                if c.is_control() {
+                    c.escape_default().to_string()
+                } else {
+                    c.to_string()
+                }
+            })
+            .collect();
+        line = format!("invalid value '{value}' for '{arg}'");
+        if let Some(why) = std::error::Error::source(e) {
+            line.push_str(&format!(": {why}"));
+        }
+    }
     if let Some(ContextValue::Strings(v)) = e.get(ContextKind::ValidValue) {
         line.push_str(&format!(" (possible values: {})", v.join(", ")));
     }

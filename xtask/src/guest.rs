@@ -74,6 +74,11 @@ pub(crate) struct GuestRequest {
     pub dir_name: Option<&'static str>,
     /// Kernel command-line words of the run, before `--append`'s.
     pub append: Vec<String>,
+    /// One of the topologies a command boots on its own (`test`, `bench`
+    /// without `--topology`): `--cxl-dev` and `--cxl-interleave` apply to
+    /// its cxl boots only. Otherwise the topology is the user's, and they
+    /// need it to be cxl.
+    pub cxl_opts_on_cxl_only: bool,
 }
 
 impl GuestRequest {
@@ -98,6 +103,7 @@ impl GuestRequest {
             label: None,
             dir_name: None,
             append: Vec::new(),
+            cxl_opts_on_cxl_only: false,
         }
     }
 
@@ -119,6 +125,7 @@ impl GuestRequest {
             req.filter = sel.filter();
         }
         req.dir_name = Some(run.name);
+        req.cxl_opts_on_cxl_only = g.topology.is_none();
         if profile == profile::Profile::Debug {
             req.append = run
                 .debug_append
@@ -161,20 +168,15 @@ pub(crate) fn plan(
     accel: qemu::Accel,
 ) -> Result<qemu::GuestConfig> {
     let kind = req.kind;
+    // `test` or `bench` without --topology: the CXL devices are cxl's.
+    let cxl_opts = kind.spec().cxl || !req.cxl_opts_on_cxl_only;
     let topology = Topology::new(&TopologyOpts {
         kind,
         cpus: g.cpus,
         dram_gib: g.dram.unwrap_or(kind.spec().dram_gib),
         slow_gib: g.cxl_mem,
-        // `test` without --topology: the CXL devices are cxl's.
-        cxl_devs: if kind.spec().cxl || g.topology.is_some() {
-            g.cxl_dev.clone()
-        } else {
-            vec![]
-        },
-        cxl_interleave: req
-            .cxl_interleave
-            .filter(|_| kind.spec().cxl || g.topology.is_some()),
+        cxl_devs: if cxl_opts { g.cxl_dev.clone() } else { vec![] },
+        cxl_interleave: req.cxl_interleave.filter(|_| cxl_opts),
         dram_perf: g.dram_perf,
     })?;
     let mut default_timeout = if matches!(req.mode, Mode::Bench(_)) {

@@ -646,6 +646,37 @@ mod tests {
         assert!(a.contains(&"-no-reboot".to_string()));
     }
 
+    /// `qemu-cmd.txt` runs in a POSIX shell as the command ran, quotes
+    /// in `--append` and all.
+    #[test]
+    fn qemu_cmd_txt_is_quoted_for_sh() {
+        let mut c = cfg(Mode::Run, None);
+        c.append = vec!["foo=\"a b\"".into(), "it's".into()];
+        let a = qemu_args(
+            Path::new("/k/bz Image"),
+            Path::new("/r/initramfs.cpio"),
+            Path::new("/r/data.log"),
+            &c,
+        )
+        .unwrap();
+        let line = qemu_cmd_line("qemu-system-x86_64", &a);
+        let out = Command::new("sh")
+            .arg("-c")
+            .arg(format!("printf '%s\\n' {line}"))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{line}");
+        let words: Vec<String> = String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(str::to_string)
+            .collect();
+        let mut want = vec!["qemu-system-x86_64".to_string()];
+        want.extend(a.iter().cloned());
+        assert_eq!(words, want);
+        assert!(words.last().unwrap().ends_with(" foo=\"a b\" it's"));
+    }
+
     #[test]
     fn cxl_command_line() {
         let mut c = cfg(Mode::Test, None);
