@@ -160,9 +160,10 @@ pub(crate) struct GuestArgs {
     /// once left no free, naturally aligned GiB for the gigantic tests.
     #[arg(long, value_parser = util::parse_gib, value_name = "SIZE")]
     pub(crate) dram: Option<u32>,
-    /// Size of the memory-only node of numa and numa2, in whole GiB.
-    #[arg(long, default_value = "3G", value_parser = util::parse_gib, value_name = "SIZE")]
-    pub(crate) cxl_mem: u32,
+    /// Size of the memory-only node of numa and numa2, in whole GiB
+    /// [default: 3G].
+    #[arg(long, value_parser = util::parse_gib, value_name = "SIZE")]
+    pub(crate) cxl_mem: Option<u32>,
     /// A CXL type-3 device of --topology cxl: whole GiB, optionally with
     /// the HMAT latency (ns) and bandwidth (GB/s) of its generic port, e.g.
     /// `4G` or `2G:300:5G`. Repeatable or comma-separated (`4G,2G`).
@@ -328,6 +329,9 @@ fn clap_error_line(e: &clap::Error) -> String {
         e.get(ContextKind::InvalidArg),
         e.get(ContextKind::InvalidValue),
     ) {
+        if !value.chars().any(char::is_control) {
+            return with_possible_values(line, e);
+        }
         let value: String = value
             .chars()
             .map(|c| {
@@ -343,8 +347,16 @@ fn clap_error_line(e: &clap::Error) -> String {
             line.push_str(&format!(": {why}"));
         }
     }
+    with_possible_values(line, e)
+}
+
+/// `line`, and the possible values of `e`'s flag if clap knows them.
+fn with_possible_values(mut line: String, e: &clap::Error) -> String {
+    use clap::error::{ContextKind, ContextValue};
     if let Some(ContextValue::Strings(v)) = e.get(ContextKind::ValidValue) {
-        line.push_str(&format!(" (possible values: {})", v.join(", ")));
+        if !v.is_empty() {
+            line.push_str(&format!(" (possible values: {})", v.join(", ")));
+        }
     }
     line
 }

@@ -14,6 +14,9 @@ use crate::util::{self, fmt_dur, Timer};
 use crate::validate::Host;
 use crate::{bench, initramfs, kernel, module, profile, report, say, setup, userspace, verdict};
 
+/// `--cxl-mem`'s default, GiB.
+const DEFAULT_CXL_MEM_GIB: u32 = 3;
+
 /// Everything built for a boot.
 pub(crate) struct Built {
     pub(crate) kernel: kernel::KernelBuild,
@@ -170,11 +173,16 @@ pub(crate) fn plan(
     let kind = req.kind;
     // `test` or `bench` without --topology: the CXL devices are cxl's.
     let cxl_opts = kind.spec().cxl || !req.cxl_opts_on_cxl_only;
+    if g.cxl_mem.is_some() && kind.spec().mem_nodes == 0 && !req.cxl_opts_on_cxl_only {
+        bail!(
+            "--cxl-mem sizes the memory-only node of numa and numa2; --topology {kind} has none (its CXL memory is --cxl-dev)"
+        );
+    }
     let topology = Topology::new(&TopologyOpts {
         kind,
         cpus: g.cpus,
         dram_gib: g.dram.unwrap_or(kind.spec().dram_gib),
-        slow_gib: g.cxl_mem,
+        slow_gib: g.cxl_mem.unwrap_or(DEFAULT_CXL_MEM_GIB),
         cxl_devs: if cxl_opts { g.cxl_dev.clone() } else { vec![] },
         cxl_interleave: req.cxl_interleave.filter(|_| cxl_opts),
         dram_perf: g.dram_perf,

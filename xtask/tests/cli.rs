@@ -221,6 +221,28 @@ fn cxl_mem() {
     });
     refused(&["run", "--cxl-mem", "2T"], "--cxl-mem", "whole GiB");
     refused(
+        &["run", "--topology", "cxl", "--cxl-mem", "4G"],
+        "--cxl-mem",
+        "has none",
+    );
+    refused(
+        &["bench", "wi", "--topology", "cxl", "--cxl-mem", "4G"],
+        "--cxl-mem",
+        "has none",
+    );
+    // `test` and `bench` without --topology: the numa boots take it.
+    accepted(&["test", "--cxl-mem", "4G"]);
+    accepted(&["bench", "--cxl-mem", "4G"]);
+    accepted(&[
+        "run",
+        "--topology",
+        "numa2",
+        "--cpus",
+        "2",
+        "--cxl-mem",
+        "4G",
+    ]);
+    refused(
         &["run", "--cxl-mem", "1000G"],
         "--cxl-mem 1000G",
         "more than this host's",
@@ -482,6 +504,7 @@ fn kernel_src() {
             "--kernel-src",
             "no such directory",
         );
+        refused(&[cmd, "--kernel-src", ""], "--kernel-src", "");
         refused(
             &[cmd, "--kernel-src", empty.to_str().unwrap()],
             "--kernel-src",
