@@ -41,6 +41,7 @@ pub mod cxl;
 pub mod faults;
 pub mod first_use;
 pub mod fuzz;
+pub mod help;
 pub mod memblock;
 pub mod node;
 pub mod pool;

@@ -1171,10 +1171,7 @@ const REPORT_TOPOLOGIES: [TopologyKind; 2] = [TopologyKind::NUMA, TopologyKind::
 
 /// `cargo xtask bench` with no name.
 pub(crate) fn run_all(g: &crate::cli::GuestArgs) -> Result<ExitCode> {
-    let kinds: Vec<TopologyKind> = match g.topology {
-        Some(k) => vec![k],
-        None => REPORT_TOPOLOGIES.to_vec(),
-    };
+    let kinds = all_kinds(g);
     let total = Timer::start();
     let load_before = loadavg();
     let report_dir = util::out_dir().join("report");
@@ -1191,13 +1188,7 @@ pub(crate) fn run_all(g: &crate::cli::GuestArgs) -> Result<ExitCode> {
         let _ = std::fs::remove_file(&bench_json);
         let t = Timer::start();
         let label = kind.to_string();
-        let mut req = crate::guest::GuestRequest::new(
-            Mode::Bench(ALL.into()),
-            g,
-            crate::profile::Profile::Default,
-            kind,
-            false,
-        );
+        let mut req = all_request(g, kind);
         req.label = Some(label);
         let ok = match crate::guest::guest_cmd(g, req) {
             Ok(r) => r.ok,
@@ -1248,6 +1239,31 @@ pub(crate) fn run_all(g: &crate::cli::GuestArgs) -> Result<ExitCode> {
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// The topologies `bench` without a name boots: `--topology`'s, or
+/// [`REPORT_TOPOLOGIES`].
+pub(crate) fn all_kinds(g: &crate::cli::GuestArgs) -> Vec<TopologyKind> {
+    match g.topology {
+        Some(k) => vec![k],
+        None => REPORT_TOPOLOGIES.to_vec(),
+    }
+}
+
+/// The boot of `bench` without a name on `kind` (default profile).
+pub(crate) fn all_request(
+    g: &crate::cli::GuestArgs,
+    kind: TopologyKind,
+) -> crate::guest::GuestRequest {
+    let mut req = crate::guest::GuestRequest::new(
+        Mode::Bench(ALL.into()),
+        g,
+        crate::profile::Profile::Default,
+        kind,
+        false,
+    );
+    req.cxl_opts_on_cxl_only = g.topology.is_none();
+    req
 }
 
 /// `/proc/loadavg`'s first three figures.

@@ -10,6 +10,7 @@ use std::process::ExitCode;
 use crate::guest::{build_all, guest_cmd, GuestRequest};
 use crate::qemu::{self, Mode};
 use crate::topology::{CxlDevice, CxlInterleave, Perf, TopologyKind};
+use crate::validate::{self, Host};
 use crate::{bench, kernel, module, profile, report, say, setup, testing, util};
 
 const ABOUT: &str = "Build Linux 7.3 with Rust and the tierkit module, boot it in QEMU with a \
@@ -159,9 +160,10 @@ pub(crate) struct GuestArgs {
     /// once left no free, naturally aligned GiB for the gigantic tests.
     #[arg(long, value_parser = util::parse_gib, value_name = "SIZE")]
     pub(crate) dram: Option<u32>,
-    /// Size of the memory-only node of numa and numa2, in whole GiB.
-    #[arg(long, default_value = "3G", value_parser = util::parse_gib, value_name = "SIZE")]
-    pub(crate) cxl_mem: u32,
+    /// Size of the memory-only node of numa and numa2, in whole GiB
+    /// [default: 3G].
+    #[arg(long, value_parser = util::parse_gib, value_name = "SIZE")]
+    pub(crate) cxl_mem: Option<u32>,
     /// A CXL type-3 device of --topology cxl: whole GiB, optionally with
     /// the HMAT latency (ns) and bandwidth (GB/s) of its generic port, e.g.
     /// `4G` or `2G:300:5G`. Repeatable or comma-separated (`4G,2G`).
@@ -183,7 +185,7 @@ pub(crate) struct GuestArgs {
     pub(crate) dram_perf: Option<Perf>,
     /// QEMU CPU model (`-cpu`), e.g. `max` or `max,erms=off`
     /// [default: max,erms=off,fsrm=off,fsrs=off: see topology.rs NO_REP_STOSB].
-    #[arg(long = "cpu", value_name = "MODEL")]
+    #[arg(long = "cpu", value_name = "MODEL", value_parser = validate::parse_cpu_model)]
     pub(crate) cpu_model: Option<String>,
     /// Use KVM even if it does not look usable.
     #[arg(long, overrides_with = "no_kvm")]
@@ -193,14 +195,14 @@ pub(crate) struct GuestArgs {
     pub(crate) no_kvm: bool,
     /// Kill the guest after this many seconds [default: 600; bench: 1800;
     /// four times that with cxl].
-    #[arg(long, value_name = "SECS")]
+    #[arg(long, value_name = "SECS", value_parser = validate::parse_timeout)]
     pub(crate) timeout: Option<u64>,
     /// Only run matching tests: `kunit.filter_glob=GLOB` for KUnit
     /// (`suite` or `suite.test`), and a shell glob on userspace test names.
-    #[arg(long, value_name = "GLOB")]
+    #[arg(long, value_name = "GLOB", value_parser = validate::parse_filter)]
     pub(crate) filter: Option<String>,
     /// Extra kernel command line parameters (repeatable).
-    #[arg(long, value_name = "ARGS")]
+    #[arg(long, value_name = "ARGS", value_parser = validate::parse_append)]
     pub(crate) append: Vec<String>,
     /// How the CXL node's memory is onlined (`memhp_default_state=`):
     /// `movable` (ZONE_MOVABLE, as real systems do, so it can be offlined
@@ -264,7 +266,16 @@ struct BenchArgs {
 
 /// `cargo xtask`'s entry point.
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return clap_refusal(e),
+    };
+    // Bad input is refused here, in one line, before anything is built,
+    // booted or tested.
+    if let Err(why) = validate(&cli, &Host::this()) {
+        eprintln!("error: {why}");
+        return ExitCode::from(2);
+    }
     util::set_verbose(cli.verbose);
     util::setup_llvm_path();
     let is_test = matches!(cli.cmd, Cmd::Test(_));
@@ -290,6 +301,180 @@ pub fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// A value clap refused: one line (`error: invalid value '9' for '--cpus
+/// <N>': 9 is not in 1..=8`), exit code 2. Everything else (`--help`,
+/// `--version`, an unknown flag with clap's suggestion) as clap prints it.
+fn clap_refusal(e: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    match e.kind() {
+        ErrorKind::ValueValidation | ErrorKind::InvalidValue => {
+            eprintln!("error: {}", clap_error_line(&e));
+            ExitCode::from(2)
+        }
+        _ => e.exit(),
+    }
+}
+
+/// The first line of clap's message, without `error: `, with the possible
+/// values (which clap puts on lines of their own) at its end.
+fn clap_error_line(e: &clap::Error) -> String {
+    use clap::error::{ContextKind, ContextValue};
+    let text = e.to_string();
+    let first = text.lines().next().unwrap_or_default();
+    let mut line = first.strip_prefix("error: ").unwrap_or(first).to_string();
+    // clap quotes the value as given; a newline in it would split the line.
+    if let (Some(ContextValue::String(arg)), Some(ContextValue::String(value))) = (
+        e.get(ContextKind::InvalidArg),
+        e.get(ContextKind::InvalidValue),
+    ) {
+        if !value.chars().any(char::is_control) {
+            return with_possible_values(line, e);
+        }
+        let value: String = value
+            .chars()
+            .map(|c| {
+                if c.is_control() {
+                    c.escape_default().to_string()
+                } else {
+                    c.to_string()
+                }
+            })
+            .collect();
+        line = format!("invalid value '{value}' for '{arg}'");
+        if let Some(why) = std::error::Error::source(e) {
+            line.push_str(&format!(": {why}"));
+        }
+    }
+    with_possible_values(line, e)
+}
+
+/// `line`, and the possible values of `e`'s flag if clap knows them.
+fn with_possible_values(mut line: String, e: &clap::Error) -> String {
+    use clap::error::{ContextKind, ContextValue};
+    if let Some(ContextValue::Strings(v)) = e.get(ContextKind::ValidValue) {
+        if !v.is_empty() {
+            line.push_str(&format!(" (possible values: {})", v.join(", ")));
+        }
+    }
+    line
+}
+
+/// Parses `args` (the program name first) and checks every value and
+/// every boot they ask for, as [`main`] does before any work, without
+/// building, booting or testing anything: `Err` is the one line `cargo
+/// xtask` prints for them. `--help` and `--version` are `Ok`. The host's
+/// memory is `host`'s (tests give their own).
+pub fn check_args<I, T>(args: I, host: &Host) -> std::result::Result<(), String>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    use clap::error::ErrorKind;
+    let cli = match Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(e) if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) => {
+            return Ok(())
+        }
+        Err(e) => return Err(clap_error_line(&e)),
+    };
+    validate(&cli, host)
+}
+
+/// The checks of [`check_args`] on a parsed command line: `--kernel-src`
+/// and `--profile`, then each boot's request as the command will make it
+/// ([`crate::guest::check`]: topology, kernel command line, memory).
+fn validate(cli: &Cli, host: &Host) -> std::result::Result<(), String> {
+    let one_line = |e: anyhow::Error| e.to_string().lines().collect::<Vec<_>>().join(" ");
+    let kernel = match &cli.cmd {
+        Cmd::Setup { .. } => return Ok(()),
+        Cmd::Kernel(k) | Cmd::Module(k) | Cmd::Build(k) => k,
+        Cmd::Run(r) => &r.guest.kernel,
+        Cmd::Test(t) => &t.guest.kernel,
+        Cmd::Bench(b) => &b.guest.kernel,
+    };
+    if let Some(dir) = &kernel.kernel_src {
+        kernel::check_custom_source(dir).map_err(one_line)?;
+    }
+    let boots = requests(&cli.cmd).map_err(one_line)?;
+    let several = boots.len() > 1;
+    for (g, req) in &boots {
+        crate::guest::check(g, req, host).map_err(|e| {
+            let e = one_line(e);
+            match (&req.label, several) {
+                (Some(l), true) => format!("{l}: {e}"),
+                _ => e,
+            }
+        })?;
+    }
+    Ok(())
+}
+
+/// Every boot `cmd` asks for, as [`real_main`] hands them to
+/// [`guest_cmd`] (labelled, for messages, when there are several).
+fn requests(cmd: &Cmd) -> Result<Vec<(&GuestArgs, GuestRequest)>> {
+    Ok(match cmd {
+        Cmd::Setup { .. } | Cmd::Kernel(_) | Cmd::Module(_) | Cmd::Build(_) => vec![],
+        Cmd::Run(r) => vec![(&r.guest, run_request(r)?)],
+        Cmd::Bench(b) => match b.which {
+            Some(which) => vec![(&b.guest, bench_request(b, which)?)],
+            None => {
+                if let Some(p) = b
+                    .guest
+                    .kernel
+                    .profiles()
+                    .into_iter()
+                    .find(|&p| p != profile::Profile::Default)
+                {
+                    anyhow::bail!(
+                        "--profile {p}: `cargo xtask bench` without a name boots the default profile only; name a benchmark (clear, wi, gigantic) for another"
+                    );
+                }
+                bench::all_kinds(&b.guest)
+                    .into_iter()
+                    .map(|k| {
+                        let mut req = bench::all_request(&b.guest, k);
+                        req.label = Some(format!("bench on {k}"));
+                        (&b.guest, req)
+                    })
+                    .collect()
+            }
+        },
+        Cmd::Test(t) => testing::boots(&t.guest, &t.guest.kernel.profiles(), t.full, t.ci)
+            .into_iter()
+            .map(|(p, run)| {
+                let mut req = GuestRequest::for_run(&t.guest, p, &run);
+                req.label = Some(format!("test run {} ({p} profile)", run.name));
+                (&t.guest, req)
+            })
+            .collect(),
+    })
+}
+
+/// `run`'s one boot.
+fn run_request(r: &RunArgs) -> Result<GuestRequest> {
+    let kind = r.guest.topology.unwrap_or(TopologyKind::NUMA);
+    let p = r.guest.kernel.single_profile("run")?;
+    Ok(GuestRequest::new(Mode::Run, &r.guest, p, kind, r.kunit))
+}
+
+/// `bench <which>`'s one boot.
+fn bench_request(b: &BenchArgs, which: BenchKind) -> Result<GuestRequest> {
+    let name = match which {
+        BenchKind::Clear => "clear",
+        BenchKind::Wi => "wi",
+        BenchKind::Gigantic => "gigantic",
+    };
+    let kind = b.guest.topology.unwrap_or(TopologyKind::NUMA);
+    let p = b.guest.kernel.single_profile("bench")?;
+    Ok(GuestRequest::new(
+        Mode::Bench(name.into()),
+        &b.guest,
+        p,
+        kind,
+        false,
+    ))
 }
 
 fn real_main(cli: Cli) -> Result<ExitCode> {
@@ -324,9 +509,7 @@ fn real_main(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Run(r) => {
-            let kind = r.guest.topology.unwrap_or(TopologyKind::NUMA);
-            let p = r.guest.kernel.single_profile("run")?;
-            let req = GuestRequest::new(Mode::Run, &r.guest, p, kind, r.kunit);
+            let req = run_request(&r)?;
             guest_cmd(&r.guest, req).map(|g| g.exit())
         }
         Cmd::Test(t) => {
@@ -342,14 +525,7 @@ fn real_main(cli: Cli) -> Result<ExitCode> {
             let Some(which) = b.which else {
                 return bench::run_all(&b.guest);
             };
-            let name = match which {
-                BenchKind::Clear => "clear",
-                BenchKind::Wi => "wi",
-                BenchKind::Gigantic => "gigantic",
-            };
-            let kind = b.guest.topology.unwrap_or(TopologyKind::NUMA);
-            let p = b.guest.kernel.single_profile("bench")?;
-            let req = GuestRequest::new(Mode::Bench(name.into()), &b.guest, p, kind, false);
+            let req = bench_request(&b, which)?;
             guest_cmd(&b.guest, req).map(|g| g.exit())
         }
     }

@@ -1,7 +1,7 @@
 //! One guest boot: build what it needs (cached), boot it, judge it, report.
 //! `run`, `test` and `bench` each describe their boot as a `GuestRequest`.
 
-use anyhow::Result;
+use anyhow::{bail, Result};
 use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -11,7 +11,11 @@ use crate::qemu::{self, Mode};
 use crate::runs;
 use crate::topology::{self, Topology, TopologyKind, TopologyOpts};
 use crate::util::{self, fmt_dur, Timer};
+use crate::validate::Host;
 use crate::{bench, initramfs, kernel, module, profile, report, say, setup, userspace, verdict};
+
+/// `--cxl-mem`'s default, GiB.
+const DEFAULT_CXL_MEM_GIB: u32 = 3;
 
 /// Everything built for a boot.
 pub(crate) struct Built {
@@ -73,6 +77,11 @@ pub(crate) struct GuestRequest {
     pub dir_name: Option<&'static str>,
     /// Kernel command-line words of the run, before `--append`'s.
     pub append: Vec<String>,
+    /// One of the topologies a command boots on its own (`test`, `bench`
+    /// without `--topology`): `--cxl-dev` and `--cxl-interleave` apply to
+    /// its cxl boots only. Otherwise the topology is the user's, and they
+    /// need it to be cxl.
+    pub cxl_opts_on_cxl_only: bool,
 }
 
 impl GuestRequest {
@@ -97,6 +106,7 @@ impl GuestRequest {
             label: None,
             dir_name: None,
             append: Vec::new(),
+            cxl_opts_on_cxl_only: false,
         }
     }
 
@@ -118,6 +128,7 @@ impl GuestRequest {
             req.filter = sel.filter();
         }
         req.dir_name = Some(run.name);
+        req.cxl_opts_on_cxl_only = g.topology.is_none();
         if profile == profile::Profile::Debug {
             req.append = run
                 .debug_append
@@ -150,44 +161,138 @@ impl GuestResult {
     }
 }
 
+/// The boot `req` asks for, worked out without building or booting
+/// anything: its topology and QEMU configuration (with `accel`). `cargo
+/// xtask` calls it through [`check`] for every boot of a command before
+/// any work, and [`guest_cmd`] for the boot itself.
+pub(crate) fn plan(
+    g: &GuestArgs,
+    req: &GuestRequest,
+    accel: qemu::Accel,
+) -> Result<qemu::GuestConfig> {
+    let kind = req.kind;
+    // `test` or `bench` without --topology: the CXL devices are cxl's.
+    let cxl_opts = kind.spec().cxl || !req.cxl_opts_on_cxl_only;
+    if g.cxl_mem.is_some() && kind.spec().mem_nodes == 0 && !req.cxl_opts_on_cxl_only {
+        bail!(
+            "--cxl-mem sizes the memory-only node of numa and numa2; --topology {kind} has none (its CXL memory is --cxl-dev)"
+        );
+    }
+    let topology = Topology::new(&TopologyOpts {
+        kind,
+        cpus: g.cpus,
+        dram_gib: g.dram.unwrap_or(kind.spec().dram_gib),
+        slow_gib: g.cxl_mem.unwrap_or(DEFAULT_CXL_MEM_GIB),
+        cxl_devs: if cxl_opts { g.cxl_dev.clone() } else { vec![] },
+        cxl_interleave: req.cxl_interleave.filter(|_| cxl_opts),
+        dram_perf: g.dram_perf,
+    })?;
+    let mut default_timeout = if matches!(req.mode, Mode::Bench(_)) {
+        1800
+    } else {
+        600
+    };
+    default_timeout *= kind.spec().timeout_factor;
+    // KASAN, lockdep and kmemleak slow the guest down several times.
+    default_timeout *= req.profile.timeout_factor();
+    Ok(qemu::GuestConfig {
+        topology,
+        cpu_model: g
+            .cpu_model
+            .clone()
+            .unwrap_or_else(|| kind.spec().cpu_model.to_string()),
+        accel,
+        mode: req.mode.clone(),
+        kunit: req.kunit,
+        filter: req.filter.clone(),
+        append: req.append.iter().chain(g.append.iter()).cloned().collect(),
+        timeout: Duration::from_secs(g.timeout.unwrap_or(default_timeout)),
+        profile: req.profile,
+        cxl_online: req.cxl_online,
+    })
+}
+
+/// Refuses, in one line, a boot that cannot work as asked: what
+/// [`plan`] refuses (the topology's rules), a kernel command line that
+/// cannot carry `--filter` and `--append`, and a guest bigger than the
+/// host's memory (`MemTotal`). Builds and boots nothing.
+pub(crate) fn check(g: &GuestArgs, req: &GuestRequest, host: &Host) -> Result<()> {
+    let cfg = plan(g, req, qemu::Accel::Tcg)?;
+    qemu::kernel_cmdline(&cfg)?;
+    check_memory(&cfg.topology, host)
+}
+
+/// A guest that the host cannot hold at all is refused; one that leaves
+/// it little room gets a warning at boot (`MemAvailable`, [`guest_cmd`]).
+fn check_memory(t: &Topology, host: &Host) -> Result<()> {
+    let Some(total) = host.mem_total_gib else {
+        return Ok(());
+    };
+    let guest = t.total_mem_gib() + t.cxl_gib();
+    if guest <= total {
+        return Ok(());
+    }
+    // Name the flag that asks for the most.
+    let dram = t.dram_gib();
+    let slow = t.mem_node_gib();
+    let cxl = t.cxl_gib();
+    let flag = if dram >= slow && dram >= cxl {
+        format!("--dram {}G", t.cpu_nodes.first().map_or(0, |n| n.dram_gib))
+    } else if slow >= cxl {
+        format!(
+            "--cxl-mem {}G",
+            t.mem_nodes.first().map_or(0, |n| n.size_gib)
+        )
+    } else {
+        format!(
+            "--cxl-dev {}",
+            t.cxl
+                .iter()
+                .map(|d| format!("{}G", d.size_gib))
+                .collect::<Vec<_>>()
+                .join(",")
+        )
+    };
+    bail!(
+        "{flag}: the {} guest would have {guest} GiB of memory ({dram} GiB DRAM on {} node(s), \
+         {slow} GiB on memory-only nodes, {cxl} GiB CXL), more than this host's {total} GiB \
+         (MemTotal in /proc/meminfo)",
+        t.kind,
+        t.cpu_nodes.len()
+    )
+}
+
 /// Boots once as `req` asks and reports.
 pub(crate) fn guest_cmd(g: &GuestArgs, req: GuestRequest) -> Result<GuestResult> {
+    setup::ensure()?;
+    let total = Timer::start();
+    let accel = qemu::choose_accel(if g.kvm {
+        Some(true)
+    } else if g.no_kvm {
+        Some(false)
+    } else {
+        None
+    });
+    let cfg = plan(g, &req, accel)?;
     let GuestRequest {
         mode,
         profile,
         kind,
         kunit,
-        cxl_online,
-        cxl_interleave,
         filter,
         host,
         label,
         dir_name,
-        append: run_append,
+        ..
     } = req;
     let label = label.as_deref();
-    setup::ensure()?;
-    let total = Timer::start();
-    let topo = Topology::new(&TopologyOpts {
-        kind,
-        cpus: g.cpus,
-        dram_gib: g.dram.unwrap_or(kind.spec().dram_gib),
-        slow_gib: g.cxl_mem,
-        // `test` without --topology: the CXL devices are cxl's.
-        cxl_devs: if kind.spec().cxl || g.topology.is_some() {
-            g.cxl_dev.clone()
-        } else {
-            vec![]
-        },
-        cxl_interleave: cxl_interleave.filter(|_| kind.spec().cxl || g.topology.is_some()),
-        dram_perf: g.dram_perf,
-    })?;
+    let topo = &cfg.topology;
     for (i, gib) in topo.cxl_region_gib().into_iter().enumerate() {
         if gib < 2 {
             say!("note: CXL region {i} is {gib} GiB: QEMU puts CXL windows 256 MiB past a GiB boundary, so its node holds no aligned GiB and 1 GiB gigantic pages (tierkit_gigantic, tk-test-gigantic) cannot be placed there; use 2G or more");
         }
     }
-    let guest_gib = u64::from(topo.total_mem_gib() + topo.cxl_gib());
+    let guest_gib = topo.total_mem_gib() + topo.cxl_gib();
     if let Some(avail) = util::host_mem_available_gib() {
         if avail < guest_gib + 1 {
             say!(
@@ -196,39 +301,6 @@ pub(crate) fn guest_cmd(g: &GuestArgs, req: GuestRequest) -> Result<GuestResult>
             );
         }
     }
-    let accel = qemu::choose_accel(if g.kvm {
-        Some(true)
-    } else if g.no_kvm {
-        Some(false)
-    } else {
-        None
-    });
-    let mut default_timeout = if matches!(mode, Mode::Bench(_)) {
-        1800
-    } else {
-        600
-    };
-    default_timeout *= kind.spec().timeout_factor;
-    // KASAN, lockdep and kmemleak slow the guest down several times.
-    default_timeout *= profile.timeout_factor();
-    let cfg = qemu::GuestConfig {
-        topology: topo,
-        cpu_model: g
-            .cpu_model
-            .clone()
-            .unwrap_or_else(|| kind.spec().cpu_model.to_string()),
-        accel,
-        mode: mode.clone(),
-        kunit,
-        filter: filter.clone(),
-        append: run_append
-            .into_iter()
-            .chain(g.append.iter().cloned())
-            .collect(),
-        timeout: Duration::from_secs(g.timeout.unwrap_or(default_timeout)),
-        profile,
-        cxl_online,
-    };
     let run_dir = util::out_dir().join(format!(
         "{}-{}{}",
         mode.as_param(),

@@ -95,11 +95,14 @@ pub fn source(kernel_src: Option<&Path>) -> Result<KernelSource> {
     }
 }
 
-fn custom_source(dir: &Path) -> Result<KernelSource> {
+/// Checks a `--kernel-src` tree without touching it: a kernel with Rust
+/// support and x86, never configured or built in place. Returns its
+/// canonical path and version; errors are one line.
+pub fn check_custom_source(dir: &Path) -> Result<(PathBuf, String)> {
     let dir = dir
         .canonicalize()
         .with_context(|| format!("--kernel-src {}: no such directory", dir.display()))?;
-    let bad = |why: String| -> Result<KernelSource> {
+    let bad = |why: String| -> Result<(PathBuf, String)> {
         bail!(
             "--kernel-src {} is not a usable kernel tree: {why}",
             dir.display()
@@ -131,15 +134,18 @@ fn custom_source(dir: &Path) -> Result<KernelSource> {
         .collect();
     if !dirty.is_empty() {
         bail!(
-            "--kernel-src {d} was configured or built in place (it has {}). xtask builds out of tree \
-             (O=~/.cache/tierkit/kernels/...) and never writes into your tree, but the kernel refuses \
-             O= builds from such a tree (\"The source tree is not clean\").\n\
-             Either save your config and clean it:  cp {d}/.config ~/my.config && make -C {d} mrproper\n\
-             or use a separate clean checkout:       git -C {d} worktree add ../linux-tierkit",
+            "--kernel-src {d} was configured or built in place (it has {}): the kernel refuses the \
+             out-of-tree (O=) builds xtask makes (\"The source tree is not clean\"); save its .config \
+             and run `make -C {d} mrproper`, or use a clean checkout (`git -C {d} worktree add ../linux-tierkit`)",
             dirty.join(", "),
             d = dir.display()
         );
     }
+    Ok((dir, version))
+}
+
+fn custom_source(dir: &Path) -> Result<KernelSource> {
+    let (dir, version) = check_custom_source(dir)?;
     let id = format!(
         "custom-{}",
         &util::sha256_hex(dir.to_string_lossy().as_bytes())[..10]

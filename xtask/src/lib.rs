@@ -28,4 +28,5 @@ pub mod testing;
 pub mod topology;
 pub mod userspace;
 pub mod util;
+pub mod validate;
 pub mod verdict;

@@ -165,8 +165,8 @@ pub fn kernel_cmdline(cfg: &GuestConfig) -> Result<String> {
         (&cfg.filter.skip, "tierkit.skip"),
     ] {
         let Some(f) = f else { continue };
-        if f.is_empty() || f.chars().any(|c| c.is_whitespace() || c == '"') {
-            bail!("--filter `{f}`: a glob without spaces or quotes, e.g. 'tierkit_topology.*'");
+        if let Err(why) = crate::validate::check_filter(f) {
+            bail!("--filter {}: {why}", crate::validate::shell_quote(f));
         }
         p.push(format!("{param}={f}"));
     }
@@ -177,14 +177,20 @@ pub fn kernel_cmdline(cfg: &GuestConfig) -> Result<String> {
     }
     p.extend(cfg.profile.kernel_cmdline());
     for a in &cfg.append {
-        if a.split_whitespace()
-            .any(|w| w == "quiet" || w.starts_with("kunit_shutdown"))
-        {
-            bail!("--append `{a}`: `quiet` hides KTAP output and `kunit_shutdown` powers off before the module's suites run");
+        if let Err(why) = crate::validate::check_append(a) {
+            bail!("--append {}: {why}", crate::validate::shell_quote(a));
         }
         p.push(a.clone());
     }
-    Ok(p.join(" "))
+    let line = p.join(" ");
+    if line.len() > crate::validate::KERNEL_CMDLINE_MAX {
+        bail!(
+            "--append/--filter: the kernel command line would be {} bytes, more than the {} x86 keeps (COMMAND_LINE_SIZE); the rest would be cut off",
+            line.len(),
+            crate::validate::KERNEL_CMDLINE_MAX
+        );
+    }
+    Ok(line)
 }
 
 /// The QEMU command line (without the program name).
@@ -222,6 +228,11 @@ pub fn qemu_args(
         kernel_cmdline(cfg)?,
     ]);
     Ok(a)
+}
+
+/// `program args...` quoted for a POSIX shell, as `qemu-cmd.txt` holds it.
+pub fn qemu_cmd_line(program: &str, args: &[String]) -> String {
+    crate::validate::shell_join(std::iter::once(program).chain(args.iter().map(String::as_str)))
 }
 
 /// What came out of one boot.
@@ -414,17 +425,8 @@ pub fn boot(
     let _ = fs::remove_file(&data_log);
     let args = qemu_args(&kernel.bzimage, &initramfs.path, &data_log, cfg)?;
     let qemu = "qemu-system-x86_64";
-    let shown = format!(
-        "{qemu} {}",
-        args.iter()
-            .map(|a| if a.contains(' ') {
-                format!("'{a}'")
-            } else {
-                a.clone()
-            })
-            .collect::<Vec<_>>()
-            .join(" ")
-    );
+    // A command a POSIX shell runs as is (`sh qemu-cmd.txt`).
+    let shown = qemu_cmd_line(qemu, &args);
     fs::write(run_dir.join("qemu-cmd.txt"), format!("{shown}\n"))?;
     if util::verbose() {
         say!("$ {shown}");
@@ -642,6 +644,37 @@ mod tests {
         assert!(has("-serial", "file:/r/data.log"));
         assert!(has("-kernel", "/k/bzImage"));
         assert!(a.contains(&"-no-reboot".to_string()));
+    }
+
+    /// `qemu-cmd.txt` runs in a POSIX shell as the command ran, quotes
+    /// in `--append` and all.
+    #[test]
+    fn qemu_cmd_txt_is_quoted_for_sh() {
+        let mut c = cfg(Mode::Run, None);
+        c.append = vec!["foo=\"a b\"".into(), "it's".into()];
+        let a = qemu_args(
+            Path::new("/k/bz Image"),
+            Path::new("/r/initramfs.cpio"),
+            Path::new("/r/data.log"),
+            &c,
+        )
+        .unwrap();
+        let line = qemu_cmd_line("qemu-system-x86_64", &a);
+        let out = Command::new("sh")
+            .arg("-c")
+            .arg(format!("printf '%s\\n' {line}"))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{line}");
+        let words: Vec<String> = String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(str::to_string)
+            .collect();
+        let mut want = vec!["qemu-system-x86_64".to_string()];
+        want.extend(a.iter().cloned());
+        assert_eq!(words, want);
+        assert!(words.last().unwrap().ends_with(" foo=\"a b\" it's"));
     }
 
     #[test]

@@ -59,6 +59,27 @@ pub(crate) fn host_tests() -> Result<(bool, Duration)> {
     Ok((ok, t.elapsed()))
 }
 
+/// The boots of one `test`, in order: each profile on each of its runs
+/// ([`runs::select`]), or with `ci` [`runs::ci_boots`].
+pub(crate) fn boots(
+    g: &GuestArgs,
+    profiles: &[profile::Profile],
+    full: bool,
+    ci: bool,
+) -> Vec<(profile::Profile, runs::TestRun)> {
+    if ci {
+        return runs::ci_boots();
+    }
+    profiles
+        .iter()
+        .flat_map(|&p| {
+            runs::select(p, full, g.topology, g.cxl_online)
+                .into_iter()
+                .map(move |r| (p, r))
+        })
+        .collect()
+}
+
 /// The label of one boot of a `test` over several runs or profiles: the
 /// run's name (`numa`, `cxl`, `cxl-kernel`), after the profile's unless
 /// default (`debug numa`).
@@ -80,18 +101,7 @@ pub(crate) fn test_all(
     full: bool,
     ci: bool,
 ) -> Result<ExitCode> {
-    let boots: Vec<(profile::Profile, runs::TestRun)> = if ci {
-        runs::ci_boots()
-    } else {
-        profiles
-            .iter()
-            .flat_map(|&p| {
-                runs::select(p, full, g.topology, g.cxl_online)
-                    .into_iter()
-                    .map(move |r| (p, r))
-            })
-            .collect()
-    };
+    let boots = boots(g, profiles, full, ci);
     if let [(profile, run)] = boots[..] {
         let mut req = GuestRequest::for_run(g, profile, &run);
         req.host = host;

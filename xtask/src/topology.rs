@@ -502,14 +502,24 @@ impl Topology {
     }
 
     /// Boot memory (`-m`): DRAM and memory-only nodes, not CXL.
-    pub fn total_mem_gib(&self) -> u32 {
-        self.cpu_nodes.iter().map(|n| n.dram_gib).sum::<u32>()
-            + self.mem_nodes.iter().map(|n| n.size_gib).sum::<u32>()
+    /// (u64: per-node sizes are u32 GiB, and their sum must not wrap.)
+    pub fn total_mem_gib(&self) -> u64 {
+        self.dram_gib() + self.mem_node_gib()
+    }
+
+    /// DRAM of the CPU nodes together, GiB.
+    pub fn dram_gib(&self) -> u64 {
+        self.cpu_nodes.iter().map(|n| u64::from(n.dram_gib)).sum()
+    }
+
+    /// Memory of the memory-only nodes together, GiB.
+    pub fn mem_node_gib(&self) -> u64 {
+        self.mem_nodes.iter().map(|n| u64::from(n.size_gib)).sum()
     }
 
     /// Memory of the CXL devices, GiB.
-    pub fn cxl_gib(&self) -> u32 {
-        self.cxl.iter().map(|d| d.size_gib).sum()
+    pub fn cxl_gib(&self) -> u64 {
+        self.cxl.iter().map(|d| u64::from(d.size_gib)).sum()
     }
 
     /// The CXL devices grouped by region: each group shares a host bridge,

@@ -137,13 +137,8 @@ pub fn show_cmd(cmd: &Command) -> String {
     }
     s.push_str(&cmd.get_program().to_string_lossy());
     for a in cmd.get_args() {
-        let a = a.to_string_lossy();
-        if a.contains(' ') || a.is_empty() {
-            s.push_str(&format!(" '{a}'"));
-        } else {
-            s.push(' ');
-            s.push_str(&a);
-        }
+        s.push(' ');
+        s.push_str(&crate::validate::shell_quote(&a.to_string_lossy()));
     }
     s
 }
@@ -387,15 +382,7 @@ pub fn host_mem_available_gib() -> Option<u64> {
 
 /// The `MemAvailable:  N kB` line of a `/proc/meminfo` text, in whole GiB.
 pub fn parse_mem_available_gib(meminfo: &str) -> Option<u64> {
-    let kb: u64 = meminfo
-        .lines()
-        .find_map(|l| l.strip_prefix("MemAvailable:"))?
-        .trim()
-        .strip_suffix("kB")?
-        .trim()
-        .parse()
-        .ok()?;
-    Some(kb >> 20)
+    crate::validate::parse_meminfo_gib(meminfo, "MemAvailable")
 }
 
 #[cfg(test)]

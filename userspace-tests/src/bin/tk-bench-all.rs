@@ -40,6 +40,7 @@ const BIN: &str = "tk-bench-all";
 const CAL: &str = "/tmp/tierkit-calibration.json";
 
 fn main() -> ExitCode {
+    userspace_tests::help!();
     let args: Vec<String> = std::env::args().skip(1).collect();
     let flags = match Flags::parse(&args, &["with-cxl-clear"]).and_then(|f| {
         f.check(&["only", "with-cxl-clear"])?;

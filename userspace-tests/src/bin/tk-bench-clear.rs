@@ -220,6 +220,7 @@ fn gbps(mbps: u64) -> String {
 }
 
 fn main() -> ExitCode {
+    userspace_tests::help!();
     let args: Vec<String> = std::env::args().collect();
     let nr_gigantic: u32 = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(1);
     let reps: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(3).max(1);

@@ -35,6 +35,7 @@ use userspace_tests::tk::MovableGigantic;
 const BIN: &str = "tk-bench-gigantic";
 
 fn main() -> ExitCode {
+    userspace_tests::help!();
     if let Some(code) = first_use::child_requested() {
         return code;
     }

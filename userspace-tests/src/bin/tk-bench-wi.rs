@@ -127,6 +127,7 @@ fn rate(pages: usize, ns: u64) -> f64 {
 }
 
 fn main() -> ExitCode {
+    userspace_tests::help!();
     let args: Vec<String> = std::env::args().collect();
     let mib: usize = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(64);
     let reps: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(5).max(1);

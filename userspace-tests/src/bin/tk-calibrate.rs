@@ -74,6 +74,7 @@ fn pairs(mask: u64, w: &[u8; 64]) -> Vec<(u32, u8)> {
 }
 
 fn main() -> ExitCode {
+    userspace_tests::help!();
     let args: Vec<String> = std::env::args().skip(1).collect();
     let flags = match Flags::parse(&args, &["no-write", "no-settle", "help"]).and_then(|f| {
         f.check(KNOWN)?;

@@ -28,6 +28,7 @@ use userspace_tests::tk::MovableGigantic;
 const BIN: &str = "tk-demo-gigantic";
 
 fn main() -> ExitCode {
+    userspace_tests::help!();
     if let Some(code) = first_use::child_requested() {
         return code;
     }

@@ -28,6 +28,7 @@ const BIN: &str = "tk-demo";
 const PICTURE_PAGES: usize = 64;
 
 fn main() -> ExitCode {
+    userspace_tests::help!();
     let nr_pages: usize = std::env::args()
         .nth(1)
         .and_then(|s| s.parse().ok())

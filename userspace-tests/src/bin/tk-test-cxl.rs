@@ -37,6 +37,7 @@ const BIN: &str = "tk-test-cxl";
 const MEMORY_SYSFS: &str = "/sys/devices/system/memory";
 
 fn main() -> ExitCode {
+    userspace_tests::help!();
     let mut r = Report::new(BIN, "test");
     let bus = CxlBus::default();
     let regions = bus.regions();

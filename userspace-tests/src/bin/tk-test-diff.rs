@@ -37,6 +37,7 @@ use userspace_tests::*;
 const BIN: &str = "tk-test-diff";
 
 fn main() -> ExitCode {
+    userspace_tests::help!();
     let mut r = Report::new(BIN, "test");
     let Some(topo) = read_topology(&mut r) else {
         return r.finish();

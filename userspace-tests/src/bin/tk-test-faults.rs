@@ -812,6 +812,7 @@ fn bandwidth_variant(orig: &str, nid: u32) -> String {
 }
 
 fn main() -> ExitCode {
+    userspace_tests::help!();
     let mut r = Report::new(BIN, "test");
     let Some(topo) = read_topology(&mut r) else {
         return r.finish();

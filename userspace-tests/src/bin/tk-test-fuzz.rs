@@ -47,6 +47,7 @@ const MIN_CALLS: u64 = 100_000;
 const DIFF_WRITES: usize = 600;
 
 fn main() -> ExitCode {
+    userspace_tests::help!();
     let mut r = Report::new(BIN, "test");
     let cfg = Config {
         seed: SEED,

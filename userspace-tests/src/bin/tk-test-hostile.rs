@@ -185,6 +185,7 @@ fn is_cxl_node(nid: u32) -> bool {
 }
 
 fn main() -> ExitCode {
+    userspace_tests::help!();
     let mut r = Report::new(BIN, "test");
     let Some(topo) = userspace_tests::tierkit_ready(&mut r) else {
         return r.finish();

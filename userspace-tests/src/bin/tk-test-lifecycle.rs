@@ -557,6 +557,7 @@ fn load_sweep(mem_mask: u64, base: &MemSnapshot) -> Result<LoadSweep, String> {
 }
 
 fn main() -> ExitCode {
+    userspace_tests::help!();
     let mut r = Report::new(BIN, "test");
     let Some(topo) = read_topology(&mut r) else {
         return r.finish();

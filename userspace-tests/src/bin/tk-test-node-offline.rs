@@ -505,6 +505,7 @@ fn offline_during_clear(r: &mut Report, c: u32, blocks: &[u64]) -> Vec<u64> {
 }
 
 fn main() -> ExitCode {
+    userspace_tests::help!();
     let mut r = Report::new(BIN, "test");
     let Some(topo) = tierkit_ready(&mut r) else {
         return r.finish();

@@ -1146,6 +1146,7 @@ fn gigantic_opt_in(t: &mut T, name: &str, c: u32) {
 }
 
 fn main() -> ExitCode {
+    userspace_tests::help!();
     let mut r = Report::new(BIN, "test");
     let Some(topo) = tierkit_ready(&mut r) else {
         return r.finish();

@@ -141,6 +141,7 @@ fn open_errno(path: &Path, write: bool) -> Result<String, String> {
 }
 
 fn main() -> ExitCode {
+    userspace_tests::help!();
     let mut r = Report::new(BIN, "test");
     let Some(topo) = userspace_tests::tierkit_ready(&mut r) else {
         return r.finish();

@@ -27,6 +27,7 @@ const BIN: &str = "tk-test-placement";
 const OFFSETS: [u64; 4] = [0, 5, 12_345, 0x0007_f123_4567];
 
 fn main() -> ExitCode {
+    userspace_tests::help!();
     let mut r = Report::new(BIN, "test");
     let Some(topo) = read_topology(&mut r) else {
         return r.finish();

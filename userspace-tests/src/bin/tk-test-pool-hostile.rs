@@ -732,6 +732,7 @@ fn offline_mid_refill(r: &mut Report, topo: &Topology) {
 }
 
 fn main() -> ExitCode {
+    userspace_tests::help!();
     let mut r = Report::new("tk-test-pool-hostile", "test");
     let Some(topo) = userspace_tests::tierkit_ready(&mut r) else {
         return r.finish();

@@ -10,5 +10,6 @@ use std::process::ExitCode;
 use userspace_tests::pool_test::{self, Which};
 
 fn main() -> ExitCode {
+    userspace_tests::help!();
     pool_test::main("tk-test-pool", Which::Dram)
 }

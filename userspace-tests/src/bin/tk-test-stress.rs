@@ -11,6 +11,7 @@ use userspace_tests::report::Report;
 use userspace_tests::stress::{run, Config};
 
 fn main() -> ExitCode {
+    userspace_tests::help!();
     let mut r = Report::new("tk-test-stress", "test");
     let Some(topo) = read_topology(&mut r) else {
         return r.finish();

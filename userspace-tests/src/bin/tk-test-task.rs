@@ -24,6 +24,7 @@ use userspace_tests::*;
 const BIN: &str = "tk-test-task";
 
 fn main() -> ExitCode {
+    userspace_tests::help!();
     let mut r = Report::new(BIN, "test");
     let Some(topo) = read_topology(&mut r) else {
         return r.finish();

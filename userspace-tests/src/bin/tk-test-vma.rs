@@ -126,6 +126,7 @@ fn held_total() -> Option<u64> {
 }
 
 fn main() -> ExitCode {
+    userspace_tests::help!();
     let mut r = Report::new(BIN, "test");
     let Some(topo) = userspace_tests::tierkit_ready(&mut r) else {
         return r.finish();

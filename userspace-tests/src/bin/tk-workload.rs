@@ -884,6 +884,7 @@ fn fault(ctx: &Ctx, s: &Settings, policies: &[Policy], r: &mut Report) -> Vec<Ro
 }
 
 fn main() -> ExitCode {
+    userspace_tests::help!();
     let args: Vec<String> = std::env::args().skip(1).collect();
     let flags = match Flags::parse(&args, &["help", "no-settle"]).and_then(|f| {
         f.check(KNOWN)?;

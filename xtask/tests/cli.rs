@@ -1,0 +1,523 @@
+//! Host tests of `cargo xtask`'s input checks: every flag with a value of
+//! `run`, `test`, `bench`, `kernel`, `module` and `build`, driven through
+//! [`xtask::cli::check_args`], the parse-and-validate step `main` runs
+//! before any work. Nothing here builds, boots or runs host tests: a bad
+//! value must be refused by that step alone, with one line that names the
+//! flag and why.
+
+use std::path::PathBuf;
+use xtask::cli::check_args;
+use xtask::validate::Host;
+
+/// A host with `gib` GiB of memory (`MemTotal`).
+fn host(gib: u64) -> Host {
+    Host {
+        mem_total_gib: Some(gib),
+    }
+}
+
+const BIG: u64 = 64;
+
+fn check_on(h: &Host, args: &[&str]) -> Result<(), String> {
+    check_args(
+        std::iter::once("cargo xtask").chain(args.iter().copied()),
+        h,
+    )
+}
+
+/// `args` are accepted (on a 64 GiB host).
+#[track_caller]
+fn accepted(args: &[&str]) {
+    if let Err(e) = check_on(&host(BIG), args) {
+        panic!("{args:?} refused: {e}");
+    }
+}
+
+/// `args` are refused (on a 64 GiB host) with one line naming `flag` and
+/// saying `why`; returns the line.
+#[track_caller]
+fn refused(args: &[&str], flag: &str, why: &str) -> String {
+    refused_on(&host(BIG), args, flag, why)
+}
+
+#[track_caller]
+fn refused_on(h: &Host, args: &[&str], flag: &str, why: &str) -> String {
+    match check_on(h, args) {
+        Ok(()) => panic!("{args:?} accepted, but {flag} should be refused ({why})"),
+        Err(e) => {
+            assert!(!e.contains('\n'), "{args:?}: more than one line: {e:?}");
+            assert!(e.contains(flag), "{args:?}: {e:?} does not name {flag}");
+            assert!(e.contains(why), "{args:?}: {e:?} does not say {why:?}");
+            e
+        }
+    }
+}
+
+/// The commands that boot, each with `args` after it.
+fn each_boot_cmd(args: &[&str], f: impl Fn(&[&str])) {
+    for cmd in [&["run"][..], &["test"], &["bench"], &["bench", "clear"]] {
+        let v: Vec<&str> = cmd.iter().chain(args).copied().collect();
+        f(&v);
+    }
+}
+
+#[test]
+fn defaults_are_accepted() {
+    for args in [
+        &["run"][..],
+        &["run", "--kunit", "--topology", "cxl"],
+        &["test"],
+        &["test", "--full"],
+        &["test", "--ci"],
+        &["test", "--profile", "default,debug", "--no-host-tests"],
+        &["test", "--topology", "numa2", "--cpus", "4"],
+        &["bench"],
+        &["bench", "wi", "--profile", "debug"],
+        &["kernel"],
+        &["module", "--profile", "debug"],
+        &["build", "--profile", "default,debug"],
+        &["setup"],
+        &["--help"],
+        &["run", "--help"],
+    ] {
+        accepted(args);
+    }
+    // Good values of every flag checked below.
+    accepted(&[
+        "run",
+        "--topology",
+        "cxl",
+        "--cpus",
+        "4",
+        "--dram",
+        "8G",
+        "--cxl-dev",
+        "2G:300:5G,2G:300:5G",
+        "--cxl-interleave",
+        "2:4K",
+        "--dram-perf",
+        "100:20G",
+        "--cpu",
+        "max,erms=off",
+        "--timeout",
+        "60",
+        "--filter",
+        "tierkit_topology.*",
+        "--append",
+        "foo=\"a b\" bar",
+        "--append",
+        "baz",
+        "--cxl-online",
+        "kernel",
+    ]);
+}
+
+#[test]
+fn timeout() {
+    each_boot_cmd(&["--timeout", "0"], |a| {
+        refused(a, "--timeout", "at least 1");
+    });
+    refused(&["run", "--timeout", "ten"], "--timeout", "whole number");
+    refused(&["run", "--timeout=-1"], "--timeout", "whole number");
+    refused(&["run", "--timeout=10s"], "--timeout", "whole number");
+    refused(
+        &["run", "--timeout", "18446744073709551615"],
+        "--timeout",
+        "more than a week",
+    );
+    accepted(&["run", "--timeout", "1"]);
+}
+
+#[test]
+fn cpu_model() {
+    each_boot_cmd(&["--cpu", ""], |a| {
+        refused(a, "--cpu", "empty");
+    });
+    refused(&["run", "--cpu", "  "], "--cpu", "empty");
+    refused(&["run", "--cpu", "max erms=off"], "--cpu", "a space");
+    refused(&["run", "--cpu", "help"], "--cpu", "list its CPU models");
+    accepted(&["run", "--cpu", "max"]);
+}
+
+#[test]
+fn append() {
+    each_boot_cmd(&["--append", "foo=\"bar"], |a| {
+        refused(a, "--append", "unbalanced double quote");
+    });
+    refused(
+        &["run", "--append", "a=\"x\" b=\"y"],
+        "--append",
+        "unbalanced",
+    );
+    refused(&["run", "--append", "foo=1\nbar=2"], "--append", "newline");
+    refused(&["run", "--append", "foo=\0"], "--append", "NUL");
+    refused(&["run", "--append", ""], "--append", "empty");
+    refused(&["test", "--append", "quiet"], "--append", "`quiet`");
+    refused(
+        &["run", "--append", "kunit_shutdown=poweroff"],
+        "--append",
+        "kunit_shutdown",
+    );
+    // Each is fine alone; together the command line is too long for x86.
+    let long = format!("x={}", "y".repeat(1000));
+    accepted(&["run", "--append", &long]);
+    refused(
+        &["run", "--append", &long, "--append", &long],
+        "--append",
+        "COMMAND_LINE_SIZE",
+    );
+}
+
+#[test]
+fn filter() {
+    each_boot_cmd(&["--filter", ""], |a| {
+        refused(a, "--filter", "empty");
+    });
+    refused(
+        &["test", "--filter", "tk-test-cxl tk-test-vma"],
+        "--filter",
+        "a space",
+    );
+    refused(&["test", "--filter", "a\"b"], "--filter", "double quote");
+    refused(&["test", "--filter", "a\tb"], "--filter", "a tab");
+    refused(&["test", "--filter", "a\nb"], "--filter", "newline");
+    accepted(&["test", "--filter", "tk-test-cxl,tk-test-vma"]);
+}
+
+#[test]
+fn dram() {
+    each_boot_cmd(&["--dram", "512M"], |a| {
+        refused(a, "--dram", "whole GiB");
+    });
+    refused(&["run", "--dram", "0G"], "--dram", "at least 1 GiB");
+    refused(&["run", "--dram", "1.5G"], "--dram", "whole GiB");
+    refused(&["run", "--dram", ""], "--dram", "whole GiB");
+    each_boot_cmd(&["--dram", "100000G"], |a| {
+        refused(a, "--dram 100000G", "more than this host's 64 GiB");
+    });
+    // Per node: numa2 has two of them (and u32 sizes must not wrap).
+    refused(
+        &["run", "--topology", "numa2", "--dram", "4294967295G"],
+        "--dram",
+        "8589934593 GiB",
+    );
+    let small = host(16);
+    refused_on(&small, &["run", "--dram", "14G"], "--dram 14G", "17 GiB");
+    assert!(check_on(&small, &["run", "--dram", "13G"]).is_ok());
+    refused_on(
+        &small,
+        &["run", "--topology", "numa2", "--cpus", "2", "--dram", "7G"],
+        "--dram 7G",
+        "the numa2 guest would have 17 GiB",
+    );
+    // Unknown host memory: not checked.
+    assert!(check_on(&Host::default(), &["run", "--dram", "100000G"]).is_ok());
+}
+
+#[test]
+fn cxl_mem() {
+    each_boot_cmd(&["--cxl-mem", "0"], |a| {
+        refused(a, "--cxl-mem", "at least 1 GiB");
+    });
+    refused(&["run", "--cxl-mem", "2T"], "--cxl-mem", "whole GiB");
+    refused(
+        &["run", "--topology", "cxl", "--cxl-mem", "4G"],
+        "--cxl-mem",
+        "has none",
+    );
+    refused(
+        &["bench", "wi", "--topology", "cxl", "--cxl-mem", "4G"],
+        "--cxl-mem",
+        "has none",
+    );
+    // `test` and `bench` without --topology: the numa boots take it.
+    accepted(&["test", "--cxl-mem", "4G"]);
+    accepted(&["bench", "--cxl-mem", "4G"]);
+    accepted(&[
+        "run",
+        "--topology",
+        "numa2",
+        "--cpus",
+        "2",
+        "--cxl-mem",
+        "4G",
+    ]);
+    refused(
+        &["run", "--cxl-mem", "1000G"],
+        "--cxl-mem 1000G",
+        "more than this host's",
+    );
+}
+
+#[test]
+fn cxl_dev() {
+    refused(
+        &["run", "--topology", "cxl", "--cxl-dev", "3M"],
+        "--cxl-dev",
+        "whole GiB",
+    );
+    refused(
+        &["run", "--topology", "cxl", "--cxl-dev", "4G:300"],
+        "--cxl-dev",
+        "LATENCY_NS:BANDWIDTH_GBS",
+    );
+    refused(
+        &["run", "--topology", "cxl", "--cxl-dev", "4G:0:5G"],
+        "--cxl-dev",
+        "positive",
+    );
+    refused(
+        &["run", "--cxl-dev", "4G"],
+        "--cxl-dev",
+        "needs --topology cxl",
+    );
+    refused(
+        &["bench", "clear", "--topology", "numa", "--cxl-dev", "4G"],
+        "--cxl-dev",
+        "needs --topology cxl",
+    );
+    refused(
+        &[
+            "run",
+            "--topology",
+            "cxl",
+            "--cxl-dev",
+            "1G,1G,1G,1G,1G,1G,1G,1G,1G",
+        ],
+        "CXL devices",
+        "at most 8",
+    );
+    refused(
+        &["run", "--topology", "cxl", "--cxl-dev", "40G,40G"],
+        "--cxl-dev 40G,40G",
+        "more than this host's",
+    );
+    // `test` and `bench` without --topology: the devices are the cxl
+    // boots'.
+    accepted(&["test", "--cxl-dev", "4G,2G"]);
+    accepted(&["bench", "--cxl-dev", "4G,2G"]);
+    accepted(&["test", "--full", "--cxl-interleave", "2"]);
+}
+
+#[test]
+fn cxl_interleave() {
+    for (v, why) in [
+        ("3", "WAYS is 1 or 2"),
+        ("x", "not a number"),
+        ("2:100", "power of two"),
+        ("2:32K", "power of two"),
+    ] {
+        refused(
+            &["run", "--topology", "cxl", "--cxl-interleave", v],
+            "--cxl-interleave",
+            why,
+        );
+    }
+    refused(
+        &["run", "--cxl-interleave", "2"],
+        "--cxl-interleave",
+        "needs --topology cxl",
+    );
+    refused(
+        &[
+            "run",
+            "--topology",
+            "cxl",
+            "--cxl-dev",
+            "4G",
+            "--cxl-interleave",
+            "2",
+        ],
+        "--cxl-interleave",
+        "multiple of 2",
+    );
+}
+
+/// A later boot of a multi-boot `test` is checked before the first is
+/// built: here the numa run is fine and the cxl run is not.
+#[test]
+fn test_checks_every_boot_up_front() {
+    let e = refused(
+        &["test", "--cxl-dev", "4G,2G", "--cxl-interleave", "2"],
+        "--cxl-interleave",
+        "differ",
+    );
+    assert!(e.starts_with("test run cxl (default profile): "), "{e}");
+    let e = refused(
+        &[
+            "test",
+            "--full",
+            "--cxl-dev",
+            "4G,2G",
+            "--cxl-interleave",
+            "2",
+        ],
+        "--cxl-interleave",
+        "differ",
+    );
+    assert!(
+        e.starts_with("test run cxl-full (default profile): "),
+        "{e}"
+    );
+    // --ci's last boot is the debug profile's cxl run.
+    refused(
+        &[
+            "test",
+            "--ci",
+            "--cxl-dev",
+            "4G,2G",
+            "--cxl-interleave",
+            "2",
+        ],
+        "test run cxl",
+        "differ",
+    );
+    // The debug profile's own kernel parameters count for the length of
+    // its command line: the longest --append the default profile's boots
+    // take is too long for the debug profile's.
+    let append = |n: usize| format!("x={}", "y".repeat(n));
+    let longest = (1000..2100)
+        .take_while(|&n| check_on(&host(BIG), &["test", "--full", "--append", &append(n)]).is_ok())
+        .last()
+        .expect("a 1000-byte --append fits");
+    assert!(longest < 2047, "{longest}");
+    refused(
+        &["test", "--full", "--append", &append(longest + 1)],
+        "--append",
+        "COMMAND_LINE_SIZE",
+    );
+    refused(
+        &[
+            "test",
+            "--full",
+            "--profile",
+            "default,debug",
+            "--append",
+            &append(longest),
+        ],
+        "test run numa-full (debug profile)",
+        "COMMAND_LINE_SIZE",
+    );
+}
+
+#[test]
+fn dram_perf() {
+    for (v, why) in [
+        ("100", "LATENCY_NS:BANDWIDTH_GBS"),
+        ("0:20G", "positive"),
+        ("x:20G", "latency"),
+        ("100:y", "bandwidth"),
+    ] {
+        each_boot_cmd(&["--dram-perf", v], |a| {
+            refused(a, "--dram-perf", why);
+        });
+    }
+}
+
+#[test]
+fn cpus() {
+    for v in ["0", "9", "x", ""] {
+        each_boot_cmd(&["--cpus", v], |a| {
+            refused(a, "--cpus", "");
+        });
+    }
+    refused(
+        &["run", "--topology", "numa2", "--cpus", "3"],
+        "--cpus",
+        "multiple of 2",
+    );
+    refused(
+        &["test", "--topology", "numa2", "--cpus", "1"],
+        "--cpus",
+        "multiple of 2",
+    );
+}
+
+#[test]
+fn topology_cxl_online_and_bench_name() {
+    each_boot_cmd(&["--topology", "numa3"], |a| {
+        refused(a, "--topology", "possible values: numa, numa2, cxl");
+    });
+    each_boot_cmd(&["--cxl-online", "normal"], |a| {
+        refused(a, "--cxl-online", "possible values: movable, kernel");
+    });
+    refused(
+        &["bench", "memcpy"],
+        "[WHICH]",
+        "possible values: clear, wi, gigantic",
+    );
+}
+
+#[test]
+fn profile() {
+    for cmd in ["run", "test", "bench", "kernel", "module", "build"] {
+        refused(
+            &[cmd, "--profile", "fast"],
+            "--profile",
+            "possible values: default, debug",
+        );
+        refused(&[cmd, "--profile", ""], "--profile", "");
+    }
+    refused(
+        &["run", "--profile", "default,debug"],
+        "--profile",
+        "boots one kernel",
+    );
+    refused(
+        &["bench", "clear", "--profile", "debug,default"],
+        "--profile",
+        "boots one kernel",
+    );
+    refused(
+        &["bench", "--profile", "debug"],
+        "--profile debug",
+        "default profile only",
+    );
+}
+
+/// A scratch directory of this test process.
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("xtask-cli-test-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("scratch dir");
+    d
+}
+
+#[test]
+fn kernel_src() {
+    let missing = "/nonexistent/tierkit-kernel-src";
+    let empty = scratch("empty");
+    let fake = scratch("fake");
+    for d in ["scripts/kconfig", "rust", "arch/x86"] {
+        std::fs::create_dir_all(fake.join(d)).unwrap();
+    }
+    std::fs::write(
+        fake.join("Makefile"),
+        "VERSION = 7\nPATCHLEVEL = 3\nSUBLEVEL = 0\n",
+    )
+    .unwrap();
+    std::fs::write(fake.join("scripts/kconfig/merge_config.sh"), "").unwrap();
+    let fake_s = fake.to_str().unwrap();
+    for cmd in ["run", "test", "bench", "kernel", "module", "build"] {
+        refused(
+            &[cmd, "--kernel-src", missing],
+            "--kernel-src",
+            "no such directory",
+        );
+        refused(&[cmd, "--kernel-src", ""], "--kernel-src", "");
+        refused(
+            &[cmd, "--kernel-src", empty.to_str().unwrap()],
+            "--kernel-src",
+            "no top-level Makefile",
+        );
+        accepted(&[cmd, "--kernel-src", fake_s]);
+    }
+    std::fs::write(fake.join(".config"), "").unwrap();
+    refused(
+        &["build", "--kernel-src", fake_s],
+        "--kernel-src",
+        "configured or built in place (it has .config)",
+    );
+    let _ = std::fs::remove_dir_all(&empty);
+    let _ = std::fs::remove_dir_all(&fake);
+}
