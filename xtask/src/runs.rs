@@ -135,7 +135,7 @@ pub const QUICK_RUNS: &[TestRun] = &[
         cxl_interleave: None,
         only: Some(Selection {
             kunit: "tierkit_wi*",
-            user: "tk-test-cxl,tk-test-placement",
+            user: "tk-test-cxl,tk-test-placement,tk-test-gup",
             skip: "",
         }),
         debug: true,
@@ -178,7 +178,7 @@ pub const FULL_RUNS: &[TestRun] = &[
         cxl_interleave: None,
         only: Some(Selection {
             kunit: "tierkit_wi_alloc.*",
-            user: "tk-test-cxl,tk-test-offline,tk-test-placement,tk-test-diff",
+            user: "tk-test-cxl,tk-test-offline,tk-test-placement,tk-test-diff,tk-test-gup",
             skip: "",
         }),
         debug: false,

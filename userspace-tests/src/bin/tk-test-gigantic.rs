@@ -509,6 +509,7 @@ fn semantics(r: &mut Report, nid: u32) {
 }
 
 fn main() -> ExitCode {
+    userspace_tests::help!();
     let mut r = Report::new(BIN, "test");
     if !Tierkit::present() {
         r.fail(

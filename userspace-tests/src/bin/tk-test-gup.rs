@@ -421,6 +421,7 @@ fn thp_toggle(r: &mut Report, s: &Subject) {
 }
 
 fn main() -> ExitCode {
+    userspace_tests::help!();
     let mut r = Report::new(BIN, "test");
     let Some(topo) = userspace_tests::tierkit_ready(&mut r) else {
         return r.finish();
