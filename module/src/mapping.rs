@@ -309,7 +309,7 @@ impl Backing {
             );
             return Err(EBUSY);
         }
-        let new = NodePage::alloc_away(old_nid)?;
+        let new = NodePage::alloc_away(old_nid, cur)?;
         // SAFETY: By the type invariant, `mapping` is the live address
         // space of the file that owns `self`. Faults on this page wait for
         // the lock we hold, so none maps `old` again after the zap.
@@ -325,9 +325,24 @@ impl Backing {
             );
             return Err(EBUSY);
         }
+        // Only the backing's own reference may be left: any other (a
+        // ptrace or /proc/PID/mem write in progress, a pfn walker) could
+        // still write `old` after the copy. Frozen, none can be taken.
+        // SAFETY: `old` is owned by `p`.
+        if !unsafe { shim::tk_page_ref_freeze(old, 1) } {
+            pr_warn!(
+                "refusing to offline pfn {:#x}: a tierkit page there is in use (a reference beside the mapping's)\n",
+                old_pfn
+            );
+            return Err(EBUSY);
+        }
         // SAFETY: both pages are valid; `new` is not shared; nobody writes
-        // `old` any more (its PTEs are gone, DMA pins were ruled out).
+        // `old` any more (its PTEs are gone, DMA pins were ruled out, its
+        // references are frozen).
         unsafe { shim::tk_copy_page(new.as_ptr(), old) };
+        // SAFETY: frozen just above; back to the backing's one reference,
+        // which `replace` drops.
+        unsafe { shim::tk_page_ref_unfreeze(old, 1) };
         p.replace(i, new);
         Ok(())
     }

@@ -17,6 +17,7 @@
 #include <linux/memory.h>
 #include <linux/huge_mm.h>
 #include <linux/kthread.h>
+#include <linux/memcontrol.h>
 #include <linux/log2.h>
 #include <linux/shrinker.h>
 #include <linux/slab.h>
@@ -232,24 +233,62 @@ gfp_t tk_gfp_highuser_movable(void)
 }
 
 /*
- * A replacement for a page of @nid that is going offline: on the nearest
- * other node with memory, in @nid's zonelist order, as do_migrate_range()
- * picks (N_MEMORY without @nid; @nid itself if it is the only one).
- * Kernel zones first, then ZONE_MOVABLE.
+ * A replacement for @old, a page of @nid that is going offline: on the
+ * nearest other node with memory, in @nid's zonelist order, as
+ * do_migrate_range() picks (N_MEMORY without @nid; @nid itself if it is
+ * the only one). Kernel zones first, then ZONE_MOVABLE.
+ *
+ * The new page is charged to @old's memory cgroup, not to the task that
+ * offlines the memory (set_active_memcg(), as the kernel's migration keeps
+ * a folio's charge with mem_cgroup_migrate()): the mapping's owner keeps
+ * paying for its page, and an offliner in a small cgroup is not refused.
+ * __GFP_NORETRY: a charge the owner's cgroup cannot take fails the move
+ * (the offline then fails) rather than reclaiming or OOM-killing there.
  */
-struct page *tk_alloc_page_away(int nid)
+struct page *tk_alloc_page_away(int nid, struct page *old)
 {
 	nodemask_t nmask = node_states[N_MEMORY];
+	struct mem_cgroup *memcg = NULL, *prev;
 	struct folio *folio;
+	gfp_t gfp = __GFP_ACCOUNT | __GFP_NOWARN;
 
+#ifdef CONFIG_MEMCG
+	rcu_read_lock();
+	memcg = folio_memcg(page_folio(old));
+	if (memcg && !css_tryget(&memcg->css))
+		memcg = NULL;
+	rcu_read_unlock();
+	if (memcg)
+		gfp |= __GFP_NORETRY;
+#endif
+	prev = set_active_memcg(memcg);
 	node_clear(nid, nmask);
 	if (nodes_empty(nmask))
 		node_set(nid, nmask);
-	folio = __folio_alloc(GFP_KERNEL_ACCOUNT | __GFP_NOWARN, 0, nid, &nmask);
+	folio = __folio_alloc(GFP_KERNEL | gfp, 0, nid, &nmask);
 	if (!folio)
-		folio = __folio_alloc(GFP_HIGHUSER_MOVABLE | __GFP_ACCOUNT | __GFP_NOWARN,
-				      0, nid, &nmask);
+		folio = __folio_alloc(GFP_HIGHUSER_MOVABLE | gfp, 0, nid, &nmask);
+	set_active_memcg(prev);
+	mem_cgroup_put(memcg);
 	return folio ? &folio->page : NULL;
+}
+
+/*
+ * Freezes @page's references at @expected (folio_ref_freeze(): to 0 if
+ * and only if they are exactly @expected), as the kernel's migration does
+ * before it copies a folio: a reference someone else took (a ptrace
+ * POKEDATA or /proc/PID/mem write in progress, get_page_unless_zero() of a
+ * pfn walker) could still be used to write the old page after the copy.
+ * false: somebody holds one; the page was not touched.
+ */
+bool tk_page_ref_freeze(struct page *page, int expected)
+{
+	return folio_ref_freeze(page_folio(page), expected);
+}
+
+void tk_page_ref_unfreeze(struct page *page, int count)
+{
+	folio_ref_unfreeze(page_folio(page), count);
 }
 
 void tk_copy_page(struct page *dst, struct page *src)
@@ -378,6 +417,18 @@ int tk_register_memory_notifier(tk_mem_event_fn cb, void *ctx)
 void tk_unregister_memory_notifier(void)
 {
 	unregister_memory_notifier(&tk_memory_nb);
+}
+
+/*
+ * __GFP_RETRY_MAYFAIL, which the Rust bindings do not export: tierkit's
+ * pages for userspace are allocated in a syscall (mmap, TK_IOC_BULK), so
+ * a shortage must fail the call with ENOMEM, not invoke the OOM killer;
+ * for a charge past memory.max, try_charge_memcg() then fails the charge
+ * instead of running the memcg OOM killer.
+ */
+gfp_t tk_gfp_retry_mayfail(void)
+{
+	return __GFP_RETRY_MAYFAIL;
 }
 
 /* __GFP_NORETRY, which the Rust bindings do not export. */

@@ -41,7 +41,9 @@ struct page *tk_alloc_contig(unsigned long nr_pages, int nid, bool movable, bool
 int tk_folio_ref_count(struct page *page);
 bool tk_node_has_movable(int nid);
 gfp_t tk_gfp_highuser_movable(void);
-struct page *tk_alloc_page_away(int nid);
+struct page *tk_alloc_page_away(int nid, struct page *old);
+bool tk_page_ref_freeze(struct page *page, int expected);
+void tk_page_ref_unfreeze(struct page *page, int count);
 void tk_copy_page(struct page *dst, struct page *src);
 bool tk_page_maybe_dma_pinned(struct page *page);
 struct address_space;
@@ -56,6 +58,7 @@ typedef void (*tk_node_event_fn)(void *ctx, int nid, bool added);
 int tk_register_node_notifier(tk_node_event_fn cb, void *ctx);
 void tk_unregister_node_notifier(void);
 gfp_t tk_gfp_noretry(void);
+gfp_t tk_gfp_retry_mayfail(void);
 
 bool tk_fatal_signal_pending(void);
 int tk_mutex_lock_killable(struct mutex *lock);

@@ -117,6 +117,8 @@ extern "C" {
     pub(crate) fn tk_unregister_node_notifier();
     /// `__GFP_NORETRY`, which the bindings do not export. No precondition.
     pub(crate) fn tk_gfp_noretry() -> bindings::gfp_t;
+    /// `__GFP_RETRY_MAYFAIL`. No precondition.
+    pub(crate) fn tk_gfp_retry_mayfail() -> bindings::gfp_t;
 
     // Reliability (module/src/sync.rs, dev.rs).
     /// `fatal_signal_pending(current)`. No precondition.
@@ -136,9 +138,16 @@ extern "C" {
     /// `GFP_HIGHUSER_MOVABLE`. No precondition.
     pub(crate) fn tk_gfp_highuser_movable() -> bindings::gfp_t;
     /// An order-0 page on the nearest node with memory other than `nid`
-    /// (`nid` itself if it is the only one), kernel zones first; NULL on
-    /// failure. Process context.
-    pub(crate) fn tk_alloc_page_away(nid: c_int) -> *mut bindings::page;
+    /// (`nid` itself if it is the only one), kernel zones first, charged
+    /// to the memory cgroup of `old` (a valid page); NULL on failure.
+    /// Process context.
+    pub(crate) fn tk_alloc_page_away(nid: c_int, old: *mut bindings::page) -> *mut bindings::page;
+    /// `folio_ref_freeze(page_folio(page), expected)`. `page` must be a
+    /// valid page its caller owns a reference to.
+    pub(crate) fn tk_page_ref_freeze(page: *mut bindings::page, expected: c_int) -> bool;
+    /// `folio_ref_unfreeze(page_folio(page), count)`, after a successful
+    /// [`tk_page_ref_freeze`] of `page`.
+    pub(crate) fn tk_page_ref_unfreeze(page: *mut bindings::page, count: c_int);
     /// `copy_highpage(dst, src)`. Both valid pages; `dst` not shared.
     pub(crate) fn tk_copy_page(dst: *mut bindings::page, src: *mut bindings::page);
     /// `folio_maybe_dma_pinned(page_folio(page))`. `page` valid.

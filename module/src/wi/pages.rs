@@ -62,13 +62,17 @@ impl NodePage {
             .ok_or(ENOMEM)
     }
 
-    /// `GFP_KERNEL_ACCOUNT | extra` on `nid`, from the node's kernel zones
+    /// `GFP_KERNEL_ACCOUNT | __GFP_RETRY_MAYFAIL | extra` on `nid`, from the node's kernel zones
     /// first; when they have nothing and the node has ZONE_MOVABLE memory
     /// (a CXL node onlined `online_movable`), from there
     /// (`GFP_HIGHUSER_MOVABLE | __GFP_ACCOUNT | extra`). tierkit moves such
     /// pages away itself when their block goes offline
     /// (module/src/mapping.rs).
     pub(crate) fn alloc_user(nid: usize, extra: bindings::gfp_t) -> Result<NodePage> {
+        // A shortage, or a charge past the cgroup's memory.max, fails the
+        // syscall with ENOMEM instead of OOM-killing a task.
+        // SAFETY: no precondition.
+        let extra = extra | unsafe { shim::tk_gfp_retry_mayfail() };
         Self::alloc_gfp(nid, bindings::GFP_KERNEL_ACCOUNT | extra).or_else(|e| {
             // SAFETY: the shim range-checks `nid`.
             if e == ENOMEM && unsafe { shim::tk_node_has_movable(nid as c_int) } {
@@ -99,13 +103,15 @@ impl NodePage {
     }
 
     /// A page on the nearest node with memory other than `nid`, to take
-    /// the place of one of `nid`'s pages whose memory goes offline (the
-    /// target `do_migrate_range()` would pick). Not zeroed: the caller
-    /// copies into it. `ENOMEM` on failure.
-    pub(crate) fn alloc_away(nid: usize) -> Result<NodePage> {
+    /// the place of `old`, one of `nid`'s pages whose memory goes offline
+    /// (the target `do_migrate_range()` would pick), charged to `old`'s
+    /// memory cgroup. Not zeroed: the caller copies into it. `ENOMEM` on
+    /// failure.
+    pub(crate) fn alloc_away(nid: usize, old: &NodePage) -> Result<NodePage> {
         let nid = c_int::try_from(nid).map_err(|_| EINVAL)?;
-        // SAFETY: process context; the shim allocates an order-0 page.
-        let page = unsafe { shim::tk_alloc_page_away(nid) };
+        // SAFETY: process context; `old` is a valid page `old` owns; the
+        // shim allocates an order-0 page.
+        let page = unsafe { shim::tk_alloc_page_away(nid, old.as_ptr()) };
         // INVARIANT: a non-NULL result is a fresh order-0 page we now own.
         NonNull::new(page)
             .map(|page| NodePage { page })

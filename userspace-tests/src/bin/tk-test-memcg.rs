@@ -1,0 +1,360 @@
+//! tk-test-memcg: tierkit's 4 KiB pages under memory cgroups (v2).
+//!
+//! - Charged: a task in a cgroup that maps 32 MiB in 4 KiB mode raises the
+//!   cgroup's `memory.current` by at least that much; after `munmap` and
+//!   `close` it is back.
+//! - Bounded: a task in a cgroup with `memory.max` = 64 MiB that maps
+//!   128 MiB gets `ENOMEM` from `mmap` (tierkit allocates with
+//!   `__GFP_RETRY_MAYFAIL`, so the charge fails instead of the memcg OOM
+//!   killer running); no task is killed (`oom_kill` in `memory.events`
+//!   stays 0) and nothing stays charged.
+//! - Offline keeps the owner's charge (where a node's memory is
+//!   `ZONE_MOVABLE`, as the cxl topology's CXL node): an owner in one
+//!   cgroup maps 16 MiB on that node; an offliner in a cgroup with
+//!   `memory.max` = 4 MiB offlines every block holding those pages. The
+//!   offline succeeds, tierkit moves the pages to another node, the
+//!   owner's `memory.current` stays where it was, the offliner's stays
+//!   under its limit, and the owner's data is intact. The blocks come
+//!   back online after.
+//!
+//! Exit 0 if every check passed.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+use userspace_tests::memblock;
+use userspace_tests::report::Report;
+use userspace_tests::sys::PAGE_SIZE;
+use userspace_tests::tk::{Tierkit, TK_MODE_INTERLEAVE};
+use userspace_tests::vma::{self, check_pattern, fill_pattern, Exit};
+
+const BIN: &str = "tk-test-memcg";
+const CGROUP: &str = "/sys/fs/cgroup";
+const MIB: u64 = 1 << 20;
+
+/// A cgroup under the root, removed on drop.
+struct Cg {
+    dir: PathBuf,
+}
+
+impl Cg {
+    fn new(name: &str) -> Result<Cg, String> {
+        let dir = Path::new(CGROUP).join(name);
+        let _ = fs::remove_dir(&dir);
+        fs::create_dir(&dir).map_err(|e| format!("mkdir {}: {e}", dir.display()))?;
+        Ok(Cg { dir })
+    }
+
+    fn set(&self, file: &str, v: &str) -> Result<(), String> {
+        fs::write(self.dir.join(file), v).map_err(|e| format!("{file} = {v}: {e}"))
+    }
+
+    fn read_u64(&self, file: &str, key: Option<&str>) -> Result<u64, String> {
+        let s = fs::read_to_string(self.dir.join(file)).map_err(|e| format!("{file}: {e}"))?;
+        let v = match key {
+            None => s.trim(),
+            Some(k) => s
+                .lines()
+                .find_map(|l| l.strip_prefix(k)?.strip_prefix(' '))
+                .ok_or(format!("no {k} in {file}"))?,
+        };
+        v.trim().parse().map_err(|e| format!("{file}: {e}"))
+    }
+
+    fn current(&self) -> Result<u64, String> {
+        self.read_u64("memory.current", None)
+    }
+
+    /// Moves the calling process into the cgroup.
+    fn join(&self) -> bool {
+        fs::write(self.dir.join("cgroup.procs"), "0").is_ok()
+    }
+}
+
+impl Drop for Cg {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir(&self.dir);
+    }
+}
+
+/// cgroup2 mounted at /sys/fs/cgroup with the memory controller enabled
+/// for its children; `Ok(false)`: the kernel has no memory cgroups.
+fn cgroup2_ready() -> Result<bool, String> {
+    let root = Path::new(CGROUP);
+    if !root.join("cgroup.controllers").exists() {
+        let _ = fs::create_dir_all(root);
+        let src = std::ffi::CString::new("none").map_err(|e| e.to_string())?;
+        let dst = std::ffi::CString::new(CGROUP).map_err(|e| e.to_string())?;
+        let fstype = std::ffi::CString::new("cgroup2").map_err(|e| e.to_string())?;
+        // SAFETY: NUL-terminated strings; no data.
+        let r = unsafe {
+            libc::mount(
+                src.as_ptr(),
+                dst.as_ptr(),
+                fstype.as_ptr(),
+                0,
+                std::ptr::null(),
+            )
+        };
+        if r != 0 {
+            let e = std::io::Error::last_os_error();
+            return if e.raw_os_error() == Some(libc::ENODEV) {
+                Ok(false)
+            } else {
+                Err(format!("mount cgroup2: {e}"))
+            };
+        }
+    }
+    let ctl = fs::read_to_string(root.join("cgroup.controllers")).map_err(|e| e.to_string())?;
+    if !ctl.split_whitespace().any(|c| c == "memory") {
+        return Ok(false);
+    }
+    fs::write(root.join("cgroup.subtree_control"), "+memory")
+        .map_err(|e| format!("+memory: {e}"))?;
+    Ok(true)
+}
+
+/// A child in `cg` that maps `bytes` of 4 KiB pages on `nid` and exits
+/// with 0 when it got them, 12 on ENOMEM.
+fn map_in(cg: &Cg, nid: u32, bytes: u64) -> Result<Exit, String> {
+    vma::fork_run(|| {
+        if !cg.join() {
+            return 2;
+        }
+        let Ok(tk) = Tierkit::open() else { return 3 };
+        if tk.set_policy(TK_MODE_INTERLEAVE, 1 << nid).is_err() {
+            return 4;
+        }
+        match tk.map((bytes / PAGE_SIZE as u64) as usize, 0) {
+            Ok(_) => 0,
+            Err(e) if e.raw_os_error() == Some(libc::ENOMEM) => 12,
+            Err(_) => 5,
+        }
+    })
+    .map_err(|e| format!("fork: {e}"))
+}
+
+fn charged(r: &mut Report, nid: u32) {
+    let res = (|| -> Result<String, String> {
+        let cg = Cg::new("tk-owner")?;
+        let base = cg.current()?;
+        let pages = (32 * MIB / PAGE_SIZE as u64) as usize;
+        let mut child = vma::spawn_synced(|ready| {
+            if !cg.join() {
+                return 2;
+            }
+            let Ok(tk) = Tierkit::open() else { return 3 };
+            if tk.set_policy(TK_MODE_INTERLEAVE, 1 << nid).is_err() {
+                return 4;
+            }
+            let Ok(m) = tk.map(pages, 0) else { return 5 };
+            ready();
+            vma::sleep_ms(3000);
+            drop(m);
+            0
+        })
+        .map_err(|e| e.to_string())?;
+        let held = cg.current()?;
+        let _ = child.kill_and_reap();
+        let mut after = cg.current()?;
+        for _ in 0..50 {
+            if after <= base + 2 * MIB {
+                break;
+            }
+            vma::sleep_ms(20);
+            after = cg.current()?;
+        }
+        if held < base + 32 * MIB {
+            return Err(format!(
+                "memory.current {base} -> {held} while 32 MiB are mapped"
+            ));
+        }
+        if after > base + 2 * MIB {
+            return Err(format!(
+                "memory.current {base} -> {held} -> {after} after munmap and close"
+            ));
+        }
+        Ok(format!(
+            "{} MiB while mapped, {} MiB after",
+            (held - base) / MIB,
+            after.saturating_sub(base) / MIB
+        ))
+    })();
+    r.check_note(
+        &format!(
+            "node {nid}: a 32 MiB mapping is charged to its task's cgroup, and uncharged at close"
+        ),
+        res,
+    );
+}
+
+fn bounded(r: &mut Report, nid: u32) {
+    let res = (|| -> Result<String, String> {
+        let cg = Cg::new("tk-tight")?;
+        cg.set("memory.max", &(64 * MIB).to_string())?;
+        cg.set("memory.swap.max", "0").ok();
+        let exit = map_in(&cg, nid, 128 * MIB)?;
+        let kills = cg.read_u64("memory.events", Some("oom_kill"))?;
+        let left = cg.current()?;
+        match exit {
+            Exit::Code(12) if kills == 0 && left < 2 * MIB => {
+                Ok(format!("ENOMEM; oom_kill 0; {left} bytes left charged"))
+            }
+            e => Err(format!(
+                "the child: {e} (12 = ENOMEM); oom_kill {kills}; memory.current {left}"
+            )),
+        }
+    })();
+    r.check_note(&format!("node {nid}: mapping 128 MiB in a cgroup with memory.max 64 MiB is ENOMEM, nobody is OOM-killed"), res);
+}
+
+/// The owner's pages on `nid` go offline by an offliner in a tight cgroup.
+fn offline_keeps_charge(r: &mut Report, nid: u32) {
+    let name = format!(
+        "node {nid}: offlining the blocks under a mapping keeps its charge with the owner's cgroup"
+    );
+    let res = (|| -> Result<String, String> {
+        let owner = Cg::new("tk-owner")?;
+        let offliner = Cg::new("tk-offliner")?;
+        offliner.set("memory.max", &(4 * MIB).to_string())?;
+        let pages = (16 * MIB / PAGE_SIZE as u64) as usize;
+        const PFNS: &str = "/tmp/tk-memcg-pfns";
+        const DONE: &str = "/tmp/tk-memcg-done";
+        let _ = fs::remove_file(DONE);
+        let mut child = vma::spawn_synced(|ready| {
+            if !owner.join() {
+                return 2;
+            }
+            let Ok(tk) = Tierkit::open() else { return 3 };
+            if tk.set_policy(TK_MODE_INTERLEAVE, 1 << nid).is_err() {
+                return 4;
+            }
+            let Ok(m) = tk.map(pages, 0) else { return 5 };
+            // SAFETY: our mapping.
+            unsafe { fill_pattern(m.as_ptr(), 0, pages, 0xc9) };
+            let Ok(pfns) = memblock::pagemap_pfns(m.addr(), pages) else {
+                return 6;
+            };
+            let text: String = pfns.iter().flatten().map(|p| format!("{p}\n")).collect();
+            if fs::write(PFNS, text).is_err() {
+                return 7;
+            }
+            ready();
+            // Until the parent has offlined and onlined the blocks.
+            for _ in 0..6000 {
+                if Path::new(DONE).exists() {
+                    break;
+                }
+                vma::sleep_ms(20);
+            }
+            // SAFETY: our mapping.
+            match unsafe { check_pattern(m.as_ptr(), 0, pages, 0xc9) } {
+                Ok(()) => 0,
+                Err(_) => 8,
+            }
+        })
+        .map_err(|e| e.to_string())?;
+        let text = fs::read_to_string(PFNS).map_err(|e| format!("{PFNS}: {e}"))?;
+        let pfns: Vec<Option<u64>> = text.lines().map(|l| l.parse().ok()).collect();
+        let bs = memblock::block_size().map_err(|e| e.to_string())?;
+        let blocks = memblock::blocks_of(&pfns, bs);
+        let before = owner.current()?;
+        // The offliner: a child in the tight cgroup writes each block's state.
+        let off = vma::fork_run(|| {
+            if !offliner.join() {
+                return 2;
+            }
+            for &(b, _) in &blocks {
+                match memblock::set_block_state(b, "offline", Duration::from_secs(120)) {
+                    Ok(t) if t.outcome == memblock::Outcome::Done => {}
+                    Ok(t) => {
+                        eprintln!("offline memory{b}: {}", t.outcome.describe());
+                        return 1;
+                    }
+                    Err(_) => return 3,
+                }
+            }
+            0
+        })
+        .map_err(|e| e.to_string())?;
+        let after = owner.current()?;
+        let off_cur = offliner.current()?;
+        for &(b, _) in &blocks {
+            let _ = memblock::set_block_state(b, "online_movable", Duration::from_secs(60));
+        }
+        let _ = fs::write(DONE, "");
+        let data = child.wait().map_err(|e| e.to_string())?;
+        let _ = fs::remove_file(DONE);
+        let _ = fs::remove_file(PFNS);
+        if off != Exit::Code(0) {
+            return Err(format!(
+                "the offliner in a 4 MiB cgroup: {off} (1: an offline failed, see its stderr)"
+            ));
+        }
+        if after + 2 * MIB < before || after > before + 2 * MIB {
+            return Err(format!("owner's memory.current {before} -> {after}"));
+        }
+        if off_cur >= 4 * MIB {
+            return Err(format!("offliner's memory.current {off_cur}"));
+        }
+        if data != Exit::Code(0) {
+            return Err(format!(
+                "the owner after the move: {data} (8: its data changed)"
+            ));
+        }
+        Ok(format!(
+            "{} blocks offline; owner {} -> {} MiB; offliner {} KiB; data intact",
+            blocks.len(),
+            before / MIB,
+            after / MIB,
+            off_cur / 1024
+        ))
+    })();
+    r.check_note(&name, res);
+}
+
+fn main() -> ExitCode {
+    userspace_tests::help!();
+    let mut r = Report::new(BIN, "test");
+    let Some(topo) = userspace_tests::tierkit_ready(&mut r) else {
+        return r.finish();
+    };
+    match cgroup2_ready() {
+        Ok(true) => {}
+        Ok(false) => {
+            r.skip(
+                "memory cgroups",
+                "the kernel has no memory controller (CONFIG_MEMCG)",
+            );
+            return r.finish();
+        }
+        Err(e) => {
+            r.fail("cgroup2 with the memory controller", e);
+            return r.finish();
+        }
+    }
+    let first = topo.memory.first().copied().unwrap_or(0);
+    charged(&mut r, first);
+    bounded(&mut r, first);
+    let movable: Vec<u32> = topo
+        .memory
+        .iter()
+        .copied()
+        .filter(|&n| {
+            memblock::node_zones(n)
+                .iter()
+                .any(|z| z.zone == "Movable" && z.present > 0)
+        })
+        .collect();
+    match movable.first() {
+        Some(&n) => offline_keeps_charge(&mut r, n),
+        None => {
+            r.skip(
+                "offlining keeps the owner's charge",
+                "no node with ZONE_MOVABLE memory here (the cxl topology has one)",
+            );
+        }
+    }
+    r.finish()
+}
