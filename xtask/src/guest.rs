@@ -129,13 +129,17 @@ impl GuestRequest {
         }
         req.dir_name = Some(run.name);
         req.cxl_opts_on_cxl_only = g.topology.is_none();
-        if profile == profile::Profile::Debug {
-            req.append = run
-                .debug_append
-                .split_whitespace()
-                .map(str::to_string)
-                .collect();
-        }
+        let debug = if profile == profile::Profile::Debug {
+            run.debug_append
+        } else {
+            ""
+        };
+        req.append = run
+            .append
+            .split_whitespace()
+            .chain(debug.split_whitespace())
+            .map(str::to_string)
+            .collect();
         req
     }
 }

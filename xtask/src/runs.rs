@@ -90,8 +90,11 @@ pub struct TestRun {
     pub only: Option<Selection>,
     /// Also under `--profile debug`.
     pub debug: bool,
+    /// Kernel command-line words this run adds, before `--append`'s (a
+    /// later option wins).
+    pub append: &'static str,
     /// Kernel command-line words this run adds under `--profile debug`,
-    /// before `--append`'s (a later option wins).
+    /// after [`TestRun::append`] and before `--append`'s.
     pub debug_append: &'static str,
     /// Why this boot exists (`cargo xtask test --help` lists it).
     pub why: &'static str,
@@ -125,6 +128,7 @@ pub const QUICK_RUNS: &[TestRun] = &[
             skip: SLOW_USER_TESTS,
         }),
         debug: true,
+        append: "",
         debug_append: "",
         why: "tierkit's KUnit suites but the 1 GiB one, and the quick userspace tests, on DRAM plus a memory-only node",
     },
@@ -139,6 +143,7 @@ pub const QUICK_RUNS: &[TestRun] = &[
             skip: "",
         }),
         debug: true,
+        append: "",
         debug_append: "",
         why: "placement on an emulated CXL device onlined as ZONE_MOVABLE",
     },
@@ -158,6 +163,7 @@ pub const FULL_RUNS: &[TestRun] = &[
         // 0, so the tests after it found no free aligned GiB there. One GiB
         // reserved at boot is handed back by tk-test-pool for its own run
         // (`first_use::BootPool`).
+        append: "",
         debug_append: "hugepagesz=1G hugepages=0:1",
         why: "the whole suite on DRAM plus a memory-only node",
     },
@@ -168,6 +174,7 @@ pub const FULL_RUNS: &[TestRun] = &[
         cxl_interleave: None,
         only: None,
         debug: true,
+        append: "",
         debug_append: "",
         why: "the whole suite with an emulated CXL device onlined as ZONE_MOVABLE",
     },
@@ -182,6 +189,7 @@ pub const FULL_RUNS: &[TestRun] = &[
             skip: "",
         }),
         debug: false,
+        append: "",
         debug_append: "",
         why: "the CXL node onlined as kernel memory (ZONE_NORMAL): allocation there, \
               and offlining refused with EBUSY; a short run",
@@ -200,9 +208,26 @@ pub const FULL_RUNS: &[TestRun] = &[
             skip: "",
         }),
         debug: false,
+        append: "",
         debug_append: "",
         why: "one region interleaved across two devices behind one host bridge \
               (granularity 4096): assembly, placement and node offlining there; a short run",
+    },
+    TestRun {
+        name: "numa-init-on-alloc",
+        kind: TopologyKind::NUMA,
+        cxl_online: None,
+        cxl_interleave: None,
+        only: Some(Selection {
+            kunit: "tierkit_gigantic*",
+            user: "tk-test-gigantic,tk-test-pool,tk-test-gup,tk-test-vma",
+            skip: "",
+        }),
+        debug: false,
+        append: "init_on_alloc=1",
+        debug_append: "",
+        why: "booted with init_on_alloc=1, as distribution kernels are: gigantic mode, the \
+              pre-cleared pool and get_user_pages() with the allocator zeroing every range",
     },
 ];
 
@@ -239,6 +264,7 @@ pub fn select(
             cxl_interleave: None,
             only: None,
             debug: true,
+            append: "",
             debug_append: "",
             why: "--topology",
         })];
@@ -267,7 +293,13 @@ mod tests {
         );
         assert_eq!(
             names(&select(Profile::Default, true, None, None)),
-            ["numa-full", "cxl-full", "cxl-kernel", "cxl-interleave"]
+            [
+                "numa-full",
+                "cxl-full",
+                "cxl-kernel",
+                "cxl-interleave",
+                "numa-init-on-alloc"
+            ]
         );
     }
 
@@ -315,7 +347,12 @@ mod tests {
                 None,
                 Some(CxlOnline::Kernel)
             )),
-            ["numa-full", "cxl-full", "cxl-interleave"]
+            [
+                "numa-full",
+                "cxl-full",
+                "cxl-interleave",
+                "numa-init-on-alloc"
+            ]
         );
     }
 
@@ -353,6 +390,7 @@ mod tests {
                 (Profile::Default, "cxl-full"),
                 (Profile::Default, "cxl-kernel"),
                 (Profile::Default, "cxl-interleave"),
+                (Profile::Default, "numa-init-on-alloc"),
                 (Profile::Debug, "numa-full"),
                 (Profile::Debug, "cxl"),
             ]
