@@ -497,6 +497,18 @@ impl Registry {
         // Ranges no mapping holds (yet) too: a TK_IOC_CLEAR_BENCH range, a
         // GiB being cleared at its first touch. The kernel cannot migrate
         // them and would retry until the offlining task is killed.
+        // SAFETY: `start` is the first pfn of the block going offline,
+        // which has a struct page.
+        let nid = unsafe { shim::tk_page_to_nid(shim::tk_pfn_to_page(start as c_ulong)) };
+        if crate::clear::range::movable_pending(nid as usize) {
+            pr_warn!(
+                "refusing to offline pfns {:#x}-{:#x}: tierkit is taking a 1 GiB range on node {} with movable_gigantic; try again\n",
+                start,
+                start + nr - 1,
+                nid
+            );
+            return Err(EBUSY);
+        }
         if let Some((pfn, pages)) = crate::clear::movable_range_in(start, start + nr) {
             pr_warn!(
                 "refusing to offline pfns {:#x}-{:#x}: they hold tierkit's {} MiB range at pfn {:#x} (taken with movable_gigantic; the kernel cannot migrate it)\n",

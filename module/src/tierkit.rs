@@ -63,6 +63,8 @@ struct TierKit {
     _mem_notifier: mapping::MemoryNotifier,
     _wi_files: Pin<KBox<wi::debugfs::WiFiles>>,
     _movable_gigantic: debugfs::DebugfsFile<()>,
+    _register_delay: debugfs::DebugfsFile<()>,
+    _test_dir: debugfs::DebugfsDir,
     _dev: Pin<KBox<dev::TkDevice>>,
     _debugfs: debugfs::DebugfsDir,
 }
@@ -71,6 +73,23 @@ struct TierKit {
 fn movable_gigantic_show(_: &(), f: &mut kernel::fmt::Formatter<'_>) -> kernel::fmt::Result {
     let on = clear::range::MOVABLE_GIGANTIC.load(kernel::sync::atomic::Relaxed);
     writeln!(f, "{}", u8::from(on))
+}
+
+/// `test/movable_register_delay_ms` read: the delay in decimal.
+fn register_delay_show(_: &(), f: &mut kernel::fmt::Formatter<'_>) -> kernel::fmt::Result {
+    let ms = clear::range::MOVABLE_REGISTER_DELAY_MS.load(kernel::sync::atomic::Relaxed);
+    writeln!(f, "{}", ms)
+}
+
+/// `test/movable_register_delay_ms` write: 0..=10000.
+fn register_delay_store(_: &(), buf: &[u8]) -> Result {
+    let s = core::str::from_utf8(buf).map_err(|_| EINVAL)?.trim();
+    let ms: u32 = s.parse().map_err(|_| EINVAL)?;
+    if ms > 10_000 {
+        return Err(EINVAL);
+    }
+    clear::range::MOVABLE_REGISTER_DELAY_MS.store(ms, kernel::sync::atomic::Relaxed);
+    Ok(())
 }
 
 /// `movable_gigantic` write: "0" or "1" (kstrtobool() spellings: y/n,
@@ -98,6 +117,14 @@ impl kernel::Module for TierKit {
             movable_gigantic_show,
             Some(movable_gigantic_store),
         )?;
+        let test_dir = debugfs::DebugfsDir::new(c"test", Some(&debugfs))?;
+        let register_delay = test_dir.file(
+            c"movable_register_delay_ms",
+            0o600,
+            (),
+            register_delay_show,
+            Some(register_delay_store),
+        )?;
         let mem_notifier = mapping::MemoryNotifier::register(wi.clone())?;
         let gigantic_dir = debugfs::DebugfsDir::new(c"gigantic", Some(&debugfs))?;
         let pool_file = gigantic_dir.file(
@@ -121,6 +148,8 @@ impl kernel::Module for TierKit {
             _mem_notifier: mem_notifier,
             _wi_files: wi_files,
             _movable_gigantic: movable_gigantic,
+            _register_delay: register_delay,
+            _test_dir: test_dir,
             _dev: dev,
             _debugfs: debugfs,
         })

@@ -40,6 +40,46 @@ pub(crate) const MAX_MOVABLE_RANGES: usize = 256;
 static MOVABLE_RANGES: [Atomic<u64>; MAX_MOVABLE_RANGES] =
     [const { Atomic::new(0) }; MAX_MOVABLE_RANGES];
 
+/// Per node: allocations with the `movable_gigantic` opt-in under way,
+/// from before `alloc_contig_frozen_pages()` until their range is in
+/// [`MOVABLE_RANGES`] (or they failed). The memory notifier refuses an
+/// offline of the node's memory while one is (`EBUSY`): in that window a
+/// new range is allocated but not yet known, and an offline of a block
+/// inside it would retry its migration until killed.
+static MOVABLE_PENDING: [Atomic<u32>; crate::interleave::MAX_NUMNODES] =
+    [const { Atomic::new(0) }; crate::interleave::MAX_NUMNODES];
+
+/// Test hook (`/sys/kernel/debug/tierkit/test/movable_register_delay_ms`):
+/// milliseconds to sleep between such an allocation and its registration,
+/// so that a test can offline memory inside that window. 0 in production.
+pub(crate) static MOVABLE_REGISTER_DELAY_MS: Atomic<u32> = Atomic::new(0);
+
+/// Whether an allocation with the opt-in is under way on `nid`.
+pub(crate) fn movable_pending(nid: usize) -> bool {
+    MOVABLE_PENDING
+        .get(nid)
+        .is_some_and(|c| c.load(Relaxed) != 0)
+}
+
+/// One entry of [`MOVABLE_PENDING`], given back on drop.
+struct Pending(usize);
+
+impl Pending {
+    fn new(nid: usize) -> Option<Pending> {
+        let c = MOVABLE_PENDING.get(nid)?;
+        c.fetch_add(1, Full);
+        Some(Pending(nid))
+    }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        if let Some(c) = MOVABLE_PENDING.get(self.0) {
+            c.fetch_add(u32::MAX, Release);
+        }
+    }
+}
+
 /// A slot value of [`MOVABLE_RANGES`].
 fn movable_slot(pfn: u64, nr_pages: u64) -> u64 {
     (pfn << 6) | u64::from(nr_pages.trailing_zeros())
@@ -181,6 +221,9 @@ impl GiganticRange {
         let zeroed = unsafe { shim::tk_init_on_alloc() };
         let folio = nr_pages == GIGANTIC_PAGES;
         let movable = MOVABLE_GIGANTIC.load(Relaxed);
+        // Until the range is registered (or this fails), the notifier
+        // refuses offlines of the node's memory.
+        let _pending = if movable { Pending::new(nid) } else { None };
         // SAFETY: `nid` is an online node with memory; the shim passes
         // GFP_KERNEL | __GFP_THISNODE | __GFP_NOWARN (| __GFP_MOVABLE |
         // __GFP_HIGHMEM) and no nodemask; 2^18 pages is within
@@ -245,6 +288,11 @@ impl GiganticRange {
             return Err(EINVAL);
         };
         let movable_slot = if movable {
+            let delay = MOVABLE_REGISTER_DELAY_MS.load(Relaxed);
+            if delay != 0 {
+                // SAFETY: process context, no lock held.
+                unsafe { bindings::msleep(delay) };
+            }
             // SAFETY: `first` is a page just allocated.
             let pfn = unsafe { shim::tk_page_to_pfn(first.as_ptr()) } as u64;
             match movable_register(pfn, nr_pages) {

@@ -29,6 +29,10 @@
 //!    of the range with `EBUSY` within 5 s and a kernel message naming
 //!    tierkit, the others done. Then the child is killed and the blocks
 //!    come back.
+//! 8. The same window before a new range is known: with a test delay of
+//!    5 s between a movable allocation and its registration
+//!    (`test/movable_register_delay_ms`), every offline of the node's
+//!    blocks in that window is `EBUSY` at once, none hangs.
 //!
 //! Skipped, with the reason, where no such node exists (numa, or the CXL
 //! node onlined as kernel memory). Everything is put back on every path.
@@ -504,6 +508,123 @@ fn offline_during_clear(r: &mut Report, c: u32, blocks: &[u64]) -> Vec<u64> {
     offline
 }
 
+/// An offline of the node's memory while tierkit holds a new movable
+/// range it has not yet registered (a test delay widens that window to
+/// 5 s: `test/movable_register_delay_ms`) is refused with EBUSY at once;
+/// without the refusal, an offline of a block inside the range would
+/// retry its migration until killed. Returns the blocks it left offline.
+fn offline_before_registration(r: &mut Report, c: u32, blocks: &[u64]) -> Vec<u64> {
+    const WHAT: &str = "offline while a new movable 1 GiB range is not yet registered";
+    const DELAY: &str = "/sys/kernel/debug/tierkit/test/movable_register_delay_ms";
+    let _opt_in = match MovableGigantic::enable() {
+        Ok(g) => g,
+        Err(e) => {
+            r.fail(&format!("{WHAT}: movable_gigantic"), e.to_string());
+            return Vec::new();
+        }
+    };
+    if let Err(e) = std::fs::write(DELAY, "5000") {
+        r.fail(&format!("{WHAT}: {DELAY}"), e.to_string());
+        return Vec::new();
+    }
+    let free0 = mem_free_kb(c).unwrap_or(0);
+    let mut child = match userspace_tests::vma::spawn_synced(|ready| {
+        ready();
+        Tierkit::open()
+            .and_then(|t| {
+                t.clear_bench(clear_bench_arg(
+                    c as i32,
+                    1,
+                    tierkit_core::uapi::TK_PLACE_LOCAL,
+                    1,
+                ))
+            })
+            .map_or(1, |_| 0)
+    }) {
+        Ok(ch) => ch,
+        Err(e) => {
+            let _ = std::fs::write(DELAY, "0");
+            r.fail(&format!("{WHAT}: fork"), e.to_string());
+            return Vec::new();
+        }
+    };
+    let t0 = std::time::Instant::now();
+    let mut taken = false;
+    while t0.elapsed() < Duration::from_secs(60) {
+        if mem_free_kb(c).is_some_and(|f| f + 900 * 1024 < free0) {
+            taken = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let in_window = t0.elapsed();
+    let mut offline = Vec::new();
+    let mut results = Vec::new();
+    if taken {
+        for &b in blocks {
+            match set_block_state(b, "offline", Duration::from_secs(20)) {
+                Ok(t) => {
+                    if matches!(t.outcome, Outcome::Done) {
+                        offline.push(b);
+                    }
+                    results.push((b, t));
+                }
+                Err(e) => results.push((
+                    b,
+                    userspace_tests::memblock::Timed {
+                        outcome: Outcome::Failed(e.raw_os_error().unwrap_or(0)),
+                        elapsed: Duration::ZERO,
+                    },
+                )),
+            }
+        }
+    }
+    let spent = t0.elapsed();
+    let _ = std::fs::write(DELAY, "0");
+    let _ = child.kill_and_reap();
+    if !taken {
+        r.skip(
+            WHAT,
+            "the bench's range did not show in the node's MemFree within 60 s",
+        );
+        return offline;
+    }
+    let bad: Vec<String> = results
+        .iter()
+        .filter(|(_, t)| {
+            !matches!(t.outcome, Outcome::Done) && !t.outcome.describe().contains("EBUSY")
+        })
+        .map(|(b, t)| {
+            format!(
+                "memory{b}: {} after {:.1} s",
+                t.outcome.describe(),
+                t.elapsed.as_secs_f64()
+            )
+        })
+        .collect();
+    let busy = results
+        .iter()
+        .filter(|(_, t)| t.outcome.describe().contains("EBUSY"))
+        .count();
+    r.check_note(
+        &format!("{WHAT}: every offline returns at once (EBUSY in the window), none hangs"),
+        if !bad.is_empty() {
+            Err(bad.join("; "))
+        } else if busy == 0 {
+            Err("no offline was refused".into())
+        } else {
+            Ok(format!(
+                "{busy} of {} blocks EBUSY, {} done; window entered after {:.2} s, all tried by {:.2} s",
+                results.len(),
+                offline.len(),
+                in_window.as_secs_f64(),
+                spent.as_secs_f64()
+            ))
+        },
+    );
+    offline
+}
+
 fn main() -> ExitCode {
     userspace_tests::help!();
     let mut r = Report::new(BIN, "test");
@@ -536,6 +657,20 @@ fn main() -> ExitCode {
         set_all(
             &mut r,
             "restore: online the blocks left offline",
+            &still,
+            "online_movable",
+        );
+    }
+    let left = offline_before_registration(&mut r, c, &blocks);
+    let still: Vec<u64> = blocks
+        .iter()
+        .copied()
+        .filter(|&b| left.contains(&b) || block_state(b).as_deref() != Some("online"))
+        .collect();
+    if !still.is_empty() {
+        set_all(
+            &mut r,
+            "restore: online the blocks left offline (registration window)",
             &still,
             "online_movable",
         );
