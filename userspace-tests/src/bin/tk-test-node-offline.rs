@@ -33,6 +33,9 @@
 //!    5 s between a movable allocation and its registration
 //!    (`test/movable_register_delay_ms`), every offline of the node's
 //!    blocks in that window is `EBUSY` at once, none hangs.
+//! 9. A page a pipe holds a reference to (`vmsplice`) is not moved: its
+//!    block's offline is `EBUSY` until the pipe is drained, then goes
+//!    through with the data intact.
 //!
 //! Skipped, with the reason, where no such node exists (numa, or the CXL
 //! node onlined as kernel memory). Everything is put back on every path.
@@ -47,7 +50,9 @@ use userspace_tests::memblock::{
 use userspace_tests::node::{mask_of, parse_list, NODE_SYSFS};
 use userspace_tests::report::Report;
 use userspace_tests::sys::{Mapping, PAGE_SIZE};
-use userspace_tests::tk::{clear_bench_arg, read_stats, stats_of, MovableGigantic, Tierkit};
+use userspace_tests::tk::{
+    clear_bench_arg, read_stats, stats_of, MovableGigantic, Tierkit, TK_MODE_INTERLEAVE,
+};
 use userspace_tests::weights::{KERNEL_WI_DIR, TIERKIT_WI_DIRS};
 use userspace_tests::{errno_name, expect_errno, tierkit_ready};
 
@@ -625,6 +630,81 @@ fn offline_before_registration(r: &mut Report, c: u32, blocks: &[u64]) -> Vec<u6
     offline
 }
 
+/// A page that someone else holds a plain reference to (a pipe after
+/// `vmsplice(2)`, which takes its pages with FOLL_GET) is not moved: the
+/// offline of its block is EBUSY while the pipe holds it, and goes
+/// through once the pipe is drained, with the mapping's data intact.
+/// Moving it would leave the other holder on the old page (a write through
+/// such a reference would be lost). Returns the blocks it left offline.
+fn offline_with_reference(r: &mut Report, c: u32) -> Vec<u64> {
+    const WHAT: &str = "offline of a block under a page a pipe holds (vmsplice)";
+    let res = (|| -> Result<(String, Vec<u64>), String> {
+        let tk = Tierkit::open().map_err(|e| e.to_string())?;
+        tk.set_policy(TK_MODE_INTERLEAVE, 1 << c)
+            .map_err(|e| e.to_string())?;
+        let m = tk.map(1, 0).map_err(|e| e.to_string())?;
+        fill(&m, 0x77);
+        let pfn = userspace_tests::vma::pagemap_pfn(m.addr())
+            .map_err(|e| e.to_string())?
+            .ok_or("not present")?;
+        let bs = userspace_tests::memblock::block_size().map_err(|e| e.to_string())?;
+        let block = userspace_tests::memblock::block_of_pfn(pfn, bs);
+        let p = userspace_tests::vma::Pipe::new().map_err(|e| e.to_string())?;
+        let iov = libc::iovec {
+            iov_base: m.as_ptr() as *mut libc::c_void,
+            iov_len: 4096,
+        };
+        // SAFETY: the pipe takes a reference to our page.
+        if unsafe { libc::vmsplice(p.wr, &iov, 1, 0) } != 4096 {
+            return Err(format!("vmsplice: {}", std::io::Error::last_os_error()));
+        }
+        let held = set_block_state(block, "offline", Duration::from_secs(30))
+            .map_err(|e| e.to_string())?;
+        let mut buf = vec![0u8; 4096];
+        // SAFETY: reads into a local buffer.
+        unsafe { userspace_tests::vma::read_exact_fd(p.rd, buf.as_mut_ptr(), 4096) }
+            .map_err(|e| e.to_string())?;
+        drop(p);
+        let drained = set_block_state(block, "offline", Duration::from_secs(30))
+            .map_err(|e| e.to_string())?;
+        let left: Vec<u64> = [block]
+            .into_iter()
+            .filter(|&b| block_state(b).as_deref() != Some("online"))
+            .collect();
+        if !held.outcome.describe().contains("EBUSY") {
+            return Err(format!(
+                "memory{block} with the pipe holding the page: {}",
+                held.outcome.describe()
+            ));
+        }
+        if !matches!(drained.outcome, Outcome::Done) {
+            return Err(format!(
+                "memory{block} after the pipe was drained: {}",
+                drained.outcome.describe()
+            ));
+        }
+        verify(&m, 0x77)?;
+        let now = userspace_tests::vma::pagemap_pfn(m.addr())
+            .ok()
+            .flatten()
+            .map_or("none".to_string(), |p| format!("{p:#x}"));
+        Ok((
+            format!("memory{block}: EBUSY in {:.3} s while held, then offline in {:.3} s; pfn {pfn:#x} -> {now}, data intact", held.elapsed.as_secs_f64(), drained.elapsed.as_secs_f64()),
+            left,
+        ))
+    })();
+    match res {
+        Ok((note, left)) => {
+            r.ok_note(WHAT, note);
+            left
+        }
+        Err(e) => {
+            r.fail(WHAT, e);
+            Vec::new()
+        }
+    }
+}
+
 fn main() -> ExitCode {
     userspace_tests::help!();
     let mut r = Report::new(BIN, "test");
@@ -661,7 +741,8 @@ fn main() -> ExitCode {
             "online_movable",
         );
     }
-    let left = offline_before_registration(&mut r, c, &blocks);
+    let mut left = offline_before_registration(&mut r, c, &blocks);
+    left.extend(offline_with_reference(&mut r, c));
     let still: Vec<u64> = blocks
         .iter()
         .copied()
