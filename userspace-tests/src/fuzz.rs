@@ -712,6 +712,8 @@ struct Arena {
     big: Vec<u8>,
     pipe: [i32; 2],
     procmem: i32,
+    /// `/dev/ram0` opened `O_DIRECT` (-1 where the kernel has no brd).
+    ramdisk: i32,
 }
 
 impl Arena {
@@ -786,6 +788,7 @@ impl Arena {
             return Err(io::Error::last_os_error());
         }
         let procmem = open_c("/proc/self/mem", libc::O_RDWR)?;
+        let ramdisk = open_c(crate::callers::RAM_DISK, libc::O_RDWR | libc::O_DIRECT).unwrap_or(-1);
         Ok(Arena {
             rw,
             ro,
@@ -793,6 +796,7 @@ impl Arena {
             big: vec![0; 65536 + 16],
             pipe,
             procmem,
+            ramdisk,
         })
     }
 }
@@ -807,6 +811,9 @@ impl Drop for Arena {
             libc::close(self.pipe[0]);
             libc::close(self.pipe[1]);
             libc::close(self.procmem);
+            if self.ramdisk >= 0 {
+                libc::close(self.ramdisk);
+            }
         }
     }
 }
@@ -1483,8 +1490,12 @@ impl Worker<'_> {
     }
 
     /// Reads or writes a mapping through the kernel: a fault there is an
-    /// error code, not a signal.
+    /// error code, not a signal. Half of the calls take the pages the ways
+    /// get_user_pages() callers do ([`Self::op_gup`]).
     fn op_touch(&mut self, o: &mut Rng) {
+        if o.below(2) == 0 {
+            return self.op_gup(o);
+        }
         let slot = o.below(MAP_SLOTS as u64) as usize;
         let how = o.below(4);
         let off = o.below(1 << 16) as usize;
@@ -1528,6 +1539,78 @@ impl Worker<'_> {
             }
         };
         self.record(&format!("touch {how}"), r);
+    }
+
+    /// Up to 16 pages of a mapping (page aligned, maybe past its end)
+    /// through a caller that takes references to them: vmsplice (FOLL_GET)
+    /// and draining the pipe, process_vm_writev, O_DIRECT write and read
+    /// of `/dev/ram0` (FOLL_PIN), io_uring buffer registration
+    /// (FOLL_LONGTERM). Every reference must come back: the run's end
+    /// checks holdings and free memory.
+    fn op_gup(&mut self, o: &mut Rng) {
+        let slot = o.below(MAP_SLOTS as u64) as usize;
+        let Some(m) = self.maps[slot] else {
+            return;
+        };
+        let how = o.below(5);
+        let first = (m.addr + o.below(m.len.max(1) as u64) as usize) & !(PAGE - 1);
+        let len = o.range(1, 16) as usize * PAGE;
+        let rw = self.arena.rw;
+        let iov = libc::iovec {
+            iov_base: first as *mut c_void,
+            iov_len: len,
+        };
+        // SAFETY (all below): the kernel reads or writes our own mapping
+        // at `first` (checked by the kernel: EFAULT past its end), our
+        // arena, or fds we own.
+        let (name, r) = match how {
+            0 => {
+                let r = sys_res(unsafe { libc::vmsplice(self.arena.pipe[1], &iov, 1, 0) } as i64);
+                let big = self.arena.big.as_mut_ptr();
+                while unsafe { libc::read(self.arena.pipe[0], big as *mut c_void, 65536) } > 0 {}
+                ("gup vmsplice", r)
+            }
+            1 => {
+                let local = libc::iovec {
+                    iov_base: rw as *mut c_void,
+                    iov_len: PAGE,
+                };
+                let remote = libc::iovec {
+                    iov_base: first as *mut c_void,
+                    iov_len: PAGE,
+                };
+                let r =
+                    unsafe { libc::process_vm_writev(libc::getpid(), &local, 1, &remote, 1, 0) };
+                ("gup process_vm_writev", sys_res(r as i64))
+            }
+            2 | 3 if self.arena.ramdisk < 0 => return,
+            2 => {
+                let off = o.below(16) as i64 * PAGE as i64;
+                let r =
+                    unsafe { libc::pwrite(self.arena.ramdisk, first as *const c_void, len, off) };
+                ("gup O_DIRECT write", sys_res(r as i64))
+            }
+            3 => {
+                let off = o.below(16) as i64 * PAGE as i64;
+                let r = unsafe { libc::pread(self.arena.ramdisk, first as *mut c_void, len, off) };
+                ("gup O_DIRECT read", sys_res(r as i64))
+            }
+            _ => {
+                let Ok(ring) = io_uring::IoUring::new(2) else {
+                    return;
+                };
+                // SAFETY: the buffer is unregistered right after.
+                let r = match unsafe { ring.submitter().register_buffers(&[iov]) } {
+                    Ok(()) => ring.submitter().unregister_buffers().map(|()| 0),
+                    Err(e) => Err(e),
+                };
+                (
+                    "gup io_uring register",
+                    r.map_err(|e| e.raw_os_error().unwrap_or(0)),
+                )
+            }
+        };
+        self.record(name, r);
     }
 
     fn op_debugfs(&mut self, o: &mut Rng) {
