@@ -1,0 +1,464 @@
+//! tk-test-mm: what the kernel's other memory-management features do to
+//! tierkit's mappings. Each check runs where the kernel has the feature
+//! (tierkit's kernels have them all, `kconfig/features.config`; a
+//! distribution kernel too) and skips with the reason elsewhere.
+//!
+//! Subjects: a 4 KiB-mode mapping of 8 MiB on the last memory node (the
+//! memory-only or CXL node) and a gigantic GiB on the first. For each
+//! feature, the outcome documented in Documentation/ABI/testing/dev-tierkit
+//! ("Other memory-management features"), then: every page where it was
+//! (pfn and node unchanged), the data intact, tierkit's holdings as before.
+//!
+//! - NUMA balancing on (`kernel.numa_balancing=1`, fast scanning): a
+//!   task on the CPU node touches the mappings for 4 s; the scanner runs
+//!   (`numa_pte_updates` grows, from an anonymous control mapping) but
+//!   skips tierkit's vmas (VM_MIXEDMAP): nothing moves.
+//! - THP: `MADV_HUGEPAGE` is accepted, `MADV_COLLAPSE` is `EINVAL`;
+//!   khugepaged scanning fast for 2 s changes nothing.
+//! - KSM: `MADV_MERGEABLE` returns 0 and does not make the vma
+//!   mergeable (shared and VM_MIXEDMAP: not KSM-compatible); ksmd running
+//!   over identical pages for 2 s merges none of them.
+//! - userfaultfd: `UFFDIO_REGISTER` of a tierkit mapping is `EINVAL`.
+//! - Compaction: `vm.compact_memory` and proactive compaction with a
+//!   pre-cleared pool range held: the pool keeps its range, the mappings
+//!   their pages.
+//! - DAMON: virtual-address monitoring of a task with tierkit mappings,
+//!   with a `migrate_hot` scheme to the other node: tierkit's pages are
+//!   not isolated and stay.
+//! - Memory failure: `MADV_SOFT_OFFLINE` of a tierkit page is refused
+//!   (`EIO` or `EBUSY`), the page stays; `MADV_HWPOISON` is left out (it
+//!   would poison guest memory for the rest of the boot).
+//!
+//! Exit 0 if every check passed.
+
+use std::fs;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+use tierkit_core::uapi::{TK_GIGANTIC_BYTES, TK_WALK_PUD};
+use userspace_tests::report::Report;
+use userspace_tests::sys::{self, Mapping, PAGE_SIZE};
+use userspace_tests::tk::{self, MovableGigantic, Tierkit, TK_MODE_INTERLEAVE};
+use userspace_tests::vma::{self, check_pattern, fill_pattern, Exit};
+use userspace_tests::{errno_name, memblock, pool};
+
+const BIN: &str = "tk-test-mm";
+const GIB: usize = TK_GIGANTIC_BYTES as usize;
+const PAGES: usize = 2048;
+
+/// A sysctl or sysfs value, put back on drop.
+struct Knob {
+    path: String,
+    old: String,
+}
+
+impl Knob {
+    fn set(path: &str, v: &str) -> Option<Knob> {
+        let old = fs::read_to_string(path).ok()?;
+        fs::write(path, v).ok()?;
+        Some(Knob {
+            path: path.into(),
+            old: old.trim().to_string(),
+        })
+    }
+}
+
+impl Drop for Knob {
+    fn drop(&mut self) {
+        let _ = fs::write(&self.path, &self.old);
+    }
+}
+
+fn vmstat(key: &str) -> Option<u64> {
+    let s = fs::read_to_string("/proc/vmstat").ok()?;
+    s.lines()
+        .find_map(|l| l.strip_prefix(key)?.strip_prefix(' ')?.trim().parse().ok())
+}
+
+/// The subjects and what they looked like at the start.
+struct Subjects {
+    small_tk: Tierkit,
+    small: Mapping,
+    small_nid: u32,
+    pfns: Vec<Option<u64>>,
+    gig: Option<(Tierkit, Mapping, u64)>,
+    held: Option<Vec<tk::NodeStats>>,
+}
+
+impl Subjects {
+    fn new(r: &mut Report, small_nid: u32, gig_nid: u32) -> Option<Subjects> {
+        let small_tk = Tierkit::open().ok()?;
+        small_tk
+            .set_policy(TK_MODE_INTERLEAVE, 1 << small_nid)
+            .ok()?;
+        let small = match small_tk.map(PAGES, 0) {
+            Ok(m) => m,
+            Err(e) => {
+                r.fail("the 4 KiB mapping", errno_name(&e));
+                return None;
+            }
+        };
+        // SAFETY: our mapping.
+        unsafe { fill_pattern(small.as_ptr(), 0, PAGES, 0x3131) };
+        let pfns = memblock::pagemap_pfns(small.addr(), PAGES).ok()?;
+        let gig = (|| {
+            let tk = Tierkit::gigantic_on(gig_nid).ok()?;
+            let m = Mapping::new(GIB, libc::MAP_SHARED, tk.fd(), 0).ok()?;
+            // SAFETY: our mapping.
+            unsafe { vma::make_gigantic(m.as_ptr(), GIB).ok()? };
+            // SAFETY: made: maps the PUD here.
+            unsafe { fill_pattern(m.as_ptr(), 0, 16, 0x4242) };
+            let pfn = tk.walk(m.addr()).ok()?.pfn;
+            Some((tk, m, pfn))
+        })();
+        if gig.is_none() {
+            r.note(format!("no gigantic GiB on node {gig_nid} (no free aligned GiB): the checks use the 4 KiB mapping only"));
+        }
+        Some(Subjects {
+            small_tk,
+            small,
+            small_nid,
+            pfns,
+            gig,
+            held: tk::read_stats(),
+        })
+    }
+
+    /// Everything where it was.
+    fn unchanged(&self) -> Result<String, String> {
+        let now = memblock::pagemap_pfns(self.small.addr(), PAGES).map_err(|e| e.to_string())?;
+        if let Some(i) = (0..PAGES).find(|&i| now[i] != self.pfns[i]) {
+            return Err(format!(
+                "4 KiB page {i}: pfn {:?} -> {:?}",
+                self.pfns[i], now[i]
+            ));
+        }
+        let nodes = self.small.page_nodes().map_err(|e| e.to_string())?;
+        if let Some(i) = nodes.iter().position(|&n| n != self.small_nid as i32) {
+            return Err(format!("4 KiB page {i} on node {}", nodes[i]));
+        }
+        // SAFETY: our mapping.
+        unsafe { check_pattern(self.small.as_ptr(), 0, PAGES, 0x3131) }?;
+        if let Some((tk, m, pfn)) = &self.gig {
+            // SAFETY: our mapping.
+            unsafe { check_pattern(m.as_ptr(), 0, 16, 0x4242) }?;
+            let w = tk.walk(m.addr()).map_err(|e| errno_name(&e))?;
+            if w.level != TK_WALK_PUD || w.pfn != *pfn {
+                return Err(format!(
+                    "the GiB: level {} pfn {:#x}, was a PUD at {pfn:#x}",
+                    w.level, w.pfn
+                ));
+            }
+        }
+        if tk::read_stats() != self.held {
+            return Err("tierkit's stats changed".into());
+        }
+        let _ = &self.small_tk;
+        Ok(format!(
+            "{PAGES} pages on node {} and {} unchanged",
+            self.small_nid,
+            if self.gig.is_some() {
+                "the GiB"
+            } else {
+                "no GiB"
+            }
+        ))
+    }
+
+    /// Touches every page of both mappings for `d` from a child.
+    fn touch_for(&self, d: Duration, anon: Option<&Mapping>) -> Result<(), String> {
+        let (sp, gp) = (
+            self.small.as_ptr() as usize,
+            self.gig.as_ref().map(|g| g.1.as_ptr() as usize),
+        );
+        let ap = anon.map(|a| (a.as_ptr() as usize, a.len()));
+        let e = vma::fork_run(|| {
+            let t0 = Instant::now();
+            while t0.elapsed() < d {
+                for i in 0..PAGES {
+                    // SAFETY: our mappings, readable.
+                    unsafe { std::ptr::read_volatile((sp + i * PAGE_SIZE) as *const u8) };
+                }
+                if let Some(g) = gp {
+                    for i in 0..64 {
+                        // SAFETY: as above.
+                        unsafe { std::ptr::read_volatile((g + i * PAGE_SIZE) as *const u8) };
+                    }
+                }
+                if let Some((a, len)) = ap {
+                    for off in (0..len).step_by(PAGE_SIZE) {
+                        // SAFETY: as above, writable.
+                        unsafe { std::ptr::write_volatile((a + off) as *mut u8, 1) };
+                    }
+                }
+            }
+            0
+        })
+        .map_err(|e| e.to_string())?;
+        if e == Exit::Code(0) {
+            Ok(())
+        } else {
+            Err(format!("the toucher: {e}"))
+        }
+    }
+}
+
+fn numa_balancing(r: &mut Report, s: &Subjects) {
+    const WHAT: &str = "NUMA balancing on: the scanner skips tierkit's mappings, nothing moves";
+    let Some(_on) = Knob::set("/proc/sys/kernel/numa_balancing", "1") else {
+        r.skip(WHAT, "no kernel.numa_balancing (CONFIG_NUMA_BALANCING)");
+        return;
+    };
+    let dbg = "/sys/kernel/debug/sched/numa_balancing";
+    let _k: Vec<Option<Knob>> = [
+        ("scan_delay_ms", "0"),
+        ("scan_period_min_ms", "100"),
+        ("scan_period_max_ms", "200"),
+    ]
+    .iter()
+    .map(|(f, v)| Knob::set(&format!("{dbg}/{f}"), v))
+    .collect();
+    let anon = Mapping::anon(8 << 20).ok();
+    let before = vmstat("numa_pte_updates");
+    let res = s
+        .touch_for(Duration::from_secs(4), anon.as_ref())
+        .and_then(|()| s.unchanged());
+    let after = vmstat("numa_pte_updates");
+    match (res, before, after) {
+        (Err(e), _, _) => {
+            r.fail(WHAT, e);
+        }
+        (Ok(n), Some(b), Some(a)) if a > b => {
+            r.ok_note(
+                WHAT,
+                format!("{n}; numa_pte_updates {b} -> {a} (the scanner ran)"),
+            );
+        }
+        (Ok(n), b, a) => {
+            r.skip(
+                WHAT,
+                format!(
+                    "{n}, but the scanner did not run in 4 s (numa_pte_updates {b:?} -> {a:?})"
+                ),
+            );
+        }
+    }
+}
+
+fn thp(r: &mut Report, s: &Subjects) {
+    let p = s.small.as_ptr().cast();
+    let len = s.small.len();
+    // SAFETY: advice on our own mapping that keeps its contents.
+    let huge = unsafe { libc::madvise(p, len, libc::MADV_HUGEPAGE) };
+    let huge_e = std::io::Error::last_os_error();
+    // SAFETY: as above.
+    let collapse = unsafe {
+        libc::madvise(p, len, 25 /* MADV_COLLAPSE */)
+    };
+    let collapse_e = std::io::Error::last_os_error().raw_os_error();
+    r.check_note(
+        "MADV_HUGEPAGE is accepted and MADV_COLLAPSE is EINVAL on a tierkit mapping",
+        match (huge, collapse, collapse_e) {
+            (0, -1, Some(libc::EINVAL)) => s.unchanged(),
+            _ => Err(format!(
+                "MADV_HUGEPAGE {huge} ({huge_e}), MADV_COLLAPSE {collapse} ({collapse_e:?})"
+            )),
+        },
+    );
+    let kh = "/sys/kernel/mm/transparent_hugepage/khugepaged";
+    let Some(_fast) = Knob::set(&format!("{kh}/scan_sleep_millisecs"), "10") else {
+        r.skip("khugepaged scanning changes nothing", "no khugepaged knobs");
+        return;
+    };
+    let _many = Knob::set(&format!("{kh}/pages_to_scan"), "65536");
+    let _always = Knob::set("/sys/kernel/mm/transparent_hugepage/enabled", "always");
+    vma::sleep_ms(2000);
+    r.check_note(
+        "khugepaged scanning fast for 2 s changes nothing",
+        s.unchanged(),
+    );
+}
+
+fn ksm(r: &mut Report, s: &Subjects) {
+    const WHAT: &str =
+        "KSM: MADV_MERGEABLE returns 0, ksmd merges none of tierkit's identical pages";
+    let Some(_run) = Knob::set("/sys/kernel/mm/ksm/run", "1") else {
+        r.skip(WHAT, "no /sys/kernel/mm/ksm (CONFIG_KSM)");
+        return;
+    };
+    let _fast = Knob::set("/sys/kernel/mm/ksm/sleep_millisecs", "10");
+    let _many = Knob::set("/sys/kernel/mm/ksm/pages_to_scan", "10000");
+    // SAFETY: advice on our own mapping; its contents stay.
+    let rc = unsafe { libc::madvise(s.small.as_ptr().cast(), s.small.len(), libc::MADV_MERGEABLE) };
+    let e = std::io::Error::last_os_error();
+    vma::sleep_ms(2000);
+    let flags = vma::smaps_vmflags(s.small.addr()).unwrap_or_default();
+    r.check_note(
+        WHAT,
+        if rc != 0 {
+            Err(format!("MADV_MERGEABLE: {e}"))
+        } else if flags.iter().any(|f| f == "mg") {
+            Err(format!("the vma became mergeable: {}", flags.join(" ")))
+        } else {
+            s.unchanged()
+        },
+    );
+}
+
+fn userfaultfd(r: &mut Report, s: &Subjects) {
+    const WHAT: &str = "userfaultfd: UFFDIO_REGISTER of a tierkit mapping is EINVAL";
+    // SAFETY: plain syscall; O_CLOEXEC | UFFD_USER_MODE_ONLY (1).
+    let fd = unsafe { libc::syscall(libc::SYS_userfaultfd, libc::O_CLOEXEC | 1) } as i32;
+    if fd < 0 {
+        r.skip(
+            WHAT,
+            format!(
+                "userfaultfd(2): {} (CONFIG_USERFAULTFD)",
+                std::io::Error::last_os_error()
+            ),
+        );
+        return;
+    }
+    let mut api = [0xAAu64, 0, 0];
+    // SAFETY: UFFDIO_API is _IOWR(0xAA, 0x3F, struct uffdio_api) (24 bytes).
+    let a = unsafe { libc::ioctl(fd, 0xc018_aa3f, api.as_mut_ptr()) };
+    let mut res = Vec::new();
+    let mut targets = vec![("4 KiB", s.small.addr(), s.small.len())];
+    if let Some((_, m, _)) = &s.gig {
+        targets.push(("gigantic", m.addr(), GIB));
+    }
+    for (name, addr, len) in targets {
+        // struct uffdio_register { start, len, mode (MISSING), ioctls }.
+        let mut reg = [addr as u64, len as u64, 1, 0];
+        // SAFETY: UFFDIO_REGISTER is _IOWR(0xAA, 0x00, struct uffdio_register) (32 bytes).
+        let rc = unsafe { libc::ioctl(fd, 0xc020_aa00, reg.as_mut_ptr()) };
+        res.push((name, rc, std::io::Error::last_os_error().raw_os_error()));
+    }
+    // SAFETY: our fd.
+    unsafe { libc::close(fd) };
+    r.check_note(
+        WHAT,
+        if a != 0 {
+            Err(format!("UFFDIO_API: {}", std::io::Error::last_os_error()))
+        } else if let Some(bad) = res
+            .iter()
+            .find(|(_, rc, e)| *rc != -1 || *e != Some(libc::EINVAL))
+        {
+            Err(format!("{}: {} ({:?})", bad.0, bad.1, bad.2))
+        } else {
+            s.unchanged()
+        },
+    );
+}
+
+fn compaction(r: &mut Report, s: &Subjects, pool_nid: u32) {
+    const WHAT: &str = "compaction (vm.compact_memory, proactive) with a pool range held moves nothing of tierkit's";
+    let target = if pool::present() {
+        pool::Target::filled(pool_nid, 1).ok()
+    } else {
+        None
+    };
+    if fs::write("/proc/sys/vm/compact_memory", "1").is_err() {
+        r.skip(WHAT, "no vm.compact_memory (CONFIG_COMPACTION)");
+        return;
+    }
+    {
+        let _pro = Knob::set("/proc/sys/vm/compaction_proactiveness", "100");
+        vma::sleep_ms(2000);
+    }
+    let ready = pool::state(pool_nid).ok();
+    r.check_note(
+        WHAT,
+        match (&target, ready) {
+            (Some(_), Some((_, 1))) | (None, _) => {
+                s.unchanged().map(|n| format!("{n}; pool ready {ready:?}"))
+            }
+            (Some(_), other) => Err(format!("pool (target, ready) after compaction: {other:?}")),
+        },
+    );
+    drop(target);
+}
+
+fn damon(r: &mut Report, s: &Subjects, other: u32) {
+    const WHAT: &str =
+        "DAMON: vaddr monitoring with a migrate_hot scheme leaves tierkit's pages where they are";
+    let k = "/sys/kernel/mm/damon/admin/kdamonds";
+    if fs::write(format!("{k}/nr_kdamonds"), "1").is_err() {
+        r.skip(WHAT, "no DAMON sysfs (CONFIG_DAMON_SYSFS)");
+        return;
+    }
+    let c = format!("{k}/0/contexts");
+    let res = (|| -> Result<String, String> {
+        let w = |p: &str, v: &str| fs::write(p, v).map_err(|e| format!("{p} = {v}: {e}"));
+        w(&format!("{c}/nr_contexts"), "1")?;
+        w(&format!("{c}/0/operations"), "vaddr")?;
+        w(&format!("{c}/0/targets/nr_targets"), "1")?;
+        w(
+            &format!("{c}/0/targets/0/pid_target"),
+            &std::process::id().to_string(),
+        )?;
+        let sch = format!("{c}/0/schemes");
+        let scheme = w(&format!("{sch}/nr_schemes"), "1")
+            .and_then(|()| w(&format!("{sch}/0/action"), "migrate_hot"))
+            .and_then(|()| w(&format!("{sch}/0/target_nid"), &other.to_string()));
+        w(&format!("{k}/0/state"), "on")?;
+        let t = s.touch_for(Duration::from_secs(3), None);
+        let _ = w(&format!("{k}/0/state"), "off");
+        t?;
+        s.unchanged().map(|n| match scheme {
+            Ok(()) => format!("{n}; migrate_hot to node {other}"),
+            Err(e) => format!("{n}; monitoring only ({e})"),
+        })
+    })();
+    let _ = fs::write(format!("{k}/nr_kdamonds"), "0");
+    r.check_note(WHAT, res);
+}
+
+fn soft_offline(r: &mut Report, s: &Subjects) {
+    const WHAT: &str = "MADV_SOFT_OFFLINE of a tierkit page is refused and the page stays";
+    let p = s.small.as_ptr().wrapping_add(5 * PAGE_SIZE);
+    // SAFETY: advice on one page of our own mapping; on success the kernel
+    // would copy it first (contents kept).
+    let rc = unsafe {
+        libc::madvise(p.cast(), PAGE_SIZE, 101 /* MADV_SOFT_OFFLINE */)
+    };
+    let e = std::io::Error::last_os_error().raw_os_error();
+    r.check_note(
+        WHAT,
+        match (rc, e) {
+            (-1, Some(libc::EINVAL))
+                if !std::path::Path::new("/sys/devices/system/memory/soft_offline_page")
+                    .exists() =>
+            {
+                Err("EINVAL: no CONFIG_MEMORY_FAILURE".into())
+            }
+            (-1, Some(e)) if [libc::EIO, libc::EBUSY].contains(&e) => s
+                .unchanged()
+                .map(|n| format!("{}; {n}", errno_name(&std::io::Error::from_raw_os_error(e)))),
+            _ => Err(format!("madvise: {rc} ({e:?})")),
+        },
+    );
+}
+
+fn main() -> ExitCode {
+    userspace_tests::help!();
+    let mut r = Report::new(BIN, "test");
+    let Some(topo) = userspace_tests::tierkit_ready(&mut r) else {
+        return r.finish();
+    };
+    let _movable = MovableGigantic::enable();
+    let first = topo.memory.first().copied().unwrap_or(0);
+    let last = topo.memory.last().copied().unwrap_or(0);
+    let Some(s) = Subjects::new(&mut r, last, first) else {
+        r.fail("the subjects", "could not map them");
+        return r.finish();
+    };
+    numa_balancing(&mut r, &s);
+    thp(&mut r, &s);
+    ksm(&mut r, &s);
+    userfaultfd(&mut r, &s);
+    compaction(&mut r, &s, first);
+    damon(&mut r, &s, first);
+    soft_offline(&mut r, &s);
+    let _ = sys::PAGE_SIZE;
+    r.finish()
+}
