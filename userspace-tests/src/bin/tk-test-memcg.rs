@@ -8,6 +8,9 @@
 //!   `__GFP_RETRY_MAYFAIL`, so the charge fails instead of the memcg OOM
 //!   killer running); no task is killed (`oom_kill` in `memory.events`
 //!   stays 0) and nothing stays charged.
+//! - Gigantic ranges are charged to no cgroup (they need CAP_SYS_ADMIN;
+//!   `alloc_contig_pages()` cannot charge): a mapped GiB leaves
+//!   `memory.current` within 16 MiB of where it was.
 //! - Offline keeps the owner's charge (where a node's memory is
 //!   `ZONE_MOVABLE`, as the cxl topology's CXL node): an owner in one
 //!   cgroup maps 16 MiB on that node; an offliner in a cgroup with
@@ -209,6 +212,57 @@ fn bounded(r: &mut Report, nid: u32) {
     r.check_note(&format!("node {nid}: mapping 128 MiB in a cgroup with memory.max 64 MiB is ENOMEM, nobody is OOM-killed"), res);
 }
 
+/// A gigantic GiB (CAP_SYS_ADMIN) is charged to no cgroup.
+fn gigantic_uncharged(r: &mut Report, nid: u32) {
+    let name = format!("node {nid}: a mapped gigantic GiB is charged to no cgroup");
+    let res = (|| -> Result<String, String> {
+        let cg = Cg::new("tk-owner")?;
+        let base = cg.current()?;
+        let exit = vma::fork_run(|| {
+            if !cg.join() {
+                return 2;
+            }
+            let Ok(tk) = Tierkit::gigantic_on(nid) else {
+                return 3;
+            };
+            let Ok(m) = userspace_tests::sys::Mapping::new(1 << 30, libc::MAP_SHARED, tk.fd(), 0)
+            else {
+                return 4;
+            };
+            // SAFETY: our mapping; the first touch happens in a child.
+            if unsafe { vma::make_gigantic(m.as_ptr(), 1 << 30) }.is_err() {
+                return 12;
+            }
+            // SAFETY: made: maps the PUD here.
+            unsafe { std::ptr::write_volatile(m.as_ptr(), 1) };
+            let Ok(cur) = cg.current() else { return 5 };
+            if cur > base + 16 * MIB {
+                return 6;
+            }
+            0
+        })
+        .map_err(|e| e.to_string())?;
+        match exit {
+            Exit::Code(0) => Ok(format!(
+                "memory.current stayed within 16 MiB of {} MiB",
+                base / MIB
+            )),
+            Exit::Code(12) => Err("no free aligned GiB on the node (skip)".into()),
+            e => Err(format!(
+                "the child: {e} (6: memory.current grew by more than 16 MiB)"
+            )),
+        }
+    })();
+    match res {
+        Err(e) if e.ends_with("(skip)") => {
+            r.skip(&name, e);
+        }
+        res => {
+            r.check_note(&name, res);
+        }
+    }
+}
+
 /// The owner's pages on `nid` go offline by an offliner in a tight cgroup.
 fn offline_keeps_charge(r: &mut Report, nid: u32) {
     let name = format!(
@@ -337,6 +391,7 @@ fn main() -> ExitCode {
     let first = topo.memory.first().copied().unwrap_or(0);
     charged(&mut r, first);
     bounded(&mut r, first);
+    gigantic_uncharged(&mut r, first);
     let movable: Vec<u32> = topo
         .memory
         .iter()
