@@ -32,9 +32,13 @@ pub(crate) use placement::{CpuSet, Placement};
 pub(crate) use range::{movable_range_in, GiganticRange};
 
 use crate::chunks::{self, AutoThreads, PAGE_BYTES};
+use crate::interleave::MAX_NUMNODES;
 use crate::shim;
 use crate::uapi;
-use kernel::prelude::*;
+use kernel::{
+    prelude::*,
+    sync::atomic::{Atomic, Relaxed},
+};
 
 /// Pages of the probe slice that `auto` clears with 1, 2, ... workers:
 /// 64 MiB, or the whole range if it is smaller.
@@ -43,7 +47,8 @@ pub(crate) const AUTO_PROBE_PAGES: u64 = 16384;
 /// How many workers to use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Threads {
-    /// Probe: add workers while bandwidth rises (see [`AutoThreads`]).
+    /// Probe: add workers while bandwidth rises (see [`AutoThreads`]),
+    /// once per node and placement (see [`AUTO_CHOICE`]).
     Auto,
     /// Exactly this many, 1..=eligible CPUs.
     Fixed(u32),
@@ -131,9 +136,51 @@ fn resolve(range: &mut GiganticRange, params: &ClearParams) -> Result<(CpuSet, u
             );
             return Err(EINVAL);
         }
-        Threads::Auto => probe_threads(range, &set, params.chunk_pages)?,
+        Threads::Auto => auto_threads(range, &set, params)?,
     };
     Ok((set, n))
+}
+
+/// Placements per node in [`AUTO_CHOICE`].
+const PLACEMENTS: usize = 3;
+
+/// The `auto` worker count found for each (node, placement), as
+/// `(eligible CPUs << 16) | count`; 0 until measured. The answer depends
+/// on the memory and the CPUs, not on the clear: it is measured by the
+/// first `auto` clear of a node and placement, and again when the
+/// placement's number of eligible CPUs changed (CPU hotplug) or the node
+/// gained or lost memory ([`forget_auto`], from the node notifier).
+static AUTO_CHOICE: [Atomic<u32>; MAX_NUMNODES * PLACEMENTS] =
+    [const { Atomic::new(0) }; MAX_NUMNODES * PLACEMENTS];
+
+fn auto_slot(nid: usize, placement: Placement) -> Option<&'static Atomic<u32>> {
+    AUTO_CHOICE.get(nid * PLACEMENTS + placement.to_uapi() as usize)
+}
+
+/// Forgets the `auto` worker counts of node `nid` (its memory changed).
+pub(crate) fn forget_auto(nid: usize) {
+    for i in 0..PLACEMENTS {
+        if let Some(slot) = AUTO_CHOICE.get(nid * PLACEMENTS + i) {
+            slot.store(0, Relaxed);
+        }
+    }
+}
+
+/// The `auto` worker count for `range` and `set`: the one measured for
+/// this node and placement, or measured now with [`probe_threads`].
+fn auto_threads(range: &mut GiganticRange, set: &CpuSet, params: &ClearParams) -> Result<u32> {
+    let key = set.len() << 16;
+    let slot = auto_slot(range.nid(), params.placement);
+    if let Some(v) = slot.map(|s| s.load(Relaxed)) {
+        if v != 0 && v & !0xffff == key && (v & 0xffff) <= set.len() {
+            return Ok(v & 0xffff);
+        }
+    }
+    let n = probe_threads(range, set, params.chunk_pages)?;
+    if let Some(s) = slot {
+        s.store(key | n, Relaxed);
+    }
+    Ok(n)
 }
 
 /// The `auto` thread count for `set`: clears the first

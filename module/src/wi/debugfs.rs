@@ -260,6 +260,8 @@ pub(crate) unsafe extern "C" fn node_event(ctx: *mut c_void, nid: c_int, added: 
     let Ok(nid) = usize::try_from(nid) else {
         return;
     };
+    // The clearing workers' best count depends on the node's memory.
+    crate::clear::forget_auto(nid);
     if added {
         if let Err(e) = files.add_node(nid) {
             pr_err!("failed to add weight file for node{}: {:?}\n", nid, e);
