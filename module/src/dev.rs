@@ -560,7 +560,9 @@ impl MiscDevice for TkFile {
             let raw = placed.raw_pages();
             insert_all(mixed, start, raw.len(), |k| raw.get(k).copied())?;
             // SAFETY: each page is one `placed` holds.
-            let movable = raw.iter().any(|&p| unsafe { shim::tk_page_in_movable_zone(p) });
+            let movable = raw
+                .iter()
+                .any(|&p| unsafe { shim::tk_page_in_movable_zone(p) });
             st.nr_pages += placed.len();
             let backing = Backing::new(
                 &me.wi,

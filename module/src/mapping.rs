@@ -419,7 +419,8 @@ unsafe extern "C" fn tk_gigantic_fault(
             if unsafe { shim::tk_fatal_signal_pending() } {
                 pr_debug!("gigantic fault at file page {:#x}: killed\n", pgoff);
             } else {
-                pr_warn!(
+                crate::ratelimit::ratelimited!(
+                    pr_warn,
                     "gigantic fault at file page {:#x} failed ({:?}): SIGBUS\n",
                     pgoff,
                     e
@@ -460,7 +461,7 @@ unsafe extern "C" fn tk_gigantic_pte_page(
         return ret;
     }
     if !b.pte_noted.xchg(true, Relaxed) {
-        pr_info!(
+        crate::ratelimit::ratelimited!(pr_info,
             "gigantic mapping: GiB at file page {:#x} mapped with 4 KiB pages at {:#x} (THP disabled for the task or the vma, or a PMD table already in its PUD slot)\n",
             first,
             addr
@@ -574,7 +575,8 @@ unsafe extern "C" fn memory_event(
     // SAFETY: see the function's safety section.
     let wi = unsafe { &*ctx.cast::<Wi>() };
     // Ready ranges of the pool are nobody's yet: give them back first.
-    wi.pool.release_in(start_pfn as u64, (start_pfn + nr_pages) as u64);
+    wi.pool
+        .release_in(start_pfn as u64, (start_pfn + nr_pages) as u64);
     match wi.mappings.going_offline(start_pfn as u64, nr_pages as u64) {
         Ok(()) => 0,
         Err(e) => e.to_errno(),

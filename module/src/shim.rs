@@ -291,7 +291,8 @@ extern "C" {
     /// Registers a NUMA-aware shrinker that calls `tk_pool_count(ctx, nid)`
     /// and `tk_pool_scan(ctx, nid, nr)`; NULL on failure. `ctx` must
     /// outlive the shrinker (freed with [`tk_pool_shrinker_free`]).
-    pub(crate) fn tk_pool_shrinker_register(ctx: *mut core::ffi::c_void) -> *mut bindings::shrinker;
+    pub(crate) fn tk_pool_shrinker_register(ctx: *mut core::ffi::c_void)
+        -> *mut bindings::shrinker;
     /// `shrinker_free(s)`: unregisters it and waits for callbacks in
     /// flight. `s` must come from [`tk_pool_shrinker_register`].
     pub(crate) fn tk_pool_shrinker_free(s: *mut bindings::shrinker);

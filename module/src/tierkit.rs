@@ -35,6 +35,7 @@ mod clear;
 mod debugfs;
 mod dev;
 mod mapping;
+mod ratelimit;
 mod shim;
 mod sync;
 mod wi;

@@ -307,7 +307,8 @@ pub(crate) unsafe fn clear_range(
         return Err(Error::from_errno(err));
     }
     if report.pages() != nr_pages {
-        pr_err!(
+        crate::ratelimit::ratelimited!(
+            pr_err,
             "clear: workers cleared {} of {} pages\n",
             report.pages(),
             nr_pages

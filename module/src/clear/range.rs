@@ -94,7 +94,8 @@ fn movable_register(pfn: u64, nr_pages: u64) -> Result<usize> {
             return Ok(i);
         }
     }
-    pr_err!(
+    crate::ratelimit::ratelimited!(
+        pr_err,
         "clear: more than {} ranges taken with movable_gigantic at once\n",
         MAX_MOVABLE_RANGES
     );
@@ -242,14 +243,15 @@ impl GiganticRange {
             }
             // SAFETY: the shim range-checks `nid`.
             if !movable && unsafe { shim::tk_node_has_movable(nid as c_int) } {
-                pr_err!(
+                crate::ratelimit::ratelimited!(pr_err,
                     "clear: no free naturally aligned {} MiB range in node {}'s kernel zones; its ZONE_MOVABLE memory is used only with 'echo 1 > /sys/kernel/debug/tierkit/movable_gigantic'\n",
                     (nr_pages * PAGE_BYTES) >> 20,
                     nid
                 );
                 return Err(ENOMEM);
             }
-            pr_err!(
+            crate::ratelimit::ratelimited!(
+                pr_err,
                 "clear: no free naturally aligned {} MiB range on node {}\n",
                 (nr_pages * PAGE_BYTES) >> 20,
                 nid
@@ -273,7 +275,8 @@ impl GiganticRange {
             unsafe { shim::tk_free_contig(first.as_ptr(), nr_pages as c_ulong) }
         };
         if nid_first != nid as c_int || nid_last != nid as c_int {
-            pr_err!(
+            crate::ratelimit::ratelimited!(
+                pr_err,
                 "clear: asked node {}, got pages of nodes {}..{}\n",
                 nid,
                 nid_first,
@@ -283,7 +286,11 @@ impl GiganticRange {
             return Err(ENOMEM);
         }
         let Some(base) = NonNull::new(base.cast::<u8>()) else {
-            pr_err!("clear: range on node {} is not in the direct map\n", nid);
+            crate::ratelimit::ratelimited!(
+                pr_err,
+                "clear: range on node {} is not in the direct map\n",
+                nid
+            );
             free();
             return Err(EINVAL);
         };
