@@ -2,6 +2,9 @@
 # Build tierkit.ko without xtask against a configured and built kernel tree:
 #
 #   make KDIR=/path/to/linux                   # -> module/tierkit.ko
+#   make KDIR=/path/to/linux TIERKIT_TEST=1    # with the test interfaces the
+#                                              # userspace tests use (TK_IOC_WALK,
+#                                              # TK_IOC_PAGE_REFS, debugfs test/)
 #   make KDIR=/path/to/linux rust-analyzer     # -> module/rust-project.json
 #   make KDIR=/path/to/linux clean
 #

@@ -393,6 +393,8 @@ unsafe extern "C" fn tk_file_gigantic(private: *mut c_void) -> bool {
 }
 
 /// `TK_IOC_WALK`: what maps an address of the caller (see `TkWalk`).
+/// Test builds only (`TIERKIT_TEST=1`).
+#[cfg(tierkit_test)]
 /// Independent of the file's state. Needs `CAP_SYS_ADMIN` (pfns).
 fn walk(arg: usize) -> Result<isize> {
     require_sys_admin()?;
@@ -416,6 +418,8 @@ fn walk(arg: usize) -> Result<isize> {
 }
 
 /// `TK_IOC_PAGE_REFS`: who holds the folio of a pfn (see `TkPageRefs`).
+/// Test builds only (`TIERKIT_TEST=1`).
+#[cfg(tierkit_test)]
 /// Independent of the file's state. Needs `CAP_SYS_ADMIN` (pfns).
 fn page_refs(arg: usize) -> Result<isize> {
     require_sys_admin()?;
@@ -497,7 +501,9 @@ impl MiscDevice for TkFile {
             uapi::TK_IOC_BULK => me.bulk(arg),
             uapi::TK_IOC_SET_GIGANTIC => me.set_gigantic(arg),
             uapi::TK_IOC_CLEAR_BENCH => clear_bench(arg),
+            #[cfg(tierkit_test)]
             uapi::TK_IOC_WALK => walk(arg),
+            #[cfg(tierkit_test)]
             uapi::TK_IOC_PAGE_REFS => page_refs(arg),
             _ => Err(ENOTTY),
         }

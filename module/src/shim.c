@@ -797,6 +797,7 @@ void tk_vma_set_gigantic(struct vm_area_struct *vma, void *backing, bool movable
 	vma->vm_private_data = backing;
 }
 
+#ifdef TIERKIT_TEST
 /*
  * What maps @addr in current's page tables, for tests: TK_WALK_* level,
  * and for a PUD or PMD leaf the pfn of the 4 KiB page at @addr and its
@@ -898,6 +899,8 @@ int tk_page_refs(unsigned long pfn, int *refcount, int *mapcount,
 		*flags |= TK_PAGE_ANON;
 	return 0;
 }
+
+#endif /* TIERKIT_TEST */
 
 /* --- the pre-cleared gigantic pool (module/src/clear/ready.rs) ---------- */
 

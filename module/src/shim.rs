@@ -245,10 +245,12 @@ extern "C" {
     /// `addr` and its node (-1 if none) in `pfn` and `nid`; `-EFAULT` if
     /// no vma covers `addr`, `-EINTR` on a fatal signal. Process context;
     /// takes the mmap lock for reading.
+    #[cfg(tierkit_test)]
     pub(crate) fn tk_walk(addr: c_ulong, pfn: *mut c_ulong, nid: *mut c_int) -> c_int;
     /// Who holds the folio of `pfn` (`TK_IOC_PAGE_REFS`): fills every out
     /// argument; 0, or `-EINVAL` if `pfn` has no struct page. All
     /// pointers must be valid for writes. Any context.
+    #[cfg(tierkit_test)]
     pub(crate) fn tk_page_refs(
         pfn: c_ulong,
         refcount: *mut c_int,

@@ -64,7 +64,9 @@ struct TierKit {
     _mem_notifier: mapping::MemoryNotifier,
     _wi_files: Pin<KBox<wi::debugfs::WiFiles>>,
     _movable_gigantic: debugfs::DebugfsFile<()>,
+    #[cfg(tierkit_test)]
     _register_delay: debugfs::DebugfsFile<()>,
+    #[cfg(tierkit_test)]
     _test_dir: debugfs::DebugfsDir,
     _dev: Pin<KBox<dev::TkDevice>>,
     _debugfs: debugfs::DebugfsDir,
@@ -77,12 +79,14 @@ fn movable_gigantic_show(_: &(), f: &mut kernel::fmt::Formatter<'_>) -> kernel::
 }
 
 /// `test/movable_register_delay_ms` read: the delay in decimal.
+#[cfg(tierkit_test)]
 fn register_delay_show(_: &(), f: &mut kernel::fmt::Formatter<'_>) -> kernel::fmt::Result {
     let ms = clear::range::MOVABLE_REGISTER_DELAY_MS.load(kernel::sync::atomic::Relaxed);
     writeln!(f, "{}", ms)
 }
 
 /// `test/movable_register_delay_ms` write: 0..=10000.
+#[cfg(tierkit_test)]
 fn register_delay_store(_: &(), buf: &[u8]) -> Result {
     let s = core::str::from_utf8(buf).map_err(|_| EINVAL)?.trim();
     let ms: u32 = s.parse().map_err(|_| EINVAL)?;
@@ -118,7 +122,9 @@ impl kernel::Module for TierKit {
             movable_gigantic_show,
             Some(movable_gigantic_store),
         )?;
+        #[cfg(tierkit_test)]
         let test_dir = debugfs::DebugfsDir::new(c"test", Some(&debugfs))?;
+        #[cfg(tierkit_test)]
         let register_delay = test_dir.file(
             c"movable_register_delay_ms",
             0o600,
@@ -149,7 +155,9 @@ impl kernel::Module for TierKit {
             _mem_notifier: mem_notifier,
             _wi_files: wi_files,
             _movable_gigantic: movable_gigantic,
+            #[cfg(tierkit_test)]
             _register_delay: register_delay,
+            #[cfg(tierkit_test)]
             _test_dir: test_dir,
             _dev: dev,
             _debugfs: debugfs,

@@ -29,6 +29,9 @@ pub fn make_command(kernel: &KernelBuild) -> Command {
         .arg(&kernel.out_dir)
         .arg(format!("M={}", util::repo_root().join("module").display()))
         .args(["LLVM=1", "ARCH=x86_64"])
+        // The test interfaces (TK_IOC_WALK, TK_IOC_PAGE_REFS, debugfs
+        // test/): the guests' tests use them; a plain `make` leaves them out.
+        .arg("TIERKIT_TEST=1")
         .args(kernel.profile.module_make_args())
         .arg(format!("-j{}", util::nproc()));
     cmd
