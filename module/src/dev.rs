@@ -18,7 +18,7 @@ use crate::wi::{pages, Mode, Policy, Stats, Wi, FILE_GIGANTIC, FILE_PAGES};
 use kernel::{
     bindings, container_of,
     error::to_result,
-    ffi::{c_int, c_uint, c_ulong, c_void},
+    ffi::{c_int, c_ulong, c_void},
     fs::File,
     miscdevice::{MiscDevice, MiscDeviceOptions, MiscDeviceRegistration},
     mm::virt::{flags as vm_flags, VmaMixedMap, VmaNew},
@@ -428,7 +428,7 @@ fn page_refs(arg: usize) -> Result<isize> {
     let mut p: TkPageRefs = reader.read()?;
     let pfn = c_ulong::try_from(p.pfn).map_err(|_| EINVAL)?;
     let (mut refcount, mut mapcount, mut nid): (c_int, c_int, c_int) = (0, 0, -1);
-    let (mut order, mut flags): (c_uint, c_uint) = (0, 0);
+    let (mut order, mut flags): (kernel::ffi::c_uint, kernel::ffi::c_uint) = (0, 0);
     // SAFETY: every pointer is to a local, valid for writes.
     let ret = unsafe {
         shim::tk_page_refs(
