@@ -10,8 +10,9 @@
 //! (pfn and node unchanged), the data intact, tierkit's holdings as before.
 //!
 //! - NUMA balancing on (`kernel.numa_balancing=1`, fast scanning): a
-//!   task on the CPU node touches the mappings for 4 s; the scanner runs
-//!   (`numa_pte_updates` grows, from an anonymous control mapping) but
+//!   task on the CPU node touches the mappings for 5 s; the scanner runs
+//!   (`numa_pte_updates` grows, from an anonymous control mapping on the
+//!   memory-only node) but
 //!   skips tierkit's vmas (VM_MIXEDMAP): nothing moves.
 //! - THP: `MADV_HUGEPAGE` is accepted, `MADV_COLLAPSE` is `EINVAL`;
 //!   khugepaged scanning fast for 2 s changes nothing.
@@ -125,6 +126,11 @@ impl Subjects {
 
     /// Everything where it was.
     fn unchanged(&self) -> Result<String, String> {
+        self.unchanged_since(&self.held)
+    }
+
+    /// Everything where it was, with tierkit's stats as in `held`.
+    fn unchanged_since(&self, held: &Option<Vec<tk::NodeStats>>) -> Result<String, String> {
         let now = memblock::pagemap_pfns(self.small.addr(), PAGES).map_err(|e| e.to_string())?;
         if let Some(i) = (0..PAGES).find(|&i| now[i] != self.pfns[i]) {
             return Err(format!(
@@ -149,8 +155,9 @@ impl Subjects {
                 ));
             }
         }
-        if tk::read_stats() != self.held {
-            return Err("tierkit's stats changed".into());
+        let now = tk::read_stats();
+        if &now != held {
+            return Err(format!("tierkit's stats changed: {held:?} -> {now:?}"));
         }
         let _ = &self.small_tk;
         Ok(format!(
@@ -209,18 +216,30 @@ fn numa_balancing(r: &mut Report, s: &Subjects) {
         return;
     };
     let dbg = "/sys/kernel/debug/sched/numa_balancing";
+    // A small scan size makes the period short for a small task
+    // (task_scan_min(): its floor is 1 s divided by RSS / scan size).
     let _k: Vec<Option<Knob>> = [
         ("scan_delay_ms", "0"),
         ("scan_period_min_ms", "100"),
         ("scan_period_max_ms", "200"),
+        ("scan_size_mb", "1"),
     ]
     .iter()
     .map(|(f, v)| Knob::set(&format!("{dbg}/{f}"), v))
     .collect();
+    // The control: anonymous pages on the memory-only node, which the
+    // scanner does mark (it skips pages already on the node a
+    // single-threaded task runs on).
     let anon = Mapping::anon(8 << 20).ok();
+    if let Some(a) = &anon {
+        if sys::set_mempolicy(sys::MPOL_BIND, 1 << s.small_nid).is_ok() {
+            a.touch_pages();
+            let _ = sys::set_mempolicy(sys::MPOL_DEFAULT, 0);
+        }
+    }
     let before = vmstat("numa_pte_updates");
     let res = s
-        .touch_for(Duration::from_secs(4), anon.as_ref())
+        .touch_for(Duration::from_secs(5), anon.as_ref())
         .and_then(|()| s.unchanged());
     let after = vmstat("numa_pte_updates");
     match (res, before, after) {
@@ -237,7 +256,7 @@ fn numa_balancing(r: &mut Report, s: &Subjects) {
             r.skip(
                 WHAT,
                 format!(
-                    "{n}, but the scanner did not run in 4 s (numa_pte_updates {b:?} -> {a:?})"
+                    "{n}, but the scanner did not run in 5 s (numa_pte_updates {b:?} -> {a:?})"
                 ),
             );
         }
@@ -357,6 +376,8 @@ fn compaction(r: &mut Report, s: &Subjects, pool_nid: u32) {
     } else {
         None
     };
+    // The pool's range counts in the stats from here on.
+    let held = tk::read_stats();
     if fs::write("/proc/sys/vm/compact_memory", "1").is_err() {
         r.skip(WHAT, "no vm.compact_memory (CONFIG_COMPACTION)");
         return;
@@ -369,9 +390,9 @@ fn compaction(r: &mut Report, s: &Subjects, pool_nid: u32) {
     r.check_note(
         WHAT,
         match (&target, ready) {
-            (Some(_), Some((_, 1))) | (None, _) => {
-                s.unchanged().map(|n| format!("{n}; pool ready {ready:?}"))
-            }
+            (Some(_), Some((_, 1))) | (None, _) => s
+                .unchanged_since(&held)
+                .map(|n| format!("{n}; pool (target, ready) {ready:?}")),
             (Some(_), other) => Err(format!("pool (target, ready) after compaction: {other:?}")),
         },
     );
