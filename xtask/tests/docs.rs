@@ -1,7 +1,8 @@
 //! The documentation's shape: README.md stays short and names the two main
 //! commands, and every relative Markdown link in README.md, ARCHITECTURE.md
 //! and Documentation/**/*.md points at a file that exists (and, with
-//! `#anchor`, at a heading of it, by GitHub's slug rules).
+//! `#anchor`, at a heading of it, by GitHub's slug rules); every ```c
+//! example compiles (cc, warnings as errors) against the uapi header.
 //!
 //! Host only, no guest: `cargo test -p xtask --test docs`.
 
@@ -391,4 +392,80 @@ fn the_check_fails_on_broken_links() {
     );
     let errors = broken_links(&s.0);
     assert!(errors.is_empty(), "{errors:#?}");
+}
+
+/// The ```c blocks of the documentation, with the file and line each
+/// starts at.
+fn c_examples(root: &Path) -> Vec<(PathBuf, usize, String)> {
+    let mut out = Vec::new();
+    for rel in doc_files(root) {
+        let Ok(text) = fs::read_to_string(root.join(&rel)) else {
+            continue;
+        };
+        let mut block: Option<(usize, String)> = None;
+        for (i, line) in text.lines().enumerate() {
+            match &mut block {
+                None if line.trim_start() == "```c" => block = Some((i + 2, String::new())),
+                Some((start, code)) if line.trim_start() == "```" => {
+                    out.push((rel.clone(), *start, std::mem::take(code)));
+                    block = None;
+                }
+                Some((_, code)) => {
+                    code.push_str(line);
+                    code.push('\n');
+                }
+                None => {}
+            }
+        }
+    }
+    out
+}
+
+/// Compiles `code` as a C program from the repository's top (`-I.`, so
+/// `#include "include/uapi/linux/tierkit.h"` resolves) with warnings as
+/// errors; `Err` carries the compiler's output.
+fn compile_c(root: &Path, code: &str, tag: &str) -> Result<(), String> {
+    let dir = std::env::temp_dir().join(format!("tierkit-doc-c-{}-{tag}", std::process::id()));
+    fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let src = dir.join("example.c");
+    fs::write(&src, code).map_err(|e| e.to_string())?;
+    let out = std::process::Command::new("cc")
+        .current_dir(root)
+        .args(["-std=gnu11", "-Wall", "-Wextra", "-Werror", "-I."])
+        .arg("-o")
+        .arg(dir.join("example"))
+        .arg(&src)
+        .output()
+        .map_err(|e| format!("cc: {e}"))?;
+    let _ = fs::remove_dir_all(&dir);
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).into_owned())
+    }
+}
+
+#[test]
+fn every_c_example_compiles() {
+    let root = repo_root();
+    let examples = c_examples(&root);
+    assert!(!examples.is_empty(), "no ```c block in the documentation");
+    for (i, (file, line, code)) in examples.iter().enumerate() {
+        if let Err(e) = compile_c(&root, code, &i.to_string()) {
+            panic!(
+                "{}:{line}: the C example does not compile:\n{e}",
+                file.display()
+            );
+        }
+    }
+}
+
+#[test]
+fn a_broken_c_example_fails() {
+    let root = repo_root();
+    // Statements at file scope, as a fragment would have.
+    let frag = "#include \"include/uapi/linux/tierkit.h\"\nstruct tk_policy p;\nioctl(0, TK_IOC_SET_POLICY, &p);\n";
+    assert!(compile_c(&root, frag, "broken").is_err());
+    let ok = "#include \"include/uapi/linux/tierkit.h\"\nint main(void) { struct tk_policy p = { 0 }; return (int)p.mode; }\n";
+    assert_eq!(compile_c(&root, ok, "ok"), Ok(()));
 }
