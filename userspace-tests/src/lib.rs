@@ -538,7 +538,7 @@ pub fn init_on_alloc() -> Option<bool> {
     let cmdline = std::fs::read_to_string("/proc/cmdline").ok()?;
     cmdline
         .split_whitespace()
-        .filter_map(|w| w.strip_prefix("init_on_alloc="))
-        .last()
+        .rev()
+        .find_map(|w| w.strip_prefix("init_on_alloc="))
         .map(|v| matches!(v, "1" | "y" | "Y" | "on"))
 }
