@@ -55,8 +55,9 @@ enum Cmd {
     /// Fetch, configure and build the kernel (cached); print its KDIR.
     Kernel(KernelArgs),
     /// Build the module against the cached kernel (in module/, copied to
-    /// target/tierkit/tierkit-<kernel key>.ko).
-    Module(KernelArgs),
+    /// target/tierkit/tierkit-<kernel key>.ko), or with --kdir against an
+    /// installed kernel's headers (a distribution kernel).
+    Module(ModuleArgs),
     /// Build everything the guest needs (kernel, module, guest binaries,
     /// initramfs) without booting.
     Build(KernelArgs),
@@ -140,6 +141,20 @@ impl KernelArgs {
 }
 
 #[derive(Args, Clone)]
+pub(crate) struct ModuleArgs {
+    #[command(flatten)]
+    pub(crate) kernel: KernelArgs,
+    /// Build against this installed kernel's headers instead, e.g.
+    /// /lib/modules/$(uname -r)/build (Debian: linux-headers-$(uname -r)).
+    /// A tree without the kernel's Rust metadata (Debian ships none) gets
+    /// it rebuilt once from Debian's linux-source-7.3 with Debian's own
+    /// toolchain in a private trixie root (cached in ~/.cache/tierkit);
+    /// the module goes to target/tierkit/tierkit-<release>-<config hash>.ko.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["kernel_src", "profile"])]
+    pub(crate) kdir: Option<PathBuf>,
+}
+
+#[derive(Args, Clone)]
 pub(crate) struct GuestArgs {
     #[command(flatten)]
     pub(crate) kernel: KernelArgs,
@@ -211,6 +226,19 @@ pub(crate) struct GuestArgs {
     /// unless this is given]
     #[arg(long, value_enum, value_name = "ZONE")]
     pub(crate) cxl_online: Option<qemu::CxlOnline>,
+    /// The guest kernel: `tierkit` (tierkit's own, built from Debian's
+    /// linux-source-7.3 with kconfig/*.config) or `debian` (Debian's
+    /// linux-image-7.3.4+deb13-amd64 as shipped, fetched through the
+    /// private apt configuration; tierkit.ko is built against its headers
+    /// as `module --kdir` does). Debian's kernel has KUnit off: `test`
+    /// runs the userspace tests there and says so.
+    #[arg(
+        long = "kernel",
+        value_enum,
+        value_name = "KERNEL",
+        default_value = "tierkit"
+    )]
+    pub(crate) kernel_kind: profile::KernelKind,
 }
 
 #[derive(Args, Clone)]
@@ -389,7 +417,13 @@ fn validate(cli: &Cli, host: &Host) -> std::result::Result<(), String> {
     let one_line = |e: anyhow::Error| e.to_string().lines().collect::<Vec<_>>().join(" ");
     let kernel = match &cli.cmd {
         Cmd::Setup { .. } => return Ok(()),
-        Cmd::Kernel(k) | Cmd::Module(k) | Cmd::Build(k) => k,
+        Cmd::Module(m) => {
+            if let Some(dir) = &m.kdir {
+                return crate::kdir::inspect(dir).map(|_| ()).map_err(one_line);
+            }
+            &m.kernel
+        }
+        Cmd::Kernel(k) | Cmd::Build(k) => k,
         Cmd::Run(r) => &r.guest.kernel,
         Cmd::Test(t) => &t.guest.kernel,
         Cmd::Bench(b) => &b.guest.kernel,
@@ -487,7 +521,14 @@ fn real_main(cli: Cli) -> Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Cmd::Module(k) => {
+        Cmd::Module(ModuleArgs {
+            kdir: Some(dir), ..
+        }) => {
+            let ko = crate::kdir::cmd_module(&dir)?;
+            println!("{}", ko.display());
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::Module(ModuleArgs { kernel: k, .. }) => {
             setup::ensure()?;
             for p in k.profiles() {
                 let kb = kernel::ensure(k.kernel_src.as_deref(), k.fresh_config, p)?;
@@ -499,7 +540,7 @@ fn real_main(cli: Cli) -> Result<ExitCode> {
         Cmd::Build(k) => {
             setup::ensure()?;
             for p in k.profiles() {
-                let b = build_all(&k, p, &util::out_dir())?;
+                let b = build_all(&k, p, profile::KernelKind::Tierkit, &util::out_dir())?;
                 say!(
                     "initramfs ({p} profile): {} ({} KiB)",
                     b.initramfs.path.display(),

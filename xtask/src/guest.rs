@@ -25,10 +25,20 @@ pub(crate) struct Built {
 }
 
 /// Builds everything for `profile`; the initramfs goes to `dir`.
-pub(crate) fn build_all(k: &KernelArgs, profile: profile::Profile, dir: &Path) -> Result<Built> {
+pub(crate) fn build_all(
+    k: &KernelArgs,
+    profile: profile::Profile,
+    which: profile::KernelKind,
+    dir: &Path,
+) -> Result<Built> {
     let mut times = Vec::new();
     let t = Timer::start();
-    let kb = kernel::ensure(k.kernel_src.as_deref(), k.fresh_config, profile)?;
+    let kb = match which {
+        profile::KernelKind::Tierkit => {
+            kernel::ensure(k.kernel_src.as_deref(), k.fresh_config, profile)?
+        }
+        profile::KernelKind::Debian => kernel::ensure_debian()?,
+    };
     times.push(("kernel", t.elapsed()));
     let t = Timer::start();
     let m = module::build(&kb)?;
@@ -48,7 +58,12 @@ pub(crate) fn build_all(k: &KernelArgs, profile: profile::Profile, dir: &Path) -
             .join(" ")
     );
     std::fs::create_dir_all(dir)?;
-    let ir = initramfs::build(dir, &info, &m, &bins)?;
+    // Debian's CXL, DAX and kmem drivers are modules: /init loads them.
+    let extra = match &kb.debian {
+        Some(d) => crate::debian::cxl_modules(d)?,
+        None => Vec::new(),
+    };
+    let ir = initramfs::build(dir, &info, &m, &bins, &extra)?;
     times.push(("initramfs", t.elapsed()));
     Ok(Built {
         kernel: kb,
@@ -62,6 +77,8 @@ pub(crate) struct GuestRequest {
     pub mode: Mode,
     pub profile: profile::Profile,
     pub kind: TopologyKind,
+    /// `--kernel`.
+    pub kernel: profile::KernelKind,
     /// Run the module's KUnit suites at insmod.
     pub kunit: bool,
     pub cxl_online: qemu::CxlOnline,
@@ -98,7 +115,9 @@ impl GuestRequest {
             mode,
             profile,
             kind,
-            kunit,
+            kernel: g.kernel_kind,
+            // Debian's kernel has no KUnit: its suites cannot run there.
+            kunit: kunit && g.kernel_kind.has_kunit(),
             cxl_online: g.cxl_online.unwrap_or(qemu::CxlOnline::Movable),
             cxl_interleave: g.cxl_interleave,
             filter: runs::Filter::both(g.filter.as_deref()),
@@ -197,10 +216,17 @@ pub(crate) fn plan(
     default_timeout *= req.profile.timeout_factor();
     Ok(qemu::GuestConfig {
         topology,
-        cpu_model: g
-            .cpu_model
-            .clone()
-            .unwrap_or_else(|| kind.spec().cpu_model.to_string()),
+        cpu_model: {
+            let m = g
+                .cpu_model
+                .clone()
+                .unwrap_or_else(|| kind.spec().cpu_model.to_string());
+            if kind.spec().cxl && !m.contains("hypervisor=") {
+                format!("{m}{}", req.kernel.cxl_cpu_flags())
+            } else {
+                m
+            }
+        },
         accel,
         mode: req.mode.clone(),
         kunit: req.kunit,
@@ -209,6 +235,7 @@ pub(crate) fn plan(
         timeout: Duration::from_secs(g.timeout.unwrap_or(default_timeout)),
         profile: req.profile,
         cxl_online: req.cxl_online,
+        kernel: req.kernel,
     })
 }
 
@@ -278,6 +305,7 @@ pub(crate) fn guest_cmd(g: &GuestArgs, req: GuestRequest) -> Result<GuestResult>
         mode,
         profile,
         kind,
+        kernel: which,
         kunit,
         filter,
         host,
@@ -302,10 +330,11 @@ pub(crate) fn guest_cmd(g: &GuestArgs, req: GuestRequest) -> Result<GuestResult>
         }
     }
     let run_dir = util::out_dir().join(format!(
-        "{}-{}{}",
+        "{}-{}{}{}",
         mode.as_param(),
         dir_name.unwrap_or(kind.name()),
-        profile.suffix()
+        profile.suffix(),
+        which.suffix()
     ));
     std::fs::create_dir_all(&run_dir)?;
     // Two boots of the same mode and topology would write the same logs.
@@ -319,14 +348,15 @@ pub(crate) fn guest_cmd(g: &GuestArgs, req: GuestRequest) -> Result<GuestResult>
     ] {
         let _ = std::fs::remove_file(run_dir.join(stale));
     }
-    let b = build_all(&g.kernel, profile, &run_dir)?;
+    let b = build_all(&g.kernel, profile, which, &run_dir)?;
     say!(
-        "booting {} with {} ({:?}, -cpu {}), mode {}, {} profile",
+        "booting {} with {} ({:?}, -cpu {}), mode {}, {} kernel, {} profile",
         kind,
         cfg.topology.describe(),
         accel,
         cfg.cpu_model,
         mode.as_param(),
+        which,
         profile
     );
     say!("console log: {}", run_dir.join("console.log").display());
@@ -421,6 +451,9 @@ pub(crate) fn guest_cmd(g: &GuestArgs, req: GuestRequest) -> Result<GuestResult>
         }
     }
     println!();
+    if !which.has_kunit() {
+        println!("{}", no_kunit_line(which));
+    }
     match label {
         Some(l) => report::print_summary_labelled(&outcome.run, &outcome.user_tests, l),
         None => report::print_summary(&outcome.run, &outcome.user_tests),
@@ -429,6 +462,13 @@ pub(crate) fn guest_cmd(g: &GuestArgs, req: GuestRequest) -> Result<GuestResult>
         &outcome.run,
         &outcome.user_tests,
     ))))
+}
+
+/// The summary's line for a kernel without KUnit: not a failure.
+pub(crate) fn no_kunit_line(k: profile::KernelKind) -> String {
+    format!(
+        "KUnit: not run on the {k} kernel (CONFIG_KUNIT is off there); tierkit's KUnit suites run on tierkit's own kernels (--kernel tierkit)"
+    )
 }
 
 /// What the guest kernel saw (its `TIERKIT-TOPO` lines: nodes, memory,
