@@ -431,6 +431,20 @@ fn validate(cli: &Cli, host: &Host) -> std::result::Result<(), String> {
     if let Some(dir) = &kernel.kernel_src {
         kernel::check_custom_source(dir).map_err(one_line)?;
     }
+    let guest = match &cli.cmd {
+        Cmd::Run(r) => Some(&r.guest),
+        Cmd::Test(t) if !t.ci => Some(&t.guest),
+        Cmd::Bench(b) => Some(&b.guest),
+        _ => None,
+    };
+    if let Some(g) = guest.filter(|g| g.kernel_kind == profile::KernelKind::Debian) {
+        if g.kernel.kernel_src.is_some() {
+            return Err("--kernel debian boots Debian's own kernel: --kernel-src is for --kernel tierkit".into());
+        }
+        if g.kernel.profiles() != [profile::Profile::Default] {
+            return Err("--kernel debian boots Debian's kernel as shipped: --profile is for --kernel tierkit (debug is tierkit's own kernel config)".into());
+        }
+    }
     let boots = requests(&cli.cmd).map_err(one_line)?;
     let several = boots.len() > 1;
     for (g, req) in &boots {
@@ -477,9 +491,12 @@ fn requests(cmd: &Cmd) -> Result<Vec<(&GuestArgs, GuestRequest)>> {
         },
         Cmd::Test(t) => testing::boots(&t.guest, &t.guest.kernel.profiles(), t.full, t.ci)
             .into_iter()
-            .map(|(p, run)| {
-                let mut req = GuestRequest::for_run(&t.guest, p, &run);
-                req.label = Some(format!("test run {} ({p} profile)", run.name));
+            .map(|(p, k, run)| {
+                let mut req = GuestRequest::for_run(&t.guest, p, k, &run);
+                req.label = Some(format!(
+                    "test run {} ({p} profile, {k} kernel)",
+                    run.name
+                ));
                 (&t.guest, req)
             })
             .collect(),

@@ -37,9 +37,18 @@ pub const PACKAGES: &[&str] = &[
     "linux-headers-7.3.4+deb13-common",
     "linux-kbuild-7.3.4+deb13",
 ];
-/// The modules `--topology cxl` needs (dependencies come from modules.dep).
-pub const CXL_MODULES: &[&str] = &[
-    "cxl_acpi", "cxl_port", "cxl_mem", "cxl_pci", "cxl_pmem", "dax_hmem", "dax_cxl", "kmem",
+/// The modules `--topology cxl` needs, with their Kconfig symbols (a `=y`
+/// one is built in); their dependencies come from modules.dep.
+pub const CXL_MODULES: &[(&str, &str)] = &[
+    ("cxl_acpi", "CONFIG_CXL_ACPI"),
+    ("cxl_port", "CONFIG_CXL_PORT"),
+    ("cxl_mem", "CONFIG_CXL_MEM"),
+    ("cxl_pci", "CONFIG_CXL_PCI"),
+    ("cxl_pmem", "CONFIG_CXL_PMEM"),
+    ("device_dax", "CONFIG_DEV_DAX"),
+    ("dax_hmem", "CONFIG_DEV_DAX_HMEM"),
+    ("dax_cxl", "CONFIG_DEV_DAX_CXL"),
+    ("kmem", "CONFIG_DEV_DAX_KMEM"),
 ];
 const STAMP: &str = ".tierkit-extracted";
 
@@ -116,12 +125,13 @@ pub fn load_order(
     Ok(out)
 }
 
-/// The names in `modules.builtin` (`kernel/drivers/dax/dax.ko`).
-pub fn parse_builtin(text: &str) -> BTreeSet<String> {
-    text.lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .map(module_name)
+/// The modules of `wanted` that the config builds in (`=y`): Debian's
+/// packages carry no modules.builtin.
+pub fn builtin_of(config: &BTreeMap<String, String>, wanted: &[(&str, &str)]) -> BTreeSet<String> {
+    wanted
+        .iter()
+        .filter(|(_, sym)| config.get(*sym).is_some_and(|v| v == "y"))
+        .map(|(m, _)| m.to_string())
         .collect()
 }
 
@@ -221,9 +231,10 @@ pub fn cxl_modules(k: &DebianKernel) -> Result<Vec<(String, Vec<u8>)>> {
         &fs::read_to_string(k.modules.join("modules.dep"))
             .with_context(|| format!("reading {}/modules.dep", k.modules.display()))?,
     );
-    let builtin =
-        parse_builtin(&fs::read_to_string(k.modules.join("modules.builtin")).unwrap_or_default());
-    let order = load_order(&dep, &builtin, CXL_MODULES)?;
+    let config = crate::kconfig::parse_config(&k.prepared.headers.config);
+    let builtin = builtin_of(&config, CXL_MODULES);
+    let names: Vec<&str> = CXL_MODULES.iter().map(|(m, _)| *m).collect();
+    let order = load_order(&dep, &builtin, &names)?;
     let mut v = Vec::new();
     for p in order {
         let path = k.modules.join(&p);
@@ -268,7 +279,9 @@ kernel/drivers/dax/dax-cxl.ko.xz: kernel/drivers/dax/device_dax.ko.xz kernel/dri
     fn dependencies_load_first_and_once() {
         let dep = parse_modules_dep(DEP);
         assert_eq!(dep.len(), 7);
-        let builtin = parse_builtin("kernel/drivers/dax/dax.ko\n");
+        let config = crate::kconfig::parse_config("CONFIG_DAX=y\nCONFIG_DEV_DAX_KMEM=m\n");
+        let builtin = builtin_of(&config, &[("dax", "CONFIG_DAX"), ("kmem", "CONFIG_DEV_DAX_KMEM")]);
+        assert_eq!(builtin.iter().cloned().collect::<Vec<_>>(), ["dax"]);
         let o = load_order(
             &dep,
             &builtin,

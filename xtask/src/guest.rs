@@ -134,9 +134,12 @@ impl GuestRequest {
     pub(crate) fn for_run(
         g: &GuestArgs,
         profile: profile::Profile,
+        kernel: profile::KernelKind,
         run: &runs::TestRun,
     ) -> GuestRequest {
         let mut req = GuestRequest::new(Mode::Test, g, profile, run.kind, true);
+        req.kernel = kernel;
+        req.kunit = kernel.has_kunit();
         if let Some(z) = run.cxl_online {
             req.cxl_online = z;
         }
@@ -407,7 +410,7 @@ pub(crate) fn guest_cmd(g: &GuestArgs, req: GuestRequest) -> Result<GuestResult>
         write_bench(name, &cfg, &outcome, &guest.data_log)?;
         bench::report(name);
     }
-    if !kunit {
+    if !kunit && mode != Mode::Test {
         // Demos and benchmarks: their exit codes, crashes, the protocol.
         say!(
             "time: {} (total {})",

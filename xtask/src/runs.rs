@@ -8,7 +8,7 @@
 //! tests (fault injection, fuzzer, stress, load/unload cycles, hostile
 //! inputs) and the 1 GiB work on emulated CXL memory; CI runs `--full`.
 
-use crate::profile::Profile;
+use crate::profile::{KernelKind, Profile};
 use crate::qemu::CxlOnline;
 use crate::topology::{CxlInterleave, TopologyKind};
 
@@ -208,14 +208,19 @@ pub const FULL_RUNS: &[TestRun] = &[
 
 /// What `cargo xtask test --ci` (`.ci/run`) boots: the default profile's
 /// [`FULL_RUNS`], then the debug profile's whole suite on numa and its
-/// quick cxl run. The debug profile's whole cxl suite (`cargo xtask test
+/// quick cxl run, then Debian's own kernel (`--kernel debian`) on the
+/// quick numa run. The debug profile's whole cxl suite (`cargo xtask test
 /// --full --profile debug --topology cxl`, some 30 minutes of KASAN on
 /// emulated CXL memory) is left out so that a cold CI run, with both
 /// kernels built, fits in an hour; README.md ("CI") has its last result.
-pub fn ci_boots() -> Vec<(Profile, TestRun)> {
-    let mut v: Vec<(Profile, TestRun)> = FULL_RUNS.iter().map(|r| (Profile::Default, *r)).collect();
-    v.push((Profile::Debug, FULL_RUNS[0]));
-    v.push((Profile::Debug, QUICK_RUNS[1]));
+pub fn ci_boots() -> Vec<(Profile, KernelKind, TestRun)> {
+    let mut v: Vec<(Profile, KernelKind, TestRun)> = FULL_RUNS
+        .iter()
+        .map(|r| (Profile::Default, KernelKind::Tierkit, *r))
+        .collect();
+    v.push((Profile::Debug, KernelKind::Tierkit, FULL_RUNS[0]));
+    v.push((Profile::Debug, KernelKind::Tierkit, QUICK_RUNS[1]));
+    v.push((Profile::Default, KernelKind::Debian, QUICK_RUNS[0]));
     v
 }
 
@@ -345,16 +350,19 @@ mod tests {
 
     #[test]
     fn ci_runs_everything_default_and_debug_numa_full_and_cxl_quick() {
-        let v: Vec<(Profile, &str)> = ci_boots().iter().map(|(p, r)| (*p, r.name)).collect();
+        use KernelKind::{Debian, Tierkit};
+        let v: Vec<(Profile, KernelKind, &str)> =
+            ci_boots().iter().map(|(p, k, r)| (*p, *k, r.name)).collect();
         assert_eq!(
             v,
             [
-                (Profile::Default, "numa-full"),
-                (Profile::Default, "cxl-full"),
-                (Profile::Default, "cxl-kernel"),
-                (Profile::Default, "cxl-interleave"),
-                (Profile::Debug, "numa-full"),
-                (Profile::Debug, "cxl"),
+                (Profile::Default, Tierkit, "numa-full"),
+                (Profile::Default, Tierkit, "cxl-full"),
+                (Profile::Default, Tierkit, "cxl-kernel"),
+                (Profile::Default, Tierkit, "cxl-interleave"),
+                (Profile::Debug, Tierkit, "numa-full"),
+                (Profile::Debug, Tierkit, "cxl"),
+                (Profile::Default, Debian, "numa"),
             ]
         );
     }

@@ -572,8 +572,28 @@ tierkit_bandwidth() {
 	topo "tierkit bandwidth: $(printf '%s' "$lines" | tr '\n' ';' | sed 's/;$//;s/;/; /g') (MB/s, from$from) -> auto=$(cat $W/auto)$w"
 }
 
+# ---- modules the kernel needs first -----------------------------------------
+# /lib/modules/pre/NN-<name>.ko (`--kernel debian`: Debian's CXL, DAX and kmem
+# drivers, in modules.dep's order), loaded for the topologies with CXL.
+pre_modules() {
+	n=0
+	for m in /lib/modules/pre/*.ko; do
+		[ -e "$m" ] || continue
+		out=$(insmod "$m" 2>&1)
+		rc=$?
+		if [ $rc != 0 ]; then
+			mark "TIERKIT-ERROR insmod ${m##*/} failed (rc=$rc): $out"
+			fails=$((fails + 1))
+			cxl_ok=0
+		fi
+		n=$((n + 1))
+	done
+	[ $n = 0 ] || mark "TIERKIT-NOTE loaded $n module(s) before the CXL setup: $(ls /lib/modules/pre | sed 's/^[0-9]*-//; s/\.ko$//' | tr '\n' ' ')"
+}
+
 if [ -n "$CXL" ]; then
-	cxl_setup
+	pre_modules
+	[ $cxl_ok = 1 ] && cxl_setup
 	rm -f /tmp/.cxl-regions
 fi
 
