@@ -27,7 +27,10 @@ The two main commands:
   cargo xtask test --profile debug           on the debug kernel (KASAN, UBSAN, lockdep,
                                              kmemleak, ...; any report fails)
   cargo xtask test --ci                      what .ci/run runs: --full, then debug numa-full
-                                             and debug cxl (quick); one totals line
+                                             and debug cxl (quick), then Debian's kernel on
+                                             numa (quick); one totals line
+  cargo xtask test --kernel debian           on Debian's own 7.3 kernel (userspace tests)
+  cargo xtask module --kdir DIR              tierkit.ko for an installed kernel's headers
 
 Cache: $TIERKIT_CACHE (default ~/.cache/tierkit). Output: target/tierkit/.
 A fresh Debian 12 machine needs nothing else: missing tools are installed by
@@ -266,8 +269,9 @@ struct TestArgs {
     full: bool,
     /// What .ci/run boots (xtask/src/runs.rs, ci_boots): the default
     /// profile's full runs, then the debug profile's whole suite on numa
-    /// and its quick cxl run; one combined totals line. Overrides --full,
-    /// --profile and --topology.
+    /// and its quick cxl run, then Debian's kernel (--kernel debian) on the
+    /// quick numa run; one combined totals line. Overrides --full,
+    /// --profile, --topology and --kernel.
     #[arg(long)]
     ci: bool,
 }
@@ -439,7 +443,10 @@ fn validate(cli: &Cli, host: &Host) -> std::result::Result<(), String> {
     };
     if let Some(g) = guest.filter(|g| g.kernel_kind == profile::KernelKind::Debian) {
         if g.kernel.kernel_src.is_some() {
-            return Err("--kernel debian boots Debian's own kernel: --kernel-src is for --kernel tierkit".into());
+            return Err(
+                "--kernel debian boots Debian's own kernel: --kernel-src is for --kernel tierkit"
+                    .into(),
+            );
         }
         if g.kernel.profiles() != [profile::Profile::Default] {
             return Err("--kernel debian boots Debian's kernel as shipped: --profile is for --kernel tierkit (debug is tierkit's own kernel config)".into());
@@ -493,10 +500,7 @@ fn requests(cmd: &Cmd) -> Result<Vec<(&GuestArgs, GuestRequest)>> {
             .into_iter()
             .map(|(p, k, run)| {
                 let mut req = GuestRequest::for_run(&t.guest, p, k, &run);
-                req.label = Some(format!(
-                    "test run {} ({p} profile, {k} kernel)",
-                    run.name
-                ));
+                req.label = Some(format!("test run {} ({p} profile, {k} kernel)", run.name));
                 (&t.guest, req)
             })
             .collect(),

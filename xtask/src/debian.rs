@@ -280,7 +280,10 @@ kernel/drivers/dax/dax-cxl.ko.xz: kernel/drivers/dax/device_dax.ko.xz kernel/dri
         let dep = parse_modules_dep(DEP);
         assert_eq!(dep.len(), 7);
         let config = crate::kconfig::parse_config("CONFIG_DAX=y\nCONFIG_DEV_DAX_KMEM=m\n");
-        let builtin = builtin_of(&config, &[("dax", "CONFIG_DAX"), ("kmem", "CONFIG_DEV_DAX_KMEM")]);
+        let builtin = builtin_of(
+            &config,
+            &[("dax", "CONFIG_DAX"), ("kmem", "CONFIG_DEV_DAX_KMEM")],
+        );
         assert_eq!(builtin.iter().cloned().collect::<Vec<_>>(), ["dax"]);
         let o = load_order(
             &dep,

@@ -351,8 +351,10 @@ mod tests {
     #[test]
     fn ci_runs_everything_default_and_debug_numa_full_and_cxl_quick() {
         use KernelKind::{Debian, Tierkit};
-        let v: Vec<(Profile, KernelKind, &str)> =
-            ci_boots().iter().map(|(p, k, r)| (*p, *k, r.name)).collect();
+        let v: Vec<(Profile, KernelKind, &str)> = ci_boots()
+            .iter()
+            .map(|(p, k, r)| (*p, *k, r.name))
+            .collect();
         assert_eq!(
             v,
             [
