@@ -52,6 +52,41 @@ pub const CXL_MODULES: &[(&str, &str)] = &[
 ];
 const STAMP: &str = ".tierkit-extracted";
 
+/// Userspace tests that need what a kernel config may lack: the test, the
+/// Kconfig symbol it needs set, and what it does with it.
+pub const TESTS_NEED: &[(&str, &str, &str)] = &[
+    (
+        "tk-test-faults",
+        "CONFIG_FAILSLAB",
+        "injects allocation failures through /sys/kernel/debug/failslab",
+    ),
+    (
+        "tk-test-lifecycle",
+        "CONFIG_KUNIT",
+        "turns KUnit's suites off for its reloads through /sys/module/kunit",
+    ),
+    (
+        "tk-test-pool",
+        "CONFIG_KUNIT",
+        "turns KUnit's suites off for its reload through /sys/module/kunit",
+    ),
+    (
+        "tk-test-pool-hostile",
+        "CONFIG_KUNIT",
+        "turns KUnit's suites off for its reloads through /sys/module/kunit",
+    ),
+];
+
+/// The tests of [`TESTS_NEED`] that cannot run on a kernel with `config`,
+/// each with its reason.
+pub fn unrunnable(config: &BTreeMap<String, String>) -> Vec<(&'static str, String)> {
+    TESTS_NEED
+        .iter()
+        .filter(|(_, sym, _)| config.get(*sym).is_none_or(|v| v == "n"))
+        .map(|(t, sym, what)| (*t, format!("it {what}, and Debian's kernel has {sym} off")))
+        .collect()
+}
+
 /// Debian's kernel, extracted.
 #[derive(Clone, Debug)]
 pub struct DebianKernel {
@@ -306,6 +341,25 @@ kernel/drivers/dax/dax-cxl.ko.xz: kernel/drivers/dax/device_dax.ko.xz kernel/dri
         );
         let e = load_order(&dep, &builtin, &["cxl_nope"]).unwrap_err();
         assert!(e.to_string().contains("cxl_nope is neither"), "{e}");
+    }
+
+    #[test]
+    fn tests_that_need_what_the_kernel_lacks() {
+        let debian = crate::kconfig::parse_config("# CONFIG_KUNIT is not set\nCONFIG_RUST=y\n");
+        let u = unrunnable(&debian);
+        let names: Vec<&str> = u.iter().map(|(t, _)| *t).collect();
+        assert_eq!(
+            names,
+            [
+                "tk-test-faults",
+                "tk-test-lifecycle",
+                "tk-test-pool",
+                "tk-test-pool-hostile"
+            ]
+        );
+        assert!(u[0].1.contains("CONFIG_FAILSLAB off"), "{}", u[0].1);
+        let full = crate::kconfig::parse_config("CONFIG_KUNIT=y\nCONFIG_FAILSLAB=y\n");
+        assert!(unrunnable(&full).is_empty());
     }
 
     #[test]

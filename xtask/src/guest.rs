@@ -12,7 +12,9 @@ use crate::runs;
 use crate::topology::{self, Topology, TopologyKind, TopologyOpts};
 use crate::util::{self, fmt_dur, Timer};
 use crate::validate::Host;
-use crate::{bench, initramfs, kernel, module, profile, report, say, setup, userspace, verdict};
+use crate::{
+    bench, initramfs, kconfig, kernel, module, profile, report, say, setup, userspace, verdict,
+};
 
 /// `--cxl-mem`'s default, GiB.
 const DEFAULT_CXL_MEM_GIB: u32 = 3;
@@ -303,7 +305,7 @@ pub(crate) fn guest_cmd(g: &GuestArgs, req: GuestRequest) -> Result<GuestResult>
     } else {
         None
     });
-    let cfg = plan(g, &req, accel)?;
+    let mut cfg = plan(g, &req, accel)?;
     let GuestRequest {
         mode,
         profile,
@@ -352,6 +354,25 @@ pub(crate) fn guest_cmd(g: &GuestArgs, req: GuestRequest) -> Result<GuestResult>
         let _ = std::fs::remove_file(run_dir.join(stale));
     }
     let b = build_all(&g.kernel, profile, which, &run_dir)?;
+    // Tests that need what this kernel lacks are left out, each a skip
+    // with its reason (not a failure, not silence).
+    let harness_skips: Vec<(&str, String)> = match &b.kernel.debian {
+        Some(d) if mode == Mode::Test => {
+            crate::debian::unrunnable(&kconfig::parse_config(&d.prepared.headers.config))
+                .into_iter()
+                .filter(|(t, _)| cfg.filter.selects(t))
+                .collect()
+        }
+        _ => Vec::new(),
+    };
+    if !harness_skips.is_empty() {
+        let mut skip: Vec<String> = cfg.filter.skip.iter().cloned().collect();
+        skip.extend(harness_skips.iter().map(|(t, _)| t.to_string()));
+        cfg.filter.skip = Some(skip.join(","));
+        for (t, why) in &harness_skips {
+            say!("skipping {t} on the {which} kernel: {why}");
+        }
+    }
     say!(
         "booting {} with {} ({:?}, -cpu {}), mode {}, {} kernel, {} profile",
         kind,
@@ -368,6 +389,16 @@ pub(crate) fn guest_cmd(g: &GuestArgs, req: GuestRequest) -> Result<GuestResult>
     let guest = qemu::boot(&b.kernel, &b.initramfs, &cfg, &run_dir, &mut streamer)?;
     let boot_time = t.elapsed();
     let mut outcome = verdict::evaluate(&guest, kunit, filter.describe().as_deref(), profile);
+    for (t, why) in &harness_skips {
+        outcome.user_tests.push(report::UserTest {
+            name: t.to_string(),
+            passed: true,
+            skipped: true,
+            rc: 0,
+            output_tail: format!("ok - {t} # SKIP {why}"),
+            duration_ms: 0,
+        });
+    }
     if let Some((false, _)) = host {
         let msg = format!(
             "host tests failed (see {})",

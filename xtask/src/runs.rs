@@ -35,6 +35,14 @@ impl Filter {
         }
     }
 
+    /// Whether /init runs the userspace test `name`: it matches a glob of
+    /// `user` (none: every test) and none of `skip` (init.sh's
+    /// `filter_match`).
+    pub fn selects(&self, name: &str) -> bool {
+        let any = |list: &str| list.split(',').any(|g| glob_match(g, name));
+        self.user.as_deref().is_none_or(any) && !self.skip.as_deref().is_some_and(any)
+    }
+
     /// How the selection is shown in messages; `None`: everything.
     pub fn describe(&self) -> Option<String> {
         let mut parts = Vec::new();
@@ -52,6 +60,23 @@ impl Filter {
         }
         (!parts.is_empty()).then(|| parts.join(", "))
     }
+}
+
+/// A shell glob with `*` and `?` (what the runs' selections use) against
+/// a test name; any other character matches itself.
+pub fn glob_match(pattern: &str, name: &str) -> bool {
+    fn m(p: &[char], n: &[char]) -> bool {
+        match (p.first(), n.first()) {
+            (None, None) => true,
+            (Some('*'), _) => m(&p[1..], n) || (!n.is_empty() && m(p, &n[1..])),
+            (Some('?'), Some(_)) => m(&p[1..], &n[1..]),
+            (Some(a), Some(b)) if a == b => m(&p[1..], &n[1..]),
+            _ => false,
+        }
+    }
+    let p: Vec<char> = pattern.chars().collect();
+    let n: Vec<char> = name.chars().collect();
+    m(&p, &n)
 }
 
 /// A run's own selection of tests; empty strings select everything
@@ -367,6 +392,20 @@ mod tests {
                 (Profile::Default, Debian, "numa"),
             ]
         );
+    }
+
+    #[test]
+    fn selection_of_userspace_tests() {
+        assert!(glob_match("tk-test-*", "tk-test-pool"));
+        assert!(glob_match("tk-test-p??l", "tk-test-pool"));
+        assert!(!glob_match("tk-test-pool", "tk-test-pool-cxl"));
+        assert!(glob_match("*", ""));
+        let quick = QUICK_RUNS[0].only.unwrap().filter();
+        assert!(quick.selects("tk-test-vma"));
+        assert!(!quick.selects("tk-test-faults"));
+        let cxl = QUICK_RUNS[1].only.unwrap().filter();
+        assert!(cxl.selects("tk-test-gup") && !cxl.selects("tk-test-vma"));
+        assert!(Filter::both(None).selects("tk-test-anything"));
     }
 
     #[test]
