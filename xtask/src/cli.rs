@@ -561,7 +561,7 @@ fn real_main(cli: Cli) -> Result<ExitCode> {
         Cmd::Build(k) => {
             setup::ensure()?;
             for p in k.profiles() {
-                let b = build_all(&k, p, profile::KernelKind::Tierkit, &util::out_dir())?;
+                let b = build_all(&k, p, profile::KernelKind::Tierkit, false, &util::out_dir())?;
                 say!(
                     "initramfs ({p} profile): {} ({} KiB)",
                     b.initramfs.path.display(),

@@ -10,7 +10,8 @@
 //! - the guest boots with the kernel's defaults (`init_on_alloc=1`: its
 //!   allocator zeroes, tierkit takes that as the clear); its KUnit is off,
 //!   so tierkit's suites stay on tierkit's kernels;
-//! - `--topology cxl` needs Debian's CXL, DAX and kmem modules: the
+//! - every boot loads brd (`/dev/ram0`, which tk-test-gup uses), and
+//!   `--topology cxl` needs Debian's CXL, DAX and kmem modules: the
 //!   initramfs carries them (decompressed) in modules.dep's order
 //!   ([`load_order`]), /init loads them before assembling regions, and QEMU
 //!   gets `hypervisor=off` (Debian lacks CXL_REGION_INVALIDATION_TEST, so
@@ -260,15 +261,24 @@ pub fn ensure() -> Result<DebianKernel> {
     })
 }
 
-/// The CXL modules in load order, decompressed: `(name, contents)`.
-pub fn cxl_modules(k: &DebianKernel) -> Result<Vec<(String, Vec<u8>)>> {
+/// Modules every boot loads: brd, for tk-test-gup's O_DIRECT and io_uring
+/// callers on `/dev/ram0` (tierkit's kernel builds it in).
+pub const BOOT_MODULES: &[(&str, &str)] = &[("brd", "CONFIG_BLK_DEV_RAM")];
+
+/// The modules a boot loads before tierkit ([`BOOT_MODULES`], and with
+/// `cxl` [`CXL_MODULES`]) in load order, decompressed: `(name, contents)`.
+pub fn pre_modules(k: &DebianKernel, cxl: bool) -> Result<Vec<(String, Vec<u8>)>> {
+    let mut wanted: Vec<(&str, &str)> = BOOT_MODULES.to_vec();
+    if cxl {
+        wanted.extend_from_slice(CXL_MODULES);
+    }
     let dep = parse_modules_dep(
         &fs::read_to_string(k.modules.join("modules.dep"))
             .with_context(|| format!("reading {}/modules.dep", k.modules.display()))?,
     );
     let config = crate::kconfig::parse_config(&k.prepared.headers.config);
-    let builtin = builtin_of(&config, CXL_MODULES);
-    let names: Vec<&str> = CXL_MODULES.iter().map(|(m, _)| *m).collect();
+    let builtin = builtin_of(&config, &wanted);
+    let names: Vec<&str> = wanted.iter().map(|(m, _)| *m).collect();
     let order = load_order(&dep, &builtin, &names)?;
     let mut v = Vec::new();
     for p in order {

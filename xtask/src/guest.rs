@@ -31,6 +31,7 @@ pub(crate) fn build_all(
     k: &KernelArgs,
     profile: profile::Profile,
     which: profile::KernelKind,
+    cxl: bool,
     dir: &Path,
 ) -> Result<Built> {
     let mut times = Vec::new();
@@ -60,9 +61,9 @@ pub(crate) fn build_all(
             .join(" ")
     );
     std::fs::create_dir_all(dir)?;
-    // Debian's CXL, DAX and kmem drivers are modules: /init loads them.
+    // Debian's brd, CXL, DAX and kmem drivers are modules: /init loads them.
     let extra = match &kb.debian {
-        Some(d) => crate::debian::cxl_modules(d)?,
+        Some(d) => crate::debian::pre_modules(d, cxl)?,
         None => Vec::new(),
     };
     let ir = initramfs::build(dir, &info, &m, &bins, &extra)?;
@@ -353,7 +354,7 @@ pub(crate) fn guest_cmd(g: &GuestArgs, req: GuestRequest) -> Result<GuestResult>
     ] {
         let _ = std::fs::remove_file(run_dir.join(stale));
     }
-    let b = build_all(&g.kernel, profile, which, &run_dir)?;
+    let b = build_all(&g.kernel, profile, which, kind.spec().cxl, &run_dir)?;
     // Tests that need what this kernel lacks are left out, each a skip
     // with its reason (not a failure, not silence).
     let harness_skips: Vec<(&str, String)> = match &b.kernel.debian {

@@ -234,7 +234,7 @@ pub const FULL_RUNS: &[TestRun] = &[
 /// What `cargo xtask test --ci` (`.ci/run`) boots: the default profile's
 /// [`FULL_RUNS`], then the debug profile's whole suite on numa and its
 /// quick cxl run, then Debian's own kernel (`--kernel debian`) on the
-/// quick numa run. The debug profile's whole cxl suite (`cargo xtask test
+/// quick numa and cxl runs. The debug profile's whole cxl suite (`cargo xtask test
 /// --full --profile debug --topology cxl`, some 30 minutes of KASAN on
 /// emulated CXL memory) is left out so that a cold CI run, with both
 /// kernels built, fits in an hour; README.md ("CI") has its last result.
@@ -246,6 +246,7 @@ pub fn ci_boots() -> Vec<(Profile, KernelKind, TestRun)> {
     v.push((Profile::Debug, KernelKind::Tierkit, FULL_RUNS[0]));
     v.push((Profile::Debug, KernelKind::Tierkit, QUICK_RUNS[1]));
     v.push((Profile::Default, KernelKind::Debian, QUICK_RUNS[0]));
+    v.push((Profile::Default, KernelKind::Debian, QUICK_RUNS[1]));
     v
 }
 
@@ -390,6 +391,7 @@ mod tests {
                 (Profile::Debug, Tierkit, "numa-full"),
                 (Profile::Debug, Tierkit, "cxl"),
                 (Profile::Default, Debian, "numa"),
+                (Profile::Default, Debian, "cxl"),
             ]
         );
     }

@@ -573,8 +573,9 @@ tierkit_bandwidth() {
 }
 
 # ---- modules the kernel needs first -----------------------------------------
-# /lib/modules/pre/NN-<name>.ko (`--kernel debian`: Debian's CXL, DAX and kmem
-# drivers, in modules.dep's order), loaded for the topologies with CXL.
+# /lib/modules/pre/NN-<name>.ko (`--kernel debian`: brd for /dev/ram0 and,
+# with CXL, Debian's CXL, DAX and kmem drivers, in modules.dep's order). A
+# failure to load one fails the run and skips the CXL setup.
 pre_modules() {
 	n=0
 	for m in /lib/modules/pre/*.ko; do
@@ -588,12 +589,12 @@ pre_modules() {
 		fi
 		n=$((n + 1))
 	done
-	[ $n = 0 ] || mark "TIERKIT-NOTE loaded $n module(s) before the CXL setup: $(ls /lib/modules/pre | sed 's/^[0-9]*-//; s/\.ko$//' | tr '\n' ' ')"
+	[ $n = 0 ] || mark "TIERKIT-NOTE loaded $n module(s) before tierkit: $(ls /lib/modules/pre | sed 's/^[0-9]*-//; s/\.ko$//' | tr '\n' ' ')"
 }
 
-if [ -n "$CXL" ]; then
-	pre_modules
-	[ $cxl_ok = 1 ] && cxl_setup
+pre_modules
+if [ -n "$CXL" ] && [ $cxl_ok = 1 ]; then
+	cxl_setup
 	rm -f /tmp/.cxl-regions
 fi
 
