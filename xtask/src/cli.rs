@@ -28,7 +28,7 @@ The two main commands:
                                              kmemleak, ...; any report fails)
   cargo xtask test --ci                      what .ci/run runs: --full, then debug numa-full
                                              and debug cxl (quick), then Debian's kernel on
-                                             numa (quick); one totals line
+                                             numa and cxl (quick); one totals line
   cargo xtask test --kernel debian           on Debian's own 7.3 kernel (userspace tests)
   cargo xtask module --kdir DIR              tierkit.ko for an installed kernel's headers
 
@@ -270,7 +270,7 @@ struct TestArgs {
     /// What .ci/run boots (xtask/src/runs.rs, ci_boots): the default
     /// profile's full runs, then the debug profile's whole suite on numa
     /// and its quick cxl run, then Debian's kernel (--kernel debian) on the
-    /// quick numa run; one combined totals line. Overrides --full,
+    /// quick numa and cxl runs; one combined totals line. Overrides --full,
     /// --profile, --topology and --kernel.
     #[arg(long)]
     ci: bool,
