@@ -343,35 +343,62 @@ fn is_root() -> bool {
     util::cmd_stdout("id", &["-u"]).is_some_and(|u| u == "0")
 }
 
-/// A command run inside `root` (chroot in a private mount namespace), with
-/// the cache bind-mounted at its own path so that paths mean the same
-/// inside and out.
-pub fn in_root(root: &Path, args: &[String]) -> Result<Command> {
-    let cache = util::cache_dir()?;
-    let script = r#"set -e
-R=$1; C=$2; shift 2
-mkdir -p "$R$C" "$R/proc" "$R/dev"
-mount --bind "$C" "$R$C"
+/// Enters the root: bind-mounts each `DIR` given before `--` at its own
+/// path, then /proc and /dev, and runs the rest in a clean environment.
+const IN_ROOT_SH: &str = r#"set -e
+R=$1; shift
+while [ "$1" != -- ]; do
+	mkdir -p "$R$1"
+	mount --bind "$1" "$R$1"
+	shift
+done
+shift
+mkdir -p "$R/proc" "$R/dev"
 mount -t proc proc "$R/proc"
 mount --rbind /dev "$R/dev"
-exec chroot "$R" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LC_ALL=C.UTF-8 DEBIAN_FRONTEND=noninteractive "$@""#;
+exec chroot "$R" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LC_ALL=C.UTF-8 DEBIAN_FRONTEND=noninteractive "$@"
+"#;
+
+/// The directories a command in the root sees at their own paths: the
+/// cache and where the kernel source really is (a symlink in the cache
+/// may point out of it).
+fn root_binds() -> Result<Vec<PathBuf>> {
+    let cache = util::cache_dir()?;
+    let cache = cache.canonicalize().unwrap_or(cache);
+    let mut v = vec![cache.clone()];
+    if let Ok(real) = cache
+        .join("src")
+        .join(kernel::DEFAULT_PACKAGE)
+        .canonicalize()
+    {
+        if !real.starts_with(&cache) {
+            v.push(real);
+        }
+    }
+    Ok(v)
+}
+
+/// A command run inside `root` (chroot in a private mount namespace, so
+/// the mounts go away with it), with [`root_binds`] at their own paths so
+/// that paths mean the same inside and out.
+pub fn in_root(root: &Path, args: &[String]) -> Result<Command> {
+    let script = root
+        .parent()
+        .context("the toolchain root has no parent")?
+        .join("in-root.sh");
+    if fs::read_to_string(&script).ok().as_deref() != Some(IN_ROOT_SH) {
+        util::write_atomic(&script, IN_ROOT_SH.as_bytes())?;
+    }
     let mut cmd = Command::new("unshare");
     if !is_root() {
         cmd.arg("--map-root-user");
     }
-    cmd.args([
-        "--mount",
-        "--propagation",
-        "private",
-        "--",
-        "sh",
-        "-c",
-        script,
-        "sh",
-    ])
-    .arg(root)
-    .arg(&cache)
-    .args(args);
+    cmd.args(["--mount", "--propagation", "private", "--", "sh"])
+        .arg(&script)
+        .arg(root)
+        .args(root_binds()?)
+        .arg("--")
+        .args(args);
     Ok(cmd)
 }
 
@@ -457,7 +484,10 @@ fn rebuild_debian(
     h: &Headers,
     cfg: &std::collections::BTreeMap<String, String>,
 ) -> Result<Prepared> {
-    let kdirs = util::cache_dir()?.join("kdir");
+    let cache = util::cache_dir()?;
+    fs::create_dir_all(&cache)?;
+    // The root sees the cache at its real path (root_binds).
+    let kdirs = cache.canonicalize().unwrap_or(cache).join("kdir");
     let out = kdirs.join(&h.key);
     let vars = debian_make_vars(cfg)?;
     let root = toolchain_root()?;
@@ -483,7 +513,9 @@ fn rebuild_debian(
     if out.join(STAMP).is_file() {
         return Ok(prepared);
     }
-    let src = kernel::source(None)?;
+    let mut src = kernel::source(None)?;
+    // Paths in the root are the real ones (see root_binds).
+    src.dir = src.dir.canonicalize().unwrap_or(src.dir);
     let v = format!("{}.{}.{}", h.version.0, h.version.1, h.version.2);
     if src.version != v {
         bail!(

@@ -117,12 +117,19 @@ pub(crate) fn test_all(
     let mut results: Vec<(String, GuestResult)> = Vec::new();
     for (i, (profile, k, run)) in boots.iter().enumerate() {
         println!();
+        let why = if k.has_kunit() {
+            run.why.to_string()
+        } else {
+            format!(
+                "{} (userspace tests only: no KUnit in this kernel)",
+                run.why
+            )
+        };
         say!(
-            "===== {}, {profile} profile, {k} kernel ({}/{}): {} =====",
+            "===== {}, {profile} profile, {k} kernel ({}/{}): {why} =====",
             run.name,
             i + 1,
             boots.len(),
-            run.why
         );
         let label = run_label(*profile, *k, run.name);
         let mut req = GuestRequest::for_run(g, *profile, *k, run);
@@ -176,4 +183,26 @@ pub(crate) fn test_all(
     } else {
         ExitCode::FAILURE
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::profile::{KernelKind, Profile};
+
+    #[test]
+    fn labels_name_the_kernel_and_profile_unless_default() {
+        assert_eq!(
+            run_label(Profile::Default, KernelKind::Tierkit, "numa"),
+            "numa"
+        );
+        assert_eq!(
+            run_label(Profile::Debug, KernelKind::Tierkit, "cxl"),
+            "debug cxl"
+        );
+        assert_eq!(
+            run_label(Profile::Default, KernelKind::Debian, "numa"),
+            "debian numa"
+        );
+    }
 }
