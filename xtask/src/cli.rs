@@ -500,7 +500,11 @@ fn requests(cmd: &Cmd) -> Result<Vec<(&GuestArgs, GuestRequest)>> {
             .into_iter()
             .map(|(p, k, run)| {
                 let mut req = GuestRequest::for_run(&t.guest, p, k, &run);
-                req.label = Some(format!("test run {} ({p} profile, {k} kernel)", run.name));
+                let kernel = match k {
+                    profile::KernelKind::Tierkit => String::new(),
+                    k => format!(", {k} kernel"),
+                };
+                req.label = Some(format!("test run {} ({p} profile{kernel})", run.name));
                 (&t.guest, req)
             })
             .collect(),

@@ -375,7 +375,7 @@ mod tests {
     }
 
     #[test]
-    fn ci_runs_everything_default_and_debug_numa_full_and_cxl_quick() {
+    fn ci_runs_everything_default_debug_numa_full_and_cxl_quick_and_debian_quick() {
         use KernelKind::{Debian, Tierkit};
         let v: Vec<(Profile, KernelKind, &str)> = ci_boots()
             .iter()
