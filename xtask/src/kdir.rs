@@ -391,7 +391,9 @@ pub fn in_root(root: &Path, args: &[String]) -> Result<Command> {
     }
     let mut cmd = Command::new("unshare");
     if !is_root() {
-        cmd.arg("--map-root-user");
+        // A user namespace may mount proc only in a PID namespace of its
+        // own (untested here: this project's machines run as root).
+        cmd.args(["--map-root-user", "--pid", "--fork"]);
     }
     cmd.args(["--mount", "--propagation", "private", "--", "sh"])
         .arg(&script)
