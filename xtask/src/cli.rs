@@ -27,7 +27,10 @@ The two main commands:
   cargo xtask test --profile debug           on the debug kernel (KASAN, UBSAN, lockdep,
                                              kmemleak, ...; any report fails)
   cargo xtask test --ci                      what .ci/run runs: --full, then debug numa-full
-                                             and debug cxl (quick); one totals line
+                                             and debug cxl (quick), then Debian's kernel on
+                                             numa and cxl (quick); one totals line
+  cargo xtask test --kernel debian           on Debian's own 7.3 kernel (userspace tests)
+  cargo xtask module --kdir DIR              tierkit.ko for an installed kernel's headers
 
 Cache: $TIERKIT_CACHE (default ~/.cache/tierkit). Output: target/tierkit/.
 A fresh Debian 12 machine needs nothing else: missing tools are installed by
@@ -55,8 +58,9 @@ enum Cmd {
     /// Fetch, configure and build the kernel (cached); print its KDIR.
     Kernel(KernelArgs),
     /// Build the module against the cached kernel (in module/, copied to
-    /// target/tierkit/tierkit-<kernel key>.ko).
-    Module(KernelArgs),
+    /// target/tierkit/tierkit-<kernel key>.ko), or with --kdir against an
+    /// installed kernel's headers (a distribution kernel).
+    Module(ModuleArgs),
     /// Build everything the guest needs (kernel, module, guest binaries,
     /// initramfs) without booting.
     Build(KernelArgs),
@@ -140,6 +144,20 @@ impl KernelArgs {
 }
 
 #[derive(Args, Clone)]
+pub(crate) struct ModuleArgs {
+    #[command(flatten)]
+    pub(crate) kernel: KernelArgs,
+    /// Build against this installed kernel's headers instead, e.g.
+    /// /lib/modules/$(uname -r)/build (Debian: linux-headers-$(uname -r)).
+    /// A tree without the kernel's Rust metadata (Debian ships none) gets
+    /// it rebuilt once from Debian's linux-source-7.3 with Debian's own
+    /// toolchain in a private trixie root (cached in ~/.cache/tierkit);
+    /// the module goes to target/tierkit/tierkit-<release>-<config hash>.ko.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["kernel_src", "profile"])]
+    pub(crate) kdir: Option<PathBuf>,
+}
+
+#[derive(Args, Clone)]
 pub(crate) struct GuestArgs {
     #[command(flatten)]
     pub(crate) kernel: KernelArgs,
@@ -211,6 +229,19 @@ pub(crate) struct GuestArgs {
     /// unless this is given]
     #[arg(long, value_enum, value_name = "ZONE")]
     pub(crate) cxl_online: Option<qemu::CxlOnline>,
+    /// The guest kernel: `tierkit` (tierkit's own, built from Debian's
+    /// linux-source-7.3 with kconfig/*.config) or `debian` (Debian's
+    /// linux-image-7.3.4+deb13-amd64 as shipped, fetched through the
+    /// private apt configuration; tierkit.ko is built against its headers
+    /// as `module --kdir` does). Debian's kernel has KUnit off: `test`
+    /// runs the userspace tests there and says so.
+    #[arg(
+        long = "kernel",
+        value_enum,
+        value_name = "KERNEL",
+        default_value = "tierkit"
+    )]
+    pub(crate) kernel_kind: profile::KernelKind,
 }
 
 #[derive(Args, Clone)]
@@ -238,8 +269,9 @@ struct TestArgs {
     full: bool,
     /// What .ci/run boots (xtask/src/runs.rs, ci_boots): the default
     /// profile's full runs, then the debug profile's whole suite on numa
-    /// and its quick cxl run; one combined totals line. Overrides --full,
-    /// --profile and --topology.
+    /// and its quick cxl run, then Debian's kernel (--kernel debian) on the
+    /// quick numa and cxl runs; one combined totals line. Overrides --full,
+    /// --profile, --topology and --kernel.
     #[arg(long)]
     ci: bool,
 }
@@ -389,13 +421,36 @@ fn validate(cli: &Cli, host: &Host) -> std::result::Result<(), String> {
     let one_line = |e: anyhow::Error| e.to_string().lines().collect::<Vec<_>>().join(" ");
     let kernel = match &cli.cmd {
         Cmd::Setup { .. } => return Ok(()),
-        Cmd::Kernel(k) | Cmd::Module(k) | Cmd::Build(k) => k,
+        Cmd::Module(m) => {
+            if let Some(dir) = &m.kdir {
+                return crate::kdir::inspect(dir).map(|_| ()).map_err(one_line);
+            }
+            &m.kernel
+        }
+        Cmd::Kernel(k) | Cmd::Build(k) => k,
         Cmd::Run(r) => &r.guest.kernel,
         Cmd::Test(t) => &t.guest.kernel,
         Cmd::Bench(b) => &b.guest.kernel,
     };
     if let Some(dir) = &kernel.kernel_src {
         kernel::check_custom_source(dir).map_err(one_line)?;
+    }
+    let guest = match &cli.cmd {
+        Cmd::Run(r) => Some(&r.guest),
+        Cmd::Test(t) if !t.ci => Some(&t.guest),
+        Cmd::Bench(b) => Some(&b.guest),
+        _ => None,
+    };
+    if let Some(g) = guest.filter(|g| g.kernel_kind == profile::KernelKind::Debian) {
+        if g.kernel.kernel_src.is_some() {
+            return Err(
+                "--kernel debian boots Debian's own kernel: --kernel-src is for --kernel tierkit"
+                    .into(),
+            );
+        }
+        if g.kernel.profiles() != [profile::Profile::Default] {
+            return Err("--kernel debian boots Debian's kernel as shipped: --profile is for --kernel tierkit (debug is tierkit's own kernel config)".into());
+        }
     }
     let boots = requests(&cli.cmd).map_err(one_line)?;
     let several = boots.len() > 1;
@@ -443,9 +498,13 @@ fn requests(cmd: &Cmd) -> Result<Vec<(&GuestArgs, GuestRequest)>> {
         },
         Cmd::Test(t) => testing::boots(&t.guest, &t.guest.kernel.profiles(), t.full, t.ci)
             .into_iter()
-            .map(|(p, run)| {
-                let mut req = GuestRequest::for_run(&t.guest, p, &run);
-                req.label = Some(format!("test run {} ({p} profile)", run.name));
+            .map(|(p, k, run)| {
+                let mut req = GuestRequest::for_run(&t.guest, p, k, &run);
+                let kernel = match k {
+                    profile::KernelKind::Tierkit => String::new(),
+                    k => format!(", {k} kernel"),
+                };
+                req.label = Some(format!("test run {} ({p} profile{kernel})", run.name));
                 (&t.guest, req)
             })
             .collect(),
@@ -487,7 +546,14 @@ fn real_main(cli: Cli) -> Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Cmd::Module(k) => {
+        Cmd::Module(ModuleArgs {
+            kdir: Some(dir), ..
+        }) => {
+            let ko = crate::kdir::cmd_module(&dir)?;
+            println!("{}", ko.display());
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::Module(ModuleArgs { kernel: k, .. }) => {
             setup::ensure()?;
             for p in k.profiles() {
                 let kb = kernel::ensure(k.kernel_src.as_deref(), k.fresh_config, p)?;
@@ -499,7 +565,7 @@ fn real_main(cli: Cli) -> Result<ExitCode> {
         Cmd::Build(k) => {
             setup::ensure()?;
             for p in k.profiles() {
-                let b = build_all(&k, p, &util::out_dir())?;
+                let b = build_all(&k, p, profile::KernelKind::Tierkit, false, &util::out_dir())?;
                 say!(
                     "initramfs ({p} profile): {} ({} KiB)",
                     b.initramfs.path.display(),

@@ -12,7 +12,9 @@ use crate::runs;
 use crate::topology::{self, Topology, TopologyKind, TopologyOpts};
 use crate::util::{self, fmt_dur, Timer};
 use crate::validate::Host;
-use crate::{bench, initramfs, kernel, module, profile, report, say, setup, userspace, verdict};
+use crate::{
+    bench, initramfs, kconfig, kernel, module, profile, report, say, setup, userspace, verdict,
+};
 
 /// `--cxl-mem`'s default, GiB.
 const DEFAULT_CXL_MEM_GIB: u32 = 3;
@@ -25,10 +27,21 @@ pub(crate) struct Built {
 }
 
 /// Builds everything for `profile`; the initramfs goes to `dir`.
-pub(crate) fn build_all(k: &KernelArgs, profile: profile::Profile, dir: &Path) -> Result<Built> {
+pub(crate) fn build_all(
+    k: &KernelArgs,
+    profile: profile::Profile,
+    which: profile::KernelKind,
+    cxl: bool,
+    dir: &Path,
+) -> Result<Built> {
     let mut times = Vec::new();
     let t = Timer::start();
-    let kb = kernel::ensure(k.kernel_src.as_deref(), k.fresh_config, profile)?;
+    let kb = match which {
+        profile::KernelKind::Tierkit => {
+            kernel::ensure(k.kernel_src.as_deref(), k.fresh_config, profile)?
+        }
+        profile::KernelKind::Debian => kernel::ensure_debian()?,
+    };
     times.push(("kernel", t.elapsed()));
     let t = Timer::start();
     let m = module::build(&kb)?;
@@ -48,7 +61,12 @@ pub(crate) fn build_all(k: &KernelArgs, profile: profile::Profile, dir: &Path) -
             .join(" ")
     );
     std::fs::create_dir_all(dir)?;
-    let ir = initramfs::build(dir, &info, &m, &bins)?;
+    // Debian's brd, CXL, DAX and kmem drivers are modules: /init loads them.
+    let extra = match &kb.debian {
+        Some(d) => crate::debian::pre_modules(d, cxl)?,
+        None => Vec::new(),
+    };
+    let ir = initramfs::build(dir, &info, &m, &bins, &extra)?;
     times.push(("initramfs", t.elapsed()));
     Ok(Built {
         kernel: kb,
@@ -62,6 +80,8 @@ pub(crate) struct GuestRequest {
     pub mode: Mode,
     pub profile: profile::Profile,
     pub kind: TopologyKind,
+    /// `--kernel`.
+    pub kernel: profile::KernelKind,
     /// Run the module's KUnit suites at insmod.
     pub kunit: bool,
     pub cxl_online: qemu::CxlOnline,
@@ -98,7 +118,9 @@ impl GuestRequest {
             mode,
             profile,
             kind,
-            kunit,
+            kernel: g.kernel_kind,
+            // Debian's kernel has no KUnit: its suites cannot run there.
+            kunit: kunit && g.kernel_kind.has_kunit(),
             cxl_online: g.cxl_online.unwrap_or(qemu::CxlOnline::Movable),
             cxl_interleave: g.cxl_interleave,
             filter: runs::Filter::both(g.filter.as_deref()),
@@ -115,9 +137,12 @@ impl GuestRequest {
     pub(crate) fn for_run(
         g: &GuestArgs,
         profile: profile::Profile,
+        kernel: profile::KernelKind,
         run: &runs::TestRun,
     ) -> GuestRequest {
         let mut req = GuestRequest::new(Mode::Test, g, profile, run.kind, true);
+        req.kernel = kernel;
+        req.kunit = kernel.has_kunit();
         if let Some(z) = run.cxl_online {
             req.cxl_online = z;
         }
@@ -201,10 +226,17 @@ pub(crate) fn plan(
     default_timeout *= req.profile.timeout_factor();
     Ok(qemu::GuestConfig {
         topology,
-        cpu_model: g
-            .cpu_model
-            .clone()
-            .unwrap_or_else(|| kind.spec().cpu_model.to_string()),
+        cpu_model: {
+            let m = g
+                .cpu_model
+                .clone()
+                .unwrap_or_else(|| kind.spec().cpu_model.to_string());
+            if kind.spec().cxl && !m.contains("hypervisor=") {
+                format!("{m}{}", req.kernel.cxl_cpu_flags())
+            } else {
+                m
+            }
+        },
         accel,
         mode: req.mode.clone(),
         kunit: req.kunit,
@@ -213,6 +245,7 @@ pub(crate) fn plan(
         timeout: Duration::from_secs(g.timeout.unwrap_or(default_timeout)),
         profile: req.profile,
         cxl_online: req.cxl_online,
+        kernel: req.kernel,
     })
 }
 
@@ -277,11 +310,12 @@ pub(crate) fn guest_cmd(g: &GuestArgs, req: GuestRequest) -> Result<GuestResult>
     } else {
         None
     });
-    let cfg = plan(g, &req, accel)?;
+    let mut cfg = plan(g, &req, accel)?;
     let GuestRequest {
         mode,
         profile,
         kind,
+        kernel: which,
         kunit,
         filter,
         host,
@@ -306,10 +340,11 @@ pub(crate) fn guest_cmd(g: &GuestArgs, req: GuestRequest) -> Result<GuestResult>
         }
     }
     let run_dir = util::out_dir().join(format!(
-        "{}-{}{}",
+        "{}-{}{}{}",
         mode.as_param(),
         dir_name.unwrap_or(kind.name()),
-        profile.suffix()
+        profile.suffix(),
+        which.suffix()
     ));
     std::fs::create_dir_all(&run_dir)?;
     // Two boots of the same mode and topology would write the same logs.
@@ -323,14 +358,34 @@ pub(crate) fn guest_cmd(g: &GuestArgs, req: GuestRequest) -> Result<GuestResult>
     ] {
         let _ = std::fs::remove_file(run_dir.join(stale));
     }
-    let b = build_all(&g.kernel, profile, &run_dir)?;
+    let b = build_all(&g.kernel, profile, which, kind.spec().cxl, &run_dir)?;
+    // Tests that need what this kernel lacks are left out, each a skip
+    // with its reason (not a failure, not silence).
+    let harness_skips: Vec<(&str, String)> = match &b.kernel.debian {
+        Some(d) if mode == Mode::Test => {
+            crate::debian::unrunnable(&kconfig::parse_config(&d.prepared.headers.config))
+                .into_iter()
+                .filter(|(t, _)| cfg.filter.selects(t))
+                .collect()
+        }
+        _ => Vec::new(),
+    };
+    if !harness_skips.is_empty() {
+        let mut skip: Vec<String> = cfg.filter.skip.iter().cloned().collect();
+        skip.extend(harness_skips.iter().map(|(t, _)| t.to_string()));
+        cfg.filter.skip = Some(skip.join(","));
+        for (t, why) in &harness_skips {
+            say!("skipping {t} on the {which} kernel: {why}");
+        }
+    }
     say!(
-        "booting {} with {} ({:?}, -cpu {}), mode {}, {} profile",
+        "booting {} with {} ({:?}, -cpu {}), mode {}, {} kernel, {} profile",
         kind,
         cfg.topology.describe(),
         accel,
         cfg.cpu_model,
         mode.as_param(),
+        which,
         profile
     );
     say!("console log: {}", run_dir.join("console.log").display());
@@ -339,6 +394,16 @@ pub(crate) fn guest_cmd(g: &GuestArgs, req: GuestRequest) -> Result<GuestResult>
     let guest = qemu::boot(&b.kernel, &b.initramfs, &cfg, &run_dir, &mut streamer)?;
     let boot_time = t.elapsed();
     let mut outcome = verdict::evaluate(&guest, kunit, filter.describe().as_deref(), profile);
+    for (t, why) in &harness_skips {
+        outcome.user_tests.push(report::UserTest {
+            name: t.to_string(),
+            passed: true,
+            skipped: true,
+            rc: 0,
+            output_tail: format!("ok - {t} # SKIP {why}"),
+            duration_ms: 0,
+        });
+    }
     if let Some((false, _)) = host {
         let msg = format!(
             "host tests failed (see {})",
@@ -381,7 +446,7 @@ pub(crate) fn guest_cmd(g: &GuestArgs, req: GuestRequest) -> Result<GuestResult>
         write_bench(name, &cfg, &outcome, &guest.data_log)?;
         bench::report(name);
     }
-    if !kunit {
+    if !kunit && mode != Mode::Test {
         // Demos and benchmarks: their exit codes, crashes, the protocol.
         say!(
             "time: {} (total {})",
@@ -425,6 +490,9 @@ pub(crate) fn guest_cmd(g: &GuestArgs, req: GuestRequest) -> Result<GuestResult>
         }
     }
     println!();
+    if !which.has_kunit() {
+        println!("{}", no_kunit_line(which));
+    }
     match label {
         Some(l) => report::print_summary_labelled(&outcome.run, &outcome.user_tests, l),
         None => report::print_summary(&outcome.run, &outcome.user_tests),
@@ -433,6 +501,13 @@ pub(crate) fn guest_cmd(g: &GuestArgs, req: GuestRequest) -> Result<GuestResult>
         &outcome.run,
         &outcome.user_tests,
     ))))
+}
+
+/// The summary's line for a kernel without KUnit: not a failure.
+pub(crate) fn no_kunit_line(k: profile::KernelKind) -> String {
+    format!(
+        "KUnit: not run on the {k} kernel (CONFIG_KUNIT is off there); tierkit's KUnit suites run on tierkit's own kernels (--kernel tierkit)"
+    )
 }
 
 /// What the guest kernel saw (its `TIERKIT-TOPO` lines: nodes, memory,

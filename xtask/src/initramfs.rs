@@ -4,6 +4,8 @@
 //! - `/init`: `guest/init.sh`;
 //! - `/bin/busybox` (static) and a symlink for each of its applets;
 //! - `/lib/modules/tierkit.ko`;
+//! - `/lib/modules/pre/NN-<name>.ko`: modules /init loads first, in that
+//!   order (Debian's CXL, DAX and kmem drivers under `--kernel debian`);
 //! - `/bin/<name>` for every userspace binary (`tk-test-*`, `tk-demo*`,
 //!   `tk-bench-*`, ...);
 //! - `/dev/console`, so the kernel can open the console for /init before
@@ -86,6 +88,7 @@ pub fn entries(
     links: &[String],
     ko: Vec<u8>,
     bins: &[(String, Vec<u8>)],
+    pre: &[(String, Vec<u8>)],
 ) -> Vec<Entry> {
     let mut e = Vec::new();
     for d in [
@@ -133,6 +136,18 @@ pub fn entries(
         mode: 0o644,
         data: ko,
     });
+    if !pre.is_empty() {
+        e.push(Entry::Dir {
+            path: "lib/modules/pre".into(),
+        });
+    }
+    for (i, (name, data)) in pre.iter().enumerate() {
+        e.push(Entry::File {
+            path: format!("lib/modules/pre/{i:02}-{name}.ko"),
+            mode: 0o644,
+            data: data.clone(),
+        });
+    }
     for (name, data) in bins {
         e.push(Entry::File {
             path: format!("bin/{name}"),
@@ -194,6 +209,7 @@ pub fn build(
     info: &str,
     module: &ModuleBuild,
     bins: &[GuestBinary],
+    pre: &[(String, Vec<u8>)],
 ) -> Result<Initramfs> {
     let busybox = std::fs::read(BUSYBOX)
         .with_context(|| format!("reading {BUSYBOX} (apt-get install busybox-static)"))?;
@@ -207,7 +223,7 @@ pub fn build(
         ));
     }
     let links = busybox_links()?;
-    let all = entries(&render_init(info), busybox, &links, ko, &files);
+    let all = entries(&render_init(info), busybox, &links, ko, &files, pre);
     let buf = write_cpio(&all, Vec::new())?;
     let path = dir.join("initramfs.cpio");
     util::write_atomic(&path, &buf)?;
@@ -230,6 +246,10 @@ mod tests {
             &["bin/sh".to_string(), "sbin/insmod".to_string()],
             b"KO".to_vec(),
             &[("tk-test-a".to_string(), b"ELF".to_vec())],
+            &[
+                ("cxl_core".to_string(), b"K1".to_vec()),
+                ("cxl_acpi".to_string(), b"K2".to_vec()),
+            ],
         );
         let buf = write_cpio(&all, Vec::new()).unwrap();
         let mut cur = Cursor::new(buf);
@@ -251,6 +271,9 @@ mod tests {
         assert_eq!(get("lib/modules/tierkit.ko").2, 2);
         assert_eq!(get("bin/tk-test-a").1, 0o100755);
         assert_eq!(get("bin").1, 0o040755);
+        // Modules loaded before tierkit keep their order in their names.
+        assert_eq!(get("lib/modules/pre/00-cxl_core.ko").2, 2);
+        assert_eq!(get("lib/modules/pre/01-cxl_acpi.ko").1, 0o100644);
     }
 
     #[test]

@@ -72,6 +72,8 @@ pub struct KernelBuild {
     pub bzimage: PathBuf,
     /// The profile whose fragments made the config.
     pub profile: Profile,
+    /// Debian's kernel (`--kernel debian`) rather than one xtask built.
+    pub debian: Option<crate::debian::DebianKernel>,
 }
 
 /// Source, config and build: what every subcommand that boots calls.
@@ -203,45 +205,53 @@ fn apt_options(c: &Path) -> Vec<String> {
     .collect()
 }
 
-/// Downloads `linux-source-7.3` through a private apt configuration and
-/// extracts it to `dest` atomically (temp dir + rename).
-fn fetch_debian_source(cache: &Path, dest: &Path) -> Result<()> {
-    let t = util::Timer::start();
+/// The private apt configuration in `cache/apt` (its dirs and its only
+/// source), then `apt-get update` and `apt-get download PACKAGES` into
+/// `dest`. `what` names the download in the spinner.
+pub(crate) fn apt_download(cache: &Path, packages: &[&str], dest: &Path, what: &str) -> Result<()> {
     let c = cache.join("apt");
     for d in [
         "state/lists/partial",
         "cache/archives/partial",
         "etc/sources.list.d",
         "etc/preferences.d",
-        "debs",
     ] {
         fs::create_dir_all(c.join(d))
             .with_context(|| format!("creating {}", c.join(d).display()))?;
     }
+    fs::create_dir_all(dest).with_context(|| format!("creating {}", dest.display()))?;
     fs::write(c.join("etc/sources.list"), APT_SOURCE)?;
-    let debs = c.join("debs");
-    let log = cache.join("fetch.log");
+    let pb = util::spinner(&format!(
+        "fetching {what} from trixie-backports (private apt config in {})",
+        c.display()
+    ));
+    let mut update = Command::new("apt-get");
+    update.args(apt_options(&c)).arg("update");
+    util::run_logged(update, &cache.join("fetch.log"), |_| {}).context(
+        "apt-get update with the private configuration failed (is deb.debian.org reachable?)",
+    )?;
+    let mut dl = Command::new("apt-get");
+    dl.args(apt_options(&c))
+        .arg("download")
+        .args(packages)
+        .current_dir(dest);
+    util::run_logged(dl, &cache.join("fetch-download.log"), |l| {
+        pb.set_message(format!("apt-get download: {l}"))
+    })
+    .with_context(|| format!("apt-get download {} failed", packages.join(" ")))?;
+    pb.finish_and_clear();
+    Ok(())
+}
+
+/// Downloads `linux-source-7.3` through a private apt configuration and
+/// extracts it to `dest` atomically (temp dir + rename).
+fn fetch_debian_source(cache: &Path, dest: &Path) -> Result<()> {
+    let t = util::Timer::start();
+    let debs = cache.join("apt").join("debs");
+    fs::create_dir_all(&debs)?;
     let mut deb = find_deb(&debs)?;
     if deb.is_none() {
-        let pb = util::spinner(&format!(
-            "fetching {DEFAULT_PACKAGE} from trixie-backports (private apt config in {})",
-            c.display()
-        ));
-        let mut update = Command::new("apt-get");
-        update.args(apt_options(&c)).arg("update");
-        util::run_logged(update, &log, |_| {}).context(
-            "apt-get update with the private configuration failed (is deb.debian.org reachable?)",
-        )?;
-        let mut dl = Command::new("apt-get");
-        dl.args(apt_options(&c))
-            .args(["download", DEFAULT_PACKAGE])
-            .current_dir(&debs);
-        let dl_log = cache.join("fetch-download.log");
-        util::run_logged(dl, &dl_log, |l| {
-            pb.set_message(format!("apt-get download: {l}"))
-        })
-        .with_context(|| format!("apt-get download {DEFAULT_PACKAGE} failed"))?;
-        pb.finish_and_clear();
+        apt_download(cache, &[DEFAULT_PACKAGE], &debs, DEFAULT_PACKAGE)?;
         deb = find_deb(&debs)?;
     }
     let deb = deb.with_context(|| {
@@ -688,6 +698,7 @@ pub fn build(cfg: &KernelConfig) -> Result<KernelBuild> {
         key: cfg.key.clone(),
         bzimage: out.join("arch/x86/boot/bzImage"),
         profile: cfg.profile,
+        debian: None,
     };
     fs::create_dir_all(&kernels)?;
     let _lock = util::lock(
@@ -834,6 +845,24 @@ pub fn build(cfg: &KernelConfig) -> Result<KernelBuild> {
         util::fmt_dur(t.elapsed())
     );
     Ok(result(&out))
+}
+
+/// Debian's kernel (`--kernel debian`): fetched, extracted, its Rust
+/// metadata rebuilt ([`crate::debian::ensure`]); `out_dir` is the tree the
+/// module builds against, `bzimage` Debian's vmlinuz.
+pub fn ensure_debian() -> Result<KernelBuild> {
+    let d = crate::debian::ensure()?;
+    let h = &d.prepared.headers;
+    Ok(KernelBuild {
+        src: d.prepared.dir.clone(),
+        out_dir: d.prepared.dir.clone(),
+        version: h.release.clone(),
+        config_hash: kconfig::config_hash(&h.config),
+        key: h.key.clone(),
+        bzimage: d.vmlinuz.clone(),
+        profile: Profile::Default,
+        debian: Some(d),
+    })
 }
 
 /// `cargo xtask kernel`.

@@ -13,9 +13,11 @@
 pub mod bench;
 pub mod cli;
 pub mod console;
+pub mod debian;
 pub mod guest;
 pub mod initramfs;
 pub mod kconfig;
+pub mod kdir;
 pub mod kernel;
 pub mod ktap;
 pub mod module;

@@ -39,6 +39,12 @@ pub fn make_command(kernel: &KernelBuild) -> Command {
 
 /// Builds `module/tierkit.ko` (incremental; about a second when unchanged).
 pub fn build(kernel: &KernelBuild) -> Result<ModuleBuild> {
+    if let Some(d) = &kernel.debian {
+        // Debian's gcc-built kernel: in the private root, from a copy.
+        return Ok(ModuleBuild {
+            ko: crate::kdir::build_module(&d.prepared, true)?,
+        });
+    }
     // Kbuild writes its objects into module/: one build at a time.
     let _lock = util::lock(&util::out_dir().join("module.lock"), "the module build")?;
     let mut cmd = make_command(kernel);

@@ -112,6 +112,70 @@ impl Profile {
     }
 }
 
+/// `--kernel`: whose kernel the guest boots. Orthogonal to [`Profile`],
+/// which configures tierkit's own kernel: Debian's comes configured.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum KernelKind {
+    /// tierkit's kernel: Debian's linux-source-7.3 (or --kernel-src),
+    /// tinyconfig plus kconfig/*.config, built with LLVM.
+    #[default]
+    Tierkit,
+    /// Debian's own linux-image-7.3.4+deb13-amd64 (trixie-backports), as
+    /// a user runs it: gcc-built, KUnit off, init_on_alloc=1 by default,
+    /// CXL/DAX/kmem as modules; tierkit.ko built against its headers.
+    Debian,
+}
+
+impl KernelKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            KernelKind::Tierkit => "tierkit",
+            KernelKind::Debian => "debian",
+        }
+    }
+
+    /// Appended to run directories after the profile's.
+    pub fn suffix(self) -> &'static str {
+        match self {
+            KernelKind::Tierkit => "",
+            KernelKind::Debian => "-debian",
+        }
+    }
+
+    /// Whether the kernel runs tierkit's KUnit suites (CONFIG_KUNIT).
+    pub fn has_kunit(self) -> bool {
+        self == KernelKind::Tierkit
+    }
+
+    /// What the guest gets on the command line that the kernel's own
+    /// defaults would not give. tierkit's kernel: `init_on_alloc=0` (the
+    /// allocator must not zero gigantic ranges serially). Debian's: nothing,
+    /// it boots as shipped.
+    pub fn kernel_cmdline(self) -> &'static [&'static str] {
+        match self {
+            KernelKind::Tierkit => &["init_on_alloc=0"],
+            KernelKind::Debian => &[],
+        }
+    }
+
+    /// QEMU `-cpu` flags the kernel needs on a topology with CXL devices:
+    /// Debian's kernel (no CXL_REGION_INVALIDATION_TEST) refuses to commit
+    /// a region when it sees a hypervisor, as it could not flush the CPU
+    /// caches of the region's range.
+    pub fn cxl_cpu_flags(self) -> &'static str {
+        match self {
+            KernelKind::Tierkit => "",
+            KernelKind::Debian => ",hypervisor=off",
+        }
+    }
+}
+
+impl fmt::Display for KernelKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 impl fmt::Display for Profile {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
@@ -131,6 +195,19 @@ mod tests {
         assert!(p.kernel_cmdline().is_empty());
         assert_eq!(p.suffix(), "");
         assert_eq!(p.timeout_factor(), 1);
+    }
+
+    #[test]
+    fn kernels() {
+        assert_eq!(KernelKind::default(), KernelKind::Tierkit);
+        assert_eq!(KernelKind::Tierkit.kernel_cmdline(), ["init_on_alloc=0"]);
+        // Debian's kernel boots with its own defaults (init_on_alloc=1).
+        assert!(KernelKind::Debian.kernel_cmdline().is_empty());
+        assert!(!KernelKind::Debian.has_kunit() && KernelKind::Tierkit.has_kunit());
+        assert_eq!(KernelKind::Debian.suffix(), "-debian");
+        assert_eq!(KernelKind::Tierkit.suffix(), "");
+        assert_eq!(KernelKind::Debian.cxl_cpu_flags(), ",hypervisor=off");
+        assert_eq!(KernelKind::Tierkit.cxl_cpu_flags(), "");
     }
 
     #[test]

@@ -135,6 +135,8 @@ pub struct GuestConfig {
     pub profile: Profile,
     /// `--cxl-online`: the zone hot-added (CXL) memory is onlined into.
     pub cxl_online: CxlOnline,
+    /// `--kernel`: its own command-line needs ([`crate::profile::KernelKind`]).
+    pub kernel: crate::profile::KernelKind,
 }
 
 /// The kernel command line. No `quiet` (it hides KTAP, printed at
@@ -146,11 +148,11 @@ pub fn kernel_cmdline(cfg: &GuestConfig) -> Result<String> {
         "printk.devkmsg=on",
         "panic=-1",
         "oops=panic",
-        "init_on_alloc=0",
     ]
     .iter()
     .map(|s| s.to_string())
     .collect();
+    p.extend(cfg.kernel.kernel_cmdline().iter().map(|s| s.to_string()));
     // Before --append, so that a later memhp_default_state there wins.
     p.push(format!("memhp_default_state={}", cfg.cxl_online.as_param()));
     p.push(format!("tierkit.mode={}", cfg.mode.as_param()));
@@ -159,8 +161,15 @@ pub fn kernel_cmdline(cfg: &GuestConfig) -> Result<String> {
         // or interleaved over WAYS devices: `MIB:WAYS:GRANULARITY`).
         p.push(format!("tierkit.cxl={c}"));
     }
+    // A kernel without KUnit would hand kunit.* to /init as unknown.
+    let no_filter = None;
+    let kunit_filter = if cfg.kernel.has_kunit() {
+        &cfg.filter.kunit
+    } else {
+        &no_filter
+    };
     for (f, param) in [
-        (&cfg.filter.kunit, "kunit.filter_glob"),
+        (kunit_filter, "kunit.filter_glob"),
         (&cfg.filter.user, "tierkit.filter"),
         (&cfg.filter.skip, "tierkit.skip"),
     ] {
@@ -170,7 +179,7 @@ pub fn kernel_cmdline(cfg: &GuestConfig) -> Result<String> {
         }
         p.push(format!("{param}={f}"));
     }
-    if !cfg.kunit {
+    if !cfg.kunit && cfg.kernel.has_kunit() {
         // The module's suites run under `cargo xtask test`; demos and
         // benchmarks don't wait for them.
         p.push("kunit.enable=0".into());
@@ -590,6 +599,7 @@ mod tests {
             timeout: Duration::from_secs(600),
             profile: Profile::Default,
             cxl_online: CxlOnline::Movable,
+            kernel: crate::profile::KernelKind::Tierkit,
         }
     }
 

@@ -8,7 +8,7 @@
 //! tests (fault injection, fuzzer, stress, load/unload cycles, hostile
 //! inputs) and the 1 GiB work on emulated CXL memory; CI runs `--full`.
 
-use crate::profile::Profile;
+use crate::profile::{KernelKind, Profile};
 use crate::qemu::CxlOnline;
 use crate::topology::{CxlInterleave, TopologyKind};
 
@@ -35,6 +35,14 @@ impl Filter {
         }
     }
 
+    /// Whether /init runs the userspace test `name`: it matches a glob of
+    /// `user` (none: every test) and none of `skip` (init.sh's
+    /// `filter_match`).
+    pub fn selects(&self, name: &str) -> bool {
+        let any = |list: &str| list.split(',').any(|g| glob_match(g, name));
+        self.user.as_deref().is_none_or(any) && !self.skip.as_deref().is_some_and(any)
+    }
+
     /// How the selection is shown in messages; `None`: everything.
     pub fn describe(&self) -> Option<String> {
         let mut parts = Vec::new();
@@ -52,6 +60,23 @@ impl Filter {
         }
         (!parts.is_empty()).then(|| parts.join(", "))
     }
+}
+
+/// A shell glob with `*` and `?` (what the runs' selections use) against
+/// a test name; any other character matches itself.
+pub fn glob_match(pattern: &str, name: &str) -> bool {
+    fn m(p: &[char], n: &[char]) -> bool {
+        match (p.first(), n.first()) {
+            (None, None) => true,
+            (Some('*'), _) => m(&p[1..], n) || (!n.is_empty() && m(p, &n[1..])),
+            (Some('?'), Some(_)) => m(&p[1..], &n[1..]),
+            (Some(a), Some(b)) if a == b => m(&p[1..], &n[1..]),
+            _ => false,
+        }
+    }
+    let p: Vec<char> = pattern.chars().collect();
+    let n: Vec<char> = name.chars().collect();
+    m(&p, &n)
 }
 
 /// A run's own selection of tests; empty strings select everything
@@ -233,14 +258,20 @@ pub const FULL_RUNS: &[TestRun] = &[
 
 /// What `cargo xtask test --ci` (`.ci/run`) boots: the default profile's
 /// [`FULL_RUNS`], then the debug profile's whole suite on numa and its
-/// quick cxl run. The debug profile's whole cxl suite (`cargo xtask test
+/// quick cxl run, then Debian's own kernel (`--kernel debian`) on the
+/// quick numa and cxl runs. The debug profile's whole cxl suite (`cargo xtask test
 /// --full --profile debug --topology cxl`, some 30 minutes of KASAN on
 /// emulated CXL memory) is left out so that a cold CI run, with both
 /// kernels built, fits in an hour; README.md ("CI") has its last result.
-pub fn ci_boots() -> Vec<(Profile, TestRun)> {
-    let mut v: Vec<(Profile, TestRun)> = FULL_RUNS.iter().map(|r| (Profile::Default, *r)).collect();
-    v.push((Profile::Debug, FULL_RUNS[0]));
-    v.push((Profile::Debug, QUICK_RUNS[1]));
+pub fn ci_boots() -> Vec<(Profile, KernelKind, TestRun)> {
+    let mut v: Vec<(Profile, KernelKind, TestRun)> = FULL_RUNS
+        .iter()
+        .map(|r| (Profile::Default, KernelKind::Tierkit, *r))
+        .collect();
+    v.push((Profile::Debug, KernelKind::Tierkit, FULL_RUNS[0]));
+    v.push((Profile::Debug, KernelKind::Tierkit, QUICK_RUNS[1]));
+    v.push((Profile::Default, KernelKind::Debian, QUICK_RUNS[0]));
+    v.push((Profile::Default, KernelKind::Debian, QUICK_RUNS[1]));
     v
 }
 
@@ -381,20 +412,40 @@ mod tests {
     }
 
     #[test]
-    fn ci_runs_everything_default_and_debug_numa_full_and_cxl_quick() {
-        let v: Vec<(Profile, &str)> = ci_boots().iter().map(|(p, r)| (*p, r.name)).collect();
+    fn ci_runs_everything_default_debug_numa_full_and_cxl_quick_and_debian_quick() {
+        use KernelKind::{Debian, Tierkit};
+        let v: Vec<(Profile, KernelKind, &str)> = ci_boots()
+            .iter()
+            .map(|(p, k, r)| (*p, *k, r.name))
+            .collect();
         assert_eq!(
             v,
             [
-                (Profile::Default, "numa-full"),
-                (Profile::Default, "cxl-full"),
-                (Profile::Default, "cxl-kernel"),
-                (Profile::Default, "cxl-interleave"),
-                (Profile::Default, "numa-init-on-alloc"),
-                (Profile::Debug, "numa-full"),
-                (Profile::Debug, "cxl"),
+                (Profile::Default, Tierkit, "numa-full"),
+                (Profile::Default, Tierkit, "cxl-full"),
+                (Profile::Default, Tierkit, "cxl-kernel"),
+                (Profile::Default, Tierkit, "cxl-interleave"),
+                (Profile::Default, Tierkit, "numa-init-on-alloc"),
+                (Profile::Debug, Tierkit, "numa-full"),
+                (Profile::Debug, Tierkit, "cxl"),
+                (Profile::Default, Debian, "numa"),
+                (Profile::Default, Debian, "cxl"),
             ]
         );
+    }
+
+    #[test]
+    fn selection_of_userspace_tests() {
+        assert!(glob_match("tk-test-*", "tk-test-pool"));
+        assert!(glob_match("tk-test-p??l", "tk-test-pool"));
+        assert!(!glob_match("tk-test-pool", "tk-test-pool-cxl"));
+        assert!(glob_match("*", ""));
+        let quick = QUICK_RUNS[0].only.unwrap().filter();
+        assert!(quick.selects("tk-test-vma"));
+        assert!(!quick.selects("tk-test-faults"));
+        let cxl = QUICK_RUNS[1].only.unwrap().filter();
+        assert!(cxl.selects("tk-test-gup") && !cxl.selects("tk-test-vma"));
+        assert!(Filter::both(None).selects("tk-test-anything"));
     }
 
     #[test]

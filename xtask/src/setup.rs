@@ -39,6 +39,8 @@ pub fn check() -> Vec<Missing> {
         ("dpkg", "dpkg"),
         ("tar", "tar"),
         ("xz", "xz-utils"),
+        // The private trixie root of --kernel debian and module --kdir.
+        ("mmdebstrap", "mmdebstrap"),
     ] {
         if which(tool).is_none() {
             miss(

@@ -60,34 +60,41 @@ pub(crate) fn host_tests() -> Result<(bool, Duration)> {
 }
 
 /// The boots of one `test`, in order: each profile on each of its runs
-/// ([`runs::select`]), or with `ci` [`runs::ci_boots`].
+/// ([`runs::select`]) on `--kernel`'s kernel, or with `ci`
+/// [`runs::ci_boots`].
 pub(crate) fn boots(
     g: &GuestArgs,
     profiles: &[profile::Profile],
     full: bool,
     ci: bool,
-) -> Vec<(profile::Profile, runs::TestRun)> {
+) -> Vec<(profile::Profile, profile::KernelKind, runs::TestRun)> {
     if ci {
         return runs::ci_boots();
     }
+    let k = g.kernel_kind;
     profiles
         .iter()
         .flat_map(|&p| {
             runs::select(p, full, g.topology, g.cxl_online)
                 .into_iter()
-                .map(move |r| (p, r))
+                .map(move |r| (p, k, r))
         })
         .collect()
 }
 
 /// The label of one boot of a `test` over several runs or profiles: the
 /// run's name (`numa`, `cxl`, `cxl-kernel`), after the profile's unless
-/// default (`debug numa`).
-fn run_label(profile: profile::Profile, run: &str) -> String {
-    match profile {
-        profile::Profile::Default => run.to_string(),
-        p => format!("{p} {run}"),
+/// default (`debug numa`) and the kernel's unless tierkit's (`debian numa`).
+pub(crate) fn run_label(profile: profile::Profile, k: profile::KernelKind, run: &str) -> String {
+    let mut s = String::new();
+    if k != profile::KernelKind::Tierkit {
+        s.push_str(&format!("{k} "));
     }
+    if profile != profile::Profile::Default {
+        s.push_str(&format!("{profile} "));
+    }
+    s.push_str(run);
+    s
 }
 
 /// `cargo xtask test`: each profile (in the order given) on each run of
@@ -102,23 +109,30 @@ pub(crate) fn test_all(
     ci: bool,
 ) -> Result<ExitCode> {
     let boots = boots(g, profiles, full, ci);
-    if let [(profile, run)] = boots[..] {
-        let mut req = GuestRequest::for_run(g, profile, &run);
+    if let [(profile, k, run)] = boots[..] {
+        let mut req = GuestRequest::for_run(g, profile, k, &run);
         req.host = host;
         return guest_cmd(g, req).map(|r| r.exit());
     }
     let mut results: Vec<(String, GuestResult)> = Vec::new();
-    for (i, (profile, run)) in boots.iter().enumerate() {
+    for (i, (profile, k, run)) in boots.iter().enumerate() {
         println!();
+        let why = if k.has_kunit() {
+            run.why.to_string()
+        } else {
+            format!(
+                "{} (userspace tests only: no KUnit in this kernel)",
+                run.why
+            )
+        };
         say!(
-            "===== {}, {profile} profile ({}/{}): {} =====",
+            "===== {}, {profile} profile, {k} kernel ({}/{}): {why} =====",
             run.name,
             i + 1,
             boots.len(),
-            run.why
         );
-        let label = run_label(*profile, run.name);
-        let mut req = GuestRequest::for_run(g, *profile, run);
+        let label = run_label(*profile, *k, run.name);
+        let mut req = GuestRequest::for_run(g, *profile, *k, run);
         // Host tests count once, with the first boot.
         req.host = if i == 0 { host } else { None };
         req.label = Some(label.clone());
@@ -169,4 +183,26 @@ pub(crate) fn test_all(
     } else {
         ExitCode::FAILURE
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::profile::{KernelKind, Profile};
+
+    #[test]
+    fn labels_name_the_kernel_and_profile_unless_default() {
+        assert_eq!(
+            run_label(Profile::Default, KernelKind::Tierkit, "numa"),
+            "numa"
+        );
+        assert_eq!(
+            run_label(Profile::Debug, KernelKind::Tierkit, "cxl"),
+            "debug cxl"
+        );
+        assert_eq!(
+            run_label(Profile::Default, KernelKind::Debian, "numa"),
+            "debian numa"
+        );
+    }
 }

@@ -521,3 +521,47 @@ fn kernel_src() {
     let _ = std::fs::remove_dir_all(&empty);
     let _ = std::fs::remove_dir_all(&fake);
 }
+
+#[test]
+fn kdir() {
+    refused(
+        &["module", "--kdir", "/nonexistent/tierkit-kdir"],
+        "--kdir",
+        "no such directory",
+    );
+    let empty = scratch("kdir-empty");
+    let e = empty.to_str().unwrap();
+    refused(&["module", "--kdir", e], "--kdir", "has no .config");
+    std::fs::write(empty.join(".config"), "CONFIG_RUST=y\n").unwrap();
+    refused(
+        &["module", "--kdir", e],
+        "--kdir",
+        "has no include/config/kernel.release",
+    );
+    // --kdir is a kernel someone else built: tierkit's own kernel's flags
+    // do not apply.
+    refused(
+        &["module", "--kdir", e, "--profile", "debug"],
+        "--kdir",
+        "cannot be used with",
+    );
+    let _ = std::fs::remove_dir_all(&empty);
+}
+
+#[test]
+fn kernel_debian() {
+    accepted(&["test", "--kernel", "debian"]);
+    accepted(&["test", "--kernel", "debian", "--full", "--topology", "numa"]);
+    accepted(&["run", "--kernel", "debian", "--topology", "cxl"]);
+    accepted(&["test", "--kernel", "tierkit", "--profile", "debug"]);
+    for cmd in ["run", "test"] {
+        refused(
+            &[cmd, "--kernel", "debian", "--profile", "debug"],
+            "--kernel debian",
+            "--profile is for --kernel tierkit",
+        );
+    }
+    refused(&["test", "--kernel", "ubuntu"], "--kernel", "invalid value");
+    // --ci boots its own kernels (runs::ci_boots).
+    accepted(&["test", "--ci", "--kernel", "debian"]);
+}

@@ -572,7 +572,28 @@ tierkit_bandwidth() {
 	topo "tierkit bandwidth: $(printf '%s' "$lines" | tr '\n' ';' | sed 's/;$//;s/;/; /g') (MB/s, from$from) -> auto=$(cat $W/auto)$w"
 }
 
-if [ -n "$CXL" ]; then
+# ---- modules the kernel needs first -----------------------------------------
+# /lib/modules/pre/NN-<name>.ko (`--kernel debian`: brd for /dev/ram0 and,
+# with CXL, Debian's CXL, DAX and kmem drivers, in modules.dep's order). A
+# failure to load one fails the run and skips the CXL setup.
+pre_modules() {
+	n=0
+	for m in /lib/modules/pre/*.ko; do
+		[ -e "$m" ] || continue
+		out=$(insmod "$m" 2>&1)
+		rc=$?
+		if [ $rc != 0 ]; then
+			mark "TIERKIT-ERROR insmod ${m##*/} failed (rc=$rc): $out"
+			fails=$((fails + 1))
+			cxl_ok=0
+		fi
+		n=$((n + 1))
+	done
+	[ $n = 0 ] || mark "TIERKIT-NOTE loaded $n module(s) before tierkit: $(ls /lib/modules/pre | sed 's/^[0-9]*-//; s/\.ko$//' | tr '\n' ' ')"
+}
+
+pre_modules
+if [ -n "$CXL" ] && [ $cxl_ok = 1 ]; then
 	cxl_setup
 	rm -f /tmp/.cxl-regions
 fi
