@@ -650,14 +650,19 @@ mod alloc {
         Ok(pages.len())
     }
 
+    /// Pages the zero check allocates to see the dirt.
+    const PROBES: usize = 1024;
+
     /// The zero check on one node: after dirtying it, plain allocations do
     /// see the dirt (so the check can fail), and every page of the mmap
     /// allocation path is on `nid` and zero.
     fn zero_check(nid: usize) -> Result<(usize, usize, bool, bool)> {
         let dirtied = dirty_node(nid)?;
         // Proof that the memory handed out next is dirty.
-        let mut probes: KVec<NodePage> = KVec::with_capacity(64, GFP_KERNEL)?;
-        for _ in 0..64 {
+        // 1024 pages: more than any CPU's per-CPU list holds, so the
+        // probes reach the buddy lists whichever CPU the test runs on.
+        let mut probes: KVec<NodePage> = KVec::with_capacity(PROBES, GFP_KERNEL)?;
+        for _ in 0..PROBES {
             probes.push(NodePage::alloc_uninit(nid)?, GFP_KERNEL)?;
         }
         // SAFETY: the probe pages are ours alone.
@@ -684,10 +689,11 @@ mod alloc {
         for nid in memory_nodes().iter() {
             let (dirtied, dirty_seen, on_node, zero) = zero_check(nid)?;
             pr_info!(
-                "tierkit_wi_alloc: node{}: dirtied {} pages, {}/64 probes dirty, init_on_alloc {}\n",
+                "tierkit_wi_alloc: node{}: dirtied {} pages, {}/{} probes dirty, init_on_alloc {}\n",
                 nid,
                 dirtied,
                 dirty_seen,
+                PROBES,
                 init_on_alloc
             );
             assert!(dirtied >= 4096);

@@ -25,7 +25,8 @@
 //!   their pages.
 //! - DAMON: virtual-address monitoring of a task with tierkit mappings,
 //!   with a `migrate_hot` scheme to the other node: tierkit's pages are
-//!   not isolated and stay.
+//!   not isolated and stay (DAMON_STAT, which a distribution kernel may
+//!   run and which holds DAMON exclusively, is stopped meanwhile).
 //! - Memory failure: `MADV_SOFT_OFFLINE` of a tierkit page is refused
 //!   (`EIO` or `EBUSY`), the page stays; `MADV_HWPOISON` is left out (it
 //!   would poison guest memory for the rest of the boot).
@@ -407,6 +408,13 @@ fn damon(r: &mut Report, s: &Subjects, other: u32) {
         r.skip(WHAT, "no DAMON sysfs (CONFIG_DAMON_SYSFS)");
         return;
     }
+    // A distribution kernel may run DAMON_STAT, which starts its kdamond
+    // exclusively at boot: every other start is EBUSY. Stop it for the
+    // check; the knob puts it back.
+    let _stat = match fs::read_to_string("/sys/module/damon_stat/parameters/enabled") {
+        Ok(v) if v.trim() == "Y" => Knob::set("/sys/module/damon_stat/parameters/enabled", "N"),
+        _ => None,
+    };
     let c = format!("{k}/0/contexts");
     let res = (|| -> Result<String, String> {
         let w = |p: &str, v: &str| fs::write(p, v).map_err(|e| format!("{p} = {v}: {e}"));
