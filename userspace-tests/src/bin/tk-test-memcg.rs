@@ -118,23 +118,37 @@ fn cgroup2_ready() -> Result<bool, String> {
     Ok(true)
 }
 
+/// In a child: joins `cg` and maps `pages` 4 KiB pages on `nid`. `Err` is
+/// the child's exit code: 2 cgroup, 3 open, 4 policy, 5 mmap, 12 ENOMEM.
+fn mapped_in(
+    cg: &Cg,
+    nid: u32,
+    pages: usize,
+) -> Result<(Tierkit, userspace_tests::sys::Mapping), i32> {
+    if !cg.join() {
+        return Err(2);
+    }
+    let tk = Tierkit::open().map_err(|_| 3)?;
+    tk.set_policy(TK_MODE_INTERLEAVE, 1 << nid).map_err(|_| 4)?;
+    let m = tk.map(pages, 0).map_err(|e| {
+        if e.raw_os_error() == Some(libc::ENOMEM) {
+            12
+        } else {
+            5
+        }
+    })?;
+    Ok((tk, m))
+}
+
 /// A child in `cg` that maps `bytes` of 4 KiB pages on `nid` and exits
 /// with 0 when it got them, 12 on ENOMEM.
 fn map_in(cg: &Cg, nid: u32, bytes: u64) -> Result<Exit, String> {
-    vma::fork_run(|| {
-        if !cg.join() {
-            return 2;
-        }
-        let Ok(tk) = Tierkit::open() else { return 3 };
-        if tk.set_policy(TK_MODE_INTERLEAVE, 1 << nid).is_err() {
-            return 4;
-        }
-        match tk.map((bytes / PAGE_SIZE as u64) as usize, 0) {
+    vma::fork_run(
+        || match mapped_in(cg, nid, (bytes / PAGE_SIZE as u64) as usize) {
             Ok(_) => 0,
-            Err(e) if e.raw_os_error() == Some(libc::ENOMEM) => 12,
-            Err(_) => 5,
-        }
-    })
+            Err(code) => code,
+        },
+    )
     .map_err(|e| format!("fork: {e}"))
 }
 
@@ -144,14 +158,10 @@ fn charged(r: &mut Report, nid: u32) {
         let base = cg.current()?;
         let pages = (32 * MIB / PAGE_SIZE as u64) as usize;
         let mut child = vma::spawn_synced(|ready| {
-            if !cg.join() {
-                return 2;
-            }
-            let Ok(tk) = Tierkit::open() else { return 3 };
-            if tk.set_policy(TK_MODE_INTERLEAVE, 1 << nid).is_err() {
-                return 4;
-            }
-            let Ok(m) = tk.map(pages, 0) else { return 5 };
+            let m = match mapped_in(&cg, nid, pages) {
+                Ok(m) => m,
+                Err(code) => return code,
+            };
             ready();
             vma::sleep_ms(3000);
             drop(m);
@@ -277,14 +287,10 @@ fn offline_keeps_charge(r: &mut Report, nid: u32) {
         const DONE: &str = "/tmp/tk-memcg-done";
         let _ = fs::remove_file(DONE);
         let mut child = vma::spawn_synced(|ready| {
-            if !owner.join() {
-                return 2;
-            }
-            let Ok(tk) = Tierkit::open() else { return 3 };
-            if tk.set_policy(TK_MODE_INTERLEAVE, 1 << nid).is_err() {
-                return 4;
-            }
-            let Ok(m) = tk.map(pages, 0) else { return 5 };
+            let (_tk, m) = match mapped_in(&owner, nid, pages) {
+                Ok(tm) => tm,
+                Err(code) => return code,
+            };
             // SAFETY: our mapping.
             unsafe { fill_pattern(m.as_ptr(), 0, pages, 0xc9) };
             let Ok(pfns) = memblock::pagemap_pfns(m.addr(), pages) else {

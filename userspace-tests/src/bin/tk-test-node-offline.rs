@@ -385,6 +385,62 @@ fn mem_free_kb(nid: u32) -> Option<u64> {
         .ok()
 }
 
+/// Waits up to 60 s for node `c`'s MemFree to drop by about a GiB from
+/// `free0_kb`: a 1 GiB range was taken there.
+fn range_taken(c: u32, free0_kb: u64) -> bool {
+    let t0 = std::time::Instant::now();
+    while t0.elapsed() < Duration::from_secs(60) {
+        if mem_free_kb(c).is_some_and(|f| f + 900 * 1024 < free0_kb) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+/// Offlines each of `blocks`, each within `limit`: the blocks that went
+/// offline, and every outcome. A write that could not be made fails
+/// `what: memoryN`.
+fn offline_each(
+    r: &mut Report,
+    what: &str,
+    blocks: &[u64],
+    limit: Duration,
+) -> (Vec<u64>, Vec<(u64, userspace_tests::memblock::Timed)>) {
+    let (mut offline, mut outcomes) = (Vec::new(), Vec::new());
+    for &b in blocks {
+        match set_block_state(b, "offline", limit) {
+            Ok(t) => {
+                if matches!(t.outcome, Outcome::Done) {
+                    offline.push(b);
+                }
+                outcomes.push((b, t));
+            }
+            Err(e) => {
+                r.fail(&format!("{what}: memory{b}"), e.to_string());
+            }
+        }
+    }
+    (offline, outcomes)
+}
+
+/// The outcomes that are neither done nor EBUSY, described.
+fn neither_done_nor_busy(outcomes: &[(u64, userspace_tests::memblock::Timed)]) -> Vec<String> {
+    outcomes
+        .iter()
+        .filter(|(_, t)| {
+            !matches!(t.outcome, Outcome::Done) && !t.outcome.describe().contains("EBUSY")
+        })
+        .map(|(b, t)| {
+            format!(
+                "memory{b}: {} after {:.1} s",
+                t.outcome.describe(),
+                t.elapsed.as_secs_f64()
+            )
+        })
+        .collect()
+}
+
 /// Part 7 of the module docs: offline every block of `c` while a
 /// `TK_IOC_CLEAR_BENCH` range (no mapping holds it) is being cleared there.
 fn offline_during_clear(r: &mut Report, c: u32, blocks: &[u64]) -> Vec<u64> {
@@ -426,48 +482,16 @@ fn offline_during_clear(r: &mut Report, c: u32, blocks: &[u64]) -> Vec<u64> {
         unsafe { libc::_exit(rc) };
     }
     // The range is taken when the node's free memory drops by a GiB.
-    let t0 = std::time::Instant::now();
-    let mut taken = false;
-    while t0.elapsed() < Duration::from_secs(60) {
-        if mem_free_kb(c).is_some_and(|f| f + 900 * 1024 < free0) {
-            taken = true;
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let taken = range_taken(c, free0);
     let mut offline = Vec::new();
     if taken {
-        let mut outcomes = Vec::new();
-        for &b in blocks {
-            match set_block_state(b, "offline", Duration::from_secs(30)) {
-                Ok(t) => {
-                    if matches!(t.outcome, Outcome::Done) {
-                        offline.push(b);
-                    }
-                    outcomes.push((b, t));
-                }
-                Err(e) => {
-                    r.fail(&format!("{WHAT}: memory{b}"), e.to_string());
-                }
-            }
-        }
+        let (done, outcomes) = offline_each(r, WHAT, blocks, Duration::from_secs(30));
+        offline = done;
         let busy: Vec<_> = outcomes
             .iter()
             .filter(|(_, t)| t.outcome.describe().contains("EBUSY"))
             .collect();
-        let stuck: Vec<String> = outcomes
-            .iter()
-            .filter(|(_, t)| {
-                !matches!(t.outcome, Outcome::Done) && !t.outcome.describe().contains("EBUSY")
-            })
-            .map(|(b, t)| {
-                format!(
-                    "memory{b}: {} after {:.1} s",
-                    t.outcome.describe(),
-                    t.elapsed.as_secs_f64()
-                )
-            })
-            .collect();
+        let stuck = neither_done_nor_busy(&outcomes);
         r.check(
             &format!("{WHAT}: every offline returns (done or EBUSY), none hangs"),
             if stuck.is_empty() {
@@ -554,36 +578,13 @@ fn offline_before_registration(r: &mut Report, c: u32, blocks: &[u64]) -> Vec<u6
         }
     };
     let t0 = std::time::Instant::now();
-    let mut taken = false;
-    while t0.elapsed() < Duration::from_secs(60) {
-        if mem_free_kb(c).is_some_and(|f| f + 900 * 1024 < free0) {
-            taken = true;
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let taken = range_taken(c, free0);
     let in_window = t0.elapsed();
-    let mut offline = Vec::new();
-    let mut results = Vec::new();
-    if taken {
-        for &b in blocks {
-            match set_block_state(b, "offline", Duration::from_secs(20)) {
-                Ok(t) => {
-                    if matches!(t.outcome, Outcome::Done) {
-                        offline.push(b);
-                    }
-                    results.push((b, t));
-                }
-                Err(e) => results.push((
-                    b,
-                    userspace_tests::memblock::Timed {
-                        outcome: Outcome::Failed(e.raw_os_error().unwrap_or(0)),
-                        elapsed: Duration::ZERO,
-                    },
-                )),
-            }
-        }
-    }
+    let (offline, results) = if taken {
+        offline_each(r, WHAT, blocks, Duration::from_secs(20))
+    } else {
+        (Vec::new(), Vec::new())
+    };
     let spent = t0.elapsed();
     let _ = std::fs::write(DELAY, "0");
     let _ = child.kill_and_reap();
@@ -594,19 +595,7 @@ fn offline_before_registration(r: &mut Report, c: u32, blocks: &[u64]) -> Vec<u6
         );
         return offline;
     }
-    let bad: Vec<String> = results
-        .iter()
-        .filter(|(_, t)| {
-            !matches!(t.outcome, Outcome::Done) && !t.outcome.describe().contains("EBUSY")
-        })
-        .map(|(b, t)| {
-            format!(
-                "memory{b}: {} after {:.1} s",
-                t.outcome.describe(),
-                t.elapsed.as_secs_f64()
-            )
-        })
-        .collect();
+    let bad = neither_done_nor_busy(&results);
     let busy = results
         .iter()
         .filter(|(_, t)| t.outcome.describe().contains("EBUSY"))
