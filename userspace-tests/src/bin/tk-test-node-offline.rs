@@ -694,6 +694,19 @@ fn offline_with_reference(r: &mut Report, c: u32) -> Vec<u64> {
     }
 }
 
+/// Puts back online every block of `blocks` that is in `left` or not
+/// online, whatever failed, as the check `what`.
+fn put_back(r: &mut Report, blocks: &[u64], left: &[u64], what: &str) {
+    let still: Vec<u64> = blocks
+        .iter()
+        .copied()
+        .filter(|&b| left.contains(&b) || block_state(b).as_deref() != Some("online"))
+        .collect();
+    if !still.is_empty() {
+        set_all(r, what, &still, "online_movable");
+    }
+}
+
 fn main() -> ExitCode {
     userspace_tests::help!();
     let mut r = Report::new(BIN, "test");
@@ -716,35 +729,20 @@ fn main() -> ExitCode {
     if left.is_empty() {
         left = offline_during_clear(&mut r, c, &blocks);
     }
-    // Put back whatever is still offline, whatever failed.
-    let still: Vec<u64> = blocks
-        .iter()
-        .copied()
-        .filter(|&b| left.contains(&b) || block_state(b).as_deref() != Some("online"))
-        .collect();
-    if !still.is_empty() {
-        set_all(
-            &mut r,
-            "restore: online the blocks left offline",
-            &still,
-            "online_movable",
-        );
-    }
+    put_back(
+        &mut r,
+        &blocks,
+        &left,
+        "restore: online the blocks left offline",
+    );
     let mut left = offline_before_registration(&mut r, c, &blocks);
     left.extend(offline_with_reference(&mut r, c));
-    let still: Vec<u64> = blocks
-        .iter()
-        .copied()
-        .filter(|&b| left.contains(&b) || block_state(b).as_deref() != Some("online"))
-        .collect();
-    if !still.is_empty() {
-        set_all(
-            &mut r,
-            "restore: online the blocks left offline (registration window)",
-            &still,
-            "online_movable",
-        );
-    }
+    put_back(
+        &mut r,
+        &blocks,
+        &left,
+        "restore: online the blocks left offline (registration window)",
+    );
     let end = read_stats().unwrap_or_default();
     r.check(
         "everything put back: held pages as at the start",
