@@ -12,7 +12,8 @@ use crate::mapping::{Backing, BackingPages, GiganticPlan, GiganticRanges};
 use crate::shim;
 use crate::sync::{resched_killable, KillableMutex};
 use crate::uapi::{
-    self, TkBulk, TkClearBench, TkGigantic, TkPageRefs, TkPolicy, TkTaskNext, TkWalk,
+    self, TkBulk, TkClearBench, TkGigantic, TkPageRefs, TkPolicy, TkRebalance, TkTaskNext,
+    TkWalk,
 };
 use crate::wi::{pages, Mode, Policy, Stats, Wi, FILE_GIGANTIC, FILE_PAGES};
 use kernel::{
@@ -60,6 +61,10 @@ unsafe impl AsBytes for TkWalk {}
 unsafe impl FromBytes for TkPageRefs {}
 // SAFETY: as above.
 unsafe impl AsBytes for TkPageRefs {}
+// SAFETY: `repr(C)`, integers only, no padding (4 + 4 + 8 * 8, uapi.rs).
+unsafe impl FromBytes for TkRebalance {}
+// SAFETY: as above.
+unsafe impl AsBytes for TkRebalance {}
 
 /// The most 4 KiB pages one open file holds (1 GiB): a single `mmap` above
 /// it is `EINVAL`, one that would take the file past it is `ENOMEM`.
@@ -226,6 +231,66 @@ impl TkFile {
         Ok(0)
     }
 
+    /// `TK_IOC_REBALANCE`: see `crate::rebalance`. The file's lock is held
+    /// only to read and set its policy and to list its mappings; the pages
+    /// are moved without it, so the file's other calls are not held up.
+    fn rebalance(&self, arg: usize) -> Result<isize> {
+        let (mut reader, mut writer) =
+            UserSlice::new(UserPtr::from_addr(arg), size_of::<TkRebalance>()).reader_writer();
+        let mut r: TkRebalance = reader.read()?;
+        let req = crate::rebalance::Request::new(&r)?;
+        let dry_run = r.flags & uapi::TK_REBALANCE_F_DRY_RUN != 0;
+        let (sel, backings) = {
+            let mut st = self.state.lock()?;
+            if st.gigantic.is_some() {
+                return Err(EOPNOTSUPP);
+            }
+            let mut policy = st.policy.ok_or(EINVAL)?;
+            if r.nodemask != 0 {
+                policy.mask = interleave::effective_nodemask(
+                    interleave::Nodemask(r.nodemask),
+                    crate::wi::memory_nodes(),
+                )?;
+            }
+            let sel = policy.selector(&self.wi.weights())?;
+            if !dry_run && st.policy != Some(policy) {
+                st.policy = Some(policy);
+                // As TK_IOC_SET_POLICY: the task path starts afresh.
+                st.task = TaskState::new();
+            }
+            r.nodemask = policy.mask.0;
+            let mut backings: KVec<*const Backing> =
+                KVec::with_capacity(st.mappings.len(), GFP_KERNEL)?;
+            for b in st.mappings.iter() {
+                backings.push(core::ptr::from_ref::<Backing>(b), GFP_KERNEL)?;
+            }
+            (sel, backings)
+        };
+        // SAFETY: every pointer is to a pinned `Backing` in this file's
+        // `mappings`, which only ever grows while the file is open and is
+        // dropped at release; the ioctl holds a reference to the file, so
+        // it is not released before this call returns.
+        let refs: KVec<&Backing> = {
+            let mut v = KVec::with_capacity(backings.len(), GFP_KERNEL)?;
+            for &b in backings.iter() {
+                // SAFETY: see above.
+                v.push(unsafe { &*b }, GFP_KERNEL)?;
+            }
+            v
+        };
+        let res = crate::rebalance::run(&refs, |ilx| sel.node_for_ilx(ilx), &req, &mut r);
+        if res.is_err() {
+            pr_debug!(
+                "rebalance stopped by a fatal signal after {} of {} misplaced pages moved\n",
+                r.moved,
+                r.misplaced
+            );
+        }
+        res?;
+        writer.write(&r)?;
+        Ok(0)
+    }
+
     /// `TK_IOC_SET_GIGANTIC`: see `clear::gigantic::set_gigantic_ioctl`.
     fn set_gigantic(&self, arg: usize) -> Result<isize> {
         let (mut reader, mut writer) =
@@ -315,6 +380,7 @@ impl TkFile {
             }),
             Some(plan),
             reservation,
+            movable,
         )?;
         gm.note_mapped(nr_ranges);
         Ok((backing, movable))
@@ -501,6 +567,7 @@ impl MiscDevice for TkFile {
             uapi::TK_IOC_BULK => me.bulk(arg),
             uapi::TK_IOC_SET_GIGANTIC => me.set_gigantic(arg),
             uapi::TK_IOC_CLEAR_BENCH => clear_bench(arg),
+            uapi::TK_IOC_REBALANCE => me.rebalance(arg),
             #[cfg(tierkit_test)]
             uapi::TK_IOC_WALK => walk(arg),
             #[cfg(tierkit_test)]
@@ -577,6 +644,7 @@ impl MiscDevice for TkFile {
                 BackingPages::Small(placed),
                 None,
                 reservation,
+                movable,
             )?;
             (backing, movable)
         };

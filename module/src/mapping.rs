@@ -122,6 +122,9 @@ pub(crate) struct Backing {
     fault_lock: KillableMutex<()>,
     wi: Arc<Wi>,
     registered: bool,
+    /// Whether its vmas were set up for pages in ZONE_MOVABLE (they then
+    /// refuse long-term pins): a rebalance may take pages there only then.
+    movable: bool,
     /// Gigantic mode: a 4 KiB fault was logged (once per mapping).
     pte_noted: Atomic<bool>,
     /// Its share of the global limit, given back last.
@@ -139,7 +142,8 @@ impl Backing {
     /// A backing for the pages of a mapping at file page offset `pgoff` of
     /// a file whose `f_mapping` is `mapping`, registered with the memory
     /// notifier of `wi`. `plan` is for gigantic mappings (whose `pages`
-    /// start with empty slots).
+    /// start with empty slots); `movable`: its vmas are set up for pages in
+    /// ZONE_MOVABLE.
     pub(crate) fn new(
         wi: &Arc<Wi>,
         mapping: *mut bindings::address_space,
@@ -147,6 +151,7 @@ impl Backing {
         pages: BackingPages,
         plan: Option<GiganticPlan>,
         reservation: Reservation,
+        movable: bool,
     ) -> Result<Pin<KBox<Self>>> {
         let mut b = KBox::pin_init(
             pin_init!(Backing {
@@ -157,6 +162,7 @@ impl Backing {
                 fault_lock <- KillableMutex::new((), c"tierkit_gigantic_fault", static_lock_class!()),
                 wi: wi.clone(),
                 registered: false,
+                movable,
                 pte_noted: Atomic::new(false),
                 _reservation: reservation,
             }),
@@ -280,7 +286,15 @@ impl Backing {
                 if let BackingPages::Small(p) = &mut *pages {
                     let pfn = p.pages().get(i).map_or(0, |pg| pg.pfn());
                     if pfn >= start && pfn < end {
-                        self.move_page(p, i)?;
+                        self.move_page(p, i, |cur| NodePage::alloc_away(cur.nid(), cur))
+                            .map_err(|why| {
+                                pr_warn!(
+                                    "refusing to offline pfn {:#x}: a tierkit page there cannot move: {}\n",
+                                    pfn,
+                                    why.why()
+                                );
+                                why.errno()
+                            })?;
                     }
                 }
             }
@@ -297,19 +311,21 @@ impl Backing {
     }
 
     /// Replaces page `i` of `p` (caller holds the lock): zap its PTEs, copy
-    /// it to a page on another node, swap it in, free the old one.
-    fn move_page(&self, p: &mut PlacedPages, i: usize) -> Result {
-        let cur = p.pages().get(i).ok_or(EINVAL)?;
-        let (old, old_nid, old_pfn) = (cur.as_ptr(), cur.nid(), cur.pfn());
+    /// it to the page `new` gives, swap it in, free the old one. A page
+    /// that cannot be moved stays, mapped again at its next touch.
+    fn move_page(
+        &self,
+        p: &mut PlacedPages,
+        i: usize,
+        new: impl FnOnce(&NodePage) -> Result<NodePage>,
+    ) -> core::result::Result<(), Stayed> {
+        let cur = p.pages().get(i).ok_or(Stayed::NoMemory)?;
+        let old = cur.as_ptr();
         // SAFETY: `old` is a page `p` owns.
         if unsafe { shim::tk_page_maybe_dma_pinned(old) } {
-            pr_warn!(
-                "refusing to offline pfn {:#x}: a tierkit page there may be pinned for DMA\n",
-                old_pfn
-            );
-            return Err(EBUSY);
+            return Err(Stayed::Pinned);
         }
-        let new = NodePage::alloc_away(old_nid, cur)?;
+        let new = new(cur).map_err(|_| Stayed::NoMemory)?;
         // SAFETY: By the type invariant, `mapping` is the live address
         // space of the file that owns `self`. Faults on this page wait for
         // the lock we hold, so none maps `old` again after the zap.
@@ -319,22 +335,14 @@ impl Backing {
         // the next touch maps again, and refuse.
         // SAFETY: `old` is still owned by `p`.
         if unsafe { shim::tk_page_maybe_dma_pinned(old) } {
-            pr_warn!(
-                "refusing to offline pfn {:#x}: a tierkit page there was pinned for DMA\n",
-                old_pfn
-            );
-            return Err(EBUSY);
+            return Err(Stayed::Pinned);
         }
         // Only the backing's own reference may be left: any other (a
         // ptrace or /proc/PID/mem write in progress, a pfn walker) could
         // still write `old` after the copy. Frozen, none can be taken.
         // SAFETY: `old` is owned by `p`.
         if !unsafe { shim::tk_page_ref_freeze(old, 1) } {
-            pr_warn!(
-                "refusing to offline pfn {:#x}: a tierkit page there is in use (a reference beside the mapping's)\n",
-                old_pfn
-            );
-            return Err(EBUSY);
+            return Err(Stayed::Referenced);
         }
         // SAFETY: both pages are valid; `new` is not shared; nobody writes
         // `old` any more (its PTEs are gone, DMA pins were ruled out, its
@@ -346,6 +354,95 @@ impl Backing {
         p.replace(i, new);
         Ok(())
     }
+
+    /// Moves each 4 KiB page of this mapping that is not on the node
+    /// `target(ilx)` gives for its ilx (its file page offset) to that
+    /// node. `go` is called before each move: `Ok(false)` leaves the page
+    /// (it is only counted), an error stops the walk. One page per lock
+    /// hold. `EOPNOTSUPP` for a gigantic mapping.
+    pub(crate) fn rebalance(
+        &self,
+        target: impl Fn(u64) -> usize,
+        counts: &mut RebalanceCounts,
+        dry_run: bool,
+        mut go: impl FnMut(&RebalanceCounts) -> Result<bool>,
+    ) -> Result {
+        let len = match &*self.pages.lock() {
+            BackingPages::Gigantic(_) => return Err(EOPNOTSUPP),
+            BackingPages::Small(p) => p.len(),
+        };
+        for i in 0..len {
+            let want = target(self.pgoff + i as u64);
+            let misplaced = match &*self.pages.lock() {
+                BackingPages::Small(p) => p.pages().get(i).is_some_and(|pg| pg.nid() != want),
+                BackingPages::Gigantic(_) => false,
+            };
+            counts.looked += 1;
+            if misplaced {
+                counts.misplaced += 1;
+                if !dry_run && go(counts)? {
+                    let mut pages = self.pages.lock();
+                    if let BackingPages::Small(p) = &mut *pages {
+                        // Someone (an offline) may have moved it meanwhile.
+                        let still = p.pages().get(i).is_some_and(|pg| pg.nid() != want);
+                        let moved = if still {
+                            self.move_page(p, i, |cur| NodePage::alloc_on(want, cur, self.movable))
+                        } else {
+                            Ok(())
+                        };
+                        match moved {
+                            Ok(()) => counts.moved += 1,
+                            Err(Stayed::NoMemory) => counts.no_memory += 1,
+                            Err(Stayed::Pinned | Stayed::Referenced) => counts.busy += 1,
+                        }
+                    }
+                }
+            }
+            crate::sync::resched_killable(i + 1)?;
+        }
+        Ok(())
+    }
+}
+
+/// Why a page that was to move stayed where it was.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Stayed {
+    /// No page to move it to: the node, or the owner's memory cgroup, has
+    /// none to give.
+    NoMemory,
+    /// It may be pinned for DMA (`FOLL_PIN`).
+    Pinned,
+    /// A reference beside the mapping's is held.
+    Referenced,
+}
+
+impl Stayed {
+    /// What an offline that meets it answers.
+    fn errno(self) -> Error {
+        match self {
+            Stayed::NoMemory => ENOMEM,
+            Stayed::Pinned | Stayed::Referenced => EBUSY,
+        }
+    }
+
+    /// Why, for a log line.
+    fn why(self) -> &'static str {
+        match self {
+            Stayed::NoMemory => "no page to move it to",
+            Stayed::Pinned => "it may be pinned for DMA",
+            Stayed::Referenced => "it is in use (a reference beside the mapping's)",
+        }
+    }
+}
+
+/// What a rebalance did so far (`TkRebalance`'s counters).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct RebalanceCounts {
+    pub(crate) looked: u64,
+    pub(crate) misplaced: u64,
+    pub(crate) moved: u64,
+    pub(crate) no_memory: u64,
+    pub(crate) busy: u64,
 }
 
 #[pinned_drop]

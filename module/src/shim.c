@@ -233,21 +233,15 @@ gfp_t tk_gfp_highuser_movable(void)
 }
 
 /*
- * A replacement for @old, a page of @nid that is going offline: on the
- * nearest other node with memory, in @nid's zonelist order, as
- * do_migrate_range() picks (N_MEMORY without @nid; @nid itself if it is
- * the only one). Kernel zones first, then ZONE_MOVABLE.
- *
- * The new page is charged to @old's memory cgroup, not to the task that
- * offlines the memory (set_active_memcg(), as the kernel's migration keeps
- * a folio's charge with mem_cgroup_migrate()): the mapping's owner keeps
- * paying for its page, and an offliner in a small cgroup is not refused.
- * __GFP_NORETRY: a charge the owner's cgroup cannot take fails the move
- * (the offline then fails) rather than reclaiming or OOM-killing there.
+ * An order-0 page from @nid's zonelist restricted to @nmask, kernel zones
+ * first, then ZONE_MOVABLE if @movable, charged to @old's memory cgroup
+ * (set_active_memcg(), as the kernel's migration keeps a folio's charge
+ * with mem_cgroup_migrate()). __GFP_NORETRY: a charge the owner's cgroup
+ * cannot take fails rather than reclaiming or OOM-killing there.
  */
-struct page *tk_alloc_page_away(int nid, struct page *old)
+static struct page *tk_alloc_page_charged(int nid, nodemask_t *nmask,
+					  struct page *old, bool movable)
 {
-	nodemask_t nmask = node_states[N_MEMORY];
 	struct mem_cgroup *memcg = NULL, *prev;
 	struct folio *folio;
 	gfp_t gfp = __GFP_ACCOUNT | __GFP_NOWARN;
@@ -262,15 +256,46 @@ struct page *tk_alloc_page_away(int nid, struct page *old)
 		gfp |= __GFP_NORETRY;
 #endif
 	prev = set_active_memcg(memcg);
-	node_clear(nid, nmask);
-	if (nodes_empty(nmask))
-		node_set(nid, nmask);
-	folio = __folio_alloc(GFP_KERNEL | gfp, 0, nid, &nmask);
-	if (!folio)
-		folio = __folio_alloc(GFP_HIGHUSER_MOVABLE | gfp, 0, nid, &nmask);
+	folio = __folio_alloc(GFP_KERNEL | gfp, 0, nid, nmask);
+	if (!folio && movable)
+		folio = __folio_alloc(GFP_HIGHUSER_MOVABLE | gfp, 0, nid, nmask);
 	set_active_memcg(prev);
 	mem_cgroup_put(memcg);
 	return folio ? &folio->page : NULL;
+}
+
+/*
+ * A replacement for @old, a page of @nid that is going offline: on the
+ * nearest other node with memory, in @nid's zonelist order, as
+ * do_migrate_range() picks (N_MEMORY without @nid; @nid itself if it is
+ * the only one), charged to @old's memory cgroup: the mapping's owner
+ * keeps paying for its page, and an offliner in a small cgroup is not
+ * refused.
+ */
+struct page *tk_alloc_page_away(int nid, struct page *old)
+{
+	nodemask_t nmask = node_states[N_MEMORY];
+
+	node_clear(nid, nmask);
+	if (nodes_empty(nmask))
+		node_set(nid, nmask);
+	return tk_alloc_page_charged(nid, &nmask, old, true);
+}
+
+/*
+ * A page on @nid and nowhere else, to take the place of @old when a
+ * rebalance moves it there, charged to @old's memory cgroup. From
+ * ZONE_MOVABLE only if @movable: the mapping's vmas refuse long-term pins
+ * only if they were set up with pages there (tk_vma_set_backing()).
+ */
+struct page *tk_alloc_page_on(int nid, struct page *old, bool movable)
+{
+	nodemask_t nmask = NODE_MASK_NONE;
+
+	if (nid < 0 || nid >= MAX_NUMNODES || !node_state(nid, N_MEMORY))
+		return NULL;
+	node_set(nid, nmask);
+	return tk_alloc_page_charged(nid, &nmask, old, movable);
 }
 
 /*
@@ -318,6 +343,12 @@ bool tk_signal_pending(void)
 void tk_cond_resched(void)
 {
 	cond_resched();
+}
+
+/* Sleeps up to @ms milliseconds; a fatal signal wakes it early. */
+void tk_sleep_killable_ms(unsigned int ms)
+{
+	schedule_timeout_killable(msecs_to_jiffies(ms));
 }
 
 u64 tk_ktime_get_ns(void)

@@ -42,6 +42,7 @@ int tk_folio_ref_count(struct page *page);
 bool tk_node_has_movable(int nid);
 gfp_t tk_gfp_highuser_movable(void);
 struct page *tk_alloc_page_away(int nid, struct page *old);
+struct page *tk_alloc_page_on(int nid, struct page *old, bool movable);
 bool tk_page_ref_freeze(struct page *page, int expected);
 void tk_page_ref_unfreeze(struct page *page, int count);
 void tk_copy_page(struct page *dst, struct page *src);
@@ -52,6 +53,7 @@ bool tk_signal_pending(void);
 void tk_free_contig(struct page *page, unsigned long nr_pages);
 void tk_cond_resched(void);
 u64 tk_ktime_get_ns(void);
+void tk_sleep_killable_ms(unsigned int ms);
 struct workqueue_struct *tk_alloc_workqueue(const char *name);
 
 typedef void (*tk_node_event_fn)(void *ctx, int nid, bool added);

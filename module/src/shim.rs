@@ -96,6 +96,10 @@ extern "C" {
 
     /// `cond_resched()`. Process context only, no spinlock held.
     pub(crate) fn tk_cond_resched();
+    /// `schedule_timeout_killable(msecs_to_jiffies(ms))`: sleeps up to `ms`
+    /// milliseconds, less on a fatal signal. Process context, no spinlock
+    /// held.
+    pub(crate) fn tk_sleep_killable_ms(ms: c_uint);
     /// `ktime_get_ns()`. No precondition.
     pub(crate) fn tk_ktime_get_ns() -> u64;
     /// `alloc_workqueue("%s", WQ_PERCPU | WQ_CPU_INTENSIVE, 0, name)`; NULL
@@ -142,6 +146,15 @@ extern "C" {
     /// to the memory cgroup of `old` (a valid page); NULL on failure.
     /// Process context.
     pub(crate) fn tk_alloc_page_away(nid: c_int, old: *mut bindings::page) -> *mut bindings::page;
+    /// An order-0 page on `nid` only (NULL for a node without memory),
+    /// kernel zones first, ZONE_MOVABLE too if `movable`, charged to the
+    /// memory cgroup of `old` (a valid page); NULL on failure. Process
+    /// context.
+    pub(crate) fn tk_alloc_page_on(
+        nid: c_int,
+        old: *mut bindings::page,
+        movable: bool,
+    ) -> *mut bindings::page;
     /// `folio_ref_freeze(page_folio(page), expected)`. `page` must be a
     /// valid page its caller owns a reference to.
     pub(crate) fn tk_page_ref_freeze(page: *mut bindings::page, expected: c_int) -> bool;

@@ -36,6 +36,7 @@ mod debugfs;
 mod dev;
 mod mapping;
 mod ratelimit;
+mod rebalance;
 mod shim;
 mod sync;
 mod wi;

@@ -65,8 +65,9 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 use tierkit_core::uapi::{
-    TkBulk, TkClearBench, TkGigantic, TkPolicy, TkTaskNext, TK_IOC_BULK, TK_IOC_CLEAR_BENCH,
-    TK_IOC_SET_GIGANTIC, TK_IOC_SET_POLICY, TK_IOC_TASK_NEXT, TK_PLACE_ANY, TK_THREADS_AUTO,
+    TkBulk, TkClearBench, TkGigantic, TkPolicy, TkRebalance, TkTaskNext, TK_IOC_BULK,
+    TK_IOC_CLEAR_BENCH, TK_IOC_REBALANCE, TK_IOC_SET_GIGANTIC, TK_IOC_SET_POLICY, TK_IOC_TASK_NEXT,
+    TK_PLACE_ANY, TK_REBALANCE_F_DRY_RUN, TK_THREADS_AUTO,
 };
 
 // ---------------------------------------------------------------------------
@@ -365,19 +366,21 @@ impl Board {
 // ioctl numbers
 // ---------------------------------------------------------------------------
 
-const KNOWN: [u32; 5] = [
+const KNOWN: [u32; 6] = [
     TK_IOC_SET_POLICY,
     TK_IOC_BULK,
     TK_IOC_TASK_NEXT,
     TK_IOC_SET_GIGANTIC,
     TK_IOC_CLEAR_BENCH,
+    TK_IOC_REBALANCE,
 ];
-const KNOWN_NAMES: [&str; 5] = [
+const KNOWN_NAMES: [&str; 6] = [
     "SET_POLICY",
     "BULK",
     "TASK_NEXT",
     "SET_GIGANTIC",
     "CLEAR_BENCH",
+    "REBALANCE",
 ];
 
 /// ioctl types the VFS handles itself before the driver sees the call
@@ -1094,6 +1097,18 @@ impl Worker<'_> {
                 };
                 put(&mut input, &c);
             }
+            Some(5) => {
+                // Never a slow pace: a rate of 1 page/s over a file's
+                // hundreds of misplaced pages would stall the run.
+                let a = TkRebalance {
+                    flags: o.pick_or(&[0, 0, 0, 1, 2], |o| o.next_u64() as u32),
+                    rate_pages: o.pick_or(&[0, 0, 100_000], |o| o.range(50_000, 1 << 30) as u32),
+                    nodemask: o.pick_or(&[0, 0], |o| self.gen_mask(o)),
+                    budget_pages: o.pick_or(&[0, 0, 1, 16], |o| o.next_u64()),
+                    ..Default::default()
+                };
+                put(&mut input, &a);
+            }
             _ => {}
         }
         if ak == ArgKind::Valid {
@@ -1270,6 +1285,38 @@ impl Worker<'_> {
                         g.threads, g.placement, g.chunk_kib
                     )),
                     _ => {}
+                }
+            }
+            5 => {
+                let a: TkRebalance = get(input);
+                if r.is_ok() {
+                    // SAFETY: as above, a TkRebalance.
+                    let out: TkRebalance =
+                        unsafe { std::ptr::read_unaligned(ptr as *const TkRebalance) };
+                    let dry = a.flags & TK_REBALANCE_F_DRY_RUN != 0;
+                    let why = if a.flags & !TK_REBALANCE_F_DRY_RUN != 0 {
+                        Some("unknown flags accepted, expected EINVAL".to_string())
+                    } else if a.nodemask != 0 && a.nodemask & mem == 0 {
+                        Some("a mask without memory nodes accepted, expected EINVAL".into())
+                    } else if out.moved > out.misplaced || out.misplaced > out.looked {
+                        Some("moved > misplaced or misplaced > looked".into())
+                    } else if out.moved + out.no_memory + out.busy > out.misplaced {
+                        Some("moved + no_memory + busy > misplaced".into())
+                    } else if dry && out.moved != 0 {
+                        Some("a dry run moved pages".into())
+                    } else if a.budget_pages != 0 && out.moved > a.budget_pages {
+                        Some("moved past the budget".into())
+                    } else if out.nodemask & !mem != 0 || out.nodemask == 0 {
+                        Some(format!(
+                            "effective mask {:#x} is not within N_MEMORY",
+                            out.nodemask
+                        ))
+                    } else {
+                        None
+                    };
+                    if let Some(why) = why {
+                        self.fail(format!("{what} {a:?} -> {out:?}: {why}"));
+                    }
                 }
             }
             4 => {
@@ -2096,6 +2143,7 @@ fn documented(i: usize) -> &'static [i32] {
         1 => &[libc::EINVAL, libc::ENOMEM],
         2 => &[libc::EINVAL, libc::ENOMEM],
         3 => &[libc::EINVAL, libc::EBUSY, libc::ENOMEM],
+        5 => &[libc::EINVAL, libc::EOPNOTSUPP, libc::ENOMEM],
         _ => &[libc::EINVAL, libc::ENOMEM],
     }
 }

@@ -5,10 +5,10 @@ use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::fd::AsRawFd;
 use tierkit_core::uapi::{
-    TkBulk, TkClearBench, TkGigantic, TkPageRefs, TkPolicy, TkTaskNext, TkWalk, TIERKIT_MAX_NODES,
-    TK_GIGANTIC_BYTES, TK_GIGANTIC_F_QUERY, TK_IOC_BULK, TK_IOC_CLEAR_BENCH, TK_IOC_PAGE_REFS,
-    TK_IOC_SET_GIGANTIC, TK_IOC_SET_POLICY, TK_IOC_TASK_NEXT, TK_IOC_WALK, TK_PLACE_LOCAL,
-    TK_TASK_NEXT_MAX, TK_THREADS_AUTO, TK_WALK_PUD,
+    TkBulk, TkClearBench, TkGigantic, TkPageRefs, TkPolicy, TkRebalance, TkTaskNext, TkWalk,
+    TIERKIT_MAX_NODES, TK_GIGANTIC_BYTES, TK_GIGANTIC_F_QUERY, TK_IOC_BULK, TK_IOC_CLEAR_BENCH,
+    TK_IOC_PAGE_REFS, TK_IOC_REBALANCE, TK_IOC_SET_GIGANTIC, TK_IOC_SET_POLICY, TK_IOC_TASK_NEXT,
+    TK_IOC_WALK, TK_PLACE_LOCAL, TK_TASK_NEXT_MAX, TK_THREADS_AUTO, TK_WALK_PUD,
 };
 
 pub use tierkit_core::uapi::{TK_MODE_INTERLEAVE, TK_MODE_WEIGHTED_INTERLEAVE};
@@ -91,6 +91,14 @@ impl Tierkit {
     pub fn clear_bench(&self, mut a: TkClearBench) -> io::Result<TkClearBench> {
         // SAFETY: TK_IOC_CLEAR_BENCH is _IOWR(.., TkClearBench).
         unsafe { sys::ioctl(self.fd(), TK_IOC_CLEAR_BENCH, &mut a)? };
+        Ok(a)
+    }
+
+    /// `TK_IOC_REBALANCE` with `a` (flags, nodemask, rate, budget); returns
+    /// the counters the module wrote back.
+    pub fn rebalance(&self, mut a: TkRebalance) -> io::Result<TkRebalance> {
+        // SAFETY: TK_IOC_REBALANCE is _IOWR(.., TkRebalance).
+        unsafe { sys::ioctl(self.fd(), TK_IOC_REBALANCE, &mut a)? };
         Ok(a)
     }
 

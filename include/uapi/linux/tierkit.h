@@ -132,6 +132,26 @@ struct tk_page_refs {
 	__u32 _pad;
 };
 
+/*
+ * TK_IOC_REBALANCE: moves every 4 KiB page of the file's mappings whose
+ * node differs from the one the file's policy picks for its ilx now (see
+ * Documentation/ABI/testing/dev-tierkit).
+ */
+#define TK_REBALANCE_F_DRY_RUN		1	/* count, move nothing */
+
+struct tk_rebalance {
+	__u32 flags;			/* in: 0 or TK_REBALANCE_F_DRY_RUN */
+	__u32 rate_pages;		/* in: most pages per second, 0: no limit */
+	__u64 nodemask;			/* in: new mask, 0: keep; out: effective */
+	__u64 budget_pages;		/* in: most pages moved, 0: no limit */
+	__u64 looked;			/* out: pages looked at */
+	__u64 misplaced;		/* out: off their target node when looked at */
+	__u64 moved;			/* out */
+	__u64 no_memory;		/* out: stayed, no page on the target node */
+	__u64 busy;			/* out: stayed, pinned or referenced */
+	__u64 elapsed_ns;		/* out */
+};
+
 /* --- ioctls ------------------------------------------------------------- */
 
 #define TK_IOC_SET_POLICY	_IOWR(TIERKIT_IOC_MAGIC, 1, struct tk_policy)
@@ -141,5 +161,6 @@ struct tk_page_refs {
 #define TK_IOC_CLEAR_BENCH	_IOWR(TIERKIT_IOC_MAGIC, 5, struct tk_clear_bench)
 #define TK_IOC_WALK		_IOWR(TIERKIT_IOC_MAGIC, 6, struct tk_walk)
 #define TK_IOC_PAGE_REFS	_IOWR(TIERKIT_IOC_MAGIC, 7, struct tk_page_refs)
+#define TK_IOC_REBALANCE	_IOWR(TIERKIT_IOC_MAGIC, 8, struct tk_rebalance)
 
 #endif /* _UAPI_LINUX_TIERKIT_H */

@@ -272,6 +272,63 @@ pub struct TkPageRefs {
 /// Reads the references of one pfn's folio. See [`TkPageRefs`].
 pub const TK_IOC_PAGE_REFS: u32 = iowr(7, core::mem::size_of::<TkPageRefs>());
 
+// ---------------------------------------------------------------------------
+// Rebalancing a live mapping (owner: module/src/rebalance.rs)
+// ---------------------------------------------------------------------------
+
+/// [`TkRebalance::flags`]: count what would move, move nothing.
+pub const TK_REBALANCE_F_DRY_RUN: u32 = 1 << 0;
+
+/// Argument of [`TK_IOC_REBALANCE`]: move every 4 KiB page of the open
+/// file's mappings whose node differs from the one the file's policy picks
+/// for its ilx now, with the weights in force now (tierkit's table, auto or
+/// manual), and, with a non-zero `nodemask`, the file's policy narrowed or
+/// widened to that mask first (as `TK_IOC_SET_POLICY` would set it: the
+/// requested mask ∩ N_MEMORY). Later `TK_IOC_TASK_NEXT` and `TK_IOC_BULK`
+/// calls follow the new policy too.
+///
+/// Each page is moved as an offline moves it: its PTEs are zapped under the
+/// mapping's lock, its references frozen, its contents copied to a page on
+/// the target node (charged to the old page's memory cgroup), and the new
+/// page takes its place; the next touch faults it in. A write that races
+/// with the move either lands before the zap, and is copied, or faults and
+/// waits for the move, and lands in the new page: no write is lost.
+///
+/// A page that cannot move stays where it is and is counted: `no_memory`
+/// (the target node, or the owner's memory cgroup, has no page to give),
+/// `busy` (pinned for DMA, or a reference other than the mapping's is held).
+/// The call is killable: on a fatal signal it stops with `EINTR` after the
+/// page in hand, every page moved so far stays moved, and a later call
+/// moves the rest and no page twice.
+///
+/// In: `flags` (0 or [`TK_REBALANCE_F_DRY_RUN`]), `nodemask` (0: keep the
+/// file's), `rate_pages` (most pages moved per second, 0: no limit),
+/// `budget_pages` (most pages this call moves, 0: no limit).
+/// Out: `looked` pages looked at, `misplaced` how many were off their
+/// target node when looked at (the minimum to move), `moved`, `no_memory`,
+/// `busy`, `elapsed_ns`, and `nodemask` the effective mask.
+/// Errors: `EINVAL` for unknown flags, a file without a policy, or a
+/// `nodemask` with no node that has memory; `EOPNOTSUPP` for a file in
+/// gigantic mode (its 1 GiB ranges stay where they are); `EINTR`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TkRebalance {
+    pub flags: u32,
+    pub rate_pages: u32,
+    pub nodemask: u64,
+    pub budget_pages: u64,
+    pub looked: u64,
+    pub misplaced: u64,
+    pub moved: u64,
+    pub no_memory: u64,
+    pub busy: u64,
+    pub elapsed_ns: u64,
+}
+
+/// Moves a file's pages to the nodes its policy picks now. See
+/// [`TkRebalance`].
+pub const TK_IOC_REBALANCE: u32 = iowr(8, core::mem::size_of::<TkRebalance>());
+
 // The layouts are the ABI, and the module's `FromBytes`/`AsBytes` impls
 // (module/src/dev.rs) rely on them having no padding: each size below is
 // the sum of the field sizes, checked at compile time in the kernel build
@@ -291,6 +348,8 @@ const _: () = assert!(core::mem::size_of::<TkWalk>() == 24); // 8 + 8 + 4 + 4
 const _: () = assert!(TK_IOC_WALK == 0xc018_b906);
 const _: () = assert!(core::mem::size_of::<TkPageRefs>() == 32); // 8 + 6 * 4
 const _: () = assert!(TK_IOC_PAGE_REFS == 0xc020_b907);
+const _: () = assert!(core::mem::size_of::<TkRebalance>() == 72); // 4 + 4 + 8 * 8
+const _: () = assert!(TK_IOC_REBALANCE == 0xc048_b908);
 
 #[cfg(test)]
 mod clear_abi_tests {

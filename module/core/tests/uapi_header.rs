@@ -162,6 +162,24 @@ fn rust_structs() -> BTreeMap<String, (usize, Vec<Field>)> {
             }),
         ),
     );
+    m.insert(
+        "tk_rebalance".to_string(),
+        (
+            size_of::<TkRebalance>(),
+            fields!(TkRebalance {
+                flags,
+                rate_pages,
+                nodemask,
+                budget_pages,
+                looked,
+                misplaced,
+                moved,
+                no_memory,
+                busy,
+                elapsed_ns,
+            }),
+        ),
+    );
     m
 }
 
@@ -196,6 +214,8 @@ fn rust_constants() -> BTreeMap<String, u64> {
         ("TK_PAGE_BUDDY", u64::from(TK_PAGE_BUDDY)),
         ("TK_PAGE_ANON", u64::from(TK_PAGE_ANON)),
         ("TK_IOC_PAGE_REFS", u64::from(TK_IOC_PAGE_REFS)),
+        ("TK_REBALANCE_F_DRY_RUN", u64::from(TK_REBALANCE_F_DRY_RUN)),
+        ("TK_IOC_REBALANCE", u64::from(TK_IOC_REBALANCE)),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_string(), v))

@@ -118,6 +118,21 @@ impl NodePage {
             .ok_or(ENOMEM)
     }
 
+    /// A page on `nid` and no other node, to take the place of `old` when
+    /// a rebalance moves it there, charged to `old`'s memory cgroup; from
+    /// ZONE_MOVABLE too only if `movable`. Not zeroed: the caller copies
+    /// into it. `ENOMEM` on failure, also for a node without memory.
+    pub(crate) fn alloc_on(nid: usize, old: &NodePage, movable: bool) -> Result<NodePage> {
+        let nid = c_int::try_from(nid).map_err(|_| EINVAL)?;
+        // SAFETY: process context; `old` is a valid page `old` owns; the
+        // shim range-checks `nid` and allocates an order-0 page.
+        let page = unsafe { shim::tk_alloc_page_on(nid, old.as_ptr(), movable) };
+        // INVARIANT: a non-NULL result is a fresh order-0 page we now own.
+        NonNull::new(page)
+            .map(|page| NodePage { page })
+            .ok_or(ENOMEM)
+    }
+
     /// `page_to_pfn()`.
     pub(crate) fn pfn(&self) -> u64 {
         // SAFETY: By the type invariant, `self.page` is a valid page.

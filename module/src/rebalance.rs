@@ -1,0 +1,108 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! `TK_IOC_REBALANCE`: moves the 4 KiB pages of a file's live mappings to
+//! the nodes its policy picks for them now.
+//!
+//! A weight change does not move pages the kernel has placed (its weight
+//! files say so), and `mbind(MPOL_MF_MOVE)` only moves pages that sit
+//! outside the new nodemask. tierkit knows each page's ilx (its file page
+//! offset, as `alloc_placed()` used it), so for the weights in force now
+//! each page has exactly one target node, and only the pages that are not
+//! on it move: the minimum. Each move is the one an offline makes
+//! (`Backing::move_page`: zap, freeze, copy, swap).
+//!
+//! The walk is paced (`rate_pages`), bounded (`budget_pages`) and killable;
+//! a page that cannot move is counted and left where it is, so a call
+//! never fails half-way for one page, and a later call finishes the job
+//! without moving any page twice.
+
+use crate::mapping::{Backing, RebalanceCounts};
+use crate::shim;
+use crate::sync::fatal_signal_pending;
+use crate::uapi::{TkRebalance, TK_REBALANCE_F_DRY_RUN};
+use kernel::prelude::*;
+
+/// Longest single sleep of the pacing, so that a kill is seen promptly
+/// even if the sleep is not woken by it.
+const MAX_SLEEP_MS: u64 = 100;
+
+/// What one call asks for, checked.
+pub(crate) struct Request {
+    dry_run: bool,
+    rate_pages: u32,
+    budget_pages: u64,
+}
+
+impl Request {
+    /// The request in `r`: `EINVAL` for unknown flags.
+    pub(crate) fn new(r: &TkRebalance) -> Result<Request> {
+        if r.flags & !TK_REBALANCE_F_DRY_RUN != 0 {
+            return Err(EINVAL);
+        }
+        Ok(Request {
+            dry_run: r.flags & TK_REBALANCE_F_DRY_RUN != 0,
+            rate_pages: r.rate_pages,
+            budget_pages: r.budget_pages,
+        })
+    }
+}
+
+/// Walks `backings`, moving each misplaced page to `target(ilx)`, as
+/// `req` allows. The counters are written to `out` also when the walk is
+/// cut short by a fatal signal (`EINTR`), for the log.
+pub(crate) fn run(
+    backings: &[&Backing],
+    target: impl Fn(u64) -> usize,
+    req: &Request,
+    out: &mut TkRebalance,
+) -> Result {
+    // SAFETY: no precondition.
+    let start = unsafe { shim::tk_ktime_get_ns() };
+    let mut counts = RebalanceCounts::default();
+    let mut result = Ok(());
+    for b in backings {
+        result = b.rebalance(&target, &mut counts, req.dry_run, |c| pace(req, start, c));
+        if result.is_err() {
+            break;
+        }
+    }
+    out.looked = counts.looked;
+    out.misplaced = counts.misplaced;
+    out.moved = counts.moved;
+    out.no_memory = counts.no_memory;
+    out.busy = counts.busy;
+    // SAFETY: no precondition.
+    out.elapsed_ns = unsafe { shim::tk_ktime_get_ns() }.saturating_sub(start);
+    result
+}
+
+/// Called before each move: `Ok(false)` once the budget is spent (the walk
+/// then only counts), after sleeping as long as the rate asks; `EINTR` on
+/// a fatal signal.
+fn pace(req: &Request, start: u64, c: &RebalanceCounts) -> Result<bool> {
+    if req.budget_pages != 0 && c.moved >= req.budget_pages {
+        return Ok(false);
+    }
+    if req.rate_pages != 0 {
+        // When the next page may move: `moved` pages at `rate_pages` per
+        // second since the start.
+        let due = start.saturating_add(c.moved.saturating_mul(1_000_000_000) / u64::from(req.rate_pages));
+        loop {
+            if fatal_signal_pending() {
+                return Err(EINTR);
+            }
+            // SAFETY: no precondition.
+            let now = unsafe { shim::tk_ktime_get_ns() };
+            if now >= due {
+                break;
+            }
+            let ms = ((due - now) / 1_000_000).clamp(1, MAX_SLEEP_MS);
+            // SAFETY: process context (an ioctl), no spinlock held.
+            unsafe { shim::tk_sleep_killable_ms(ms as u32) };
+        }
+    }
+    if fatal_signal_pending() {
+        return Err(EINTR);
+    }
+    Ok(true)
+}

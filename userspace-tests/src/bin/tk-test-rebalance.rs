@@ -1,0 +1,453 @@
+//! tk-test-rebalance: `TK_IOC_REBALANCE` moves exactly the pages of a live
+//! mapping whose node changes under new weights, and nothing is lost.
+//!
+//! On a DRAM node and a memory-only node (numa: node 1; cxl: the CXL
+//! node), with an 8 MiB mapping placed under tierkit weights {1,1}:
+//! - after the weights become {3,1}, a dry run counts the pages whose node
+//!   changes (the minimum, from tierkit-core's reference model) and moves
+//!   none;
+//! - the rebalance, with a thread writing every page meanwhile, moves
+//!   exactly the minimum; every page is then on the node the new weights
+//!   give its ilx (move_pages), its pattern and the writer's last value are
+//!   there, and the per-node `held` statistics moved by the same counts;
+//! - a second call moves nothing;
+//! - a budget stops the moves at the budget, and the next call moves the
+//!   rest;
+//! - a child paced at 200 pages/s is killed half-way; the pages it moved
+//!   stay moved, and the parent's call moves the remainder only;
+//! - a new nodemask ({DRAM} only) moves every page to DRAM, and the task
+//!   path follows it;
+//! - refusals: unknown flags and no policy (EINVAL), gigantic mode
+//!   (EOPNOTSUPP), a mask of nodes without memory (EINVAL).
+//!
+//! tierkit's weights are put back at the end.
+
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tierkit_core::uapi::{TkRebalance, TK_REBALANCE_F_DRY_RUN};
+use userspace_tests::report::Report;
+use userspace_tests::sys::Mapping;
+use userspace_tests::tk::{self, Tierkit, TK_MODE_WEIGHTED_INTERLEAVE};
+use userspace_tests::weights::WeightDir;
+use userspace_tests::*;
+
+const BIN: &str = "tk-test-rebalance";
+/// Pages of the mapping under test (8 MiB).
+const PAGES: usize = 2048;
+const PAGE: usize = 4096;
+/// The pattern word at the start of page `i`.
+fn pattern(i: usize) -> u64 {
+    0xa5a5_0000_0000_0000 | i as u64
+}
+
+fn main() -> ExitCode {
+    userspace_tests::help!();
+    let mut r = Report::new(BIN, "test");
+    let Some(topo) = tierkit_ready(&mut r) else {
+        return r.finish();
+    };
+    let Some(wd) = tierkit_weight_dir(&mut r) else {
+        return r.finish();
+    };
+    let (Some(d), Some(c)) = (topo.dram_node(), topo.cxl_node()) else {
+        r.skip("rebalance", "no DRAM + memory-only node pair");
+        return r.finish();
+    };
+    let saved = wd.snapshot();
+    let run = Run {
+        wd: &wd,
+        d,
+        c,
+        mask: node::mask_of(&[d, c]),
+    };
+    if let Err(e) = run.checks(&mut r) {
+        r.fail("rebalance set-up", e);
+    }
+    refusals(&mut r, d, c);
+    match saved {
+        Ok(s) => r.check("restore tierkit weights", s.restore()),
+        Err(e) => r.fail("restore tierkit weights", format!("no snapshot: {e:#}")),
+    };
+    r.finish()
+}
+
+struct Run<'a> {
+    wd: &'a WeightDir,
+    d: u32,
+    c: u32,
+    mask: u64,
+}
+
+impl Run<'_> {
+    fn set(&self, wd_: u8, wc: u8) -> Result<[u8; 64], String> {
+        let w = [(self.d, wd_), (self.c, wc)];
+        self.wd.set_weights(&w).map_err(|e| format!("{e:#}"))?;
+        Ok(weight_table(&w))
+    }
+
+    fn expected(&self, table: &[u8; 64]) -> Vec<i32> {
+        expected_seq(true, self.mask, table, 0, PAGES)
+            .into_iter()
+            .map(|n| n as i32)
+            .collect()
+    }
+
+    fn checks(&self, r: &mut Report) -> Result<(), String> {
+        let w11 = self.set(1, 1)?;
+        let t = Tierkit::open().map_err(|e| e.to_string())?;
+        t.set_policy(TK_MODE_WEIGHTED_INTERLEAVE, self.mask)
+            .map_err(|e| format!("TK_IOC_SET_POLICY: {e}"))?;
+        let m = t.map(PAGES, 0).map_err(|e| format!("mmap: {e}"))?;
+        for i in 0..PAGES {
+            write_word(&m, i, 0, pattern(i));
+        }
+        let before = self.expected(&w11);
+        r.check("placed under {1,1}", same_nodes(&m, &before));
+        let w31 = self.set(3, 1)?;
+        let after = self.expected(&w31);
+        let minimum = differ(&before, &after);
+        r.note(format!(
+            "weights {{1,1}} -> {{3,1}}: {minimum} of {PAGES} pages change node"
+        ));
+
+        let dry = t.rebalance(TkRebalance {
+            flags: TK_REBALANCE_F_DRY_RUN,
+            ..Default::default()
+        });
+        r.check(
+            "dry run counts the minimum and moves nothing",
+            dry.map_err(|e| e.to_string()).and_then(|a| {
+                expect(
+                    a.misplaced == minimum as u64 && a.moved == 0 && a.looked == PAGES as u64,
+                    &a,
+                )?;
+                same_nodes(&m, &before)
+            }),
+        );
+
+        let held0 = tk::read_stats().ok_or("no stats file")?;
+        let moved = with_writer(&m, || {
+            t.rebalance(TkRebalance::default())
+                .map_err(|e| e.to_string())
+        });
+        let res = moved.and_then(|(a, last)| {
+            expect(
+                a.moved == minimum as u64
+                    && a.misplaced == minimum as u64
+                    && a.no_memory == 0
+                    && a.busy == 0,
+                &a,
+            )?;
+            same_nodes(&m, &after)?;
+            contents(&m, &last)?;
+            Ok(format!(
+                "{} moved in {} ms",
+                a.moved,
+                a.elapsed_ns / 1_000_000
+            ))
+        });
+        r.check_note(
+            "moves exactly the minimum under a concurrent writer; placement and contents",
+            res,
+        );
+        r.check(
+            "held statistics follow the moves",
+            self.held_moved(&held0, &before, &after),
+        );
+
+        let again = t.rebalance(TkRebalance::default());
+        r.check(
+            "a second call moves nothing",
+            again
+                .map_err(|e| e.to_string())
+                .and_then(|a| expect(a.misplaced == 0 && a.moved == 0, &a)),
+        );
+
+        // Back to {1,1} in two calls: a budget of 10, then the rest.
+        let w11 = self.set(1, 1)?;
+        let res = (|| {
+            let a = t
+                .rebalance(TkRebalance {
+                    budget_pages: 10,
+                    ..Default::default()
+                })
+                .map_err(|e| e.to_string())?;
+            expect(a.moved == 10 && a.misplaced == minimum as u64, &a)?;
+            let b = t
+                .rebalance(TkRebalance::default())
+                .map_err(|e| e.to_string())?;
+            expect(b.moved == minimum as u64 - 10, &b)?;
+            same_nodes(&m, &self.expected(&w11))
+        })();
+        r.check("a budget of 10 pages moves 10; the next call the rest", res);
+
+        self.set(3, 1)?;
+        r.check_note(
+            "killed half-way, then finished",
+            killed(&t, &m, &before, &after),
+        );
+
+        let res = (|| {
+            let a = t
+                .rebalance(TkRebalance {
+                    nodemask: 1 << self.d,
+                    ..Default::default()
+                })
+                .map_err(|e| e.to_string())?;
+            let on_c = after.iter().filter(|&&n| n == self.c as i32).count() as u64;
+            expect(a.moved == on_c && a.nodemask == 1 << self.d, &a)?;
+            same_nodes(&m, &vec![self.d as i32; PAGES])?;
+            let next = t
+                .task_next(4)
+                .map_err(|e| format!("TK_IOC_TASK_NEXT: {e}"))?;
+            if next.iter().any(|&n| u32::from(n) != self.d) {
+                return Err(format!("task path {next:?} leaves node {}", self.d));
+            }
+            contents_pattern(&m)
+        })();
+        r.check(
+            "a new nodemask moves every page to it; the task path follows",
+            res,
+        );
+        Ok(())
+    }
+
+    /// The per-node `held` counts moved by the placement change.
+    fn held_moved(
+        &self,
+        before: &[tk::NodeStats],
+        want_before: &[i32],
+        want_after: &[i32],
+    ) -> Result<(), String> {
+        let now = tk::read_stats().ok_or("no stats file")?;
+        for n in [self.d, self.c] {
+            let count = |v: &[i32]| v.iter().filter(|&&x| x == n as i32).count() as i64;
+            let delta = count(want_after) - count(want_before);
+            let got = tk::stats_of(&now, n).1 as i64 - tk::stats_of(before, n).1 as i64;
+            if got != delta {
+                return Err(format!("node {n}: held moved by {got}, expected {delta}"));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A child paced at 200 pages/s is killed after 0.5 s; the parent's call
+/// then moves only what the child left.
+fn killed(t: &Tierkit, m: &Mapping, before: &[i32], after: &[i32]) -> Result<String, String> {
+    let minimum = differ(before, after);
+    // SAFETY: fork in a test binary; the child only makes one ioctl and
+    // exits.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(format!("fork: {}", std::io::Error::last_os_error()));
+    }
+    if pid == 0 {
+        let _ = t.rebalance(TkRebalance {
+            rate_pages: 200,
+            ..Default::default()
+        });
+        // SAFETY: the child leaves without running the parent's destructors.
+        unsafe { libc::_exit(0) };
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    // SAFETY: our own child.
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    let mut status = 0;
+    // SAFETY: our own child; `status` is valid for a write.
+    unsafe { libc::waitpid(pid, &mut status, 0) };
+    if !libc::WIFSIGNALED(status) {
+        return Err(format!(
+            "the child was not killed (status {status:#x}): it finished first"
+        ));
+    }
+    let now = nodes(m)?;
+    let done = now
+        .iter()
+        .zip(before.iter().zip(after))
+        .filter(|(n, (b, a))| b != a && n == a)
+        .count();
+    if done == 0 || done >= minimum {
+        return Err(format!(
+            "the child moved {done} of {minimum} before the kill"
+        ));
+    }
+    let a = t
+        .rebalance(TkRebalance::default())
+        .map_err(|e| e.to_string())?;
+    expect(a.moved == (minimum - done) as u64, &a)?;
+    same_nodes(m, after)?;
+    contents_pattern(m)?;
+    Ok(format!(
+        "child moved {done}, parent {} of {minimum}",
+        a.moved
+    ))
+}
+
+fn refusals(r: &mut Report, d: u32, c: u32) {
+    let errno = |res: std::io::Result<TkRebalance>| match res {
+        Ok(a) => Err(format!("accepted: {a:?}")),
+        Err(e) => Ok(e.raw_os_error().unwrap_or(0)),
+    };
+    let case = |name: &str, want: i32, f: &dyn Fn() -> Result<i32, String>| {
+        (
+            name.to_string(),
+            f().and_then(|e| {
+                if e == want {
+                    Ok(())
+                } else {
+                    Err(format!("errno {e}, expected {want}"))
+                }
+            }),
+        )
+    };
+    let mask = node::mask_of(&[d, c]);
+    let cases = [
+        case("unknown flags: EINVAL", libc::EINVAL, &|| {
+            let t = Tierkit::open().map_err(|e| e.to_string())?;
+            t.set_policy(TK_MODE_WEIGHTED_INTERLEAVE, mask)
+                .map_err(|e| e.to_string())?;
+            errno(t.rebalance(TkRebalance {
+                flags: 1 << 7,
+                ..Default::default()
+            }))
+        }),
+        case("no policy: EINVAL", libc::EINVAL, &|| {
+            let t = Tierkit::open().map_err(|e| e.to_string())?;
+            errno(t.rebalance(TkRebalance::default()))
+        }),
+        case(
+            "a mask of nodes without memory: EINVAL",
+            libc::EINVAL,
+            &|| {
+                let t = Tierkit::open().map_err(|e| e.to_string())?;
+                t.set_policy(TK_MODE_WEIGHTED_INTERLEAVE, mask)
+                    .map_err(|e| e.to_string())?;
+                errno(t.rebalance(TkRebalance {
+                    nodemask: 1 << 63,
+                    ..Default::default()
+                }))
+            },
+        ),
+        case("gigantic mode: EOPNOTSUPP", libc::EOPNOTSUPP, &|| {
+            let t = Tierkit::gigantic_on(d).map_err(|e| e.to_string())?;
+            errno(t.rebalance(TkRebalance::default()))
+        }),
+    ];
+    for (name, res) in cases {
+        r.check(&format!("refused: {name}"), res);
+    }
+    let res = (|| {
+        let t = Tierkit::open().map_err(|e| e.to_string())?;
+        t.set_policy(TK_MODE_WEIGHTED_INTERLEAVE, mask)
+            .map_err(|e| e.to_string())?;
+        let a = t
+            .rebalance(TkRebalance::default())
+            .map_err(|e| e.to_string())?;
+        expect(a.looked == 0 && a.moved == 0, &a)
+    })();
+    r.check("a file without mappings: nothing looked at", res);
+}
+
+/// Runs `f` while a thread writes round numbers into word 1 of every page;
+/// returns `f`'s result and the last value written to each page.
+fn with_writer<T>(
+    m: &Mapping,
+    f: impl FnOnce() -> Result<T, String>,
+) -> Result<(T, Vec<u64>), String> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let base = m.addr();
+    let writer = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut last = vec![0u64; PAGES];
+            let mut round = 1u64;
+            while !stop.load(Ordering::Relaxed) {
+                for (i, l) in last.iter_mut().enumerate() {
+                    let p = (base + i * PAGE + 8) as *mut u64;
+                    // SAFETY: word 1 of page i of a live shared mapping
+                    // that only this thread writes meanwhile.
+                    unsafe { p.write_volatile(round) };
+                    *l = round;
+                }
+                round += 1;
+            }
+            last
+        })
+    };
+    // Let it run a round before the moves begin.
+    std::thread::sleep(Duration::from_millis(20));
+    let out = f();
+    stop.store(true, Ordering::Relaxed);
+    let last = writer
+        .join()
+        .map_err(|_| "the writer panicked".to_string())?;
+    Ok((out?, last))
+}
+
+fn write_word(m: &Mapping, page: usize, word: usize, v: u64) {
+    // SAFETY: in bounds of a live read/write mapping.
+    unsafe { (m.as_ptr().add(page * PAGE + word * 8) as *mut u64).write_volatile(v) };
+}
+
+fn read_word(m: &Mapping, page: usize, word: usize) -> u64 {
+    // SAFETY: in bounds of a live mapping.
+    unsafe { (m.as_ptr().add(page * PAGE + word * 8) as *const u64).read_volatile() }
+}
+
+/// The node of every page, each read first (a moved page faults back in).
+fn nodes(m: &Mapping) -> Result<Vec<i32>, String> {
+    for i in 0..PAGES {
+        read_word(m, i, 0);
+    }
+    m.page_nodes().map_err(|e| format!("move_pages: {e}"))
+}
+
+fn same_nodes(m: &Mapping, want: &[i32]) -> Result<(), String> {
+    let got = nodes(m)?;
+    match got.iter().zip(want).position(|(g, w)| g != w) {
+        None => Ok(()),
+        Some(i) => Err(format!(
+            "page {i} on node {}, expected {} ({} pages differ)",
+            got[i],
+            want[i],
+            differ(&got, want)
+        )),
+    }
+}
+
+fn contents_pattern(m: &Mapping) -> Result<(), String> {
+    match (0..PAGES).find(|&i| read_word(m, i, 0) != pattern(i)) {
+        None => Ok(()),
+        Some(i) => Err(format!("page {i}: pattern {:#x} lost", read_word(m, i, 0))),
+    }
+}
+
+fn contents(m: &Mapping, last: &[u64]) -> Result<(), String> {
+    contents_pattern(m)?;
+    match (0..PAGES).find(|&i| read_word(m, i, 1) != last[i]) {
+        None => Ok(()),
+        Some(i) => Err(format!(
+            "page {i}: the writer's last value {} became {}",
+            last[i],
+            read_word(m, i, 1)
+        )),
+    }
+}
+
+fn differ(a: &[i32], b: &[i32]) -> usize {
+    a.iter().zip(b).filter(|(x, y)| x != y).count()
+}
+
+fn expect(ok: bool, a: &TkRebalance) -> Result<(), String> {
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "looked {} misplaced {} moved {} no_memory {} busy {}",
+            a.looked, a.misplaced, a.moved, a.no_memory, a.busy
+        ))
+    }
+}
