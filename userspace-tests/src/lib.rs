@@ -30,6 +30,11 @@
 //!   shrinker and killed first touches, `rmmod` and a lowered target or a
 //!   memory offline during a refill.
 //!
+//! - `tk-test-rebalance`: `TK_IOC_REBALANCE` moves exactly the pages whose
+//!   node changes under new weights, under a concurrent writer, paced,
+//!   bounded and killed half-way ([`rebalance`] applies it to another
+//!   process's files for `tk-calibrate --apply`).
+//!
 //! Output protocol (see [`report`]): one `ok - ...` / `not ok - ...: why`
 //! line per check, `# ...` comments, and one `TIERKIT-JSON {...}` line last.
 //!
@@ -46,6 +51,7 @@ pub mod memblock;
 pub mod node;
 pub mod pool;
 pub mod pool_test;
+pub mod rebalance;
 pub mod report;
 pub mod stress;
 pub mod sys;

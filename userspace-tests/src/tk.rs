@@ -40,6 +40,14 @@ impl Tierkit {
         })
     }
 
+    /// An open `/dev/tierkit` file from its fd (e.g. another process's,
+    /// taken with `pidfd_getfd`).
+    pub fn from_fd(fd: std::os::fd::OwnedFd) -> Tierkit {
+        Tierkit {
+            file: File::from(fd),
+        }
+    }
+
     /// Whether `/dev/tierkit` exists.
     pub fn present() -> bool {
         std::path::Path::new(DEV_PATH).exists()

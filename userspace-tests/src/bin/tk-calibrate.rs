@@ -19,6 +19,12 @@
 //!   1..255; nodes may be left out: the nodemask to pass to
 //!   `TK_IOC_SET_POLICY` is printed and saved).
 //!
+//! **`--apply PID`**: after the weights are set, every `/dev/tierkit` file
+//! of process PID is rebalanced to them (`TK_IOC_REBALANCE`: only the pages
+//! whose node changes move, while the process runs), and the placement of
+//! its tierkit mappings before and after (`/proc/PID/numa_maps`) and the
+//! moves are printed. Needs the weights written (not with `--no-write`).
+//!
 //! The calibration is saved as JSON (`--out`, default
 //! `/tmp/tierkit-calibration.json`) for `tk-workload --calibration`.
 //!
@@ -28,7 +34,7 @@
 //! shared host), `--duration SECS` per
 //! block (0.15 in the guest, 1 elsewhere), `--rounds R` (3), `--nodes 0,2`,
 //! `--regime parallel|serial` (skip the probe), `--no-write` (measure and
-//! print only), `--optimize WORKLOAD`, `--out FILE`.
+//! print only), `--optimize WORKLOAD`, `--apply PID`, `--out FILE`.
 
 use serde_json::json;
 use std::process::ExitCode;
@@ -53,6 +59,7 @@ const KNOWN: &[&str] = &[
     "no-write",
     "optimize",
     "out",
+    "apply",
     "no-settle",
     "help",
 ];
@@ -61,7 +68,7 @@ fn usage() {
     println!(
         "usage: {BIN} [--size 16M] [--threads T] [--duration SECS] [--rounds 3] [--nodes 0,2] \
          [--regime parallel|serial] [--no-write] [--optimize lookup|copy|scale|add|triad] \
-         [--out FILE]"
+         [--apply PID] [--out FILE]"
     );
 }
 
@@ -130,6 +137,15 @@ fn main() -> ExitCode {
                 return r.finish();
             }
         },
+    };
+    let apply = match flags.get("apply").map(str::parse::<i32>) {
+        None => None,
+        Some(Ok(pid)) if pid > 0 && !flags.has("no-write") => Some(pid),
+        Some(_) => {
+            eprintln!("{BIN}: --apply takes a process id, and the weights written (no --no-write)");
+            usage();
+            return ExitCode::from(2);
+        }
     };
     opts.probe = forced.is_none();
     let out = flags
@@ -323,6 +339,10 @@ fn main() -> ExitCode {
         }
     }
 
+    if let Some(pid) = apply {
+        apply_to(&mut r, pid);
+    }
+
     match cal.save(&out) {
         Ok(()) => r.ok_note("save", out.clone()),
         Err(e) => r.fail("save", format!("{e:#}")),
@@ -343,4 +363,60 @@ fn main() -> ExitCode {
     r.set("expected", json!(expect));
     r.set("optimized", optimized);
     r.finish()
+}
+
+/// `--apply PID`: rebalances PID's tierkit files to the weights just set.
+fn apply_to(r: &mut Report, pid: i32) {
+    use userspace_tests::rebalance::{self, fmt_placement};
+    let before = rebalance::placement(pid);
+    let res = rebalance::apply(pid, Default::default());
+    let after = rebalance::placement(pid);
+    let name = format!("rebalance the tierkit mappings of process {pid}");
+    match res {
+        Ok(files) if files.is_empty() => {
+            r.skip(&name, "it has no /dev/tierkit file with pages");
+        }
+        Ok(files) => {
+            let moved: u64 = files.iter().map(|a| a.result.moved).sum();
+            let misplaced: u64 = files.iter().map(|a| a.result.misplaced).sum();
+            let stayed: u64 = files
+                .iter()
+                .map(|a| a.result.no_memory + a.result.busy)
+                .sum();
+            let ms: u64 = files.iter().map(|a| a.result.elapsed_ns).sum::<u64>() / 1_000_000;
+            let show = |p: &std::io::Result<std::collections::BTreeMap<u32, u64>>| {
+                p.as_ref().map_or_else(|e| e.to_string(), fmt_placement)
+            };
+            r.check_note(
+                &name,
+                if moved + stayed == misplaced {
+                    Ok(format!(
+                        "{} file(s): moved {moved} of {misplaced} misplaced pages in {ms} ms ({stayed} stayed); pages per node before {}, after {}",
+                        files.len(),
+                        show(&before),
+                        show(&after)
+                    ))
+                } else {
+                    Err(format!(
+                        "moved {moved} + stayed {stayed} != misplaced {misplaced}"
+                    ))
+                },
+            );
+            r.set(
+                "rebalance",
+                json!({
+                    "pid": pid,
+                    "moved": moved,
+                    "misplaced": misplaced,
+                    "stayed": stayed,
+                    "elapsed_ms": ms,
+                    "before": before.ok(),
+                    "after": after.ok(),
+                }),
+            );
+        }
+        Err(e) => {
+            r.fail(&name, e.to_string());
+        }
+    }
 }

@@ -17,6 +17,10 @@
 //!   stay moved, and the parent's call moves the remainder only;
 //! - a new nodemask ({DRAM} only) moves every page to DRAM, and the task
 //!   path follows it;
+//! - another process's mapping, taken over with `pidfd_getfd` as
+//!   `tk-calibrate --apply PID` does: the minimum moves, `numa_maps`
+//!   shows the new placement, and the process finds its pages on the new
+//!   nodes with their contents;
 //! - refusals: unknown flags and no policy (EINVAL), gigantic mode
 //!   (EOPNOTSUPP), a mask of nodes without memory (EINVAL).
 //!
@@ -211,7 +215,87 @@ impl Run<'_> {
             "a new nodemask moves every page to it; the task path follows",
             res,
         );
+        r.check_note(
+            "another process's mapping through pidfd_getfd (tk-calibrate --apply)",
+            self.other_process(),
+        );
         Ok(())
+    }
+
+    /// A child maps and fills the pages under {1,1}; the weights become
+    /// {3,1} and the parent rebalances the child's file from outside; the
+    /// child then checks its own pages.
+    fn other_process(&self) -> Result<String, String> {
+        let w11 = self.set(1, 1)?;
+        let before = self.expected(&w11);
+        let (ready_r, ready_w) = pipe()?;
+        let (go_r, go_w) = pipe()?;
+        // SAFETY: fork in a test binary; the child runs only the code below
+        // and leaves with _exit.
+        let pid = unsafe { libc::fork() };
+        if pid < 0 {
+            return Err(format!("fork: {}", std::io::Error::last_os_error()));
+        }
+        if pid == 0 {
+            let ok = (|| -> Result<(), String> {
+                let t = Tierkit::open().map_err(|e| e.to_string())?;
+                t.set_policy(TK_MODE_WEIGHTED_INTERLEAVE, self.mask)
+                    .map_err(|e| e.to_string())?;
+                let m = t.map(PAGES, 0).map_err(|e| e.to_string())?;
+                for i in 0..PAGES {
+                    write_word(&m, i, 0, pattern(i));
+                }
+                same_nodes(&m, &before)?;
+                signal(ready_w)?;
+                wait_for(go_r)?;
+                let w31 = weight_table(&[(self.d, 3), (self.c, 1)]);
+                same_nodes(&m, &self.expected(&w31))?;
+                contents_pattern(&m)
+            })();
+            if let Err(e) = &ok {
+                println!("# child: {e}");
+            }
+            // SAFETY: leave without the parent's destructors.
+            unsafe { libc::_exit(i32::from(ok.is_err())) };
+        }
+        let res = (|| {
+            wait_for(ready_r)?;
+            let after = self.expected(&self.set(3, 1)?);
+            let minimum = differ(&before, &after) as u64;
+            let files = userspace_tests::rebalance::apply(pid, TkRebalance::default())
+                .map_err(|e| format!("apply: {e}"))?;
+            let moved: u64 = files.iter().map(|a| a.result.moved).sum();
+            if files.len() != 1 || moved != minimum {
+                return Err(format!(
+                    "{} file(s), moved {moved}, expected one file and {minimum}",
+                    files.len()
+                ));
+            }
+            let p = userspace_tests::rebalance::placement(pid).map_err(|e| e.to_string())?;
+            let want_c = after.iter().filter(|&&n| n == self.c as i32).count() as u64;
+            // numa_maps counts only mapped pages: the moved ones fault back
+            // in when the child touches them, so check after it did.
+            signal(go_w)?;
+            Ok((moved, p, want_c))
+        })();
+        let mut status = 0;
+        // SAFETY: our own child; `status` is valid for a write.
+        unsafe { libc::waitpid(pid, &mut status, 0) };
+        let (moved, p, want_c) = res?;
+        if !libc::WIFEXITED(status) || libc::WEXITSTATUS(status) != 0 {
+            return Err(format!("the child's own check failed (status {status:#x})"));
+        }
+        let on_c = p.get(&self.c).copied().unwrap_or(0);
+        if on_c > want_c {
+            return Err(format!(
+                "numa_maps shows {on_c} pages on node {}, at most {want_c}",
+                self.c
+            ));
+        }
+        Ok(format!(
+            "moved {moved}; numa_maps after the moves {}",
+            userspace_tests::rebalance::fmt_placement(&p)
+        ))
     }
 
     /// The per-node `held` counts moved by the placement change.
@@ -385,6 +469,32 @@ fn with_writer<T>(
         .join()
         .map_err(|_| "the writer panicked".to_string())?;
     Ok((out?, last))
+}
+
+fn pipe() -> Result<(i32, i32), String> {
+    let mut fds = [0i32; 2];
+    // SAFETY: `fds` is valid for two ints.
+    if unsafe { libc::pipe(fds.as_mut_ptr()) } != 0 {
+        return Err(format!("pipe: {}", std::io::Error::last_os_error()));
+    }
+    Ok((fds[0], fds[1]))
+}
+
+fn signal(fd: i32) -> Result<(), String> {
+    // SAFETY: one byte from a live buffer.
+    if unsafe { libc::write(fd, b"x".as_ptr().cast(), 1) } != 1 {
+        return Err(format!("write: {}", std::io::Error::last_os_error()));
+    }
+    Ok(())
+}
+
+fn wait_for(fd: i32) -> Result<(), String> {
+    let mut b = 0u8;
+    // SAFETY: one byte into a live buffer.
+    if unsafe { libc::read(fd, (&mut b as *mut u8).cast(), 1) } != 1 {
+        return Err(format!("read: {}", std::io::Error::last_os_error()));
+    }
+    Ok(())
 }
 
 fn write_word(m: &Mapping, page: usize, word: usize, v: u64) {
