@@ -18,7 +18,9 @@
 //! mode (32 pages over every memory node), `mmap` in gigantic mode (1 GiB on
 //! the node with most free memory; skipped with the reason if no GiB can be
 //! had), `TK_IOC_BULK` (32 pages), `TK_IOC_TASK_NEXT` (256 steps),
-//! `TK_IOC_SET_GIGANTIC`, `TK_IOC_CLEAR_BENCH` (one range), the first touch
+//! `TK_IOC_SET_GIGANTIC`, `TK_IOC_CLEAR_BENCH` (one range),
+//! `TK_IOC_REBALANCE` (32 pages over every memory node asked onto one; a
+//! page whose new page fails stays and is counted), the first touch
 //! of a gigantic mapping (the fault allocates, clears and maps the GiB; a
 //! forked child arms its own `fail-nth` and touches, and a failure is
 //! SIGBUS for it, reported as EFAULT), and a write to each debugfs file
@@ -67,9 +69,9 @@ use std::io;
 use std::process::ExitCode;
 use std::time::Instant;
 use tierkit_core::uapi::{
-    TkBulk, TkClearBench, TkGigantic, TkPolicy, TkTaskNext, TIERKIT_MAX_NODES, TK_IOC_BULK,
-    TK_IOC_CLEAR_BENCH, TK_IOC_SET_GIGANTIC, TK_IOC_SET_POLICY, TK_IOC_TASK_NEXT, TK_PLACE_ANY,
-    TK_TASK_NEXT_MAX,
+    TkBulk, TkClearBench, TkGigantic, TkPolicy, TkRebalance, TkTaskNext, TIERKIT_MAX_NODES,
+    TK_IOC_BULK, TK_IOC_CLEAR_BENCH, TK_IOC_REBALANCE, TK_IOC_SET_GIGANTIC, TK_IOC_SET_POLICY,
+    TK_IOC_TASK_NEXT, TK_PLACE_ANY, TK_TASK_NEXT_MAX,
 };
 use userspace_tests::faults::{
     crash_lines, holdings, holdings_diff, injected_faults, Armed, FailNth, FaultKnobs, Kmsg,
@@ -143,6 +145,7 @@ enum Op {
     SetGigantic,
     ClearBench,
     GiganticTouch,
+    Rebalance,
     WeightNode(u32),
     Auto,
     Bandwidth,
@@ -161,6 +164,7 @@ impl Op {
             Op::SetGigantic => "TK_IOC_SET_GIGANTIC".into(),
             Op::ClearBench => "TK_IOC_CLEAR_BENCH".into(),
             Op::GiganticTouch => "gigantic first touch".into(),
+            Op::Rebalance => "TK_IOC_REBALANCE".into(),
             Op::WeightNode(n) => format!("write weighted_interleave/node{n}"),
             Op::Auto => "write weighted_interleave/auto".into(),
             Op::Bandwidth => "write weighted_interleave/bandwidth".into(),
@@ -232,6 +236,7 @@ struct Step {
     next: TkTaskNext,
     gig: TkGigantic,
     bench: TkClearBench,
+    rebal: TkRebalance,
     wbuf: Vec<u8>,
     before: Option<WiState>,
 }
@@ -256,6 +261,7 @@ impl Step {
             },
             gig: TkGigantic::default(),
             bench: TkClearBench::default(),
+            rebal: TkRebalance::default(),
             wbuf: Vec::new(),
             before: None,
         })
@@ -343,6 +349,19 @@ fn prepare(env: &Env, op: Op, s: &mut Step) -> Result<(), String> {
             s.fd = open_raw(dev, libc::O_RDWR)?;
             s.gig = gigantic_arg();
         }
+        Op::Rebalance => {
+            // 32 pages over every memory node, then all of them asked onto
+            // the lowest one: each page elsewhere takes a page allocation.
+            s.fd = open_raw(dev, libc::O_RDWR)?;
+            let mut p = tk::policy(TK_MODE_WEIGHTED_INTERLEAVE, env.mem_mask);
+            ioctl_raw(s.fd, TK_IOC_SET_POLICY, &mut p)
+                .map_err(|e| format!("TK_IOC_SET_POLICY: {e}"))?;
+            call(Op::Mmap4k, s).map_err(|e| format!("mmap: {e}"))?;
+            s.rebal = TkRebalance {
+                nodemask: env.mem_mask & env.mem_mask.wrapping_neg(),
+                ..Default::default()
+            };
+        }
         Op::ClearBench => {
             s.fd = open_raw(dev, libc::O_RDWR)?;
             s.bench = tk::clear_bench_arg(env.big_nid as i32, clear_threads(), TK_PLACE_ANY, 1);
@@ -419,6 +438,7 @@ fn call(op: Op, s: &mut Step) -> io::Result<()> {
         Op::TaskNext => ioctl_raw(s.fd, TK_IOC_TASK_NEXT, &mut s.next),
         Op::SetGigantic => ioctl_raw(s.fd, TK_IOC_SET_GIGANTIC, &mut s.gig),
         Op::ClearBench => ioctl_raw(s.fd, TK_IOC_CLEAR_BENCH, &mut s.bench),
+        Op::Rebalance => ioctl_raw(s.fd, TK_IOC_REBALANCE, &mut s.rebal),
         Op::Mmap4k | Op::MmapGigantic => {
             let len = if op == Op::Mmap4k { MMAP_4K_BYTES } else { GIB };
             // SAFETY: a new shared mapping of our fd; no fixed address.
@@ -477,6 +497,25 @@ fn effect(env: &Env, op: Op, s: &Step, res: &io::Result<()>) -> Result<(), Strin
             let sl = unsafe { std::slice::from_raw_parts(s.map as *const u64, s.map_len / 8) };
             if let Some(i) = sl.iter().position(|&w| w != 0) {
                 return Err(format!("mapped page {} is not zero", i * 8 / PAGE_SIZE));
+            }
+        }
+        Op::Rebalance if res.is_ok() => {
+            // A page whose new page could not be had stays and is counted;
+            // nothing else may be lost.
+            let a = &s.rebal;
+            if a.moved + a.no_memory != a.misplaced || a.busy != 0 || a.looked != 32 {
+                return Err(format!(
+                    "looked {} misplaced {} moved {} no_memory {} busy {}",
+                    a.looked, a.misplaced, a.moved, a.no_memory, a.busy
+                ));
+            }
+            // SAFETY: the mapping made by prepare, readable for its length.
+            let sl = unsafe { std::slice::from_raw_parts(s.map as *const u64, s.map_len / 8) };
+            if let Some(i) = sl.iter().position(|&w| w != 0) {
+                return Err(format!(
+                    "page {} is not zero after the move",
+                    i * 8 / PAGE_SIZE
+                ));
             }
         }
         Op::WeightNode(n) => {
@@ -907,6 +946,7 @@ fn run(r: &mut Report, topo: &Topology, wd: WeightDir) {
         Op::SetGigantic,
         Op::ClearBench,
         Op::GiganticTouch,
+        Op::Rebalance,
     ];
     ops.extend(
         topo.memory
