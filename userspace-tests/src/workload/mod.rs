@@ -382,6 +382,11 @@ impl Region {
         self.map.as_ptr()
     }
 
+    /// The `/dev/tierkit` file behind a [`Placement::Tierkit`] region.
+    pub fn tierkit(&self) -> Option<&Tierkit> {
+        self._tk.as_ref()
+    }
+
     pub fn len(&self) -> usize {
         self.map.len()
     }
