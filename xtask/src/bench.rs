@@ -30,6 +30,7 @@ use crate::util::{fmt_dur, Timer};
 use crate::{say, util};
 use std::process::ExitCode;
 
+mod rebalance;
 mod report_all;
 pub use report_all::{Report, RunMeta, TopoRun};
 

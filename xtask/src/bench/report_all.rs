@@ -146,6 +146,8 @@ struct Topo {
     clear: Option<ClearData>,
     wi: Option<WiData>,
     gigantic: Option<GiganticData>,
+    /// `tk-bench-rebalance`'s rows (see `super::rebalance`).
+    rebalance: Vec<Value>,
     notes: Vec<String>,
 }
 
@@ -245,6 +247,9 @@ impl Topo {
                     ));
                 }
             }
+        }
+        if let Some(rb) = records_of(doc, "tk-bench-rebalance").into_iter().next() {
+            t.rebalance = super::rebalance::rows_of(rb, &t.name);
         }
         if !records_of(doc, "tk-bench-clear").is_empty() {
             t.clear = ClearData::from_doc(&sub_doc(doc, "tk-bench-clear")).ok();
@@ -588,7 +593,13 @@ impl Report {
     }
 
     pub fn json(&self) -> Value {
-        let rows: Vec<&Row> = self.topos.iter().flat_map(|t| t.rows.iter()).collect();
+        let mut rows: Vec<Value> = self
+            .topos
+            .iter()
+            .flat_map(|t| t.rows.iter())
+            .filter_map(|r| serde_json::to_value(r).ok())
+            .collect();
+        rows.extend(self.topos.iter().flat_map(|t| t.rebalance.iter().cloned()));
         let (m, x, n) = self.target_counts();
         json!({
             "rows": rows,
@@ -682,6 +693,7 @@ impl Report {
             md.push_str(&calibration_md(t));
             md.push_str(&workload_md(t));
             md.push_str(&fault_md(t));
+            md.push_str(&super::rebalance::markdown(&t.rebalance));
             if let Some(c) = &t.clear {
                 let _ = writeln!(md, "### Clearing (`tk-bench-clear`)\n\n```");
                 for l in clear_summary(c).1 {
