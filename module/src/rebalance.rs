@@ -17,6 +17,7 @@
 //! without moving any page twice.
 
 use crate::mapping::{Backing, RebalanceCounts};
+use crate::pace::Next;
 use crate::shim;
 use crate::sync::fatal_signal_pending;
 use crate::uapi::{TkRebalance, TK_REBALANCE_F_DRY_RUN};
@@ -77,32 +78,23 @@ pub(crate) fn run(
 }
 
 /// Called before each move: `Ok(false)` once the budget is spent (the walk
-/// then only counts), after sleeping as long as the rate asks; `EINTR` on
-/// a fatal signal.
+/// then only counts), after sleeping as long as the rate asks
+/// (`crate::pace::next`); `EINTR` on a fatal signal.
 fn pace(req: &Request, start: u64, c: &RebalanceCounts) -> Result<bool> {
-    if req.budget_pages != 0 && c.moved >= req.budget_pages {
-        return Ok(false);
-    }
-    if req.rate_pages != 0 {
-        // When the next page may move: `moved` pages at `rate_pages` per
-        // second since the start.
-        let due = start.saturating_add(c.moved.saturating_mul(1_000_000_000) / u64::from(req.rate_pages));
-        loop {
-            if fatal_signal_pending() {
-                return Err(EINTR);
+    loop {
+        if fatal_signal_pending() {
+            return Err(EINTR);
+        }
+        // SAFETY: no precondition.
+        let now = unsafe { shim::tk_ktime_get_ns() };
+        match crate::pace::next(start, now, c.moved, req.rate_pages, req.budget_pages) {
+            Next::Go => return Ok(true),
+            Next::Spent => return Ok(false),
+            Next::WaitUntil(due) => {
+                let ms = ((due - now) / 1_000_000).clamp(1, MAX_SLEEP_MS);
+                // SAFETY: process context (an ioctl), no spinlock held.
+                unsafe { shim::tk_sleep_killable_ms(ms as u32) };
             }
-            // SAFETY: no precondition.
-            let now = unsafe { shim::tk_ktime_get_ns() };
-            if now >= due {
-                break;
-            }
-            let ms = ((due - now) / 1_000_000).clamp(1, MAX_SLEEP_MS);
-            // SAFETY: process context (an ioctl), no spinlock held.
-            unsafe { shim::tk_sleep_killable_ms(ms as u32) };
         }
     }
-    if fatal_signal_pending() {
-        return Err(EINTR);
-    }
-    Ok(true)
 }

@@ -22,6 +22,9 @@ mod chunks;
 #[path = "../core/src/interleave.rs"]
 mod interleave;
 #[expect(unreachable_pub)]
+#[path = "../core/src/pace.rs"]
+mod pace;
+#[expect(unreachable_pub)]
 #[path = "../core/src/pool_cmd.rs"]
 mod pool_cmd;
 #[expect(dead_code, unreachable_pub)]

@@ -14,6 +14,7 @@ pub mod chunks;
 pub mod interleave;
 pub mod kmsg;
 pub mod model;
+pub mod pace;
 pub mod pool_cmd;
 pub mod uapi;
 pub mod wi_table;
