@@ -141,8 +141,10 @@ pub const TK_GIGANTIC_F_QUERY: u32 = 1 << 0;
 /// mode. Each 1 GiB of a later `mmap` is one physically contiguous,
 /// naturally aligned gigantic range, placed on the node the file's policy
 /// selects for `ilx = pgoff / 2^18 + i` (the ilx counts gigantic pages, as
-/// the kernel's `get_vma_policy` shifts the ilx by the folio order), cleared
-/// in parallel, and then mapped with 4 KiB PTEs.
+/// the kernel's `get_vma_policy` shifts the ilx by the folio order). `mmap`
+/// only checks and reserves; each GiB is allocated, cleared in parallel
+/// (or taken from the pre-cleared pool) and mapped by one PUD at its first
+/// touch (see Documentation/ABI/testing/dev-tierkit, gigantic mode).
 ///
 /// In: `threads` (1..=eligible CPUs, or [`TK_THREADS_AUTO`]), `placement`
 /// (`TK_PLACE_*`), `chunk_kib` (clearing chunk: a multiple of 4 up to
@@ -189,8 +191,9 @@ pub const TK_CLEAR_BENCH_MAX: u32 = 64;
 /// variant the kernel picked ("erms", "rep_good", "unrolled").
 /// Errors: `EINVAL` (node id out of range, offline or memoryless node, bad
 /// thread count, placement, chunk or `nr_gigantic`, `remote` without a
-/// remote node, `init_on_alloc` on), `ENOMEM` (no free naturally aligned
-/// GiB on the node).
+/// remote node), `ENOMEM` (no free naturally aligned GiB on the node).
+/// With `init_on_alloc` on, the allocator zeroes each range first and the
+/// benchmark still times tierkit's own clear.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct TkClearBench {
