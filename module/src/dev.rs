@@ -61,7 +61,7 @@ unsafe impl AsBytes for TkWalk {}
 unsafe impl FromBytes for TkPageRefs {}
 // SAFETY: as above.
 unsafe impl AsBytes for TkPageRefs {}
-// SAFETY: `repr(C)`, integers only, no padding (4 + 4 + 8 * 8, uapi.rs).
+// SAFETY: `repr(C)`, integers and a byte array, no padding (uapi.rs).
 unsafe impl FromBytes for TkRebalance {}
 // SAFETY: as above.
 unsafe impl AsBytes for TkRebalance {}

@@ -20,7 +20,7 @@ use crate::mapping::{Backing, RebalanceCounts};
 use crate::pace::Next;
 use crate::shim;
 use crate::sync::fatal_signal_pending;
-use crate::uapi::{TkRebalance, TK_REBALANCE_F_DRY_RUN};
+use crate::uapi::{TkRebalance, TK_REBALANCE_F_DRY_RUN, TK_REBALANCE_F_WEIGHTS};
 use kernel::prelude::*;
 
 /// Longest single sleep of the pacing, so that a kill is seen promptly
@@ -37,7 +37,7 @@ pub(crate) struct Request {
 impl Request {
     /// The request in `r`: `EINVAL` for unknown flags.
     pub(crate) fn new(r: &TkRebalance) -> Result<Request> {
-        if r.flags & !TK_REBALANCE_F_DRY_RUN != 0 {
+        if r.flags & !(TK_REBALANCE_F_DRY_RUN | TK_REBALANCE_F_WEIGHTS) != 0 {
             return Err(EINVAL);
         }
         Ok(Request {

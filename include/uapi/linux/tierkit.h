@@ -138,12 +138,14 @@ struct tk_page_refs {
  * Documentation/ABI/testing/dev-tierkit).
  */
 #define TK_REBALANCE_F_DRY_RUN		1	/* count, move nothing */
+#define TK_REBALANCE_F_WEIGHTS		2	/* weights: the file's own */
 
 struct tk_rebalance {
-	__u32 flags;			/* in: 0 or TK_REBALANCE_F_DRY_RUN */
+	__u32 flags;			/* in: TK_REBALANCE_F_* */
 	__u32 rate_pages;		/* in: most pages per second, 0: no limit */
 	__u64 nodemask;			/* in: new mask, 0: keep; out: effective */
 	__u64 budget_pages;		/* in: most pages moved, 0: no limit */
+	__u8  weights[TIERKIT_MAX_NODES];	/* in: with TK_REBALANCE_F_WEIGHTS */
 	__u64 looked;			/* out: pages looked at */
 	__u64 misplaced;		/* out: off their target node when looked at */
 	__u64 moved;			/* out */

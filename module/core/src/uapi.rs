@@ -281,14 +281,20 @@ pub const TK_IOC_PAGE_REFS: u32 = iowr(7, core::mem::size_of::<TkPageRefs>());
 
 /// [`TkRebalance::flags`]: count what would move, move nothing.
 pub const TK_REBALANCE_F_DRY_RUN: u32 = 1 << 0;
+/// [`TkRebalance::flags`]: `weights` is the file's new own weight table,
+/// as `TK_POLICY_F_WEIGHTS` sets it (weighted mode; every node of the mask
+/// 1..=255).
+pub const TK_REBALANCE_F_WEIGHTS: u32 = 1 << 1;
 
 /// Argument of [`TK_IOC_REBALANCE`]: move every 4 KiB page of the open
 /// file's mappings whose node differs from the one the file's policy picks
-/// for its ilx now, with the weights in force now (tierkit's table, auto or
-/// manual), and, with a non-zero `nodemask`, the file's policy narrowed or
-/// widened to that mask first (as `TK_IOC_SET_POLICY` would set it: the
-/// requested mask ∩ N_MEMORY). Later `TK_IOC_TASK_NEXT` and `TK_IOC_BULK`
-/// calls follow the new policy too.
+/// for its ilx now, with the weights in force now (the file's own, or
+/// tierkit's table, auto or manual), and, with a non-zero `nodemask`, the
+/// file's policy narrowed or widened to that mask first (as
+/// `TK_IOC_SET_POLICY` would set it: the requested mask ∩ N_MEMORY), and
+/// with [`TK_REBALANCE_F_WEIGHTS`] the file's own weights set to `weights`
+/// first. Later `TK_IOC_TASK_NEXT` and `TK_IOC_BULK` calls follow the new
+/// policy too.
 ///
 /// Each page is moved as an offline moves it: its PTEs are zapped under the
 /// mapping's lock, its references frozen, its contents copied to a page on
@@ -304,28 +310,49 @@ pub const TK_REBALANCE_F_DRY_RUN: u32 = 1 << 0;
 /// page in hand, every page moved so far stays moved, and a later call
 /// moves the rest and no page twice.
 ///
-/// In: `flags` (0 or [`TK_REBALANCE_F_DRY_RUN`]), `nodemask` (0: keep the
-/// file's), `rate_pages` (most pages moved per second, 0: no limit),
-/// `budget_pages` (most pages this call moves, 0: no limit).
+/// In: `flags` ([`TK_REBALANCE_F_DRY_RUN`], [`TK_REBALANCE_F_WEIGHTS`]),
+/// `nodemask` (0: keep the file's), `rate_pages` (most pages moved per
+/// second, 0: no limit), `budget_pages` (most pages this call moves, 0: no
+/// limit), `weights` (with [`TK_REBALANCE_F_WEIGHTS`]).
 /// Out: `looked` pages looked at, `misplaced` how many were off their
 /// target node when looked at (the minimum to move), `moved`, `no_memory`,
 /// `busy`, `elapsed_ns`, and `nodemask` the effective mask.
-/// Errors: `EINVAL` for unknown flags, a file without a policy, or a
-/// `nodemask` with no node that has memory; `EOPNOTSUPP` for a file in
-/// gigantic mode (its 1 GiB ranges stay where they are); `EINTR`.
+/// Errors: `EINVAL` for unknown flags, a file without a policy, a
+/// `nodemask` with no node that has memory, or own weights for a file not
+/// in weighted mode or with a zero weight in the mask; `EOPNOTSUPP` for a
+/// file in gigantic mode (its 1 GiB ranges stay where they are); `EINTR`.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug)]
 pub struct TkRebalance {
     pub flags: u32,
     pub rate_pages: u32,
     pub nodemask: u64,
     pub budget_pages: u64,
+    pub weights: [u8; TIERKIT_MAX_NODES],
     pub looked: u64,
     pub misplaced: u64,
     pub moved: u64,
     pub no_memory: u64,
     pub busy: u64,
     pub elapsed_ns: u64,
+}
+
+impl Default for TkRebalance {
+    fn default() -> Self {
+        TkRebalance {
+            flags: 0,
+            rate_pages: 0,
+            nodemask: 0,
+            budget_pages: 0,
+            weights: [0; TIERKIT_MAX_NODES],
+            looked: 0,
+            misplaced: 0,
+            moved: 0,
+            no_memory: 0,
+            busy: 0,
+            elapsed_ns: 0,
+        }
+    }
 }
 
 /// Moves a file's pages to the nodes its policy picks now. See
@@ -351,8 +378,8 @@ const _: () = assert!(core::mem::size_of::<TkWalk>() == 24); // 8 + 8 + 4 + 4
 const _: () = assert!(TK_IOC_WALK == 0xc018_b906);
 const _: () = assert!(core::mem::size_of::<TkPageRefs>() == 32); // 8 + 6 * 4
 const _: () = assert!(TK_IOC_PAGE_REFS == 0xc020_b907);
-const _: () = assert!(core::mem::size_of::<TkRebalance>() == 72); // 4 + 4 + 8 * 8
-const _: () = assert!(TK_IOC_REBALANCE == 0xc048_b908);
+const _: () = assert!(core::mem::size_of::<TkRebalance>() == 136); // 4 + 4 + 2 * 8 + 64 + 6 * 8
+const _: () = assert!(TK_IOC_REBALANCE == 0xc088_b908);
 
 #[cfg(test)]
 mod clear_abi_tests {

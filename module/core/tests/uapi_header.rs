@@ -171,6 +171,7 @@ fn rust_structs() -> BTreeMap<String, (usize, Vec<Field>)> {
                 rate_pages,
                 nodemask,
                 budget_pages,
+                weights,
                 looked,
                 misplaced,
                 moved,
@@ -215,6 +216,7 @@ fn rust_constants() -> BTreeMap<String, u64> {
         ("TK_PAGE_ANON", u64::from(TK_PAGE_ANON)),
         ("TK_IOC_PAGE_REFS", u64::from(TK_IOC_PAGE_REFS)),
         ("TK_REBALANCE_F_DRY_RUN", u64::from(TK_REBALANCE_F_DRY_RUN)),
+        ("TK_REBALANCE_F_WEIGHTS", u64::from(TK_REBALANCE_F_WEIGHTS)),
         ("TK_IOC_REBALANCE", u64::from(TK_IOC_REBALANCE)),
     ]
     .into_iter()
