@@ -266,14 +266,14 @@ impl TkFile {
             }
             (sel, backings)
         };
-        // SAFETY: every pointer is to a pinned `Backing` in this file's
-        // `mappings`, which only ever grows while the file is open and is
-        // dropped at release; the ioctl holds a reference to the file, so
-        // it is not released before this call returns.
         let refs: KVec<&Backing> = {
             let mut v = KVec::with_capacity(backings.len(), GFP_KERNEL)?;
             for &b in backings.iter() {
-                // SAFETY: see above.
+                // SAFETY: every pointer is to a pinned `Backing` in this
+                // file's `mappings`, which only ever grows while the file is
+                // open and is dropped at release; the ioctl holds a
+                // reference to the file, so it is not released before this
+                // call returns.
                 v.push(unsafe { &*b }, GFP_KERNEL)?;
             }
             v
