@@ -69,6 +69,11 @@ fn main() -> ExitCode {
     if let Err(e) = run.checks(&mut r) {
         r.fail("rebalance set-up", e);
     }
+    // With no tierkit file open here, so that the child has only its own.
+    r.check_note(
+        "another process's mapping through pidfd_getfd (tk-calibrate --apply)",
+        run.other_process(),
+    );
     refusals(&mut r, d, c);
     match saved {
         Ok(s) => r.check("restore tierkit weights", s.restore()),
@@ -215,10 +220,6 @@ impl Run<'_> {
             "a new nodemask moves every page to it; the task path follows",
             res,
         );
-        r.check_note(
-            "another process's mapping through pidfd_getfd (tk-calibrate --apply)",
-            self.other_process(),
-        );
         Ok(())
     }
 
@@ -273,11 +274,10 @@ impl Run<'_> {
             }
             let p = userspace_tests::rebalance::placement(pid).map_err(|e| e.to_string())?;
             let want_c = after.iter().filter(|&&n| n == self.c as i32).count() as u64;
-            // numa_maps counts only mapped pages: the moved ones fault back
-            // in when the child touches them, so check after it did.
-            signal(go_w)?;
             Ok((moved, p, want_c))
         })();
+        // The child waits for this whatever happened here.
+        let _ = signal(go_w);
         let mut status = 0;
         // SAFETY: our own child; `status` is valid for a write.
         unsafe { libc::waitpid(pid, &mut status, 0) };
