@@ -330,10 +330,18 @@ impl Backing {
         // space of the file that owns `self`. Faults on this page wait for
         // the lock we hold, so none maps `old` again after the zap.
         unsafe { shim::tk_unmap_mapping_page(self.mapping, (self.pgoff + i as u64) as c_ulong) };
+        Self::swap_in(p, i, new)
+    }
+
+    /// The part of a move after the zap (caller holds the lock): copies
+    /// page `i` of `p` into `new` and puts `new` in its place, unless a pin
+    /// or a reference beside the mapping's keeps the old page (which the
+    /// next touch then maps again; `new` is freed).
+    fn swap_in(p: &mut PlacedPages, i: usize, new: NodePage) -> core::result::Result<(), Stayed> {
+        let old = p.pages().get(i).ok_or(Stayed::NoMemory)?.as_ptr();
         // A pin taken through the PTE just before the zap (GUP-fast does
-        // not take our lock) would keep writing to `old`: keep `old`, which
-        // the next touch maps again, and refuse.
-        // SAFETY: `old` is still owned by `p`.
+        // not take our lock) would keep writing to `old`: keep `old`.
+        // SAFETY: `old` is owned by `p`.
         if unsafe { shim::tk_page_maybe_dma_pinned(old) } {
             return Err(Stayed::Pinned);
         }
@@ -357,52 +365,117 @@ impl Backing {
 
     /// Moves each 4 KiB page of this mapping that is not on the node
     /// `target(ilx)` gives for its ilx (its file page offset) to that
-    /// node. `go` is called before each move: `Ok(false)` leaves the page
-    /// (it is only counted), an error stops the walk. One page per lock
-    /// hold. `EOPNOTSUPP` for a gigantic mapping.
+    /// node. The pages are taken [`MOVE_BATCH`] file pages at a time under
+    /// the lock, with one zap (one TLB flush) for the batch's moves; `go`
+    /// is called before each batch, without the lock, and says how many
+    /// pages may move now (0: the rest is only counted), or stops the walk
+    /// with its error. `EOPNOTSUPP` for a gigantic mapping.
     pub(crate) fn rebalance(
         &self,
         target: impl Fn(u64) -> usize,
         counts: &mut RebalanceCounts,
         dry_run: bool,
-        mut go: impl FnMut(&RebalanceCounts) -> Result<bool>,
+        mut go: impl FnMut(&RebalanceCounts) -> Result<u64>,
     ) -> Result {
         let len = match &*self.pages.lock() {
             BackingPages::Gigantic(_) => return Err(EOPNOTSUPP),
             BackingPages::Small(p) => p.len(),
         };
-        for i in 0..len {
-            let want = target(self.pgoff + i as u64);
-            let misplaced = match &*self.pages.lock() {
-                BackingPages::Small(p) => p.pages().get(i).is_some_and(|pg| pg.nid() != want),
-                BackingPages::Gigantic(_) => false,
+        // The new pages of one batch, waiting for the zap.
+        let mut ready: KVec<(usize, NodePage)> = KVec::with_capacity(MOVE_BATCH, GFP_KERNEL)?;
+        let mut i = 0usize;
+        while i < len {
+            let end = (i + MOVE_BATCH).min(len);
+            let mut allowed = if dry_run { 0 } else { go(counts)? };
+            // Nothing may move any more (a dry run, a spent budget): count.
+            let count_only = allowed == 0;
+            let mut next = end;
+            let mut pages = self.pages.lock();
+            let BackingPages::Small(p) = &mut *pages else {
+                return Err(EOPNOTSUPP);
             };
-            counts.looked += 1;
-            if misplaced {
+            for k in i..end {
+                let Some(cur) = p.pages().get(k) else { break };
+                let want = target(self.pgoff + k as u64);
+                if cur.nid() != want && !count_only && allowed == 0 {
+                    // The pace allows no more now: this page starts the
+                    // next batch.
+                    next = k;
+                    break;
+                }
+                counts.looked += 1;
+                if cur.nid() == want {
+                    continue;
+                }
                 counts.misplaced += 1;
-                if !dry_run && go(counts)? {
-                    let mut pages = self.pages.lock();
-                    if let BackingPages::Small(p) = &mut *pages {
-                        // Someone (an offline) may have moved it meanwhile.
-                        let still = p.pages().get(i).is_some_and(|pg| pg.nid() != want);
-                        let moved = if still {
-                            self.move_page(p, i, |cur| NodePage::alloc_on(want, cur, self.movable))
-                        } else {
-                            Ok(())
-                        };
-                        match moved {
-                            Ok(()) => counts.moved += 1,
-                            Err(Stayed::NoMemory) => counts.no_memory += 1,
-                            Err(Stayed::Pinned | Stayed::Referenced) => counts.busy += 1,
+                if count_only {
+                    continue;
+                }
+                allowed -= 1;
+                // SAFETY: `cur` is a page `p` owns.
+                if unsafe { shim::tk_page_maybe_dma_pinned(cur.as_ptr()) } {
+                    counts.busy += 1;
+                    continue;
+                }
+                match NodePage::alloc_on(want, cur, self.movable) {
+                    // Capacity for MOVE_BATCH was reserved above.
+                    Ok(new) => {
+                        if ready.push_within_capacity((k, new)).is_err() {
+                            counts.no_memory += 1;
                         }
                     }
+                    Err(_) => counts.no_memory += 1,
                 }
             }
-            crate::sync::resched_killable(i + 1)?;
+            self.move_ready(p, &mut ready, counts);
+            drop(pages);
+            i = next;
+            // SAFETY: process context, no lock held.
+            unsafe { shim::tk_cond_resched() };
+            if crate::sync::fatal_signal_pending() {
+                return Err(EINTR);
+            }
         }
         Ok(())
     }
+
+    /// The second half of a rebalance batch (caller holds the lock): zaps
+    /// the span of the pages in `ready` once, then [`Backing::swap_in`]
+    /// each; `ready` is left empty (a page that stays frees its new page).
+    fn move_ready(
+        &self,
+        p: &mut PlacedPages,
+        ready: &mut KVec<(usize, NodePage)>,
+        counts: &mut RebalanceCounts,
+    ) {
+        let (Some(&(first, _)), Some(&(last, _))) = (ready.first(), ready.last()) else {
+            return;
+        };
+        // SAFETY: By the type invariant, `mapping` is the live address
+        // space of the file that owns `self`. Faults on these pages wait
+        // for the lock the caller holds, so none maps an old page again
+        // after the zap.
+        unsafe {
+            shim::tk_unmap_mapping_pages(
+                self.mapping,
+                (self.pgoff + first as u64) as c_ulong,
+                (last - first + 1) as c_ulong,
+            )
+        };
+        while let Some((k, new)) = ready.pop() {
+            match Self::swap_in(p, k, new) {
+                Ok(()) => counts.moved += 1,
+                Err(Stayed::NoMemory) => counts.no_memory += 1,
+                Err(Stayed::Pinned | Stayed::Referenced) => counts.busy += 1,
+            }
+        }
+    }
 }
+
+/// File pages a rebalance takes under one hold of a mapping's lock, with
+/// one zap for the moves among them: a fault there waits for at most this
+/// many page copies.
+const MOVE_BATCH: usize = 32;
 
 /// Why a page that was to move stayed where it was.
 #[derive(Clone, Copy, Debug)]

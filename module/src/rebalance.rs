@@ -77,10 +77,11 @@ pub(crate) fn run(
     result
 }
 
-/// Called before each move: `Ok(false)` once the budget is spent (the walk
-/// then only counts), after sleeping as long as the rate asks
-/// (`crate::pace::next`); `EINTR` on a fatal signal.
-fn pace(req: &Request, start: u64, c: &RebalanceCounts) -> Result<bool> {
+/// Called before each batch of moves: how many pages may move now (0 once
+/// the budget is spent: the walk then only counts; 1 at a time under a
+/// rate, after sleeping as long as the rate asks, `crate::pace::next`),
+/// or `EINTR` on a fatal signal.
+fn pace(req: &Request, start: u64, c: &RebalanceCounts) -> Result<u64> {
     loop {
         if fatal_signal_pending() {
             return Err(EINTR);
@@ -88,8 +89,10 @@ fn pace(req: &Request, start: u64, c: &RebalanceCounts) -> Result<bool> {
         // SAFETY: no precondition.
         let now = unsafe { shim::tk_ktime_get_ns() };
         match crate::pace::next(start, now, c.moved, req.rate_pages, req.budget_pages) {
-            Next::Go => return Ok(true),
-            Next::Spent => return Ok(false),
+            Next::Go if req.rate_pages != 0 => return Ok(1),
+            Next::Go if req.budget_pages != 0 => return Ok(req.budget_pages - c.moved),
+            Next::Go => return Ok(u64::MAX),
+            Next::Spent => return Ok(0),
             Next::WaitUntil(due) => {
                 let ms = ((due - now) / 1_000_000).clamp(1, MAX_SLEEP_MS);
                 // SAFETY: process context (an ioctl), no spinlock held.

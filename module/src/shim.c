@@ -333,6 +333,13 @@ void tk_unmap_mapping_page(struct address_space *mapping, unsigned long pgoff)
 	unmap_mapping_pages(mapping, pgoff, 1, true);
 }
 
+/* @nr pages from @pgoff: one walk and one TLB flush for all of them. */
+void tk_unmap_mapping_pages(struct address_space *mapping, unsigned long pgoff,
+			    unsigned long nr)
+{
+	unmap_mapping_pages(mapping, pgoff, nr, true);
+}
+
 bool tk_signal_pending(void)
 {
 	return signal_pending(current);

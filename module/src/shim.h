@@ -49,6 +49,8 @@ void tk_copy_page(struct page *dst, struct page *src);
 bool tk_page_maybe_dma_pinned(struct page *page);
 struct address_space;
 void tk_unmap_mapping_page(struct address_space *mapping, unsigned long pgoff);
+void tk_unmap_mapping_pages(struct address_space *mapping, unsigned long pgoff,
+			    unsigned long nr);
 bool tk_signal_pending(void);
 void tk_free_contig(struct page *page, unsigned long nr_pages);
 void tk_cond_resched(void);

@@ -168,6 +168,13 @@ extern "C" {
     /// `unmap_mapping_pages(mapping, pgoff, 1, true)`. `mapping` must be a
     /// live address space (that of an open file).
     pub(crate) fn tk_unmap_mapping_page(mapping: *mut bindings::address_space, pgoff: c_ulong);
+    /// `unmap_mapping_pages(mapping, pgoff, nr, true)`: one walk and one
+    /// TLB flush for `nr` pages. `mapping` as above.
+    pub(crate) fn tk_unmap_mapping_pages(
+        mapping: *mut bindings::address_space,
+        pgoff: c_ulong,
+        nr: c_ulong,
+    );
     /// `signal_pending(current)`. No precondition.
     pub(crate) fn tk_signal_pending() -> bool;
     /// `vm_insert_page(vma, addr, page)`: for the fault handler. `vma` is
