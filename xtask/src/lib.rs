@@ -29,6 +29,7 @@ pub mod runs;
 pub mod setup;
 pub mod testing;
 pub mod topology;
+pub mod user_cmd;
 pub mod userspace;
 pub mod util;
 pub mod validate;
