@@ -12,6 +12,7 @@
 
 pub mod bench;
 pub mod cli;
+pub mod cmd_tests;
 pub mod console;
 pub mod debian;
 pub mod guest;

@@ -109,7 +109,9 @@ pub(crate) fn test_all(
     ci: bool,
 ) -> Result<ExitCode> {
     let boots = boots(g, profiles, full, ci);
-    if let [(profile, k, run)] = boots[..] {
+    let cmd_tests = crate::cmd_tests::selected(g, profiles, ci);
+    if let ([(profile, k, run)], true) = (&boots[..], cmd_tests.is_empty()) {
+        let (profile, k, run) = (*profile, *k, *run);
         let mut req = GuestRequest::for_run(g, profile, k, &run);
         req.host = host;
         return guest_cmd(g, req).map(|r| r.exit());
@@ -158,6 +160,36 @@ pub(crate) fn test_all(
             }
         };
         results.push((label, r));
+    }
+    if !cmd_tests.is_empty() {
+        println!();
+        say!(
+            "===== xtask run/shell: {} test(s) of `run -- CMD` and `shell` =====",
+            cmd_tests.len()
+        );
+        let t = Timer::start();
+        let r = match crate::cmd_tests::run_all(g, &cmd_tests) {
+            Ok(tests) => GuestResult {
+                ok: tests.iter().all(|t| t.passed),
+                totals: Some(report::Totals::of(&crate::ktap::Run::default(), &tests)),
+                boot: Some(t.elapsed()),
+                cxl_setup: None,
+            },
+            Err(e) => {
+                eprintln!("\nerror (xtask run/shell): {e:#}");
+                GuestResult {
+                    ok: false,
+                    totals: Some(report::Totals {
+                        passed: 0,
+                        failed: 1,
+                        skipped: 0,
+                    }),
+                    boot: None,
+                    cxl_setup: None,
+                }
+            }
+        };
+        results.push(("xtask run/shell".into(), r));
     }
     println!();
     let mut all = report::Totals::default();
