@@ -365,7 +365,7 @@ fn shell_test(
             .chain(child_args(g, t).iter().map(String::as_str)),
     );
     let script = format!(
-        "{args} 2>{}; echo \"xtask-exit=$?\"; stty -a | tr ' ;' '\\n\\n' | grep -x -e icanon -e -icanon -e echo -e -echo | tr '\\n' ' '; echo; exec sleep 600",
+        "{args} 2>{}; rc=$?; m=$(stty -a | tr ' ;' '\\n\\n' | grep -x -e icanon -e -icanon -e echo -e -echo | tr '\\n' ' '); echo \"xtask-exit=$rc tty-modes: $m\"; exec sleep 600",
         crate::validate::shell_quote(&dir.join("xtask-shell.stderr").display().to_string())
     );
     let share_s = share.display().to_string();
@@ -388,15 +388,20 @@ fn shell_test(
         ],
     )?;
     let res = (|| -> Result<(i32, String)> {
-        wait_pane(&sock, "tierkit:", 600)?;
+        // The prompt, `tierkit:<cwd># ` (kernel warnings may name tierkit too).
+        wait_pane(&sock, &format!("tierkit:{share_s}#"), 600)?;
         tmux(
             &sock,
             &["send-keys", "-t", "tk", "echo hello-$((6*7))", "Enter"],
         )?;
         wait_pane(&sock, "\nhello-42", 120)?;
         tmux(&sock, &["send-keys", "-t", "tk", "exit 3", "Enter"])?;
-        let screen = wait_pane(&sock, "xtask-exit=", 120)?;
-        let rc: i32 = screen
+        let screen = wait_pane(&sock, "tty-modes:", 120)?;
+        let line = screen
+            .lines()
+            .find(|l| l.contains("xtask-exit="))
+            .unwrap_or("");
+        let rc: i32 = line
             .split("xtask-exit=")
             .nth(1)
             .and_then(|r| r.split_whitespace().next())
@@ -408,11 +413,7 @@ fn shell_test(
                 util::tail_lines(&screen, 8)
             );
         }
-        let modes = screen
-            .lines()
-            .rev()
-            .find(|l| l.contains("icanon"))
-            .unwrap_or("");
+        let modes = line.split("tty-modes:").nth(1).unwrap_or("").trim();
         let words: Vec<&str> = modes.split_whitespace().collect();
         if !(words.contains(&"icanon") && words.contains(&"echo")) {
             bail!("the terminal was left in raw mode after the shell: stty -a says {modes:?}");

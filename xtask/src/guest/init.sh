@@ -601,7 +601,7 @@ pre_modules() {
 # with job control; `TIERKIT-SHELL rc=N` when it exits.
 user_cmd() {
 	. /etc/tierkit/cmd
-	if ! out=$( { mkdir -p "$TK_CWD" && mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144 tierkit-cwd "$TK_CWD"; } 2>&1); then
+	if ! out=$( { mkdir -p "$TK_CWD" && mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144,cache=mmap tierkit-cwd "$TK_CWD"; } 2>&1); then
 		mark "TIERKIT-ERROR share: mounting the host's $TK_CWD (virtio-9p tag tierkit-cwd) failed: $out"
 		fails=$((fails + 1))
 		return
