@@ -52,7 +52,7 @@ const PANIC_SH: &str = "mount -t cgroup2 none /sys/fs/cgroup && \
 echo +memory > /sys/fs/cgroup/cgroup.subtree_control && \
 mkdir /sys/fs/cgroup/tk && echo 16M > /sys/fs/cgroup/tk/memory.max && \
 echo 2 > /proc/sys/vm/panic_on_oom && echo $$ > /sys/fs/cgroup/tk/cgroup.procs && \
-head -c 64M /dev/zero > /tmp/fill; echo 'no panic'";
+dd if=/dev/zero of=/tmp/fill bs=1M count=64; echo 'no panic'";
 
 /// The bytes the share test writes: quotes, spaces, `$`, a newline.
 const SHARE_TEXT: &str = "it's \"quoted\" $HOME\nline 2";
@@ -130,6 +130,12 @@ pub(crate) fn selected(g: &GuestArgs, profiles: &[profile::Profile], ci: bool) -
         .collect()
 }
 
+/// `--filter` names only these tests (every glob starts with `xtask-`):
+/// `test` then boots nothing else.
+pub fn filter_is_theirs(filter: Option<&str>) -> bool {
+    filter.is_some_and(|f| f.split(',').all(|p| p.starts_with("xtask-")))
+}
+
 /// Runs `tests` (on `--kernel`'s kernel) and returns them as harness tests.
 pub(crate) fn run_all(g: &GuestArgs, tests: &[CmdTest]) -> Result<Vec<UserTest>> {
     let exe = std::env::current_exe().context("where is this xtask binary?")?;
@@ -187,9 +193,9 @@ pub(crate) fn run_all(g: &GuestArgs, tests: &[CmdTest]) -> Result<Vec<UserTest>>
 }
 
 fn shown(t: &CmdTest) -> String {
-    let mut v = vec!["cargo xtask", t.args[0], "--topology", t.topology];
+    let mut v = vec![t.args[0], "--topology", t.topology];
     v.extend(&t.args[1..]);
-    crate::validate::shell_join(v)
+    format!("cargo xtask {}", crate::validate::shell_join(v))
 }
 
 /// The child's arguments: the test's, with the topology and the guest

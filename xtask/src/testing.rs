@@ -108,8 +108,12 @@ pub(crate) fn test_all(
     full: bool,
     ci: bool,
 ) -> Result<ExitCode> {
-    let boots = boots(g, profiles, full, ci);
+    let mut boots = boots(g, profiles, full, ci);
     let cmd_tests = crate::cmd_tests::selected(g, profiles, ci);
+    if crate::cmd_tests::filter_is_theirs(g.filter.as_deref()) {
+        // `--filter 'xtask-*'`: only the tests of run -- CMD and shell.
+        boots.clear();
+    }
     if let ([(profile, k, run)], true) = (&boots[..], cmd_tests.is_empty()) {
         let (profile, k, run) = (*profile, *k, *run);
         let mut req = GuestRequest::for_run(g, profile, k, &run);
