@@ -271,12 +271,10 @@ fn run_one(
             let v: serde_json::Value = serde_json::from_str(stdout.trim())
                 .with_context(|| format!("`cxl list` printed no JSON: {stdout:?}"))?;
             let n = default_topology(t.topology)?.cxl.len();
-            let mems: Vec<&str> = v
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|m| m.get("memdev")?.as_str())
-                .collect();
+            // A plain list of memdevs, or with regions too, a list of
+            // {"memdevs": [...]} and {"regions": [...]}.
+            let mut mems = std::collections::BTreeSet::new();
+            memdev_names(&v, &mut mems);
             if mems.len() != n {
                 bail!(
                     "`cxl list` named {} memdev(s) ({mems:?}), expected {n}: {stdout}",
@@ -300,6 +298,24 @@ fn run_one(
         Check::Shell => unreachable!("shell_test"),
     };
     Ok((rc, msg))
+}
+
+/// Every `"memdev": NAME` in `cxl list`'s JSON.
+fn memdev_names<'a>(v: &'a serde_json::Value, out: &mut std::collections::BTreeSet<&'a str>) {
+    match v {
+        serde_json::Value::Array(a) => a.iter().for_each(|x| memdev_names(x, out)),
+        serde_json::Value::Object(o) => {
+            for (k, x) in o {
+                match (k.as_str(), x.as_str()) {
+                    ("memdev", Some(name)) => {
+                        out.insert(name);
+                    }
+                    _ => memdev_names(x, out),
+                }
+            }
+        }
+        _ => {}
+    }
 }
 
 /// The topology `name` as `cargo xtask` boots it without flags.

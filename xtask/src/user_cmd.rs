@@ -219,7 +219,9 @@ pub fn share_args(dir: &Path) -> Vec<String> {
             qemu_opt(&dir.display().to_string())
         ),
         "-device".into(),
-        format!("virtio-9p-pci,fsdev=tkshare,mount_tag={SHARE_TAG}"),
+        // On the root bus: the last bus created may be a CXL host bridge
+        // (pxb-cxl), which takes only bridges.
+        format!("virtio-9p-pci,bus=pcie.0,fsdev=tkshare,mount_tag={SHARE_TAG}"),
     ]
 }
 
