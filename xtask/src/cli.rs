@@ -79,19 +79,16 @@ enum Cmd {
     /// online. numactl, numastat, cxl, daxctl and ndctl (Debian trixie's)
     /// are on the guest's PATH. CMD's stdout and stderr stream to stdout,
     /// its stdin is /dev/null; kernel reports go to stderr (-v: the whole
-    /// console). Exit status: CMD's own (0-255), or 250 the guest kernel
-    /// panicked (an oops too), 251 --timeout passed, 252 the guest never
-    /// reached /init or stopped before CMD's status came, 253 insmod
-    /// tierkit.ko failed, 249 the CXL setup or the share's mount failed in
-    /// the guest, 248 xtask failed on the host (build, QEMU), 2 the command
-    /// line was refused; the last line on stderr says which.
+    /// console). xtask exits with CMD's status (exit codes below).
+    #[command(after_long_help = user_cmd::EXIT_HELP)]
     Run(RunArgs),
     /// An interactive shell (busybox sh, job control) on the guest's
     /// console, tierkit loaded, in the current directory shared as for
     /// `run -- CMD` (same tools on PATH). `exit` or Ctrl-D powers the guest
     /// off; Ctrl-C goes to the guest; Ctrl-A x quits QEMU. Kernel messages
-    /// below warnings are off (-v: all). Exit status: the shell's, or the
-    /// codes of `run -- CMD` (see `cargo xtask help run`).
+    /// below warnings are off (-v: all). xtask exits with the shell's
+    /// status (exit codes below).
+    #[command(after_long_help = user_cmd::EXIT_HELP)]
     Shell(ShellArgs),
     /// Run all tests: host tests, then boot with KUnit and the userspace
     /// tests (/bin/tk-test-*); print a summary and write JSON and JUnit XML.

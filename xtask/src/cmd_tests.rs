@@ -137,7 +137,11 @@ pub fn filter_is_theirs(filter: Option<&str>) -> bool {
 }
 
 /// Runs `tests` (on `--kernel`'s kernel) and returns them as harness tests.
-pub(crate) fn run_all(g: &GuestArgs, tests: &[CmdTest]) -> Result<Vec<UserTest>> {
+pub(crate) fn run_all(
+    g: &GuestArgs,
+    kernel: profile::KernelKind,
+    tests: &[CmdTest],
+) -> Result<Vec<UserTest>> {
     let exe = std::env::current_exe().context("where is this xtask binary?")?;
     let dir = util::out_dir().join("test-xtask-cmd");
     let share = dir.join("share");
@@ -153,7 +157,7 @@ pub(crate) fn run_all(g: &GuestArgs, tests: &[CmdTest]) -> Result<Vec<UserTest>>
             shown(t)
         );
         let timer = Timer::start();
-        let res = run_one(&exe, g, t, &share, &dir);
+        let res = run_one(&exe, g, kernel, t, &share, &dir);
         let ms = timer.elapsed().as_millis() as u64;
         let (passed, rc, tail) = match res {
             Ok((rc, msg)) => (true, rc, msg),
@@ -200,13 +204,13 @@ fn shown(t: &CmdTest) -> String {
 
 /// The child's arguments: the test's, with the topology and the guest
 /// flags of the `test` that runs it.
-fn child_args(g: &GuestArgs, t: &CmdTest) -> Vec<String> {
+fn child_args(g: &GuestArgs, kernel: profile::KernelKind, t: &CmdTest) -> Vec<String> {
     let mut a = vec![
         t.args[0].to_string(),
         "--topology".into(),
         t.topology.into(),
         "--kernel".into(),
-        g.kernel_kind.to_string(),
+        kernel.to_string(),
     ];
     if g.no_kvm {
         a.push("--no-kvm".into());
@@ -221,16 +225,17 @@ fn child_args(g: &GuestArgs, t: &CmdTest) -> Vec<String> {
 fn run_one(
     exe: &Path,
     g: &GuestArgs,
+    kernel: profile::KernelKind,
     t: &CmdTest,
     share: &Path,
     dir: &Path,
 ) -> Result<(i32, String)> {
     if t.check == Check::Shell {
-        return shell_test(exe, g, t, share, dir);
+        return shell_test(exe, g, kernel, t, share, dir);
     }
     let stderr_log = dir.join(format!("{}.stderr", t.name));
     let out = Command::new(exe)
-        .args(child_args(g, t))
+        .args(child_args(g, kernel, t))
         .current_dir(share)
         .stdin(Stdio::null())
         .stderr(fs::File::create(&stderr_log)?)
@@ -377,6 +382,7 @@ fn wait_pane(sock: &str, want: &str, secs: u64) -> Result<String> {
 fn shell_test(
     exe: &Path,
     g: &GuestArgs,
+    kernel: profile::KernelKind,
     t: &CmdTest,
     share: &Path,
     dir: &Path,
@@ -384,7 +390,7 @@ fn shell_test(
     let sock = format!("tierkit-test-{}", std::process::id());
     let args = crate::validate::shell_join(
         std::iter::once(exe.to_str().context("xtask's path is not UTF-8")?)
-            .chain(child_args(g, t).iter().map(String::as_str)),
+            .chain(child_args(g, kernel, t).iter().map(String::as_str)),
     );
     let script = format!(
         "{args} 2>{}; rc=$?; m=$(stty -a | tr ' ;' '\\n\\n' | grep -x -e icanon -e -icanon -e echo -e -echo | tr '\\n' ' '); echo \"xtask-exit=$rc tty-modes: $m\"; exec sleep 600",

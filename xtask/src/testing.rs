@@ -172,7 +172,13 @@ pub(crate) fn test_all(
             cmd_tests.len()
         );
         let t = Timer::start();
-        let r = match crate::cmd_tests::run_all(g, &cmd_tests) {
+        // --ci overrides --kernel: tierkit's own.
+        let kernel = if ci {
+            profile::KernelKind::Tierkit
+        } else {
+            g.kernel_kind
+        };
+        let r = match crate::cmd_tests::run_all(g, kernel, &cmd_tests) {
             Ok(tests) => GuestResult {
                 ok: tests.iter().all(|t| t.passed),
                 totals: Some(report::Totals::of(&crate::ktap::Run::default(), &tests)),

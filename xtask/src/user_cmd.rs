@@ -48,6 +48,19 @@ pub const SHARE_TAG: &str = "tierkit-cwd";
 /// The command file in the initramfs (read by `/init`'s `user_cmd`).
 pub const CMD_FILE: &str = "/etc/tierkit/cmd";
 
+/// [`exit`] for `cargo xtask help run` and `help shell`.
+pub const EXIT_HELP: &str = "\
+Exit status of `run -- CMD` and `shell`:
+  0-255  CMD's (or the shell's) own status; killed by signal N: 128+N
+  2      the command line was refused (nothing built or booted)
+  248    xtask failed on the host: a build, the guest tools, QEMU not starting
+  249    the guest could not set up: CXL region assembly or mounting the share
+  250    the guest kernel panicked (an oops too: oops=panic)
+  251    --timeout passed: QEMU killed
+  252    the guest never reached /init, or stopped before CMD's status came
+  253    insmod tierkit.ko failed: CMD did not run
+xtask's last line on stderr says which (a CMD may exit with 248-253 itself).";
+
 /// The exit codes of `run -- CMD` and `shell` other than CMD's own status.
 /// CMD's status passes through as it is (0 to 255; killed by signal N:
 /// 128+N, as sh reports it), so a CMD that exits with one of these itself
