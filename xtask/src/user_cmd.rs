@@ -540,6 +540,7 @@ pub(crate) fn shell(g: &GuestArgs) -> Result<u8> {
 fn report(what: &str, ended: &Ended, took: Duration, run_dir: &Path) {
     let code = ended.code();
     let why = match ended {
+        Ended::Status(rc) if what == "shell" => format!("the shell exited with {rc}"),
         Ended::Status(rc) => format!("the command exited with {rc}"),
         Ended::Panic(l) => format!("the guest kernel panicked: {l}"),
         Ended::Timeout => "the guest timed out (--timeout): QEMU killed".into(),
