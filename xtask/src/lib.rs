@@ -12,9 +12,11 @@
 
 pub mod bench;
 pub mod cli;
+pub mod cmd_tests;
 pub mod console;
 pub mod debian;
 pub mod guest;
+pub mod guest_tools;
 pub mod initramfs;
 pub mod kconfig;
 pub mod kdir;
@@ -28,6 +30,7 @@ pub mod runs;
 pub mod setup;
 pub mod testing;
 pub mod topology;
+pub mod user_cmd;
 pub mod userspace;
 pub mod util;
 pub mod validate;
