@@ -1,0 +1,98 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * tk-stream: a STREAM-like triad (a[i] = b[i] + s * c[i]) over three
+ * malloc'd arrays of doubles, reporting the best bandwidth. It knows
+ * nothing of tierkit: tk-run places its arrays.
+ *
+ * Usage: tk-stream [-n ELEMENTS] [-r ROUNDS] [-w]
+ *   -n  elements per array (default 4194304: 32 MiB each)
+ *   -r  timed rounds, the best is reported (default 5)
+ *   -w  after the rounds, print "waiting" and wait for a line on stdin
+ *       before freeing (so another process can look at the pages)
+ * Output: one "array NAME ADDR BYTES" line per array, then
+ *   "triad MBPS MB/s best of R, N elements, check ok|FAILED".
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static double now(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+int main(int argc, char **argv)
+{
+	size_t n = 4194304;
+	int rounds = 5, wait = 0, opt;
+
+	while ((opt = getopt(argc, argv, "n:r:w")) != -1) {
+		switch (opt) {
+		case 'n': n = strtoull(optarg, NULL, 0); break;
+		case 'r': rounds = atoi(optarg); break;
+		case 'w': wait = 1; break;
+		default:
+			fprintf(stderr, "usage: %s [-n ELEMENTS] [-r ROUNDS] [-w]\n", argv[0]);
+			return 2;
+		}
+	}
+	if (n == 0 || rounds < 1) {
+		fprintf(stderr, "tk-stream: -n and -r must be positive\n");
+		return 2;
+	}
+	size_t bytes = n * sizeof(double);
+	double *a = malloc(bytes), *b = malloc(bytes), *c = malloc(bytes);
+
+	if (!a || !b || !c) {
+		fprintf(stderr, "tk-stream: out of memory for 3 x %zu bytes\n", bytes);
+		return 1;
+	}
+	printf("array a %p %zu\narray b %p %zu\narray c %p %zu\n", (void *)a, bytes, (void *)b,
+	       bytes, (void *)c, bytes);
+	fflush(stdout);
+	for (size_t i = 0; i < n; i++) {
+		a[i] = 1.0;
+		b[i] = 2.0;
+		c[i] = 0.5 * (double)(i & 1023);
+	}
+	const double s = 3.0;
+	double best = 0.0;
+
+	for (int r = 0; r < rounds; r++) {
+		double t0 = now();
+
+		for (size_t i = 0; i < n; i++)
+			a[i] = b[i] + s * c[i];
+		double t = now() - t0;
+
+		/* Three arrays move per element: two read, one written. */
+		if (t > 0 && 3.0 * (double)bytes / t / 1e6 > best)
+			best = 3.0 * (double)bytes / t / 1e6;
+	}
+	int ok = 1;
+
+	for (size_t i = 0; i < n; i += 4099)
+		if (a[i] != b[i] + s * c[i])
+			ok = 0;
+	printf("triad %.0f MB/s best of %d, %zu elements, check %s\n", best, rounds, n,
+	       ok ? "ok" : "FAILED");
+	fflush(stdout);
+	if (wait) {
+		char line[16];
+
+		printf("waiting\n");
+		fflush(stdout);
+		if (!fgets(line, sizeof(line), stdin))
+			line[0] = 0;
+	}
+	free(a);
+	free(b);
+	free(c);
+	return ok ? 0 : 1;
+}
