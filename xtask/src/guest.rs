@@ -66,7 +66,7 @@ pub(crate) fn build_all(
         Some(d) => crate::debian::pre_modules(d, cxl)?,
         None => Vec::new(),
     };
-    let ir = initramfs::build(dir, &info, &m, &bins, &extra)?;
+    let ir = initramfs::build(dir, &info, &m, &bins, &extra, Vec::new())?;
     times.push(("initramfs", t.elapsed()));
     Ok(Built {
         kernel: kb,

@@ -158,6 +158,32 @@ pub fn entries(
     e
 }
 
+/// `base` with `extra` added: a directory both have is kept once, and a
+/// file or link of `extra` replaces one of `base` at the same path (a
+/// busybox applet link that a real program takes over).
+pub fn merge(base: Vec<Entry>, extra: Vec<Entry>) -> Vec<Entry> {
+    let dirs: std::collections::HashSet<String> = base
+        .iter()
+        .filter(|e| matches!(e, Entry::Dir { .. }))
+        .map(|e| e.path().to_string())
+        .collect();
+    let taken: std::collections::HashSet<String> = extra
+        .iter()
+        .filter(|e| !matches!(e, Entry::Dir { .. }))
+        .map(|e| e.path().to_string())
+        .collect();
+    let mut out: Vec<Entry> = base
+        .into_iter()
+        .filter(|e| !taken.contains(e.path()))
+        .collect();
+    out.extend(
+        extra
+            .into_iter()
+            .filter(|e| !(matches!(e, Entry::Dir { .. }) && dirs.contains(e.path()))),
+    );
+    out
+}
+
 /// Serializes entries as a newc archive.
 pub fn write_cpio<W: Write>(entries: &[Entry], mut w: W) -> Result<W> {
     let mut seen = std::collections::HashSet::new();
@@ -203,13 +229,15 @@ pub fn write_cpio<W: Write>(entries: &[Entry], mut w: W) -> Result<W> {
     Ok(cpio::newc::trailer(w)?)
 }
 
-/// Writes `dir/initramfs.cpio`.
+/// Writes `dir/initramfs.cpio`; `extra` (guest tools, the command of
+/// `run -- CMD`) is added with [`merge`].
 pub fn build(
     dir: &Path,
     info: &str,
     module: &ModuleBuild,
     bins: &[GuestBinary],
     pre: &[(String, Vec<u8>)],
+    extra: Vec<Entry>,
 ) -> Result<Initramfs> {
     let busybox = std::fs::read(BUSYBOX)
         .with_context(|| format!("reading {BUSYBOX} (apt-get install busybox-static)"))?;
@@ -223,7 +251,10 @@ pub fn build(
         ));
     }
     let links = busybox_links()?;
-    let all = entries(&render_init(info), busybox, &links, ko, &files, pre);
+    let all = merge(
+        entries(&render_init(info), busybox, &links, ko, &files, pre),
+        extra,
+    );
     let buf = write_cpio(&all, Vec::new())?;
     let path = dir.join("initramfs.cpio");
     util::write_atomic(&path, &buf)?;
@@ -274,6 +305,32 @@ mod tests {
         // Modules loaded before tierkit keep their order in their names.
         assert_eq!(get("lib/modules/pre/00-cxl_core.ko").2, 2);
         assert_eq!(get("lib/modules/pre/01-cxl_acpi.ko").1, 0o100644);
+    }
+
+    #[test]
+    fn merged_entries_replace_links_and_share_dirs() {
+        let base = vec![
+            Entry::Dir { path: "usr".into() },
+            Entry::Symlink {
+                path: "usr/bin/x".into(),
+                target: "/bin/busybox".into(),
+            },
+        ];
+        let extra = vec![
+            Entry::Dir { path: "usr".into() },
+            Entry::Dir {
+                path: "usr/lib".into(),
+            },
+            Entry::File {
+                path: "usr/bin/x".into(),
+                mode: 0o755,
+                data: b"ELF".to_vec(),
+            },
+        ];
+        let m = merge(base, extra);
+        assert_eq!(m.len(), 3);
+        assert!(write_cpio(&m, Vec::new()).is_ok());
+        assert!(matches!(&m[2], Entry::File { path, .. } if path == "usr/bin/x"));
     }
 
     #[test]

@@ -15,6 +15,7 @@ pub mod cli;
 pub mod console;
 pub mod debian;
 pub mod guest;
+pub mod guest_tools;
 pub mod initramfs;
 pub mod kconfig;
 pub mod kdir;
