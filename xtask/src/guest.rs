@@ -66,7 +66,10 @@ pub(crate) fn build_all(
         Some(d) => crate::debian::pre_modules(d, cxl)?,
         None => Vec::new(),
     };
-    let ir = initramfs::build(dir, &info, &m, &bins, &extra, Vec::new())?;
+    // tk-run's library and test programs, numactl, glibc.
+    let mut tools = crate::guest_tools::GuestFiles::new();
+    crate::tkrun::add_guest_files(&mut tools)?;
+    let ir = initramfs::build(dir, &info, &m, &bins, &extra, tools.entries())?;
     times.push(("initramfs", t.elapsed()));
     Ok(Built {
         kernel: kb,

@@ -28,6 +28,7 @@ pub mod report;
 pub mod runs;
 pub mod setup;
 pub mod testing;
+pub mod tkrun;
 pub mod topology;
 pub mod userspace;
 pub mod util;
