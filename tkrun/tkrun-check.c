@@ -10,6 +10,8 @@
  * checks passed. Run under tk-run, the blocks should be tierkit's.
  *
  * Usage: tkrun-check [MIB]   (size of the big blocks, default 4)
+ *        tkrun-check -g MIB  (one block of MIB: every byte must read zero;
+ *                             then "waiting" and a line on stdin to end)
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -273,8 +275,38 @@ static void threads(void)
 	check("threads: 4 x 20 malloc/realloc/free, contents kept", !bad, "a thread saw a loss");
 }
 
+/* One big block: zero on arrival, writable, then held until told. */
+static int one_block(size_t mib)
+{
+	size_t n = mib << 20;
+	unsigned long *p = malloc(n);
+	char line[16];
+
+	if (!p) {
+		check("big block", 0, "malloc failed");
+		return 1;
+	}
+	show("block", p);
+	printf("block %p %zu\n", (void *)p, n);
+	int z = 1;
+
+	for (size_t i = 0; i < n / sizeof(*p); i++)
+		z &= p[i] == 0;
+	check("big block: every byte zero", z, "a non-zero byte");
+	fill(p, n, 5);
+	check("big block: writable, contents kept", same(p, n, 5), "pattern lost");
+	printf("waiting\n");
+	fflush(stdout);
+	if (!fgets(line, sizeof(line), stdin))
+		line[0] = 0;
+	free(p);
+	return failed;
+}
+
 int main(int argc, char **argv)
 {
+	if (argc > 2 && strcmp(argv[1], "-g") == 0)
+		return one_block((size_t)atoi(argv[2]));
 	big = (size_t)(argc > 1 ? atoi(argv[1]) : 4) << 20;
 	if (big == 0)
 		big = 4UL << 20;
