@@ -31,6 +31,7 @@ use crate::{say, util};
 use std::process::ExitCode;
 
 mod report_all;
+mod tkrun_table;
 pub use report_all::{Report, RunMeta, TopoRun};
 
 /// One tierkit row of `tk-bench-clear` (see its `rows`).

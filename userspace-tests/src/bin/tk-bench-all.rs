@@ -8,7 +8,9 @@
 //! 3. `tk-bench-gigantic` (time to first use of 1 GiB, tierkit's gigantic
 //!    mode against hugetlb's first fault);
 //! 4. `tk-calibrate --out /tmp/tierkit-calibration.json`;
-//! 5. `tk-workload --calibration /tmp/tierkit-calibration.json`.
+//! 5. `tk-workload --calibration /tmp/tierkit-calibration.json`;
+//! 6. `tk-bench-run` (tk-run against the kernel on unmodified programs,
+//!    with the calibration of step 4).
 //!
 //! The two that clear whole GiBs (`clear`, `gigantic`) do not run on a CXL
 //! topology by default: QEMU serves CXL memory access by access (about
@@ -21,7 +23,7 @@
 //! and time. Exit 0 iff every program exited 0.
 //!
 //! Flags: `--only a,b` (names without `tk-`/`tk-bench-`: clear, wi,
-//! gigantic, calibrate, workload; naming `clear` or `gigantic` runs it on
+//! gigantic, calibrate, workload, run; naming `clear` or `gigantic` runs it on
 //! CXL too),
 //! `--with-cxl-clear`. In the guest the same come from the kernel command
 //! line (`cargo xtask bench --append ...`): `tierkit.bench=calibrate,workload`
@@ -83,6 +85,7 @@ fn main() -> ExitCode {
         ("gigantic", "tk-bench-gigantic", vec![]),
         ("calibrate", "tk-calibrate", vec!["--out", CAL]),
         ("workload", "tk-workload", vec!["--calibration", CAL]),
+        ("run", "tk-bench-run", vec![]),
     ];
     let mut progs = Vec::new();
     for (key, name, a) in steps {

@@ -146,6 +146,8 @@ struct Topo {
     clear: Option<ClearData>,
     wi: Option<WiData>,
     gigantic: Option<GiganticData>,
+    /// The `tk-bench-run` record (tk-run against the kernel).
+    tkrun: Option<Value>,
     notes: Vec<String>,
 }
 
@@ -252,6 +254,7 @@ impl Topo {
         if !records_of(doc, "tk-bench-wi").is_empty() {
             t.wi = WiData::from_doc(&sub_doc(doc, "tk-bench-wi")).ok();
         }
+        t.tkrun = records_of(doc, "tk-bench-run").into_iter().next().cloned();
         if !records_of(doc, "tk-bench-gigantic").is_empty() {
             match GiganticData::from_doc(&sub_doc(doc, "tk-bench-gigantic")) {
                 Ok(g) => t.gigantic = Some(g),
@@ -705,6 +708,9 @@ impl Report {
                     let _ = writeln!(md, "{l}");
                 }
                 let _ = writeln!(md, "```\n\n![gigantic](gigantic-{}.svg)\n", t.name);
+            }
+            if let Some(v) = &t.tkrun {
+                md.push_str(&super::tkrun_table::markdown(v));
             }
             if !t.programs.is_empty() {
                 let _ = writeln!(
