@@ -145,6 +145,7 @@ struct range {
 	int prot;
 	uint8_t kind;
 	uint8_t giga;
+	uint8_t dontfork; /* MADV_DONTFORK on all of it: the child has none */
 };
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -812,6 +813,33 @@ EXPORT void *mremap(void *o, size_t ol, size_t nl, int flags, ...)
 	return r;
 }
 
+/* madvise on tierkit memory as on anonymous memory: MADV_DONTNEED reads
+ * zero afterwards (the file would map the same pages again), MADV_FREE
+ * may keep the contents (tierkit refuses it), MADV_DONTFORK/DOFORK are
+ * remembered for fork. */
+EXPORT int madvise(void *a, size_t l, int advice)
+{
+	int tracked = advice == MADV_DONTNEED || advice == MADV_FREE || advice == MADV_DONTFORK ||
+		      advice == MADV_DOFORK;
+
+	if (!tracked || !atomic_load(&nr_live) || ((uintptr_t)a & (PAGE - 1)) || !lock_table())
+		return (int)syscall(SYS_madvise, a, l, advice);
+	int r = 0;
+	int i = table_find((uintptr_t)a, l ? l : 1);
+
+	if (i < 0) {
+		r = (int)syscall(SYS_madvise, a, l, advice);
+	} else if (advice == MADV_DONTNEED) {
+		memset(a, 0, (l + PAGE - 1) & ~(PAGE - 1));
+	} else if (advice == MADV_DONTFORK || advice == MADV_DOFORK) {
+		r = (int)syscall(SYS_madvise, a, l, advice);
+		if (r == 0 && (uintptr_t)a == ranges[i].start && l >= ranges[i].len)
+			ranges[i].dontfork = advice == MADV_DONTFORK;
+	}
+	unlock_table();
+	return r;
+}
+
 /* --- fork ---------------------------------------------------------------
  * A tierkit mapping is MAP_SHARED: after a plain fork parent and child
  * would see each other's writes. The child therefore copies every range
@@ -847,6 +875,13 @@ static void fork_child(void)
 {
 	for (int i = 0; i < nranges; i++) {
 		struct range *r = &ranges[i];
+
+		/* Not in the child (MADV_DONTFORK), wholly or in part: left as
+		 * it is (madvise of an unmapped page is ENOMEM). */
+		if (r->dontfork || syscall(SYS_madvise, r->start, r->len, MADV_NORMAL)) {
+			table_del(i--);
+			continue;
+		}
 		uintptr_t t = reserve(r->len, r->giga ? GIB : PAGE);
 
 		if (t && tk_map_at(t, r->len, r->off, PROT_READ | PROT_WRITE, r->giga)) {

@@ -189,6 +189,17 @@ static void maps(void)
 	      "moved or lost");
 	munmap(f, fg == f ? 2 * big : big);
 
+	/* MADV_DONTNEED: anonymous memory reads zero afterwards. */
+	char *d = mmap(NULL, big, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	show("madvise", d);
+	fill(d, big, 14);
+	check("MADV_DONTNEED: zero afterwards, the rest kept",
+	      madvise(d, big / 2, MADV_DONTNEED) == 0 && zero(d, big / 2) &&
+		      same(d + big / 2, big / 2, (unsigned)(14 + big / 1024)),
+	      "stale or lost contents");
+	munmap(d, big);
+
 	/* Partial munmap: the middle goes, both ends stay. */
 	char *p = mmap(NULL, 4 * big, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 
@@ -234,6 +245,23 @@ static void forks(void)
 	waitpid(pid, &st, 0);
 	check("fork: child sees the contents at fork, not the parent's later write",
 	      WIFEXITED(st) && WEXITSTATUS(st) == 0, "child saw a change");
+	/* MADV_DONTFORK: the child has no such range. */
+	char *nf = mmap(NULL, big, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	show("dontfork", nf);
+	fill(nf, big, 22);
+	madvise(nf, big, MADV_DONTFORK);
+	pid = fork();
+	if (pid == 0) {
+		char b[256];
+
+		backing(nf, b, sizeof(b));
+		_exit(strcmp(b, "-") == 0 ? 0 : 1);
+	}
+	waitpid(pid, &st, 0);
+	check("fork: a MADV_DONTFORK block is not in the child",
+	      WIFEXITED(st) && WEXITSTATUS(st) == 0, "the child has it");
+	munmap(nf, big);
 	check("fork: the parent does not see the child's write", *(volatile char *)(p + 512) == (char)(21 + 1),
 	      "parent saw the child's write");
 	show("fork-parent", p);

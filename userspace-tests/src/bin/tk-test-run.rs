@@ -338,6 +338,8 @@ fn semantics(r: &mut Report, w: &[(u32, u8)]) {
         "mmap",
         "mremap-grown",
         "mremap-moved",
+        "madvise",
+        "dontfork",
         "mmap-partial",
         "fork-child",
         "fork-parent",
