@@ -133,6 +133,16 @@ fn triad_pages(
         return (0, 0);
     }
     let table = weight_table(w);
+    // The control: the same pages against other weights (the first two
+    // swapped) must disagree somewhere, or the comparison proves nothing.
+    let mut other = w.to_vec();
+    if other.len() >= 2 && other[0].1 != other[1].1 {
+        let (a, b) = (other[0].1, other[1].1);
+        other[0].1 = b;
+        other[1].1 = a;
+    }
+    let other_table = weight_table(&other);
+    let mut other_agree = 0;
     let (mut agree, mut total) = (0, 0);
     let mut first_bad = None;
     for (name, addr, bytes) in &arrays {
@@ -148,6 +158,7 @@ fn triad_pages(
         match page_nodes(h.pid(), *addr, *bytes) {
             Ok(nodes) => {
                 let (a, n, bad) = agreement(&nodes, *addr, mask(w), &table);
+                other_agree += agreement(&nodes, *addr, mask(w), &other_table).0;
                 agree += a;
                 total += n;
                 first_bad = first_bad.or(bad.map(|b| format!("array {name}: {b}")));
@@ -161,6 +172,16 @@ fn triad_pages(
         "{who}: every page of the 3 arrays where the weights {} put it",
         arg(w)
     );
+    if other != w {
+        r.check_note(
+            &format!("{who}: control: the weights {} disagree", arg(&other)),
+            if other_agree < total {
+                Ok(format!("{other_agree}/{total} pages"))
+            } else {
+                Err(format!("all {total} pages agree with them too"))
+            },
+        );
+    }
     match first_bad {
         None if total > 0 => r.ok_note(&name, format!("{agree}/{total} pages")),
         _ => r.fail(
