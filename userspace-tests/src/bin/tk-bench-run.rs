@@ -14,7 +14,8 @@
 //!   --gigantic --pool 1`.
 //!
 //! Flags: `--elements N` per triad array (default 2097152), `--rounds R`
-//! (3), `--no-first-use`.
+//! (3), `--repeat K` (2: each triad run K times, alternating, the best
+//! kept), `--no-first-use`.
 
 use serde_json::{json, Value};
 use std::path::Path;
@@ -79,7 +80,29 @@ fn triad(r: &mut Report, name: &str, argv: &[&str], thp_off: bool, w: &[(u32, u8
     json!({"run": name, "weights": ws, "agree": agree, "pages": pages, "mbps": mbps, "rc": code})
 }
 
-fn placement(r: &mut Report, topo: &Topology, n: &str, rounds: &str) -> Vec<Value> {
+/// Keeps, per run name, the row with the best MB/s.
+fn keep_best(rows: &mut Vec<Value>, row: Value) {
+    let mbps = |v: &Value| v.get("mbps").and_then(Value::as_f64).unwrap_or(0.0);
+    match rows.iter_mut().find(|x| x["run"] == row["run"]) {
+        Some(old) if mbps(&row) > mbps(old) => *old = row,
+        Some(_) => {}
+        None => rows.push(row),
+    }
+}
+
+/// [`placement_once`] `repeat` times, alternating the runs (so that a
+/// change of the host's load hits all of them), the best of each kept.
+fn placement(r: &mut Report, topo: &Topology, n: &str, rounds: &str, repeat: usize) -> Vec<Value> {
+    let mut rows = Vec::new();
+    for _ in 0..repeat.max(1) {
+        for row in placement_once(r, topo, n, rounds) {
+            keep_best(&mut rows, row);
+        }
+    }
+    rows
+}
+
+fn placement_once(r: &mut Report, topo: &Topology, n: &str, rounds: &str) -> Vec<Value> {
     let mut rows = Vec::new();
     let stream = [STREAM, "-n", n, "-r", rounds, "-w"];
     let kernel = WeightDir::kernel().and_then(|k| k.snapshot().ok());
@@ -244,7 +267,7 @@ fn main() -> ExitCode {
     userspace_tests::help!();
     let args: Vec<String> = std::env::args().skip(1).collect();
     let flags = match Flags::parse(&args, &["no-first-use"]).and_then(|f| {
-        f.check(&["elements", "rounds", "no-first-use"])?;
+        f.check(&["elements", "rounds", "repeat", "no-first-use"])?;
         Ok(f)
     }) {
         Ok(f) => f,
@@ -259,7 +282,11 @@ fn main() -> ExitCode {
     };
     let n = flags.get("elements").unwrap_or("2097152").to_string();
     let rounds = flags.get("rounds").unwrap_or("3").to_string();
-    let rows = placement(&mut r, &topo, &n, &rounds);
+    let repeat: usize = flags
+        .get("repeat")
+        .and_then(|x| x.parse().ok())
+        .unwrap_or(2);
+    let rows = placement(&mut r, &topo, &n, &rounds, repeat);
     r.set("placement", json!(rows));
     if !flags.has("no-first-use") {
         let rows = first_use(&mut r, &topo);
