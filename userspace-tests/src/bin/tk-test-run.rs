@@ -20,8 +20,15 @@ use userspace_tests::tkrun::LIB_PATH;
 use userspace_tests::weights::{RestoreOnDrop, WeightDir};
 use userspace_tests::{node::Topology, tierkit_ready, weight_table};
 
-/// Elements per triad array: 8 MiB each, 2048 pages.
-const ELEMENTS: &str = "1048576";
+/// Elements per triad array: 8 MiB each, 2048 pages; 2 MiB with a CXL
+/// node, whose memory QEMU serves access by access (tens of MB/s).
+fn elements() -> &'static str {
+    if userspace_tests::cxl::cxl_nodes().is_empty() {
+        "1048576"
+    } else {
+        "262144"
+    }
+}
 
 /// The weights of the run: the first DRAM node 3, the first memory-only
 /// node 1 (one memory node: weight 1 there).
@@ -229,7 +236,7 @@ fn placement(r: &mut Report, w: &[(u32, u8)]) {
             "--",
             STREAM,
             "-n",
-            ELEMENTS,
+            elements(),
             "-r",
             "3",
             "-w",
@@ -301,7 +308,7 @@ fn numactl(r: &mut Report, w: &[(u32, u8)]) {
         .join(",");
     let flag = format!("--weighted-interleave={nodes}");
     match start(
-        &[NUMACTL, &flag, STREAM, "-n", ELEMENTS, "-r", "3", "-w"],
+        &[NUMACTL, &flag, STREAM, "-n", elements(), "-r", "3", "-w"],
         true,
     ) {
         Ok(h) => {
