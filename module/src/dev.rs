@@ -158,14 +158,14 @@ impl TkFile {
             if st.mapped {
                 return Err(EBUSY);
             }
-            let policy = Policy::new(p.mode, p.flags, p.nodemask)?;
+            let policy = Policy::new(p.mode, p.flags, p.nodemask, &p.weights)?;
             st.policy = Some(policy);
             // do_set_mempolicy(): a new (weighted) interleave policy starts
             // before the first node.
             st.task = TaskState::new();
             p.nodemask = policy.mask.0;
+            p.weights = policy.weights(|| self.wi.weights()).effective();
         }
-        p.weights = self.wi.weights().effective();
         writer.write(&p)?;
         Ok(0)
     }
@@ -190,7 +190,7 @@ impl TkFile {
         {
             let mut st = self.state.lock()?;
             let policy = Self::weighted_policy(&st)?;
-            let weights = self.wi.weights();
+            let weights = policy.weights(|| self.wi.weights());
             for slot in t.nodes.iter_mut().take(count) {
                 let nid = st.task.next(policy.mask, &weights).ok_or(EINVAL)?;
                 *slot = nid as u8;
@@ -211,7 +211,7 @@ impl TkFile {
         {
             let mut st = self.state.lock()?;
             let policy = Self::weighted_policy(&st)?;
-            let weights = self.wi.weights();
+            let weights = policy.weights(|| self.wi.weights());
             let mut per_node = [0u64; MAX_NUMNODES];
             let mut task = st.task;
             pages::bulk(
@@ -252,7 +252,10 @@ impl TkFile {
                     crate::wi::memory_nodes(),
                 )?;
             }
-            let sel = policy.selector(&self.wi.weights())?;
+            if r.flags & uapi::TK_REBALANCE_F_WEIGHTS != 0 {
+                policy = policy.with_own_weights(&r.weights)?;
+            }
+            let sel = policy.selector(&policy.weights(|| self.wi.weights()))?;
             if !dry_run && st.policy != Some(policy) {
                 st.policy = Some(policy);
                 // As TK_IOC_SET_POLICY: the task path starts afresh.
@@ -344,7 +347,7 @@ impl TkFile {
         if gm.nr_cleared() as usize + nr_ranges > MAX_FILE_GIGANTIC {
             return Err(ENOMEM);
         }
-        let sel = policy.selector(&self.wi.weights())?;
+        let sel = policy.selector(&policy.weights(|| self.wi.weights()))?;
         let mut nids = KVec::with_capacity(nr_ranges, GFP_KERNEL)?;
         let mut slots = KVec::with_capacity(nr_ranges, GFP_KERNEL)?;
         // Whether a GiB may come from ZONE_MOVABLE (see the vm_ops in
@@ -622,7 +625,7 @@ impl MiscDevice for TkFile {
             // weighted_interleave_nid() reads the weights at each fault;
             // all of this mapping's "faults" happen now, so one snapshot
             // serves.
-            let sel = policy.selector(&me.wi.weights())?;
+            let sel = policy.selector(&policy.weights(|| me.wi.weights()))?;
             let reservation = Stats::reserve(&me.wi, nr_pages as u64)?;
             // Killable; frees everything on failure.
             let placed = pages::alloc_placed(&me.wi, &sel, pgoff, nr_pages)?;

@@ -275,7 +275,7 @@ fn huge_dir(nid: u32) -> String {
 
 /// A free 1 GiB hugetlb page on `nid` for the lifetime of the value: the
 /// boot pool's, or one reserved now and given back on drop.
-struct HugePage {
+pub struct HugePage {
     nr_path: String,
     restore: Option<u64>,
     how: &'static str,
@@ -315,7 +315,8 @@ impl Drop for SetFile {
 }
 
 impl HugePage {
-    fn get(nid: u32) -> Result<HugePage, String> {
+    /// Makes sure `nid` has a free 1 GiB hugetlb page (see [`HugePage`]).
+    pub fn get(nid: u32) -> Result<HugePage, String> {
         let dir = huge_dir(nid);
         let nr_path = format!("{dir}/nr_hugepages");
         let nr = read_num(&nr_path)

@@ -56,6 +56,7 @@ pub mod report;
 pub mod stress;
 pub mod sys;
 pub mod tk;
+pub mod tkrun;
 pub mod vma;
 pub mod weights;
 pub mod workload;

@@ -32,6 +32,7 @@ use std::process::ExitCode;
 
 mod rebalance;
 mod report_all;
+mod tkrun_table;
 pub use report_all::{Report, RunMeta, TopoRun};
 
 /// One tierkit row of `tk-bench-clear` (see its `rows`).

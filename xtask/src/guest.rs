@@ -70,7 +70,12 @@ pub(crate) fn build_all(
         Some(d) => crate::debian::pre_modules(d, cxl, share)?,
         None => Vec::new(),
     };
-    let ir = initramfs::build(dir, &info, &m, &bins, &pre, extra)?;
+    // tk-run's library and test programs, numactl, glibc, in every
+    // initramfs; the caller's files (run -- CMD's tools) beside them.
+    let mut tools = crate::guest_tools::GuestFiles::new();
+    crate::tkrun::add_guest_files(&mut tools)?;
+    let files = initramfs::merge(extra, tools.entries());
+    let ir = initramfs::build(dir, &info, &m, &bins, &pre, files)?;
     times.push(("initramfs", t.elapsed()));
     Ok(Built {
         kernel: kb,

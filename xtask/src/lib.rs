@@ -29,6 +29,7 @@ pub mod report;
 pub mod runs;
 pub mod setup;
 pub mod testing;
+pub mod tkrun;
 pub mod topology;
 pub mod user_cmd;
 pub mod userspace;

@@ -31,12 +31,15 @@
 /* tk_policy.mode: MPOL_INTERLEAVE semantics (every weight 1). */
 #define TK_MODE_INTERLEAVE		1
 
+/* tk_policy.flags: weights[] is also an input, the file's own weights. */
+#define TK_POLICY_F_WEIGHTS		(1U << 0)
+
 /* TK_IOC_SET_POLICY: sets the open file's policy; before mmap. */
 struct tk_policy {
 	__u32 mode;			/* in: TK_MODE_* */
-	__u32 flags;			/* in: must be 0 */
+	__u32 flags;			/* in: 0 or TK_POLICY_F_WEIGHTS */
 	__u64 nodemask;			/* in: bit N = node N; out: effective mask */
-	__u8  weights[TIERKIT_MAX_NODES];	/* out: weight of each node */
+	__u8  weights[TIERKIT_MAX_NODES];	/* in with TK_POLICY_F_WEIGHTS; out: weight of each node */
 };
 
 /* TK_IOC_BULK: runs the bulk path for nr_pages pages. */

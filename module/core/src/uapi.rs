@@ -47,14 +47,20 @@ pub const TK_MODE_WEIGHTED_INTERLEAVE: u32 = 0;
 /// `TkPolicy::mode`: `MPOL_INTERLEAVE` semantics (mm/mempolicy.c
 /// `interleave_nid`): every node in the mask has weight 1.
 pub const TK_MODE_INTERLEAVE: u32 = 1;
+/// `TkPolicy::flags`: `weights` is also an input, the file's own weight
+/// table (weighted mode only; every node of the effective mask needs
+/// 1..=255). The file then never reads tierkit's global table.
+pub const TK_POLICY_F_WEIGHTS: u32 = 1 << 0;
 
 /// Argument of [`TK_IOC_SET_POLICY`].
 ///
-/// In: `mode` and the requested `nodemask` (bit N = node N). Out: `nodemask`
-/// becomes the effective mask (requested ∩ N_MEMORY, as `mpol_set_nodemask`
-/// does), and `weights` the weight of each node at the time of the call.
-/// Errors: `EINVAL` for an unknown mode, non-zero `flags`, or an effective
-/// mask that is empty; `EBUSY` once the file has been mapped.
+/// In: `mode`, `flags` (0 or [`TK_POLICY_F_WEIGHTS`]: then `weights` too)
+/// and the requested `nodemask` (bit N = node N). Out: `nodemask` becomes
+/// the effective mask (requested ∩ N_MEMORY, as `mpol_set_nodemask` does),
+/// and `weights` the weight of each node the file places by (its own, or
+/// the global table at the time of the call). Errors: `EINVAL` for an
+/// unknown mode or flag, a zero own weight of a node in the mask, or an
+/// effective mask that is empty; `EBUSY` once the file has been mapped.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct TkPolicy {

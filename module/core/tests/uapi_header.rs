@@ -194,6 +194,7 @@ fn rust_constants() -> BTreeMap<String, u64> {
             u64::from(TK_MODE_WEIGHTED_INTERLEAVE),
         ),
         ("TK_MODE_INTERLEAVE", u64::from(TK_MODE_INTERLEAVE)),
+        ("TK_POLICY_F_WEIGHTS", u64::from(TK_POLICY_F_WEIGHTS)),
         ("TK_TASK_NEXT_MAX", TK_TASK_NEXT_MAX as u64),
         ("TK_GIGANTIC_BYTES", TK_GIGANTIC_BYTES),
         ("TK_PLACE_LOCAL", u64::from(TK_PLACE_LOCAL)),

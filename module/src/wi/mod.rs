@@ -344,11 +344,15 @@ pub(crate) enum Mode {
     Interleave,
 }
 
-/// The policy of one `/dev/tierkit` file: a mode and an effective nodemask.
+/// The policy of one `/dev/tierkit` file: a mode, an effective nodemask
+/// and, with `TK_POLICY_F_WEIGHTS`, the file's own weights.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Policy {
     pub(crate) mode: Mode,
     pub(crate) mask: Nodemask,
+    /// The file's own weight table (`TK_POLICY_F_WEIGHTS`); `None`: the
+    /// global table, read when it is used.
+    pub(crate) own: Option<Weights>,
 }
 
 impl Policy {
@@ -357,11 +361,15 @@ impl Policy {
     /// `MPOL_(WEIGHTED_)INTERLEAVE`, the requested mask is intersected with
     /// `N_MEMORY` and only an empty result is an error (`EINVAL`, from
     /// `mpol_new_nodemask()`); the caller reports the effective mask back.
-    /// An unknown mode or non-zero flags are `EINVAL` too.
+    /// An unknown mode or flag is `EINVAL` too. With `TK_POLICY_F_WEIGHTS`
+    /// (weighted mode only) `weights` becomes the file's own table: every
+    /// node of the effective mask needs a weight of 1..=255 (`EINVAL`
+    /// otherwise); the other entries are ignored.
     pub(crate) fn new_with(
         mode: u32,
         flags: u32,
         requested: u64,
+        weights: &[u8; MAX_NUMNODES],
         has_memory: Nodemask,
     ) -> Result<Policy> {
         let mode = match mode {
@@ -369,16 +377,57 @@ impl Policy {
             uapi::TK_MODE_INTERLEAVE => Mode::Interleave,
             _ => return Err(EINVAL),
         };
-        if flags != 0 {
+        if flags & !uapi::TK_POLICY_F_WEIGHTS != 0 {
             return Err(EINVAL);
         }
         let mask = interleave::effective_nodemask(Nodemask(requested), has_memory)?;
-        Ok(Policy { mode, mask })
+        let p = Policy {
+            mode,
+            mask,
+            own: None,
+        };
+        if flags & uapi::TK_POLICY_F_WEIGHTS != 0 {
+            p.with_own_weights(weights)
+        } else {
+            Ok(p)
+        }
+    }
+
+    /// This policy with `weights` as its own table (`TK_POLICY_F_WEIGHTS`,
+    /// `TK_REBALANCE_F_WEIGHTS`): weighted mode only, and every node of
+    /// the mask needs a weight of 1..=255 (`EINVAL` otherwise); the other
+    /// entries are ignored.
+    pub(crate) fn with_own_weights(self, weights: &[u8; MAX_NUMNODES]) -> Result<Policy> {
+        if self.mode != Mode::Weighted {
+            return Err(EINVAL);
+        }
+        let mut table = [0u8; MAX_NUMNODES];
+        for nid in self.mask.iter() {
+            match (weights.get(nid), table.get_mut(nid)) {
+                (Some(&w), Some(slot)) if w != 0 => *slot = w,
+                _ => return Err(EINVAL),
+            }
+        }
+        Ok(Policy {
+            own: Some(Weights::from_table(table)),
+            ..self
+        })
     }
 
     /// [`Policy::new_with`] against the nodes with memory now.
-    pub(crate) fn new(mode: u32, flags: u32, requested: u64) -> Result<Policy> {
-        Self::new_with(mode, flags, requested, memory_nodes())
+    pub(crate) fn new(
+        mode: u32,
+        flags: u32,
+        requested: u64,
+        weights: &[u8; MAX_NUMNODES],
+    ) -> Result<Policy> {
+        Self::new_with(mode, flags, requested, weights, memory_nodes())
+    }
+
+    /// The weights this policy places by: its own, or `global` (tierkit's
+    /// table, read now).
+    pub(crate) fn weights(&self, global: impl FnOnce() -> Weights) -> Weights {
+        self.own.unwrap_or_else(global)
     }
 
     /// The address-path selector of this policy with `weights`

@@ -204,7 +204,7 @@ mod selector {
 /// policy nodemask (`mpol_set_nodemask`).
 #[kunit_tests(tierkit_wi_abi)]
 mod abi {
-    use crate::interleave::{Nodemask, MAX_NUMNODES};
+    use crate::interleave::{Nodemask, Weights, MAX_NUMNODES};
     use crate::uapi;
     use crate::wi::{memory_nodes, possible_nodes, Mode, Policy, Wi};
     use kernel::{prelude::*, sync::Arc};
@@ -407,19 +407,34 @@ mod abi {
     #[test]
     fn policy_nodemask_is_intersected_with_n_memory() -> Result {
         let has = Nodemask(0b1011);
-        let p = Policy::new_with(uapi::TK_MODE_WEIGHTED_INTERLEAVE, 0, 0b1_0110, has)?;
+        let w0 = [0u8; 64];
+        let p = Policy::new_with(uapi::TK_MODE_WEIGHTED_INTERLEAVE, 0, 0b1_0110, &w0, has)?;
         // Nodes 2 and 4 have no memory: dropped, and reported as dropped.
         assert_eq!(p.mask, Nodemask(0b0010));
         assert_eq!(p.mode, Mode::Weighted);
-        let p = Policy::new_with(uapi::TK_MODE_INTERLEAVE, 0, u64::MAX, has)?;
+        assert_eq!(p.own, None);
+        let p = Policy::new_with(uapi::TK_MODE_INTERLEAVE, 0, u64::MAX, &w0, has)?;
         assert_eq!(p.mask, has);
         assert_eq!(p.mode, Mode::Interleave);
         // Nothing left: EINVAL.
-        assert_eq!(Policy::new_with(0, 0, 0b0100, has).err(), Some(EINVAL));
-        assert_eq!(Policy::new_with(0, 0, 0, has).err(), Some(EINVAL));
+        assert_eq!(Policy::new_with(0, 0, 0b0100, &w0, has).err(), Some(EINVAL));
+        assert_eq!(Policy::new_with(0, 0, 0, &w0, has).err(), Some(EINVAL));
         // Bad mode or flags.
-        assert_eq!(Policy::new_with(2, 0, 0b1, has).err(), Some(EINVAL));
-        assert_eq!(Policy::new_with(0, 1, 0b1, has).err(), Some(EINVAL));
+        assert_eq!(Policy::new_with(2, 0, 0b1, &w0, has).err(), Some(EINVAL));
+        assert_eq!(Policy::new_with(0, 2, 0b1, &w0, has).err(), Some(EINVAL));
+        // Own weights: every node of the effective mask needs one; the
+        // others are ignored, and interleave mode takes none.
+        let f = uapi::TK_POLICY_F_WEIGHTS;
+        assert_eq!(Policy::new_with(0, f, 0b1, &w0, has).err(), Some(EINVAL));
+        let mut w = [0u8; 64];
+        w[0] = 3;
+        w[1] = 1;
+        w[2] = 9;
+        assert_eq!(Policy::new_with(1, f, 0b11, &w, has).err(), Some(EINVAL));
+        let p = Policy::new_with(0, f, 0b111, &w, has)?;
+        assert_eq!(p.mask, Nodemask(0b11));
+        let own = p.weights(Weights::new);
+        assert_eq!((own.get(0), own.get(1), own.get(2)), (3, 1, 1));
         Ok(())
     }
 
@@ -427,12 +442,15 @@ mod abi {
     fn policy_on_this_machine() -> Result {
         let mem = memory_nodes();
         assert!(!mem.is_empty());
-        let p = Policy::new(0, 0, u64::MAX)?;
+        let p = Policy::new(0, 0, u64::MAX, &[0; MAX_NUMNODES])?;
         assert_eq!(p.mask, mem);
         // Offline, memoryless and impossible nodes alone are EINVAL.
         for nid in 0..MAX_NUMNODES {
             if !mem.contains(nid) {
-                assert_eq!(Policy::new(0, 0, 1u64 << nid).err(), Some(EINVAL));
+                assert_eq!(
+                    Policy::new(0, 0, 1u64 << nid, &[0; MAX_NUMNODES]).err(),
+                    Some(EINVAL)
+                );
             }
         }
         assert!(possible_nodes() <= MAX_NUMNODES);
@@ -554,7 +572,7 @@ mod alloc {
     fn mapped_pages_sit_on_the_selected_node() -> Result {
         let (a, b) = two_nodes()?;
         let wi = wi_with(a, 3, b, 1)?;
-        let policy = Policy::new(0, 0, Nodemask::single(a).with(b).0)?;
+        let policy = Policy::new(0, 0, Nodemask::single(a).with(b).0, &[0; MAX_NUMNODES])?;
         let weights = wi.weights();
         let sel = policy.selector(&weights)?;
         let pgoff = 0x7_f123_4567_u64;
@@ -583,7 +601,7 @@ mod alloc {
     fn mapped_pages_failure_frees_everything() -> Result {
         let (a, b) = two_nodes()?;
         let wi = wi_with(a, 1, b, 1)?;
-        let policy = Policy::new(1, 0, Nodemask::single(a).with(b).0)?;
+        let policy = Policy::new(1, 0, Nodemask::single(a).with(b).0, &[0; MAX_NUMNODES])?;
         let sel = policy.selector(&wi.weights())?;
         let r = alloc_placed_with(&wi, &sel, 0, 512, Some(300));
         assert!(matches!(r, Err(e) if e == ENOMEM));
@@ -673,7 +691,7 @@ mod alloc {
         drop(probes);
         // The mmap path, single-node policy.
         let wi = new_wi()?;
-        let policy = Policy::new(0, 0, Nodemask::single(nid).0)?;
+        let policy = Policy::new(0, 0, Nodemask::single(nid).0, &[0; MAX_NUMNODES])?;
         let sel = policy.selector(&wi.weights())?;
         let placed = alloc_placed(&wi, &sel, 0, 4096)?;
         let on_node = placed.pages().iter().all(|p| p.nid() == nid);

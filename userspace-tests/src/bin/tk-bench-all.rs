@@ -10,7 +10,9 @@
 //! 4. `tk-calibrate --out /tmp/tierkit-calibration.json`;
 //! 5. `tk-workload --calibration /tmp/tierkit-calibration.json`;
 //! 6. `tk-bench-rebalance` (a running triad's working set moved from the
-//!    HMAT weights to the measured ones).
+//!    HMAT weights to the measured ones);
+//! 7. `tk-bench-run` (tk-run against the kernel on unmodified programs,
+//!    with the calibration of step 4).
 //!
 //! The two that clear whole GiBs (`clear`, `gigantic`) do not run on a CXL
 //! topology by default: QEMU serves CXL memory access by access (about
@@ -23,7 +25,7 @@
 //! and time. Exit 0 iff every program exited 0.
 //!
 //! Flags: `--only a,b` (names without `tk-`/`tk-bench-`: clear, wi,
-//! gigantic, calibrate, workload, rebalance; naming `clear` or `gigantic` runs it on
+//! gigantic, calibrate, workload, rebalance, run; naming `clear` or `gigantic` runs it on
 //! CXL too),
 //! `--with-cxl-clear`. In the guest the same come from the kernel command
 //! line (`cargo xtask bench --append ...`): `tierkit.bench=calibrate,workload`
@@ -86,6 +88,7 @@ fn main() -> ExitCode {
         ("calibrate", "tk-calibrate", vec!["--out", CAL]),
         ("workload", "tk-workload", vec!["--calibration", CAL]),
         ("rebalance", "tk-bench-rebalance", vec![]),
+        ("run", "tk-bench-run", vec![]),
     ];
     let mut progs = Vec::new();
     for (key, name, a) in steps {

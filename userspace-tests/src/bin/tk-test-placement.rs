@@ -270,10 +270,10 @@ fn refusals(r: &mut Report, wd: &WeightDir, set: &WeightSet) {
         open().and_then(|t| expect_errno(t.set_policy(7, set.nodemask), libc::EINVAL)),
     );
     r.check(
-        "refuse: non-zero flags -> EINVAL",
+        "refuse: unknown flag -> EINVAL",
         open().and_then(|t| {
             let mut p = tk::policy(TK_MODE_WEIGHTED_INTERLEAVE, set.nodemask);
-            p.flags = 1;
+            p.flags = 2;
             expect_errno(t.set_policy_raw(p), libc::EINVAL)
         }),
     );

@@ -17,6 +17,9 @@
 //!   stay moved, and the parent's call moves the remainder only;
 //! - a new nodemask ({DRAM} only) moves every page to DRAM, and the task
 //!   path follows it;
+//! - the file's own weights {1,3} given to the rebalance
+//!   (`TK_REBALANCE_F_WEIGHTS`) move its pages to them, and tierkit's
+//!   global table is untouched;
 //! - another process's mapping, taken over with `pidfd_getfd` as
 //!   `tk-calibrate --apply PID` does: the minimum moves, `numa_maps`
 //!   shows the new placement, and the process finds its pages on the new
@@ -30,7 +33,7 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tierkit_core::uapi::{TkRebalance, TK_REBALANCE_F_DRY_RUN};
+use tierkit_core::uapi::{TkRebalance, TK_REBALANCE_F_DRY_RUN, TK_REBALANCE_F_WEIGHTS};
 use userspace_tests::report::Report;
 use userspace_tests::sys::Mapping;
 use userspace_tests::tk::{self, Tierkit, TK_MODE_WEIGHTED_INTERLEAVE};
@@ -69,6 +72,10 @@ fn main() -> ExitCode {
     if let Err(e) = run.checks(&mut r) {
         r.fail("rebalance set-up", e);
     }
+    r.check_note(
+        "own weights {1,3} (TK_REBALANCE_F_WEIGHTS); the global table untouched",
+        run.own_weights(),
+    );
     // With no tierkit file open here, so that the child has only its own.
     r.check_note(
         "another process's mapping through pidfd_getfd (tk-calibrate --apply)",
@@ -221,6 +228,49 @@ impl Run<'_> {
             res,
         );
         Ok(())
+    }
+
+    /// A file placed under the global {1,1} is rebalanced to its own
+    /// {1,3}; the global table stays {1,1}.
+    fn own_weights(&self) -> Result<String, String> {
+        let w11 = self.set(1, 1)?;
+        let t = Tierkit::open().map_err(|e| e.to_string())?;
+        t.set_policy(TK_MODE_WEIGHTED_INTERLEAVE, self.mask)
+            .map_err(|e| format!("TK_IOC_SET_POLICY: {e}"))?;
+        let m = t.map(PAGES, 0).map_err(|e| format!("mmap: {e}"))?;
+        for i in 0..PAGES {
+            write_word(&m, i, 0, pattern(i));
+        }
+        let own = [(self.d, 1), (self.c, 3)];
+        let mut arg = TkRebalance {
+            flags: TK_REBALANCE_F_WEIGHTS,
+            ..Default::default()
+        };
+        for &(n, w) in &own {
+            arg.weights[n as usize] = w;
+        }
+        let want = self.expected(&weight_table(&own));
+        let minimum = differ(&self.expected(&w11), &want) as u64;
+        let a = t
+            .rebalance(arg)
+            .map_err(|e| format!("TK_IOC_REBALANCE: {e}"))?;
+        expect(a.moved == minimum, &a)?;
+        same_nodes(&m, &want)?;
+        contents_pattern(&m)?;
+        let table = self.wd.table().map_err(|e| format!("{e:#}"))?;
+        if (table[self.d as usize], table[self.c as usize]) != (1, 1) {
+            return Err(format!(
+                "the global table changed to {}/{}",
+                table[self.d as usize], table[self.c as usize]
+            ));
+        }
+        // A zero own weight for a node of the mask is refused.
+        arg.weights[self.c as usize] = 0;
+        match t.rebalance(arg) {
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {}
+            other => return Err(format!("a zero own weight: {other:?}, expected EINVAL")),
+        }
+        Ok(format!("moved {minimum}"))
     }
 
     /// A child maps and fills the pages under {1,1}; the weights become

@@ -148,6 +148,8 @@ struct Topo {
     gigantic: Option<GiganticData>,
     /// `tk-bench-rebalance`'s rows (see `super::rebalance`).
     rebalance: Vec<Value>,
+    /// The `tk-bench-run` record (tk-run against the kernel).
+    tkrun: Option<Value>,
     notes: Vec<String>,
 }
 
@@ -257,6 +259,7 @@ impl Topo {
         if !records_of(doc, "tk-bench-wi").is_empty() {
             t.wi = WiData::from_doc(&sub_doc(doc, "tk-bench-wi")).ok();
         }
+        t.tkrun = records_of(doc, "tk-bench-run").into_iter().next().cloned();
         if !records_of(doc, "tk-bench-gigantic").is_empty() {
             match GiganticData::from_doc(&sub_doc(doc, "tk-bench-gigantic")) {
                 Ok(g) => t.gigantic = Some(g),
@@ -717,6 +720,9 @@ impl Report {
                     let _ = writeln!(md, "{l}");
                 }
                 let _ = writeln!(md, "```\n\n![gigantic](gigantic-{}.svg)\n", t.name);
+            }
+            if let Some(v) = &t.tkrun {
+                md.push_str(&super::tkrun_table::markdown(v));
             }
             if !t.programs.is_empty() {
                 let _ = writeln!(

@@ -1,0 +1,161 @@
+//! tk-run's C parts for the guest: `libtkrun.so` (the preload library) and
+//! the two unmodified test programs `tk-stream` and `tkrun-check`, built
+//! from `tkrun/*.c` with the host's gcc against its glibc (bookworm's
+//! 2.36; the guest gets trixie's 2.41 and its loader from the private
+//! root of [`guest_tools`], with numactl). See
+//! Documentation/dev-tools/tk-run.md.
+
+use crate::guest_tools::{self, elf_needs, GuestFiles};
+use crate::util::{self, show_cmd};
+use anyhow::{bail, Context, Result};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Where the library lands in the guest (`tk-run --lib`'s default).
+pub const GUEST_LIB: &str = "/lib/tierkit/libtkrun.so";
+
+/// Flags for every C file: warnings are errors.
+const CFLAGS: &[&str] = &["-O2", "-g", "-Wall", "-Wextra", "-Werror"];
+
+/// `(source in tkrun/, output name, extra flags, guest path)`.
+const PARTS: &[(&str, &str, &[&str], &str)] = &[
+    (
+        "libtkrun.c",
+        "libtkrun.so",
+        &["-shared", "-fPIC", "-fvisibility=hidden"],
+        GUEST_LIB,
+    ),
+    ("tk-stream.c", "tk-stream", &[], "/usr/bin/tk-stream"),
+    (
+        "tkrun-check.c",
+        "tkrun-check",
+        &["-pthread"],
+        "/usr/bin/tkrun-check",
+    ),
+];
+
+/// One built file and where it goes in the guest.
+#[derive(Clone, Debug)]
+pub struct Part {
+    pub path: PathBuf,
+    pub guest: &'static str,
+}
+
+/// Compiles every part into `out` (gcc, a second or so).
+pub fn build_into(out: &Path) -> Result<Vec<Part>> {
+    let root = util::repo_root();
+    std::fs::create_dir_all(out)?;
+    let mut parts = Vec::new();
+    for (src, name, extra, guest) in PARTS {
+        let path = out.join(name);
+        let mut cmd = Command::new("gcc");
+        cmd.args(CFLAGS)
+            .args(*extra)
+            .arg("-I")
+            .arg(root.join("include/uapi"))
+            .arg("-o")
+            .arg(&path)
+            .arg(root.join("tkrun").join(src));
+        let shown = show_cmd(&cmd);
+        let st = cmd.status().with_context(|| {
+            format!("could not start `{shown}` (apt-get install gcc libc6-dev)")
+        })?;
+        if !st.success() {
+            bail!("`{shown}` failed ({st}); compiler output above");
+        }
+        parts.push(Part { path, guest });
+    }
+    Ok(parts)
+}
+
+/// [`build_into`] `target/tkrun`.
+pub fn build() -> Result<Vec<Part>> {
+    build_into(&util::target_dir().join("tkrun"))
+}
+
+/// Adds the parts, numactl, and the glibc and loader they need (from the
+/// root of [`guest_tools::TOOL_PACKAGES`]) to `f`.
+pub fn add_guest_files(f: &mut GuestFiles) -> Result<()> {
+    let parts = build()?;
+    let root = guest_tools::ensure_root(guest_tools::TOOL_PACKAGES)?;
+    f.add_elf(&root, "/usr/bin/numactl", None)?;
+    f.add_elf(&root, "/lib/x86_64-linux-gnu/libc.so.6", None)?;
+    for p in parts {
+        let data =
+            std::fs::read(&p.path).with_context(|| format!("reading {}", p.path.display()))?;
+        let needs = elf_needs(&data)?;
+        for lib in &needs.needed {
+            if lib != "libc.so.6" && lib != "ld-linux-x86-64.so.2" {
+                bail!(
+                    "{} needs {lib}; only glibc is in the guest for it",
+                    p.path.display()
+                );
+            }
+        }
+        f.add_file(p.guest, 0o755, data);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The library's bookkeeping on the host: with TKRUN_DEVICE=/dev/zero
+    /// its "tierkit" mappings are shared memory (no placement), which is
+    /// what makes fork, mremap and MAP_FIXED hard; tkrun-check must pass
+    /// with every big block on the device, and without the library too.
+    #[test]
+    fn library_passes_the_checks_on_the_host() {
+        if Command::new("gcc").arg("--version").output().is_err() {
+            eprintln!("no gcc: skipped");
+            return;
+        }
+        let out = std::env::temp_dir().join(format!("tkrun-host-{}", std::process::id()));
+        let parts = build_into(&out).unwrap();
+        let lib = &parts[0].path;
+        let check = &parts[2].path;
+        let run = |preload: bool| {
+            let mut c = Command::new(check);
+            c.arg("4");
+            if preload {
+                c.env("LD_PRELOAD", lib)
+                    .env("TKRUN_WEIGHTS", "0:1")
+                    .env("TKRUN_DEVICE", "/dev/zero");
+            }
+            let o = c.output().unwrap();
+            (
+                o.status.success(),
+                String::from_utf8_lossy(&o.stdout).into_owned(),
+            )
+        };
+        let (ok, text) = run(false);
+        assert!(ok, "{text}");
+        let (ok, text) = run(true);
+        assert!(ok, "{text}");
+        for name in [
+            "malloc",
+            "calloc",
+            "realloc-grown",
+            "mmap",
+            "mremap-grown",
+            "fork-child",
+        ] {
+            let line = format!("backing {name} /dev/zero");
+            assert!(text.contains(&line), "{line} missing:\n{text}");
+        }
+        let stream = Command::new(&parts[1].path)
+            .args(["-n", "300000", "-r", "2"])
+            .env("LD_PRELOAD", lib)
+            .env("TKRUN_WEIGHTS", "0:1")
+            .env("TKRUN_DEVICE", "/dev/zero")
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&stream.stdout);
+        assert!(
+            stream.status.success() && text.contains("check ok"),
+            "{text}"
+        );
+        let _ = std::fs::remove_dir_all(&out);
+    }
+}
