@@ -23,6 +23,7 @@ pub mod ktap;
 pub mod module;
 pub mod profile;
 pub mod qemu;
+pub mod records;
 pub mod report;
 pub mod runs;
 pub mod setup;
