@@ -353,6 +353,7 @@ pub(crate) fn guest_cmd(g: &GuestArgs, req: GuestRequest) -> Result<GuestResult>
         "console.log",
         "data.log",
         "results.json",
+        "kcidb.json",
         "junit.xml",
         "qemu-stderr.log",
     ] {
@@ -391,6 +392,7 @@ pub(crate) fn guest_cmd(g: &GuestArgs, req: GuestRequest) -> Result<GuestResult>
     say!("console log: {}", run_dir.join("console.log").display());
     let mut streamer = qemu::Streamer::new(util::verbose(), !matches!(mode, Mode::Test));
     let t = Timer::start();
+    let start_time = crate::kcidb::now_rfc3339();
     let guest = qemu::boot(&b.kernel, &b.initramfs, &cfg, &run_dir, &mut streamer)?;
     let boot_time = t.elapsed();
     let mut outcome = verdict::evaluate(&guest, kunit, filter.describe().as_deref(), profile);
@@ -436,11 +438,11 @@ pub(crate) fn guest_cmd(g: &GuestArgs, req: GuestRequest) -> Result<GuestResult>
     }
     say!("console: {}", guest.console_log.display());
     print_guest_view(kind, &outcome.markers);
-    let result = |totals| GuestResult {
-        ok: outcome.ok(),
+    let result = |o: &verdict::Outcome, totals| GuestResult {
+        ok: o.ok(),
         totals,
         boot: Some(boot_time),
-        cxl_setup: outcome.markers.cxl_setup_secs(),
+        cxl_setup: o.markers.cxl_setup_secs(),
     };
     if let Mode::Bench(name) = &mode {
         write_bench(name, &cfg, &outcome, &guest.data_log)?;
@@ -464,10 +466,43 @@ pub(crate) fn guest_cmd(g: &GuestArgs, req: GuestRequest) -> Result<GuestResult>
         }
         let status = if outcome.ok() { "ok" } else { "FAILED" };
         println!("tierkit {}: {status}", mode.as_param().replace('-', " "));
-        return Ok(result(None));
+        return Ok(result(&outcome, None));
     }
     let results = run_dir.join("results.json");
     let junit = run_dir.join("junit.xml");
+    let kcidb = run_dir.join("kcidb.json");
+    let boot = crate::kcidb::Boot {
+        job: run_dir
+            .file_name()
+            .and_then(|n| n.to_str())
+            .map_or("", |n| n.trim_start_matches("test-"))
+            .to_string(),
+        run: dir_name.unwrap_or(kind.name()).to_string(),
+        profile,
+        kernel: which,
+        topology: kind.name().to_string(),
+        topology_detail: cfg.topology.describe(),
+        accel: format!("{accel:?}").to_lowercase(),
+        kernel_source: crate::kcidb::KernelSource {
+            name: match which {
+                profile::KernelKind::Debian => format!("Debian linux-image-{}", b.kernel.version),
+                _ => b
+                    .kernel
+                    .src
+                    .file_name()
+                    .map_or("linux".into(), |n| n.to_string_lossy().into_owned()),
+            },
+            version: b.kernel.version.clone(),
+        },
+        kernel_key: b.kernel.key.clone(),
+        start_time,
+        duration_secs: boot_time.as_secs_f64(),
+    };
+    // A KCIDB file that cannot be written or is invalid is a failure.
+    if let Some(f) = crate::kcidb::write_boot(&kcidb, &boot, &outcome.run, &outcome.user_tests) {
+        outcome.reasons.push(f.output_tail.clone());
+        outcome.user_tests.push(f);
+    }
     report::write_json(&results, &outcome.run, &outcome.user_tests)?;
     report::write_junit(
         &junit,
@@ -475,7 +510,12 @@ pub(crate) fn guest_cmd(g: &GuestArgs, req: GuestRequest) -> Result<GuestResult>
         &outcome.run,
         &outcome.user_tests,
     )?;
-    say!("results: {} and {}", results.display(), junit.display());
+    say!(
+        "results: {}, {} and {}",
+        results.display(),
+        junit.display(),
+        kcidb.display()
+    );
     say!(
         "time: {} (total {})",
         timing.join(", "),
@@ -497,10 +537,10 @@ pub(crate) fn guest_cmd(g: &GuestArgs, req: GuestRequest) -> Result<GuestResult>
         Some(l) => report::print_summary_labelled(&outcome.run, &outcome.user_tests, l),
         None => report::print_summary(&outcome.run, &outcome.user_tests),
     }
-    Ok(result(Some(report::Totals::of(
-        &outcome.run,
-        &outcome.user_tests,
-    ))))
+    Ok(result(
+        &outcome,
+        Some(report::Totals::of(&outcome.run, &outcome.user_tests)),
+    ))
 }
 
 /// The summary's line for a kernel without KUnit: not a failure.
