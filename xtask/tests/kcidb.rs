@@ -75,6 +75,8 @@ fn written_files_are_valid_kcidb_and_broken_ones_are_not() {
     let combined = dir.join("kcidb.json");
     kcidb::write(&combined, &all).unwrap();
     files.push(combined.clone());
+    let bad = validate(&files);
+    assert!(bad.is_empty(), "invalid KCIDB: {bad:?}");
 
     // What the files hold: every status, the params, the crash.
     let statuses: std::collections::BTreeSet<&str> =
@@ -102,9 +104,6 @@ fn written_files_are_valid_kcidb_and_broken_ones_are_not() {
         all.tests.len(),
         docs.iter().map(|d| d.tests.len()).sum::<usize>()
     );
-
-    let bad = validate(&files);
-    assert!(bad.is_empty(), "invalid KCIDB: {bad:?}");
 
     // Broken on purpose: each must be refused.
     let mut broken: Vec<(&str, Document)> = Vec::new();
