@@ -84,6 +84,19 @@ enum Cmd {
     /// benchmark, one boot per topology (numa, then cxl; `--topology`
     /// picks one), and the report in target/tierkit/report/.
     Bench(BenchArgs),
+    /// The boots of `test` as CI jobs: print them as JSON (`{"jobs":
+    /// [...]}`, each one boot as an independent `cargo xtask test ... --job
+    /// ID` command with a stable id), or with --shard K/N run every N-th of
+    /// them here, one after the other, into target/tierkit/shard-K-of-N/.
+    /// Without a selection flag: the boots of `test --ci`.
+    Matrix(crate::matrix::MatrixArgs),
+    /// Combine the results of several shards (or run directories) into one
+    /// summary, JUnit and KCIDB file, and print the totals line.
+    Merge(crate::merge::MergeArgs),
+    /// Write LAVA job definitions (generated with tuxlava) that boot the
+    /// same kernel and initramfs as the selected jobs, one per job, into
+    /// target/tierkit/lava/.
+    Lava(crate::lava::LavaArgs),
 }
 
 #[derive(Args, Clone)]
@@ -274,6 +287,74 @@ struct TestArgs {
     /// --profile, --topology and --kernel.
     #[arg(long)]
     ci: bool,
+    /// Boot only the job ID of the selected boots (`cargo xtask matrix`
+    /// lists them: the run directory's name after `test-`, e.g.
+    /// `numa-full`, `numa-full-debug`, `cxl-debian`).
+    #[arg(long, value_name = "ID", value_parser = parse_job_id)]
+    job: Option<String>,
+}
+
+/// A job id: lower-case letters, digits and `-`.
+pub(crate) fn parse_job_id(s: &str) -> std::result::Result<String, String> {
+    if !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+    {
+        Ok(s.to_string())
+    } else {
+        Err("a job id is lower-case letters, digits and '-', e.g. numa-full-debug (cargo xtask matrix lists them)".into())
+    }
+}
+
+/// The boots `t` asks for, `--job` applied.
+fn test_boots(t: &TestArgs) -> Result<Vec<testing::Boot>> {
+    let all = testing::boots(&t.guest, &t.guest.kernel.profiles(), t.full, t.ci);
+    testing::select_job(all, t.job.as_deref())
+}
+
+/// A `test` command line (`args` after `cargo xtask`) parsed: its guest
+/// flags and its boots. What `matrix --shard` runs each job with.
+pub(crate) fn parse_test(args: &[String]) -> Result<(GuestArgs, Vec<testing::Boot>)> {
+    let argv = std::iter::once("cargo xtask".to_string()).chain(args.iter().cloned());
+    let cli = Cli::try_parse_from(argv).map_err(|e| anyhow::anyhow!(clap_error_line(&e)))?;
+    match cli.cmd {
+        Cmd::Test(t) => {
+            let boots = test_boots(&t)?;
+            Ok((t.guest, boots))
+        }
+        _ => anyhow::bail!("not a test command: {}", args.join(" ")),
+    }
+}
+
+/// The jobs `select` asks for (`matrix`, `lava`).
+pub(crate) fn select_jobs(select: &crate::matrix::SelectArgs) -> Result<Vec<crate::matrix::Job>> {
+    let sel = select.selection();
+    let (_, boots) = parse_test(&sel.test_args())?;
+    Ok(crate::matrix::jobs(&sel, &boots))
+}
+
+/// Every job's command line checked as `cargo xtask test` checks its own;
+/// `shard`, given, must pick at least one job.
+pub(crate) fn check_jobs(
+    jobs: &[crate::matrix::Job],
+    shard: Option<crate::matrix::Shard>,
+    host: &Host,
+) -> std::result::Result<(), String> {
+    if let Some(s) = shard {
+        if s.pick(jobs).is_empty() {
+            return Err(format!(
+                "--shard {s}: there are only {} jobs, so shard {} of {} would run none",
+                jobs.len(),
+                s.k,
+                s.n
+            ));
+        }
+    }
+    for j in jobs {
+        let argv = std::iter::once("cargo xtask".to_string()).chain(j.args.iter().cloned());
+        check_args(argv, host).map_err(|e| format!("job {}: {e}", j.id))?;
+    }
+    Ok(())
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -310,7 +391,9 @@ pub fn main() -> ExitCode {
     }
     util::set_verbose(cli.verbose);
     util::setup_llvm_path();
-    let is_test = matches!(cli.cmd, Cmd::Test(_));
+    // Commands whose last line is a totals line.
+    let is_test = matches!(&cli.cmd, Cmd::Test(_) | Cmd::Merge(_))
+        || matches!(&cli.cmd, Cmd::Matrix(m) if m.shard.is_some());
     match real_main(cli) {
         Ok(code) => code,
         Err(e) => {
@@ -421,6 +504,14 @@ fn validate(cli: &Cli, host: &Host) -> std::result::Result<(), String> {
     let one_line = |e: anyhow::Error| e.to_string().lines().collect::<Vec<_>>().join(" ");
     let kernel = match &cli.cmd {
         Cmd::Setup { .. } => return Ok(()),
+        Cmd::Matrix(m) => {
+            let jobs = select_jobs(&m.select).map_err(one_line)?;
+            return check_jobs(&jobs, m.shard, host);
+        }
+        Cmd::Lava(l) => return crate::lava::check_args(l, host).map_err(one_line),
+        Cmd::Merge(m) => {
+            return crate::merge::check_args(&m.dirs, m.out.as_deref()).map_err(one_line)
+        }
         Cmd::Module(m) => {
             if let Some(dir) = &m.kdir {
                 return crate::kdir::inspect(dir).map(|_| ()).map_err(one_line);
@@ -470,7 +561,13 @@ fn validate(cli: &Cli, host: &Host) -> std::result::Result<(), String> {
 /// [`guest_cmd`] (labelled, for messages, when there are several).
 fn requests(cmd: &Cmd) -> Result<Vec<(&GuestArgs, GuestRequest)>> {
     Ok(match cmd {
-        Cmd::Setup { .. } | Cmd::Kernel(_) | Cmd::Module(_) | Cmd::Build(_) => vec![],
+        Cmd::Setup { .. }
+        | Cmd::Kernel(_)
+        | Cmd::Module(_)
+        | Cmd::Build(_)
+        | Cmd::Matrix(_)
+        | Cmd::Merge(_)
+        | Cmd::Lava(_) => vec![],
         Cmd::Run(r) => vec![(&r.guest, run_request(r)?)],
         Cmd::Bench(b) => match b.which {
             Some(which) => vec![(&b.guest, bench_request(b, which)?)],
@@ -496,7 +593,7 @@ fn requests(cmd: &Cmd) -> Result<Vec<(&GuestArgs, GuestRequest)>> {
                     .collect()
             }
         },
-        Cmd::Test(t) => testing::boots(&t.guest, &t.guest.kernel.profiles(), t.full, t.ci)
+        Cmd::Test(t) => test_boots(t)?
             .into_iter()
             .map(|(p, k, run)| {
                 let mut req = GuestRequest::for_run(&t.guest, p, k, &run);
@@ -585,8 +682,23 @@ fn real_main(cli: Cli) -> Result<ExitCode> {
             } else {
                 Some(testing::host_tests()?)
             };
-            testing::test_all(&t.guest, host, &t.guest.kernel.profiles(), t.full, t.ci)
+            testing::test_all(&t.guest, host, &test_boots(&t)?)
         }
+        Cmd::Matrix(m) => {
+            let jobs = select_jobs(&m.select)?;
+            match m.shard {
+                None => {
+                    println!("{}", crate::matrix::to_json(&jobs));
+                    Ok(ExitCode::SUCCESS)
+                }
+                Some(s) => crate::matrix::run_shard(s, &jobs, parse_test),
+            }
+        }
+        Cmd::Merge(m) => {
+            let out = m.out.unwrap_or_else(crate::merge::default_out);
+            crate::merge::cmd_merge(&m.dirs, &out)
+        }
+        Cmd::Lava(l) => crate::lava::cmd_lava(&l),
         Cmd::Bench(b) => {
             let Some(which) = b.which else {
                 return bench::run_all(&b.guest);

@@ -178,6 +178,10 @@ pub(crate) struct GuestResult {
     pub(crate) boot: Option<Duration>,
     /// Seconds /init spent assembling and onlining CXL regions.
     pub(crate) cxl_setup: Option<f64>,
+    /// Where its results are (`test`: results.json, junit.xml, kcidb.json).
+    pub(crate) run_dir: Option<std::path::PathBuf>,
+    /// Why it could not be built or booted.
+    pub(crate) error: Option<String>,
 }
 
 impl GuestResult {
@@ -443,6 +447,8 @@ pub(crate) fn guest_cmd(g: &GuestArgs, req: GuestRequest) -> Result<GuestResult>
         totals,
         boot: Some(boot_time),
         cxl_setup: o.markers.cxl_setup_secs(),
+        run_dir: (mode == Mode::Test).then(|| run_dir.clone()),
+        error: None,
     };
     if let Mode::Bench(name) = &mode {
         write_bench(name, &cfg, &outcome, &guest.data_log)?;

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::ktap::{Run, Status, Suite};
 use crate::records::{self, Outcome, Record};
@@ -71,7 +71,7 @@ pub struct UserTest {
 }
 
 /// Leaf-level totals over KUnit cases and userspace tests.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Totals {
     pub passed: usize,
     /// Failed and crashed.
