@@ -314,6 +314,8 @@ pub(crate) fn guest_cmd(g: &GuestArgs, req: GuestRequest) -> Result<GuestResult>
     } else {
         None
     });
+    // KVM and CXL memory onlined as RAM need a QEMU with the fix.
+    let accel = crate::accel::for_boot(accel, g.kvm, req.kind.spec().cxl);
     let mut cfg = plan(g, &req, accel)?;
     let GuestRequest {
         mode,

@@ -10,6 +10,7 @@
 //! The commands: [`cli`] (clap) -> [`guest`] (one boot) or [`testing`]
 //! (`test`: host tests and the boots of [`runs`]).
 
+pub mod accel;
 pub mod bench;
 pub mod cli;
 pub mod console;
