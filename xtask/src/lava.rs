@@ -92,7 +92,7 @@ pub fn context_of(args: &[String]) -> Result<(String, String, String, Vec<String
             .next()
             .with_context(|| format!("QEMU option {opt} without a value"))?;
         match opt.as_str() {
-            "-machine" | "-M" => machine = Some(value.clone()),
+            "-machine" if machine.is_none() => machine = Some(value.clone()),
             "-cpu" => cpu = Some(value.clone()),
             "-m" => memory = Some(value.clone()),
             o if DROPPED.contains(&o) => {}
@@ -109,10 +109,11 @@ pub fn context_of(args: &[String]) -> Result<(String, String, String, Vec<String
 
 /// LAVA monitors for the console: KUnit's KTAP results while tierkit.ko
 /// loads, then each userspace test's `TIERKIT-USERTEST name rc=N` until
-/// `TIERKIT-DONE` (rc 0 passes, any other fails).
+/// `TIERKIT-DONE`. The result is rc's first digit, which is 0 only for
+/// rc 0 (pass); any other is a failure.
 pub fn monitors() -> serde_json::Value {
     let mut rc = serde_json::Map::new();
-    for n in 0..=255 {
+    for n in 0..=9 {
         let r = if n == 0 { "pass" } else { "fail" };
         rc.insert(n.to_string(), r.into());
     }
@@ -128,7 +129,7 @@ pub fn monitors() -> serde_json::Value {
             "name": "tierkit-userspace",
             "start": "TIERKIT-INSMOD rc=",
             "end": "TIERKIT-DONE",
-            "pattern": "TIERKIT-USERTEST (?P<test_case_id>\\S+) rc=(?P<result>\\d+)",
+            "pattern": "TIERKIT-USERTEST (?P<test_case_id>\\S+) rc=(?P<result>[0-9])[0-9]*",
             "fixupdict": rc
         }
     ])
@@ -244,8 +245,40 @@ pub fn check_args(l: &LavaArgs, host: &Host) -> Result<()> {
     Ok(())
 }
 
+/// The spec of `job`'s LAVA job with its artifacts in `dir` (`bzImage`,
+/// `initramfs.cpio`) or under `artifact_url`: the boot `cargo xtask test
+/// ... --job ID` plans (topology, QEMU arguments, kernel command line,
+/// timeout), with the userspace tests of `skip` left out. Builds nothing.
+pub fn plan_job(
+    job: &Job,
+    dir: &Path,
+    artifact_url: Option<&str>,
+    skip: &[String],
+) -> Result<Spec> {
+    let (g, boots) = crate::cli::parse_test(&job.args)?;
+    let [(p, k, run)] = boots[..] else {
+        bail!("job {} is not one boot", job.id);
+    };
+    let req = GuestRequest::for_run(&g, p, k, &run);
+    let mut cfg = guest::plan(&g, &req, qemu::Accel::Tcg)?;
+    if !skip.is_empty() {
+        let mut all: Vec<String> = cfg.filter.skip.iter().cloned().collect();
+        all.extend(skip.iter().cloned());
+        cfg.filter.skip = Some(all.join(","));
+    }
+    let args = qemu::qemu_args(
+        &dir.join("bzImage"),
+        &dir.join("initramfs.cpio"),
+        &dir.join("data.log"),
+        &cfg,
+    )?;
+    let cmdline = qemu::kernel_cmdline(&cfg)?;
+    let urls = artifact_urls(artifact_url, &job.id, dir);
+    spec(job, &args, &cmdline, cfg.timeout.as_secs(), urls)
+}
+
 /// `cargo xtask lava`: builds each picked job's kernel and initramfs
-/// (cached) and writes its LAVA job.
+/// (cached), copies them into `<out>/<job>/` and writes its LAVA job there.
 pub fn cmd_lava(l: &LavaArgs) -> Result<ExitCode> {
     let out = l
         .out
@@ -260,33 +293,22 @@ pub fn cmd_lava(l: &LavaArgs) -> Result<ExitCode> {
         };
         let dir = out.join(&job.id);
         std::fs::create_dir_all(&dir)?;
-        let req = GuestRequest::for_run(&g, p, k, &run);
         let b = guest::build_all(&g.kernel, p, k, run.kind.spec().cxl, &dir)?;
-        let mut cfg = guest::plan(&g, &req, qemu::Accel::Tcg)?;
         // Tests the kernel's config cannot run are left out, as `test` does.
-        if let Some(d) = &b.kernel.debian {
-            let config = kconfig::parse_config(&d.prepared.headers.config);
-            let mut skip: Vec<String> = cfg.filter.skip.iter().cloned().collect();
-            skip.extend(
-                crate::debian::unrunnable(&config)
+        let skip: Vec<String> = match &b.kernel.debian {
+            Some(d) => {
+                crate::debian::unrunnable(&kconfig::parse_config(&d.prepared.headers.config))
                     .into_iter()
-                    .map(|(t, _)| t.to_string()),
-            );
-            cfg.filter.skip = (!skip.is_empty()).then(|| skip.join(","));
-        }
+                    .map(|(t, _)| t.to_string())
+                    .collect()
+            }
+            None => Vec::new(),
+        };
         std::fs::copy(&b.kernel.bzimage, dir.join("bzImage"))?;
         if b.initramfs.path != dir.join("initramfs.cpio") {
             std::fs::copy(&b.initramfs.path, dir.join("initramfs.cpio"))?;
         }
-        let args = qemu::qemu_args(
-            &dir.join("bzImage"),
-            &dir.join("initramfs.cpio"),
-            &dir.join("data.log"),
-            &cfg,
-        )?;
-        let cmdline = qemu::kernel_cmdline(&cfg)?;
-        let urls = artifact_urls(l.artifact_url.as_deref(), &job.id, &dir);
-        let s = spec(&job, &args, &cmdline, cfg.timeout.as_secs(), urls)?;
+        let s = plan_job(&job, &dir, l.artifact_url.as_deref(), &skip)?;
         let yaml = generate(&venv, &s, &dir)?;
         let problems = check(&venv, &yaml)?;
         if !problems.is_empty() {
@@ -295,4 +317,78 @@ pub fn cmd_lava(l: &LavaArgs) -> Result<ExitCode> {
         say!("LAVA job {}: {}", job.id, yaml.display());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn qemu_arguments_split_into_the_lava_context() {
+        let args: Vec<String> = [
+            "-nodefaults",
+            "-display",
+            "none",
+            "-machine",
+            "q35,hmat=on,cxl=on",
+            "-smp",
+            "2",
+            "-m",
+            "8G,maxmem=12G",
+            "-M",
+            "cxl-fmw.0.size=4G",
+            "-cpu",
+            "max",
+            "-accel",
+            "tcg,thread=multi",
+            "-serial",
+            "stdio",
+            "-no-reboot",
+            "-kernel",
+            "/k",
+            "-initrd",
+            "/i",
+            "-append",
+            "console=ttyS0",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let (machine, cpu, memory, extra) = context_of(&args).unwrap();
+        assert_eq!(machine, "q35,hmat=on,cxl=on");
+        assert_eq!((cpu.as_str(), memory.as_str()), ("max", "8G,maxmem=12G"));
+        assert_eq!(
+            extra,
+            ["-smp 2", "-M cxl-fmw.0.size=4G", "-accel tcg,thread=multi"]
+        );
+        assert!(context_of(&["-cpu".to_string()]).is_err());
+    }
+
+    #[test]
+    fn the_userspace_monitor_passes_rc_0_only() {
+        let m = monitors();
+        let re = m[1]["pattern"].as_str().unwrap();
+        assert!(re.contains("rc=(?P<result>[0-9])[0-9]*"), "{re}");
+        let fix = &m[1]["fixupdict"];
+        assert_eq!(fix["0"], "pass");
+        for d in 1..=9 {
+            assert_eq!(fix[d.to_string()], "fail");
+        }
+    }
+
+    #[test]
+    fn artifact_urls_and_their_flag() {
+        let (k, i) = artifact_urls(None, "numa-full", Path::new("/o/numa-full"));
+        assert_eq!(k, "file:///o/numa-full/bzImage");
+        assert_eq!(i, "file:///o/numa-full/initramfs.cpio");
+        let (k, _) = artifact_urls(Some("https://x.org/r"), "numa-full", Path::new("/o"));
+        assert_eq!(k, "https://x.org/r/numa-full/bzImage");
+        assert_eq!(
+            parse_artifact_url("https://x.org/r/").unwrap(),
+            "https://x.org/r"
+        );
+        assert!(parse_artifact_url("ftp://x.org").is_err());
+        assert!(parse_artifact_url("https://").is_err());
+        assert!(parse_artifact_url("https://x.org/a b").is_err());
+    }
 }
