@@ -439,6 +439,12 @@ fn clap_error_line(e: &clap::Error) -> String {
     let text = e.to_string();
     let first = text.lines().next().unwrap_or_default();
     let mut line = first.strip_prefix("error: ").unwrap_or(first).to_string();
+    // `the following required arguments were not provided:`: name them.
+    if let Some(ContextValue::Strings(missing)) = e.get(ContextKind::InvalidArg) {
+        if line.ends_with(':') {
+            line = format!("{line} {}", missing.join(", "));
+        }
+    }
     // clap quotes the value as given; a newline in it would split the line.
     if let (Some(ContextValue::String(arg)), Some(ContextValue::String(value))) = (
         e.get(ContextKind::InvalidArg),
