@@ -31,6 +31,10 @@ The two main commands:
                                              numa and cxl (quick); one totals line
   cargo xtask test --kernel debian           on Debian's own 7.3 kernel (userspace tests)
   cargo xtask module --kdir DIR              tierkit.ko for an installed kernel's headers
+  cargo xtask matrix [--shard K/N]           the boots of --ci as CI jobs (JSON; each is
+                                             `test --ci --job ID`), or run a share of them
+  cargo xtask merge DIR...                   shards' results as one summary, JUnit, KCIDB
+  cargo xtask lava                           LAVA job definitions for the same boots
 
 Cache: $TIERKIT_CACHE (default ~/.cache/tierkit). Output: target/tierkit/.
 A fresh Debian 12 machine needs nothing else: missing tools are installed by

@@ -368,23 +368,11 @@ pub(crate) fn guest_cmd(g: &GuestArgs, req: GuestRequest) -> Result<GuestResult>
     let b = build_all(&g.kernel, profile, which, kind.spec().cxl, &run_dir)?;
     // Tests that need what this kernel lacks are left out, each a skip
     // with its reason (not a failure, not silence).
-    let harness_skips: Vec<(&str, String)> = match &b.kernel.debian {
-        Some(d) if mode == Mode::Test => {
-            crate::debian::unrunnable(&kconfig::parse_config(&d.prepared.headers.config))
-                .into_iter()
-                .filter(|(t, _)| cfg.filter.selects(t))
-                .collect()
-        }
-        _ => Vec::new(),
+    let harness_skips = if mode == Mode::Test {
+        leave_out_unrunnable(&b.kernel, &mut cfg)
+    } else {
+        Vec::new()
     };
-    if !harness_skips.is_empty() {
-        let mut skip: Vec<String> = cfg.filter.skip.iter().cloned().collect();
-        skip.extend(harness_skips.iter().map(|(t, _)| t.to_string()));
-        cfg.filter.skip = Some(skip.join(","));
-        for (t, why) in &harness_skips {
-            say!("skipping {t} on the {which} kernel: {why}");
-        }
-    }
     say!(
         "booting {} with {} ({:?}, -cpu {}), mode {}, {} kernel, {} profile",
         kind,
@@ -476,54 +464,15 @@ pub(crate) fn guest_cmd(g: &GuestArgs, req: GuestRequest) -> Result<GuestResult>
         println!("tierkit {}: {status}", mode.as_param().replace('-', " "));
         return Ok(result(&outcome, None));
     }
-    let results = run_dir.join("results.json");
-    let junit = run_dir.join("junit.xml");
-    let kcidb = run_dir.join("kcidb.json");
-    let boot = crate::kcidb::Boot {
-        job: run_dir
-            .file_name()
-            .and_then(|n| n.to_str())
-            .map_or("", |n| n.trim_start_matches("test-"))
-            .to_string(),
-        run: dir_name.unwrap_or(kind.name()).to_string(),
-        profile,
-        kernel: which,
-        topology: kind.name().to_string(),
-        topology_detail: cfg.topology.describe(),
-        accel: format!("{accel:?}").to_lowercase(),
-        kernel_source: crate::kcidb::KernelSource {
-            name: match which {
-                profile::KernelKind::Debian => format!("Debian linux-image-{}", b.kernel.version),
-                _ => b
-                    .kernel
-                    .src
-                    .file_name()
-                    .map_or("linux".into(), |n| n.to_string_lossy().into_owned()),
-            },
-            version: b.kernel.version.clone(),
-        },
-        kernel_key: b.kernel.key.clone(),
+    let boot = kcidb_boot(
+        &run_dir,
+        dir_name.unwrap_or(kind.name()),
+        &cfg,
+        &b.kernel,
         start_time,
-        duration_secs: boot_time.as_secs_f64(),
-    };
-    // A KCIDB file that cannot be written or is invalid is a failure.
-    if let Some(f) = crate::kcidb::write_boot(&kcidb, &boot, &outcome.run, &outcome.user_tests) {
-        outcome.reasons.push(f.output_tail.clone());
-        outcome.user_tests.push(f);
-    }
-    report::write_json(&results, &outcome.run, &outcome.user_tests)?;
-    report::write_junit(
-        &junit,
-        &format!("tierkit-{}", dir_name.unwrap_or(kind.name())),
-        &outcome.run,
-        &outcome.user_tests,
-    )?;
-    say!(
-        "results: {}, {} and {}",
-        results.display(),
-        junit.display(),
-        kcidb.display()
+        boot_time,
     );
+    write_test_results(&run_dir, &boot, &mut outcome)?;
     say!(
         "time: {} (total {})",
         timing.join(", "),
@@ -549,6 +498,99 @@ pub(crate) fn guest_cmd(g: &GuestArgs, req: GuestRequest) -> Result<GuestResult>
         &outcome,
         Some(report::Totals::of(&outcome.run, &outcome.user_tests)),
     ))
+}
+
+/// Tests that need what this kernel's config lacks (Debian's:
+/// [`crate::debian::unrunnable`]) are left out of `cfg`'s selection, each
+/// said in one line; returned with their reasons, to count as skips.
+pub(crate) fn leave_out_unrunnable(
+    kb: &kernel::KernelBuild,
+    cfg: &mut qemu::GuestConfig,
+) -> Vec<(&'static str, String)> {
+    let Some(d) = &kb.debian else {
+        return Vec::new();
+    };
+    let skips: Vec<(&'static str, String)> =
+        crate::debian::unrunnable(&kconfig::parse_config(&d.prepared.headers.config))
+            .into_iter()
+            .filter(|(t, _)| cfg.filter.selects(t))
+            .collect();
+    if !skips.is_empty() {
+        let mut skip: Vec<String> = cfg.filter.skip.iter().cloned().collect();
+        skip.extend(skips.iter().map(|(t, _)| t.to_string()));
+        cfg.filter.skip = Some(skip.join(","));
+        for (t, why) in &skips {
+            say!("skipping {t} on the {} kernel: {why}", cfg.kernel);
+        }
+    }
+    skips
+}
+
+/// Writes a test boot's `kcidb.json` (validated: an invalid one is a
+/// `[harness] kcidb` failure of the boot), `results.json` and `junit.xml`.
+fn write_test_results(
+    run_dir: &Path,
+    boot: &crate::kcidb::Boot,
+    outcome: &mut verdict::Outcome,
+) -> Result<()> {
+    let results = run_dir.join("results.json");
+    let junit = run_dir.join("junit.xml");
+    let kcidb = run_dir.join("kcidb.json");
+    if let Some(f) = crate::kcidb::write_boot(&kcidb, boot, &outcome.run, &outcome.user_tests) {
+        outcome.reasons.push(f.output_tail.clone());
+        outcome.user_tests.push(f);
+    }
+    report::write_json(&results, &outcome.run, &outcome.user_tests)?;
+    report::write_junit(
+        &junit,
+        &format!("tierkit-{}", boot.run),
+        &outcome.run,
+        &outcome.user_tests,
+    )?;
+    say!(
+        "results: {}, {} and {}",
+        results.display(),
+        junit.display(),
+        kcidb.display()
+    );
+    Ok(())
+}
+
+/// The boot as its KCIDB file tells it (`run_dir` named `test-<job>`).
+fn kcidb_boot(
+    run_dir: &Path,
+    run: &str,
+    cfg: &qemu::GuestConfig,
+    kb: &kernel::KernelBuild,
+    start_time: String,
+    boot_time: Duration,
+) -> crate::kcidb::Boot {
+    crate::kcidb::Boot {
+        job: run_dir
+            .file_name()
+            .and_then(|n| n.to_str())
+            .map_or("", |n| n.trim_start_matches("test-"))
+            .to_string(),
+        run: run.to_string(),
+        profile: cfg.profile,
+        kernel: cfg.kernel,
+        topology: cfg.topology.kind.name().to_string(),
+        topology_detail: cfg.topology.describe(),
+        accel: format!("{:?}", cfg.accel).to_lowercase(),
+        kernel_source: crate::kcidb::KernelSource {
+            name: match cfg.kernel {
+                profile::KernelKind::Debian => format!("Debian linux-image-{}", kb.version),
+                _ => kb
+                    .src
+                    .file_name()
+                    .map_or("linux".into(), |n| n.to_string_lossy().into_owned()),
+            },
+            version: kb.version.clone(),
+        },
+        kernel_key: kb.key.clone(),
+        start_time,
+        duration_secs: boot_time.as_secs_f64(),
+    }
 }
 
 /// The summary's line for a kernel without KUnit: not a failure.

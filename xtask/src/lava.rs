@@ -19,7 +19,7 @@ use crate::guest::{self, GuestRequest};
 use crate::matrix::{Job, SelectArgs, Shard};
 use crate::pyenv::Venv;
 use crate::validate::Host;
-use crate::{kconfig, qemu, say, util};
+use crate::{qemu, say, util};
 
 /// `cargo xtask lava`.
 #[derive(clap::Args, Clone)]
@@ -248,12 +248,17 @@ pub fn check_args(l: &LavaArgs, host: &Host) -> Result<()> {
 /// The spec of `job`'s LAVA job with its artifacts in `dir` (`bzImage`,
 /// `initramfs.cpio`) or under `artifact_url`: the boot `cargo xtask test
 /// ... --job ID` plans (topology, QEMU arguments, kernel command line,
-/// timeout), with the userspace tests of `skip` left out. Builds nothing.
-pub fn plan_job(
+/// timeout); with `kernel` (the built kernel), the tests its config cannot
+/// run are left out as `test` leaves them out. Builds nothing.
+pub fn plan_job(job: &Job, dir: &Path, artifact_url: Option<&str>) -> Result<Spec> {
+    plan_built(job, dir, artifact_url, None)
+}
+
+fn plan_built(
     job: &Job,
     dir: &Path,
     artifact_url: Option<&str>,
-    skip: &[String],
+    kernel: Option<&crate::kernel::KernelBuild>,
 ) -> Result<Spec> {
     let (g, boots) = crate::cli::parse_test(&job.args)?;
     let [(p, k, run)] = boots[..] else {
@@ -261,10 +266,8 @@ pub fn plan_job(
     };
     let req = GuestRequest::for_run(&g, p, k, &run);
     let mut cfg = guest::plan(&g, &req, qemu::Accel::Tcg)?;
-    if !skip.is_empty() {
-        let mut all: Vec<String> = cfg.filter.skip.iter().cloned().collect();
-        all.extend(skip.iter().cloned());
-        cfg.filter.skip = Some(all.join(","));
+    if let Some(kb) = kernel {
+        guest::leave_out_unrunnable(kb, &mut cfg);
     }
     let args = qemu::qemu_args(
         &dir.join("bzImage"),
@@ -294,21 +297,11 @@ pub fn cmd_lava(l: &LavaArgs) -> Result<ExitCode> {
         let dir = out.join(&job.id);
         std::fs::create_dir_all(&dir)?;
         let b = guest::build_all(&g.kernel, p, k, run.kind.spec().cxl, &dir)?;
-        // Tests the kernel's config cannot run are left out, as `test` does.
-        let skip: Vec<String> = match &b.kernel.debian {
-            Some(d) => {
-                crate::debian::unrunnable(&kconfig::parse_config(&d.prepared.headers.config))
-                    .into_iter()
-                    .map(|(t, _)| t.to_string())
-                    .collect()
-            }
-            None => Vec::new(),
-        };
         std::fs::copy(&b.kernel.bzimage, dir.join("bzImage"))?;
         if b.initramfs.path != dir.join("initramfs.cpio") {
             std::fs::copy(&b.initramfs.path, dir.join("initramfs.cpio"))?;
         }
-        let s = plan_job(&job, &dir, l.artifact_url.as_deref(), &skip)?;
+        let s = plan_built(&job, &dir, l.artifact_url.as_deref(), Some(&b.kernel))?;
         let yaml = generate(&venv, &s, &dir)?;
         let problems = check(&venv, &yaml)?;
         if !problems.is_empty() {

@@ -45,7 +45,7 @@ fn every_ci_job_becomes_a_lava_job_tuxlava_accepts() {
     for job in ci_jobs() {
         let dir = root.join(&job.id);
         placeholders(&dir);
-        let spec = lava::plan_job(&job, &dir, None, &[]).unwrap();
+        let spec = lava::plan_job(&job, &dir, None).unwrap();
         assert!(
             spec.cmdline.contains("tierkit.mode=test"),
             "{}",
@@ -87,7 +87,7 @@ fn missing_artifacts_and_broken_jobs_are_found() {
     let job = ci_jobs().into_iter().find(|j| j.id == "cxl-full").unwrap();
     let dir = root.join(&job.id);
     placeholders(&dir);
-    let spec = lava::plan_job(&job, &dir, None, &[]).unwrap();
+    let spec = lava::plan_job(&job, &dir, None).unwrap();
     let yaml = lava::generate(&venv, &spec, &dir).unwrap();
     assert!(lava::check(&venv, &yaml).unwrap().is_empty());
 
@@ -112,7 +112,7 @@ fn missing_artifacts_and_broken_jobs_are_found() {
     );
 
     // Published artifacts: URLs under the base, not file paths.
-    let spec = lava::plan_job(&job, &dir, Some("https://ci.example.org/tierkit/42"), &[]).unwrap();
+    let spec = lava::plan_job(&job, &dir, Some("https://ci.example.org/tierkit/42")).unwrap();
     assert_eq!(
         spec.kernel,
         "https://ci.example.org/tierkit/42/cxl-full/bzImage"
