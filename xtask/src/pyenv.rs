@@ -95,7 +95,11 @@ impl Venv {
             .output()
             .with_context(|| format!("running {python} -m venv"))?;
         if !out.status.success() {
-            let why = last_line(&out);
+            let why = if String::from_utf8_lossy(&out.stderr).contains("ensurepip") {
+                "its ensurepip is not available".to_string()
+            } else {
+                last_line(&out)
+            };
             let _ = std::fs::remove_dir_all(&venv.dir);
             bail!(
                 "{python} -m venv failed ({why}): install python3-venv (apt-get install python3-venv; scripts/setup-host.sh does)"
