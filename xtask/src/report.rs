@@ -54,7 +54,7 @@ pub fn quote_crash(crash: &crate::ktap::Crash) -> Vec<String> {
 
 /// One userspace test run by `/init` in the guest, reported by the marker
 /// line `TIERKIT-USERTEST name rc=N`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct UserTest {
     pub name: String,
     pub passed: bool,

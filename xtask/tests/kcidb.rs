@@ -169,3 +169,56 @@ fn statuses_follow_the_records() {
         .iter()
         .any(|t| t.path.starts_with("kernel.crash_at_console_line_")));
 }
+
+/// Real runs: every `test-*` run directory under `$TIERKIT_REAL_RUNS`
+/// (e.g. a CI run's `target/tierkit`), its console log parsed again and its
+/// userspace tests read from its results.json, written as KCIDB and
+/// validated. Run by hand: `TIERKIT_REAL_RUNS=DIR cargo test -p xtask
+/// --test kcidb -- --ignored`.
+#[test]
+#[ignore = "needs real run directories in $TIERKIT_REAL_RUNS"]
+fn real_runs_are_valid_kcidb() {
+    let root = PathBuf::from(std::env::var("TIERKIT_REAL_RUNS").expect("set TIERKIT_REAL_RUNS"));
+    let out = common::scratch("kcidb-real");
+    let mut files = Vec::new();
+    let mut tests = 0;
+    for e in std::fs::read_dir(&root).unwrap() {
+        let dir = e.unwrap().path();
+        let name = dir.file_name().unwrap().to_string_lossy().to_string();
+        let Some(job) = name.strip_prefix("test-") else {
+            continue;
+        };
+        if !dir.join("results.json").is_file() {
+            continue;
+        }
+        let log = std::fs::read(dir.join("console.log")).unwrap();
+        let run = xtask::ktap::Run::parse(&String::from_utf8_lossy(&log));
+        let results: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("results.json")).unwrap())
+                .unwrap();
+        let users: Vec<xtask::report::UserTest> =
+            serde_json::from_value(results["userspace"].clone()).unwrap();
+        // The same totals as the run reported.
+        let t = xtask::report::Totals::of(&run, &users);
+        assert_eq!(serde_json::to_value(t).unwrap(), results["totals"], "{job}");
+        let (p, k) = match (job.contains("-debug"), job.ends_with("-debian")) {
+            (true, _) => (Profile::Debug, KernelKind::Tierkit),
+            (_, true) => (Profile::Default, KernelKind::Debian),
+            _ => (Profile::Default, KernelKind::Tierkit),
+        };
+        let b = common::boot(job, job, p, k);
+        let doc = kcidb::document(&kcidb::Source::of_repo(), &b, &run, &users);
+        tests += doc.tests.len();
+        let path = out.join(format!("{job}.json"));
+        kcidb::write(&path, &doc).unwrap();
+        files.push(path);
+    }
+    assert!(
+        !files.is_empty(),
+        "no test-* run directories in {}",
+        root.display()
+    );
+    let bad = validate(&files);
+    assert!(bad.is_empty(), "invalid KCIDB: {bad:?}");
+    eprintln!("{} real runs, {tests} KCIDB tests, all valid", files.len());
+}
