@@ -170,24 +170,22 @@ impl Source {
 /// `git@host:path` and `ssh://[user@]host/path` rewritten; `None` for
 /// anything else (a local path, `file://`).
 pub fn https_url(remote: &str) -> Option<String> {
-    let remote = remote.trim();
-    if remote.starts_with("https://") {
-        return Some(remote.to_string());
+    let r = remote.trim();
+    if r.starts_with("https://") {
+        return Some(r.to_string());
     }
-    let rest = remote.strip_prefix("ssh://").map(|r| {
-        let r = r.split_once('@').map_or(r, |(_, h)| h);
-        r.replacen('/', "\u{0}", 1)
-    });
-    let rest = rest.or_else(|| {
-        let (user_host, path) = remote.split_once(':')?;
-        if remote.contains("://") || path.starts_with('/') && !user_host.contains('@') {
-            return None;
-        }
-        let host = user_host.split_once('@').map_or(user_host, |(_, h)| h);
-        Some(format!("{host}\u{0}{path}"))
-    })?;
-    let (host, path) = rest.split_once('\u{0}')?;
-    let host = host.split(':').next().unwrap_or(host);
+    let (host, path) = if let Some(rest) = r.strip_prefix("ssh://") {
+        // ssh://[user@]host[:port]/path
+        let rest = rest.split_once('@').map_or(rest, |(_, h)| h);
+        let (host, path) = rest.split_once('/')?;
+        (host.split(':').next()?, path)
+    } else if !r.contains("://") {
+        // user@host:path
+        let (user_host, path) = r.split_once(':')?;
+        (user_host.split_once('@')?.1, path)
+    } else {
+        return None;
+    };
     (!host.is_empty() && !path.is_empty()).then(|| format!("https://{host}/{path}"))
 }
 
