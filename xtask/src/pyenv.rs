@@ -145,6 +145,8 @@ impl Venv {
         let mut cmd = Command::new(self.python());
         cmd.arg(tools_dir().join("tierkit_tools.py"))
             .args(args)
+            // No __pycache__ in the source tree.
+            .env("PYTHONDONTWRITEBYTECODE", "1")
             .stdin(Stdio::null());
         cmd
     }
