@@ -95,7 +95,7 @@ pub fn boot(job: &str, run: &str, profile: Profile, kernel: KernelKind) -> Boot 
             version: "7.3.4".into(),
         },
         kernel_key: format!("7.3.4-{}", profile.name()),
-        start_time: "2026-12-02T05:00:00Z".into(),
+        start_time: kcidb::now_rfc3339(),
         duration_secs: 61.5,
     }
 }
