@@ -520,7 +520,8 @@ fn validate(cli: &Cli, host: &Host) -> std::result::Result<(), String> {
         }
         Cmd::Lava(l) => return crate::lava::check_args(l, host).map_err(one_line),
         Cmd::Merge(m) => {
-            return crate::merge::check_args(&m.dirs, m.out.as_deref()).map_err(one_line)
+            return crate::merge::check_args(&m.dirs, m.out.as_deref(), m.expect.as_deref())
+                .map_err(one_line)
         }
         Cmd::Module(m) => {
             if let Some(dir) = &m.kdir {
@@ -706,7 +707,7 @@ fn real_main(cli: Cli) -> Result<ExitCode> {
         }
         Cmd::Merge(m) => {
             let out = m.out.unwrap_or_else(crate::merge::default_out);
-            crate::merge::cmd_merge(&m.dirs, &out)
+            crate::merge::cmd_merge(&m.dirs, &out, m.expect.as_deref())
         }
         Cmd::Lava(l) => crate::lava::cmd_lava(&l),
         Cmd::Bench(b) => {

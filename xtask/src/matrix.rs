@@ -5,7 +5,7 @@
 //! other, and collects their results in `target/tierkit/shard-K-of-N/`;
 //! `cargo xtask merge` ([`crate::merge`]) puts shards back together.
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -257,27 +257,68 @@ pub fn collect(runs: &Path, jobs: &[Job], errors: &[(String, String)], dest: &Pa
             }
             continue;
         }
-        let failure = UserTest {
-            name: "[harness] boot".into(),
-            passed: false,
-            skipped: false,
-            rc: 1,
-            output_tail: error
-                .cloned()
-                .unwrap_or_else(|| format!("no results in {}", src.display())),
-            duration_ms: 0,
-        };
-        let run = crate::ktap::Run::default();
-        let failures = std::slice::from_ref(&failure);
-        report::write_json(&to.join("results.json"), &run, failures)?;
-        report::write_junit(
-            &to.join("junit.xml"),
-            &format!("tierkit-{}", job.id),
-            &run,
-            failures,
-        )?;
+        let why = error
+            .cloned()
+            .unwrap_or_else(|| format!("no results in {}", src.display()));
+        write_missing(&to, &job.id, why)?;
     }
     Ok(())
+}
+
+/// The results of a job that left none: `results.json` and `junit.xml`
+/// in `to` with one failure, `[harness] boot`, saying `why`.
+pub fn write_missing(to: &Path, id: &str, why: String) -> Result<()> {
+    std::fs::create_dir_all(to)?;
+    let failure = UserTest {
+        name: "[harness] boot".into(),
+        passed: false,
+        skipped: false,
+        rc: 1,
+        output_tail: why,
+        duration_ms: 0,
+    };
+    let run = crate::ktap::Run::default();
+    let failures = std::slice::from_ref(&failure);
+    report::write_json(&to.join("results.json"), &run, failures)?;
+    report::write_junit(
+        &to.join("junit.xml"),
+        &format!("tierkit-{id}"),
+        &run,
+        failures,
+    )
+}
+
+/// The job ids of a `cargo xtask matrix` JSON file: `{"jobs": [...]}` or
+/// the bare list (what the GitHub workflow passes on).
+pub fn read_job_ids(path: &Path) -> Result<Vec<String>> {
+    #[derive(serde::Deserialize)]
+    struct Id {
+        id: String,
+    }
+    #[derive(serde::Deserialize)]
+    #[serde(untagged)]
+    enum List {
+        Wrapped { jobs: Vec<Id> },
+        Bare(Vec<Id>),
+    }
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let list: List = serde_json::from_str(&text)
+        .with_context(|| format!("{}: not the JSON of cargo xtask matrix", path.display()))?;
+    let ids = match list {
+        List::Wrapped { jobs } | List::Bare(jobs) => jobs,
+    };
+    Ok(ids.into_iter().map(|j| j.id).collect())
+}
+
+/// A shard's combination: the boots [`collect`] put in `dest`, their
+/// summary, results, JUnit and KCIDB file written beside them
+/// ([`Combined::write`]; `Some` harness failure if the KCIDB file is
+/// invalid).
+pub fn combine_shard(dest: &Path) -> Result<(Combined, Option<UserTest>)> {
+    let c = Combined::of(merge::find_boot_dirs(&[dest.to_path_buf()])?)?;
+    let harness = c.write(dest)?;
+    Ok((c, harness))
 }
 
 /// The output directory of shard `s`: `target/tierkit/shard-K-of-N/`.
@@ -320,8 +361,7 @@ pub(crate) fn run_shard(
     }
     let dest = shard_dir(s);
     collect(&util::out_dir(), &mine, &errors, &dest)?;
-    let c = Combined::of(merge::find_boot_dirs(std::slice::from_ref(&dest))?)?;
-    let harness = c.write(&dest)?;
+    let (c, harness) = combine_shard(&dest)?;
     println!();
     say!("shard {s}: results in {}", dest.display());
     let mut totals = c.totals;

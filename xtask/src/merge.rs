@@ -50,11 +50,24 @@ impl BootDir {
     }
 }
 
+/// Whether `dir` holds one boot's results: a `results.json` that is not a
+/// combination's (those of a shard or a merge list their `boots`).
+fn is_boot_dir(dir: &Path) -> bool {
+    #[derive(Deserialize)]
+    struct Probe {
+        boots: Option<serde_json::Value>,
+    }
+    let Ok(text) = std::fs::read_to_string(dir.join("results.json")) else {
+        return false;
+    };
+    serde_json::from_str::<Probe>(&text).is_ok_and(|p| p.boots.is_none())
+}
+
 /// Every boot directory under `roots` (a directory with a `results.json`;
 /// not looked into further), in path order. A job found twice is refused.
 pub fn find_boot_dirs(roots: &[PathBuf]) -> Result<Vec<BootDir>> {
     fn walk(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) -> Result<()> {
-        if dir.join("results.json").is_file() {
+        if is_boot_dir(dir) {
             out.push(dir.to_path_buf());
             return Ok(());
         }
@@ -219,8 +232,23 @@ pub fn default_out() -> PathBuf {
 
 /// `cargo xtask merge DIR...`: the boots under `roots` as one summary,
 /// JUnit and KCIDB file in `out`; the totals line last.
-pub fn cmd_merge(roots: &[PathBuf], out: &Path) -> Result<ExitCode> {
-    let boots = find_boot_dirs(roots)?;
+pub fn cmd_merge(roots: &[PathBuf], out: &Path, expect: Option<&Path>) -> Result<ExitCode> {
+    let mut boots = find_boot_dirs(roots)?;
+    if let Some(file) = expect {
+        // Expected jobs without results (their runner died, their upload
+        // failed) count as one failure each.
+        let missing_dir = out.join("missing");
+        let _ = std::fs::remove_dir_all(&missing_dir);
+        for id in crate::matrix::read_job_ids(file)? {
+            if !boots.iter().any(|b| b.job == id) {
+                let to = missing_dir.join(&id);
+                let why = format!("no results for job {id} under {}", show_paths(roots));
+                say!("{why}");
+                crate::matrix::write_missing(&to, &id, why)?;
+                boots.push(BootDir::read(&to)?);
+            }
+        }
+    }
     if boots.is_empty() {
         bail!("no results.json under {}", show_paths(roots));
     }
@@ -258,12 +286,16 @@ fn show_paths(p: &[PathBuf]) -> String {
 
 /// Refuses, in one line, `merge`'s arguments that cannot work: a DIR that
 /// is not a directory or holds no results, an `--out` that is a file.
-pub fn check_args(roots: &[PathBuf], out: Option<&Path>) -> Result<()> {
+pub fn check_args(roots: &[PathBuf], out: Option<&Path>, expect: Option<&Path>) -> Result<()> {
+    if let Some(e) = expect {
+        crate::matrix::read_job_ids(e).map_err(|err| anyhow::anyhow!("--expect {err:#}"))?;
+    }
     for r in roots {
         if !r.is_dir() {
             bail!("merge {}: not a directory", r.display());
         }
-        if find_boot_dirs(std::slice::from_ref(r))?.is_empty() {
+        // With --expect, a directory without results is every job missing.
+        if expect.is_none() && find_boot_dirs(std::slice::from_ref(r))?.is_empty() {
             bail!(
                 "merge {}: no results.json under it (a shard's output directory, or a run directory of `cargo xtask test`)",
                 r.display()
@@ -290,4 +322,8 @@ pub struct MergeArgs {
     /// go [default: target/tierkit/merged].
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+    /// The job list of `cargo xtask matrix` (its JSON, or the bare `jobs`
+    /// list): a job without results counts as one failure.
+    #[arg(long, value_name = "FILE")]
+    pub expect: Option<PathBuf>,
 }

@@ -704,6 +704,22 @@ fn merge_dirs_and_out() {
     refused(&["merge", f, "--out", file_s], "--out", "not a directory");
     refused(&["merge", f, f], "job numa", "is in both");
     refused(&["lava", "--out", file_s], "--out", "not a directory");
+    // --expect: the JSON of `cargo xtask matrix`.
+    refused(
+        &["merge", f, "--expect", "/nonexistent/jobs.json"],
+        "--expect",
+        "reading",
+    );
+    refused(
+        &["merge", f, "--expect", file_s],
+        "--expect",
+        "not the JSON of cargo xtask matrix",
+    );
+    let jobs = full.join("jobs.json");
+    std::fs::write(&jobs, r#"{"jobs": [{"id": "numa"}]}"#).unwrap();
+    accepted(&["merge", f, "--expect", jobs.to_str().unwrap()]);
+    // Every job missing: counted, not refused.
+    accepted(&["merge", e, "--expect", jobs.to_str().unwrap()]);
 }
 
 #[test]

@@ -115,6 +115,11 @@ fn three_shards_merge_to_the_unsharded_results() {
         seen.extend(mine.iter().map(|j| j.id.clone()));
         let dir = root.join("download").join(s.dir_name());
         matrix::collect(&runs_dir, &mine, &[], &dir).unwrap();
+        // As `matrix --shard` ends: the shard's own combination beside.
+        let (c, harness) = matrix::combine_shard(&dir).unwrap();
+        assert!(harness.is_none());
+        assert_eq!(c.boots.len(), mine.len());
+        assert!(dir.join("results.json").is_file() && dir.join("kcidb.json").is_file());
         shard_dirs.push(dir);
     }
     seen.sort();
@@ -123,7 +128,7 @@ fn three_shards_merge_to_the_unsharded_results() {
     assert_eq!(seen, ids, "the shards cover every job once");
 
     let out = root.join("merged");
-    let code = merge::cmd_merge(&shard_dirs, &out).unwrap();
+    let code = merge::cmd_merge(&shard_dirs, &out, None).unwrap();
     let summary = std::fs::read_to_string(out.join("summary.txt")).unwrap();
     assert_eq!(summary.lines().last().unwrap(), totals.to_string());
     assert_eq!(summary.lines().count(), jobs.len() + 1);
@@ -192,6 +197,25 @@ fn a_job_without_results_counts_as_a_failure_and_a_job_given_twice_is_refused() 
         "{:?}",
         c.lines()
     );
+
+    // A job that uploaded nothing at all: `merge --expect` counts it.
+    let jobs_file = root.join("jobs.json");
+    std::fs::write(&jobs_file, matrix::to_json(&jobs)).unwrap();
+    let out = root.join("merged");
+    let code = merge::cmd_merge(std::slice::from_ref(&dir), &out, Some(&jobs_file)).unwrap();
+    assert_ne!(code, std::process::ExitCode::SUCCESS);
+    let summary = std::fs::read_to_string(out.join("summary.txt")).unwrap();
+    assert_eq!(summary.lines().count(), jobs.len() + 1, "{summary}");
+    let last = summary.lines().last().unwrap();
+    let missing = jobs.len() - mine.len();
+    assert!(
+        last.contains(&format!(" {} failed", c.totals.failed + missing)),
+        "{last}"
+    );
+    // The bare list the GitHub workflow passes on works too.
+    let bare = serde_json::to_string(&jobs).unwrap();
+    std::fs::write(&jobs_file, bare).unwrap();
+    assert_eq!(matrix::read_job_ids(&jobs_file).unwrap().len(), jobs.len());
 
     let e = merge::find_boot_dirs(&[dir.clone(), dir.clone()])
         .expect_err("the same shard twice is refused");
