@@ -63,8 +63,8 @@ fn is_boot_dir(dir: &Path) -> bool {
     serde_json::from_str::<Probe>(&text).is_ok_and(|p| p.boots.is_none())
 }
 
-/// Every boot directory under `roots` (a directory with a `results.json`;
-/// not looked into further), in path order. A job found twice is refused.
+/// Every boot directory under `roots` ([`is_boot_dir`]; not looked into
+/// further), in path order. A job found twice is refused.
 pub fn find_boot_dirs(roots: &[PathBuf]) -> Result<Vec<BootDir>> {
     fn walk(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) -> Result<()> {
         if is_boot_dir(dir) {
