@@ -36,6 +36,10 @@ The two main commands:
                                              numa and cxl (quick); one totals line
   cargo xtask test --kernel debian           on Debian's own 7.3 kernel (userspace tests)
   cargo xtask module --kdir DIR              tierkit.ko for an installed kernel's headers
+  cargo xtask matrix [--shard K/N]           the boots of --ci as CI jobs (JSON; each is
+                                             `test --ci --job ID`), or run a share of them
+  cargo xtask merge DIR...                   shards' results as one summary, JUnit, KCIDB
+  cargo xtask lava                           LAVA job definitions for the same boots
 
 Cache: $TIERKIT_CACHE (default ~/.cache/tierkit). Output: target/tierkit/.
 A fresh Debian 12 machine needs nothing else: missing tools are installed by
@@ -106,6 +110,19 @@ enum Cmd {
     /// benchmark, one boot per topology (numa, then cxl; `--topology`
     /// picks one), and the report in target/tierkit/report/.
     Bench(BenchArgs),
+    /// The boots of `test` as CI jobs: print them as JSON (`{"jobs":
+    /// [...]}`, each one boot as an independent `cargo xtask test ... --job
+    /// ID` command with a stable id), or with --shard K/N run every N-th of
+    /// them here, one after the other, into target/tierkit/shard-K-of-N/.
+    /// Without a selection flag: the boots of `test --ci`.
+    Matrix(crate::matrix::MatrixArgs),
+    /// Combine the results of several shards (or run directories) into one
+    /// summary, JUnit and KCIDB file, and print the totals line.
+    Merge(crate::merge::MergeArgs),
+    /// Write LAVA job definitions (generated with tuxlava) that boot the
+    /// same kernel and initramfs as the selected jobs, one per job, into
+    /// target/tierkit/lava/.
+    Lava(crate::lava::LavaArgs),
 }
 
 #[derive(Args, Clone)]
@@ -305,6 +322,74 @@ struct TestArgs {
     /// --profile, --topology and --kernel.
     #[arg(long)]
     ci: bool,
+    /// Boot only the job ID of the selected boots (`cargo xtask matrix`
+    /// lists them: the run directory's name after `test-`, e.g.
+    /// `numa-full`, `numa-full-debug`, `cxl-debian`).
+    #[arg(long, value_name = "ID", value_parser = parse_job_id)]
+    job: Option<String>,
+}
+
+/// A job id: lower-case letters, digits and `-`.
+pub(crate) fn parse_job_id(s: &str) -> std::result::Result<String, String> {
+    if !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+    {
+        Ok(s.to_string())
+    } else {
+        Err("a job id is lower-case letters, digits and '-', e.g. numa-full-debug (cargo xtask matrix lists them)".into())
+    }
+}
+
+/// The boots `t` asks for, `--job` applied.
+fn test_boots(t: &TestArgs) -> Result<Vec<testing::Boot>> {
+    let all = testing::boots(&t.guest, &t.guest.kernel.profiles(), t.full, t.ci);
+    testing::select_job(all, t.job.as_deref())
+}
+
+/// A `test` command line (`args` after `cargo xtask`) parsed: its guest
+/// flags and its boots. What `matrix --shard` runs each job with.
+pub(crate) fn parse_test(args: &[String]) -> Result<(GuestArgs, Vec<testing::Boot>)> {
+    let argv = std::iter::once("cargo xtask".to_string()).chain(args.iter().cloned());
+    let cli = Cli::try_parse_from(argv).map_err(|e| anyhow::anyhow!(clap_error_line(&e)))?;
+    match cli.cmd {
+        Cmd::Test(t) => {
+            let boots = test_boots(&t)?;
+            Ok((t.guest, boots))
+        }
+        _ => anyhow::bail!("not a test command: {}", args.join(" ")),
+    }
+}
+
+/// The jobs `select` asks for (`matrix`, `lava`).
+pub(crate) fn select_jobs(select: &crate::matrix::SelectArgs) -> Result<Vec<crate::matrix::Job>> {
+    let sel = select.selection();
+    let (_, boots) = parse_test(&sel.test_args())?;
+    Ok(crate::matrix::jobs(&sel, &boots))
+}
+
+/// Every job's command line checked as `cargo xtask test` checks its own;
+/// `shard`, given, must pick at least one job.
+pub(crate) fn check_jobs(
+    jobs: &[crate::matrix::Job],
+    shard: Option<crate::matrix::Shard>,
+    host: &Host,
+) -> std::result::Result<(), String> {
+    if let Some(s) = shard {
+        if s.pick(jobs).is_empty() {
+            return Err(format!(
+                "--shard {s}: there are only {} jobs, so shard {} of {} would run none",
+                jobs.len(),
+                s.k,
+                s.n
+            ));
+        }
+    }
+    for j in jobs {
+        let argv = std::iter::once("cargo xtask".to_string()).chain(j.args.iter().cloned());
+        check_args(argv, host).map_err(|e| format!("job {}: {e}", j.id))?;
+    }
+    Ok(())
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -342,7 +427,9 @@ pub fn main() -> ExitCode {
     }
     util::set_verbose(cli.verbose);
     util::setup_llvm_path();
-    let is_test = matches!(cli.cmd, Cmd::Test(_));
+    // Commands whose last line is a totals line.
+    let is_test = matches!(&cli.cmd, Cmd::Test(_) | Cmd::Merge(_))
+        || matches!(&cli.cmd, Cmd::Matrix(m) if m.shard.is_some());
     let in_guest =
         matches!(&cli.cmd, Cmd::Run(r) if !r.cmd.is_empty()) || matches!(cli.cmd, Cmd::Shell(_));
     match real_main(cli) {
@@ -397,6 +484,12 @@ fn clap_error_line(e: &clap::Error) -> String {
     let text = e.to_string();
     let first = text.lines().next().unwrap_or_default();
     let mut line = first.strip_prefix("error: ").unwrap_or(first).to_string();
+    // `the following required arguments were not provided:`: name them.
+    if let Some(ContextValue::Strings(missing)) = e.get(ContextKind::InvalidArg) {
+        if line.ends_with(':') {
+            line = format!("{line} {}", missing.join(", "));
+        }
+    }
     // clap quotes the value as given; a newline in it would split the line.
     if let (Some(ContextValue::String(arg)), Some(ContextValue::String(value))) = (
         e.get(ContextKind::InvalidArg),
@@ -473,6 +566,15 @@ fn validate(cli: &Cli, host: &Host) -> std::result::Result<(), String> {
     let one_line = |e: anyhow::Error| e.to_string().lines().collect::<Vec<_>>().join(" ");
     let kernel = match &cli.cmd {
         Cmd::Setup { .. } => return Ok(()),
+        Cmd::Matrix(m) => {
+            let jobs = select_jobs(&m.select).map_err(one_line)?;
+            return check_jobs(&jobs, m.shard, host);
+        }
+        Cmd::Lava(l) => return crate::lava::check_args(l, host).map_err(one_line),
+        Cmd::Merge(m) => {
+            return crate::merge::check_args(&m.dirs, m.out.as_deref(), m.expect.as_deref())
+                .map_err(one_line)
+        }
         Cmd::Module(m) => {
             if let Some(dir) = &m.kdir {
                 return crate::kdir::inspect(dir).map(|_| ()).map_err(one_line);
@@ -545,7 +647,13 @@ fn check_in_guest(cmd: &Cmd, host: &Host) -> std::result::Result<(), String> {
 /// [`guest_cmd`] (labelled, for messages, when there are several).
 fn requests(cmd: &Cmd) -> Result<Vec<(&GuestArgs, GuestRequest)>> {
     Ok(match cmd {
-        Cmd::Setup { .. } | Cmd::Kernel(_) | Cmd::Module(_) | Cmd::Build(_) => vec![],
+        Cmd::Setup { .. }
+        | Cmd::Kernel(_)
+        | Cmd::Module(_)
+        | Cmd::Build(_)
+        | Cmd::Matrix(_)
+        | Cmd::Merge(_)
+        | Cmd::Lava(_) => vec![],
         Cmd::Run(r) => vec![(&r.guest, run_request(r)?)],
         Cmd::Shell(s) => {
             let kind = s.guest.topology.unwrap_or(TopologyKind::NUMA);
@@ -579,7 +687,7 @@ fn requests(cmd: &Cmd) -> Result<Vec<(&GuestArgs, GuestRequest)>> {
                     .collect()
             }
         },
-        Cmd::Test(t) => testing::boots(&t.guest, &t.guest.kernel.profiles(), t.full, t.ci)
+        Cmd::Test(t) => test_boots(t)?
             .into_iter()
             .map(|(p, k, run)| {
                 let mut req = GuestRequest::for_run(&t.guest, p, k, &run);
@@ -685,8 +793,40 @@ fn real_main(cli: Cli) -> Result<ExitCode> {
             } else {
                 Some(testing::host_tests()?)
             };
-            testing::test_all(&t.guest, host, &t.guest.kernel.profiles(), t.full, t.ci)
+            let mut boots = test_boots(&t)?;
+            // The tests of run -- CMD and shell boot guests of their own:
+            // part of a whole test, never of one --job (a matrix shard).
+            let cmd_tests = match t.job {
+                Some(_) => Vec::new(),
+                None => crate::cmd_tests::selected(&t.guest, &t.guest.kernel.profiles(), t.ci),
+            };
+            if crate::cmd_tests::filter_is_theirs(t.guest.filter.as_deref()) {
+                // `--filter 'xtask-*'`: only the tests of run -- CMD and shell.
+                boots.clear();
+            }
+            // --ci overrides --kernel: tierkit's own.
+            let cmd_kernel = if t.ci {
+                profile::KernelKind::Tierkit
+            } else {
+                t.guest.kernel_kind
+            };
+            testing::test_all(&t.guest, host, &boots, &cmd_tests, cmd_kernel)
         }
+        Cmd::Matrix(m) => {
+            let jobs = select_jobs(&m.select)?;
+            match m.shard {
+                None => {
+                    println!("{}", crate::matrix::to_json(&jobs));
+                    Ok(ExitCode::SUCCESS)
+                }
+                Some(s) => crate::matrix::run_shard(s, &jobs, parse_test),
+            }
+        }
+        Cmd::Merge(m) => {
+            let out = m.out.unwrap_or_else(crate::merge::default_out);
+            crate::merge::cmd_merge(&m.dirs, &out, m.expect.as_deref())
+        }
+        Cmd::Lava(l) => crate::lava::cmd_lava(&l),
         Cmd::Bench(b) => {
             let Some(which) = b.which else {
                 return bench::run_all(&b.guest);

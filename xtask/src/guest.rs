@@ -187,6 +187,10 @@ pub(crate) struct GuestResult {
     pub(crate) boot: Option<Duration>,
     /// Seconds /init spent assembling and onlining CXL regions.
     pub(crate) cxl_setup: Option<f64>,
+    /// Where its results are (`test`: results.json, junit.xml, kcidb.json).
+    pub(crate) run_dir: Option<std::path::PathBuf>,
+    /// Why it could not be built or booted.
+    pub(crate) error: Option<String>,
 }
 
 impl GuestResult {
@@ -320,6 +324,8 @@ pub(crate) fn guest_cmd(g: &GuestArgs, req: GuestRequest) -> Result<GuestResult>
     } else {
         None
     });
+    // KVM and CXL memory onlined as RAM need a QEMU with the fix.
+    let accel = crate::accel::for_boot(accel, g.kvm, req.kind.spec().cxl);
     let mut cfg = plan(g, &req, accel)?;
     let GuestRequest {
         mode,
@@ -363,6 +369,7 @@ pub(crate) fn guest_cmd(g: &GuestArgs, req: GuestRequest) -> Result<GuestResult>
         "console.log",
         "data.log",
         "results.json",
+        "kcidb.json",
         "junit.xml",
         "qemu-stderr.log",
     ] {
@@ -379,23 +386,11 @@ pub(crate) fn guest_cmd(g: &GuestArgs, req: GuestRequest) -> Result<GuestResult>
     )?;
     // Tests that need what this kernel lacks are left out, each a skip
     // with its reason (not a failure, not silence).
-    let harness_skips: Vec<(&str, String)> = match &b.kernel.debian {
-        Some(d) if mode == Mode::Test => {
-            crate::debian::unrunnable(&kconfig::parse_config(&d.prepared.headers.config))
-                .into_iter()
-                .filter(|(t, _)| cfg.filter.selects(t))
-                .collect()
-        }
-        _ => Vec::new(),
+    let harness_skips = if mode == Mode::Test {
+        leave_out_unrunnable(&b.kernel, &mut cfg)
+    } else {
+        Vec::new()
     };
-    if !harness_skips.is_empty() {
-        let mut skip: Vec<String> = cfg.filter.skip.iter().cloned().collect();
-        skip.extend(harness_skips.iter().map(|(t, _)| t.to_string()));
-        cfg.filter.skip = Some(skip.join(","));
-        for (t, why) in &harness_skips {
-            say!("skipping {t} on the {which} kernel: {why}");
-        }
-    }
     say!(
         "booting {} with {} ({:?}, -cpu {}), mode {}, {} kernel, {} profile",
         kind,
@@ -409,6 +404,7 @@ pub(crate) fn guest_cmd(g: &GuestArgs, req: GuestRequest) -> Result<GuestResult>
     say!("console log: {}", run_dir.join("console.log").display());
     let mut streamer = qemu::Streamer::new(util::verbose(), !matches!(mode, Mode::Test));
     let t = Timer::start();
+    let start_time = crate::kcidb::now_rfc3339();
     let guest = qemu::boot(&b.kernel, &b.initramfs, &cfg, &run_dir, &mut streamer)?;
     let boot_time = t.elapsed();
     let mut outcome = verdict::evaluate(&guest, kunit, filter.describe().as_deref(), profile);
@@ -454,11 +450,13 @@ pub(crate) fn guest_cmd(g: &GuestArgs, req: GuestRequest) -> Result<GuestResult>
     }
     say!("console: {}", guest.console_log.display());
     print_guest_view(kind, &outcome.markers);
-    let result = |totals| GuestResult {
-        ok: outcome.ok(),
+    let result = |o: &verdict::Outcome, totals| GuestResult {
+        ok: o.ok(),
         totals,
         boot: Some(boot_time),
-        cxl_setup: outcome.markers.cxl_setup_secs(),
+        cxl_setup: o.markers.cxl_setup_secs(),
+        run_dir: (mode == Mode::Test).then(|| run_dir.clone()),
+        error: None,
     };
     if let Mode::Bench(name) = &mode {
         write_bench(name, &cfg, &outcome, &guest.data_log)?;
@@ -482,18 +480,17 @@ pub(crate) fn guest_cmd(g: &GuestArgs, req: GuestRequest) -> Result<GuestResult>
         }
         let status = if outcome.ok() { "ok" } else { "FAILED" };
         println!("tierkit {}: {status}", mode.as_param().replace('-', " "));
-        return Ok(result(None));
+        return Ok(result(&outcome, None));
     }
-    let results = run_dir.join("results.json");
-    let junit = run_dir.join("junit.xml");
-    report::write_json(&results, &outcome.run, &outcome.user_tests)?;
-    report::write_junit(
-        &junit,
-        &format!("tierkit-{}", dir_name.unwrap_or(kind.name())),
-        &outcome.run,
-        &outcome.user_tests,
-    )?;
-    say!("results: {} and {}", results.display(), junit.display());
+    let boot = kcidb_boot(
+        &run_dir,
+        dir_name.unwrap_or(kind.name()),
+        &cfg,
+        &b.kernel,
+        start_time,
+        boot_time,
+    );
+    write_test_results(&run_dir, &boot, &mut outcome)?;
     say!(
         "time: {} (total {})",
         timing.join(", "),
@@ -515,10 +512,103 @@ pub(crate) fn guest_cmd(g: &GuestArgs, req: GuestRequest) -> Result<GuestResult>
         Some(l) => report::print_summary_labelled(&outcome.run, &outcome.user_tests, l),
         None => report::print_summary(&outcome.run, &outcome.user_tests),
     }
-    Ok(result(Some(report::Totals::of(
+    Ok(result(
+        &outcome,
+        Some(report::Totals::of(&outcome.run, &outcome.user_tests)),
+    ))
+}
+
+/// Tests that need what this kernel's config lacks (Debian's:
+/// [`crate::debian::unrunnable`]) are left out of `cfg`'s selection, each
+/// said in one line; returned with their reasons, to count as skips.
+pub(crate) fn leave_out_unrunnable(
+    kb: &kernel::KernelBuild,
+    cfg: &mut qemu::GuestConfig,
+) -> Vec<(&'static str, String)> {
+    let Some(d) = &kb.debian else {
+        return Vec::new();
+    };
+    let skips: Vec<(&'static str, String)> =
+        crate::debian::unrunnable(&kconfig::parse_config(&d.prepared.headers.config))
+            .into_iter()
+            .filter(|(t, _)| cfg.filter.selects(t))
+            .collect();
+    if !skips.is_empty() {
+        let mut skip: Vec<String> = cfg.filter.skip.iter().cloned().collect();
+        skip.extend(skips.iter().map(|(t, _)| t.to_string()));
+        cfg.filter.skip = Some(skip.join(","));
+        for (t, why) in &skips {
+            say!("skipping {t} on the {} kernel: {why}", cfg.kernel);
+        }
+    }
+    skips
+}
+
+/// Writes a test boot's `kcidb.json` (validated: an invalid one is a
+/// `[harness] kcidb` failure of the boot), `results.json` and `junit.xml`.
+fn write_test_results(
+    run_dir: &Path,
+    boot: &crate::kcidb::Boot,
+    outcome: &mut verdict::Outcome,
+) -> Result<()> {
+    let results = run_dir.join("results.json");
+    let junit = run_dir.join("junit.xml");
+    let kcidb = run_dir.join("kcidb.json");
+    if let Some(f) = crate::kcidb::write_boot(&kcidb, boot, &outcome.run, &outcome.user_tests) {
+        outcome.reasons.push(f.output_tail.clone());
+        outcome.user_tests.push(f);
+    }
+    report::write_json(&results, &outcome.run, &outcome.user_tests)?;
+    report::write_junit(
+        &junit,
+        &format!("tierkit-{}", boot.run),
         &outcome.run,
         &outcome.user_tests,
-    ))))
+    )?;
+    say!(
+        "results: {}, {} and {}",
+        results.display(),
+        junit.display(),
+        kcidb.display()
+    );
+    Ok(())
+}
+
+/// The boot as its KCIDB file tells it (`run_dir` named `test-<job>`).
+fn kcidb_boot(
+    run_dir: &Path,
+    run: &str,
+    cfg: &qemu::GuestConfig,
+    kb: &kernel::KernelBuild,
+    start_time: String,
+    boot_time: Duration,
+) -> crate::kcidb::Boot {
+    crate::kcidb::Boot {
+        job: run_dir
+            .file_name()
+            .and_then(|n| n.to_str())
+            .map_or("", |n| n.trim_start_matches("test-"))
+            .to_string(),
+        run: run.to_string(),
+        profile: cfg.profile,
+        kernel: cfg.kernel,
+        topology: cfg.topology.kind.name().to_string(),
+        topology_detail: cfg.topology.describe(),
+        accel: format!("{:?}", cfg.accel).to_lowercase(),
+        kernel_source: crate::kcidb::KernelSource {
+            name: match cfg.kernel {
+                profile::KernelKind::Debian => format!("Debian linux-image-{}", kb.version),
+                _ => kb
+                    .src
+                    .file_name()
+                    .map_or("linux".into(), |n| n.to_string_lossy().into_owned()),
+            },
+            version: kb.version.clone(),
+        },
+        kernel_key: kb.key.clone(),
+        start_time,
+        duration_secs: boot_time.as_secs_f64(),
+    }
 }
 
 /// The summary's line for a kernel without KUnit: not a failure.

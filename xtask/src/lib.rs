@@ -10,6 +10,7 @@
 //! The commands: [`cli`] (clap) -> [`guest`] (one boot) or [`testing`]
 //! (`test`: host tests and the boots of [`runs`]).
 
+pub mod accel;
 pub mod bench;
 pub mod cli;
 pub mod cmd_tests;
@@ -18,13 +19,19 @@ pub mod debian;
 pub mod guest;
 pub mod guest_tools;
 pub mod initramfs;
+pub mod kcidb;
 pub mod kconfig;
 pub mod kdir;
 pub mod kernel;
 pub mod ktap;
+pub mod lava;
+pub mod matrix;
+pub mod merge;
 pub mod module;
 pub mod profile;
+pub mod pyenv;
 pub mod qemu;
+pub mod records;
 pub mod report;
 pub mod runs;
 pub mod setup;

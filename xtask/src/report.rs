@@ -14,9 +14,10 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::ktap::{Run, Status, Suite};
+use crate::records::{self, Outcome, Record};
 
 /// Diagnostic lines shown per failed case in the summary.
 const SUMMARY_DIAGNOSTIC_LINES: usize = 20;
@@ -53,7 +54,7 @@ pub fn quote_crash(crash: &crate::ktap::Crash) -> Vec<String> {
 
 /// One userspace test run by `/init` in the guest, reported by the marker
 /// line `TIERKIT-USERTEST name rc=N`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct UserTest {
     pub name: String,
     pub passed: bool,
@@ -70,7 +71,7 @@ pub struct UserTest {
 }
 
 /// Leaf-level totals over KUnit cases and userspace tests.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Totals {
     pub passed: usize,
     /// Failed and crashed.
@@ -421,136 +422,49 @@ pub fn write_json(path: &Path, run: &Run, extra: &[UserTest]) -> anyhow::Result<
 /// Build the JUnit report: one `<testsuite>` per KUnit suite with one
 /// `<testcase>` per leaf case (`case` or `case.param`), a `kernel` suite
 /// for crashes and KTAP problems when there are any, and a `userspace`
-/// suite for the userspace tests.
+/// suite for the userspace tests: one per group of [`records::walk`].
 pub fn junit_report(name: &str, run: &Run, extra: &[UserTest]) -> Report {
     let mut report = Report::new(name);
-
-    for suite in run.suites() {
-        let mut ts = TestSuite::new(suite.name.as_str());
-        let leaves = suite.leaves();
-        if leaves.is_empty() {
-            // Skipped as a whole, or failed in suite_init: one test case.
-            let mut tc = TestCase::new(
-                suite.name.as_str(),
-                junit_status(suite.status, suite.reason.as_deref(), &suite.diagnostics),
-            );
-            tc.set_classname(suite.name.as_str());
-            ts.add_test_case(tc);
+    let mut suite: Option<TestSuite> = None;
+    for r in records::walk(run, extra) {
+        if suite.as_ref().is_some_and(|s| s.name.as_str() != r.group) {
+            report.add_test_suite(suite.take().expect("checked"));
         }
-        for (path, case) in leaves {
-            let mut tc = TestCase::new(
-                path,
-                junit_status(case.status, case.reason.as_deref(), &case.diagnostics),
-            );
-            tc.set_classname(suite.name.as_str());
-            if let Some(ms) = case.duration_ms {
-                tc.set_time(Duration::from_millis(ms));
-            }
-            if !case.diagnostics.is_empty() {
-                tc.set_system_out(case.diagnostics.join("\n"));
-            }
-            ts.add_test_case(tc);
-        }
-        if !suite.errors.is_empty() {
-            let mut status = TestCaseStatus::non_success(NonSuccessKind::Error);
-            status.set_message("KTAP problems");
-            status.set_description(suite.errors.join("\n"));
-            let mut tc = TestCase::new("(ktap)", status);
-            tc.set_classname(suite.name.as_str());
-            ts.add_test_case(tc);
-        }
+        let ts = suite.get_or_insert_with(|| TestSuite::new(r.group.as_str()));
+        ts.add_test_case(junit_case(&r));
+    }
+    if let Some(ts) = suite {
         report.add_test_suite(ts);
     }
-
-    let problems = run.problems();
-    if run.failing_crashes().next().is_some() || !problems.is_empty() {
-        let mut ts = TestSuite::new("kernel");
-        for crash in run.failing_crashes() {
-            let mut status = TestCaseStatus::non_success(NonSuccessKind::Error);
-            status.set_message(crash.message.as_str());
-            status.set_type(crash.kind.to_string());
-            let mut description = crash.to_string();
-            for line in crash
-                .details
-                .iter()
-                .chain(&crash.rip)
-                .chain(&crash.call_trace)
-            {
-                description.push('\n');
-                description.push_str(line);
-            }
-            status.set_description(description);
-            let mut tc = TestCase::new(format!("crash at console line {}", crash.line), status);
-            tc.set_classname("kernel");
-            ts.add_test_case(tc);
-        }
-        if !problems.is_empty() {
-            let mut status = TestCaseStatus::non_success(NonSuccessKind::Error);
-            status.set_message("KTAP output is incomplete or inconsistent");
-            status.set_description(problems.join("\n"));
-            let mut tc = TestCase::new("ktap", status);
-            tc.set_classname("kernel");
-            ts.add_test_case(tc);
-        }
-        report.add_test_suite(ts);
-    }
-
-    if !extra.is_empty() {
-        let mut ts = TestSuite::new("userspace");
-        for test in extra {
-            let status = if test.passed && test.skipped {
-                TestCaseStatus::skipped()
-            } else if test.passed {
-                TestCaseStatus::success()
-            } else {
-                let mut status = TestCaseStatus::non_success(NonSuccessKind::Failure);
-                status.set_message(format!("exit code {}", test.rc));
-                status
-            };
-            let mut tc = TestCase::new(test.name.as_str(), status);
-            tc.set_classname("userspace");
-            tc.set_time(Duration::from_millis(test.duration_ms));
-            if !test.output_tail.is_empty() {
-                tc.set_system_out(test.output_tail.as_str());
-            }
-            ts.add_test_case(tc);
-        }
-        report.add_test_suite(ts);
-    }
-
     report
 }
 
-/// The JUnit status for a KTAP status.
-fn junit_status(status: Status, reason: Option<&str>, diagnostics: &[String]) -> TestCaseStatus {
-    match status {
-        Status::Pass => TestCaseStatus::success(),
-        Status::Skip => {
-            let mut s = TestCaseStatus::skipped();
-            if let Some(reason) = reason {
-                s.set_message(reason);
-            }
-            s
-        }
-        Status::Fail => {
-            let mut s = TestCaseStatus::non_success(NonSuccessKind::Failure);
-            // The assertion line is the most useful one-line message.
-            let message = diagnostics
-                .iter()
-                .find(|d| d.contains("FAILED at"))
-                .map_or("not ok", String::as_str);
-            s.set_message(message.trim());
-            if !diagnostics.is_empty() {
-                s.set_description(diagnostics.join("\n"));
-            }
-            s
-        }
-        Status::Crashed => {
-            let mut s = TestCaseStatus::non_success(NonSuccessKind::Error);
-            s.set_message("crashed: no result line (the output was cut short)");
-            s
-        }
+/// One record as a JUnit `<testcase>`.
+fn junit_case(r: &Record) -> TestCase {
+    let mut status = match r.outcome {
+        Outcome::Pass => TestCaseStatus::success(),
+        Outcome::Skip => TestCaseStatus::skipped(),
+        Outcome::Fail => TestCaseStatus::non_success(NonSuccessKind::Failure),
+        Outcome::Error => TestCaseStatus::non_success(NonSuccessKind::Error),
+    };
+    if let Some(m) = &r.message {
+        status.set_message(m.as_str());
     }
+    if let Some(d) = &r.description {
+        status.set_description(d.as_str());
+    }
+    if let Some(k) = &r.kind {
+        status.set_type(k.as_str());
+    }
+    let mut tc = TestCase::new(r.name.as_str(), status);
+    tc.set_classname(r.group.as_str());
+    if let Some(ms) = r.duration_ms {
+        tc.set_time(Duration::from_millis(ms));
+    }
+    if let Some(out) = &r.output {
+        tc.set_system_out(out.as_str());
+    }
+    tc
 }
 
 /// Write [`junit_report`] as JUnit XML; `name` is the report's name

@@ -68,6 +68,16 @@ pub fn check() -> Vec<Missing> {
             );
         }
     }
+    // xtask's venv (KCIDB validation, tuxlava): python3 -m venv needs ensurepip.
+    if which("python3").is_some()
+        && crate::util::cmd_stdout("python3", &["-c", "import venv, ensurepip"]).is_none()
+    {
+        miss(
+            &mut m,
+            "python3's venv module (xtask's venv for the KCIDB check, xtask/src/pyenv.rs)",
+            "apt-get install python3-venv",
+        );
+    }
     if !Path::new("/usr/share/keyrings/debian-archive-keyring.gpg").exists() {
         miss(
             &mut m,

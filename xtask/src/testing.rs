@@ -2,6 +2,7 @@
 //! [`crate::runs::TEST_RUNS`] for each profile, and the combined totals.
 
 use anyhow::{Context, Result};
+use std::path::Path;
 use std::process::{Command, ExitCode, Stdio};
 use std::time::Duration;
 
@@ -85,7 +86,7 @@ pub(crate) fn boots(
 /// The label of one boot of a `test` over several runs or profiles: the
 /// run's name (`numa`, `cxl`, `cxl-kernel`), after the profile's unless
 /// default (`debug numa`) and the kernel's unless tierkit's (`debian numa`).
-pub(crate) fn run_label(profile: profile::Profile, k: profile::KernelKind, run: &str) -> String {
+pub fn run_label(profile: profile::Profile, k: profile::KernelKind, run: &str) -> String {
     let mut s = String::new();
     if k != profile::KernelKind::Tierkit {
         s.push_str(&format!("{k} "));
@@ -97,29 +98,160 @@ pub(crate) fn run_label(profile: profile::Profile, k: profile::KernelKind, run: 
     s
 }
 
+/// A boot's job id (`cargo xtask matrix`, `test --job`): its run
+/// directory's name after `test-`: the run's name, then `-debug` under the
+/// debug profile and `-debian` on Debian's kernel (`numa-full`,
+/// `numa-full-debug`, `cxl-debian`).
+pub fn job_id(profile: profile::Profile, k: profile::KernelKind, run: &runs::TestRun) -> String {
+    format!("{}{}{}", run.name, profile.suffix(), k.suffix())
+}
+
+/// One boot of a `test`, as [`boots`] lists them.
+pub type Boot = (profile::Profile, profile::KernelKind, runs::TestRun);
+
+/// `boots`, or with `job` the one boot whose [`job_id`] it is (refused in
+/// one line, with the ids there are, if none).
+pub(crate) fn select_job(boots: Vec<Boot>, job: Option<&str>) -> Result<Vec<Boot>> {
+    let Some(job) = job else {
+        return Ok(boots);
+    };
+    let ids: Vec<String> = boots.iter().map(|(p, k, r)| job_id(*p, *k, r)).collect();
+    match ids.iter().position(|id| id == job) {
+        Some(i) => Ok(vec![boots[i]]),
+        None => anyhow::bail!(
+            "--job {job}: no such boot in this test's set; its jobs are {} (cargo xtask matrix lists them)",
+            ids.join(", ")
+        ),
+    }
+}
+
 /// `cargo xtask test`: each profile (in the order given) on each run of
-/// [`runs::QUICK_RUNS`] or, `full`, [`runs::FULL_RUNS`] ([`runs::select`]); a summary per boot, then, when
-/// there was more than one, one line per boot and the combined totals line
-/// last.
+/// [`runs::QUICK_RUNS`] or, `full`, [`runs::FULL_RUNS`] ([`runs::select`]),
+/// or [`runs::ci_boots`], or the one `job`; a summary per boot, then, when
+/// there was more than one, one line per boot, the combined KCIDB file
+/// (`target/tierkit/kcidb.json`) and the combined totals line last.
 pub(crate) fn test_all(
     g: &GuestArgs,
     host: Option<(bool, Duration)>,
-    profiles: &[profile::Profile],
-    full: bool,
-    ci: bool,
+    boots: &[Boot],
+    cmd_tests: &[crate::cmd_tests::CmdTest],
+    cmd_kernel: profile::KernelKind,
 ) -> Result<ExitCode> {
-    let mut boots = boots(g, profiles, full, ci);
-    let cmd_tests = crate::cmd_tests::selected(g, profiles, ci);
-    if crate::cmd_tests::filter_is_theirs(g.filter.as_deref()) {
-        // `--filter 'xtask-*'`: only the tests of run -- CMD and shell.
-        boots.clear();
-    }
-    if let ([(profile, k, run)], true) = (&boots[..], cmd_tests.is_empty()) {
+    if let ([(profile, k, run)], true) = (boots, cmd_tests.is_empty()) {
         let (profile, k, run) = (*profile, *k, *run);
         let mut req = GuestRequest::for_run(g, profile, k, &run);
         req.host = host;
         return guest_cmd(g, req).map(|r| r.exit());
     }
+    let mut results = run_boots(g, host, boots);
+    if !cmd_tests.is_empty() {
+        results.push(run_cmd_tests(g, cmd_kernel, cmd_tests));
+    }
+    println!();
+    let mut all = report::Totals::default();
+    for (label, r) in &results {
+        let t = r.totals.unwrap_or_default();
+        all = all + t;
+        say!("{label}: {}{}: {}", status(r), times(r), t.labelled(label));
+    }
+    let mut ok = results.iter().all(|(_, r)| r.ok);
+    // The combined KCIDB file of every boot that wrote one.
+    let dirs: Vec<&Path> = results
+        .iter()
+        .filter_map(|(_, r)| r.run_dir.as_deref())
+        .collect();
+    if let Some(f) = crate::merge::write_combined_kcidb(&dirs, &util::out_dir().join("kcidb.json"))
+    {
+        say!("FAIL: {}", f.output_tail);
+        all = all
+            + report::Totals {
+                passed: 0,
+                failed: 1,
+                skipped: 0,
+            };
+        ok = false;
+    }
+    println!("{all}");
+    Ok(if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// The tests of `run -- CMD` and `shell` ([`crate::cmd_tests`]): this
+/// xtask run as a user would, each its own guest, as harness tests.
+fn run_cmd_tests(
+    g: &GuestArgs,
+    kernel: profile::KernelKind,
+    tests: &[crate::cmd_tests::CmdTest],
+) -> (String, GuestResult) {
+    println!();
+    say!(
+        "===== xtask run/shell: {} test(s) of `run -- CMD` and `shell` =====",
+        tests.len()
+    );
+    let t = crate::util::Timer::start();
+    let r = match crate::cmd_tests::run_all(g, kernel, tests) {
+        Ok(tests) => GuestResult {
+            ok: tests.iter().all(|t| t.passed),
+            totals: Some(report::Totals::of(&crate::ktap::Run::default(), &tests)),
+            boot: Some(t.elapsed()),
+            cxl_setup: None,
+            run_dir: None,
+            error: None,
+        },
+        Err(e) => {
+            eprintln!("\nerror (xtask run/shell): {e:#}");
+            GuestResult {
+                ok: false,
+                totals: Some(report::Totals {
+                    passed: 0,
+                    failed: 1,
+                    skipped: 0,
+                }),
+                boot: None,
+                cxl_setup: None,
+                run_dir: None,
+                error: Some(format!("{e:#}")),
+            }
+        }
+    };
+    ("xtask run/shell".into(), r)
+}
+
+/// `ok` or `FAILED`.
+pub(crate) fn status(r: &GuestResult) -> &'static str {
+    if r.ok {
+        "ok"
+    } else {
+        "FAILED"
+    }
+}
+
+/// ` (guest 1 min 2 s, CXL setup 3.4 s)`, or nothing.
+pub(crate) fn times(r: &GuestResult) -> String {
+    let mut time = r
+        .boot
+        .map(|b| format!(" (guest {}", fmt_dur(b)))
+        .unwrap_or_default();
+    if let Some(c) = r.cxl_setup {
+        time.push_str(&format!(", CXL setup {c:.1} s"));
+    }
+    if !time.is_empty() {
+        time.push(')');
+    }
+    time
+}
+
+/// Boots each of `boots` in turn, each labelled ([`run_label`]) with its
+/// summary; the host tests count with the first. A boot that could not be
+/// built or booted is one failure.
+pub(crate) fn run_boots(
+    g: &GuestArgs,
+    host: Option<(bool, Duration)>,
+    boots: &[Boot],
+) -> Vec<(String, GuestResult)> {
     let mut results: Vec<(String, GuestResult)> = Vec::new();
     for (i, (profile, k, run)) in boots.iter().enumerate() {
         println!();
@@ -160,71 +292,14 @@ pub(crate) fn test_all(
                     totals: Some(t),
                     boot: None,
                     cxl_setup: None,
+                    run_dir: None,
+                    error: Some(format!("{e:#}")),
                 }
             }
         };
         results.push((label, r));
     }
-    if !cmd_tests.is_empty() {
-        println!();
-        say!(
-            "===== xtask run/shell: {} test(s) of `run -- CMD` and `shell` =====",
-            cmd_tests.len()
-        );
-        let t = Timer::start();
-        // --ci overrides --kernel: tierkit's own.
-        let kernel = if ci {
-            profile::KernelKind::Tierkit
-        } else {
-            g.kernel_kind
-        };
-        let r = match crate::cmd_tests::run_all(g, kernel, &cmd_tests) {
-            Ok(tests) => GuestResult {
-                ok: tests.iter().all(|t| t.passed),
-                totals: Some(report::Totals::of(&crate::ktap::Run::default(), &tests)),
-                boot: Some(t.elapsed()),
-                cxl_setup: None,
-            },
-            Err(e) => {
-                eprintln!("\nerror (xtask run/shell): {e:#}");
-                GuestResult {
-                    ok: false,
-                    totals: Some(report::Totals {
-                        passed: 0,
-                        failed: 1,
-                        skipped: 0,
-                    }),
-                    boot: None,
-                    cxl_setup: None,
-                }
-            }
-        };
-        results.push(("xtask run/shell".into(), r));
-    }
-    println!();
-    let mut all = report::Totals::default();
-    for (label, r) in &results {
-        let t = r.totals.unwrap_or_default();
-        all = all + t;
-        let mut time = r
-            .boot
-            .map(|b| format!(" (guest {}", fmt_dur(b)))
-            .unwrap_or_default();
-        if let Some(c) = r.cxl_setup {
-            time.push_str(&format!(", CXL setup {c:.1} s"));
-        }
-        if !time.is_empty() {
-            time.push(')');
-        }
-        let status = if r.ok { "ok" } else { "FAILED" };
-        say!("{label}: {status}{time}: {}", t.labelled(label));
-    }
-    println!("{all}");
-    Ok(if results.iter().all(|(_, r)| r.ok) {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    })
+    results
 }
 
 #[cfg(test)]

@@ -650,3 +650,176 @@ fn shell_takes_one_profile() {
         "one --profile",
     );
 }
+
+// ---------------------------------------------------------------------------
+// The CI commands: test --job, matrix, merge, lava
+// ---------------------------------------------------------------------------
+
+#[test]
+fn ci_commands_answer_help_and_take_good_values() {
+    for args in [
+        &["matrix", "--help"][..],
+        &["merge", "--help"],
+        &["lava", "--help"],
+        &["matrix"],
+        &["matrix", "--ci"],
+        &["matrix", "--full"],
+        &["matrix", "--profile", "default,debug", "--full"],
+        &["matrix", "--kernel", "debian"],
+        &["matrix", "--topology", "cxl"],
+        &["matrix", "--shard", "1/3"],
+        &["matrix", "--shard", "9/9"],
+        &["test", "--ci", "--job", "numa-full-debug"],
+        &["test", "--job", "cxl"],
+        &[
+            "test",
+            "--full",
+            "--profile",
+            "debug",
+            "--job",
+            "cxl-full-debug",
+        ],
+        &["test", "--kernel", "debian", "--job", "numa-debian"],
+        &["lava"],
+        &[
+            "lava",
+            "--shard",
+            "2/3",
+            "--artifact-url",
+            "https://ci.example.org/r/1",
+        ],
+        &[
+            "lava",
+            "--job",
+            "cxl-debian",
+            "--artifact-url",
+            "file:///srv/lava",
+        ],
+    ] {
+        accepted(args);
+    }
+}
+
+#[test]
+fn job() {
+    refused(
+        &["test", "--job", "Numa Full"],
+        "--job",
+        "lower-case letters",
+    );
+    refused(&["test", "--job", ""], "--job", "lower-case letters");
+    refused(
+        &["test", "--ci", "--job", "numa"],
+        "--job numa",
+        "its jobs are numa-full, cxl-full",
+    );
+    // The quick runs have no numa-full.
+    refused(
+        &["test", "--job", "numa-full"],
+        "--job numa-full",
+        "its jobs are numa, cxl",
+    );
+    refused(&["lava", "--job", "nope"], "--job nope", "no such job");
+    refused(&["lava", "--job", "NOPE"], "--job", "lower-case letters");
+}
+
+#[test]
+fn shard() {
+    for cmd in ["matrix", "lava"] {
+        refused(
+            &[cmd, "--shard", "0/3"],
+            "--shard",
+            "K must be 1 to N (3), not 0",
+        );
+        refused(&[cmd, "--shard", "4/3"], "--shard", "K must be 1 to N");
+        refused(&[cmd, "--shard", "1/0"], "--shard", "N must be 1 or more");
+        refused(&[cmd, "--shard", "x/3"], "--shard", "whole number");
+        refused(&[cmd, "--shard", "2"], "--shard", "K/N");
+        // 9 jobs in --ci: a tenth shard would have none.
+        refused(&[cmd, "--shard", "10/10"], "--shard 10/10", "only 9 jobs");
+    }
+}
+
+#[test]
+fn matrix_selection() {
+    refused(
+        &["matrix", "--profile", "fast"],
+        "--profile",
+        "possible values",
+    );
+    refused(
+        &["matrix", "--kernel", "ubuntu"],
+        "--kernel",
+        "possible values",
+    );
+    refused(&["matrix", "--topology", "ring"], "--topology", "ring");
+    refused(&["matrix", "--ci", "--full"], "--ci", "cannot be used with");
+    refused(
+        &["matrix", "--kernel", "debian", "--profile", "debug"],
+        "--kernel debian",
+        "--profile is for --kernel tierkit",
+    );
+}
+
+#[test]
+fn merge_dirs_and_out() {
+    refused(&["merge"], "DIR", "required");
+    refused(
+        &["merge", "/nonexistent/shard"],
+        "/nonexistent/shard",
+        "not a directory",
+    );
+    let empty = scratch("merge-empty");
+    let e = empty.to_str().unwrap();
+    refused(&["merge", e], e, "no results.json under it");
+    let full = scratch("merge-full");
+    let boot = full.join("test-numa");
+    std::fs::create_dir_all(&boot).unwrap();
+    std::fs::write(
+        boot.join("results.json"),
+        r#"{"totals": {"passed": 1, "failed": 0, "skipped": 0}}"#,
+    )
+    .unwrap();
+    let f = full.to_str().unwrap();
+    accepted(&["merge", f]);
+    accepted(&["merge", f, "--out", e]);
+    let file = full.join("a-file");
+    std::fs::write(&file, "").unwrap();
+    let file_s = file.to_str().unwrap();
+    refused(&["merge", f, "--out", file_s], "--out", "not a directory");
+    refused(&["merge", f, f], "job numa", "is in both");
+    refused(&["lava", "--out", file_s], "--out", "not a directory");
+    // --expect: the JSON of `cargo xtask matrix`.
+    refused(
+        &["merge", f, "--expect", "/nonexistent/jobs.json"],
+        "--expect",
+        "reading",
+    );
+    refused(
+        &["merge", f, "--expect", file_s],
+        "--expect",
+        "not the JSON of cargo xtask matrix",
+    );
+    let jobs = full.join("jobs.json");
+    std::fs::write(&jobs, r#"{"jobs": [{"id": "numa"}]}"#).unwrap();
+    accepted(&["merge", f, "--expect", jobs.to_str().unwrap()]);
+    // Every job missing: counted, not refused.
+    accepted(&["merge", e, "--expect", jobs.to_str().unwrap()]);
+}
+
+#[test]
+fn artifact_url() {
+    for bad in [
+        "ftp://x.org/r",
+        "https://",
+        "https://x.org/a b",
+        "/srv/lava",
+        "https://x.org/\"q",
+    ] {
+        refused(
+            &["lava", "--artifact-url", bad],
+            "--artifact-url",
+            "http://, https:// or file:///",
+        );
+    }
+}

@@ -1,0 +1,224 @@
+//! Sharding and merging: the `--ci` job list of `cargo xtask matrix`,
+//! split into 3 shards ([`Shard::pick`]), each shard's results collected
+//! as `matrix --shard` collects them ([`matrix::collect`]), then
+//! `cargo xtask merge` ([`merge::cmd_merge`]) over the three shard
+//! directories, must give the same totals and the same tests (KCIDB and
+//! JUnit) as the unsharded combination `cargo xtask test --ci` makes
+//! ([`merge::write_combined_kcidb`], the sum of each boot's totals).
+//! The boots themselves are synthetic (`common`): nothing is built or
+//! booted.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use quick_junit::Report;
+use xtask::matrix::{self, Job, Selection, Shard};
+use xtask::merge;
+use xtask::report::{self, Totals};
+use xtask::{kcidb, runs};
+
+fn ci_jobs() -> Vec<Job> {
+    let sel = Selection {
+        ci: true,
+        ..Default::default()
+    };
+    matrix::jobs(&sel, &runs::ci_boots())
+}
+
+/// Writes every job's synthetic results into `runs/test-<id>/`, as the
+/// boots of `test` would; returns the sum of their totals.
+fn boot_all(runs_dir: &Path, jobs: &[Job]) -> Totals {
+    let mut all = Totals::default();
+    for (i, (job, (p, k, run))) in jobs.iter().zip(runs::ci_boots()).enumerate() {
+        assert_eq!(job.id, xtask::testing::job_id(p, k, &run));
+        let b = common::boot(&job.id, run.name, p, k);
+        let ktap = common::parse(common::LOGS[i % common::LOGS.len()]);
+        let users = common::users(i);
+        common::write_boot(
+            &runs_dir.join(format!("test-{}", job.id)),
+            &b,
+            &ktap,
+            &users,
+        );
+        all = all + Totals::of(&ktap, &users);
+    }
+    all
+}
+
+/// `(job, path, status)` of every KCIDB test.
+fn kcidb_tests(path: &Path) -> BTreeSet<(String, String, String)> {
+    let doc = kcidb::read(path).unwrap();
+    let v: Vec<_> = doc
+        .tests
+        .iter()
+        .map(|t| (t.misc.job.clone(), t.path.clone(), t.status.clone()))
+        .collect();
+    let set: BTreeSet<_> = v.iter().cloned().collect();
+    assert_eq!(set.len(), v.len(), "a test twice in {}", path.display());
+    set
+}
+
+/// `(suite, case, kind)` of every JUnit test case.
+fn junit_cases(r: &Report) -> BTreeSet<(String, String, String)> {
+    r.test_suites
+        .iter()
+        .flat_map(|s| {
+            s.test_cases.iter().map(move |c| {
+                (
+                    s.name.as_str().to_string(),
+                    c.name.as_str().to_string(),
+                    format!("{:?}", c.status).chars().take(24).collect(),
+                )
+            })
+        })
+        .collect()
+}
+
+#[test]
+fn three_shards_merge_to_the_unsharded_results() {
+    let root = common::scratch("matrix-merge");
+    let jobs = ci_jobs();
+    assert_eq!(jobs.len(), runs::ci_boots().len());
+    let runs_dir = root.join("runs");
+    let totals = boot_all(&runs_dir, &jobs);
+
+    // Unsharded, as `test --ci` combines its boots.
+    let run_dirs: Vec<PathBuf> = jobs
+        .iter()
+        .map(|j| runs_dir.join(format!("test-{}", j.id)))
+        .collect();
+    let refs: Vec<&Path> = run_dirs.iter().map(PathBuf::as_path).collect();
+    let whole = root.join("kcidb.json");
+    assert!(merge::write_combined_kcidb(&refs, &whole).is_none());
+    let mut whole_junit = BTreeSet::new();
+    for (i, (job, (p, k, run))) in jobs.iter().zip(runs::ci_boots()).enumerate() {
+        let _ = (p, k, run);
+        let r = report::junit_report(
+            "x",
+            &common::parse(common::LOGS[i % common::LOGS.len()]),
+            &common::users(i),
+        );
+        for (s, c, st) in junit_cases(&r) {
+            whole_junit.insert((format!("{}/{s}", job.id), c, st));
+        }
+    }
+
+    // Sharded: every job in exactly one shard.
+    let mut shard_dirs = Vec::new();
+    let mut seen: Vec<String> = Vec::new();
+    for k in 1..=3 {
+        let s = Shard { k, n: 3 };
+        let mine = s.pick(&jobs);
+        assert!(!mine.is_empty());
+        seen.extend(mine.iter().map(|j| j.id.clone()));
+        let dir = root.join("download").join(s.dir_name());
+        matrix::collect(&runs_dir, &mine, &[], &dir).unwrap();
+        // As `matrix --shard` ends: the shard's own combination beside.
+        let (c, harness) = matrix::combine_shard(&dir).unwrap();
+        assert!(harness.is_none());
+        assert_eq!(c.boots.len(), mine.len());
+        assert!(dir.join("results.json").is_file() && dir.join("kcidb.json").is_file());
+        shard_dirs.push(dir);
+    }
+    seen.sort();
+    let mut ids: Vec<String> = jobs.iter().map(|j| j.id.clone()).collect();
+    ids.sort();
+    assert_eq!(seen, ids, "the shards cover every job once");
+
+    let out = root.join("merged");
+    let code = merge::cmd_merge(&shard_dirs, &out, None).unwrap();
+    let summary = std::fs::read_to_string(out.join("summary.txt")).unwrap();
+    assert_eq!(summary.lines().last().unwrap(), totals.to_string());
+    assert_eq!(summary.lines().count(), jobs.len() + 1);
+    assert_eq!(
+        code == std::process::ExitCode::SUCCESS,
+        totals.failed == 0,
+        "exit status follows the failures"
+    );
+    let merged: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    assert_eq!(
+        serde_json::from_value::<Totals>(merged["totals"].clone()).unwrap(),
+        totals
+    );
+
+    let merged_tests = kcidb_tests(&out.join("kcidb.json"));
+    assert_eq!(merged_tests, kcidb_tests(&whole));
+    let a = kcidb::read(&out.join("kcidb.json")).unwrap();
+    let b = kcidb::read(&whole).unwrap();
+    assert_eq!(a.checkouts, b.checkouts);
+    let ids = |d: &kcidb::Document| {
+        d.builds
+            .iter()
+            .map(|b| b.id.clone())
+            .collect::<BTreeSet<_>>()
+    };
+    assert_eq!(ids(&a), ids(&b));
+
+    let xml = std::fs::read_to_string(out.join("junit.xml")).unwrap();
+    let merged_junit = junit_cases(&Report::deserialize_from_str(&xml).unwrap());
+    assert_eq!(merged_junit, whole_junit);
+    std::fs::remove_dir_all(&root).unwrap();
+}
+
+#[test]
+fn a_job_without_results_counts_as_a_failure_and_a_job_given_twice_is_refused() {
+    let root = common::scratch("matrix-missing");
+    let jobs = ci_jobs();
+    let runs_dir = root.join("runs");
+    let mine = Shard { k: 2, n: 3 }.pick(&jobs);
+    // The shard's first job wrote nothing (its build failed).
+    let written = boot_all(&runs_dir, &jobs);
+    std::fs::remove_dir_all(runs_dir.join(format!("test-{}", mine[0].id))).unwrap();
+    let dir = root.join("shard");
+    let errors = vec![(mine[0].id.clone(), "kernel build failed".to_string())];
+    matrix::collect(&runs_dir, &mine, &errors, &dir).unwrap();
+    let boots = merge::find_boot_dirs(std::slice::from_ref(&dir)).unwrap();
+    assert_eq!(boots.len(), mine.len());
+    let failed = boots.iter().find(|b| b.job == mine[0].id).unwrap();
+    assert_eq!(
+        failed.totals,
+        Totals {
+            passed: 0,
+            failed: 1,
+            skipped: 0
+        }
+    );
+    assert!(written.passed > 0);
+    let c = merge::Combined::of(boots).unwrap();
+    let line = c
+        .lines()
+        .into_iter()
+        .find(|l| l.starts_with(&format!("{}:", mine[0].id)));
+    assert!(
+        line.is_some_and(|l| l.contains("FAILED")),
+        "{:?}",
+        c.lines()
+    );
+
+    // A job that uploaded nothing at all: `merge --expect` counts it.
+    let jobs_file = root.join("jobs.json");
+    std::fs::write(&jobs_file, matrix::to_json(&jobs)).unwrap();
+    let out = root.join("merged");
+    let code = merge::cmd_merge(std::slice::from_ref(&dir), &out, Some(&jobs_file)).unwrap();
+    assert_ne!(code, std::process::ExitCode::SUCCESS);
+    let summary = std::fs::read_to_string(out.join("summary.txt")).unwrap();
+    assert_eq!(summary.lines().count(), jobs.len() + 1, "{summary}");
+    let last = summary.lines().last().unwrap();
+    let missing = jobs.len() - mine.len();
+    assert!(
+        last.contains(&format!(" {} failed", c.totals.failed + missing)),
+        "{last}"
+    );
+    // The bare list the GitHub workflow passes on works too.
+    let bare = serde_json::to_string(&jobs).unwrap();
+    std::fs::write(&jobs_file, bare).unwrap();
+    assert_eq!(matrix::read_job_ids(&jobs_file).unwrap().len(), jobs.len());
+
+    let e = merge::find_boot_dirs(&[dir.clone(), dir.clone()])
+        .expect_err("the same shard twice is refused");
+    assert!(e.to_string().contains("is in both"), "{e}");
+    std::fs::remove_dir_all(&root).unwrap();
+}
