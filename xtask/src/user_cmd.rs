@@ -329,7 +329,7 @@ pub fn judge(console: &str, data: &str, timed_out: bool, status_marker: &str) ->
     match marker(&format!("{status_marker} rc=")).and_then(|r| r.parse().ok()) {
         Some(rc) => Ended::Status(rc),
         None => Ended::NoStatus(format!(
-            "the guest stopped before {status_marker} (the command's status) came"
+            "the guest stopped before the command's status came ({status_marker}; did it power off?)"
         )),
     }
 }
