@@ -90,8 +90,8 @@ enum Cmd {
     /// console, tierkit loaded, in the current directory shared as for
     /// `run -- CMD` (same tools on PATH). `exit` or Ctrl-D powers the guest
     /// off; Ctrl-C goes to the guest; Ctrl-A x quits QEMU. Kernel messages
-    /// below warnings are off (-v: all). xtask exits with the shell's
-    /// status (exit codes below).
+    /// below warnings are off (-v: all); no timeout unless --timeout is
+    /// given. xtask exits with the shell's status (exit codes below).
     #[command(after_long_help = user_cmd::EXIT_HELP)]
     Shell(ShellArgs),
     /// Run all tests: host tests, then boot with KUnit and the userspace

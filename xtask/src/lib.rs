@@ -8,7 +8,9 @@
 //! [`verdict`] (markers, [`ktap`]) -> [`report`].
 //!
 //! The commands: [`cli`] (clap) -> [`guest`] (one boot) or [`testing`]
-//! (`test`: host tests and the boots of [`runs`]).
+//! (`test`: host tests and the boots of [`runs`], then [`cmd_tests`]);
+//! `run -- CMD` and `shell` -> [`user_cmd`] (the user's command, the
+//! shared working directory, [`guest_tools`] in the initramfs).
 
 pub mod accel;
 pub mod bench;

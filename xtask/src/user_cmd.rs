@@ -329,7 +329,7 @@ pub fn judge(console: &str, data: &str, timed_out: bool, status_marker: &str) ->
     match marker(&format!("{status_marker} rc=")).and_then(|r| r.parse().ok()) {
         Some(rc) => Ended::Status(rc),
         None => Ended::NoStatus(format!(
-            "the guest stopped before {status_marker} (the command's status) came"
+            "the guest stopped before the command's status came ({status_marker}; did it power off?)"
         )),
     }
 }
@@ -513,12 +513,13 @@ pub(crate) fn shell(g: &GuestArgs) -> Result<u8> {
         .stdin(Stdio::inherit())
         .stdout(Stdio::inherit())
         .stderr(stderr_log)
-        .status()
-        .with_context(|| format!("could not start {program} (cargo xtask setup installs it)"));
+        .spawn()
+        .with_context(|| format!("could not start {program} (cargo xtask setup installs it)"))
+        .and_then(|child| wait_until(child, g.timeout.map(Duration::from_secs)));
     if let Some(saved) = &saved {
         let _ = nix::sys::termios::tcsetattr(&stdin, nix::sys::termios::SetArg::TCSANOW, saved);
     }
-    let status = status?;
+    let (status, timed_out) = status?;
     let read = |p: &Path| {
         fs::read(p)
             .map(|b| String::from_utf8_lossy(&b).replace('\r', ""))
@@ -531,9 +532,32 @@ pub(crate) fn shell(g: &GuestArgs) -> Result<u8> {
             read(&r.run_dir.join("qemu-stderr.log")).trim()
         );
     }
-    let ended = judge(&console, &read(&data_log), false, "TIERKIT-SHELL");
+    let ended = judge(&console, &read(&data_log), timed_out, "TIERKIT-SHELL");
     report("shell", &ended, t.elapsed(), &r.run_dir);
     Ok(ended.code())
+}
+
+/// Waits for QEMU; with `timeout` (the shell's `--timeout`, given
+/// explicitly: a person's shell has none) kills it then. Its status, and
+/// whether it was killed.
+fn wait_until(
+    mut child: std::process::Child,
+    timeout: Option<Duration>,
+) -> Result<(std::process::ExitStatus, bool)> {
+    let Some(t) = timeout else {
+        return Ok((child.wait()?, false));
+    };
+    let until = std::time::Instant::now() + t;
+    loop {
+        if let Some(st) = child.try_wait()? {
+            return Ok((st, false));
+        }
+        if std::time::Instant::now() >= until {
+            let _ = child.kill();
+            return Ok((child.wait()?, true));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 /// xtask's last line on stderr: what the exit code means.
