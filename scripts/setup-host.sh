@@ -27,7 +27,7 @@ fi
 
 APT_PKGS=(clang-19 lld-19 llvm-19 libclang-19-dev flex bison bc libelf-dev libssl-dev cpio
           busybox-static make gcc libc6-dev python3 xz-utils rsync kmod ca-certificates
-          debian-archive-keyring mmdebstrap)
+          debian-archive-keyring mmdebstrap tmux)
 
 installed() { # installed PKG -> 0 if dpkg has it fully installed
     local st

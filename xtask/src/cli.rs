@@ -4,6 +4,7 @@
 
 use anyhow::Result;
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -11,7 +12,7 @@ use crate::guest::{build_all, guest_cmd, GuestRequest};
 use crate::qemu::{self, Mode};
 use crate::topology::{CxlDevice, CxlInterleave, Perf, TopologyKind};
 use crate::validate::{self, Host};
-use crate::{bench, kernel, module, profile, report, say, setup, testing, util};
+use crate::{bench, kernel, module, profile, report, say, setup, testing, user_cmd, util};
 
 const ABOUT: &str = "Build Linux 7.3 with Rust and the tierkit module, boot it in QEMU with a \
 CPU-less memory node, and report the results.";
@@ -21,6 +22,10 @@ The two main commands:
   cargo xtask run     build everything (cached), boot, load tierkit, run the demos
   cargo xtask test    host tests, then the quick runs (numa, cxl): KUnit + userspace tests,
                       summary, JSON, JUnit
+
+  cargo xtask run -- CMD [ARGS...]           run your command in the guest (tierkit loaded,
+                                             this directory shared); exits with its status
+  cargo xtask shell                          an interactive shell there
 
   cargo xtask test --full                    everything (the slow reliability tests, 1 GiB
                                              on CXL memory, the cxl-kernel run)
@@ -67,7 +72,24 @@ enum Cmd {
     /// The main job: build (cached), boot the default topology, load
     /// tierkit and run the demos (/bin/tk-demo*): weighted placement per
     /// node and a 1 GiB clear per node. KUnit is off unless --kunit.
+    ///
+    /// `cargo xtask run [flags] -- CMD [ARGS...]` runs CMD instead of the
+    /// demos, in the current directory, which the guest shares read-write
+    /// at the same path (QEMU virtio-9p); on cxl after the CXL regions are
+    /// online. numactl, numastat, cxl, daxctl and ndctl (Debian trixie's)
+    /// are on the guest's PATH. CMD's stdout and stderr stream to stdout,
+    /// its stdin is /dev/null; kernel reports go to stderr (-v: the whole
+    /// console). xtask exits with CMD's status (exit codes below).
+    #[command(after_long_help = user_cmd::EXIT_HELP)]
     Run(RunArgs),
+    /// An interactive shell (busybox sh, job control) on the guest's
+    /// console, tierkit loaded, in the current directory shared as for
+    /// `run -- CMD` (same tools on PATH). `exit` or Ctrl-D powers the guest
+    /// off; Ctrl-C goes to the guest; Ctrl-A x quits QEMU. Kernel messages
+    /// below warnings are off (-v: all). xtask exits with the shell's
+    /// status (exit codes below).
+    #[command(after_long_help = user_cmd::EXIT_HELP)]
+    Shell(ShellArgs),
     /// Run all tests: host tests, then boot with KUnit and the userspace
     /// tests (/bin/tk-test-*); print a summary and write JSON and JUnit XML.
     ///
@@ -252,6 +274,15 @@ struct RunArgs {
     /// always does; they take a while under TCG).
     #[arg(long)]
     kunit: bool,
+    /// The command to run in the guest instead of the demos (after `--`).
+    #[arg(last = true, value_name = "CMD", value_parser = clap::value_parser!(OsString))]
+    cmd: Vec<OsString>,
+}
+
+#[derive(Args, Clone)]
+struct ShellArgs {
+    #[command(flatten)]
+    guest: GuestArgs,
 }
 
 #[derive(Args, Clone)]
@@ -298,21 +329,31 @@ struct BenchArgs {
 
 /// `cargo xtask`'s entry point.
 pub fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    let args: Vec<OsString> = std::env::args_os().collect();
+    let cli = match Cli::try_parse_from(&args) {
         Ok(cli) => cli,
         Err(e) => return clap_refusal(e),
     };
     // Bad input is refused here, in one line, before anything is built,
     // booted or tested.
-    if let Err(why) = validate(&cli, &Host::this()) {
+    if let Err(why) = check_dash_dash(&args).and_then(|()| validate(&cli, &Host::this())) {
         eprintln!("error: {why}");
-        return ExitCode::from(2);
+        return ExitCode::from(user_cmd::exit::REFUSED);
     }
     util::set_verbose(cli.verbose);
     util::setup_llvm_path();
     let is_test = matches!(cli.cmd, Cmd::Test(_));
+    let in_guest =
+        matches!(&cli.cmd, Cmd::Run(r) if !r.cmd.is_empty()) || matches!(cli.cmd, Cmd::Shell(_));
     match real_main(cli) {
         Ok(code) => code,
+        Err(e) if in_guest => {
+            eprintln!("\nerror: {e}");
+            for cause in e.chain().skip(1) {
+                eprintln!("  caused by: {cause}");
+            }
+            ExitCode::from(user_cmd::exit::HOST_ERROR)
+        }
         Err(e) => {
             // Not `{:?}`: with RUST_BACKTRACE set that adds xtask's own backtrace.
             eprintln!("\nerror: {e}");
@@ -404,14 +445,25 @@ where
     T: Into<std::ffi::OsString> + Clone,
 {
     use clap::error::ErrorKind;
-    let cli = match Cli::try_parse_from(args) {
+    let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
+    let cli = match Cli::try_parse_from(&args) {
         Ok(cli) => cli,
         Err(e) if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) => {
             return Ok(())
         }
         Err(e) => return Err(clap_error_line(&e)),
     };
+    check_dash_dash(&args)?;
     validate(&cli, host)
+}
+
+/// `cargo xtask run --` with nothing after `--` (clap reads it as no
+/// command, i.e. the demos).
+fn check_dash_dash(args: &[OsString]) -> std::result::Result<(), String> {
+    match args.iter().position(|a| a == "--") {
+        Some(i) if i + 1 == args.len() => user_cmd::check_command(&[]),
+        _ => Ok(()),
+    }
 }
 
 /// The checks of [`check_args`] on a parsed command line: `--kernel-src`
@@ -429,14 +481,17 @@ fn validate(cli: &Cli, host: &Host) -> std::result::Result<(), String> {
         }
         Cmd::Kernel(k) | Cmd::Build(k) => k,
         Cmd::Run(r) => &r.guest.kernel,
+        Cmd::Shell(s) => &s.guest.kernel,
         Cmd::Test(t) => &t.guest.kernel,
         Cmd::Bench(b) => &b.guest.kernel,
     };
     if let Some(dir) = &kernel.kernel_src {
         kernel::check_custom_source(dir).map_err(one_line)?;
     }
+    check_in_guest(&cli.cmd, host)?;
     let guest = match &cli.cmd {
         Cmd::Run(r) => Some(&r.guest),
+        Cmd::Shell(s) => Some(&s.guest),
         Cmd::Test(t) if !t.ci => Some(&t.guest),
         Cmd::Bench(b) => Some(&b.guest),
         _ => None,
@@ -466,12 +521,40 @@ fn validate(cli: &Cli, host: &Host) -> std::result::Result<(), String> {
     Ok(())
 }
 
+/// `run -- CMD` and `shell`: a command, a working directory the guest can
+/// share, and no flag that selects tests or demos.
+fn check_in_guest(cmd: &Cmd, host: &Host) -> std::result::Result<(), String> {
+    let g = match cmd {
+        Cmd::Run(r) if !r.cmd.is_empty() => {
+            user_cmd::check_command(&r.cmd)?;
+            &r.guest
+        }
+        Cmd::Shell(s) => &s.guest,
+        _ => return Ok(()),
+    };
+    if g.filter.is_some() {
+        return Err(
+            "--filter selects tests and demos: with `run -- CMD` and `shell` only the command runs"
+                .into(),
+        );
+    }
+    user_cmd::check_share(host.cwd.as_deref()).map(|_| ())
+}
+
 /// Every boot `cmd` asks for, as [`real_main`] hands them to
 /// [`guest_cmd`] (labelled, for messages, when there are several).
 fn requests(cmd: &Cmd) -> Result<Vec<(&GuestArgs, GuestRequest)>> {
     Ok(match cmd {
         Cmd::Setup { .. } | Cmd::Kernel(_) | Cmd::Module(_) | Cmd::Build(_) => vec![],
         Cmd::Run(r) => vec![(&r.guest, run_request(r)?)],
+        Cmd::Shell(s) => {
+            let kind = s.guest.topology.unwrap_or(TopologyKind::NUMA);
+            let p = s.guest.kernel.single_profile("shell")?;
+            vec![(
+                &s.guest,
+                GuestRequest::new(Mode::Shell, &s.guest, p, kind, false),
+            )]
+        }
         Cmd::Bench(b) => match b.which {
             Some(which) => vec![(&b.guest, bench_request(b, which)?)],
             None => {
@@ -515,7 +598,12 @@ fn requests(cmd: &Cmd) -> Result<Vec<(&GuestArgs, GuestRequest)>> {
 fn run_request(r: &RunArgs) -> Result<GuestRequest> {
     let kind = r.guest.topology.unwrap_or(TopologyKind::NUMA);
     let p = r.guest.kernel.single_profile("run")?;
-    Ok(GuestRequest::new(Mode::Run, &r.guest, p, kind, r.kunit))
+    let mode = if r.cmd.is_empty() {
+        Mode::Run
+    } else {
+        Mode::Cmd
+    };
+    Ok(GuestRequest::new(mode, &r.guest, p, kind, r.kunit))
 }
 
 /// `bench <which>`'s one boot.
@@ -565,7 +653,15 @@ fn real_main(cli: Cli) -> Result<ExitCode> {
         Cmd::Build(k) => {
             setup::ensure()?;
             for p in k.profiles() {
-                let b = build_all(&k, p, profile::KernelKind::Tierkit, false, &util::out_dir())?;
+                let b = build_all(
+                    &k,
+                    p,
+                    profile::KernelKind::Tierkit,
+                    false,
+                    false,
+                    &util::out_dir(),
+                    Vec::new(),
+                )?;
                 say!(
                     "initramfs ({p} profile): {} ({} KiB)",
                     b.initramfs.path.display(),
@@ -574,6 +670,10 @@ fn real_main(cli: Cli) -> Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
+        Cmd::Run(r) if !r.cmd.is_empty() => {
+            user_cmd::run(&r.guest, r.kunit, &r.cmd).map(ExitCode::from)
+        }
+        Cmd::Shell(s) => user_cmd::shell(&s.guest).map(ExitCode::from),
         Cmd::Run(r) => {
             let req = run_request(&r)?;
             guest_cmd(&r.guest, req).map(|g| g.exit())

@@ -265,12 +265,24 @@ pub fn ensure() -> Result<DebianKernel> {
 /// callers on `/dev/ram0` (tierkit's kernel builds it in).
 pub const BOOT_MODULES: &[(&str, &str)] = &[("brd", "CONFIG_BLK_DEV_RAM")];
 
-/// The modules a boot loads before tierkit ([`BOOT_MODULES`], and with
-/// `cxl` [`CXL_MODULES`]) in load order, decompressed: `(name, contents)`.
-pub fn pre_modules(k: &DebianKernel, cxl: bool) -> Result<Vec<(String, Vec<u8>)>> {
+/// What the virtio-9p share of `run -- CMD` and `shell` needs (their
+/// dependencies, netfs and 9pnet, come from modules.dep).
+pub const SHARE_MODULES: &[(&str, &str)] = &[
+    ("virtio_pci", "CONFIG_VIRTIO_PCI"),
+    ("9pnet_virtio", "CONFIG_NET_9P_VIRTIO"),
+    ("9p", "CONFIG_9P_FS"),
+];
+
+/// The modules a boot loads before tierkit ([`BOOT_MODULES`], with `cxl`
+/// [`CXL_MODULES`], with `share` [`SHARE_MODULES`]) in load order,
+/// decompressed: `(name, contents)`.
+pub fn pre_modules(k: &DebianKernel, cxl: bool, share: bool) -> Result<Vec<(String, Vec<u8>)>> {
     let mut wanted: Vec<(&str, &str)> = BOOT_MODULES.to_vec();
     if cxl {
         wanted.extend_from_slice(CXL_MODULES);
+    }
+    if share {
+        wanted.extend_from_slice(SHARE_MODULES);
     }
     let dep = parse_modules_dep(
         &fs::read_to_string(k.modules.join("modules.dep"))

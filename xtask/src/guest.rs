@@ -26,13 +26,17 @@ pub(crate) struct Built {
     pub(crate) times: Vec<(&'static str, Duration)>,
 }
 
-/// Builds everything for `profile`; the initramfs goes to `dir`.
+/// Builds everything for `profile`; the initramfs goes to `dir`, with
+/// `extra` in it. `cxl` and `share` (the virtio-9p share of `run -- CMD`
+/// and `shell`) say which of Debian's modules /init loads first.
 pub(crate) fn build_all(
     k: &KernelArgs,
     profile: profile::Profile,
     which: profile::KernelKind,
     cxl: bool,
+    share: bool,
     dir: &Path,
+    extra: Vec<initramfs::Entry>,
 ) -> Result<Built> {
     let mut times = Vec::new();
     let t = Timer::start();
@@ -61,15 +65,17 @@ pub(crate) fn build_all(
             .join(" ")
     );
     std::fs::create_dir_all(dir)?;
-    // Debian's brd, CXL, DAX and kmem drivers are modules: /init loads them.
-    let extra = match &kb.debian {
-        Some(d) => crate::debian::pre_modules(d, cxl)?,
+    // Debian's brd, CXL, DAX, kmem and 9p drivers are modules: /init loads them.
+    let pre = match &kb.debian {
+        Some(d) => crate::debian::pre_modules(d, cxl, share)?,
         None => Vec::new(),
     };
-    // tk-run's library and test programs, numactl, glibc.
-    let mut tools = crate::guest_tools::GuestFiles::new();
-    crate::tkrun::add_guest_files(&mut tools)?;
-    let ir = initramfs::build(dir, &info, &m, &bins, &extra, tools.entries())?;
+    // tk-run's library and test programs, numactl and glibc, in every
+    // initramfs; `extra`'s files replace them where both have one.
+    let mut tk = crate::guest_tools::GuestFiles::new();
+    crate::tkrun::add_guest_files(&mut tk)?;
+    let extra = initramfs::merge(tk.entries(), extra);
+    let ir = initramfs::build(dir, &info, &m, &bins, &pre, extra)?;
     times.push(("initramfs", t.elapsed()));
     Ok(Built {
         kernel: kb,
@@ -249,6 +255,7 @@ pub(crate) fn plan(
         profile: req.profile,
         cxl_online: req.cxl_online,
         kernel: req.kernel,
+        extra_args: Vec::new(),
     })
 }
 
@@ -361,7 +368,15 @@ pub(crate) fn guest_cmd(g: &GuestArgs, req: GuestRequest) -> Result<GuestResult>
     ] {
         let _ = std::fs::remove_file(run_dir.join(stale));
     }
-    let b = build_all(&g.kernel, profile, which, kind.spec().cxl, &run_dir)?;
+    let b = build_all(
+        &g.kernel,
+        profile,
+        which,
+        kind.spec().cxl,
+        false,
+        &run_dir,
+        Vec::new(),
+    )?;
     // Tests that need what this kernel lacks are left out, each a skip
     // with its reason (not a failure, not silence).
     let harness_skips: Vec<(&str, String)> = match &b.kernel.debian {

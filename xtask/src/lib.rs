@@ -8,10 +8,13 @@
 //! [`verdict`] (markers, [`ktap`]) -> [`report`].
 //!
 //! The commands: [`cli`] (clap) -> [`guest`] (one boot) or [`testing`]
-//! (`test`: host tests and the boots of [`runs`]).
+//! (`test`: host tests and the boots of [`runs`], then [`cmd_tests`]);
+//! `run -- CMD` and `shell` -> [`user_cmd`] (the user's command, the
+//! shared working directory, [`guest_tools`] in the initramfs).
 
 pub mod bench;
 pub mod cli;
+pub mod cmd_tests;
 pub mod console;
 pub mod debian;
 pub mod guest;
@@ -30,6 +33,7 @@ pub mod setup;
 pub mod testing;
 pub mod tkrun;
 pub mod topology;
+pub mod user_cmd;
 pub mod userspace;
 pub mod util;
 pub mod validate;

@@ -30,6 +30,11 @@ pub enum Mode {
     Test,
     /// Load tierkit (KUnit off) and run `/bin/tk-bench-<name>`.
     Bench(String),
+    /// `run -- CMD`: load tierkit and run the user's command in the shared
+    /// working directory ([`crate::user_cmd`]).
+    Cmd,
+    /// `shell`: load tierkit and start an interactive shell on the console.
+    Shell,
 }
 
 impl Mode {
@@ -38,6 +43,8 @@ impl Mode {
             Mode::Run => "run".into(),
             Mode::Test => "test".into(),
             Mode::Bench(b) => format!("bench-{b}"),
+            Mode::Cmd => "cmd".into(),
+            Mode::Shell => "shell".into(),
         }
     }
 }
@@ -137,6 +144,9 @@ pub struct GuestConfig {
     pub cxl_online: CxlOnline,
     /// `--kernel`: its own command-line needs ([`crate::profile::KernelKind`]).
     pub kernel: crate::profile::KernelKind,
+    /// More QEMU arguments, after the two serial ports (`run -- CMD`: a
+    /// third one and the virtio-9p share, [`crate::user_cmd`]).
+    pub extra_args: Vec<String>,
 }
 
 /// The kernel command line. No `quiet` (it hides KTAP, printed at
@@ -236,6 +246,7 @@ pub fn qemu_args(
         "-append".into(),
         kernel_cmdline(cfg)?,
     ]);
+    a.extend(cfg.extra_args.iter().cloned());
     Ok(a)
 }
 
@@ -297,6 +308,10 @@ pub struct Streamer {
     pub verbose: bool,
     /// Show lines that guest programs print (run and bench modes).
     pub show_userspace: bool,
+    /// Print what is shown on stderr (`run -- CMD`: stdout is CMD's).
+    pub to_stderr: bool,
+    /// Unless verbose, show kernel reports only (`run -- CMD`).
+    pub reports_only: bool,
     in_program: bool,
     /// Console lines seen so far.
     line_no: usize,
@@ -315,6 +330,8 @@ impl Streamer {
         Streamer {
             verbose,
             show_userspace,
+            to_stderr: false,
+            reports_only: false,
             in_program: false,
             line_no: 0,
             phases: Phases::default(),
@@ -368,6 +385,9 @@ impl Streamer {
             if !self.verbose {
                 return Some(format!("  {text}"));
             }
+        }
+        if self.reports_only && !self.verbose {
+            return None;
         }
         if let Some(i) = text.find("TIERKIT-") {
             let m = &text[i..];
@@ -516,7 +536,11 @@ pub fn boot(
                     done_at = Some(Instant::now());
                 }
                 if let Some(s) = streamer.filter(&clean) {
-                    println!("{s}");
+                    if streamer.to_stderr {
+                        eprintln!("{s}");
+                    } else {
+                        println!("{s}");
+                    }
                 }
             }
             Err(mpsc::RecvTimeoutError::Timeout) => continue,
@@ -600,6 +624,7 @@ mod tests {
             profile: Profile::Default,
             cxl_online: CxlOnline::Movable,
             kernel: crate::profile::KernelKind::Tierkit,
+            extra_args: vec![],
         }
     }
 

@@ -39,8 +39,11 @@ pub fn check() -> Vec<Missing> {
         ("dpkg", "dpkg"),
         ("tar", "tar"),
         ("xz", "xz-utils"),
-        // The private trixie root of --kernel debian and module --kdir.
+        // The private trixie roots of --kernel debian, module --kdir and
+        // the guest tools of run -- CMD and shell.
         ("mmdebstrap", "mmdebstrap"),
+        // The test of `cargo xtask shell` drives it in a tmux pane.
+        ("tmux", "tmux"),
     ] {
         if which(tool).is_none() {
             miss(

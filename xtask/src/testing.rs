@@ -108,8 +108,14 @@ pub(crate) fn test_all(
     full: bool,
     ci: bool,
 ) -> Result<ExitCode> {
-    let boots = boots(g, profiles, full, ci);
-    if let [(profile, k, run)] = boots[..] {
+    let mut boots = boots(g, profiles, full, ci);
+    let cmd_tests = crate::cmd_tests::selected(g, profiles, ci);
+    if crate::cmd_tests::filter_is_theirs(g.filter.as_deref()) {
+        // `--filter 'xtask-*'`: only the tests of run -- CMD and shell.
+        boots.clear();
+    }
+    if let ([(profile, k, run)], true) = (&boots[..], cmd_tests.is_empty()) {
+        let (profile, k, run) = (*profile, *k, *run);
         let mut req = GuestRequest::for_run(g, profile, k, &run);
         req.host = host;
         return guest_cmd(g, req).map(|r| r.exit());
@@ -158,6 +164,42 @@ pub(crate) fn test_all(
             }
         };
         results.push((label, r));
+    }
+    if !cmd_tests.is_empty() {
+        println!();
+        say!(
+            "===== xtask run/shell: {} test(s) of `run -- CMD` and `shell` =====",
+            cmd_tests.len()
+        );
+        let t = Timer::start();
+        // --ci overrides --kernel: tierkit's own.
+        let kernel = if ci {
+            profile::KernelKind::Tierkit
+        } else {
+            g.kernel_kind
+        };
+        let r = match crate::cmd_tests::run_all(g, kernel, &cmd_tests) {
+            Ok(tests) => GuestResult {
+                ok: tests.iter().all(|t| t.passed),
+                totals: Some(report::Totals::of(&crate::ktap::Run::default(), &tests)),
+                boot: Some(t.elapsed()),
+                cxl_setup: None,
+            },
+            Err(e) => {
+                eprintln!("\nerror (xtask run/shell): {e:#}");
+                GuestResult {
+                    ok: false,
+                    totals: Some(report::Totals {
+                        passed: 0,
+                        failed: 1,
+                        skipped: 0,
+                    }),
+                    boot: None,
+                    cxl_setup: None,
+                }
+            }
+        };
+        results.push(("xtask run/shell".into(), r));
     }
     println!();
     let mut all = report::Totals::default();

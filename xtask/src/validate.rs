@@ -126,12 +126,16 @@ fn describe_char(c: char) -> String {
     }
 }
 
-/// What the host offers a guest: its memory.
-#[derive(Clone, Copy, Debug, Default)]
+/// What the host offers a guest: its memory, and the working directory
+/// `run -- CMD` and `shell` share with it.
+#[derive(Clone, Debug, Default)]
 pub struct Host {
     /// `MemTotal` of `/proc/meminfo`, whole GiB (rounded down); `None`:
     /// unknown, not checked.
     pub mem_total_gib: Option<u64>,
+    /// The current directory; `None`: it cannot be read (deleted, no
+    /// permission), and a command that shares it is refused.
+    pub cwd: Option<std::path::PathBuf>,
 }
 
 impl Host {
@@ -141,6 +145,7 @@ impl Host {
             mem_total_gib: std::fs::read_to_string("/proc/meminfo")
                 .ok()
                 .and_then(|t| parse_meminfo_gib(&t, "MemTotal")),
+            cwd: std::env::current_dir().ok(),
         }
     }
 }

@@ -13,6 +13,7 @@ use xtask::validate::Host;
 fn host(gib: u64) -> Host {
     Host {
         mem_total_gib: Some(gib),
+        cwd: Some(PathBuf::from("/work/project")),
     }
 }
 
@@ -564,4 +565,88 @@ fn kernel_debian() {
     refused(&["test", "--kernel", "ubuntu"], "--kernel", "invalid value");
     // --ci boots its own kernels (runs::ci_boots).
     accepted(&["test", "--ci", "--kernel", "debian"]);
+}
+
+/// A 64 GiB host whose current directory is `cwd` (`None`: unreadable).
+fn host_in(cwd: Option<&str>) -> Host {
+    Host {
+        mem_total_gib: Some(BIG),
+        cwd: cwd.map(PathBuf::from),
+    }
+}
+
+#[test]
+fn run_cmd_and_shell_are_accepted() {
+    for args in [
+        &["run", "--", "numactl", "-H"][..],
+        &["run", "--topology", "cxl", "--", "cxl", "list", "-M"],
+        &["run", "--kunit", "--", "sh", "-c", "echo 'a b' \"c\""],
+        &["run", "--kernel", "debian", "--", "true"],
+        &["run", "-v", "--", "--weird-name"],
+        &["shell"],
+        &["shell", "--topology", "cxl", "--cpus", "4"],
+        &["help", "shell"],
+    ] {
+        accepted(args);
+    }
+    // A share below /root, /tmp or /usr/src is fine.
+    for cwd in ["/root/project", "/tmp/x", "/usr/src/linux", "/work/a b,c"] {
+        assert!(
+            check_on(&host_in(Some(cwd)), &["run", "--", "true"]).is_ok(),
+            "{cwd}"
+        );
+    }
+}
+
+#[test]
+fn run_with_nothing_after_dash_dash() {
+    refused(&["run", "--"], "`run --`", "needs a command after `--`");
+    refused(
+        &["run", "--topology", "cxl", "--"],
+        "`run --`",
+        "needs a command",
+    );
+    refused(&["run", "--", ""], "`run -- ''`", "empty");
+}
+
+#[test]
+fn run_cmd_refuses_filter() {
+    refused(
+        &["run", "--filter", "tk-*", "--", "true"],
+        "--filter",
+        "only the command runs",
+    );
+    refused(
+        &["shell", "--filter", "x"],
+        "--filter",
+        "only the command runs",
+    );
+}
+
+#[test]
+fn run_cmd_and_shell_refuse_a_cwd_they_cannot_share() {
+    for (cwd, why) in [
+        (Some("/"), "the current directory is /"),
+        (Some("/proc/self"), "under /proc"),
+        (Some("/sys/kernel"), "under /sys"),
+        (Some("/usr"), "would hide the guest's own /usr/bin/numactl"),
+        (Some("/lib"), "would hide the guest's own"),
+        (Some("/etc"), "would hide the guest's own /etc/tierkit/cmd"),
+        (None, "cannot be read"),
+    ] {
+        for args in [&["run", "--", "true"][..], &["shell"]] {
+            refused_on(&host_in(cwd), args, "current directory", why);
+        }
+        // The demos share nothing: the same directory is fine for them.
+        assert!(check_on(&host_in(cwd), &["run"]).is_ok(), "{cwd:?}");
+    }
+}
+
+#[test]
+fn shell_takes_one_profile() {
+    refused(
+        &["shell", "--profile", "default,debug"],
+        "shell",
+        "one --profile",
+    );
 }

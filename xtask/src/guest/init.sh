@@ -9,7 +9,7 @@
 #   - Markers are also written to /dev/ttyS1 (the data channel, a file on the
 #     host), together with the output of every guest program, so that lines
 #     like `TIERKIT-JSON {...}` arrive whole, never interleaved with printk.
-#   - Kernel command line: tierkit.mode=run|test|bench-<name>,
+#   - Kernel command line: tierkit.mode=run|test|bench-<name>|cmd|shell,
 #     tierkit.filter=GLOB[,GLOB...] (userspace test names), tierkit.skip=GLOB[,...]
 #     (userspace tests left out), kunit.filter_glob=GLOB,
 #     tierkit.cxl=MIB[:WAYS:GRAN][,...] (--topology cxl: per fixed memory
@@ -592,6 +592,36 @@ pre_modules() {
 	[ $n = 0 ] || mark "TIERKIT-NOTE loaded $n module(s) before tierkit: $(ls /lib/modules/pre | sed 's/^[0-9]*-//; s/\.ko$//' | tr '\n' ' ')"
 }
 
+# ---- run -- CMD and shell (tierkit.mode=cmd|shell) --------------------------
+# /etc/tierkit/cmd, written by xtask (xtask/src/user_cmd.rs), sets TK_CWD (the
+# host's working directory, QEMU's virtio-9p share `tierkit-cwd`, mounted at
+# the same path), TK_TERM, TK_ROWS, TK_COLS and, for cmd, the command as "$@".
+# cmd: its stdout and stderr go to ttyS2 (raw), which xtask streams to the
+# host's stdout; `TIERKIT-CMD rc=N` is its status. shell: sh on the console
+# with job control; `TIERKIT-SHELL rc=N` when it exits.
+user_cmd() {
+	. /etc/tierkit/cmd
+	if ! out=$( { mkdir -p "$TK_CWD" && mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144,cache=mmap tierkit-cwd "$TK_CWD"; } 2>&1); then
+		mark "TIERKIT-ERROR share: mounting the host's $TK_CWD (virtio-9p tag tierkit-cwd) failed: $out"
+		fails=$((fails + 1))
+		return
+	fi
+	if [ "$MODE" = cmd ]; then
+		stty -F /dev/ttyS2 raw -echo 2>/dev/null
+		mark "TIERKIT-CMD-START"
+		(cd "$TK_CWD" && exec "$@") </dev/null >/dev/ttyS2 2>&1
+		rc=$?
+		mark "TIERKIT-CMD rc=$rc"
+		return
+	fi
+	[ -n "$TK_ROWS" ] && stty rows "$TK_ROWS" cols "$TK_COLS" </dev/ttyS0 2>/dev/null
+	echo "tierkit shell: tierkit loaded, $TK_CWD is the host's (9p); numactl, numastat, cxl, daxctl, ndctl on PATH; exit or Ctrl-D powers off"
+	mark "TIERKIT-SHELL-START"
+	(cd "$TK_CWD" && export TERM="$TK_TERM" PS1='tierkit:\w# ' && exec setsid cttyhack sh)
+	rc=$?
+	mark "TIERKIT-SHELL rc=$rc"
+}
+
 pre_modules
 if [ -n "$CXL" ] && [ $cxl_ok = 1 ]; then
 	cxl_setup
@@ -629,6 +659,7 @@ if [ $loaded = 1 ]; then
 	case "$MODE" in
 	test) run_all USERTEST 'tk-test-*' ;;
 	run) run_all DEMO 'tk-demo*' ;;
+	cmd | shell) user_cmd ;;
 	bench-*)
 		b=tk-${MODE}
 		if [ -x "/bin/$b" ]; then
@@ -644,6 +675,14 @@ if [ $loaded = 1 ]; then
 		;;
 	esac
 
+	# The user's command may leave tierkit in use: it stays loaded.
+	case "$MODE" in cmd | shell)
+		mark "TIERKIT-DONE fails=$fails"
+		poweroff -f
+		sleep 2
+		reboot -f
+		;;
+	esac
 	mark "TIERKIT-RMMOD-START"
 	out=$(rmmod tierkit 2>&1)
 	rc=$?
