@@ -34,7 +34,8 @@
 //! Each result is checked against the ABI where the ABI fixes it: an
 //! unknown command is `ENOTTY`, a bad argument pointer `EFAULT`, a bad fd
 //! `EBADF`, `TK_IOC_SET_POLICY` succeeds exactly for a valid mode, zero
-//! flags and a mask that meets N_MEMORY and returns that intersection,
+//! flags (or `TK_POLICY_F_WEIGHTS` with weighted mode and a weight for
+//! every node left) and a mask that meets N_MEMORY and returns that intersection,
 //! `TK_IOC_BULK` places exactly `nr_pages` on memory nodes, a private
 //! mapping is refused, a weight write of `0`, `256` or `abc` is `EINVAL`
 //! and of `7` succeeds, and so on ([`Worker`]); other results are counted by
@@ -1034,16 +1035,22 @@ impl Worker<'_> {
         o.fill(&mut input);
         match known {
             Some(0) => {
-                let p = TkPolicy {
+                let mut p = TkPolicy {
                     mode: o.pick_or(&[0, 0, 0, 1, 1, 2], |o| o.next_u64() as u32),
-                    flags: if o.chance(9, 10) {
+                    flags: if o.chance(8, 10) {
                         0
+                    } else if o.chance(1, 2) {
+                        tierkit_core::uapi::TK_POLICY_F_WEIGHTS
                     } else {
                         o.next_u64() as u32
                     },
                     nodemask: self.gen_mask(o),
                     weights: [0; 64],
                 };
+                // Own weights (any byte, 0 among them) with the flag.
+                if p.flags == tierkit_core::uapi::TK_POLICY_F_WEIGHTS {
+                    o.fill(&mut p.weights);
+                }
                 put(&mut input, &p);
             }
             Some(1) => {
@@ -1183,7 +1190,15 @@ impl Worker<'_> {
         match i {
             0 => {
                 let p: TkPolicy = get(input);
-                let valid = p.mode <= 1 && p.flags == 0 && p.nodemask & mem != 0;
+                // TK_POLICY_F_WEIGHTS: weighted mode, and a weight for
+                // every node of the effective mask.
+                let own_ok = p.mode == 0
+                    && crate::node::nodes_of(p.nodemask & mem)
+                        .iter()
+                        .all(|&n| p.weights[n as usize] != 0);
+                let valid = p.nodemask & mem != 0
+                    && ((p.mode <= 1 && p.flags == 0)
+                        || (p.flags == tierkit_core::uapi::TK_POLICY_F_WEIGHTS && own_ok));
                 match r {
                     Ok(_) => {
                         // SAFETY: `ptr` is in our arena and holds a TkPolicy.
@@ -1204,8 +1219,8 @@ impl Worker<'_> {
                         }
                     }
                     Err(libc::EINVAL) if valid => self.fail(format!(
-                        "{what} mode {} flags 0 mask {:#x} -> EINVAL, expected success",
-                        p.mode, p.nodemask
+                        "{what} mode {} flags {:#x} mask {:#x} -> EINVAL, expected success",
+                        p.mode, p.flags, p.nodemask
                     )),
                     Err(_) => {}
                 }

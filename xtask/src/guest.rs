@@ -70,12 +70,12 @@ pub(crate) fn build_all(
         Some(d) => crate::debian::pre_modules(d, cxl, share)?,
         None => Vec::new(),
     };
-    // tk-run's library and test programs, numactl, glibc, in every
-    // initramfs; the caller's files (run -- CMD's tools) beside them.
-    let mut tools = crate::guest_tools::GuestFiles::new();
-    crate::tkrun::add_guest_files(&mut tools)?;
-    let files = initramfs::merge(extra, tools.entries());
-    let ir = initramfs::build(dir, &info, &m, &bins, &pre, files)?;
+    // tk-run's library and test programs, numactl and glibc, in every
+    // initramfs; `extra`'s files replace them where both have one.
+    let mut tk = crate::guest_tools::GuestFiles::new();
+    crate::tkrun::add_guest_files(&mut tk)?;
+    let extra = initramfs::merge(tk.entries(), extra);
+    let ir = initramfs::build(dir, &info, &m, &bins, &pre, extra)?;
     times.push(("initramfs", t.elapsed()));
     Ok(Built {
         kernel: kb,
