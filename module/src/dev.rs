@@ -140,6 +140,10 @@ pub(crate) struct TkFile {
     wi: Arc<Wi>,
     #[pin]
     state: KillableMutex<FileState>,
+    /// Held for the whole of a `TK_IOC_REBALANCE`: two at once on one file
+    /// would move pages back and forth between their policies.
+    #[pin]
+    rebalancing: KillableMutex<()>,
     /// Whether the file is in gigantic mode (`state.gigantic.is_some()`),
     /// readable without the lock by `tk_file_gigantic` (get_unmapped_area).
     gigantic: Atomic<bool>,
@@ -234,12 +238,14 @@ impl TkFile {
     /// `TK_IOC_REBALANCE`: see `crate::rebalance`. The file's lock is held
     /// only to read and set its policy and to list its mappings; the pages
     /// are moved without it, so the file's other calls are not held up.
+    /// One rebalance of a file at a time (a second waits, killably).
     fn rebalance(&self, arg: usize) -> Result<isize> {
         let (mut reader, mut writer) =
             UserSlice::new(UserPtr::from_addr(arg), size_of::<TkRebalance>()).reader_writer();
         let mut r: TkRebalance = reader.read()?;
         let req = crate::rebalance::Request::new(&r)?;
         let dry_run = r.flags & uapi::TK_REBALANCE_F_DRY_RUN != 0;
+        let _one_at_a_time = self.rebalancing.lock()?;
         let (sel, backings) = {
             let mut st = self.state.lock()?;
             if st.gigantic.is_some() {
@@ -552,6 +558,7 @@ impl MiscDevice for TkFile {
                     nr_pages: 0,
                     gigantic: None,
                 }, c"tierkit_file", static_lock_class!()),
+                rebalancing <- KillableMutex::new((), c"tierkit_rebalance", static_lock_class!()),
                 gigantic: Atomic::new(false),
             }),
             GFP_KERNEL,
@@ -560,7 +567,20 @@ impl MiscDevice for TkFile {
         // miscdevice has no get_unmapped_area hook).
         // SAFETY: `file` is the file being opened, in its ->open.
         unsafe { shim::tk_file_use_dev_fops(file.as_ptr()) };
+        // An address space of its own, so that zapping a page of this
+        // file never touches another file's vmas (see shim.c).
+        // SAFETY: as above; nothing is mapped yet.
+        to_result(unsafe { shim::tk_file_own_mapping(file.as_ptr()) })?;
         Ok(me)
+    }
+
+    fn release(device: Self::Ptr, file: &File) {
+        // The backings first: the memory notifier may use their address
+        // space until they leave its registry.
+        drop(device);
+        // SAFETY: `file` is being released: the VFS unlinked every vma of it
+        // first, and its backings are gone.
+        unsafe { shim::tk_file_put_mapping(file.as_ptr()) };
     }
 
     fn ioctl(me: Pin<&TkFile>, _file: &File, cmd: u32, arg: usize) -> Result<isize> {

@@ -79,8 +79,8 @@ pub(crate) fn run(
 
 /// Called before each batch of moves: how many pages may move now (0 once
 /// the budget is spent: the walk then only counts; 1 at a time under a
-/// rate, after sleeping as long as the rate asks, `crate::pace::next`),
-/// or `EINTR` on a fatal signal.
+/// rate, after sleeping as long as the rate asks for the pages tried so
+/// far, `crate::pace::next`), or `EINTR` on a fatal signal.
 fn pace(req: &Request, start: u64, c: &RebalanceCounts) -> Result<u64> {
     loop {
         if fatal_signal_pending() {
@@ -88,7 +88,10 @@ fn pace(req: &Request, start: u64, c: &RebalanceCounts) -> Result<u64> {
         }
         // SAFETY: no precondition.
         let now = unsafe { shim::tk_ktime_get_ns() };
-        match crate::pace::next(start, now, c.moved, req.rate_pages, req.budget_pages) {
+        // The rate paces every attempt (a page that stayed cost an
+        // allocation or a zap too); the budget counts moved pages.
+        let tried = c.moved + c.no_memory + c.busy;
+        match crate::pace::next(start, now, tried, c.moved, req.rate_pages, req.budget_pages) {
             Next::Go if req.rate_pages != 0 => return Ok(1),
             Next::Go if req.budget_pages != 0 => return Ok(req.budget_pages - c.moved),
             Next::Go => return Ok(u64::MAX),

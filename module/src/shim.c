@@ -10,6 +10,7 @@
 #include <linux/fs.h>
 #include <linux/module.h>
 #include <linux/mutex.h>
+#include <linux/pagemap.h>
 #include <linux/seq_file.h>
 #include <linux/string.h>
 #include <linux/gfp.h>
@@ -240,11 +241,12 @@ gfp_t tk_gfp_highuser_movable(void)
  * cannot take fails rather than reclaiming or OOM-killing there.
  */
 static struct page *tk_alloc_page_charged(int nid, nodemask_t *nmask,
-					  struct page *old, bool movable)
+					  struct page *old, bool movable,
+					  gfp_t extra)
 {
 	struct mem_cgroup *memcg = NULL, *prev;
 	struct folio *folio;
-	gfp_t gfp = __GFP_ACCOUNT | __GFP_NOWARN;
+	gfp_t gfp = __GFP_ACCOUNT | __GFP_NOWARN | extra;
 
 #ifdef CONFIG_MEMCG
 	rcu_read_lock();
@@ -255,6 +257,9 @@ static struct page *tk_alloc_page_charged(int nid, nodemask_t *nmask,
 	if (memcg)
 		gfp |= __GFP_NORETRY;
 #endif
+	/* An uncharged page's replacement is not charged to the caller. */
+	if (!memcg)
+		gfp &= ~__GFP_ACCOUNT;
 	prev = set_active_memcg(memcg);
 	folio = __folio_alloc(GFP_KERNEL | gfp, 0, nid, nmask);
 	if (!folio && movable)
@@ -279,14 +284,18 @@ struct page *tk_alloc_page_away(int nid, struct page *old)
 	node_clear(nid, nmask);
 	if (nodes_empty(nmask))
 		node_set(nid, nmask);
-	return tk_alloc_page_charged(nid, &nmask, old, true);
+	return tk_alloc_page_charged(nid, &nmask, old, true, 0);
 }
 
 /*
  * A page on @nid and nowhere else, to take the place of @old when a
  * rebalance moves it there, charged to @old's memory cgroup. From
  * ZONE_MOVABLE only if @movable: the mapping's vmas refuse long-term pins
- * only if they were set up with pages there (tk_vma_set_backing()).
+ * only if they were set up with pages there (tk_vma_set_backing()). A
+ * move is optional, so as the kernel's NUMA-balancing migration
+ * (alloc_misplaced_dst_folio()): no reclaim retries, no reserves, never
+ * the OOM killer (__GFP_NORETRY), and only @nid (__GFP_THISNODE); a node
+ * without a free page leaves the page where it is.
  */
 struct page *tk_alloc_page_on(int nid, struct page *old, bool movable)
 {
@@ -295,7 +304,8 @@ struct page *tk_alloc_page_on(int nid, struct page *old, bool movable)
 	if (nid < 0 || nid >= MAX_NUMNODES || !node_state(nid, N_MEMORY))
 		return NULL;
 	node_set(nid, nmask);
-	return tk_alloc_page_charged(nid, &nmask, old, movable);
+	return tk_alloc_page_charged(nid, &nmask, old, movable,
+				     __GFP_THISNODE | __GFP_NORETRY | __GFP_NOMEMALLOC);
 }
 
 /*
@@ -722,6 +732,49 @@ static unsigned long tk_get_unmapped_area(struct file *filp, unsigned long addr,
 		return ALIGN(got, PUD_SIZE);
 out:
 	return mm_get_unmapped_area(filp, addr, len, pgoff, flags);
+}
+
+/*
+ * Every open of /dev/tierkit gets an address space of its own. The device
+ * inode's i_mapping is shared by every file opened through it, so
+ * unmap_mapping_pages() on it (a page moved by a rebalance or an offline)
+ * would zap every file's vmas at those offsets, other processes' too: a
+ * partial zap of another file's PUD-mapped GiB without its mmap_lock
+ * WARNs in zap_pud_range() and splits that GiB. With its own address
+ * space (as guest_memfd has with an inode per file), a file's vmas are
+ * the only ones in its i_mmap tree. It is set up as inode_init_always()
+ * sets up an inode's: empty a_ops, the inode as host, an invalidate_lock.
+ * The VFS unlinks every vma from it before ->release, which frees it.
+ */
+static struct lock_class_key tk_mapping_invalidate_key;
+
+int tk_file_own_mapping(struct file *file)
+{
+	struct address_space *m = kmalloc(sizeof(*m), GFP_KERNEL);
+
+	if (!m)
+		return -ENOMEM;
+	address_space_init_once(m);
+	m->a_ops = &empty_aops;
+	m->host = file_inode(file);
+	mapping_set_gfp_mask(m, GFP_HIGHUSER_MOVABLE);
+	init_rwsem(&m->invalidate_lock);
+	lockdep_set_class_and_name(&m->invalidate_lock, &tk_mapping_invalidate_key,
+				   "tierkit_mapping.invalidate_lock");
+	file->f_mapping = m;
+	return 0;
+}
+
+/* In ->release: the address space tk_file_own_mapping() gave @file. */
+void tk_file_put_mapping(struct file *file)
+{
+	struct address_space *m = file->f_mapping;
+
+	if (m && m != file_inode(file)->i_mapping) {
+		WARN_ON_ONCE(mapping_mapped(m));
+		file->f_mapping = file_inode(file)->i_mapping;
+		kfree(m);
+	}
 }
 
 void tk_file_use_dev_fops(struct file *file)

@@ -247,6 +247,12 @@ extern "C" {
     /// more at a GiB-aligned offset), with the same `owner`. Only from the
     /// device's `open`; `file` must be the file being opened.
     pub(crate) fn tk_file_use_dev_fops(file: *mut bindings::file);
+    /// Gives `file` (being opened) an address space of its own as its
+    /// `f_mapping`; 0 or `-ENOMEM`.
+    pub(crate) fn tk_file_own_mapping(file: *mut bindings::file) -> c_int;
+    /// Frees the address space [`tk_file_own_mapping`] gave `file`, in its
+    /// `->release` (no vma of it is left); nothing if it has none.
+    pub(crate) fn tk_file_put_mapping(file: *mut bindings::file);
     /// Gives `vma` the gigantic `vm_operations_struct` (PUD `huge_fault`,
     /// 4 KiB pages of the GiB for smaller faults, splits and moves only at GiB
     /// boundaries), `VM_HUGEPAGE`, and `backing` as its `vm_private_data`.

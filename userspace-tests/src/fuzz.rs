@@ -68,7 +68,7 @@ use std::time::{Duration, Instant};
 use tierkit_core::uapi::{
     TkBulk, TkClearBench, TkGigantic, TkPolicy, TkRebalance, TkTaskNext, TK_IOC_BULK,
     TK_IOC_CLEAR_BENCH, TK_IOC_REBALANCE, TK_IOC_SET_GIGANTIC, TK_IOC_SET_POLICY, TK_IOC_TASK_NEXT,
-    TK_PLACE_ANY, TK_REBALANCE_F_DRY_RUN, TK_THREADS_AUTO,
+    TK_PLACE_ANY, TK_REBALANCE_F_DRY_RUN, TK_REBALANCE_F_WEIGHTS, TK_THREADS_AUTO,
 };
 
 // ---------------------------------------------------------------------------
@@ -1107,13 +1107,23 @@ impl Worker<'_> {
             Some(5) => {
                 // Never a slow pace: a rate of 1 page/s over a file's
                 // hundreds of misplaced pages would stall the run.
-                let a = TkRebalance {
-                    flags: o.pick_or(&[0, 0, 0, 1, 2], |o| o.next_u64() as u32),
+                let mut a = TkRebalance {
+                    flags: o.pick_or(&[0, 0, 0, 1, 2, 3], |o| o.next_u64() as u32),
                     rate_pages: o.pick_or(&[0, 0, 100_000], |o| o.range(50_000, 1 << 30) as u32),
                     nodemask: o.pick_or(&[0, 0], |o| self.gen_mask(o)),
                     budget_pages: o.pick_or(&[0, 0, 1, 16], |o| o.next_u64()),
                     ..Default::default()
                 };
+                // Own weights: all set (valid for any mask), or random
+                // bytes (zeros among them are EINVAL for a node of the mask).
+                match o.below(3) {
+                    0 => a.weights = [0; 64],
+                    1 => a
+                        .weights
+                        .iter_mut()
+                        .for_each(|w| *w = o.range(1, 255) as u8),
+                    _ => o.fill(&mut a.weights),
+                }
                 put(&mut input, &a);
             }
             _ => {}
@@ -1309,8 +1319,14 @@ impl Worker<'_> {
                     let out: TkRebalance =
                         unsafe { std::ptr::read_unaligned(ptr as *const TkRebalance) };
                     let dry = a.flags & TK_REBALANCE_F_DRY_RUN != 0;
-                    let why = if a.flags & !TK_REBALANCE_F_DRY_RUN != 0 {
+                    let known = TK_REBALANCE_F_DRY_RUN | TK_REBALANCE_F_WEIGHTS;
+                    let mask = out.nodemask & mem;
+                    let own_zero = a.flags & TK_REBALANCE_F_WEIGHTS != 0
+                        && (0..64).any(|n| mask & (1u64 << n) != 0 && a.weights[n] == 0);
+                    let why = if a.flags & !known != 0 {
                         Some("unknown flags accepted, expected EINVAL".to_string())
+                    } else if own_zero {
+                        Some("a zero own weight for a node of the mask accepted".into())
                     } else if a.nodemask != 0 && a.nodemask & mem == 0 {
                         Some("a mask without memory nodes accepted, expected EINVAL".into())
                     } else if out.moved > out.misplaced || out.misplaced > out.looked {

@@ -14,13 +14,21 @@ pub enum Next {
     Spent,
 }
 
-/// Before page `moved + 1` of a walk that started at `start_ns` and may
-/// move `rate_pages` per second (0: no limit) and `budget_pages` in all
-/// (0: no limit), at `now_ns`. `moved` pages at `rate_pages`/s take
-/// `moved / rate_pages` s, so the next may go at `start + moved * 1e9 /
+/// Before the next page of a walk that started at `start_ns`, has tried
+/// `tried` pages (moved or not) and moved `moved`, and may try
+/// `rate_pages` per second (0: no limit) and move `budget_pages` in all
+/// (0: no limit), at `now_ns`. `tried` pages at `rate_pages`/s take
+/// `tried / rate_pages` s, so the next may go at `start + tried * 1e9 /
 /// rate`: the pace holds over the whole walk, not page by page, and a slow
 /// page is not followed by a sleep.
-pub fn next(start_ns: u64, now_ns: u64, moved: u64, rate_pages: u32, budget_pages: u64) -> Next {
+pub fn next(
+    start_ns: u64,
+    now_ns: u64,
+    tried: u64,
+    moved: u64,
+    rate_pages: u32,
+    budget_pages: u64,
+) -> Next {
     if budget_pages != 0 && moved >= budget_pages {
         return Next::Spent;
     }
@@ -31,7 +39,7 @@ pub fn next(start_ns: u64, now_ns: u64, moved: u64, rate_pages: u32, budget_page
     // the kernel): a walk moves at most a file's 2^18 pages, far below the
     // saturation at 1.8e10 pages.
     let due = start_ns.saturating_add(
-        moved
+        tried
             .saturating_mul(1_000_000_000)
             .div_ceil(u64::from(rate_pages)),
     );
@@ -49,14 +57,16 @@ mod tests {
 
     #[test]
     fn examples() {
-        assert_eq!(next(0, 0, 0, 0, 0), Next::Go);
-        assert_eq!(next(0, 0, 10, 0, 10), Next::Spent);
-        assert_eq!(next(0, 0, 9, 0, 10), Next::Go);
+        assert_eq!(next(0, 0, 0, 0, 0, 0), Next::Go);
+        assert_eq!(next(0, 0, 10, 10, 0, 10), Next::Spent);
+        assert_eq!(next(0, 0, 9, 9, 0, 10), Next::Go);
+        // The budget counts moved pages; the rate every page tried.
+        assert_eq!(next(0, 0, 30, 9, 0, 10), Next::Go);
         // 200 pages/s: page 101 may go at 0.5 s.
-        assert_eq!(next(0, 0, 100, 200, 0), Next::WaitUntil(500_000_000));
-        assert_eq!(next(0, 500_000_000, 100, 200, 0), Next::Go);
-        assert_eq!(next(7, 0, u64::MAX, 1, 0), Next::WaitUntil(u64::MAX));
-        assert_eq!(next(0, 0, 1, 3, 0), Next::WaitUntil(333_333_334));
+        assert_eq!(next(0, 0, 100, 0, 200, 0), Next::WaitUntil(500_000_000));
+        assert_eq!(next(0, 500_000_000, 100, 7, 200, 0), Next::Go);
+        assert_eq!(next(7, 0, u64::MAX, 0, 1, 0), Next::WaitUntil(u64::MAX));
+        assert_eq!(next(0, 0, 1, 1, 3, 0), Next::WaitUntil(333_333_334));
     }
 
     proptest! {
@@ -67,7 +77,7 @@ mod tests {
             let mut now = start;
             let mut moved = 0u64;
             for _ in 0..400 {
-                match next(start, now, moved, rate, budget) {
+                match next(start, now, moved, moved, rate, budget) {
                     Next::Go => moved += 1,
                     Next::WaitUntil(t) => { prop_assert!(t > now); now = t; }
                     Next::Spent => break,

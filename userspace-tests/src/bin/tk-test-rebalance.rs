@@ -6,20 +6,25 @@
 //! - after the weights become {3,1}, a dry run counts the pages whose node
 //!   changes (the minimum, from tierkit-core's reference model) and moves
 //!   none;
-//! - the rebalance, with a thread writing every page meanwhile, moves
-//!   exactly the minimum; every page is then on the node the new weights
-//!   give its ilx (move_pages), its pattern and the writer's last value are
-//!   there, and the per-node `held` statistics moved by the same counts;
+//! - the rebalance, with a thread writing every page meanwhile (each round
+//!   to a word of its own), moves exactly the minimum; every page is then
+//!   on the node the new weights give its ilx (move_pages), its pattern and
+//!   every round's write are there, and the per-node `held` statistics
+//!   moved by the same counts;
 //! - a second call moves nothing;
 //! - a budget stops the moves at the budget, and the next call moves the
 //!   rest;
-//! - a child paced at 200 pages/s is killed half-way; the pages it moved
-//!   stay moved, and the parent's call moves the remainder only;
+//! - a child paced at 50 pages/s is killed once it has moved a page; the
+//!   pages it moved stay moved, and the parent's call moves the remainder
+//!   only;
 //! - a new nodemask ({DRAM} only) moves every page to DRAM, and the task
 //!   path follows it;
 //! - the file's own weights {1,3} given to the rebalance
 //!   (`TK_REBALANCE_F_WEIGHTS`) move its pages to them, and tierkit's
 //!   global table is untouched;
+//! - a rebalance of one file zaps no other file's page: another file
+//!   mapped at the same offsets keeps every page mapped
+//!   (`/proc/self/pagemap`), on its node;
 //! - another process's mapping, taken over with `pidfd_getfd` as
 //!   `tk-calibrate --apply PID` does: the minimum moves, `numa_maps`
 //!   shows the new placement, and the process finds its pages on the new
@@ -75,6 +80,10 @@ fn main() -> ExitCode {
     r.check_note(
         "own weights {1,3} (TK_REBALANCE_F_WEIGHTS); the global table untouched",
         run.own_weights(),
+    );
+    r.check_note(
+        "another file at the same offsets keeps every page mapped",
+        run.other_file(),
     );
     // With no tierkit file open here, so that the child has only its own.
     r.check_note(
@@ -157,7 +166,7 @@ impl Run<'_> {
                 &a,
             )?;
             same_nodes(&m, &after)?;
-            contents(&m, &last)?;
+            contents(&m, last)?;
             Ok(format!(
                 "{} moved in {} ms",
                 a.moved,
@@ -228,6 +237,45 @@ impl Run<'_> {
             res,
         );
         Ok(())
+    }
+
+    /// Files A and B both map offsets 0.. under {1,1}; B is rebalanced to
+    /// {3,1}; none of A's pages may have been zapped (each file has an
+    /// address space of its own) or moved.
+    fn other_file(&self) -> Result<String, String> {
+        let w11 = self.set(1, 1)?;
+        let open = || -> Result<(Tierkit, Mapping), String> {
+            let t = Tierkit::open().map_err(|e| e.to_string())?;
+            t.set_policy(TK_MODE_WEIGHTED_INTERLEAVE, self.mask)
+                .map_err(|e| format!("TK_IOC_SET_POLICY: {e}"))?;
+            let m = t.map(PAGES, 0).map_err(|e| format!("mmap: {e}"))?;
+            Ok((t, m))
+        };
+        let (_a, ma) = open()?;
+        let (b, _mb) = open()?;
+        for i in 0..PAGES {
+            write_word(&ma, i, 0, pattern(i));
+        }
+        self.set(3, 1)?;
+        let r = b
+            .rebalance(TkRebalance::default())
+            .map_err(|e| format!("TK_IOC_REBALANCE: {e}"))?;
+        if r.moved == 0 {
+            return Err("B moved nothing: the check would prove nothing".into());
+        }
+        let gone = not_present(&ma)?;
+        if gone != 0 {
+            return Err(format!(
+                "{gone} of A's {PAGES} pages were zapped by B's rebalance ({} moves)",
+                r.moved
+            ));
+        }
+        same_nodes(&ma, &self.expected(&w11))?;
+        contents_pattern(&ma)?;
+        Ok(format!(
+            "B moved {}, A's {PAGES} pages all still mapped",
+            r.moved
+        ))
     }
 
     /// A file placed under the global {1,1} is rebalanced to its own
@@ -380,13 +428,25 @@ fn killed(t: &Tierkit, m: &Mapping, before: &[i32], after: &[i32]) -> Result<Str
     }
     if pid == 0 {
         let _ = t.rebalance(TkRebalance {
-            rate_pages: 200,
+            rate_pages: 50,
             ..Default::default()
         });
         // SAFETY: the child leaves without running the parent's destructors.
         unsafe { libc::_exit(0) };
     }
-    std::thread::sleep(Duration::from_millis(500));
+    // Killed once it has moved a page (at 50 pages/s the rest takes
+    // seconds), whatever the host's load.
+    let moved_so_far = |m: &Mapping| -> Result<usize, String> {
+        Ok(nodes(m)?
+            .iter()
+            .zip(before.iter().zip(after))
+            .filter(|(n, (b, a))| b != a && n == a)
+            .count())
+    };
+    let t0 = std::time::Instant::now();
+    while moved_so_far(m)? == 0 && t0.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
     // SAFETY: our own child.
     unsafe { libc::kill(pid, libc::SIGKILL) };
     let mut status = 0;
@@ -397,12 +457,7 @@ fn killed(t: &Tierkit, m: &Mapping, before: &[i32], after: &[i32]) -> Result<Str
             "the child was not killed (status {status:#x}): it finished first"
         ));
     }
-    let now = nodes(m)?;
-    let done = now
-        .iter()
-        .zip(before.iter().zip(after))
-        .filter(|(n, (b, a))| b != a && n == a)
-        .count();
+    let done = moved_so_far(m)?;
     if done == 0 || done >= minimum {
         return Err(format!(
             "the child moved {done} of {minimum} before the kill"
@@ -485,30 +540,35 @@ fn refusals(r: &mut Report, d: u32, c: u32) {
     r.check("a file without mappings: nothing looked at", res);
 }
 
-/// Runs `f` while a thread writes round numbers into word 1 of every page;
-/// returns `f`'s result and the last value written to each page.
-fn with_writer<T>(
-    m: &Mapping,
-    f: impl FnOnce() -> Result<T, String>,
-) -> Result<(T, Vec<u64>), String> {
+/// Words 1..=SLOTS of each page take the writer's rounds in turn (word 0
+/// holds the pattern).
+const SLOTS: u64 = 500;
+
+/// The word round `r` (from 1) writes.
+fn slot_of(r: u64) -> usize {
+    1 + ((r - 1) % SLOTS) as usize
+}
+
+/// Runs `f` while a thread writes round `r` into word [`slot_of`]`(r)` of
+/// every page, round after round: a write lost in any round (not only the
+/// last) leaves its word behind. Returns `f`'s result and the last round.
+fn with_writer<T>(m: &Mapping, f: impl FnOnce() -> Result<T, String>) -> Result<(T, u64), String> {
     let stop = Arc::new(AtomicBool::new(false));
     let base = m.addr();
     let writer = {
         let stop = stop.clone();
         std::thread::spawn(move || {
-            let mut last = vec![0u64; PAGES];
-            let mut round = 1u64;
+            let mut round = 0u64;
             while !stop.load(Ordering::Relaxed) {
-                for (i, l) in last.iter_mut().enumerate() {
-                    let p = (base + i * PAGE + 8) as *mut u64;
-                    // SAFETY: word 1 of page i of a live shared mapping
+                round += 1;
+                for i in 0..PAGES {
+                    let p = (base + i * PAGE + 8 * slot_of(round)) as *mut u64;
+                    // SAFETY: a word of page i of a live shared mapping
                     // that only this thread writes meanwhile.
                     unsafe { p.write_volatile(round) };
-                    *l = round;
                 }
-                round += 1;
             }
-            last
+            round
         })
     };
     // Let it run a round before the moves begin.
@@ -519,6 +579,16 @@ fn with_writer<T>(
         .join()
         .map_err(|_| "the writer panicked".to_string())?;
     Ok((out?, last))
+}
+
+/// Pages of `m` that no PTE maps now (`/proc/self/pagemap` bit 63).
+fn not_present(m: &Mapping) -> Result<usize, String> {
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::File::open("/proc/self/pagemap").map_err(|e| format!("pagemap: {e}"))?;
+    let mut buf = vec![0u8; PAGES * 8];
+    f.read_exact_at(&mut buf, (m.addr() / PAGE * 8) as u64)
+        .map_err(|e| format!("pagemap: {e}"))?;
+    Ok(buf.chunks_exact(8).filter(|e| e[7] & 0x80 == 0).count())
 }
 
 fn pipe() -> Result<(i32, i32), String> {
@@ -585,16 +655,22 @@ fn contents_pattern(m: &Mapping) -> Result<(), String> {
     }
 }
 
-fn contents(m: &Mapping, last: &[u64]) -> Result<(), String> {
+/// The pattern, and in every page each word the writer's rounds
+/// `1..=last` went to holds the last of them.
+fn contents(m: &Mapping, last: u64) -> Result<(), String> {
     contents_pattern(m)?;
-    match (0..PAGES).find(|&i| read_word(m, i, 1) != last[i]) {
-        None => Ok(()),
-        Some(i) => Err(format!(
-            "page {i}: the writer's last value {} became {}",
-            last[i],
-            read_word(m, i, 1)
-        )),
+    for i in 0..PAGES {
+        for r in last.saturating_sub(SLOTS - 1).max(1)..=last {
+            let got = read_word(m, i, slot_of(r));
+            if got != r {
+                return Err(format!(
+                    "page {i}: round {r}'s write ({} rounds in all) reads {got}: lost",
+                    last
+                ));
+            }
+        }
     }
+    Ok(())
 }
 
 fn differ(a: &[i32], b: &[i32]) -> usize {
