@@ -39,7 +39,7 @@ use userspace_tests::sys::{self, monotonic_ns, PAGE_SIZE};
 use userspace_tests::weights::WeightDir;
 use userspace_tests::workload::calib::{self, weights_from_bandwidth, Opts};
 use userspace_tests::workload::kernels::{Arrays, Bw};
-use userspace_tests::workload::{Flags, Placement, Region};
+use userspace_tests::workload::{settle, Flags, Placement, Region};
 use userspace_tests::*;
 
 const BIN: &str = "tk-bench-rebalance";
@@ -142,6 +142,10 @@ fn side_by_side(regions: &[&Region], seconds: f64, rounds: usize) -> Vec<f64> {
     for _ in 0..rounds {
         for (i, reg) in regions.iter().enumerate() {
             let arr = Arrays::new(reg);
+            // The same TLB state for each block (workload::settle: QEMU's
+            // software TLB otherwise keeps a size that halves one block).
+            let (base, len) = arr.span();
+            settle(base, len);
             let t0 = monotonic_ns();
             let mut bytes = 0u64;
             let mut no = 0;
