@@ -12,8 +12,10 @@
 //!    the new weights change, by tierkit-core's reference model), the move
 //!    time and MB/s against the target node's calibrated copy bandwidth,
 //!    and the triad's MB/s before, during and after.
-//! 4. A fresh working set placed with the measured weights, measured in
-//!    alternating blocks with the rebalanced one ("after" and "fresh").
+//! 4. Two fresh working sets placed with the measured weights, measured in
+//!    alternating blocks with the rebalanced one ("after" and "fresh"; the
+//!    second fresh one gives the run's noise floor: how far identical
+//!    placements differ).
 //! 5. The same weight change on an anonymous working set under the
 //!    kernel's `MPOL_WEIGHTED_INTERLEAVE` and `mbind(MPOL_MF_MOVE)`: how
 //!    many pages the kernel moves and how many end off the new weights'
@@ -273,10 +275,15 @@ fn bench(
         },
     );
 
+    // Two fresh placements with the new weights: the second measures how
+    // far identical placements differ in this run (the noise floor).
     let fresh = Region::new(&Placement::Tierkit(mask), size).map_err(|e| format!("{e:#}"))?;
     Arrays::new(&fresh).init(&[], 1);
-    let best = side_by_side(&[&reg, &fresh], 2.0 * seconds, 6);
-    let (after, fresh_mbps) = (best[0], best[1]);
+    let twin = Region::new(&Placement::Tierkit(mask), size).map_err(|e| format!("{e:#}"))?;
+    Arrays::new(&twin).init(&[], 1);
+    let best = side_by_side(&[&reg, &fresh, &twin], 3.0 * seconds, 6);
+    let (after, fresh_mbps, twin_mbps) = (best[0], best[1], best[2]);
+    let noise = (twin_mbps / fresh_mbps - 1.0).abs();
     // The runner's triads wrote a = b + s*c each pass: check STREAM's
     // invariant with the values it leaves (b and c untouched).
     let errors = arr.errors((want.1 + 3.0 * want.2, want.1, want.2));
@@ -302,8 +309,10 @@ fn bench(
     };
     r.note(format!(
         "triad MB/s: before {before:.0}, during {during:.0}, after {after_run:.0} (running), \
-         after {after:.0} vs fresh {fresh_mbps:.0} side by side ({:+.1}%)",
-        (after / fresh_mbps - 1.0) * 100.0
+         after {after:.0} vs fresh {fresh_mbps:.0} side by side ({:+.1}%; two fresh \
+         placements differ by {:.1}%)",
+        (after / fresh_mbps - 1.0) * 100.0,
+        noise * 100.0
     ));
     r.note(format!(
         "tierkit moved {} of {pages} pages (minimum {minimum}) in {move_ms:.1} ms, \
@@ -327,6 +336,8 @@ fn bench(
             "after": after,
             "after_running": after_run,
             "fresh": fresh_mbps,
+            "fresh_twin": twin_mbps,
+            "noise": noise,
             "move_ms": move_ms,
             "move_mbps": move_mbps,
             "copy_mbps": copy_mbps,

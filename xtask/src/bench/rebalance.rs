@@ -33,7 +33,7 @@ pub fn markdown(rows: &[Value]) -> String {
     }
     let mut md = String::from(
         "### Rebalancing a running workload (`tk-bench-rebalance`)\n\n\
-         | weights | pages moved / minimum | triad MB/s before / during / after | after vs fresh | move | mbind(MPOL_MF_MOVE) moved / left off |\n\
+         | weights | pages moved / minimum | triad MB/s before / during / after | after vs fresh (noise) | move | mbind(MPOL_MF_MOVE) moved / left off |\n\
          |---|---|---|---|---|---|\n",
     );
     for r in rows {
@@ -51,7 +51,7 @@ pub fn markdown(rows: &[Value]) -> String {
         let (after, fresh) = (f(r, "after"), f(r, "fresh"));
         let _ = writeln!(
             md,
-            "| {{{}}} -> {{{}}} | {} / {} | {:.0} / {:.0} / {:.0} | {:+.1}% | {:.1} ms, {:.0} MB/s (copy {:.0} MB/s) | {} / {} |",
+            "| {{{}}} -> {{{}}} | {} / {} | {:.0} / {:.0} / {:.0} | {:+.1}% ({:.1}%) | {:.1} ms, {:.0} MB/s (copy {:.0} MB/s) | {} / {} |",
             w("weights_before"),
             w("weights_after"),
             r.get("moved").unwrap_or(&Value::Null),
@@ -60,6 +60,7 @@ pub fn markdown(rows: &[Value]) -> String {
             f(r, "during"),
             after,
             (after / fresh - 1.0) * 100.0,
+            f(r, "noise") * 100.0,
             f(r, "move_ms"),
             f(r, "move_mbps"),
             f(r, "copy_mbps"),
@@ -81,7 +82,7 @@ mod tests {
         let rec = json!({"bin": "tk-bench-rebalance", "rows": [{
             "workload": "rebalance", "topology": "guess", "moved": 1536, "minimum": 1536,
             "before": 900.0, "during": 700.0, "after": 1000.0, "fresh": 1010.0,
-            "move_ms": 40.0, "move_mbps": 150.0, "copy_mbps": 2000.0,
+            "noise": 0.02, "move_ms": 40.0, "move_mbps": 150.0, "copy_mbps": 2000.0,
             "mbind_moved": 0, "mbind_misplaced": 1536,
             "weights_before": [[0, 2], [2, 1]], "weights_after": [[0, 1], [2, 1]]}]});
         let rows = rows_of(&rec, "cxl");
@@ -92,7 +93,7 @@ mod tests {
             md.contains("| {0:2,2:1} -> {0:1,2:1} | 1536 / 1536 |"),
             "{md}"
         );
-        assert!(md.contains("-1.0%"), "{md}");
+        assert!(md.contains("-1.0% (2.0%)"), "{md}");
         assert!(md.contains("| 0 / 1536 |"), "{md}");
         assert_eq!(markdown(&[]), "");
     }
