@@ -45,16 +45,9 @@ const CAL: &str = "/tmp/tierkit-calibration.json";
 
 fn main() -> ExitCode {
     userspace_tests::help!();
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let flags = match Flags::parse(&args, &["with-cxl-clear"]).and_then(|f| {
-        f.check(&["only", "with-cxl-clear"])?;
-        Ok(f)
-    }) {
+    let flags = match Flags::from_args(BIN, &["with-cxl-clear"], &["only", "with-cxl-clear"]) {
         Ok(f) => f,
-        Err(e) => {
-            eprintln!("{BIN}: {e:#}");
-            return ExitCode::from(2);
-        }
+        Err(code) => return code,
     };
     let cmdline = std::fs::read_to_string("/proc/cmdline").unwrap_or_default();
     let param = |key: &str| -> Option<Vec<String>> {

@@ -48,16 +48,9 @@ const BIN: &str = "tk-bench-rebalance";
 
 fn main() -> ExitCode {
     userspace_tests::help!();
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let flags = match Flags::parse(&args, &["help"]).and_then(|f| {
-        f.check(&["size", "seconds", "help"])?;
-        Ok(f)
-    }) {
+    let flags = match Flags::from_args(BIN, &["help"], &["size", "seconds", "help"]) {
         Ok(f) => f,
-        Err(e) => {
-            eprintln!("{BIN}: {e:#}");
-            return ExitCode::from(2);
-        }
+        Err(code) => return code,
     };
     let mut r = Report::new(BIN, "bench");
     let size = match flags.size_or("size", 24 << 20) {

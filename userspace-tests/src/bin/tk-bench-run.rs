@@ -304,16 +304,13 @@ fn hugetlb_free(nid: u32) -> Option<u64> {
 
 fn main() -> ExitCode {
     userspace_tests::help!();
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let flags = match Flags::parse(&args, &["no-first-use"]).and_then(|f| {
-        f.check(&["elements", "rounds", "repeat", "no-first-use"])?;
-        Ok(f)
-    }) {
+    let flags = match Flags::from_args(
+        BIN,
+        &["no-first-use"],
+        &["elements", "rounds", "repeat", "no-first-use"],
+    ) {
         Ok(f) => f,
-        Err(e) => {
-            eprintln!("{BIN}: {e:#}");
-            return ExitCode::from(2);
-        }
+        Err(code) => return code,
     };
     let mut r = Report::new(BIN, "bench");
     let Some(topo) = userspace_tests::tierkit_ready(&mut r) else {

@@ -121,10 +121,7 @@ impl Run<'_> {
 
     fn checks(&self, r: &mut Report) -> Result<(), String> {
         let w11 = self.set(1, 1)?;
-        let t = Tierkit::open().map_err(|e| e.to_string())?;
-        t.set_policy(TK_MODE_WEIGHTED_INTERLEAVE, self.mask)
-            .map_err(|e| format!("TK_IOC_SET_POLICY: {e}"))?;
-        let m = t.map(PAGES, 0).map_err(|e| format!("mmap: {e}"))?;
+        let (t, m) = mapped_file(self.mask)?;
         for i in 0..PAGES {
             write_word(&m, i, 0, pattern(i));
         }
@@ -244,15 +241,8 @@ impl Run<'_> {
     /// address space of its own) or moved.
     fn other_file(&self) -> Result<String, String> {
         let w11 = self.set(1, 1)?;
-        let open = || -> Result<(Tierkit, Mapping), String> {
-            let t = Tierkit::open().map_err(|e| e.to_string())?;
-            t.set_policy(TK_MODE_WEIGHTED_INTERLEAVE, self.mask)
-                .map_err(|e| format!("TK_IOC_SET_POLICY: {e}"))?;
-            let m = t.map(PAGES, 0).map_err(|e| format!("mmap: {e}"))?;
-            Ok((t, m))
-        };
-        let (_a, ma) = open()?;
-        let (b, _mb) = open()?;
+        let (_a, ma) = mapped_file(self.mask)?;
+        let (b, _mb) = mapped_file(self.mask)?;
         for i in 0..PAGES {
             write_word(&ma, i, 0, pattern(i));
         }
@@ -282,10 +272,7 @@ impl Run<'_> {
     /// {1,3}; the global table stays {1,1}.
     fn own_weights(&self) -> Result<String, String> {
         let w11 = self.set(1, 1)?;
-        let t = Tierkit::open().map_err(|e| e.to_string())?;
-        t.set_policy(TK_MODE_WEIGHTED_INTERLEAVE, self.mask)
-            .map_err(|e| format!("TK_IOC_SET_POLICY: {e}"))?;
-        let m = t.map(PAGES, 0).map_err(|e| format!("mmap: {e}"))?;
+        let (t, m) = mapped_file(self.mask)?;
         for i in 0..PAGES {
             write_word(&m, i, 0, pattern(i));
         }
@@ -337,10 +324,7 @@ impl Run<'_> {
         }
         if pid == 0 {
             let ok = (|| -> Result<(), String> {
-                let t = Tierkit::open().map_err(|e| e.to_string())?;
-                t.set_policy(TK_MODE_WEIGHTED_INTERLEAVE, self.mask)
-                    .map_err(|e| e.to_string())?;
-                let m = t.map(PAGES, 0).map_err(|e| e.to_string())?;
+                let (_t, m) = mapped_file(self.mask)?;
                 for i in 0..PAGES {
                     write_word(&m, i, 0, pattern(i));
                 }
@@ -495,10 +479,7 @@ fn refusals(r: &mut Report, d: u32, c: u32) {
     let mask = node::mask_of(&[d, c]);
     let cases = [
         case("unknown flags: EINVAL", libc::EINVAL, &|| {
-            let t = Tierkit::open().map_err(|e| e.to_string())?;
-            t.set_policy(TK_MODE_WEIGHTED_INTERLEAVE, mask)
-                .map_err(|e| e.to_string())?;
-            errno(t.rebalance(TkRebalance {
+            errno(weighted_file(mask)?.rebalance(TkRebalance {
                 flags: 1 << 7,
                 ..Default::default()
             }))
@@ -511,10 +492,7 @@ fn refusals(r: &mut Report, d: u32, c: u32) {
             "a mask of nodes without memory: EINVAL",
             libc::EINVAL,
             &|| {
-                let t = Tierkit::open().map_err(|e| e.to_string())?;
-                t.set_policy(TK_MODE_WEIGHTED_INTERLEAVE, mask)
-                    .map_err(|e| e.to_string())?;
-                errno(t.rebalance(TkRebalance {
+                errno(weighted_file(mask)?.rebalance(TkRebalance {
                     nodemask: 1 << 63,
                     ..Default::default()
                 }))
@@ -529,10 +507,7 @@ fn refusals(r: &mut Report, d: u32, c: u32) {
         r.check(&format!("refused: {name}"), res);
     }
     let res = (|| {
-        let t = Tierkit::open().map_err(|e| e.to_string())?;
-        t.set_policy(TK_MODE_WEIGHTED_INTERLEAVE, mask)
-            .map_err(|e| e.to_string())?;
-        let a = t
+        let a = weighted_file(mask)?
             .rebalance(TkRebalance::default())
             .map_err(|e| e.to_string())?;
         expect(a.looked == 0 && a.moved == 0, &a)
@@ -579,6 +554,21 @@ fn with_writer<T>(m: &Mapping, f: impl FnOnce() -> Result<T, String>) -> Result<
         .join()
         .map_err(|_| "the writer panicked".to_string())?;
     Ok((out?, last))
+}
+
+/// A new `/dev/tierkit` file with a weighted-interleave policy over `mask`.
+fn weighted_file(mask: u64) -> Result<Tierkit, String> {
+    let t = Tierkit::open().map_err(|e| e.to_string())?;
+    t.set_policy(TK_MODE_WEIGHTED_INTERLEAVE, mask)
+        .map_err(|e| format!("TK_IOC_SET_POLICY: {e}"))?;
+    Ok(t)
+}
+
+/// [`weighted_file`] with [`PAGES`] pages mapped at offset 0.
+fn mapped_file(mask: u64) -> Result<(Tierkit, Mapping), String> {
+    let t = weighted_file(mask)?;
+    let m = t.map(PAGES, 0).map_err(|e| format!("mmap: {e}"))?;
+    Ok((t, m))
 }
 
 /// Pages of `m` that no PTE maps now (`/proc/self/pagemap` bit 63).

@@ -480,6 +480,26 @@ pub struct Flags {
 }
 
 impl Flags {
+    /// The program's own arguments parsed ([`Flags::parse`]) and checked
+    /// against `known` ([`Flags::check`]); on bad input one line
+    /// `BIN: why` on stderr and the exit code 2 to return from `main`.
+    pub fn from_args(
+        bin: &str,
+        switches: &[&str],
+        known: &[&str],
+    ) -> std::result::Result<Flags, std::process::ExitCode> {
+        let args: Vec<String> = std::env::args().skip(1).collect();
+        Flags::parse(&args, switches)
+            .and_then(|f| {
+                f.check(known)?;
+                Ok(f)
+            })
+            .map_err(|e| {
+                eprintln!("{bin}: {e:#}");
+                std::process::ExitCode::from(2)
+            })
+    }
+
     /// Parses `args` (without the program name). `switches` take no value.
     pub fn parse(args: &[String], switches: &[&str]) -> Result<Flags> {
         let mut pairs = Vec::new();
