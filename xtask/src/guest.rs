@@ -317,13 +317,7 @@ fn check_memory(t: &Topology, host: &Host) -> Result<()> {
 pub(crate) fn guest_cmd(g: &GuestArgs, req: GuestRequest) -> Result<GuestResult> {
     setup::ensure()?;
     let total = Timer::start();
-    let accel = qemu::choose_accel(if g.kvm {
-        Some(true)
-    } else if g.no_kvm {
-        Some(false)
-    } else {
-        None
-    });
+    let accel = g.accel();
     // KVM and CXL memory onlined as RAM need a QEMU with the fix.
     let accel = crate::accel::for_boot(accel, g.kvm, req.kind.spec().cxl);
     let mut cfg = plan(g, &req, accel)?;

@@ -370,12 +370,7 @@ pub(crate) fn run_shard(
     }
     if let Some(f) = harness {
         say!("FAIL: {}", f.output_tail);
-        totals = totals
-            + report::Totals {
-                passed: 0,
-                failed: 1,
-                skipped: 0,
-            };
+        totals = totals + report::Totals::ONE_FAILURE;
     }
     println!("{totals}");
     Ok(if totals.failed == 0 {

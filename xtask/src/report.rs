@@ -80,6 +80,14 @@ pub struct Totals {
 }
 
 impl Totals {
+    /// One failure and nothing else: a boot, a check or a whole command
+    /// that could not run counts so in a totals line.
+    pub const ONE_FAILURE: Totals = Totals {
+        passed: 0,
+        failed: 1,
+        skipped: 0,
+    };
+
     /// Count a run and its userspace tests.
     pub fn of(run: &Run, extra: &[UserTest]) -> Totals {
         let counts = run.counts();

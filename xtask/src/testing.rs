@@ -163,12 +163,7 @@ pub(crate) fn test_all(
     if let Some(f) = crate::merge::write_combined_kcidb(&dirs, &util::out_dir().join("kcidb.json"))
     {
         say!("FAIL: {}", f.output_tail);
-        all = all
-            + report::Totals {
-                passed: 0,
-                failed: 1,
-                skipped: 0,
-            };
+        all = all + report::Totals::ONE_FAILURE;
         ok = false;
     }
     println!("{all}");
@@ -205,11 +200,7 @@ fn run_cmd_tests(
             eprintln!("\nerror (xtask run/shell): {e:#}");
             GuestResult {
                 ok: false,
-                totals: Some(report::Totals {
-                    passed: 0,
-                    failed: 1,
-                    skipped: 0,
-                }),
+                totals: Some(report::Totals::ONE_FAILURE),
                 boot: None,
                 cxl_setup: None,
                 run_dir: None,
@@ -281,11 +272,7 @@ pub(crate) fn run_boots(
                 for cause in e.chain().skip(1) {
                     eprintln!("  caused by: {cause}");
                 }
-                let t = report::Totals {
-                    passed: 0,
-                    failed: 1,
-                    skipped: 0,
-                };
+                let t = report::Totals::ONE_FAILURE;
                 println!("{}", t.labelled(&label));
                 GuestResult {
                     ok: false,

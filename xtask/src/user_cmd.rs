@@ -388,13 +388,7 @@ fn prepare(g: &GuestArgs, mode: Mode, kunit: bool, argv: Option<&[OsString]>) ->
         // Warnings and worse only: the console is the person's terminal.
         req.append.push("loglevel=4".into());
     }
-    let accel = qemu::choose_accel(if g.kvm {
-        Some(true)
-    } else if g.no_kvm {
-        Some(false)
-    } else {
-        None
-    });
+    let accel = g.accel();
     let mut cfg = guest::plan(g, &req, accel)?;
     let run_dir = util::out_dir().join(format!(
         "{}-{}{}{}",
