@@ -836,12 +836,20 @@ static vm_fault_t tk_gigantic_pte_fault(struct vm_fault *vmf)
 	struct page *page = NULL;
 	int err;
 
-	err = tk_gigantic_pte_page(vma->vm_private_data, vmf->pgoff, addr, &page);
-	if (!err)
-		err = vm_insert_page(vma, addr, page);
+	/*
+	 * A GiB that cannot be made is SIGBUS, as at a PUD fault: never
+	 * VM_FAULT_OOM, which the #PF handler answers by retrying the fault
+	 * (pagefault_out_of_memory() kills nothing outside a memcg OOM), so
+	 * an ENOMEM that lasts, no free aligned GiB on the node, would fault
+	 * again forever. Only vm_insert_page()'s ENOMEM, a page table, is the
+	 * transient shortage VM_FAULT_OOM is for.
+	 */
+	if (tk_gigantic_pte_page(vma->vm_private_data, vmf->pgoff, addr, &page))
+		return VM_FAULT_SIGBUS;
+	err = vm_insert_page(vma, addr, page);
 	if (err == 0 || err == -EBUSY)	/* -EBUSY: another fault mapped it */
 		return VM_FAULT_NOPAGE;
-	return err == -ENOMEM ? VM_FAULT_OOM : VM_FAULT_SIGBUS;
+	return vmf_error(err);
 }
 
 /* As device-dax: a gigantic vma splits (munmap, mprotect, mremap) only at GiB boundaries. */

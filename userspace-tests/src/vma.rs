@@ -172,6 +172,11 @@ pub fn flush_stdio() {
 /// Forks; the child runs `f` and leaves with `_exit(f())`, so a signal it
 /// takes (SIGSEGV, SIGBUS) ends only the child. Returns how it ended.
 pub fn fork_run(f: impl FnOnce() -> i32) -> io::Result<Exit> {
+    wait_exit(fork_child(f)?)
+}
+
+/// Forks a child that runs `f` and `_exit(f())`s; returns its pid.
+fn fork_child(f: impl FnOnce() -> i32) -> io::Result<libc::pid_t> {
     flush_stdio();
     // SAFETY: the test binaries are single-threaded; the child only runs
     // `f` and `_exit`s.
@@ -184,7 +189,30 @@ pub fn fork_run(f: impl FnOnce() -> i32) -> io::Result<Exit> {
         // SAFETY: leaves the child without running the parent's cleanup.
         unsafe { libc::_exit(code) };
     }
-    wait_exit(pid)
+    Ok(pid)
+}
+
+/// [`fork_run`] with a bound: a child still running after `limit` is
+/// killed (SIGKILL) and reaped, and the answer is an error of kind
+/// `TimedOut` that says so. For a child whose fault could retry without
+/// end (a handler answering `VM_FAULT_OOM` to a shortage that lasts), so
+/// that the test fails with a reason instead of hanging.
+pub fn fork_run_within(limit: std::time::Duration, f: impl FnOnce() -> i32) -> io::Result<Exit> {
+    let pid = fork_child(f)?;
+    let t0 = std::time::Instant::now();
+    while t0.elapsed() < limit {
+        if let Some(e) = try_wait(pid)? {
+            return Ok(e);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    // SAFETY: our own child, not yet reaped.
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    wait_exit(pid)?;
+    Err(io::Error::new(
+        io::ErrorKind::TimedOut,
+        format!("the child still ran after {} s: killed", limit.as_secs()),
+    ))
 }
 
 /// Makes every GiB of a gigantic `/dev/tierkit` mapping (`len` bytes at
@@ -731,6 +759,19 @@ mod tests {
         })
         .unwrap();
         assert_eq!(e, Exit::Signal(libc::SIGSEGV));
+    }
+
+    #[test]
+    fn fork_within_kills_a_child_that_runs_past_the_bound() {
+        let t0 = std::time::Instant::now();
+        let e = fork_run_within(std::time::Duration::from_millis(200), || loop {
+            sleep_ms(1000);
+        })
+        .unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::TimedOut);
+        assert!(t0.elapsed() < std::time::Duration::from_secs(5));
+        let quick = fork_run_within(std::time::Duration::from_secs(30), || 4).unwrap();
+        assert_eq!(quick, Exit::Code(4));
     }
 
     #[test]

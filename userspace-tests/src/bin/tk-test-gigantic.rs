@@ -31,6 +31,10 @@
 //! only because tierkit cleared it. The second round reports whether the
 //! same range came back.
 //!
+//! Last, on the node with the least free memory, with every GiB it can
+//! give taken: a 4 KiB fault (THP disabled) of one more GiB is SIGBUS at
+//! once and counted, never a fault retried without end.
+//!
 //! Exit 0 if every check passed.
 
 use std::process::ExitCode;
@@ -49,6 +53,9 @@ const BIN: &str = "tk-test-gigantic";
 const GIB: usize = TK_GIGANTIC_BYTES as usize;
 const PAGES: usize = GIB / PAGE_SIZE;
 const PATTERN: u8 = 0xA5;
+/// How long a child that makes one GiB at a 4 KiB fault may take: the
+/// allocation and clear of 1 GiB take up to some 15 s under TCG with KASAN.
+const CHILD_LIMIT: std::time::Duration = std::time::Duration::from_secs(120);
 
 /// What one mapping looked like.
 struct Seen {
@@ -438,14 +445,20 @@ fn semantics(r: &mut Report, nid: u32) {
         }
     }
     drop(hole);
+    // The file's GiB goes back with the file: what follows needs one fresh
+    // GiB on the node, never two at once (a node with one free aligned GiB
+    // left, as under KASAN, must not fail it).
+    drop(tk);
+    let tk = match Tierkit::gigantic_on(nid) {
+        Ok(t) => t,
+        Err(e) => {
+            r.fail(&name("open a second gigantic file"), errno_name(&e));
+            return;
+        }
+    };
 
     // VM_DONTDUMP: a gigantic mapping is not in core dumps.
-    match Mapping::new(
-        GIB,
-        libc::MAP_SHARED,
-        tk.fd(),
-        PAGES as u64 * PAGE_SIZE as u64,
-    ) {
+    match Mapping::new(GIB, libc::MAP_SHARED, tk.fd(), 0) {
         Ok(m2) => {
             r.check_note(
                 &name("VM_DONTDUMP (dd in smaps VmFlags): never in a core dump"),
@@ -457,10 +470,12 @@ fn semantics(r: &mut Report, nid: u32) {
             );
             // A 4 KiB fault (the kernel skips the PUD when THP is disabled
             // for the task): the GiB is made, and its 4 KiB page mapped by
-            // a PTE in the child; nothing counts as failed.
+            // a PTE in the child; nothing counts as failed. Bounded: a GiB
+            // that cannot be made must be SIGBUS, never a fault retried
+            // without end (tk-test-faults injects that failure).
             let before = fault_failed();
             let p = m2.as_ptr();
-            let res = match vma::fork_run(|| {
+            let res = match vma::fork_run_within(CHILD_LIMIT, || {
                 if sys::disable_thp().is_err() {
                     return 2;
                 }
@@ -478,7 +493,7 @@ fn semantics(r: &mut Report, nid: u32) {
                 },
                 Ok(Exit::Code(3)) => Err("the child's touch was not mapped by a PTE".to_string()),
                 Ok(e) => Err(format!("the child: {e}, expected exit 0")),
-                Err(e) => Err(format!("fork: {e}")),
+                Err(e) => Err(format!("the child (fork, or its touch bounded by {} s): {e}", CHILD_LIMIT.as_secs())),
             };
             r.check_note(
                 &name("a touch with THP disabled maps the GiB's 4 KiB page by a PTE"),
@@ -519,6 +534,61 @@ fn semantics(r: &mut Report, nid: u32) {
             );
         }
     }
+}
+
+/// A GiB that cannot be made, on node `nid` with every free aligned GiB
+/// taken, touched by a 4 KiB fault (THP disabled in a child): SIGBUS at
+/// once, counted in `gigantic_fault_failed`, never a fault retried without
+/// end. The file maps one GiB more than the node has free; its GiBs are
+/// made one by one (PUD faults, each in a child) until one fails, and the
+/// 4 KiB touch is of that GiB. Everything goes back when the file closes.
+fn no_gib_left(r: &mut Report, nid: u32) {
+    let name = format!(
+        "node {nid}: with no GiB left, a 4 KiB fault (THP disabled) of a GiB that cannot be made is SIGBUS at once"
+    );
+    let Some(free_kb) = vma::node_free_kb(nid) else {
+        r.fail(&name, "no meminfo for the node");
+        return;
+    };
+    let gibs = (free_kb >> 20) as usize + 1;
+    let res = Tierkit::gigantic_on(nid)
+        .map_err(|e| format!("open: {}", errno_name(&e)))
+        .and_then(|tk| {
+            let m = Mapping::new(gibs * GIB, libc::MAP_SHARED, tk.fd(), 0)
+                .map_err(|e| format!("mmap {gibs} GiB: {}", errno_name(&e)))?;
+            // SAFETY (each): GiB `k` of `m`, a live mapping of ours.
+            let Some(k) = (0..gibs).find(|&k| unsafe {
+                vma::make_gigantic(m.as_ptr().add(k * GIB), GIB).is_err()
+            }) else {
+                return Err(format!(
+                    "all {gibs} GiBs were made, with {free_kb} kB free before"
+                ));
+            };
+            let before = fault_failed();
+            let p = m.as_ptr().wrapping_add(k * GIB + 3 * PAGE_SIZE);
+            let t0 = std::time::Instant::now();
+            let exit = vma::fork_run_within(CHILD_LIMIT, || {
+                if sys::disable_thp().is_err() {
+                    return 2;
+                }
+                // SAFETY: our mapping; the SIGBUS expected ends this child.
+                unsafe { std::ptr::write_volatile(p, 1) };
+                0
+            });
+            let ms = t0.elapsed().as_millis();
+            match (exit, before, fault_failed()) {
+                (Ok(Exit::Signal(libc::SIGBUS)), Some(b), Some(a)) if a > b => Ok(format!(
+                    "{k} GiBs made, GiB {k} SIGBUS in {ms} ms, gigantic_fault_failed {b} -> {a}"
+                )),
+                (Ok(e), b, a) => Err(format!(
+                    "{k} GiBs made; the 4 KiB touch of GiB {k}: {e}, gigantic_fault_failed {b:?} -> {a:?}; expected SIGBUS and a count"
+                )),
+                (Err(e), _, _) => Err(format!(
+                    "{k} GiBs made; the 4 KiB touch of GiB {k}: {e} (a fault retried without end?)"
+                )),
+            }
+        });
+    r.check_note(&name, res);
 }
 
 fn main() -> ExitCode {
@@ -572,6 +642,16 @@ fn main() -> ExitCode {
             semantics_done = true;
             semantics(&mut r, nid);
         }
+    }
+    // The node with the least free memory has the fewest GiBs to take.
+    if let Some(nid) = topo
+        .memory
+        .iter()
+        .copied()
+        .filter(|&n| n < 64)
+        .min_by_key(|&n| vma::node_free_kb(n).unwrap_or(u64::MAX))
+    {
+        no_gib_left(&mut r, nid);
     }
     r.set("pattern_ranges", serde_json::Value::Array(pfn_reused));
     r.finish()
