@@ -10,7 +10,8 @@
 //! - the guest boots with the kernel's defaults (`init_on_alloc=1`: its
 //!   allocator zeroes, tierkit takes that as the clear); its KUnit is off,
 //!   so tierkit's suites stay on tierkit's kernels;
-//! - every boot loads brd (`/dev/ram0`, which tk-test-gup uses), and
+//! - every boot loads brd (`/dev/ram0`, which tk-test-gup uses) and zram
+//!   (`/dev/zram0`, tk-test-memcg's swap), and
 //!   `--topology cxl` needs Debian's CXL, DAX and kmem modules: the
 //!   initramfs carries them (decompressed) in modules.dep's order
 //!   ([`load_order`]), /init loads them before assembling regions, and QEMU
@@ -262,8 +263,9 @@ pub fn ensure() -> Result<DebianKernel> {
 }
 
 /// Modules every boot loads: brd, for tk-test-gup's O_DIRECT and io_uring
-/// callers on `/dev/ram0` (tierkit's kernel builds it in).
-pub const BOOT_MODULES: &[(&str, &str)] = &[("brd", "CONFIG_BLK_DEV_RAM")];
+/// callers on `/dev/ram0` (tierkit's kernel builds it in); zram, for
+/// tk-test-memcg's swap under a cgroup's pressure (`/dev/zram0`).
+pub const BOOT_MODULES: &[(&str, &str)] = &[("brd", "CONFIG_BLK_DEV_RAM"), ("zram", "CONFIG_ZRAM")];
 
 /// What the virtio-9p share of `run -- CMD` and `shell` needs (their
 /// dependencies, netfs and 9pnet, come from modules.dep).

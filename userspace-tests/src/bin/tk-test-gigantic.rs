@@ -493,7 +493,10 @@ fn semantics(r: &mut Report, nid: u32) {
                 },
                 Ok(Exit::Code(3)) => Err("the child's touch was not mapped by a PTE".to_string()),
                 Ok(e) => Err(format!("the child: {e}, expected exit 0")),
-                Err(e) => Err(format!("the child (fork, or its touch bounded by {} s): {e}", CHILD_LIMIT.as_secs())),
+                Err(e) => Err(format!(
+                    "the child (fork, or its touch bounded by {} s): {e}",
+                    CHILD_LIMIT.as_secs()
+                )),
             };
             r.check_note(
                 &name("a touch with THP disabled maps the GiB's 4 KiB page by a PTE"),

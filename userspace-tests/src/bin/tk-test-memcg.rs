@@ -20,6 +20,13 @@
 //!   under its limit, and the owner's data is intact. The blocks come
 //!   back online after.
 //!
+//! - Swap (where the kernel has zram and swap, as Debian's): a task in a
+//!   cgroup with `memory.max` = 32 MiB maps 8 MiB of tierkit pages and
+//!   writes 64 MiB of anonymous memory twice over, with a 256 MiB zram
+//!   swap device on: the anonymous pages swap out and back intact
+//!   (`pswpout`, `pswpin`), tierkit's pages (not on the LRU, never
+//!   reclaimed) keep their pfns and data, and nobody is OOM-killed.
+//!
 //! Exit 0 if every check passed.
 
 use std::fs;
@@ -374,6 +381,155 @@ fn offline_keeps_charge(r: &mut Report, nid: u32) {
     r.check_note(&name, res);
 }
 
+/// The zram device the swap check uses.
+const ZRAM: &str = "/sys/block/zram0";
+
+/// A zram swap device of `size` bytes, swapped off and reset when dropped.
+struct ZramSwap;
+
+impl ZramSwap {
+    /// `Ok(None)`: no zram here (the reason).
+    fn new(size: u64) -> Result<Result<ZramSwap, String>, String> {
+        if !Path::new(ZRAM).exists() {
+            return Ok(Err(
+                "no /sys/block/zram0 (CONFIG_ZRAM; Debian's kernel has it as a module, loaded at boot)"
+                    .into(),
+            ));
+        }
+        let _ = fs::write(format!("{ZRAM}/reset"), "1");
+        fs::write(format!("{ZRAM}/disksize"), size.to_string())
+            .map_err(|e| format!("zram0 disksize: {e}"))?;
+        let run = |cmd: &str| -> Result<(), String> {
+            let out = std::process::Command::new(cmd)
+                .arg("/dev/zram0")
+                .output()
+                .map_err(|e| format!("{cmd}: {e}"))?;
+            if out.status.success() {
+                Ok(())
+            } else {
+                Err(format!(
+                    "{cmd} /dev/zram0: {} {}",
+                    out.status,
+                    String::from_utf8_lossy(&out.stderr).trim()
+                ))
+            }
+        };
+        run("mkswap")?;
+        // The device is set up: from here, drop swaps it off and resets it.
+        let dev = ZramSwap;
+        match run("swapon") {
+            Err(e) if e.contains("Function not implemented") || e.contains("Invalid argument") => {
+                Ok(Err(format!("no swap in this kernel (CONFIG_SWAP): {e}")))
+            }
+            Err(e) => Err(e),
+            Ok(()) => Ok(Ok(dev)),
+        }
+    }
+}
+
+impl Drop for ZramSwap {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("swapoff")
+            .arg("/dev/zram0")
+            .status();
+        let _ = fs::write(format!("{ZRAM}/reset"), "1");
+    }
+}
+
+/// `pswpin` and `pswpout` of /proc/vmstat.
+fn swap_counts() -> (u64, u64) {
+    let s = fs::read_to_string("/proc/vmstat").unwrap_or_default();
+    let get = |k: &str| {
+        s.lines()
+            .find_map(|l| l.strip_prefix(k)?.strip_prefix(' ')?.trim().parse().ok())
+            .unwrap_or(0)
+    };
+    (get("pswpin"), get("pswpout"))
+}
+
+/// Swap under a cgroup's memory pressure, with tierkit pages charged to
+/// the same cgroup: a child in a cgroup with `memory.max` = 32 MiB maps
+/// 8 MiB of tierkit pages on `nid` and writes 64 MiB of anonymous memory,
+/// twice over. Its anonymous pages go to a zram swap device and come back
+/// intact (`pswpout` and `pswpin` grow); tierkit's pages, which are not on
+/// the LRU and cannot be reclaimed, stay where they were (same pfns) with
+/// their data; nobody is OOM-killed; the charge goes with the child.
+fn swap_under_pressure(r: &mut Report, nid: u32) {
+    let name = format!(
+        "node {nid}: swap (zram) under a cgroup's pressure: anonymous pages go out and back intact, tierkit's pages stay put with their data"
+    );
+    let swap = match ZramSwap::new(256 * MIB) {
+        Ok(Ok(s)) => s,
+        Ok(Err(why)) => {
+            r.skip(&name, why);
+            return;
+        }
+        Err(e) => {
+            r.fail(&name, e);
+            return;
+        }
+    };
+    let res = (|| -> Result<String, String> {
+        let cg = Cg::new("tk-swap")?;
+        cg.set("memory.max", &(32 * MIB).to_string())?;
+        let (in0, out0) = swap_counts();
+        let exit = vma::fork_run(|| {
+            let (_tk, m) = match mapped_in(&cg, nid, (8 * MIB / PAGE_SIZE as u64) as usize) {
+                Ok(f) => f,
+                Err(code) => return code,
+            };
+            // SAFETY: the child's own writable tierkit mapping.
+            unsafe { fill_pattern(m.as_ptr(), 0, m.nr_pages(), 0x31) };
+            let pfns = |m: &userspace_tests::sys::Mapping| -> Vec<Option<u64>> {
+                (0..m.nr_pages())
+                    .map(|i| vma::pagemap_pfn(m.addr() + i * PAGE_SIZE).ok().flatten())
+                    .collect()
+            };
+            let before = pfns(&m);
+            let Ok(anon) = userspace_tests::sys::Mapping::anon((64 * MIB) as usize) else {
+                return 20;
+            };
+            for round in 0..2u64 {
+                // SAFETY: the child's own anonymous mapping.
+                unsafe { fill_pattern(anon.as_ptr(), 0, anon.nr_pages(), 0x40 + round) };
+                // SAFETY: as above.
+                if unsafe { check_pattern(anon.as_ptr(), 0, anon.nr_pages(), 0x40 + round) }
+                    .is_err()
+                {
+                    return 21;
+                }
+            }
+            // SAFETY: the tierkit mapping, as above.
+            if unsafe { check_pattern(m.as_ptr(), 0, m.nr_pages(), 0x31) }.is_err() {
+                return 22;
+            }
+            if pfns(&m) != before || before.iter().any(Option::is_none) {
+                return 23;
+            }
+            0
+        })
+        .map_err(|e| format!("fork: {e}"))?;
+        let (in1, out1) = swap_counts();
+        let kills = cg.read_u64("memory.events", Some("oom_kill"))?;
+        let left = cg.current()?;
+        match exit {
+            Exit::Code(0) if out1 > out0 && in1 > in0 && kills == 0 => Ok(format!(
+                "pswpout +{}, pswpin +{}; tierkit's 2048 pages kept their pfns and data; oom_kill 0; {} KiB left charged",
+                out1 - out0,
+                in1 - in0,
+                left / 1024
+            )),
+            e => Err(format!(
+                "the child: {e} (21 anonymous data lost, 22 tierkit data lost, 23 tierkit pages moved); pswpout +{}, pswpin +{}, oom_kill {kills}",
+                out1 - out0,
+                in1 - in0
+            )),
+        }
+    })();
+    drop(swap);
+    r.check_note(&name, res);
+}
+
 fn main() -> ExitCode {
     userspace_tests::help!();
     let mut r = Report::new(BIN, "test");
@@ -398,6 +554,7 @@ fn main() -> ExitCode {
     charged(&mut r, first);
     bounded(&mut r, first);
     gigantic_uncharged(&mut r, first);
+    swap_under_pressure(&mut r, first);
     let movable: Vec<u32> = topo
         .memory
         .iter()

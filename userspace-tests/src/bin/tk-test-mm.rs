@@ -173,13 +173,32 @@ impl Subjects {
     }
 
     /// Touches every page of both mappings for `d` from a child.
-    fn touch_for(&self, d: Duration, anon: Option<&Mapping>) -> Result<(), String> {
+    /// A child touches the mappings for `d`. With `control`, it first
+    /// places 8 MiB of its own anonymous memory on that node and writes it
+    /// on every round: pages the NUMA balancing scanner marks (not on the
+    /// node the task runs on, default policy). The child's own, since
+    /// anonymous pages the parent placed would be copied on the child's
+    /// first write to the task's local node, which the scanner skips.
+    fn touch_for(&self, d: Duration, control: Option<u32>) -> Result<(), String> {
         let (sp, gp) = (
             self.small.as_ptr() as usize,
             self.gig.as_ref().map(|g| g.1.as_ptr() as usize),
         );
-        let ap = anon.map(|a| (a.as_ptr() as usize, a.len()));
         let e = vma::fork_run(|| {
+            let anon = match control {
+                Some(nid) => match Mapping::anon(8 << 20) {
+                    Ok(a) if sys::set_mempolicy(sys::MPOL_BIND, 1 << nid).is_ok() => {
+                        a.touch_pages();
+                        if sys::set_mempolicy(sys::MPOL_DEFAULT, 0).is_err() {
+                            return 3;
+                        }
+                        Some(a)
+                    }
+                    _ => return 2,
+                },
+                None => None,
+            };
+            let ap = anon.as_ref().map(|a| (a.as_ptr() as usize, a.len()));
             let t0 = Instant::now();
             while t0.elapsed() < d {
                 for i in 0..PAGES {
@@ -202,10 +221,12 @@ impl Subjects {
             0
         })
         .map_err(|e| e.to_string())?;
-        if e == Exit::Code(0) {
-            Ok(())
-        } else {
-            Err(format!("the toucher: {e}"))
+        match e {
+            Exit::Code(0) => Ok(()),
+            Exit::Code(2 | 3) => Err(format!(
+                "the toucher: {e} (could not place its control pages on node {control:?})"
+            )),
+            e => Err(format!("the toucher: {e}")),
         }
     }
 }
@@ -228,19 +249,12 @@ fn numa_balancing(r: &mut Report, s: &Subjects) {
     .iter()
     .map(|(f, v)| Knob::set(&format!("{dbg}/{f}"), v))
     .collect();
-    // The control: anonymous pages on the memory-only node, which the
-    // scanner does mark (it skips pages already on the node a
+    // The control: the toucher's anonymous pages on the memory-only node,
+    // which the scanner does mark (it skips pages already on the node a
     // single-threaded task runs on).
-    let anon = Mapping::anon(8 << 20).ok();
-    if let Some(a) = &anon {
-        if sys::set_mempolicy(sys::MPOL_BIND, 1 << s.small_nid).is_ok() {
-            a.touch_pages();
-            let _ = sys::set_mempolicy(sys::MPOL_DEFAULT, 0);
-        }
-    }
     let before = vmstat("numa_pte_updates");
     let res = s
-        .touch_for(Duration::from_secs(5), anon.as_ref())
+        .touch_for(Duration::from_secs(5), Some(s.small_nid))
         .and_then(|()| s.unchanged());
     let after = vmstat("numa_pte_updates");
     match (res, before, after) {

@@ -37,6 +37,15 @@
 //!    block's offline is `EBUSY` until the pipe is drained, then goes
 //!    through with the data intact.
 //!
+//! 10. A rebalance onto the node while it goes away: a file placed with
+//!     its own weights 3:1 (DRAM:node) is rebalanced to 1:3 at 100
+//!     pages/s; once pages arrive on the node, every block goes offline.
+//!     Each block goes offline within 60 s (a page the rebalance put
+//!     there is moved away again, none is allocated in a block being
+//!     offlined), the call's counts add up (moved + no_memory + busy =
+//!     misplaced), no page is left on the node and the data is intact;
+//!     with the blocks back, a second call finishes the job.
+//!
 //! Skipped, with the reason, where no such node exists (numa, or the CXL
 //! node onlined as kernel memory). Everything is put back on every path.
 
@@ -44,6 +53,9 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
+use tierkit_core::uapi::{
+    TkRebalance, TK_POLICY_F_WEIGHTS, TK_REBALANCE_F_DRY_RUN, TK_REBALANCE_F_WEIGHTS,
+};
 use userspace_tests::memblock::{
     block_state, block_zone, node_blocks, set_block_state, Kmsg, Outcome,
 };
@@ -52,6 +64,7 @@ use userspace_tests::report::Report;
 use userspace_tests::sys::{Mapping, PAGE_SIZE};
 use userspace_tests::tk::{
     clear_bench_arg, read_stats, stats_of, MovableGigantic, Tierkit, TK_MODE_INTERLEAVE,
+    TK_MODE_WEIGHTED_INTERLEAVE,
 };
 use userspace_tests::weights::{KERNEL_WI_DIR, TIERKIT_WI_DIRS};
 use userspace_tests::{errno_name, expect_errno, tierkit_ready};
@@ -694,6 +707,132 @@ fn offline_with_reference(r: &mut Report, c: u32) -> Vec<u64> {
     }
 }
 
+/// Pages of the file in [`offline_during_rebalance`] (4 MiB).
+const PAGES_R: usize = 1024;
+/// Its rebalance's pace: slow enough that the offline begins mid-move.
+const RATE_R: u32 = 100;
+
+/// A file of [`PAGES_R`] pages under weighted interleave over `dram` and
+/// `c` with its own weights `(wd, wc)`, filled with its pattern.
+fn weighted_file(dram: u32, c: u32, wd: u8, wc: u8) -> Result<(Tierkit, Mapping), String> {
+    let tk = Tierkit::open().map_err(|e| format!("open: {e}"))?;
+    let mut p = userspace_tests::tk::policy(TK_MODE_WEIGHTED_INTERLEAVE, mask_of(&[dram, c]));
+    p.flags = TK_POLICY_F_WEIGHTS;
+    p.weights[dram as usize] = wd;
+    p.weights[c as usize] = wc;
+    tk.set_policy_raw(p)
+        .map_err(|e| format!("TK_IOC_SET_POLICY: {}", errno_name(&e)))?;
+    let m = tk
+        .map(PAGES_R, 0)
+        .map_err(|e| format!("mmap: {}", errno_name(&e)))?;
+    fill(&m, 0x52);
+    Ok((tk, m))
+}
+
+/// How many pages of `m` are on `nid` (`move_pages`).
+fn pages_on(m: &Mapping, nid: u32) -> Result<usize, String> {
+    let nodes = m.page_nodes().map_err(|e| format!("move_pages: {e}"))?;
+    Ok(nodes.iter().filter(|&&n| n == nid as i32).count())
+}
+
+/// Part 10 of the module docs: every block of `c` goes offline while a
+/// paced `TK_IOC_REBALANCE` moves pages onto it (own weights 3:1 to 1:3).
+/// Each block goes offline in time (a page the rebalance put there is
+/// moved away again; none is allocated in a block being offlined); the
+/// call's counts add up (moved + no_memory + busy = misplaced); no page
+/// is on the node and every byte is intact. With the blocks back, a
+/// second rebalance leaves no page misplaced. Returns the blocks left
+/// offline.
+fn offline_during_rebalance(r: &mut Report, dram: u32, c: u32, blocks: &[u64]) -> Vec<u64> {
+    const WHAT: &str = "offline of the node while a rebalance moves pages onto it";
+    let (tk, m) = match weighted_file(dram, c, 3, 1) {
+        Ok(f) => f,
+        Err(e) => {
+            r.fail(WHAT, e);
+            return Vec::new();
+        }
+    };
+    let on_c0 = pages_on(&m, c).unwrap_or(0);
+    let mut arg = TkRebalance {
+        flags: TK_REBALANCE_F_WEIGHTS,
+        rate_pages: RATE_R,
+        ..Default::default()
+    };
+    arg.weights[dram as usize] = 1;
+    arg.weights[c as usize] = 3;
+    let (res, offline, outcomes) = std::thread::scope(|s| {
+        let mover = s.spawn(|| tk.rebalance(arg));
+        // The offline starts once the rebalance has put pages on the node.
+        let t0 = std::time::Instant::now();
+        while pages_on(&m, c).unwrap_or(0) < on_c0 + 16 && t0.elapsed() < LIMIT {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let (offline, outcomes) = offline_each(r, WHAT, blocks, LIMIT);
+        (mover.join(), offline, outcomes)
+    });
+    let res = match res {
+        Ok(Ok(a)) => Ok(a),
+        Ok(Err(e)) => Err(format!("TK_IOC_REBALANCE: {}", errno_name(&e))),
+        Err(_) => Err("the rebalance thread panicked".to_string()),
+    };
+    let hung = neither_done_nor_busy(&outcomes);
+    let check = res.and_then(|a| {
+        if !hung.is_empty() {
+            return Err(format!("offline: {}", hung.join("; ")));
+        }
+        if offline.len() != blocks.len() {
+            return Err(format!(
+                "{} of {} blocks went offline; a page the rebalance put there must not keep one",
+                offline.len(),
+                blocks.len()
+            ));
+        }
+        if a.moved + a.no_memory + a.busy != a.misplaced || a.looked != PAGES_R as u64 {
+            return Err(format!(
+                "looked {} misplaced {} = moved {} + no_memory {} + busy {}? ({PAGES_R} pages)",
+                a.looked, a.misplaced, a.moved, a.no_memory, a.busy
+            ));
+        }
+        let on_c = pages_on(&m, c)?;
+        if on_c != 0 || held_on(c) != 0 {
+            return Err(format!(
+                "after the offline: {on_c} pages on node {c}, held {}",
+                held_on(c)
+            ));
+        }
+        verify(&m, 0x52)?;
+        Ok(a)
+    });
+    let mut left = offline.clone();
+    let note = check.and_then(|a| {
+        // Back online: the rest of the job is done by a second call.
+        let back = set_all(r, "offline during a rebalance: the blocks back online", &offline, "online_movable");
+        left.retain(|b| !back.contains(b));
+        let again = tk
+            .rebalance(TkRebalance::default())
+            .map_err(|e| format!("the second TK_IOC_REBALANCE: {}", errno_name(&e)))?;
+        let check = tk
+            .rebalance(TkRebalance {
+                flags: TK_REBALANCE_F_DRY_RUN,
+                ..Default::default()
+            })
+            .map_err(|e| format!("the dry run: {}", errno_name(&e)))?;
+        if again.no_memory + again.busy != 0 || check.misplaced != 0 {
+            return Err(format!(
+                "after the blocks came back: moved {}, no_memory {}, busy {}; {} still misplaced",
+                again.moved, again.no_memory, again.busy, check.misplaced
+            ));
+        }
+        verify(&m, 0x52)?;
+        Ok(format!(
+            "during: looked {}, misplaced {}, moved {}, no_memory {}, busy {}; {} blocks offline; after onlining moved {} more, none misplaced, data intact",
+            a.looked, a.misplaced, a.moved, a.no_memory, a.busy, offline.len(), again.moved
+        ))
+    });
+    r.check_note(WHAT, note);
+    left
+}
+
 /// Puts back online every block of `blocks` that is in `left` or not
 /// online, whatever failed, as the check `what`.
 fn put_back(r: &mut Report, blocks: &[u64], left: &[u64], what: &str) {
@@ -742,6 +881,13 @@ fn main() -> ExitCode {
         &blocks,
         &left,
         "restore: online the blocks left offline (registration window)",
+    );
+    let left = offline_during_rebalance(&mut r, dram, c, &blocks);
+    put_back(
+        &mut r,
+        &blocks,
+        &left,
+        "restore: online the blocks left offline (rebalance)",
     );
     let end = read_stats().unwrap_or_default();
     r.check(
