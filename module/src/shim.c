@@ -219,6 +219,26 @@ int tk_folio_ref_count(struct page *page)
 	return folio_ref_count(page_folio(page));
 }
 
+#if IS_ENABLED(CONFIG_KUNIT)
+/*
+ * For KUnit: @nr more (or, negative, fewer) references on @page's folio,
+ * as another holder would take them; GUP_PIN_COUNTING_BIAS of them is how
+ * a FOLL_PIN of an order-0 page counts.
+ */
+void tk_test_page_ref_add(struct page *page, int nr)
+{
+	if (nr >= 0)
+		folio_ref_add(page_folio(page), nr);
+	else
+		folio_ref_sub(page_folio(page), -nr);
+}
+
+int tk_test_pin_bias(void)
+{
+	return GUP_PIN_COUNTING_BIAS;
+}
+#endif
+
 /* Does @nid have memory in ZONE_MOVABLE (e.g. hotplugged online_movable)? */
 bool tk_node_has_movable(int nid)
 {

@@ -39,6 +39,10 @@ const char *tk_clear_pages_variant(void);
 bool tk_init_on_alloc(void);
 struct page *tk_alloc_contig(unsigned long nr_pages, int nid, bool movable, bool folio);
 int tk_folio_ref_count(struct page *page);
+#if IS_ENABLED(CONFIG_KUNIT)
+void tk_test_page_ref_add(struct page *page, int nr);
+int tk_test_pin_bias(void);
+#endif
 bool tk_node_has_movable(int nid);
 gfp_t tk_gfp_highuser_movable(void);
 struct page *tk_alloc_page_away(int nid, struct page *old);

@@ -93,6 +93,15 @@ extern "C" {
     /// `folio_ref_count(page_folio(page))`. `page` must be a valid page
     /// that its caller keeps allocated.
     pub(crate) fn tk_folio_ref_count(page: *mut bindings::page) -> c_int;
+    /// KUnit only: `nr` more references on `page`'s folio (fewer if
+    /// negative), as another holder takes them. `page` must be a valid
+    /// page its caller keeps allocated; each added reference is put back.
+    #[cfg(CONFIG_KUNIT = "y")]
+    pub(crate) fn tk_test_page_ref_add(page: *mut bindings::page, nr: c_int);
+    /// KUnit only: `GUP_PIN_COUNTING_BIAS`, what a `FOLL_PIN` of an order-0
+    /// page adds to its references.
+    #[cfg(CONFIG_KUNIT = "y")]
+    pub(crate) fn tk_test_pin_bias() -> c_int;
 
     /// `cond_resched()`. Process context only, no spinlock held.
     pub(crate) fn tk_cond_resched();
