@@ -659,10 +659,12 @@ fn main() -> ExitCode {
         .min_by_key(|&n| vma::node_free_kb(n).unwrap_or(u64::MAX))
     {
         Some(nid) => no_gib_left(&mut r, nid),
-        None => r.skip(
-            "with no GiB left, a 4 KiB fault of a GiB that cannot be made is SIGBUS at once",
-            "no memory-only node that is not emulated CXL memory (the numa topology has one)",
-        ),
+        None => {
+            r.skip(
+                "with no GiB left, a 4 KiB fault of a GiB that cannot be made is SIGBUS at once",
+                "no memory-only node that is not emulated CXL memory (the numa topology has one)",
+            );
+        }
     }
     r.set("pattern_ranges", serde_json::Value::Array(pfn_reused));
     r.finish()
