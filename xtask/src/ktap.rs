@@ -67,6 +67,8 @@ use std::fmt;
 
 use serde::Serialize;
 
+use crate::printk;
+
 /// How many diagnostic lines one test keeps. When a crash cuts a test short,
 /// everything up to the end of the log becomes its diagnostics; the head
 /// (the oops itself) and the tail are kept.
@@ -417,7 +419,7 @@ impl Run {
             kunit_errors,
             lines: lines.len(),
         };
-        let times: Vec<Option<u64>> = log.lines().map(printk_micros).collect();
+        let times: Vec<Option<u64>> = log.lines().map(printk::micros).collect();
         for doc in &mut run.documents {
             for suite in &mut doc.suites {
                 set_durations(suite.start_line, &mut suite.cases, &times);
@@ -689,7 +691,7 @@ struct Line {
 
 impl Line {
     fn classify(no: usize, raw: &str) -> Line {
-        let text = strip_printk_prefix(raw).trim_end().to_string();
+        let text = printk::strip_prefix(raw).trim_end().to_string();
         let body = text.trim_start();
         let indent = text.len() - body.len();
         let kind = if let Some(rest) = body
@@ -737,67 +739,6 @@ fn parse_plan(body: &str) -> Option<usize> {
     rest[..digits].parse().ok()
 }
 
-/// Remove what `printk` puts before the message on the console: an optional
-/// `<6>` level (as in /dev/kmsg dumps), the `[    1.234567]` time stamp
-/// (CONFIG_PRINTK_TIME), an optional `[    T1]` caller id
-/// (CONFIG_PRINTK_CALLER), and the one space after them. Carriage returns
-/// from the serial line go too.
-///
-/// A time stamp that starts later in the line is honoured as well: when
-/// userspace wrote a partial line, the kernel's message follows it.
-fn strip_printk_prefix(raw: &str) -> &str {
-    let raw = raw.trim_end_matches('\r');
-    let raw = raw.trim_start_matches('\r');
-    let mut s = raw;
-    if let Some(rest) = s.strip_prefix('<') {
-        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
-        if digits > 0 && rest[digits..].starts_with('>') {
-            s = &rest[digits + 1..];
-        }
-    }
-    let Some(after) = find_timestamp(s) else {
-        return raw;
-    };
-    let mut s = after;
-    // Caller id: [    T1] or [    C0].
-    if let Some(rest) = s.strip_prefix('[') {
-        let inner = rest.trim_start_matches(' ');
-        let mut chars = inner.chars();
-        if matches!(chars.next(), Some('T' | 'C')) {
-            let digits = chars
-                .as_str()
-                .bytes()
-                .take_while(u8::is_ascii_digit)
-                .count();
-            if digits > 0 && chars.as_str()[digits..].starts_with(']') {
-                s = &chars.as_str()[digits + 1..];
-            }
-        }
-    }
-    s.strip_prefix(' ').unwrap_or(s)
-}
-
-/// Find the first `[ seconds.micros]` time stamp and return what follows it.
-/// The printk timestamp of a console line in microseconds (`[   12.345678]`,
-/// after an optional `<N>` level), `None` if it has none.
-pub fn printk_micros(raw: &str) -> Option<u64> {
-    let s = raw.trim_start_matches('\r');
-    let s = match s.strip_prefix('<') {
-        Some(rest) => rest.split_once('>').map_or(s, |(_, after)| after),
-        None => s,
-    };
-    let rest = s.strip_prefix('[')?.trim_start_matches(' ');
-    let (num, _) = rest.split_once(']')?;
-    let (secs, frac) = num.split_once('.')?;
-    let secs: u64 = secs.parse().ok()?;
-    if frac.is_empty() || frac.len() > 9 || !frac.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    // Scale the fraction to microseconds whatever its number of digits.
-    let frac_us = format!("{frac:0<6}")[..6].parse::<u64>().ok()?;
-    Some(secs * 1_000_000 + frac_us)
-}
-
 /// Sets `duration_ms` of `cases` (and their subcases): each runs from the
 /// line before it, `prev_line` for the first, to its own result line.
 fn set_durations(mut prev_line: usize, cases: &mut [Case], times: &[Option<u64>]) {
@@ -814,24 +755,6 @@ fn set_durations(mut prev_line: usize, cases: &mut [Case], times: &[Option<u64>]
         }
         prev_line = case.end_line;
     }
-}
-
-fn find_timestamp(s: &str) -> Option<&str> {
-    let mut from = 0;
-    while let Some(i) = s[from..].find('[') {
-        let start = from + i;
-        let rest = s[start + 1..].trim_start_matches(' ');
-        let secs = rest.bytes().take_while(u8::is_ascii_digit).count();
-        if secs > 0 && rest[secs..].starts_with('.') {
-            let frac = &rest[secs + 1..];
-            let micros = frac.bytes().take_while(u8::is_ascii_digit).count();
-            if micros > 0 && frac[micros..].starts_with(']') {
-                return Some(&frac[micros + 1..]);
-            }
-        }
-        from = start + 1;
-    }
-    None
 }
 
 /// The KUnit case whose wrapper is in a call trace: the `#[kunit_tests]`

@@ -269,36 +269,6 @@ pub struct GuestRun {
     pub qemu_stderr: String,
 }
 
-/// Strips the printk prefix: `[    1.234567] ` (and a caller id `[    T1] `).
-pub fn strip_printk(line: &str) -> (Option<f64>, &str) {
-    let mut s = line;
-    let mut ts = None;
-    for _ in 0..2 {
-        let t = s.trim_start();
-        if let Some(rest) = t.strip_prefix('[') {
-            if let Some(end) = rest.find(']') {
-                let inner = rest[..end].trim();
-                let is_ts =
-                    !inner.is_empty() && inner.chars().all(|c| c.is_ascii_digit() || c == '.');
-                let is_caller = inner.len() > 1
-                    && (inner.starts_with('T') || inner.starts_with('C'))
-                    && inner[1..].chars().all(|c| c.is_ascii_digit());
-                if is_ts || is_caller {
-                    if is_ts && ts.is_none() {
-                        ts = inner.parse().ok();
-                    }
-                    s = rest[end + 1..]
-                        .strip_prefix(' ')
-                        .unwrap_or(&rest[end + 1..]);
-                    continue;
-                }
-            }
-        }
-        break;
-    }
-    (ts, s)
-}
-
 /// How many lines of a kernel report the live stream shows (the whole
 /// report is in console.log and quoted in the summary).
 const LIVE_REPORT_LINES: usize = 60;
@@ -356,7 +326,7 @@ impl Streamer {
         let raw = raw.trim_end_matches(['\r', '\n']);
         self.line_no += 1;
         self.phases.observe(self.line_no, raw);
-        let (ts, text) = strip_printk(raw);
+        let (ts, text) = crate::printk::split_seconds(raw);
         let t = text.trim_start();
         if let Some(name) = t.strip_prefix("# Subtest: ") {
             if text.len() - t.len() == 4 {
@@ -776,21 +746,6 @@ mod tests {
         assert_eq!(a.iter().filter(|x| x.starts_with("pxb-cxl,")).count(), 1);
         assert_eq!(a.iter().filter(|x| x.starts_with("cxl-rp,")).count(), 2);
         assert_eq!(a.iter().filter(|x| x.starts_with("cxl-type3,")).count(), 2);
-    }
-
-    #[test]
-    fn printk_prefix() {
-        assert_eq!(
-            strip_printk("[    1.234567] TIERKIT-DONE fails=0"),
-            (Some(1.234567), "TIERKIT-DONE fails=0")
-        );
-        assert_eq!(strip_printk("[    1.5] [    T1] ok 1 x").1, "ok 1 x");
-        assert_eq!(strip_printk("    ok 1 node0"), (None, "    ok 1 node0"));
-        assert_eq!(
-            strip_printk("[    2.000000]     ok 1 node0").1,
-            "    ok 1 node0"
-        );
-        assert_eq!(strip_printk("[x] hello").1, "[x] hello");
     }
 
     #[test]

@@ -10,8 +10,9 @@
 
 use crate::console::{self, Phases};
 use crate::ktap;
+use crate::printk;
 use crate::profile::Profile;
-use crate::qemu::{strip_printk, GuestRun};
+use crate::qemu::GuestRun;
 use crate::report::UserTest;
 use std::collections::BTreeMap;
 
@@ -96,7 +97,7 @@ pub fn scan(console: &str, data: &str) -> Markers {
     let mut m = Markers::default();
     let mut by_name: BTreeMap<String, usize> = BTreeMap::new();
     for line in console.lines() {
-        let (ts, text) = strip_printk(line);
+        let (ts, text) = printk::split_seconds(line);
         let Some(i) = text.find("TIERKIT-") else {
             continue;
         };
