@@ -1,4 +1,4 @@
-//! Host tests for the KTAP parser (`src/ktap.rs`) and the reports
+//! Host tests for the KTAP parser (`src/ktap.rs`, `src/ktap/`) and the reports
 //! (`src/report.rs`), on console logs under `testdata/ktap/`.
 //!
 //! The logs follow what Linux 7.3 prints on a serial console with
