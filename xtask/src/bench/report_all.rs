@@ -25,10 +25,10 @@
 //! - optimized weights within 10% of the best policy measured, per
 //!   workload and topology.
 
-use super::{
-    clear_summary, clear_svg, gigantic_summary, gigantic_svg, plot_err, wi_summary, wi_svg,
-    ClearData, GiganticData, WiData, NODE_COLORS,
-};
+use super::chart::{plot_err, NODE_COLORS};
+use super::clear::{clear_summary, clear_svg, ClearData};
+use super::gigantic::{gigantic_summary, gigantic_svg, GiganticData};
+use super::wi::{wi_summary, wi_svg, WiData};
 use anyhow::Result;
 use plotters::coord::ranged1d::SegmentValue;
 use plotters::prelude::*;
