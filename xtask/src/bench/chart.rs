@@ -1,11 +1,28 @@
-//! What the bench charts share: node colours, the threads axis, the
-//! legend's line styles, text wrapping, and plotters' errors as
-//! [`anyhow::Error`]s.
+//! What the bench charts share: the SVG frame ([`svg_chart`]), node
+//! colours, the threads axis, the legend's line styles and notes, text
+//! wrapping, and plotters' errors as [`anyhow::Error`]s.
 
 use anyhow::{anyhow, Result};
+use plotters::coord::Shift;
 use plotters::element::DashedPathElement;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
+
+/// An SVG chart of `size` pixels: a white drawing area that `draw` paints,
+/// presented; returns the SVG text.
+pub(super) fn svg_chart(
+    size: (u32, u32),
+    draw: impl FnOnce(&DrawingArea<SVGBackend<'_>, Shift>) -> Result<()>,
+) -> Result<String> {
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, size).into_drawing_area();
+        root.fill(&WHITE).map_err(plot_err)?;
+        draw(&root)?;
+        root.present().map_err(plot_err)?;
+    }
+    Ok(svg)
+}
 
 /// Colours per node (tierkit, memset and kernel lines of a node share one).
 pub(super) const NODE_COLORS: [RGBColor; 6] = [
@@ -50,7 +67,7 @@ pub(super) enum Style {
 /// Draws `legend` (label, colour, style) one entry per 24 px from y = 50
 /// at x = `lx` of `area`; returns the y below the last entry.
 pub(super) fn draw_legend<DB: DrawingBackend>(
-    area: &DrawingArea<DB, plotters::coord::Shift>,
+    area: &DrawingArea<DB, Shift>,
     lx: i32,
     legend: &[(String, RGBColor, Style)],
 ) -> Result<i32> {
@@ -117,4 +134,27 @@ pub(super) fn wrap(s: &str, width: usize) -> Vec<String> {
         out.push(cur);
     }
     out
+}
+
+/// Draws `notes` in small type from y = `ly` at x = `lx` of `area`, each
+/// wrapped at about 56 characters, one line per 16 px.
+pub(super) fn draw_notes<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    lx: i32,
+    mut ly: i32,
+    notes: Vec<String>,
+) -> Result<()> {
+    let small = ("sans-serif", 12).into_font();
+    for note in notes {
+        for part in wrap(&note, 56) {
+            area.draw(&Text::new(
+                part,
+                (lx, ly),
+                TextStyle::from(small.clone()).pos(Pos::new(HPos::Left, VPos::Center)),
+            ))
+            .map_err(plot_err)?;
+            ly += 16;
+        }
+    }
+    Ok(())
 }

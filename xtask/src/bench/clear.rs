@@ -4,12 +4,12 @@
 //! drawn across) of each node -> `clear.svg`.
 
 use anyhow::{anyhow, Context, Result};
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
-use plotters::style::text_anchor::{HPos, Pos, VPos};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::chart::{draw_legend, plot_err, thread_tick, wrap, Style, NODE_COLORS};
+use super::chart::{draw_legend, draw_notes, plot_err, svg_chart, thread_tick, Style, NODE_COLORS};
 use super::doc::{records, str_of, verdict};
 
 /// One tierkit row of `tk-bench-clear` (see its `rows`).
@@ -216,10 +216,7 @@ pub fn clear_summary(d: &ClearData) -> (Value, Vec<String>) {
 
 /// The SVG chart of `bench clear`: GB/s against threads.
 pub fn clear_svg(d: &ClearData) -> Result<String> {
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, (1000, 560)).into_drawing_area();
-        root.fill(&WHITE).map_err(plot_err)?;
+    svg_chart((1000, 560), |root| {
         let (plot_area, legend_area) = root.split_horizontally(660);
         let tmax = d.max_threads();
         let mut ymax: f64 = 0.0;
@@ -304,99 +301,106 @@ pub fn clear_svg(d: &ClearData) -> Result<String> {
             legend.push((format!("memset, node {nid} ({kind})"), c, Style::Memset));
         }
         let series = d.series();
-        let step = if tmax == 1 { 0.05 } else { 0.012 };
-        for (k, (nid, kind, place)) in series.iter().cloned().enumerate() {
-            let c = color(nid);
-            // Dodge: series side by side at each T, so equal figures (one
-            // CPU per node, or no locality under TCG) do not hide each other.
-            let dx = (k as f64 - (series.len() as f64 - 1.0) / 2.0) * step * (x1 - x0);
-            let mut pts: Vec<(f64, f64)> = d
-                .rows
-                .iter()
-                .filter(|r| r.nid == nid && r.placement == place)
-                .map(|r| (r.threads as f64 + dx, r.tierkit_mbps as f64 / 1000.0))
-                .collect();
-            pts.sort_by(|a, b| a.0.total_cmp(&b.0));
-            let local = place == "local";
-            let width = if local { 3 } else { 2 };
-            chart
-                .draw_series(LineSeries::new(pts.clone(), c.stroke_width(width)))
-                .map_err(plot_err)?;
-            if local {
-                chart
-                    .draw_series(pts.iter().map(|&p| Circle::new(p, 5, c.filled())))
-                    .map_err(plot_err)?;
-            } else {
-                chart
-                    .draw_series(
-                        pts.iter()
-                            .map(|&p| TriangleMarker::new(p, 6, ShapeStyle::from(WHITE).filled())),
-                    )
-                    .map_err(plot_err)?;
-                chart
-                    .draw_series(
-                        pts.iter()
-                            .map(|&p| TriangleMarker::new(p, 6, c.stroke_width(2))),
-                    )
-                    .map_err(plot_err)?;
-            }
-            // The figure next to each tierkit point, while they fit.
-            if series.len() <= 3 {
-                chart
-                    .draw_series(pts.iter().map(|&(x, y)| {
-                        Text::new(
-                            format!("{y:.2}"),
-                            (x + 0.03 * (x1 - x0), y),
-                            ("sans-serif", 12).into_font().color(&c),
-                        )
-                    }))
-                    .map_err(plot_err)?;
-            }
-            legend.push((
-                format!("tierkit, node {nid} ({kind}), {place}"),
-                c,
-                if local {
-                    Style::TierkitLocal
-                } else {
-                    Style::TierkitOther
-                },
-            ));
-        }
+        draw_tierkit_series(&mut chart, d, &series, &color, (x0, x1), &mut legend)?;
 
         // The legend, beside the plot (never over a line).
         let lx = 10;
         let mut ly = draw_legend(&legend_area, lx, &legend)?;
         ly += 16;
-        let small = ("sans-serif", 12).into_font();
-        let mut notes = vec![
-            format!("clear_pages variant: {}", d.variant),
-            format!("{}, -cpu {}", d.accel, d.cpu_model),
-            format!("guest: {}", d.topology),
-            "best of R; memset: same CPUs, 1 GiB on the node".to_string(),
-            "kernel serial: first touch of a 1 GiB hugetlb page".to_string(),
-        ];
+        draw_notes(&legend_area, lx, ly, clear_notes(d, series.len()))
+    })
+}
+
+/// The tierkit lines of [`clear_svg`], one per (node, kind, placement) of
+/// `series`, dodged side by side, with their legend entries.
+fn draw_tierkit_series<DB: DrawingBackend>(
+    chart: &mut ChartContext<'_, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>,
+    d: &ClearData,
+    series: &[(u32, String, String)],
+    color: &impl Fn(u32) -> RGBColor,
+    (x0, x1): (f64, f64),
+    legend: &mut Vec<(String, RGBColor, Style)>,
+) -> Result<()> {
+    let tmax = d.max_threads();
+    let step = if tmax == 1 { 0.05 } else { 0.012 };
+    for (k, (nid, kind, place)) in series.iter().cloned().enumerate() {
+        let c = color(nid);
+        // Dodge: series side by side at each T, so equal figures (one
+        // CPU per node, or no locality under TCG) do not hide each other.
+        let dx = (k as f64 - (series.len() as f64 - 1.0) / 2.0) * step * (x1 - x0);
+        let mut pts: Vec<(f64, f64)> = d
+            .rows
+            .iter()
+            .filter(|r| r.nid == nid && r.placement == place)
+            .map(|r| (r.threads as f64 + dx, r.tierkit_mbps as f64 / 1000.0))
+            .collect();
+        pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let local = place == "local";
+        let width = if local { 3 } else { 2 };
+        chart
+            .draw_series(LineSeries::new(pts.clone(), c.stroke_width(width)))
+            .map_err(plot_err)?;
+        if local {
+            chart
+                .draw_series(pts.iter().map(|&p| Circle::new(p, 5, c.filled())))
+                .map_err(plot_err)?;
+        } else {
+            chart
+                .draw_series(
+                    pts.iter()
+                        .map(|&p| TriangleMarker::new(p, 6, ShapeStyle::from(WHITE).filled())),
+                )
+                .map_err(plot_err)?;
+            chart
+                .draw_series(
+                    pts.iter()
+                        .map(|&p| TriangleMarker::new(p, 6, c.stroke_width(2))),
+                )
+                .map_err(plot_err)?;
+        }
+        // The figure next to each tierkit point, while they fit.
         if series.len() <= 3 {
-            notes.push("labels: tierkit GB/s".to_string());
+            chart
+                .draw_series(pts.iter().map(|&(x, y)| {
+                    Text::new(
+                        format!("{y:.2}"),
+                        (x + 0.03 * (x1 - x0), y),
+                        ("sans-serif", 12).into_font().color(&c),
+                    )
+                }))
+                .map_err(plot_err)?;
         }
-        if d.accel.eq_ignore_ascii_case("tcg") {
-            notes.push(
-                "TCG: emulated stores, no physical NUMA locality; local vs remote needs bare metal"
-                    .to_string(),
-            );
-        }
-        for note in notes {
-            for part in wrap(&note, 56) {
-                legend_area
-                    .draw(&Text::new(
-                        part,
-                        (lx, ly),
-                        TextStyle::from(small.clone()).pos(Pos::new(HPos::Left, VPos::Center)),
-                    ))
-                    .map_err(plot_err)?;
-                ly += 16;
-            }
-        }
-        root.present().map_err(plot_err)?;
+        legend.push((
+            format!("tierkit, node {nid} ({kind}), {place}"),
+            c,
+            if local {
+                Style::TierkitLocal
+            } else {
+                Style::TierkitOther
+            },
+        ));
     }
-    Ok(svg)
+    Ok(())
+}
+
+/// The notes under the legend of [`clear_svg`] (`series`: how many
+/// tierkit lines it draws).
+fn clear_notes(d: &ClearData, series: usize) -> Vec<String> {
+    let mut notes = vec![
+        format!("clear_pages variant: {}", d.variant),
+        format!("{}, -cpu {}", d.accel, d.cpu_model),
+        format!("guest: {}", d.topology),
+        "best of R; memset: same CPUs, 1 GiB on the node".to_string(),
+        "kernel serial: first touch of a 1 GiB hugetlb page".to_string(),
+    ];
+    if series <= 3 {
+        notes.push("labels: tierkit GB/s".to_string());
+    }
+    if d.accel.eq_ignore_ascii_case("tcg") {
+        notes.push(
+            "TCG: emulated stores, no physical NUMA locality; local vs remote needs bare metal"
+                .to_string(),
+        );
+    }
+    notes
 }

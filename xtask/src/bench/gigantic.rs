@@ -4,11 +4,10 @@
 
 use anyhow::{anyhow, Context, Result};
 use plotters::prelude::*;
-use plotters::style::text_anchor::{HPos, Pos, VPos};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::chart::{draw_legend, plot_err, thread_tick, wrap, Style, NODE_COLORS};
+use super::chart::{draw_legend, draw_notes, plot_err, svg_chart, thread_tick, Style, NODE_COLORS};
 use super::doc::{records, str_of, verdict};
 
 /// One median of `tk-bench-gigantic` (its `rows`): `variant` is `tierkit`
@@ -233,10 +232,7 @@ pub fn gigantic_summary(d: &GiganticData) -> (Value, Vec<String>) {
 /// line across (labelled at the right end); each tierkit point labelled
 /// with its seconds and hugetlb ÷ tierkit.
 pub fn gigantic_svg(d: &GiganticData) -> Result<String> {
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, (1000, 560)).into_drawing_area();
-        root.fill(&WHITE).map_err(plot_err)?;
+    svg_chart((1000, 560), |root| {
         let (plot_area, legend_area) = root.split_horizontally(660);
         let tmax = d.rows.iter().map(|r| r.threads).max().unwrap_or(1).max(1);
         let ymax = d.rows.iter().map(|r| r.median_ns).max().unwrap_or(0) as f64 / 1e9;
@@ -342,7 +338,6 @@ pub fn gigantic_svg(d: &GiganticData) -> Result<String> {
         let lx = 10;
         let mut ly = draw_legend(&legend_area, lx, &legend)?;
         ly += 16;
-        let small = ("sans-serif", 12).into_font();
         let mut notes = vec![
             "time from mmap until every 4 KiB page of the GiB was written once".to_string(),
             format!(
@@ -362,19 +357,6 @@ pub fn gigantic_svg(d: &GiganticData) -> Result<String> {
                 s.nid, s.variant, s.reason
             ));
         }
-        for note in notes {
-            for part in wrap(&note, 56) {
-                legend_area
-                    .draw(&Text::new(
-                        part,
-                        (lx, ly),
-                        TextStyle::from(small.clone()).pos(Pos::new(HPos::Left, VPos::Center)),
-                    ))
-                    .map_err(plot_err)?;
-                ly += 16;
-            }
-        }
-        root.present().map_err(plot_err)?;
-    }
-    Ok(svg)
+        draw_notes(&legend_area, lx, ly, notes)
+    })
 }

@@ -8,7 +8,7 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::chart::{plot_err, NODE_COLORS};
+use super::chart::{plot_err, svg_chart, NODE_COLORS};
 use super::doc::{records, str_of};
 
 /// One variant of `tk-bench-wi`.
@@ -86,15 +86,12 @@ fn wi_label(r: &WiResult) -> String {
 
 /// The SVG chart of `bench wi`: median pages/s per variant, as bars.
 pub fn wi_svg(d: &WiData) -> Result<String> {
-    let mut svg = String::new();
-    {
-        let n = d.results.len() as u32;
-        // Integer coordinates include their end: 0..=last is n segments.
-        let last = n.max(2) - 1;
-        // Top to bottom in the order measured (tierkit first).
-        let row = |i: usize| last - i as u32;
-        let root = SVGBackend::with_string(&mut svg, (900, 120 + 70 * n)).into_drawing_area();
-        root.fill(&WHITE).map_err(plot_err)?;
+    let n = d.results.len() as u32;
+    // Integer coordinates include their end: 0..=last is n segments.
+    let last = n.max(2) - 1;
+    // Top to bottom in the order measured (tierkit first).
+    let row = |i: usize| last - i as u32;
+    svg_chart((900, 120 + 70 * n), |root| {
         let xmax = d
             .results
             .iter()
@@ -103,7 +100,7 @@ pub fn wi_svg(d: &WiData) -> Result<String> {
             .max(1.0)
             * 1.5;
         let labels: Vec<String> = d.results.iter().map(wi_label).collect();
-        let mut chart = ChartBuilder::on(&root)
+        let mut chart = ChartBuilder::on(root)
             .caption(
                 format!(
                     "tierkit weighted interleave: pages/s delivered to userspace ({} MiB, median of {}; {}, -cpu {})",
@@ -182,7 +179,6 @@ pub fn wi_svg(d: &WiData) -> Result<String> {
                 )])
                 .map_err(plot_err)?;
         }
-        root.present().map_err(plot_err)?;
-    }
-    Ok(svg)
+        Ok(())
+    })
 }

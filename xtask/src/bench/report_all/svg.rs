@@ -9,7 +9,7 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 use super::figures::num;
 use super::targets::{ACCURACY, MODELLED};
 use super::Row;
-use crate::bench::chart::{plot_err, NODE_COLORS};
+use crate::bench::chart::{plot_err, svg_chart, NODE_COLORS};
 
 /// Bars of `rows`' measured figures per policy (and variant), with the
 /// prediction as a black tick where there is one.
@@ -19,12 +19,9 @@ pub(super) fn policy_svg(
     rows: &[&Row],
     regime: &str,
 ) -> Result<String> {
-    let mut svg = String::new();
-    {
-        let n = rows.len() as u32;
-        let last = n.max(2) - 1;
-        let root = SVGBackend::with_string(&mut svg, (900, 110 + 46 * n)).into_drawing_area();
-        root.fill(&WHITE).map_err(plot_err)?;
+    let n = rows.len() as u32;
+    let last = n.max(2) - 1;
+    svg_chart((900, 110 + 46 * n), |root| {
         let unit = rows.first().map_or("", |r| r.unit.as_str()).to_string();
         let xmax = rows
             .iter()
@@ -39,7 +36,7 @@ pub(super) fn policy_svg(
                 _ => r.policy.clone(),
             })
             .collect();
-        let mut chart = ChartBuilder::on(&root)
+        let mut chart = ChartBuilder::on(root)
             .caption(
                 format!("{topology}: {workload}, {unit} per policy (tick: model, {regime} regime)"),
                 ("sans-serif", 16),
@@ -112,18 +109,14 @@ pub(super) fn policy_svg(
                 )])
                 .map_err(plot_err)?;
         }
-        root.present().map_err(plot_err)?;
-    }
-    Ok(svg)
+        Ok(())
+    })
 }
 
 /// Measured against predicted, log-log, one colour per workload, with the
 /// diagonal and the ±15% band.
 pub(super) fn model_svg(topology: &str, rows: &[&Row], regime: &str) -> Result<String> {
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, (900, 640)).into_drawing_area();
-        root.fill(&WHITE).map_err(plot_err)?;
+    svg_chart((900, 640), |root| {
         let (plot, legend) = root.split_horizontally(660);
         let vals = rows
             .iter()
@@ -213,7 +206,6 @@ pub(super) fn model_svg(topology: &str, rows: &[&Row], regime: &str) -> Result<S
                 .map_err(plot_err)?;
             ly += 18;
         }
-        root.present().map_err(plot_err)?;
-    }
-    Ok(svg)
+        Ok(())
+    })
 }
