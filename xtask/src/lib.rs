@@ -30,6 +30,7 @@ pub mod lava;
 pub mod matrix;
 pub mod merge;
 pub mod module;
+pub mod printk;
 pub mod profile;
 pub mod pyenv;
 pub mod qemu;

@@ -307,7 +307,7 @@ pub fn judge(console: &str, data: &str, timed_out: bool, status_marker: &str) ->
         .lines()
         .find(|l| l.contains("Kernel panic - not syncing"))
     {
-        return Ended::Panic(qemu::strip_printk(l).1.trim().to_string());
+        return Ended::Panic(crate::printk::split_seconds(l).1.trim().to_string());
     }
     if timed_out {
         return Ended::Timeout;

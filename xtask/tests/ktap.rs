@@ -1,4 +1,4 @@
-//! Host tests for the KTAP parser (`src/ktap.rs`) and the reports
+//! Host tests for the KTAP parser (`src/ktap.rs`, `src/ktap/`) and the reports
 //! (`src/report.rs`), on console logs under `testdata/ktap/`.
 //!
 //! The logs follow what Linux 7.3 prints on a serial console with
@@ -8,7 +8,7 @@
 //! `arch/x86/kernel/dumpstack.c` (oops), interleaved with other printk and
 //! userspace output.
 
-use xtask::{ktap, report};
+use xtask::{ktap, printk, report};
 
 use std::path::PathBuf;
 
@@ -905,9 +905,9 @@ fn case_durations_from_printk_timestamps() {
 
 #[test]
 fn printk_timestamps_parse() {
-    assert_eq!(ktap::printk_micros("[   12.345678] x"), Some(12_345_678));
-    assert_eq!(ktap::printk_micros("<6>[    1.5] y"), Some(1_500_000));
-    assert_eq!(ktap::printk_micros("[    0.000001]"), Some(1));
-    assert_eq!(ktap::printk_micros("no timestamp"), None);
-    assert_eq!(ktap::printk_micros("[abc.def] z"), None);
+    assert_eq!(printk::micros("[   12.345678] x"), Some(12_345_678));
+    assert_eq!(printk::micros("<6>[    1.5] y"), Some(1_500_000));
+    assert_eq!(printk::micros("[    0.000001]"), Some(1));
+    assert_eq!(printk::micros("no timestamp"), None);
+    assert_eq!(printk::micros("[abc.def] z"), None);
 }

@@ -1,0 +1,170 @@
+//! The markers /init prints on the console (`TIERKIT-BOOT`, `TIERKIT-INSMOD
+//! rc=N`, `TIERKIT-<KIND>-START name` ... `TIERKIT-<KIND> name rc=N`,
+//! `TIERKIT-DONE`, ...; see `guest/init.sh`) and the programs' output on the
+//! data channel, read into [`Markers`].
+
+use crate::printk;
+use std::collections::BTreeMap;
+
+/// One guest program run by /init (`TIERKIT-<KIND>-START name` ...
+/// `TIERKIT-<KIND> name rc=N`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ProgRun {
+    /// `USERTEST`, `DEMO` or `BENCH`.
+    pub kind: String,
+    pub name: String,
+    /// `None`: the end marker never came.
+    pub rc: Option<i32>,
+    pub start_s: Option<f64>,
+    pub end_s: Option<f64>,
+    /// Its output, from the data channel.
+    pub output: Vec<String>,
+    /// Parsed `TIERKIT-JSON {...}` lines of its output.
+    pub json: Vec<serde_json::Value>,
+    /// `TIERKIT-JSON` lines that did not parse.
+    pub bad_json: Vec<String>,
+}
+
+/// Everything /init reported.
+#[derive(Clone, Debug, Default)]
+pub struct Markers {
+    pub booted: bool,
+    pub insmod_rc: Option<i32>,
+    pub rmmod_rc: Option<i32>,
+    /// `TIERKIT-DONE fails=N`.
+    pub done: Option<i32>,
+    pub progs: Vec<ProgRun>,
+    /// `TIERKIT-ERROR ...` texts.
+    pub errors: Vec<String>,
+    pub notes: Vec<String>,
+    /// `TIERKIT-TOPO ...` lines.
+    pub topology: Vec<String>,
+    /// `TIERKIT-CXL ...` lines (the CXL region assembly, step by step),
+    /// with their timestamps.
+    pub cxl: Vec<(Option<f64>, String)>,
+    /// `TIERKIT-KMEMLEAK leaks=N`: the kmemleak scan after rmmod (debug
+    /// profile) ran and found N unreferenced objects.
+    pub kmemleak_leaks: Option<u32>,
+}
+
+impl Markers {
+    /// `cxl step=<name>: <what>` errors as (step, what).
+    pub fn cxl_errors(&self) -> Vec<(&str, &str)> {
+        self.errors
+            .iter()
+            .filter_map(|e| e.strip_prefix("cxl step="))
+            .map(|r| r.split_once(": ").unwrap_or((r, "")))
+            .collect()
+    }
+
+    /// Seconds from `TIERKIT-CXL setup` to `TIERKIT-CXL ready` (the region
+    /// assembly and onlining), if both came.
+    pub fn cxl_setup_secs(&self) -> Option<f64> {
+        let at = |p: &str| {
+            self.cxl
+                .iter()
+                .find(|(_, l)| l.starts_with(p))
+                .and_then(|(t, _)| *t)
+        };
+        Some(at("ready")? - at("setup")?)
+    }
+}
+
+/// Marker kinds of guest programs run by /init.
+fn is_prog_kind(k: &str) -> bool {
+    matches!(k, "USERTEST" | "DEMO" | "BENCH")
+}
+
+fn rc_of(s: &str) -> Option<i32> {
+    s.split_whitespace()
+        .find_map(|w| w.strip_prefix("rc="))
+        .and_then(|v| v.parse().ok())
+}
+
+/// Reads markers from the console (timestamps, order with KTAP) and program
+/// output from the data channel.
+pub fn scan(console: &str, data: &str) -> Markers {
+    let mut m = Markers::default();
+    let mut by_name: BTreeMap<String, usize> = BTreeMap::new();
+    for line in console.lines() {
+        let (ts, text) = printk::split_seconds(line);
+        let Some(i) = text.find("TIERKIT-") else {
+            continue;
+        };
+        let t = text[i..].trim_end();
+        let (tag, rest) = t.split_once(' ').unwrap_or((t, ""));
+        let tag = &tag["TIERKIT-".len()..];
+        match tag {
+            "BOOT" => m.booted = true,
+            "INSMOD" => m.insmod_rc = rc_of(rest),
+            "RMMOD" => m.rmmod_rc = rc_of(rest),
+            "DONE" => {
+                m.done = Some(
+                    rest.split_whitespace()
+                        .find_map(|w| w.strip_prefix("fails="))
+                        .and_then(|v| v.parse().ok())
+                        .unwrap_or(0),
+                )
+            }
+            "ERROR" => m.errors.push(rest.to_string()),
+            "NOTE" => m.notes.push(rest.to_string()),
+            "TOPO" => m.topology.push(rest.to_string()),
+            "CXL" => m.cxl.push((ts, rest.to_string())),
+            "KMEMLEAK" => {
+                m.kmemleak_leaks = rest
+                    .split_whitespace()
+                    .find_map(|w| w.strip_prefix("leaks="))
+                    .and_then(|v| v.parse().ok())
+            }
+            _ => {
+                if let Some(kind) = tag.strip_suffix("-START").filter(|k| is_prog_kind(k)) {
+                    let name = rest
+                        .split_whitespace()
+                        .next()
+                        .unwrap_or_default()
+                        .to_string();
+                    by_name.insert(format!("{kind}/{name}"), m.progs.len());
+                    m.progs.push(ProgRun {
+                        kind: kind.to_string(),
+                        name,
+                        start_s: ts,
+                        ..Default::default()
+                    });
+                } else if is_prog_kind(tag) {
+                    let name = rest.split_whitespace().next().unwrap_or_default();
+                    if let Some(&i) = by_name.get(&format!("{tag}/{name}")) {
+                        m.progs[i].rc = rc_of(rest);
+                        m.progs[i].end_s = ts;
+                    }
+                }
+            }
+        }
+    }
+    // The data channel: START/end markers delimit each program's output.
+    let mut cur: Option<usize> = None;
+    for line in data.lines() {
+        if let Some(rest) = line.strip_prefix("TIERKIT-") {
+            let (tag, args) = rest.split_once(' ').unwrap_or((rest, ""));
+            let name = args.split_whitespace().next().unwrap_or_default();
+            if let Some(kind) = tag.strip_suffix("-START").filter(|k| is_prog_kind(k)) {
+                cur = by_name.get(&format!("{kind}/{name}")).copied();
+                continue;
+            }
+            if is_prog_kind(tag) {
+                cur = None;
+                continue;
+            }
+        }
+        let Some(i) = cur else { continue };
+        let p = &mut m.progs[i];
+        if let Some(j) = line.find("TIERKIT-JSON ") {
+            let js = &line[j + "TIERKIT-JSON ".len()..];
+            match serde_json::from_str(js) {
+                Ok(v) => p.json.push(v),
+                Err(_) => p.bad_json.push(js.to_string()),
+            }
+        }
+        p.output.push(line.to_string());
+    }
+    m
+}
