@@ -53,6 +53,7 @@ pub mod pool;
 pub mod pool_test;
 pub mod rebalance;
 pub mod report;
+pub mod rng;
 pub mod stress;
 pub mod sys;
 pub mod tk;

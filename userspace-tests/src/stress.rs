@@ -31,6 +31,7 @@ use crate::faults::{self, Kmsg, MemSnapshot};
 use crate::memblock::{self, Outcome};
 use crate::node::{fmt_mask, mask_of, Topology};
 use crate::report::Report;
+use crate::rng::XorShift;
 use crate::sys::PAGE_SIZE;
 use crate::tk::{self, Tierkit, TK_MODE_INTERLEAVE, TK_MODE_WEIGHTED_INTERLEAVE};
 use crate::weights::{RestoreOnDrop, WeightDir};
@@ -100,20 +101,6 @@ fn send(line: &str) {
     let fd = COUNT_FD.load(std::sync::atomic::Ordering::Relaxed);
     // SAFETY: a local buffer on our pipe's write end.
     unsafe { libc::write(fd, l.as_ptr().cast(), l.len()) };
-}
-
-/// xorshift64*.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
 }
 
 /// Forks; the child runs `f` and `_exit`s with its code. Returns the pid
@@ -276,7 +263,7 @@ fn round_plain(
     nr: usize,
     off: u64,
     pat: u8,
-    rng: &mut Rng,
+    rng: &mut XorShift,
     c: &mut MapCounts,
 ) -> Result<(), String> {
     let base = map_filled(&tk, nr, off, pat, c)?;
@@ -313,7 +300,7 @@ fn round_race_close(
     nr: usize,
     off: u64,
     pat: u8,
-    rng: &mut Rng,
+    rng: &mut XorShift,
     c: &mut MapCounts,
 ) -> Result<(), String> {
     let fd = tk.fd();
@@ -374,7 +361,7 @@ fn round_race_munmap(
     nr: usize,
     off: u64,
     pat: u8,
-    rng: &mut Rng,
+    rng: &mut XorShift,
     c: &mut MapCounts,
 ) -> Result<(), String> {
     let base = map_filled(&tk, nr, off, pat, c)?;
@@ -440,7 +427,7 @@ fn mapper(
     deadline: Instant,
     seed: u64,
 ) -> i32 {
-    let mut rng = Rng(seed | 1);
+    let mut rng = XorShift(seed | 1);
     let start = Instant::now();
     let mut c = MapCounts::default();
     let mut code = 0;
@@ -496,7 +483,7 @@ fn mapper(
 /// The weights child: random weight, `auto` and `bandwidth` writes, then
 /// the firmware bandwidth back.
 fn weights_child(wd: &WeightDir, mem: &[u32], cfg: &Config, deadline: Instant, seed: u64) -> i32 {
-    let mut rng = Rng(seed ^ 0x5555);
+    let mut rng = XorShift(seed ^ 0x5555);
     let (mut w, mut a, mut b) = (0u64, 0u64, 0u64);
     for _ in 0..cfg.weight_rounds {
         if Instant::now() >= deadline {
@@ -592,7 +579,7 @@ fn clear_child(nid: u32, cfg: &Config, deadline: Instant) -> i32 {
 /// until `deadline`. Sends `@offline BLOCK OUTCOME MS` and `@online ...`
 /// per write. Fails (1) if a block cannot be onlined again.
 fn offline_child(blocks: &[u64], cfg: &Config, deadline: Instant, seed: u64) -> i32 {
-    let mut rng = Rng(seed ^ 0xa5a5);
+    let mut rng = XorShift(seed ^ 0xa5a5);
     while Instant::now() < deadline {
         let b = blocks[rng.below(blocks.len() as u64) as usize];
         let t = match memblock::set_block_state(b, "offline", cfg.offline_limit) {
