@@ -58,6 +58,7 @@
 //! worker's stream alone (same calls, in one thread), which reproduces
 //! anything that does not need another worker's help.
 
+pub use crate::errno_str;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::ffi::{c_void, CString};
@@ -766,43 +767,6 @@ struct Worker<'a> {
 
 fn errno() -> i32 {
     io::Error::last_os_error().raw_os_error().unwrap_or(0)
-}
-
-/// `ENOTTY` and friends by name.
-pub fn errno_str(e: i32) -> String {
-    let name = match e {
-        libc::EPERM => "EPERM",
-        libc::ENOENT => "ENOENT",
-        libc::ESRCH => "ESRCH",
-        libc::EINTR => "EINTR",
-        libc::EIO => "EIO",
-        libc::ENXIO => "ENXIO",
-        libc::E2BIG => "E2BIG",
-        libc::EBADF => "EBADF",
-        libc::EAGAIN => "EAGAIN",
-        libc::ENOMEM => "ENOMEM",
-        libc::EACCES => "EACCES",
-        libc::EFAULT => "EFAULT",
-        libc::EBUSY => "EBUSY",
-        libc::EEXIST => "EEXIST",
-        libc::ENODEV => "ENODEV",
-        libc::EISDIR => "EISDIR",
-        libc::EINVAL => "EINVAL",
-        libc::ENFILE => "ENFILE",
-        libc::EMFILE => "EMFILE",
-        libc::ENOTTY => "ENOTTY",
-        libc::EFBIG => "EFBIG",
-        libc::ENOSPC => "ENOSPC",
-        libc::ESPIPE => "ESPIPE",
-        libc::EROFS => "EROFS",
-        libc::EPIPE => "EPIPE",
-        libc::ERANGE => "ERANGE",
-        libc::ENOSYS => "ENOSYS",
-        libc::EOVERFLOW => "EOVERFLOW",
-        libc::EOPNOTSUPP => "EOPNOTSUPP",
-        _ => return format!("errno {e}"),
-    };
-    name.to_string()
 }
 
 fn res_str(r: Result<i64, i32>) -> String {
