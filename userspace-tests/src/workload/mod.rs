@@ -462,6 +462,17 @@ impl Flags {
         switches: &[&str],
         known: &[&str],
     ) -> std::result::Result<Flags, std::process::ExitCode> {
+        Flags::from_args_or_usage(bin, switches, known, || {})
+    }
+
+    /// [`Flags::from_args`], with `usage` run after the `BIN: why` line
+    /// on bad input (`tk-calibrate`, `tk-workload`).
+    pub fn from_args_or_usage(
+        bin: &str,
+        switches: &[&str],
+        known: &[&str],
+        usage: impl FnOnce(),
+    ) -> std::result::Result<Flags, std::process::ExitCode> {
         let args: Vec<String> = std::env::args().skip(1).collect();
         Flags::parse(&args, switches)
             .and_then(|f| {
@@ -470,6 +481,7 @@ impl Flags {
             })
             .map_err(|e| {
                 eprintln!("{bin}: {e:#}");
+                usage();
                 std::process::ExitCode::from(2)
             })
     }
