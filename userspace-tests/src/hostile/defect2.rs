@@ -24,6 +24,31 @@ pub fn defect2_gigantic(r: &mut Report, nid: u32, gib: usize) {
     let base_free = vma::node_free_kb(nid);
     let base_held = Held::now();
     let base_limits = vma::read_limits().ok();
+    gigantic_map_past(r, &tk, &pre, nid, gib);
+    // Closing the file gives back whatever the touches made.
+    drop(tk);
+    let tk = match Tierkit::open() {
+        Ok(t) => t,
+        Err(e) => {
+            r.fail(&pre, format!("open: {e}"));
+            return;
+        }
+    };
+    if let Err(e) = tk
+        .set_policy(TK_MODE_INTERLEAVE, 1 << nid)
+        .and_then(|_| tk.set_gigantic(gigantic_arg(online_cpus(), TK_PLACE_LOCAL)))
+    {
+        r.fail(&pre, format!("reopen: {}", errno_name(&e)));
+        return;
+    }
+    back_to_baseline(r, &pre, nid, &base_held, base_free, &base_limits);
+    following_gib(r, tk, &pre, nid, &base_held, &base_limits);
+}
+
+/// The `gib` GiB mmap on `nid`: ENOMEM at once (and nothing cleared), or
+/// SIGBUS at the first GiB the node cannot supply when a child touches
+/// every GiB.
+fn gigantic_map_past(r: &mut Report, tk: &Tierkit, pre: &str, nid: u32, gib: usize) {
     let failed = || {
         vma::read_limits()
             .ok()
@@ -71,7 +96,7 @@ pub fn defect2_gigantic(r: &mut Report, nid: u32, gib: usize) {
             );
             r.check(
                 &format!("{pre}: nr_cleared is 0 after the failure"),
-                match query(&tk) {
+                match query(tk) {
                     Ok(q) if q.nr_cleared == 0 => Ok(()),
                     Ok(q) => Err(format!(
                         "nr_cleared {} (last_nid {})",
@@ -82,31 +107,27 @@ pub fn defect2_gigantic(r: &mut Report, nid: u32, gib: usize) {
             );
         }
     }
-    // Closing the file gives back whatever the touches made.
-    drop(tk);
-    let tk = match Tierkit::open() {
-        Ok(t) => t,
-        Err(e) => {
-            r.fail(&pre, format!("open: {e}"));
-            return;
-        }
-    };
-    if let Err(e) = tk
-        .set_policy(TK_MODE_INTERLEAVE, 1 << nid)
-        .and_then(|_| tk.set_gigantic(gigantic_arg(online_cpus(), TK_PLACE_LOCAL)))
-    {
-        r.fail(&pre, format!("reopen: {}", errno_name(&e)));
-        return;
-    }
+}
+
+/// After the file is closed: stats, the node's MemFree and `held_pages`
+/// back to the baseline.
+fn back_to_baseline(
+    r: &mut Report,
+    pre: &str,
+    nid: u32,
+    base_held: &Option<Held>,
+    base_free: Option<u64>,
+    base_limits: &Option<Vec<(String, u64)>>,
+) {
     r.check_note(
         &format!("{pre}: stats held/gigantic back to baseline"),
-        held_back(&base_held),
+        held_back(base_held),
     );
     r.check_note(
         &format!("{pre}: node {nid} MemFree back"),
         memfree_back(nid, base_free),
     );
-    if let Some(bl) = &base_limits {
+    if let Some(bl) = base_limits {
         let now = vma::read_limits().ok();
         r.check(
             &format!("{pre}: limits held_pages back to baseline"),
@@ -119,6 +140,18 @@ pub fn defect2_gigantic(r: &mut Report, nid: u32, gib: usize) {
             },
         );
     }
+}
+
+/// A following 1 GiB mmap on the node succeeds, and the range it holds is
+/// counted in stats and `held_pages` until the file is closed.
+fn following_gib(
+    r: &mut Report,
+    tk: Tierkit,
+    pre: &str,
+    nid: u32,
+    base_held: &Option<Held>,
+    base_limits: &Option<Vec<(String, u64)>>,
+) {
     // A file maps 1 GiB on the node now (made at its first touch).
     let t0 = monotonic_ns();
     match tk.map(GIB_PAGES, 0) {
@@ -162,7 +195,7 @@ pub fn defect2_gigantic(r: &mut Report, nid: u32, gib: usize) {
             drop(tk);
             r.check_note(
                 &format!("{pre}: after close, stats back to baseline"),
-                held_back(&base_held),
+                held_back(base_held),
             );
         }
         Err(e) => {

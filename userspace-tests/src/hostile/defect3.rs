@@ -277,13 +277,22 @@ pub fn defect3(r: &mut Report, dram: u32) {
         free: vma::node_free_kb(dram),
     };
 
+    kill_bulk(r, dram, &base, &mut lat);
+    kill_waiters(r, dram, &base, &mut lat);
+    kill_map_4k(r, dram, &base, &mut lat);
+    kill_gigantic(r, dram, &base, &mut lat);
+    r.set("kill_latencies", serde_json::Value::Array(lat));
+}
+
+/// (1) `TK_IOC_BULK` of 524288 pages, killed 50 ms in.
+fn kill_bulk(r: &mut Report, dram: u32, base: &Base, lat: &mut Vec<serde_json::Value>) {
     // (1) TK_IOC_BULK of 524288 pages.
     kill_check(
         r,
         "defect3: TK_IOC_BULK of 524288 pages, SIGKILL after 50 ms, reaped within 150 ms",
         150,
-        &base,
-        &mut lat,
+        base,
+        lat,
         &mut || {
             let child = || {
                 vma::spawn_synced(|ready| {
@@ -304,7 +313,11 @@ pub fn defect3(r: &mut Report, dram: u32) {
             kill_after_50ms(child, dram, false)
         },
     );
+}
 
+/// (2) A `TK_IOC_TASK_NEXT` waiting for a BULK on the same file, killed
+/// 50 ms in, on each placement.
+fn kill_waiters(r: &mut Report, dram: u32, base: &Base, lat: &mut Vec<serde_json::Value>) {
     // (2) A second task blocked in TK_IOC_TASK_NEXT on the same file,
     // placed by the scheduler, then pinned to other and to the same CPU.
     let mut placements = vec![None];
@@ -322,20 +335,23 @@ pub fn defect3(r: &mut Report, dram: u32) {
             r,
             &format!("defect3: TK_IOC_TASK_NEXT waiting for a BULK on the same file{on}, SIGKILL after 50 ms, reaped within 150 ms"),
             150,
-            &base,
-            &mut lat,
+            base,
+            lat,
             &mut || waiter_attempt(dram, cpus),
         );
     }
+}
 
+/// (3) A 1 GiB mmap in 4 KiB mode, killed 50 ms in.
+fn kill_map_4k(r: &mut Report, dram: u32, base: &Base, lat: &mut Vec<serde_json::Value>) {
     // (3) A 1 GiB mmap in 4 KiB mode (then touching it, should a design
     // defer work to faults).
     kill_check(
         r,
         "defect3: 1 GiB mmap in 4 KiB mode, SIGKILL after 50 ms, reaped within 150 ms",
         150,
-        &base,
-        &mut lat,
+        base,
+        lat,
         &mut || {
             let child = || {
                 vma::spawn_synced(|ready| {
@@ -356,7 +372,11 @@ pub fn defect3(r: &mut Report, dram: u32) {
             kill_after_50ms(child, dram, false)
         },
     );
+}
 
+/// (4) A gigantic 1 GiB mmap, killed 50 ms into the clear, against the
+/// release time of a cleared GiB (skipped where no GiB can be had now).
+fn kill_gigantic(r: &mut Report, dram: u32, base: &Base, lat: &mut Vec<serde_json::Value>) {
     // (4) A gigantic 1 GiB mmap on the DRAM node with one worker, killed
     // 50 ms into the clear. The reap includes giving the GiB back, which
     // a sanitizer kernel makes slow (KASAN poisons every freed page: about
@@ -365,7 +385,7 @@ pub fn defect3(r: &mut Report, dram: u32) {
     // on the same node, measured now on the same kernel. A kill that is
     // not honoured waits for the rest of the clear, which takes longer
     // than the margin.
-    let release = match gigantic_release_ms(dram, &base) {
+    let release = match gigantic_release_ms(dram, base) {
         Ok(ms) => ms,
         Err(e) if e.contains("(exit 13)") => {
             // The mmap itself failed (no free naturally aligned GiB on the
@@ -374,7 +394,6 @@ pub fn defect3(r: &mut Report, dram: u32) {
                 &format!("defect3: gigantic 1 GiB mmap on node {dram} with 1 worker, SIGKILL 50 ms into the clear, reaped within {GIGANTIC_KILL_MARGIN_MS} ms plus a cleared GiB's release"),
                 format!("a gigantic 1 GiB mmap on node {dram} failed without a kill: {e}"),
             );
-            r.set("kill_latencies", serde_json::Value::Array(lat));
             return;
         }
         Err(e) => {
@@ -382,7 +401,6 @@ pub fn defect3(r: &mut Report, dram: u32) {
                 "defect3: reap time of a task holding a cleared gigantic GiB",
                 e,
             );
-            r.set("kill_latencies", serde_json::Value::Array(lat));
             return;
         }
     };
@@ -397,8 +415,8 @@ pub fn defect3(r: &mut Report, dram: u32) {
         r,
         &format!("defect3: gigantic 1 GiB mmap on node {dram} with 1 worker, SIGKILL 50 ms into the clear, reaped within {GIGANTIC_KILL_MARGIN_MS} ms plus a cleared GiB's release"),
         bound,
-        &base,
-        &mut lat,
+        base,
+        lat,
         &mut || {
             let child = || vma::spawn_synced(|ready| {
                 let Ok(tk) = Tierkit::open() else { return 10 };
@@ -420,5 +438,4 @@ pub fn defect3(r: &mut Report, dram: u32) {
             kill_after_50ms(child, dram, true)
         },
     );
-    r.set("kill_latencies", serde_json::Value::Array(lat));
 }
