@@ -7,11 +7,6 @@
 //! Everything is a direct libc call with `io::Error` on failure. Children
 //! made by [`fork_run`] and [`spawn_synced`] leave with `_exit`, never
 //! returning into the caller's code.
-//!
-//! Here: raw mappings, fork/wait, pipes and synced children, identities;
-//! the kernel-side views of a mapping in `vma/kernel_io.rs`, per-node
-//! memory and `limits` in `vma/meminfo.rs`, the page pattern in
-//! `vma/pattern.rs`.
 
 use std::ffi::c_void;
 use std::io;
@@ -19,16 +14,8 @@ use std::os::fd::RawFd;
 
 use crate::sys::PAGE_SIZE;
 
-mod kernel_io;
-mod meminfo;
-mod pattern;
-
-pub use kernel_io::*;
-pub use meminfo::*;
-pub use pattern::*;
-
-#[cfg(test)]
-mod tests;
+/// tierkit's limits file (`KEY VALUE` lines).
+pub const LIMITS_PATH: &str = "/sys/kernel/debug/tierkit/limits";
 
 fn cvt(ret: libc::c_long) -> io::Result<libc::c_long> {
     if ret < 0 {
@@ -430,6 +417,226 @@ pub fn sleep_ms(ms: u64) {
     std::thread::sleep(std::time::Duration::from_millis(ms));
 }
 
+/// The pagemap entry of `addr` in this process: `Some(pfn)` if present
+/// (the pfn reads 0 without CAP_SYS_ADMIN), `None` if not present.
+pub fn pagemap_pfn(addr: usize) -> io::Result<Option<u64>> {
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::File::open("/proc/self/pagemap")?;
+    let mut b = [0u8; 8];
+    f.read_exact_at(&mut b, (addr / PAGE_SIZE * 8) as u64)?;
+    let e = u64::from_le_bytes(b);
+    Ok((e >> 63 == 1).then_some(e & ((1 << 55) - 1)))
+}
+
+/// The `VmFlags` of the mapping that contains `addr`, from the text of an
+/// smaps file.
+pub fn parse_smaps_vmflags(smaps: &str, addr: usize) -> Option<Vec<String>> {
+    let mut inside = false;
+    for l in smaps.lines() {
+        let first = l.split_whitespace().next().unwrap_or("");
+        if let Some((a, b)) = first.split_once('-') {
+            if let (Ok(a), Ok(b)) = (usize::from_str_radix(a, 16), usize::from_str_radix(b, 16)) {
+                inside = a <= addr && addr < b;
+                continue;
+            }
+        }
+        if inside {
+            if let Some(f) = l.strip_prefix("VmFlags:") {
+                return Some(f.split_whitespace().map(String::from).collect());
+            }
+        }
+    }
+    None
+}
+
+/// [`parse_smaps_vmflags`] on `/proc/self/smaps`.
+pub fn smaps_vmflags(addr: usize) -> Option<Vec<String>> {
+    parse_smaps_vmflags(&std::fs::read_to_string("/proc/self/smaps").ok()?, addr)
+}
+
+/// `pread` of `/proc/self/mem` at `addr` (the kernel goes through
+/// `access_remote_vm()`, i.e. get_user_pages_remote() with FOLL_FORCE).
+pub fn proc_mem_read(addr: usize, buf: &mut [u8]) -> io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::File::open("/proc/self/mem")?;
+    f.read_exact_at(buf, addr as u64)
+}
+
+/// `pwrite` of `/proc/self/mem` at `addr` (FOLL_FORCE | FOLL_WRITE).
+pub fn proc_mem_write(addr: usize, buf: &[u8]) -> io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/proc/self/mem")?;
+    f.write_all_at(buf, addr as u64)
+}
+
+/// `vmsplice(2)` of `[addr, addr + len)` into a pipe (fs/splice.c
+/// `vmsplice_to_pipe` takes the pages with `iov_iter_extract_pages()`,
+/// i.e. get_user_pages), then reads them back out of the pipe. `len` at
+/// most 64 KiB (the default pipe size).
+pub fn vmsplice_read(addr: usize, len: usize) -> io::Result<Vec<u8>> {
+    let p = Pipe::new()?;
+    let iov = libc::iovec {
+        iov_base: addr as *mut c_void,
+        iov_len: len,
+    };
+    // SAFETY: the kernel reads `len` bytes at `addr` (the caller's
+    // mapping) into the pipe.
+    let n = cvt(unsafe { libc::vmsplice(p.wr, &iov, 1, 0) } as libc::c_long)? as usize;
+    let mut out = vec![0u8; n];
+    let mut got = 0;
+    while got < n {
+        // SAFETY: writes at most `n - got` bytes into `out`.
+        let r = unsafe { libc::read(p.rd, out[got..].as_mut_ptr() as *mut c_void, n - got) };
+        got += cvt(r as libc::c_long)? as usize;
+    }
+    Ok(out)
+}
+
+/// `process_vm_readv(2)` of our own `[addr, addr + len)`
+/// (mm/process_vm_access.c: pin_user_pages_remote). `ENOSYS` without
+/// CONFIG_CROSS_MEMORY_ATTACH.
+pub fn process_vm_read_self(addr: usize, len: usize) -> io::Result<Vec<u8>> {
+    let mut out = vec![0u8; len];
+    let local = libc::iovec {
+        iov_base: out.as_mut_ptr() as *mut c_void,
+        iov_len: len,
+    };
+    let remote = libc::iovec {
+        iov_base: addr as *mut c_void,
+        iov_len: len,
+    };
+    // SAFETY: the kernel writes `len` bytes into `out`.
+    let n = cvt(
+        unsafe { libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0) } as libc::c_long,
+    )?;
+    out.truncate(n as usize);
+    Ok(out)
+}
+
+/// Writes all of `[buf, buf + len)` to `fd` with `write(2)`.
+///
+/// # Safety
+/// `buf` must be readable for `len` bytes (or a mapping whose faults the
+/// kernel reports as `EFAULT`).
+pub unsafe fn write_all_fd(fd: RawFd, buf: *const u8, len: usize) -> io::Result<()> {
+    let mut done = 0;
+    while done < len {
+        // SAFETY: the caller's buffer is readable for `len` bytes.
+        let n = unsafe { libc::write(fd, buf.add(done) as *const c_void, len - done) };
+        done += cvt(n as libc::c_long)? as usize;
+    }
+    Ok(())
+}
+
+/// Reads exactly `len` bytes from `fd` into `buf` with `read(2)`.
+///
+/// # Safety
+/// `buf` must be writable for `len` bytes and not aliased by a Rust
+/// reference.
+pub unsafe fn read_exact_fd(fd: RawFd, buf: *mut u8, len: usize) -> io::Result<()> {
+    let mut done = 0;
+    while done < len {
+        // SAFETY: the caller's buffer is writable for `len` bytes.
+        let n = unsafe { libc::read(fd, buf.add(done) as *mut c_void, len - done) };
+        let n = cvt(n as libc::c_long)? as usize;
+        if n == 0 {
+            return Err(io::Error::from(io::ErrorKind::UnexpectedEof));
+        }
+        done += n;
+    }
+    Ok(())
+}
+
+/// `MemFree` of node `nid` in kB (`/sys/devices/system/node/nodeN/meminfo`).
+pub fn node_memfree_kb(nid: u32) -> Option<u64> {
+    let s =
+        std::fs::read_to_string(format!("{}/node{nid}/meminfo", crate::node::NODE_SYSFS)).ok()?;
+    parse_node_meminfo(&s, "MemFree")
+}
+
+/// Free memory of node `nid` in kB counting the pages on the per-CPU free
+/// lists too: `MemFree` plus every `count:` of the node's pagesets in
+/// `/proc/zoneinfo`. Freed pages first go to those lists, which in 7.3
+/// may grow to 1/8 of a zone per CPU (mm/page_alloc.c `zone_highsize`,
+/// MIN_PERCPU_PAGELIST_HIGH_FRACTION), so MemFree alone can stay hundreds
+/// of MiB low after a large free until vmstat's decay drains them.
+pub fn node_free_kb(nid: u32) -> Option<u64> {
+    let free = node_memfree_kb(nid)?;
+    let zi = std::fs::read_to_string("/proc/zoneinfo").ok()?;
+    Some(free + parse_zoneinfo_pcp_pages(&zi, nid) * (PAGE_SIZE as u64 / 1024))
+}
+
+/// Pages on the per-CPU lists of node `nid`'s zones in a zoneinfo text.
+pub fn parse_zoneinfo_pcp_pages(s: &str, nid: u32) -> u64 {
+    let mut node = None;
+    let mut sum = 0;
+    for l in s.lines() {
+        if let Some(rest) = l.strip_prefix("Node ") {
+            node = rest
+                .split(',')
+                .next()
+                .and_then(|n| n.trim().parse::<u32>().ok());
+            continue;
+        }
+        if node != Some(nid) {
+            continue;
+        }
+        if let Some(v) = l.trim_start().strip_prefix("count:") {
+            sum += v.trim().parse::<u64>().unwrap_or(0);
+        }
+    }
+    sum
+}
+
+/// `MemTotal` of node `nid` in kB.
+pub fn node_memtotal_kb(nid: u32) -> Option<u64> {
+    let s =
+        std::fs::read_to_string(format!("{}/node{nid}/meminfo", crate::node::NODE_SYSFS)).ok()?;
+    parse_node_meminfo(&s, "MemTotal")
+}
+
+/// The kB figure of `key` in a node meminfo text (`Node 0 MemFree:  123 kB`).
+pub fn parse_node_meminfo(s: &str, key: &str) -> Option<u64> {
+    s.lines().find_map(|l| {
+        let mut f = l.split_whitespace();
+        let (_node, _nid, k, v) = (f.next()?, f.next()?, f.next()?, f.next()?);
+        (k.strip_suffix(':')? == key).then(|| v.parse().ok())?
+    })
+}
+
+/// `MemTotal` of `/proc/meminfo` in kB.
+pub fn memtotal_kb() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/meminfo").ok()?;
+    s.lines().find_map(|l| {
+        let v = l.strip_prefix("MemTotal:")?;
+        v.split_whitespace().next()?.parse().ok()
+    })
+}
+
+/// Parses `KEY VALUE` lines; every value must be an unsigned integer.
+pub fn parse_limits(s: &str) -> anyhow::Result<Vec<(String, u64)>> {
+    let mut v = Vec::new();
+    for l in s.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        anyhow::ensure!(f.len() == 2, "bad limits line {l:?}");
+        v.push((f[0].to_string(), f[1].parse()?));
+    }
+    Ok(v)
+}
+
+/// The value of `key` in parsed limits.
+pub fn limit(limits: &[(String, u64)], key: &str) -> Option<u64> {
+    limits.iter().find(|(k, _)| k == key).map(|(_, v)| *v)
+}
+
+/// Reads and parses [`LIMITS_PATH`].
+pub fn read_limits() -> anyhow::Result<Vec<(String, u64)>> {
+    crate::ensure_debugfs();
+    parse_limits(&std::fs::read_to_string(LIMITS_PATH)?)
+}
+
 /// Drops to `uid`/`gid` for good (no supplementary groups). For a forked
 /// child.
 pub fn become_user(uid: u32, gid: u32) -> io::Result<()> {
@@ -440,4 +647,183 @@ pub fn become_user(uid: u32, gid: u32) -> io::Result<()> {
         cvt(libc::setuid(uid) as libc::c_long)?;
     }
     Ok(())
+}
+
+/// Fills page `i` of `[base, base + n pages)` with a pattern of `seed`
+/// and `i` (every 8-byte word distinct within the page).
+///
+/// # Safety
+/// The range must be writable.
+pub unsafe fn fill_pattern(base: *mut u8, first_page: usize, n: usize, seed: u64) {
+    for i in first_page..first_page + n {
+        let p = base.wrapping_add(i * PAGE_SIZE) as *mut u64;
+        for w in 0..PAGE_SIZE / 8 {
+            // SAFETY: inside the caller's writable range.
+            unsafe { p.add(w).write_volatile(pattern_word(seed, i, w)) };
+        }
+    }
+}
+
+/// The word [`fill_pattern`] puts at word `w` of page `i`.
+pub fn pattern_word(seed: u64, page: usize, w: usize) -> u64 {
+    let x = seed ^ ((page as u64) << 20) ^ w as u64;
+    x.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1
+}
+
+/// Checks pages `first_page .. first_page + n` against [`fill_pattern`];
+/// the first mismatch as text.
+///
+/// # Safety
+/// The range must be readable.
+pub unsafe fn check_pattern(
+    base: *const u8,
+    first_page: usize,
+    n: usize,
+    seed: u64,
+) -> Result<(), String> {
+    for i in first_page..first_page + n {
+        let p = base.wrapping_add(i * PAGE_SIZE) as *const u64;
+        for w in 0..PAGE_SIZE / 8 {
+            // SAFETY: inside the caller's readable range.
+            let got = unsafe { p.add(w).read_volatile() };
+            let want = pattern_word(seed, i, w);
+            if got != want {
+                return Err(format!(
+                    "page {i} word {w}: {got:#018x}, expected {want:#018x}"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limits_parse() {
+        let l = parse_limits(
+            "file_pages 262144\nfile_gigantic 64\nglobal_pages 2000000\nheld_pages 0\n",
+        )
+        .unwrap();
+        assert_eq!(limit(&l, "file_pages"), Some(262144));
+        assert_eq!(limit(&l, "held_pages"), Some(0));
+        assert_eq!(limit(&l, "nope"), None);
+        assert!(parse_limits("file_pages\n").is_err());
+        assert!(parse_limits("file_pages x\n").is_err());
+    }
+
+    #[test]
+    fn meminfo_parse() {
+        let s = "Node 0 MemTotal:       8169644 kB\nNode 0 MemFree:        7000000 kB\n";
+        assert_eq!(parse_node_meminfo(s, "MemFree"), Some(7_000_000));
+        assert_eq!(parse_node_meminfo(s, "MemTotal"), Some(8_169_644));
+        assert_eq!(parse_node_meminfo(s, "Shmem"), None);
+    }
+
+    #[test]
+    fn zoneinfo_pcp() {
+        let s = "Node 0, zone      DMA\n  pages free     3840\n  pagesets\n    cpu: 0\n              count: 5\n              high:  6\n    cpu: 1\n              count: 7\n\
+                 Node 0, zone   Normal\n  pagesets\n    cpu: 0\n              count: 100\n\
+                 Node 1, zone   Normal\n  pagesets\n    cpu: 0\n              count: 1000\n";
+        assert_eq!(parse_zoneinfo_pcp_pages(s, 0), 112);
+        assert_eq!(parse_zoneinfo_pcp_pages(s, 1), 1000);
+        assert_eq!(parse_zoneinfo_pcp_pages(s, 2), 0);
+        if std::path::Path::new("/sys/devices/system/node/node0/meminfo").exists() {
+            assert!(node_free_kb(0).unwrap() >= node_memfree_kb(0).unwrap());
+        }
+    }
+
+    #[test]
+    fn smaps_parse() {
+        let s = "7f0000000000-7f0000004000 rw-s 00000000 00:05 12 /dev/tierkit\n\
+                 Size:                 16 kB\n\
+                 VmFlags: rd wr sh mr mw me ms dd mm \n\
+                 7f0000004000-7f0000005000 rw-p 00000000 00:00 0 \n\
+                 VmFlags: rd wr mr mw me ac \n";
+        let f = parse_smaps_vmflags(s, 0x7f00_0000_1000).unwrap();
+        assert!(f.iter().any(|x| x == "dd"));
+        let g = parse_smaps_vmflags(s, 0x7f00_0000_4000).unwrap();
+        assert!(!g.iter().any(|x| x == "dd"));
+        assert_eq!(parse_smaps_vmflags(s, 0x1000), None);
+    }
+
+    #[test]
+    fn fork_and_signals() {
+        assert_eq!(fork_run(|| 7).unwrap(), Exit::Code(7));
+        let e = fork_run(|| {
+            // SAFETY: deliberately faults in the child.
+            unsafe { std::ptr::null_mut::<u8>().write_volatile(1) };
+            0
+        })
+        .unwrap();
+        assert_eq!(e, Exit::Signal(libc::SIGSEGV));
+    }
+
+    #[test]
+    fn fork_within_kills_a_child_that_runs_past_the_bound() {
+        let t0 = std::time::Instant::now();
+        let e = fork_run_within(std::time::Duration::from_millis(200), || loop {
+            sleep_ms(1000);
+        })
+        .unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::TimedOut);
+        assert!(t0.elapsed() < std::time::Duration::from_secs(5));
+        let quick = fork_run_within(std::time::Duration::from_secs(30), || 4).unwrap();
+        assert_eq!(quick, Exit::Code(4));
+    }
+
+    #[test]
+    fn synced_kill() {
+        let mut s = spawn_synced(|ready| {
+            ready();
+            loop {
+                sleep_ms(1000);
+            }
+        })
+        .unwrap();
+        assert_eq!(s.poll().unwrap(), None);
+        let (e, dt) = s.kill_and_reap().unwrap();
+        assert_eq!(e, Exit::Signal(libc::SIGKILL));
+        assert!(dt < 5_000_000_000);
+        assert!(spawn_synced(|_| 3).is_err());
+    }
+
+    #[test]
+    fn pattern_roundtrip_and_proc_mem() {
+        let p = mmap_raw(
+            2 * PAGE_SIZE,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+        .unwrap();
+        // SAFETY: our fresh mapping.
+        unsafe {
+            fill_pattern(p, 0, 2, 5);
+            assert!(check_pattern(p, 0, 2, 5).is_ok());
+            assert!(check_pattern(p, 0, 2, 6).is_err());
+        }
+        let mut b = [0u8; 16];
+        proc_mem_read(p as usize, &mut b).unwrap();
+        assert_eq!(
+            u64::from_ne_bytes(b[..8].try_into().unwrap()),
+            pattern_word(5, 0, 0)
+        );
+        proc_mem_write(p as usize, &[0u8; 8]).unwrap();
+        // SAFETY: in bounds.
+        assert_eq!(unsafe { (p as *const u64).read_volatile() }, 0);
+        let v = vmsplice_read(p as usize + PAGE_SIZE, PAGE_SIZE).unwrap();
+        assert_eq!(v.len(), PAGE_SIZE);
+        assert_eq!(
+            u64::from_ne_bytes(v[..8].try_into().unwrap()),
+            pattern_word(5, 1, 0)
+        );
+        assert!(pagemap_pfn(p as usize).unwrap().is_some());
+        assert!(smaps_vmflags(p as usize).is_some());
+        // SAFETY: ours, not used afterwards.
+        unsafe { munmap(p, 2 * PAGE_SIZE).unwrap() };
+    }
 }

@@ -885,9 +885,17 @@ fn fault(ctx: &Ctx, s: &Settings, policies: &[Policy], r: &mut Report) -> Vec<Ro
 
 fn main() -> ExitCode {
     userspace_tests::help!();
-    let flags = match Flags::from_args_or_usage(BIN, &["help", "no-settle"], KNOWN, usage) {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let flags = match Flags::parse(&args, &["help", "no-settle"]).and_then(|f| {
+        f.check(KNOWN)?;
+        Ok(f)
+    }) {
         Ok(f) => f,
-        Err(code) => return code,
+        Err(e) => {
+            eprintln!("{BIN}: {e:#}");
+            usage();
+            return ExitCode::from(2);
+        }
     };
     if flags.has("help") {
         usage();
