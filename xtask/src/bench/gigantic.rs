@@ -47,9 +47,9 @@ pub struct GiganticData {
     pub skipped: Vec<GiganticSkip>,
 }
 
-/// hugetlb ÷ tierkit targets of issue 10, by worker count.
+/// hugetlb ÷ tierkit first-fault targets, by worker count.
 const GIGANTIC_TARGETS: [(u32, f64); 2] = [(1, 0.95), (2, 1.8)];
-/// hugetlb ÷ tierkit-from-a-ready-pool target of issue 10.
+/// hugetlb ÷ tierkit-from-a-ready-pool first-fault target.
 const GIGANTIC_POOL_TARGET: f64 = 20.0;
 
 impl GiganticData {

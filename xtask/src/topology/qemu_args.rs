@@ -49,7 +49,7 @@ impl Topology {
         if self.cxl.is_empty() {
             push(a, "-m", format!("{}G", self.total_mem_gib()));
         } else {
-            // Room for hot-added memory, as the CXL checks of issue 5 ran.
+            // Room for hot-added memory, which the CXL checks add.
             push(
                 a,
                 "-m",
