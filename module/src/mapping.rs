@@ -42,6 +42,7 @@
 //! opt-in; offlining a block inside one fails at once with `EBUSY` and a
 //! message naming the range.
 
+mod tests;
 
 use crate::chunks::GIGANTIC_PAGES;
 use crate::clear::gigantic::{populate_with, LastClear, LastSlot};

@@ -164,6 +164,17 @@ impl FaultKnobs {
     /// knob is missing (no `CONFIG_FAILSLAB`/`CONFIG_FAIL_PAGE_ALLOC`/
     /// `CONFIG_FAULT_INJECTION_DEBUG_FS`) or if a `probability` is not 0
     /// (then faults would be injected into every task, not only ours).
+    /// Why [`FaultKnobs::systematic`] cannot work on this kernel: a
+    /// directory of debugfs's fault-injection knobs is missing
+    /// (`CONFIG_FAILSLAB`, `CONFIG_FAIL_PAGE_ALLOC` off, as on Debian's).
+    pub fn missing() -> Option<String> {
+        crate::ensure_debugfs();
+        [FAILSLAB_DIR, FAIL_PAGE_ALLOC_DIR]
+            .into_iter()
+            .find(|d| !Path::new(d).is_dir())
+            .map(|d| format!("no {d} (this kernel has no such fault injection)"))
+    }
+
     pub fn systematic(verbose: u32) -> Result<FaultKnobs> {
         crate::ensure_debugfs();
         let mut k = FaultKnobs { saved: Vec::new() };
@@ -933,13 +944,32 @@ impl KunitFilter {
         }
     }
 
+    /// Whether the kernel has KUnit (built in, or its module loaded).
+    pub fn present() -> bool {
+        std::path::Path::new("/sys/module/kunit").exists()
+    }
+
+    /// What the filter does, for a report: the glob written, or why none.
+    pub fn describe(&self, glob: &str) -> String {
+        if self.old.is_some() {
+            format!("{KUNIT_FILTER_GLOB} = {glob}")
+        } else {
+            "no KUnit in this kernel (no /sys/module/kunit): no suite runs at load".to_string()
+        }
+    }
+
     pub fn read() -> io::Result<String> {
         Ok(fs::read_to_string(KUNIT_FILTER_GLOB)?
             .trim_end_matches('\n')
             .to_string())
     }
 
+    /// Sets the filter; on a kernel without KUnit (no `/sys/module/kunit`,
+    /// as Debian's) no suite runs at load anyway, and nothing is written.
     pub fn set(glob: &str) -> io::Result<KunitFilter> {
+        if !Self::present() {
+            return Ok(KunitFilter { old: None });
+        }
         let old = Self::read()?;
         fs::write(KUNIT_FILTER_GLOB, glob)?;
         Ok(KunitFilter { old: Some(old) })
