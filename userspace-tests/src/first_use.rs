@@ -1,5 +1,5 @@
-//! Time to first use of 1 GiB (issue 10, "Benchmark"), for
-//! `tk-bench-gigantic` (every worker count, median of R) and
+//! Time to first use of 1 GiB, for `tk-bench-gigantic` (every worker
+//! count, median of R) and
 //! `tk-demo-gigantic` (a short plan for `cargo xtask run`).
 //!
 //! For a node with memory, "time to first use" is the time from `mmap`

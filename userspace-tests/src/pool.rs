@@ -1,4 +1,4 @@
-//! tierkit's pre-cleared gigantic pool (issue 10, "Pre-cleared pool"):
+//! tierkit's pre-cleared gigantic pool:
 //! `/sys/kernel/debug/tierkit/gigantic/pool`, see
 //! Documentation/ABI/testing/debugfs-tierkit.
 //!

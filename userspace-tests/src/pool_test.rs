@@ -1,7 +1,7 @@
 //! The checks of `tk-test-pool` (the DRAM node) and `tk-test-pool-cxl`
 //! (the first memory-only node: the emulated CXL node of `--topology cxl`,
 //! or numa's memory-only node): tierkit's pre-cleared gigantic pool
-//! ([`crate::pool`], issue 10 "Pre-cleared pool") keeps its promises.
+//! ([`crate::pool`]) keeps its promises.
 //!
 //! On the node, in this order:
 //!

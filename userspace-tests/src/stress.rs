@@ -1,5 +1,6 @@
-//! The stress run of issue 8 ("Fuzzer and stress"), shared by
-//! `tk-test-stress` (bounded, in the suite) and `tk-stress` (configurable).
+//! The stress run (concurrent mappers, weight writes, clears and memory
+//! blocks going offline), shared by `tk-test-stress` (bounded, in the
+//! suite) and `tk-stress` (configurable).
 //!
 //! Concurrently, in forked processes until a deadline:
 //! - three mappers (weighted interleave over every memory node, plain

@@ -1,4 +1,4 @@
-//! Helpers for the hostile-use regression tests of issue 8
+//! Helpers for the hostile-use regression tests
 //! (`tk-test-hostile`, `tk-test-vma`, `tk-test-perm`): raw mappings that
 //! can be split, moved and protected; fork, kill and reap with timing;
 //! `/proc/self/pagemap`, `/proc/self/smaps`, `/proc/self/mem`; `vmsplice`;

@@ -591,7 +591,7 @@ fn check_config(text: &str, reqs: &[Requirement], stage: &Path) -> Result<()> {
         );
     }
     // Checked separately too: a gigantic range must not be zeroed serially
-    // by the allocator (issue 4), whatever the fragments say.
+    // by the allocator (init_on_alloc), whatever the fragments say.
     if cfg
         .get("CONFIG_INIT_ON_ALLOC_DEFAULT_ON")
         .is_some_and(|v| v == "y")

@@ -1,6 +1,7 @@
-//! Host tests of the bandwidth model (`src/model.rs`): the seed table of
-//! issue 12, and property tests of `predict` and `recommend` against plain
-//! brute-force references written straight from the definitions.
+//! Host tests of the bandwidth model (`src/model.rs`): the seed table (the
+//! measured bandwidths the model is fitted on), and property tests of
+//! `predict` and `recommend` against plain brute-force references written
+//! straight from the definitions.
 use proptest::prelude::*;
 use tierkit_core::interleave::{Nodemask, Weights, MAX_NUMNODES};
 use tierkit_core::model::*;
@@ -68,7 +69,7 @@ fn w2(a: u8, b: u8) -> Weights {
 }
 
 // ---------------------------------------------------------------------------
-// The seed table (issue 12)
+// The seed table (the measured bandwidths the model is fitted on)
 // ---------------------------------------------------------------------------
 
 const DRAM_ONLY: f64 = 4.69;

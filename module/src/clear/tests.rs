@@ -791,7 +791,7 @@ mod gigantic_tests {
         };
         assert!(set_gigantic_ioctl(&mut mode, false, &mut bad).err() == Some(EINVAL));
         // More workers than online CPUs: refused before any mmap takes a
-        // range (issue 8, defect 4).
+        // range (arguments are checked before any work).
         let mut bad = TkGigantic {
             threads: 4096,
             ..Default::default()

@@ -1,7 +1,7 @@
 //! tk-bench-gigantic: time to first use of 1 GiB, tierkit's gigantic mode
-//! and from its pre-cleared pool, against the kernel's hugetlb first fault
-//! (issue 10, "Benchmark"). The measurements are in
-//! `userspace_tests::first_use` (shared with `tk-demo-gigantic`).
+//! and from its pre-cleared pool, against the kernel's hugetlb first
+//! fault. The measurements are in `userspace_tests::first_use` (shared
+//! with `tk-demo-gigantic`).
 //!
 //! For each node with memory, the time from `mmap` until every 4 KiB page
 //! of the GiB has been written once: tierkit with T = 1 .. all online CPUs

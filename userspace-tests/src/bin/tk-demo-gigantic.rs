@@ -1,5 +1,5 @@
-//! tk-demo-gigantic: what `cargo xtask run` shows of issue 10: the time to
-//! first use of 1 GiB (from `mmap` until every 4 KiB page was written once)
+//! tk-demo-gigantic: what `cargo xtask run` shows of gigantic mode: the
+//! time to first use of 1 GiB (from `mmap` until every 4 KiB page was written once)
 //! on each memory node, tierkit against the kernel's hugetlb first fault.
 //!
 //! The short plan of `tk-bench-gigantic` (the same code,

@@ -1,5 +1,5 @@
-//! tk-stress: the stress run of `tk-test-stress` (issue 8), longer and
-//! configurable, for runs by hand in a guest:
+//! tk-stress: the stress run of `tk-test-stress`, longer and configurable,
+//! for runs by hand in a guest:
 //! `tk-stress --seconds 300 --seed 0x1234 --no-offline`.
 
 use clap::Parser;
@@ -9,7 +9,8 @@ use userspace_tests::read_topology;
 use userspace_tests::report::Report;
 use userspace_tests::stress::{run, Config};
 
-/// The stress run of issue 8 ("Fuzzer and stress").
+/// The stress run: concurrent mappers, weight writes, clears and memory
+/// blocks going offline.
 #[derive(Parser)]
 struct Args {
     /// Wall time of the concurrent phase, in seconds.

@@ -1,30 +1,31 @@
-//! tk-test-hostile: regression tests for defects 2, 3 and 4 of issue 8
-//! (found by hostile use) and for the limits that bound what userspace can
-//! make tierkit hold. Each check is named after the defect it guards and
-//! keeps the issue's minimal input.
+//! tk-test-hostile: regression tests for faults that hostile use found
+//! (arguments checked only after the work, a failed call leaving GiBs
+//! pinned, SIGKILL not honoured) and for the limits that bound what
+//! userspace can make tierkit hold. Each check is named after what it
+//! guards and keeps the minimal input that showed the fault.
 //!
-//! - defect4 (parameters checked after the work): `TK_IOC_SET_GIGANTIC`
-//!   with threads=4096 is `EINVAL` (threads are checked against the
-//!   online CPUs); remote placement is accepted, but on a topology with one
-//!   CPU node the following 1 GiB mmap is `EINVAL` in under 5 ms and
-//!   takes no memory.
-//! - defect2 (a failed call leaves GiBs pinned): gigantic mmap of more GiBs
-//!   than a node can supply (node 0: 8 GiB, as in the issue; the
-//!   memory-only node: its size rounded up) either fails with `ENOMEM` at
-//!   once (the global limit; `nr_cleared` is then 0), or (gigantic mode
-//!   makes each GiB at its first touch) touching every GiB is SIGBUS at the
-//!   first GiB the node cannot supply, counted in `gigantic_fault_failed`;
-//!   after the file is closed, stats `held`/`gigantic` and the node's
-//!   MemFree are back, and a 1 GiB mmap on that node succeeds. The same
-//!   for a 4 KiB mmap and a `TK_IOC_BULK` that run out of the node's
-//!   memory part-way.
-//! - defect3 (SIGKILL not honoured): `TK_IOC_BULK` of 524288 pages, a
-//!   second task blocked in `TK_IOC_TASK_NEXT` on the same file, a 1 GiB
-//!   4 KiB-mode mmap, a gigantic 1 GiB mmap with one worker: SIGKILL 50 ms
-//!   in, and the task is reaped within 150 ms (gigantic: 300 ms more than
-//!   the reap of a task holding an already cleared gigantic GiB, measured
-//!   in the same run: giving a GiB back takes over a second under KASAN)
-//!   of the kill, with nothing left held and MemFree back.
+//! - arguments (checked before any work; they were checked after it):
+//!   `TK_IOC_SET_GIGANTIC` with threads=4096 is `EINVAL` (threads are
+//!   checked against the online CPUs); remote placement is accepted, but on
+//!   a topology with one CPU node the following 1 GiB mmap is `EINVAL` in
+//!   under 5 ms and takes no memory.
+//! - out of memory (a failed call leaves nothing; it once left GiBs
+//!   pinned): gigantic mmap of more GiBs than a node can supply (node 0:
+//!   8 GiB, the input that showed the fault; the memory-only node: its size
+//!   rounded up) either fails with `ENOMEM` at once (the global limit;
+//!   `nr_cleared` is then 0), or (gigantic mode makes each GiB at its first
+//!   touch) touching every GiB is SIGBUS at the first GiB the node cannot
+//!   supply, counted in `gigantic_fault_failed`; after the file is closed,
+//!   stats `held`/`gigantic` and the node's MemFree are back, and a 1 GiB
+//!   mmap on that node succeeds. The same for a 4 KiB mmap and a
+//!   `TK_IOC_BULK` that run out of the node's memory part-way.
+//! - kill (SIGKILL is honoured; it once was not): `TK_IOC_BULK` of 524288
+//!   pages, a second task blocked in `TK_IOC_TASK_NEXT` on the same file, a
+//!   1 GiB 4 KiB-mode mmap, a gigantic 1 GiB mmap with one worker: SIGKILL
+//!   50 ms in, and the task is reaped within 150 ms (gigantic: 300 ms more
+//!   than the reap of a task holding an already cleared gigantic GiB,
+//!   measured in the same run: giving a GiB back takes over a second under
+//!   KASAN) of the kill, with nothing left held and MemFree back.
 //! - limits: `/sys/kernel/debug/tierkit/limits` (`file_pages`,
 //!   `file_gigantic`, `global_pages`, `held_pages`), the 4th stats column,
 //!   and an mmap past `global_pages` fails with `ENOMEM` at once and takes
@@ -195,27 +196,27 @@ fn main() -> ExitCode {
         return r.finish();
     };
 
-    defect4(&mut r, &topo, dram);
-    defect2_gigantic(&mut r, dram, 8);
+    arguments_checked_first(&mut r, &topo, dram);
+    gigantic_map_past_memory(&mut r, dram, 8);
     if let Some(m) = topo.memory_only().first().copied() {
         if is_cxl_node(m) {
             r.skip(
-                &format!("defect2: gigantic mmap past node {m}'s memory"),
+                &format!("out of memory: gigantic mmap past node {m}'s memory"),
                 "CXL node: clearing its GiBs under QEMU costs ~45 s each (README, Slow memory); node 0 covers it",
             );
         } else {
             let gib = vma::node_memtotal_kb(m).map_or(3, |kb| kb / (1 << 20) + 1);
-            defect2_gigantic(&mut r, m, gib as usize);
+            gigantic_map_past_memory(&mut r, m, gib as usize);
         }
     }
-    defect2_small(&mut r, &topo);
-    defect3(&mut r, dram);
+    small_pages_past_memory(&mut r, &topo);
+    sigkill_honoured(&mut r, dram);
     limits(&mut r, &topo);
     r.finish()
 }
 
-/// defect 4: arguments are checked before anything is taken.
-fn defect4(r: &mut Report, topo: &Topology, dram: u32) {
+/// Arguments are checked before anything is taken.
+fn arguments_checked_first(r: &mut Report, topo: &Topology, dram: u32) {
     let cpus = online_cpus();
     let res = (|| -> Result<(), String> {
         let tk = Tierkit::open().map_err(|e| e.to_string())?;
@@ -245,7 +246,7 @@ fn defect4(r: &mut Report, topo: &Topology, dram: u32) {
             }
         }
     })();
-    r.check("defect4: TK_IOC_SET_GIGANTIC threads=4096 is EINVAL", res);
+    r.check("arguments: TK_IOC_SET_GIGANTIC threads=4096 is EINVAL", res);
 
     // The boundary: a fixed count is checked against the online CPUs.
     let res = (|| -> Result<(), String> {
@@ -261,11 +262,11 @@ fn defect4(r: &mut Report, topo: &Topology, dram: u32) {
         Ok(())
     })();
     r.check(
-        &format!("defect4: SET_GIGANTIC threads={} (online CPUs + 1) is EINVAL, threads={cpus} is accepted", cpus + 1),
+        &format!("arguments: SET_GIGANTIC threads={} (online CPUs + 1) is EINVAL, threads={cpus} is accepted", cpus + 1),
         res,
     );
 
-    let name = "defect4: remote placement with one CPU node: 1 GiB mmap is EINVAL in < 5 ms and takes nothing";
+    let name = "arguments: remote placement with one CPU node: 1 GiB mmap is EINVAL in < 5 ms and takes nothing";
     if topo.cpu.len() > 1 {
         r.skip(
             name,
@@ -364,9 +365,10 @@ fn defect4(r: &mut Report, topo: &Topology, dram: u32) {
     r.check_note(name, res);
 }
 
-/// defect 2: gigantic mmap of `gib` GiB on `nid`, more than it can supply.
-fn defect2_gigantic(r: &mut Report, nid: u32, gib: usize) {
-    let pre = format!("defect2: gigantic mmap of {gib} GiB on node {nid}");
+/// A gigantic mmap of `gib` GiB on `nid`, more than it can supply, leaves
+/// nothing behind.
+fn gigantic_map_past_memory(r: &mut Report, nid: u32, gib: usize) {
+    let pre = format!("out of memory: gigantic mmap of {gib} GiB on node {nid}");
     let tk = match Tierkit::open() {
         Ok(t) => t,
         Err(e) => {
@@ -539,19 +541,19 @@ fn defect2_gigantic(r: &mut Report, nid: u32, gib: usize) {
     }
 }
 
-/// defect 2 for 4 KiB pages: an mmap and a TK_IOC_BULK that run out of a
+/// The same for 4 KiB pages: an mmap and a TK_IOC_BULK that run out of a
 /// node's memory part-way leave nothing behind.
-fn defect2_small(r: &mut Report, topo: &Topology) {
+fn small_pages_past_memory(r: &mut Report, topo: &Topology) {
     let Some(m) = topo.memory_only().first().copied() else {
         r.skip(
-            "defect2: 4 KiB mmap failing part-way",
+            "out of memory: 4 KiB mmap failing part-way",
             "no memory-only node",
         );
         return;
     };
     // BULK: 2^20 pages (4 GiB) on the memory-only node alone. Bulk pages
     // are not written, so this is cheap on CXL too.
-    let name = format!("defect2: TK_IOC_BULK of 2^20 pages on node {m} fails part-way with ENOMEM and frees everything");
+    let name = format!("out of memory: TK_IOC_BULK of 2^20 pages on node {m} fails part-way with ENOMEM and frees everything");
     // GFP_KERNEL stops at the node's min watermark, so less than 4 GiB free
     // (plus a margin for the watermark) cannot serve 2^20 pages.
     let free = vma::node_free_kb(m).unwrap_or(0);
@@ -586,7 +588,7 @@ fn defect2_small(r: &mut Report, topo: &Topology) {
     r.check_note(&name, res);
 
     let name = format!(
-        "defect2: 4 KiB mmap of 1 GiB on node {m} failing part-way with ENOMEM leaves nothing"
+        "out of memory: 4 KiB mmap of 1 GiB on node {m} failing part-way with ENOMEM leaves nothing"
     );
     if is_cxl_node(m) {
         r.skip(
@@ -655,7 +657,9 @@ fn defect2_small(r: &mut Report, topo: &Topology) {
         }
     }
     r.check_note(
-        &format!("defect2: after closing the {n} full files, held back and node {m} MemFree back"),
+        &format!(
+            "out of memory: after closing the {n} full files, held back and node {m} MemFree back"
+        ),
         held_back(&base_held).and_then(|h| memfree_back(m, base_free).map(|f| both(f, h))),
     );
 }
@@ -863,10 +867,11 @@ fn kill_after_50ms(
     ))
 }
 
-/// defect 3 (2): one attempt of a task blocked in TK_IOC_TASK_NEXT, while
-/// another runs a long TK_IOC_BULK on the same file, killed 50 ms in;
-/// `cpus` pins the BULK and the waiter. The BULK is killed after it (its
-/// reap time, which grows with what it must free, is printed).
+/// Case (2) of [`sigkill_honoured`]: one attempt of a task blocked in
+/// TK_IOC_TASK_NEXT, while another runs a long TK_IOC_BULK on the same
+/// file, killed 50 ms in; `cpus` pins the BULK and the waiter. The BULK is
+/// killed after it (its reap time, which grows with what it must free, is
+/// printed).
 fn waiter_attempt(dram: u32, cpus: Option<(usize, usize)>) -> Result<Attempt, String> {
     let tk = Tierkit::open()
         .and_then(|tk| {
@@ -925,8 +930,8 @@ fn waiter_attempt(dram: u32, cpus: Option<(usize, usize)>) -> Result<Attempt, St
     ))
 }
 
-/// defect 3: long calls and waits can be killed.
-fn defect3(r: &mut Report, dram: u32) {
+/// Long calls and waits can be killed (SIGKILL is honoured).
+fn sigkill_honoured(r: &mut Report, dram: u32) {
     let mut lat = Vec::new();
     let base = Base {
         nid: dram,
@@ -937,7 +942,7 @@ fn defect3(r: &mut Report, dram: u32) {
     // (1) TK_IOC_BULK of 524288 pages.
     kill_check(
         r,
-        "defect3: TK_IOC_BULK of 524288 pages, SIGKILL after 50 ms, reaped within 150 ms",
+        "kill: TK_IOC_BULK of 524288 pages, SIGKILL after 50 ms, reaped within 150 ms",
         150,
         &base,
         &mut lat,
@@ -977,7 +982,7 @@ fn defect3(r: &mut Report, dram: u32) {
         };
         kill_check(
             r,
-            &format!("defect3: TK_IOC_TASK_NEXT waiting for a BULK on the same file{on}, SIGKILL after 50 ms, reaped within 150 ms"),
+            &format!("kill: TK_IOC_TASK_NEXT waiting for a BULK on the same file{on}, SIGKILL after 50 ms, reaped within 150 ms"),
             150,
             &base,
             &mut lat,
@@ -989,7 +994,7 @@ fn defect3(r: &mut Report, dram: u32) {
     // defer work to faults).
     kill_check(
         r,
-        "defect3: 1 GiB mmap in 4 KiB mode, SIGKILL after 50 ms, reaped within 150 ms",
+        "kill: 1 GiB mmap in 4 KiB mode, SIGKILL after 50 ms, reaped within 150 ms",
         150,
         &base,
         &mut lat,
@@ -1028,7 +1033,7 @@ fn defect3(r: &mut Report, dram: u32) {
             // The mmap itself failed (no free naturally aligned GiB on the
             // node now): the kill test could not get one either.
             r.skip(
-                &format!("defect3: gigantic 1 GiB mmap on node {dram} with 1 worker, SIGKILL 50 ms into the clear, reaped within {GIGANTIC_KILL_MARGIN_MS} ms plus a cleared GiB's release"),
+                &format!("kill: gigantic 1 GiB mmap on node {dram} with 1 worker, SIGKILL 50 ms into the clear, reaped within {GIGANTIC_KILL_MARGIN_MS} ms plus a cleared GiB's release"),
                 format!("a gigantic 1 GiB mmap on node {dram} failed without a kill: {e}"),
             );
             r.set("kill_latencies", serde_json::Value::Array(lat));
@@ -1036,7 +1041,7 @@ fn defect3(r: &mut Report, dram: u32) {
         }
         Err(e) => {
             r.fail(
-                "defect3: reap time of a task holding a cleared gigantic GiB",
+                "kill: reap time of a task holding a cleared gigantic GiB",
                 e,
             );
             r.set("kill_latencies", serde_json::Value::Array(lat));
@@ -1045,14 +1050,14 @@ fn defect3(r: &mut Report, dram: u32) {
     };
     let bound = GIGANTIC_KILL_MARGIN_MS + release.ceil() as u64;
     r.ok_note(
-        "defect3: reap time of a task holding a cleared gigantic GiB",
+        "kill: reap time of a task holding a cleared gigantic GiB",
         format!(
             "{release:.1} ms: bound for the kill during the clear {GIGANTIC_KILL_MARGIN_MS} + {release:.0} = {bound} ms"
         ),
     );
     kill_check(
         r,
-        &format!("defect3: gigantic 1 GiB mmap on node {dram} with 1 worker, SIGKILL 50 ms into the clear, reaped within {GIGANTIC_KILL_MARGIN_MS} ms plus a cleared GiB's release"),
+        &format!("kill: gigantic 1 GiB mmap on node {dram} with 1 worker, SIGKILL 50 ms into the clear, reaped within {GIGANTIC_KILL_MARGIN_MS} ms plus a cleared GiB's release"),
         bound,
         &base,
         &mut lat,

@@ -12,8 +12,8 @@
 //!   must then be refused (`EWOULDBLOCK`, or `EBUSY`; delete_module(2)),
 //!   the module must still work, and the unload must succeed once the
 //!   file is closed or the mapping unmapped. (A debugfs file open across
-//!   an unload is defect 1 of issue 8: the unload succeeded and the close
-//!   oopsed. Should an unload succeed with a debugfs file held, this test
+//!   an unload once let the unload succeed, and the close then oopsed.
+//!   Should an unload succeed with a debugfs file held, this test
 //!   fails and hands the file to a child that keeps it open, so that the
 //!   close does not take the guest down with it.)
 //! - Fault injection into the load (`fail-nth`, as tk-test-faults): for N
@@ -184,9 +184,10 @@ fn refused(e: &io::Error) -> bool {
 }
 
 /// Keeps `f` open in a child that does nothing else, forever: closing a
-/// debugfs file of an unloaded module calls into freed module text (defect
-/// 1 of issue 8), which with oops=panic ends the guest. The child closes
-/// everything else (so nobody waits for its output) and sleeps.
+/// debugfs file of an unloaded module calls into freed module text (an
+/// oops in `full_proxy_release()`), which with oops=panic ends the guest.
+/// The child closes everything else (so nobody waits for its output) and
+/// sleeps.
 fn quarantine(f: File) -> String {
     let keep = f.as_raw_fd();
     // SAFETY: fork in a single-threaded process; the child only makes
@@ -261,7 +262,7 @@ fn hold(h: Hold, wd: &WeightDir, mem_mask: u64) -> Result<Option<Held>, String> 
 }
 
 /// One cycle: load, check, hold, refused unload, release, unload.
-fn cycle(i: u32, mem_mask: u64, defect1: &mut Vec<String>) -> Result<Hold, String> {
+fn cycle(i: u32, mem_mask: u64, debugfs_unloads: &mut Vec<String>) -> Result<Hold, String> {
     let h = Hold::of_cycle(i);
     load().map_err(|e| format!("finit_module: {}", errno_name(&e)))?;
     works(mem_mask).map_err(|e| format!("after loading: {e}"))?;
@@ -290,7 +291,7 @@ fn cycle(i: u32, mem_mask: u64, defect1: &mut Vec<String>) -> Result<Hold, Strin
                     }
                 };
                 if h.is_debugfs() {
-                    defect1.push(format!("cycle {i}: {}", h.name()));
+                    debugfs_unloads.push(format!("cycle {i}: {}", h.name()));
                 }
                 // Load it again so that the cycles and later tests go on.
                 let _ = load();
@@ -687,11 +688,11 @@ fn phases(r: &mut Report, mem_mask: u64, start: &MemSnapshot) {
     // The cycles.
     let t0 = Instant::now();
     let mut failures: Vec<(Hold, String)> = Vec::new();
-    let mut defect1 = Vec::new();
+    let mut debugfs_unloads = Vec::new();
     let mut counts = std::collections::BTreeMap::new();
     let mut done = 0;
     for i in 0..CYCLES {
-        match cycle(i, mem_mask, &mut defect1) {
+        match cycle(i, mem_mask, &mut debugfs_unloads) {
             Ok(h) => *counts.entry(h.name()).or_insert(0u32) += 1,
             Err(e) => {
                 failures.push((Hold::of_cycle(i), format!("cycle {i}: {e}")));
@@ -747,17 +748,20 @@ fn phases(r: &mut Report, mem_mask: u64, start: &MemSnapshot) {
             );
         }
     }
-    if !defect1.is_empty() {
+    if !debugfs_unloads.is_empty() {
         r.note(format!(
             "an unload succeeded with a debugfs file open in {} cycle(s): {}",
-            defect1.len(),
-            defect1.join(", ")
+            debugfs_unloads.len(),
+            debugfs_unloads.join(", ")
         ));
     }
 
     r.set("cycles", json!(done));
     r.set("cycles_seconds", json!((secs * 10.0).round() / 10.0));
-    r.set("defect1_cycles", json!(defect1.len()));
+    r.set(
+        "unload_with_debugfs_open_cycles",
+        json!(debugfs_unloads.len()),
+    );
 
     // Fault injection into the load.
     if let Some(why) = FaultKnobs::missing() {

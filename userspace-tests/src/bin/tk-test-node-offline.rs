@@ -1,6 +1,6 @@
 //! tk-test-node-offline: the CXL node loses all its memory while tierkit
-//! holds pages there, then gets it back (issue 9, "Node lifecycle"; the
-//! semantics are in Documentation/ABI/testing/dev-tierkit).
+//! holds pages there, then gets it back (the semantics are in
+//! Documentation/ABI/testing/dev-tierkit).
 //!
 //! On a node whose memory is all ZONE_MOVABLE (the cxl topology's CXL node,
 //! `--cxl-online movable`):

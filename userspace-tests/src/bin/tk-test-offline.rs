@@ -1,5 +1,5 @@
 //! tk-test-offline: memory blocks that hold tierkit's pages go offline
-//! (issue 9; module/src/mapping.rs has the design).
+//! (module/src/mapping.rs has the design).
 //!
 //! - **ZONE_MOVABLE** (the CXL node onlined `online_movable`): map 8 MiB
 //!   of 4 KiB pages on the node, fill a per-page pattern, find every

@@ -1,4 +1,4 @@
-//! tk-test-perm: who may use tierkit (issue 8, the documented decision).
+//! tk-test-perm: who may use tierkit (the documented decision: root only).
 //!
 //! - `/dev/tierkit` is root-only (0600) and every file under
 //!   `/sys/kernel/debug/tierkit/` has no group or other permissions (0600

@@ -1,9 +1,8 @@
-//! tk-test-stress: the bounded stress run of issue 8 ("Fuzzer and
-//! stress"), in the suite on every topology: 15 s of concurrent mappers
-//! (with threads racing close and munmap against population), weight,
-//! auto and bandwidth writes, clears on every node at once, and on the cxl
-//! topology memory blocks going offline and online; then the checks of
-//! [`userspace_tests::stress`].
+//! tk-test-stress: the bounded stress run, in the suite on every topology:
+//! 15 s of concurrent mappers (with threads racing close and munmap
+//! against population), weight, auto and bandwidth writes, clears on every
+//! node at once, and on the cxl topology memory blocks going offline and
+//! online; then the checks of [`userspace_tests::stress`].
 
 use std::process::ExitCode;
 use userspace_tests::read_topology;

@@ -1,7 +1,8 @@
-//! tk-test-vma: defect 5 of issue 8 (`MADV_DONTNEED` then SIGBUS): every
-//! operation a user may apply to a `/dev/tierkit` mapping has a defined
-//! outcome, checked here one by one on a 4 KiB-mode mapping (and
-//! `MADV_DONTNEED`, `VM_DONTDUMP` on a gigantic one):
+//! tk-test-vma: `MADV_DONTNEED` then a touch must map the same page again
+//! (it was SIGBUS once): every operation a user may apply to a
+//! `/dev/tierkit` mapping has a defined outcome, checked here one by one on
+//! a 4 KiB-mode mapping (and `MADV_DONTNEED`, `VM_DONTDUMP` on a gigantic
+//! one):
 //!
 //! - `MAP_PRIVATE` is `EINVAL`; every page of a new mapping reads zero
 //!   before its first write (after a previous mapping dirtied the pages).
@@ -150,7 +151,7 @@ fn main() -> ExitCode {
 
 fn private_and_zero(r: &mut Report, mask: u64) {
     r.check(
-        "defect5: MAP_PRIVATE is EINVAL",
+        "MAP_PRIVATE is EINVAL",
         (|| -> Result<(), String> {
             let tk = Tierkit::open().map_err(|e| e.to_string())?;
             tk.set_policy(TK_MODE_INTERLEAVE, mask)
@@ -161,7 +162,7 @@ fn private_and_zero(r: &mut Report, mask: u64) {
     // Dirty 4096 pages, give them back, and map as many again: every page
     // must read zero before its first write.
     r.check(
-        "defect5: every page of a new mapping reads zero before its first write",
+        "every page of a new mapping reads zero before its first write",
         (|| -> Result<(), String> {
             let n = 4096;
             {
@@ -180,11 +181,14 @@ fn private_and_zero(r: &mut Report, mask: u64) {
     );
 }
 
-/// defect 5 proper: MADV_DONTNEED, then touch.
+/// MADV_DONTNEED, then touch: the same page is mapped again (it was SIGBUS
+/// once).
 fn dontneed(r: &mut Report, mask: u64) {
     for write in [false, true] {
         let how = if write { "write" } else { "read" };
-        let name = format!("defect5: MADV_DONTNEED returns 0 and the next {how} maps the same page (contents, node, pfn)");
+        let name = format!(
+            "MADV_DONTNEED returns 0 and the next {how} maps the same page (contents, node, pfn)"
+        );
         let res = (|| -> Result<String, String> {
             let m = Map::new(mask, PAGES)?;
             // SAFETY: our writable mapping.
@@ -251,7 +255,7 @@ fn refused_madvise(r: &mut Report, mask: u64) {
         (libc::MADV_REMOVE, "MADV_REMOVE", libc::ENODEV),
     ] {
         let en = errno_name(&std::io::Error::from_raw_os_error(errno));
-        let name = format!("defect5: {aname} is {en} and the mapping is unchanged");
+        let name = format!("{aname} is {en} and the mapping is unchanged");
         let res = (|| -> Result<(), String> {
             let m = Map::new(mask, PAGES)?;
             // SAFETY: our writable mapping.
@@ -292,7 +296,7 @@ fn dontfork(r: &mut Report, mask: u64) {
         unsafe { check_pattern(m.addr, 0, PAGES, 3) }
     })();
     r.check(
-        "defect5: MADV_DONTFORK is 0; a child gets SIGSEGV touching it, the parent keeps its data",
+        "MADV_DONTFORK is 0; a child gets SIGSEGV touching it, the parent keeps its data",
         res,
     );
 }
@@ -338,7 +342,7 @@ fn fork_shares(r: &mut Report, mask: u64) {
         }
     })();
     r.check(
-        "defect5: fork shares the pages (child's write seen by the parent and vice versa)",
+        "fork shares the pages (child's write seen by the parent and vice versa)",
         res,
     );
 }
@@ -392,7 +396,7 @@ fn partial_munmap(r: &mut Report, mask: u64) {
         Ok(format!("held {h0} -> {h1} -> {h5}"))
     })();
     r.check_note(
-        "defect5: munmap of the middle keeps the rest mapped and intact, pages held until close and last unmap",
+        "munmap of the middle keeps the rest mapped and intact, pages held until close and last unmap",
         res,
     );
 }
@@ -475,7 +479,7 @@ fn mremap(r: &mut Report, mask: u64) {
         Ok("moved, shrunk; grow EFAULT".into())
     })();
     r.check_note(
-        "defect5: mremap: a move keeps contents, nodes and pfns; shrinking works; growing is EFAULT",
+        "mremap: a move keeps contents, nodes and pfns; shrinking works; growing is EFAULT",
         res,
     );
 }
@@ -511,7 +515,7 @@ fn mprotect(r: &mut Report, mask: u64) {
         }
     })();
     r.check(
-        "defect5: mprotect(PROT_READ): a write is SIGSEGV; back to RW it works, contents intact",
+        "mprotect(PROT_READ): a write is SIGSEGV; back to RW it works, contents intact",
         res,
     );
 }
@@ -520,12 +524,12 @@ fn dontdump_and_proc_mem(r: &mut Report, mask: u64) {
     let m = match Map::new(mask, PAGES) {
         Ok(m) => m,
         Err(e) => {
-            r.fail("defect5: VM_DONTDUMP", e);
+            r.fail("VM_DONTDUMP", e);
             return;
         }
     };
     r.check_note(
-        "defect5: the mapping has VM_DONTDUMP (dd in smaps VmFlags)",
+        "the mapping has VM_DONTDUMP (dd in smaps VmFlags)",
         match vma::smaps_vmflags(m.addr as usize) {
             Some(f) if f.iter().any(|x| x == "dd") => Ok(f.join(" ")),
             Some(f) => Err(format!("VmFlags: {}", f.join(" "))),
@@ -555,14 +559,14 @@ fn dontdump_and_proc_mem(r: &mut Report, mask: u64) {
         }
         Ok(())
     })();
-    r.check("defect5: /proc/self/mem reads and writes the mapping", res);
+    r.check("/proc/self/mem reads and writes the mapping", res);
 }
 
 fn gup(r: &mut Report, mask: u64) {
     let m = match Map::new(mask, PAGES) {
         Ok(m) => m,
         Err(e) => {
-            r.fail("defect5: get_user_pages", e);
+            r.fail("get_user_pages", e);
             return;
         }
     };
@@ -582,7 +586,7 @@ fn gup(r: &mut Report, mask: u64) {
         Ok(())
     })();
     r.check(
-        "defect5: get_user_pages: vmsplice(2) of the mapping into a pipe reads its contents",
+        "get_user_pages: vmsplice(2) of the mapping into a pipe reads its contents",
         res,
     );
 
@@ -592,7 +596,7 @@ fn gup(r: &mut Report, mask: u64) {
         }
         res => {
             r.check(
-                "defect5: get_user_pages: process_vm_readv(2) reads the mapping",
+                "get_user_pages: process_vm_readv(2) reads the mapping",
                 res.map_err(|e| errno_name(&e)).and_then(|v| {
                     // SAFETY: readable.
                     let direct = unsafe { std::slice::from_raw_parts(m.page(2), 4 * PAGE_SIZE) };
@@ -634,14 +638,15 @@ fn gup(r: &mut Report, mask: u64) {
         Ok(())
     })();
     r.check(
-        "defect5: read(2) from a pipe into the mapping and write(2) from it work",
+        "read(2) from a pipe into the mapping and write(2) from it work",
         res,
     );
 }
 
 /// MADV_DONTNEED on a few pages inside a gigantic mapping; VM_DONTDUMP.
 fn gigantic(r: &mut Report, topo: &Topology) {
-    let name = "defect5: gigantic mapping: MADV_DONTNEED then touch maps the same pages (contents, node, pfn)";
+    let name =
+        "gigantic mapping: MADV_DONTNEED then touch maps the same pages (contents, node, pfn)";
     // The DRAM node first; a CXL node costs ~45 s per GiB cleared under
     // QEMU (README, Slow memory).
     let mut candidates: Vec<u32> = topo.dram_node().into_iter().collect();
@@ -746,7 +751,7 @@ fn gigantic(r: &mut Report, topo: &Topology) {
     })();
     r.check_note(name, res);
     r.check_note(
-        "defect5: a gigantic mapping has VM_DONTDUMP (dd in smaps VmFlags)",
+        "a gigantic mapping has VM_DONTDUMP (dd in smaps VmFlags)",
         match vma::smaps_vmflags(addr as usize) {
             Some(f) if f.iter().any(|x| x == "dd") => Ok(f.join(" ")),
             Some(f) => Err(format!("VmFlags: {}", f.join(" "))),

@@ -10,8 +10,8 @@
 //!   the regime probe, HMAT side by side, and the weights each gives;
 //! - [`kernels`]: the XSBench-style lookup kernel, the STREAM-style
 //!   bandwidth kernels and the page_fault2-style fault kernel;
-//! - [`rows`]: the report rows of issue 12 (`topology`, `workload`,
-//!   `policy`, `unit`, `measured`, `predicted`, `regime`).
+//! - [`rows`]: the rows of `cargo xtask bench`'s report (`topology`,
+//!   `workload`, `policy`, `unit`, `measured`, `predicted`, `regime`).
 //!
 //! Everything here also runs on bare metal: the guest-sized defaults apply
 //! only when `$TIERKIT_MODE` is set (the guest's `/init` sets it).

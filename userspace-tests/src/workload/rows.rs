@@ -1,4 +1,4 @@
-//! The rows of issue 12's report: one per topology × workload × policy
+//! The rows of the benchmark report: one per topology × workload × policy
 //! (fault rows also per `variant`), as `tk-workload` emits them in its
 //! `TIERKIT-JSON` line under `rows` and `cargo xtask bench` collects them
 //! into `target/tierkit/report/report.json`.

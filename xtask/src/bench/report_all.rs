@@ -1,4 +1,4 @@
-//! The report of `cargo xtask bench` with no name (issue 12): from the
+//! The report of `cargo xtask bench` with no name: from the
 //! `TIERKIT-JSON` records of one `bench-all` boot per topology, write
 //! `target/tierkit/report/`:
 //!
