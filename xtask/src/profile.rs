@@ -94,6 +94,15 @@ impl Profile {
                 // kconfig/debug/debug.config), and /init reports the model
                 // the guest actually runs.
                 "preempt=none".into(),
+                // 4-level paging. With LA57 (QEMU's `-cpu max` has it),
+                // identify_cpu() zeroes boot_cpu_data's capability words
+                // before alternatives are patched, so for that window
+                // pgtable_l5_enabled() is false: an interrupt then takes
+                // its irq_desc in the 5-level direct map for an address
+                // KASAN has no shadow for, and reports a wild-memory-access
+                // in do_raw_spin_lock() from handle_edge_irq() at 0.005 s
+                // (one of three debug boots on 2026-12-02; not tierkit's).
+                "no5lvl".into(),
                 "panic_on_warn=1".into(),
                 format!("watchdog_thresh={WATCHDOG_THRESH}"),
                 format!("rcupdate.rcu_cpu_stall_timeout={RCU_STALL_SECS}"),
@@ -220,7 +229,12 @@ mod tests {
             .iter()
             .any(|a| a.starts_with("KRUSTFLAGS=") && a.contains("-Dwarnings")));
         let c = p.kernel_cmdline();
-        for w in ["preempt=none", "panic_on_warn=1", "tierkit.profile=debug"] {
+        for w in [
+            "preempt=none",
+            "no5lvl",
+            "panic_on_warn=1",
+            "tierkit.profile=debug",
+        ] {
             assert!(c.iter().any(|x| x == w), "{w} in {c:?}");
         }
         assert!(c.iter().any(|x| x.starts_with("watchdog_thresh=")));
