@@ -6,7 +6,7 @@
 //! have no `owner`, so an open debugfs file does not hold the module, and
 //! closing it after `rmmod` calls `full_proxy_release()` on file operations
 //! that were unloaded (an oops). tierkit's files use the C shim's file
-//! operations instead (`tk_dbg_rw_fops` and `tk_dbg_ro_fops` in shim.c,
+//! operations instead (`tk_dbg_rw_fops` and `tk_dbg_ro_fops` in shim_debugfs.c,
 //! `.owner = THIS_MODULE`): the debugfs proxy takes a module reference for
 //! each open file, so `rmmod` is refused (`EWOULDBLOCK`) while one is open.
 //!

@@ -357,7 +357,7 @@ impl TkFile {
         let mut nids = KVec::with_capacity(nr_ranges, GFP_KERNEL)?;
         let mut slots = KVec::with_capacity(nr_ranges, GFP_KERNEL)?;
         // Whether a GiB may come from ZONE_MOVABLE (see the vm_ops in
-        // shim.c `tk_vma_set_gigantic()`).
+        // shim_vma.c `tk_vma_set_gigantic()`).
         let mut movable = false;
         for i in 0..nr_ranges {
             let ilx = interleave::vma_ilx(pgoff, (i * per_range) as u64, 18);
@@ -450,7 +450,7 @@ fn insert_pages(vma: &VmaMixedMap, addr: usize, pages: &[*mut bindings::page]) -
 }
 
 /// Whether the `/dev/tierkit` file whose `private_data` is `private` is in
-/// gigantic mode, for shim.c `tk_get_unmapped_area()`: it refuses a fixed
+/// gigantic mode, for shim_vma.c `tk_get_unmapped_area()`: it refuses a fixed
 /// address that is not GiB aligned there, so that `mremap(MREMAP_FIXED)`
 /// cannot move a PUD-mapped GiB to one (`move_page_tables()` would walk
 /// the PUD leaf as a PMD table).
@@ -568,7 +568,7 @@ impl MiscDevice for TkFile {
         // SAFETY: `file` is the file being opened, in its ->open.
         unsafe { shim::tk_file_use_dev_fops(file.as_ptr()) };
         // An address space of its own, so that zapping a page of this
-        // file never touches another file's vmas (see shim.c).
+        // file never touches another file's vmas (see shim_vma.c).
         // SAFETY: as above; nothing is mapped yet.
         to_result(unsafe { shim::tk_file_own_mapping(file.as_ptr()) })?;
         Ok(me)

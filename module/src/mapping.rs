@@ -531,7 +531,7 @@ impl PinnedDrop for Backing {
     }
 }
 
-/// The fault handler's work (shim.c `tk_vm_fault()`): maps the page of
+/// The fault handler's work (shim_vma.c `tk_vm_fault()`): maps the page of
 /// `backing` at file page offset `pgoff` at `addr` of `vma`. Returns 0, or
 /// a negative errno (`-EFAULT` if the mapping has no such page: SIGBUS).
 ///
@@ -559,7 +559,7 @@ unsafe extern "C" fn tk_mapping_fault(
     unsafe { shim::tk_vm_insert_page(vma, addr, page) }
 }
 
-/// The gigantic fault handler's work (shim.c `tk_gigantic_huge_fault()`):
+/// The gigantic fault handler's work (shim_vma.c `tk_gigantic_huge_fault()`):
 /// sets `*pfn` to the first pfn of the GiB of `backing` at file page
 /// offset `pgoff`, allocating and clearing it at its first touch. Returns
 /// 0, or a negative errno (the shim answers SIGBUS; the failure is counted
@@ -603,7 +603,7 @@ unsafe extern "C" fn tk_gigantic_fault(
     }
 }
 
-/// A 4 KiB fault in a gigantic mapping (shim.c `tk_gigantic_pte_fault()`):
+/// A 4 KiB fault in a gigantic mapping (shim_vma.c `tk_gigantic_pte_fault()`):
 /// THP is disabled for the task or the vma, or an earlier such fault left
 /// a PMD table in the GiB's PUD slot. Makes the GiB at its first touch as
 /// [`tk_gigantic_fault`] does and sets `*page` to its 4 KiB page at file

@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Declarations of the C shim in `shim.c`.
+//! Declarations of the C shim in `shim.c` and `shim_*.c`.
 //!
 //! Each function is a one-line wrapper around a `static inline` function or a
-//! macro of the kernel that bindgen cannot export. Signatures must match
-//! `shim.c` exactly.
+//! macro of the kernel that bindgen cannot export, or C glue that needs a
+//! structure bindgen cannot build (vm_operations, notifier blocks, the
+//! pool's kthread and shrinker). Signatures must match `shim.h` exactly.
 
 use kernel::bindings;
 use kernel::ffi::{c_char, c_int, c_uint, c_ulong};
@@ -237,7 +238,7 @@ extern "C" {
     /// `backing` must stay valid as long as the vma can fault, i.e. until
     /// the file is released. `movable`: some of its pages are in
     /// ZONE_MOVABLE (the vma then refuses long-term writable pins with
-    /// `EFAULT`, see shim.c `tk_pfn_mkwrite()`).
+    /// `EFAULT`, see shim_vma.c `tk_pfn_mkwrite()`).
     pub(crate) fn tk_vma_set_backing(
         vma: *mut bindings::vm_area_struct,
         backing: *mut core::ffi::c_void,
@@ -296,7 +297,7 @@ extern "C" {
     ) -> c_int;
 }
 
-/// The refill thread of the pre-cleared gigantic pool (shim.c).
+/// The refill thread of the pre-cleared gigantic pool (shim_pool.c).
 #[repr(C)]
 pub(crate) struct TkPoolThread {
     _private: [u8; 0],

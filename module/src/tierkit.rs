@@ -31,6 +31,9 @@ mod pool_cmd;
 #[path = "../core/src/uapi.rs"]
 mod uapi;
 #[expect(dead_code, unreachable_pub)]
+#[path = "../core/src/weights.rs"]
+mod weights;
+#[expect(dead_code, unreachable_pub)]
 #[path = "../core/src/wi_table.rs"]
 mod wi_table;
 

@@ -17,4 +17,5 @@ pub mod model;
 pub mod pace;
 pub mod pool_cmd;
 pub mod uapi;
+pub mod weights;
 pub mod wi_table;

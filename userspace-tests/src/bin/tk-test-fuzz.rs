@@ -335,14 +335,14 @@ fn pwrite_once(path: &Path, payload: &[u8], off: u64) -> String {
 /// Found by the differential phase (seed 0x746965726b697431):
 /// - a write of 0 bytes: the kernel's sysfs returns 0 and changes nothing
 ///   (kernfs never calls the store for an empty write); tierkit answered
-///   EINVAL (fixed in shim.c's `tk_dbg_write()`);
+///   EINVAL (fixed in shim_debugfs.c's `tk_dbg_write()`);
 /// - a write of more than a page to `auto`: the kernel's sysfs takes the
 ///   first 4096 bytes (`"1" x 4097` sets auto, returns 4096); tierkit:
 ///   EINVAL, which its document now states (debugfs-tierkit: "more than
 ///   4096 bytes is EINVAL"), so this case holds tierkit to its document;
 /// - `pwrite(2)`: sysfs files take positional writes (the offset is
 ///   ignored); tierkit's debugfs files refused them with ESPIPE (the fuzzer
-///   saw it on every pwrite; fixed in shim.c's `tk_dbg_open()`).
+///   saw it on every pwrite; fixed in shim_debugfs.c's `tk_dbg_open()`).
 fn regressions(r: &mut Report) {
     let Some(kd) = WeightDir::kernel() else {
         r.skip(

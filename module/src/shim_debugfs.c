@@ -1,0 +1,132 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * tierkit C shim: debugfs files whose file operations pin the module.
+ * Declared in src/shim.h, called from src/shim.rs.
+ */
+#include <linux/capability.h>
+#include <linux/cpumask.h>
+#include <linux/debugfs.h>
+#include <linux/fs.h>
+#include <linux/module.h>
+#include <linux/mutex.h>
+#include <linux/pagemap.h>
+#include <linux/seq_file.h>
+#include <linux/string.h>
+#include <linux/gfp.h>
+#include <linux/highmem.h>
+#include <linux/memory.h>
+#include <linux/huge_mm.h>
+#include <linux/kthread.h>
+#include <linux/memcontrol.h>
+#include <linux/log2.h>
+#include <linux/shrinker.h>
+#include <linux/slab.h>
+#include <linux/wait.h>
+#include <linux/mm.h>
+#include <linux/mman.h>
+#include <linux/mmap_lock.h>
+#include <linux/pgtable.h>
+#include <linux/sched/mm.h>
+#include <linux/mmzone.h>
+#include <linux/node.h>
+#include <linux/nodemask.h>
+#include <linux/notifier.h>
+#include <linux/numa.h>
+#include <linux/sched.h>
+#include <linux/sched/signal.h>
+#include <linux/timekeeping.h>
+#include <linux/topology.h>
+#include <linux/vmstat.h>
+#include <linux/workqueue.h>
+#include <asm/cpufeature.h>
+
+#include "shim.h"
+
+#include "shim.h"
+
+/* --- debugfs files that pin the module ------------------------------------ */
+
+/*
+ * The Rust debugfs file operations of 7.3 carry no owner, so an open
+ * debugfs file does not pin the module, and closing it after rmmod runs
+ * full_proxy_release() on file operations that are gone. These do: the
+ * debugfs proxy takes a reference on fops->owner for every open file
+ * (fops_get() in full_proxy_open_regular()), so rmmod is refused while one
+ * is open. The show/store callbacks are Rust's (module/src/debugfs.rs).
+ */
+static int tk_dbg_show(struct seq_file *m, void *v)
+{
+	const struct tk_dbg_attr *a = m->private;
+
+	return a->show(a->ctx, m);
+}
+
+static int tk_dbg_open(struct inode *inode, struct file *file)
+{
+	int ret = single_open(file, tk_dbg_show, inode->i_private);
+
+	/*
+	 * seq_open() clears FMODE_PWRITE; the sysfs files tierkit mirrors
+	 * accept pwrite(2) at any offset (kernfs_fop_open() restores it).
+	 */
+	if (!ret && (file->f_mode & FMODE_WRITE))
+		file->f_mode |= FMODE_PWRITE;
+	return ret;
+}
+
+/* A write is taken whole, at most a page, NUL-terminated (as sysfs). */
+static ssize_t tk_dbg_write(struct file *file, const char __user *ubuf,
+			    size_t len, loff_t *ppos)
+{
+	const struct tk_dbg_attr *a = file_inode(file)->i_private;
+	char *buf;
+	int ret;
+
+	/* As sysfs_kf_write(): an empty write does nothing and returns 0. */
+	if (!len)
+		return 0;
+	if (len > PAGE_SIZE)
+		return -EINVAL;
+	buf = memdup_user_nul(ubuf, len);
+	if (IS_ERR(buf))
+		return PTR_ERR(buf);
+	ret = a->store(a->ctx, buf, len);
+	kfree(buf);
+	return ret < 0 ? ret : len;
+}
+
+static const struct file_operations tk_dbg_ro_fops = {
+	.owner = THIS_MODULE,
+	.open = tk_dbg_open,
+	.read = seq_read,
+	.llseek = seq_lseek,
+	.release = single_release,
+};
+
+static const struct file_operations tk_dbg_rw_fops = {
+	.owner = THIS_MODULE,
+	.open = tk_dbg_open,
+	.read = seq_read,
+	.write = tk_dbg_write,
+	.llseek = seq_lseek,
+	.release = single_release,
+};
+
+struct dentry *tk_debugfs_dir(const char *name, struct dentry *parent)
+{
+	return debugfs_create_dir(name, parent);
+}
+
+/* Read-only when @attr has no store callback. */
+struct dentry *tk_debugfs_file(const char *name, umode_t mode,
+			       struct dentry *parent, struct tk_dbg_attr *attr)
+{
+	return debugfs_create_file(name, mode, parent, attr,
+				   attr->store ? &tk_dbg_rw_fops : &tk_dbg_ro_fops);
+}
+
+/* debugfs_remove(): recursive; waits for callbacks in flight. */
+void tk_debugfs_remove(struct dentry *d)
+{
+	debugfs_remove(d);
+}

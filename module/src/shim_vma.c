@@ -1,0 +1,332 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * tierkit C shim: /dev/tierkit's vm_operations: the 4 KiB fault handler, and gigantic
+ * mappings (GiB-aligned addresses, one PUD per GiB at first touch).
+ * Declared in src/shim.h, called from src/shim.rs.
+ */
+#include <linux/capability.h>
+#include <linux/cpumask.h>
+#include <linux/debugfs.h>
+#include <linux/fs.h>
+#include <linux/module.h>
+#include <linux/mutex.h>
+#include <linux/pagemap.h>
+#include <linux/seq_file.h>
+#include <linux/string.h>
+#include <linux/gfp.h>
+#include <linux/highmem.h>
+#include <linux/memory.h>
+#include <linux/huge_mm.h>
+#include <linux/kthread.h>
+#include <linux/memcontrol.h>
+#include <linux/log2.h>
+#include <linux/shrinker.h>
+#include <linux/slab.h>
+#include <linux/wait.h>
+#include <linux/mm.h>
+#include <linux/mman.h>
+#include <linux/mmap_lock.h>
+#include <linux/pgtable.h>
+#include <linux/sched/mm.h>
+#include <linux/mmzone.h>
+#include <linux/node.h>
+#include <linux/nodemask.h>
+#include <linux/notifier.h>
+#include <linux/numa.h>
+#include <linux/sched.h>
+#include <linux/sched/signal.h>
+#include <linux/timekeeping.h>
+#include <linux/topology.h>
+#include <linux/vmstat.h>
+#include <linux/workqueue.h>
+#include <asm/cpufeature.h>
+
+#include "shim.h"
+
+#include "shim.h"
+
+/* --- /dev/tierkit mappings: the fault handler ----------------------------- */
+
+/*
+ * Every page of a tierkit mapping is inserted at mmap; a fault happens only
+ * after the PTE was zapped (MADV_DONTNEED, or the kernel dropping it). The
+ * file still holds the page, so the fault maps the same page again.
+ */
+static vm_fault_t tk_vm_fault(struct vm_fault *vmf)
+{
+	int err = tk_mapping_fault(vmf->vma->vm_private_data, vmf->vma,
+				   vmf->address & PAGE_MASK, vmf->pgoff);
+
+	if (err == 0 || err == -EBUSY)	/* -EBUSY: another fault mapped it */
+		return VM_FAULT_NOPAGE;
+	return err == -ENOMEM ? VM_FAULT_OOM : VM_FAULT_SIGBUS;
+}
+
+/* vm_insert_page() for tk_mapping_fault(), which holds the page's lock. */
+int tk_vm_insert_page(struct vm_area_struct *vma, unsigned long addr, struct page *page)
+{
+	return vm_insert_page(vma, addr, page);
+}
+
+/*
+ * Mappings whose pages may be in ZONE_MOVABLE get a pfn_mkwrite, which
+ * makes the kernel treat the vma as needing dirty tracking
+ * (vma_needs_dirty_tracking()), so a long-term writable pin (FOLL_PIN |
+ * FOLL_LONGTERM | FOLL_WRITE: io_uring fixed buffers, RDMA, VFIO) fails
+ * at once with EFAULT in check_vma_flags(). Without it such a pin finds a
+ * page in ZONE_MOVABLE that it must migrate first, cannot isolate it (a
+ * driver's page is not on the LRU), and __gup_longterm_locked() retries
+ * forever. Shorter pins (O_DIRECT, vmsplice, process_vm_*) are unaffected.
+ * The only cost: PTEs a fault maps later are write-protected until their
+ * first write (wp_page_shared(), no page_mkwrite: reused at once).
+ * tierkit maps no special PTEs in these vmas, so this is never called for
+ * one; it lets a write fault map the pfn writable as without it.
+ */
+static vm_fault_t tk_pfn_mkwrite(struct vm_fault *vmf)
+{
+	return 0;
+}
+
+static const struct vm_operations_struct tk_vm_ops = {
+	.fault = tk_vm_fault,
+};
+
+static const struct vm_operations_struct tk_vm_ops_movable = {
+	.fault = tk_vm_fault,
+	.pfn_mkwrite = tk_pfn_mkwrite,
+};
+
+/*
+ * Called at the end of ->mmap, with mmap_lock held for writing: the vma
+ * gets tierkit's fault handler and @backing (see tk_mapping_page()).
+ * @movable: some of its pages are in ZONE_MOVABLE (see tk_pfn_mkwrite()).
+ */
+void tk_vma_set_backing(struct vm_area_struct *vma, void *backing, bool movable)
+{
+	vma->vm_ops = movable ? &tk_vm_ops_movable : &tk_vm_ops;
+	vma->vm_private_data = backing;
+}
+
+/* Is @page in ZONE_MOVABLE? */
+bool tk_page_in_movable_zone(struct page *page)
+{
+	return page_zonenum(page) == ZONE_MOVABLE;
+}
+
+/* --- /dev/tierkit gigantic mappings: one PUD per GiB at first touch ------- */
+
+/*
+ * The Rust miscdevice of 7.3 builds /dev/tierkit's file_operations without
+ * .get_unmapped_area. tk_file_use_dev_fops(), called from the Rust open(),
+ * points the file at a copy of them that has it (as misc_open() itself
+ * swaps f_op with replace_fops()). The copy keeps .owner (this module), so
+ * the module reference misc_open() took for the file's f_op is the one
+ * fput() drops; the copy lives in the module, which cannot go while a file
+ * is open.
+ */
+static struct file_operations tk_dev_fops;
+static DEFINE_MUTEX(tk_dev_fops_lock);
+static bool tk_dev_fops_ready;
+
+/*
+ * As drivers/dax/device.c dax_get_unmapped_area(): a mapping of at least
+ * 1 GiB whose file offset is GiB aligned gets a GiB-aligned address, so
+ * each GiB can be one PUD. MAP_FIXED and a hint the kernel cannot honour
+ * aligned get the usual search; gigantic mmap then refuses an unaligned
+ * start (EINVAL).
+ */
+static unsigned long tk_get_unmapped_area(struct file *filp, unsigned long addr,
+					  unsigned long len, unsigned long pgoff,
+					  unsigned long flags)
+{
+	unsigned long off = pgoff << PAGE_SHIFT, len_align, got;
+
+	/*
+	 * A gigantic file never gets a fixed address that is not GiB
+	 * aligned: gigantic mmap refuses it anyway, and mremap(MREMAP_FIXED)
+	 * asks here before move_page_tables(), which would walk a PUD leaf
+	 * it cannot move whole as if it were a PMD table.
+	 */
+	if ((flags & MAP_FIXED) && !IS_ALIGNED(addr, PUD_SIZE) &&
+	    tk_file_gigantic(filp->private_data))
+		return -EINVAL;
+	if ((flags & MAP_FIXED) || len < PUD_SIZE || !IS_ALIGNED(off, PUD_SIZE))
+		goto out;
+	if (addr) {
+		if (!IS_ALIGNED(addr, PUD_SIZE))
+			goto out;
+		got = mm_get_unmapped_area(filp, addr, len, pgoff, flags);
+		if (got == addr)
+			return got;
+	}
+	len_align = len + PUD_SIZE;
+	if (len_align < len)
+		goto out;
+	got = mm_get_unmapped_area(filp, 0, len_align, pgoff, flags);
+	if (!IS_ERR_VALUE(got))
+		return ALIGN(got, PUD_SIZE);
+out:
+	return mm_get_unmapped_area(filp, addr, len, pgoff, flags);
+}
+
+/*
+ * Every open of /dev/tierkit gets an address space of its own. The device
+ * inode's i_mapping is shared by every file opened through it, so
+ * unmap_mapping_pages() on it (a page moved by a rebalance or an offline)
+ * would zap every file's vmas at those offsets, other processes' too: a
+ * partial zap of another file's PUD-mapped GiB without its mmap_lock
+ * WARNs in zap_pud_range() and splits that GiB. With its own address
+ * space (as guest_memfd has with an inode per file), a file's vmas are
+ * the only ones in its i_mmap tree. It is set up as inode_init_always()
+ * sets up an inode's: empty a_ops, the inode as host, an invalidate_lock.
+ * The VFS unlinks every vma from it before ->release, which frees it.
+ */
+static struct lock_class_key tk_mapping_invalidate_key;
+
+int tk_file_own_mapping(struct file *file)
+{
+	struct address_space *m = kmalloc(sizeof(*m), GFP_KERNEL);
+
+	if (!m)
+		return -ENOMEM;
+	address_space_init_once(m);
+	m->a_ops = &empty_aops;
+	m->host = file_inode(file);
+	mapping_set_gfp_mask(m, GFP_HIGHUSER_MOVABLE);
+	init_rwsem(&m->invalidate_lock);
+	lockdep_set_class_and_name(&m->invalidate_lock, &tk_mapping_invalidate_key,
+				   "tierkit_mapping.invalidate_lock");
+	file->f_mapping = m;
+	return 0;
+}
+
+/* In ->release: the address space tk_file_own_mapping() gave @file. */
+void tk_file_put_mapping(struct file *file)
+{
+	struct address_space *m = file->f_mapping;
+
+	if (m && m != file_inode(file)->i_mapping) {
+		WARN_ON_ONCE(mapping_mapped(m));
+		file->f_mapping = file_inode(file)->i_mapping;
+		kfree(m);
+	}
+}
+
+void tk_file_use_dev_fops(struct file *file)
+{
+	mutex_lock(&tk_dev_fops_lock);
+	if (!tk_dev_fops_ready) {
+		tk_dev_fops = *file->f_op;
+		tk_dev_fops.get_unmapped_area = tk_get_unmapped_area;
+		tk_dev_fops_ready = true;
+	}
+	mutex_unlock(&tk_dev_fops_lock);
+	if (WARN_ON_ONCE(tk_dev_fops.owner != file->f_op->owner))
+		return;
+	file->f_op = &tk_dev_fops;
+}
+
+/*
+ * The first touch of a GiB (and a write to a GiB mapped read-only, see
+ * wp_huge_pud()) comes here at PUD order: tk_gigantic_fault() (Rust,
+ * mapping.rs) allocates and clears the GiB once, and it is mapped by one
+ * special PUD. The PUD holds no reference (zap_huge_pud() and fork's
+ * copy_huge_pud() take and drop none on a VM_MIXEDMAP vma): the file
+ * holds the GiB's folio until release, after every vma of it is gone, and
+ * get_user_pages() takes its own references on that folio. Any failure is
+ * SIGBUS for this GiB only. A smaller order falls back to
+ * tk_gigantic_pte_fault().
+ */
+static vm_fault_t tk_gigantic_huge_fault(struct vm_fault *vmf, unsigned int order)
+{
+	struct vm_area_struct *vma = vmf->vma;
+	unsigned long addr = vmf->address & PUD_MASK;
+	unsigned long pgoff, pfn = 0;
+
+	if (order != PUD_ORDER)
+		return VM_FAULT_FALLBACK;
+	if (addr < vma->vm_start || addr + PUD_SIZE > vma->vm_end)
+		return VM_FAULT_SIGBUS;
+	pgoff = vma->vm_pgoff + ((addr - vma->vm_start) >> PAGE_SHIFT);
+	if (tk_gigantic_fault(vma->vm_private_data, pgoff, &pfn))
+		return VM_FAULT_SIGBUS;
+	return vmf_insert_pfn_pud(vmf, pfn, vmf->flags & FAULT_FLAG_WRITE);
+}
+
+/*
+ * A 4 KiB fault in a gigantic mapping: the kernel did not try the PUD
+ * (THP disabled for the process or the vma: PR_SET_THP_DISABLE,
+ * MADV_NOHUGEPAGE, transparent_hugepage=never), or a PMD table already
+ * sits in the PUD slot (pmd_alloc() of such an earlier fault put it there,
+ * and nothing frees page tables before munmap), so it never will for this
+ * GiB. The GiB is made as at a PUD fault, and its 4 KiB page at @addr is
+ * mapped by a PTE with vm_insert_page(): a normal PTE that holds a
+ * reference on the GiB's folio and its rmap, both dropped by the zap.
+ * Contents, node and lifetime are the GiB's; only the page size differs.
+ */
+static vm_fault_t tk_gigantic_pte_fault(struct vm_fault *vmf)
+{
+	struct vm_area_struct *vma = vmf->vma;
+	unsigned long addr = vmf->address & PAGE_MASK;
+	struct page *page = NULL;
+	int err;
+
+	/*
+	 * A GiB that cannot be made is SIGBUS, as at a PUD fault: never
+	 * VM_FAULT_OOM, which the #PF handler answers by retrying the fault
+	 * (pagefault_out_of_memory() kills nothing outside a memcg OOM), so
+	 * an ENOMEM that lasts, no free aligned GiB on the node, would fault
+	 * again forever. Only vm_insert_page()'s ENOMEM, a page table, is the
+	 * transient shortage VM_FAULT_OOM is for.
+	 */
+	if (tk_gigantic_pte_page(vma->vm_private_data, vmf->pgoff, addr, &page))
+		return VM_FAULT_SIGBUS;
+	err = vm_insert_page(vma, addr, page);
+	if (err == 0 || err == -EBUSY)	/* -EBUSY: another fault mapped it */
+		return VM_FAULT_NOPAGE;
+	return vmf_error(err);
+}
+
+/* As device-dax: a gigantic vma splits (munmap, mprotect, mremap) only at GiB boundaries. */
+static int tk_gigantic_may_split(struct vm_area_struct *vma, unsigned long addr)
+{
+	return IS_ALIGNED(addr, PUD_SIZE) ? 0 : -EINVAL;
+}
+
+/*
+ * mremap may move a gigantic vma only to a GiB-aligned address. Checked
+ * first by tk_get_unmapped_area() (before any page table moves); this is
+ * a second line.
+ */
+static int tk_gigantic_mremap(struct vm_area_struct *vma)
+{
+	return IS_ALIGNED(vma->vm_start, PUD_SIZE) ? 0 : -EINVAL;
+}
+
+static const struct vm_operations_struct tk_gigantic_vm_ops = {
+	.fault = tk_gigantic_pte_fault,
+	.huge_fault = tk_gigantic_huge_fault,
+	.may_split = tk_gigantic_may_split,
+	.mremap = tk_gigantic_mremap,
+};
+
+static const struct vm_operations_struct tk_gigantic_vm_ops_movable = {
+	.fault = tk_gigantic_pte_fault,
+	.huge_fault = tk_gigantic_huge_fault,
+	.may_split = tk_gigantic_may_split,
+	.mremap = tk_gigantic_mremap,
+	.pfn_mkwrite = tk_pfn_mkwrite,
+};
+
+/*
+ * ->mmap of a gigantic mapping (mmap_lock held for writing; the vma is
+ * VM_MIXEDMAP, its start GiB aligned): nothing is mapped yet. VM_HUGEPAGE
+ * lets the PUD fault happen with transparent_hugepage=madvise too.
+ * @movable: its GiBs may come from ZONE_MOVABLE (see tk_pfn_mkwrite()).
+ */
+void tk_vma_set_gigantic(struct vm_area_struct *vma, void *backing, bool movable)
+{
+	vm_flags_set(vma, VM_HUGEPAGE);
+	vma->vm_ops = movable ? &tk_gigantic_vm_ops_movable : &tk_gigantic_vm_ops;
+	vma->vm_private_data = backing;
+}
