@@ -4,42 +4,15 @@
  * mappings (GiB-aligned addresses, one PUD per GiB at first touch).
  * Declared in src/shim.h, called from src/shim.rs.
  */
-#include <linux/capability.h>
-#include <linux/cpumask.h>
-#include <linux/debugfs.h>
+#include <linux/mm.h>
 #include <linux/fs.h>
-#include <linux/module.h>
+#include <linux/huge_mm.h>
+#include <linux/mman.h>
 #include <linux/mutex.h>
 #include <linux/pagemap.h>
-#include <linux/seq_file.h>
-#include <linux/string.h>
-#include <linux/gfp.h>
-#include <linux/highmem.h>
-#include <linux/memory.h>
-#include <linux/huge_mm.h>
-#include <linux/kthread.h>
-#include <linux/memcontrol.h>
-#include <linux/log2.h>
-#include <linux/shrinker.h>
-#include <linux/slab.h>
-#include <linux/wait.h>
-#include <linux/mm.h>
-#include <linux/mman.h>
-#include <linux/mmap_lock.h>
 #include <linux/pgtable.h>
 #include <linux/sched/mm.h>
-#include <linux/mmzone.h>
-#include <linux/node.h>
-#include <linux/nodemask.h>
-#include <linux/notifier.h>
-#include <linux/numa.h>
-#include <linux/sched.h>
-#include <linux/sched/signal.h>
-#include <linux/timekeeping.h>
-#include <linux/topology.h>
-#include <linux/vmstat.h>
-#include <linux/workqueue.h>
-#include <asm/cpufeature.h>
+#include <linux/slab.h>
 
 #include "shim.h"
 
