@@ -2,6 +2,10 @@
 //!
 //! Shared verbatim by the module and by `userspace-tests`, so both sides agree
 //! by construction. Documented for users in `Documentation/ABI/testing/dev-tierkit`.
+//! The errors below are each ioctl's own; every ioctl can also fail with
+//! `ENOTTY` (an unknown command), `EFAULT` (the argument cannot be read or
+//! written back) and, while it waits for the file's lock, `EINTR` (see
+//! the ABI document).
 //! All structs are `#[repr(C)]`, little-endian x86_64, with explicit padding.
 
 /// The ioctl "type" byte. 0xB9 is unassigned in
@@ -59,8 +63,9 @@ pub const TK_POLICY_F_WEIGHTS: u32 = 1 << 0;
 /// the effective mask (requested ∩ N_MEMORY, as `mpol_set_nodemask` does),
 /// and `weights` the weight of each node the file places by (its own, or
 /// the global table at the time of the call). Errors: `EINVAL` for an
-/// unknown mode or flag, a zero own weight of a node in the mask, or an
-/// effective mask that is empty; `EBUSY` once the file has been mapped.
+/// unknown mode or flag, [`TK_POLICY_F_WEIGHTS`] with interleave mode, a
+/// zero own weight of a node in the mask, or an effective mask that is
+/// empty; `EBUSY` once the file has been mapped.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct TkPolicy {
@@ -83,7 +88,9 @@ pub const TK_IOC_SET_POLICY: u32 = iowr(1, core::mem::size_of::<TkPolicy>());
 /// left behind (`il_prev` = -1 for "before the first node").
 /// Errors: `EINVAL` for 0 or too many pages or a file without a weighted
 /// interleave policy; `ENOMEM` if an allocation fails (all pages are freed
-/// and the task state is left unchanged).
+/// and the task state is left unchanged); `EIO` if a page is not on the
+/// node it was asked for; `EINTR` on a fatal signal (checked every 512
+/// pages; everything is freed, the task state is unchanged).
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct TkBulk {
@@ -158,9 +165,11 @@ pub const TK_GIGANTIC_F_QUERY: u32 = 1 << 0;
 /// Out (always written back): the `last_*` fields describe the gigantic
 /// range most recently cleared for this file (`last_nid` = -1 before the
 /// first), and `nr_cleared` counts the ranges cleared so far.
-/// Errors: `EINVAL` for bad values (thread count, placement, chunk, flags;
-/// a thread count above the eligible CPUs is reported at `mmap`, where the
-/// node is known), `EBUSY` to change the parameters once mapped.
+/// Errors: `EPERM` without `CAP_SYS_ADMIN` (flags 0; the query needs
+/// none), `EINVAL` for bad values (thread count, including one above the
+/// online CPUs, placement, chunk, flags; a thread count above the eligible
+/// CPUs of a node is reported at `mmap`, where the node is known), `EBUSY`
+/// to change the parameters once mapped.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct TkGigantic {
@@ -195,9 +204,11 @@ pub const TK_CLEAR_BENCH_MAX: u32 = 64;
 /// bytes/s), `workers` actually used, `cpu_node` whose CPUs ran the
 /// workers (-1 for `any`), `variant` the NUL-terminated `clear_pages`
 /// variant the kernel picked ("erms", "rep_good", "unrolled").
-/// Errors: `EINVAL` (node id out of range, offline or memoryless node, bad
-/// thread count, placement, chunk or `nr_gigantic`, `remote` without a
-/// remote node), `ENOMEM` (no free naturally aligned GiB on the node).
+/// Needs `CAP_SYS_ADMIN`.
+/// Errors: `EPERM` without it; `EINVAL` (node id out of range, offline or
+/// memoryless node, bad thread count, placement, chunk or `nr_gigantic`,
+/// `remote` without a remote node), `ENOMEM` (no free naturally aligned
+/// GiB on the node), `EINTR` (a fatal signal during the clear).
 /// With `init_on_alloc` on, the allocator zeroes each range first and the
 /// benchmark still times tierkit's own clear.
 #[repr(C)]
@@ -326,7 +337,9 @@ pub const TK_REBALANCE_F_WEIGHTS: u32 = 1 << 1;
 /// Errors: `EINVAL` for unknown flags, a file without a policy, a
 /// `nodemask` with no node that has memory, or own weights for a file not
 /// in weighted mode or with a zero weight in the mask; `EOPNOTSUPP` for a
-/// file in gigantic mode (its 1 GiB ranges stay where they are); `EINTR`.
+/// file in gigantic mode (its 1 GiB ranges stay where they are); `EINTR`;
+/// `ENOMEM` if the call cannot allocate its own list of the file's
+/// mappings.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct TkRebalance {
