@@ -245,6 +245,8 @@ pub const TK_WALK_PUD: u32 = 3;
 /// tables (a test tool: it proves that a gigantic GiB is one PUD leaf,
 /// which `/proc/self/pagemap` cannot show: reading it zaps the PUD).
 /// Needs `CAP_SYS_ADMIN` (it shows pfns). Independent of the file's state.
+/// Test builds only (`make TIERKIT_TEST=1`, as xtask builds the module);
+/// a plain build answers `ENOTTY`.
 ///
 /// In: `addr`. Out: `level` (`TK_WALK_*`); for a PUD or PMD leaf `pfn`
 /// of the 4 KiB page at `addr` and `nid` its node (else 0 and -1).
@@ -271,7 +273,8 @@ pub const TK_PAGE_ANON: u32 = 2;
 /// test tool beside [`TK_IOC_WALK`] (it proves that a caller of
 /// `get_user_pages()` gave back every reference it took, and that no page
 /// of a tierkit range went back to the allocator while mapped). Needs
-/// `CAP_SYS_ADMIN`. A snapshot: the folio may change right after.
+/// `CAP_SYS_ADMIN`. A snapshot: the folio may change right after. Test
+/// builds only, as [`TK_IOC_WALK`].
 ///
 /// In: `pfn`. Out: `refcount` (`folio_ref_count()`), `mapcount`
 /// (`folio_mapcount()`: PTEs and rmap-counted PMD/PUD entries; a special
