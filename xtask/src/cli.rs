@@ -145,7 +145,7 @@ pub(crate) struct KernelArgs {
     /// and short hang timeouts, and runs a kmemleak scan after rmmod. Any
     /// KASAN, UBSAN, lockdep, kmemleak, lockup, stall, BUG or WARNING
     /// report fails the run. Output goes to
-    /// target/tierkit/<mode>-<topology>-debug/. `test`, `kernel`, `module`
+    /// target/tierkit/<mode>-<run>-debug/. `test`, `kernel`, `module`
     /// and `build` take several (`--profile default,debug`: one after the
     /// other, with one combined totals line for `test`).
     #[arg(
