@@ -216,7 +216,7 @@ pub(crate) struct ModuleArgs {
 pub(crate) struct GuestArgs {
     #[command(flatten)]
     pub(crate) kernel: KernelArgs,
-    /// Guest NUMA topology, an entry of xtask/src/topology.rs TOPOLOGIES
+    /// Guest NUMA topology, an entry of TOPOLOGIES (xtask/src/topology/spec.rs)
     /// [default: numa; `test`: the runs of xtask/src/runs.rs].
     #[arg(long, value_parser = TopologyKind::value_parser())]
     pub(crate) topology: Option<TopologyKind>,
@@ -257,7 +257,7 @@ pub(crate) struct GuestArgs {
     #[arg(long, value_parser = Perf::parse, value_name = "NS:GBS")]
     pub(crate) dram_perf: Option<Perf>,
     /// QEMU CPU model (`-cpu`), e.g. `max` or `max,erms=off`
-    /// [default: max,erms=off,fsrm=off,fsrs=off: see topology.rs NO_REP_STOSB].
+    /// [default: max,erms=off,fsrm=off,fsrs=off: see topology/spec.rs NO_REP_STOSB].
     #[arg(long = "cpu", value_name = "MODEL", value_parser = validate::parse_cpu_model)]
     pub(crate) cpu_model: Option<String>,
     /// Use KVM even if it does not look usable.

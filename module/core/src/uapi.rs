@@ -140,10 +140,12 @@ pub const TK_PLACE_REMOTE: u32 = 1;
 /// Worker placement: any online CPU.
 pub const TK_PLACE_ANY: u32 = 2;
 
-/// `threads` value asking tierkit to pick the worker count: it clears a
-/// 64 MiB probe slice with 1, 2, ... workers and stops adding workers once
-/// one more raises the bandwidth by 5% or less. Zero is not "auto": a zero
-/// thread count is `EINVAL`.
+/// `threads` value asking tierkit to pick the worker count: the first
+/// clear of a node with a placement clears a 64 MiB probe slice with 1, 2,
+/// ... workers and stops adding workers once one more raises the bandwidth
+/// by 5% or less; later clears of that node and placement reuse the count
+/// until the placement's eligible CPUs change or the node's memory does.
+/// Zero is not "auto": a zero thread count is `EINVAL`.
 pub const TK_THREADS_AUTO: u32 = u32::MAX;
 
 /// `TkGigantic::flags`: only read the `last_*` fields back; change nothing.
@@ -193,8 +195,9 @@ pub const TK_CLEAR_BENCH_MAX: u32 = 64;
 /// Argument of [`TK_IOC_CLEAR_BENCH`]: allocate `nr_gigantic` 1 GiB ranges
 /// on node `nid` one at a time, clear each with `threads` workers placed per
 /// `placement`, free it, and report the clearing time. Allocation and
-/// freeing are not timed; with [`TK_THREADS_AUTO`] the probe runs on the
-/// first range, is not timed either, and its choice is used for every range.
+/// freeing are not timed; with [`TK_THREADS_AUTO`] a probe that is due
+/// runs on the first range, is not timed either, and its choice is used for
+/// every range.
 /// No side effect on the system other than the time taken.
 ///
 /// In: `nid`, `threads` (1..=eligible CPUs, or [`TK_THREADS_AUTO`]),
