@@ -151,7 +151,7 @@ struct tk_page_refs {
 
 struct tk_rebalance {
 	__u32 flags;			/* in: TK_REBALANCE_F_* */
-	__u32 rate_pages;		/* in: most pages per second, 0: no limit */
+	__u32 rate_pages;		/* in: most pages tried per second, 0: no limit */
 	__u64 nodemask;			/* in: new mask, 0: keep; out: effective */
 	__u64 budget_pages;		/* in: most pages moved, 0: no limit */
 	__u8  weights[TIERKIT_MAX_NODES];	/* in: with TK_REBALANCE_F_WEIGHTS */

@@ -334,9 +334,10 @@ pub const TK_REBALANCE_F_WEIGHTS: u32 = 1 << 1;
 /// moves the rest and no page twice.
 ///
 /// In: `flags` ([`TK_REBALANCE_F_DRY_RUN`], [`TK_REBALANCE_F_WEIGHTS`]),
-/// `nodemask` (0: keep the file's), `rate_pages` (most pages moved per
-/// second, 0: no limit), `budget_pages` (most pages this call moves, 0: no
-/// limit), `weights` (with [`TK_REBALANCE_F_WEIGHTS`]).
+/// `nodemask` (0: keep the file's), `rate_pages` (most misplaced pages
+/// tried per second, moved or not, 0: no limit), `budget_pages` (most
+/// pages this call moves, 0: no limit), `weights` (with
+/// [`TK_REBALANCE_F_WEIGHTS`]).
 /// Out: `looked` pages looked at, `misplaced` how many were off their
 /// target node when looked at (the minimum to move), `moved`, `no_memory`,
 /// `busy`, `elapsed_ns`, and `nodemask` the effective mask.
