@@ -309,21 +309,3 @@ pub fn check_args(roots: &[PathBuf], out: Option<&Path>, expect: Option<&Path>) 
     }
     find_boot_dirs(roots).map(|_| ())
 }
-
-/// `cargo xtask merge`.
-#[derive(clap::Args, Clone)]
-pub struct MergeArgs {
-    /// Directories with results: the shards' `target/tierkit/shard-K-of-N/`
-    /// of `matrix --shard` (as CI downloads them), or run directories of
-    /// `test`; searched for `results.json` a few levels down.
-    #[arg(required = true, value_name = "DIR")]
-    pub dirs: Vec<PathBuf>,
-    /// Where the merged summary.txt, results.json, junit.xml and kcidb.json
-    /// go [default: target/tierkit/merged].
-    #[arg(long, value_name = "DIR")]
-    pub out: Option<PathBuf>,
-    /// The job list of `cargo xtask matrix` (its JSON, or the bare `jobs`
-    /// list): a job without results counts as one failure.
-    #[arg(long, value_name = "FILE")]
-    pub expect: Option<PathBuf>,
-}
