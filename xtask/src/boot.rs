@@ -20,7 +20,7 @@ use crate::{bench, kconfig, kernel, report, say, setup, verdict};
 mod build;
 mod results;
 
-pub use build::KernelRequest;
+pub use crate::kernel::KernelRequest;
 pub(crate) use build::{build_all, Built};
 pub(crate) use results::no_kunit_line;
 
@@ -99,26 +99,20 @@ impl GuestFlags {
 }
 
 /// One boot as asked: what `run`, `test` and `bench` hand to [`run`].
-/// Every value the boot needs is here, resolved.
+/// Every value the boot needs is here, resolved, once: each stage's part
+/// is its own type ([`KernelRequest`] the build's, [`TopologyOpts`] the
+/// topology's, [`qemu::GuestJob`] QEMU's and the guest's).
 #[derive(Clone, Debug)]
 pub struct BootRequest {
-    pub mode: Mode,
     /// The kernel it boots (profile, whose kernel, its source).
     pub kernel: KernelRequest,
     /// The guest's topology, defaults applied: the topology stage's input.
     pub topology: TopologyOpts,
-    /// QEMU's `-cpu` model.
-    pub cpu_model: String,
+    /// What the guest does (mode, KUnit, filter, command line) and how
+    /// QEMU runs it (CPU model, timeout).
+    pub job: qemu::GuestJob,
     /// `--kvm` / `--no-kvm`.
     pub kvm: Option<bool>,
-    /// QEMU is killed after this long.
-    pub timeout: Duration,
-    /// Run the module's KUnit suites at insmod.
-    pub kunit: bool,
-    pub cxl_online: CxlOnline,
-    pub filter: runs::Filter,
-    /// Kernel command-line words: the run's, then `--append`'s.
-    pub append: Vec<String>,
     /// Host-test outcome and time, reported with this boot.
     pub host: Option<(bool, Duration)>,
     /// One of several boots of one `test`: its name (totals line); `None`:
@@ -294,18 +288,20 @@ impl BootRequest {
                 kind: s.kernel,
                 ..f.kernel(s.profile)
             },
-            mode: s.mode,
-            cpu_model,
+            job: qemu::GuestJob {
+                mode: s.mode,
+                // Debian's kernel has no KUnit: its suites cannot run there.
+                kunit: s.kunit && s.kernel.has_kunit(),
+                filter,
+                append,
+                cxl_online: run
+                    .and_then(|r| r.cxl_online)
+                    .or(f.cxl_online)
+                    .unwrap_or(CxlOnline::Movable),
+                cpu_model,
+                timeout: Duration::from_secs(f.timeout.unwrap_or(timeout)),
+            },
             kvm: f.kvm,
-            timeout: Duration::from_secs(f.timeout.unwrap_or(timeout)),
-            // Debian's kernel has no KUnit: its suites cannot run there.
-            kunit: s.kunit && s.kernel.has_kunit(),
-            cxl_online: run
-                .and_then(|r| r.cxl_online)
-                .or(f.cxl_online)
-                .unwrap_or(CxlOnline::Movable),
-            filter,
-            append,
             host: None,
             label: None,
             dir_name: run.map(|r| r.name),
@@ -321,7 +317,7 @@ impl BootRequest {
     pub fn run_dir(&self) -> PathBuf {
         util::out_dir().join(format!(
             "{}-{}{}{}",
-            self.mode.as_param(),
+            self.job.mode.as_param(),
             self.dir_name.unwrap_or(self.kind().name()),
             self.kernel.profile.suffix(),
             self.kernel.kind.suffix()
@@ -361,16 +357,9 @@ impl GuestResult {
 pub(crate) fn plan(req: &BootRequest, accel: qemu::Accel) -> Result<qemu::GuestConfig> {
     Ok(qemu::GuestConfig {
         topology: Topology::new(&req.topology)?,
-        cpu_model: req.cpu_model.clone(),
         accel,
-        mode: req.mode.clone(),
-        kunit: req.kunit,
-        filter: req.filter.clone(),
-        append: req.append.clone(),
-        timeout: req.timeout,
-        profile: req.kernel.profile,
-        cxl_online: req.cxl_online,
-        kernel: req.kernel.kind,
+        kernel: req.kernel.clone(),
+        job: req.job.clone(),
         extra_args: Vec::new(),
     })
 }
@@ -486,21 +475,21 @@ fn boot_and_judge(
         req.kind(),
         cfg.topology.describe(),
         cfg.accel,
-        cfg.cpu_model,
-        req.mode.as_param(),
+        cfg.job.cpu_model,
+        req.job.mode.as_param(),
         req.kernel.kind,
         req.kernel.profile
     );
     say!("console log: {}", run_dir.join("console.log").display());
-    let mut streamer = qemu::Streamer::new(util::verbose(), !matches!(req.mode, Mode::Test));
+    let mut streamer = qemu::Streamer::new(util::verbose(), !matches!(req.job.mode, Mode::Test));
     let t = Timer::start();
     let start_time = crate::kcidb::now_rfc3339();
     let guest = qemu::boot(&b.kernel, &b.initramfs, cfg, run_dir, &mut streamer)?;
     let boot_time = t.elapsed();
     let mut outcome = verdict::evaluate(
         &guest,
-        req.kunit,
-        req.filter.describe().as_deref(),
+        req.job.kunit,
+        req.job.filter.describe().as_deref(),
         req.kernel.profile,
     );
     for (t, why) in harness_skips {
@@ -566,7 +555,7 @@ pub(crate) fn run(req: BootRequest) -> Result<GuestResult> {
     )?;
     // Tests that need what this kernel lacks are left out, each a skip
     // with its reason (not a failure, not silence).
-    let harness_skips = if req.mode == Mode::Test {
+    let harness_skips = if req.job.mode == Mode::Test {
         leave_out_unrunnable(&b.kernel, &mut cfg)
     } else {
         Vec::new()
@@ -578,11 +567,11 @@ pub(crate) fn run(req: BootRequest) -> Result<GuestResult> {
     }
     say!("console: {}", guest.console_log.display());
     results::print_guest_view(req.kind(), &booted.outcome.markers);
-    if let Mode::Bench(name) = &req.mode {
+    if let Mode::Bench(name) = &req.job.mode {
         results::write_bench(name, &cfg, &booted.outcome, &guest.data_log)?;
         bench::report(name);
     }
-    if !req.kunit && req.mode != Mode::Test {
+    if !req.job.kunit && req.job.mode != Mode::Test {
         return Ok(report_program_run(&req, &booted, &total));
     }
     let boot = results::kcidb_boot(
@@ -629,7 +618,7 @@ fn result(
         totals,
         boot: Some(b.boot_time),
         cxl_setup: b.outcome.markers.cxl_setup_secs(),
-        run_dir: run_dir.filter(|_| req.mode == Mode::Test),
+        run_dir: run_dir.filter(|_| req.job.mode == Mode::Test),
         error: None,
     }
 }
@@ -650,7 +639,7 @@ fn report_program_run(req: &BootRequest, b: &Booted, total: &Timer) -> GuestResu
     let status = if b.outcome.ok() { "ok" } else { "FAILED" };
     println!(
         "tierkit {}: {status}",
-        req.mode.as_param().replace('-', " ")
+        req.job.mode.as_param().replace('-', " ")
     );
     result(req, b, None, None)
 }
@@ -693,14 +682,14 @@ pub(crate) fn leave_out_unrunnable(
     let skips: Vec<(&'static str, String)> =
         crate::debian::unrunnable(&kconfig::parse_config(&d.prepared.headers.config))
             .into_iter()
-            .filter(|(t, _)| cfg.filter.selects(t))
+            .filter(|(t, _)| cfg.job.filter.selects(t))
             .collect();
     if !skips.is_empty() {
-        let mut skip: Vec<String> = cfg.filter.skip.iter().cloned().collect();
+        let mut skip: Vec<String> = cfg.job.filter.skip.iter().cloned().collect();
         skip.extend(skips.iter().map(|(t, _)| t.to_string()));
-        cfg.filter.skip = Some(skip.join(","));
+        cfg.job.filter.skip = Some(skip.join(","));
         for (t, why) in &skips {
-            say!("skipping {t} on the {} kernel: {why}", cfg.kernel);
+            say!("skipping {t} on the {} kernel: {why}", cfg.kernel.kind);
         }
     }
     skips

@@ -18,7 +18,7 @@
 //!   tree adds `-custom-<hash of its path>`: a build dir belongs to one tree.
 
 use crate::kconfig;
-use crate::profile::Profile;
+use crate::profile::{KernelKind, Profile};
 use crate::say;
 use anyhow::Result;
 use std::path::{Path, PathBuf};
@@ -78,6 +78,29 @@ pub struct KernelBuild {
     pub profile: Profile,
     /// Debian's kernel (`--kernel debian`) rather than one xtask built.
     pub debian: Option<crate::debian::DebianKernel>,
+}
+
+/// The kernel to build (or fetch): `--kernel-src`, `--fresh-config`, one
+/// `--profile` and `--kernel`.
+#[derive(Clone, Debug)]
+pub struct KernelRequest {
+    /// `--kernel-src`; `None`: Debian's linux-source-7.3.
+    pub src: Option<PathBuf>,
+    /// Regenerate the config even if an identical one is remembered.
+    pub fresh_config: bool,
+    pub profile: Profile,
+    /// Whose kernel: tierkit's own or Debian's as shipped.
+    pub kind: KernelKind,
+}
+
+impl KernelRequest {
+    /// The kernel: built (cached) for tierkit, fetched for Debian.
+    pub fn ensure(&self) -> Result<KernelBuild> {
+        match self.kind {
+            KernelKind::Tierkit => ensure(self.src.as_deref(), self.fresh_config, self.profile),
+            KernelKind::Debian => ensure_debian(),
+        }
+    }
 }
 
 /// Source, config and build: what every subcommand that boots calls.

@@ -2,37 +2,12 @@
 //! and the initramfs. `build`, `lava`, `run -- CMD` and `shell` use it too.
 
 use anyhow::Result;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
-use crate::profile::{KernelKind, Profile};
+use crate::kernel::{self, KernelRequest};
 use crate::util::Timer;
-use crate::{initramfs, kernel, module, userspace};
-
-/// The kernel to build (or fetch): `--kernel-src`, `--fresh-config`, one
-/// `--profile` and `--kernel`.
-#[derive(Clone, Debug)]
-pub struct KernelRequest {
-    /// `--kernel-src`; `None`: Debian's linux-source-7.3.
-    pub src: Option<PathBuf>,
-    /// Regenerate the config even if an identical one is remembered.
-    pub fresh_config: bool,
-    pub profile: Profile,
-    /// Whose kernel: tierkit's own or Debian's as shipped.
-    pub kind: KernelKind,
-}
-
-impl KernelRequest {
-    /// The kernel: built (cached) for tierkit, fetched for Debian.
-    pub fn ensure(&self) -> Result<kernel::KernelBuild> {
-        match self.kind {
-            KernelKind::Tierkit => {
-                kernel::ensure(self.src.as_deref(), self.fresh_config, self.profile)
-            }
-            KernelKind::Debian => kernel::ensure_debian(),
-        }
-    }
-}
+use crate::{initramfs, module, userspace};
 
 /// Everything built for a boot.
 pub(crate) struct Built {

@@ -55,13 +55,13 @@ pub(super) fn kcidb_boot(
             .map_or("", |n| n.trim_start_matches("test-"))
             .to_string(),
         run: run.to_string(),
-        profile: cfg.profile,
-        kernel: cfg.kernel,
+        profile: cfg.kernel.profile,
+        kernel: cfg.kernel.kind,
         topology: cfg.topology.kind.name().to_string(),
         topology_detail: cfg.topology.describe(),
         accel: format!("{:?}", cfg.accel).to_lowercase(),
         kernel_source: crate::kcidb::KernelSource {
-            name: match cfg.kernel {
+            name: match cfg.kernel.kind {
                 profile::KernelKind::Debian => format!("Debian linux-image-{}", kb.version),
                 _ => kb
                     .src
@@ -114,7 +114,7 @@ pub(super) fn write_bench(
         "topology": cfg.topology.kind.to_string(),
         "topology_detail": cfg.topology.describe(),
         "guest_topology": o.markers.topology,
-        "cpu_model": cfg.cpu_model,
+        "cpu_model": cfg.job.cpu_model,
         "accel": format!("{:?}", cfg.accel),
         "programs": o.markers.progs.iter().map(|p| serde_json::json!({"name": p.name, "rc": p.rc})).collect::<Vec<_>>(),
         "results": results,

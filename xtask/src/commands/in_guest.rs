@@ -377,7 +377,7 @@ pub(super) struct Ready {
 pub(super) fn prepare(req: &BootRequest, argv: Option<&[OsString]>) -> Result<Ready> {
     setup::ensure()?;
     let cwd = check_share(std::env::current_dir().ok().as_deref()).map_err(anyhow::Error::msg)?;
-    let (mode, kind, p) = (&req.mode, req.kind(), req.kernel.profile);
+    let (mode, kind, p) = (&req.job.mode, req.kind(), req.kernel.profile);
     let accel = req.kvm_accel();
     let mut cfg = boot::plan(req, accel)?;
     let run_dir = req.run_dir();

@@ -244,7 +244,7 @@ fn plan_built(
     )?;
     let cmdline = qemu::kernel_cmdline(&cfg)?;
     let urls = artifact_urls(artifact_url, &job.id, dir);
-    spec(job, &args, &cmdline, cfg.timeout.as_secs(), urls)
+    spec(job, &args, &cmdline, cfg.job.timeout.as_secs(), urls)
 }
 
 /// `cargo xtask lava`: builds each picked job's kernel and initramfs
