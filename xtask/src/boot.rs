@@ -1,8 +1,8 @@
 //! One guest boot: build what it needs (cached), boot it, judge it, report.
 //! `run`, `test`, `bench` and `matrix --shard` each describe their boots
 //! as [`BootRequest`]s: one self-contained value per boot, made from the
-//! command's [`GuestFlags`], then planned ([`plan`]) into the QEMU stage's
-//! [`qemu::GuestConfig`] and booted ([`run`]).
+//! command's [`GuestFlags`], then planned (`plan`) into the QEMU stage's
+//! [`qemu::GuestConfig`] and booted (`run`).
 
 use anyhow::{bail, Result};
 use std::path::PathBuf;
@@ -44,7 +44,7 @@ pub struct GuestFlags {
     pub cpus: u32,
     /// `--dram`, GiB per CPU node; `None`: the topology's.
     pub dram: Option<u32>,
-    /// `--cxl-mem`, GiB; `None`: [`DEFAULT_CXL_MEM_GIB`].
+    /// `--cxl-mem`, GiB; `None`: 3 GiB.
     pub cxl_mem: Option<u32>,
     pub cxl_dev: Vec<CxlDevice>,
     pub cxl_interleave: Option<CxlInterleave>,
@@ -98,7 +98,7 @@ impl GuestFlags {
     }
 }
 
-/// One boot as asked: what `run`, `test` and `bench` hand to [`run`].
+/// One boot as asked: what `run`, `test` and `bench` hand to `boot::run`.
 /// Every value the boot needs is here, resolved, once: each stage's part
 /// is its own type ([`KernelRequest`] the build's, [`TopologyOpts`] the
 /// topology's, [`qemu::GuestJob`] QEMU's and the guest's).

@@ -30,7 +30,7 @@ pub enum Mode {
     /// Load tierkit (KUnit off) and run `/bin/tk-bench-<name>`.
     Bench(String),
     /// `run -- CMD`: load tierkit and run the user's command in the shared
-    /// working directory ([`crate::user_cmd`]).
+    /// working directory ([`crate::commands::in_guest`]).
     Cmd,
     /// `shell`: load tierkit and start an interactive shell on the console.
     Shell,

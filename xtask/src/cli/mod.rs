@@ -1,5 +1,5 @@
-//! `cargo xtask`'s command layer: the flags ([`flags`], clap), the checks
-//! that refuse bad input in one line before any work ([`check`]), and the
+//! `cargo xtask`'s command layer: the flags (`flags.rs`, clap), the checks
+//! that refuse bad input in one line before any work (`check.rs`), and the
 //! dispatch: one match that turns the parsed flags into each command's
 //! request and calls that command ([`crate::commands`]). Nothing below
 //! this module imports it.

@@ -99,7 +99,7 @@ fn run_all(boots: Vec<BootRequest>) -> Result<ExitCode> {
 }
 
 /// The topologies `bench` without a name boots: `--topology`'s, or
-/// [`REPORT_TOPOLOGIES`].
+/// `REPORT_TOPOLOGIES` (numa, cxl).
 pub fn all_kinds(topology: Option<TopologyKind>) -> Vec<TopologyKind> {
     match topology {
         Some(k) => vec![k],

@@ -190,7 +190,8 @@ fn sh_bytes(word: &[u8]) -> Result<Vec<u8>> {
 /// The contents of [`CMD_FILE`]: `TK_CWD`, the terminal, and with `argv`
 /// the command as `set -- ...`, each word quoted.
 pub fn cmd_file(cwd: &Path, argv: Option<&[OsString]>, term: &Term) -> Result<Vec<u8>> {
-    let mut f = b"# written by cargo xtask (xtask/src/user_cmd.rs), read by /init\n".to_vec();
+    let mut f =
+        b"# written by cargo xtask (xtask/src/commands/in_guest.rs), read by /init\n".to_vec();
     let mut var = |name: &str, v: &[u8]| -> Result<()> {
         f.extend_from_slice(name.as_bytes());
         f.push(b'=');
@@ -235,7 +236,7 @@ pub fn share_args(dir: &Path) -> Vec<String> {
     ]
 }
 
-/// `args` (of [`qemu::qemu_args`]) with the console on QEMU's stdio for a
+/// `args` (of [`crate::qemu::qemu_args`]) with the console on QEMU's stdio for a
 /// person: serial and monitor multiplexed (`-serial mon:stdio`; Ctrl-A x
 /// quits), Ctrl-C to the guest (`signal=off`), and a copy in `log`.
 pub fn interactive_console(args: Vec<String>, log: &Path) -> Vec<String> {

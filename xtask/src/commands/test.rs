@@ -149,7 +149,7 @@ pub fn job_id(profile: profile::Profile, k: profile::KernelKind, run: &runs::Tes
     format!("{}{}{}", run.name, profile.suffix(), k.suffix())
 }
 
-/// One boot of a `test`, as [`boots`] lists them.
+/// One boot of a `test`, as `boots` lists them.
 pub type Boot = (profile::Profile, profile::KernelKind, runs::TestRun);
 
 /// `boots`, or with `job` the one boot whose [`job_id`] it is (refused in
