@@ -4,7 +4,8 @@
 //! results, other `printk` output, and whatever userspace writes. This
 //! module finds every KTAP document in such a log, turns it into a tree of
 //! [`Suite`]s and [`Case`]s, spots kernel crashes anywhere in the log, and
-//! decides whether the run passed ([`Run::verdict`]).
+//! lists why the run failed ([`Run::failures`], the KTAP part of the
+//! boot's verdict, [`crate::verdict`]).
 //!
 //! # What the kernel prints (Linux 7.3)
 //!
@@ -79,7 +80,7 @@ use line::{is_kunit_error, Line};
 use parse::{set_durations, Parser};
 pub use tree::{Case, Counts, Directive, Document, Status, Suite};
 
-/// How many kernel reports a [`Verdict`] names one by one.
+/// How many kernel reports [`Failures`] names one by one.
 const MAX_CRASH_REASONS: usize = 20;
 
 /// Everything found in one console log.
@@ -96,21 +97,22 @@ pub struct Run {
     pub lines: usize,
 }
 
-/// The pass/fail decision for a [`Run`], with the reasons for a failure.
+/// Why a [`Run`] failed (the KTAP part of a boot's verdict); none: it
+/// passed.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct Verdict {
+pub struct Failures {
     /// Why the run failed; empty when it passed.
     pub reasons: Vec<String>,
 }
 
-impl Verdict {
+impl Failures {
     /// True when nothing failed.
     pub fn is_ok(&self) -> bool {
         self.reasons.is_empty()
     }
 }
 
-impl fmt::Display for Verdict {
+impl fmt::Display for Failures {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.is_ok() {
             return f.write_str("KUnit: all good");
@@ -123,7 +125,7 @@ impl fmt::Display for Verdict {
     }
 }
 
-impl std::error::Error for Verdict {}
+impl std::error::Error for Failures {}
 
 impl Run {
     /// Parse a whole console log.
@@ -228,11 +230,11 @@ impl Run {
         out
     }
 
-    /// Decide whether the run passed. It fails on any failed or crashed
+    /// Why the run failed; none when it passed. It fails on any failed or crashed
     /// case or suite, any kernel crash report, any structural problem (see
     /// [`Run::problems`]), and, when `expect_suites` is set, when no suite
     /// ran at all (module not loaded, filter too narrow, `quiet` console).
-    pub fn verdict(&self, expect_suites: bool) -> Verdict {
+    pub fn failures(&self, expect_suites: bool) -> Failures {
         let mut reasons = Vec::new();
         for suite in self.suites() {
             let mut any_case_failed = false;
@@ -275,7 +277,7 @@ impl Run {
                     .to_string(),
             );
         }
-        Verdict { reasons }
+        Failures { reasons }
     }
 
     /// The test that was running at a console line: the deepest suite, case

@@ -105,9 +105,9 @@ fn passing_module_run_after_empty_boot_document() {
     assert_eq!(run.counts(), counts(5, 0, 0, 0));
     assert!(run.crashes.is_empty());
     assert!(run.problems().is_empty(), "{:?}", run.problems());
-    let verdict = run.verdict(true);
-    assert!(verdict.is_ok(), "{verdict}");
-    assert_eq!(verdict.to_string(), "KUnit: all good");
+    let failures = run.failures(true);
+    assert!(failures.is_ok(), "{failures}");
+    assert_eq!(failures.to_string(), "KUnit: all good");
 }
 
 #[test]
@@ -143,16 +143,16 @@ fn failed_assertions_keep_their_diagnostics() {
     );
     assert_eq!(case(topo, "weighted_interleave_auto").status, Status::Pass);
 
-    let verdict = run.verdict(true);
+    let failures = run.failures(true);
     assert_eq!(
-        verdict.reasons,
+        failures.reasons,
         [
             "tierkit_topology.node1_has_memory failed",
             "tierkit_topology.node1_has_no_cpus failed",
         ]
     );
     assert_eq!(
-        verdict.to_string(),
+        failures.to_string(),
         "KUnit run failed:\n  - tierkit_topology.node1_has_memory failed\n  \
          - tierkit_topology.node1_has_no_cpus failed"
     );
@@ -202,7 +202,7 @@ fn skips_todo_and_skipped_suites() {
     assert_eq!(legacy.status, Status::Pass);
 
     assert_eq!(run.counts(), counts(2, 0, 4, 0));
-    assert!(run.verdict(true).is_ok(), "{}", run.verdict(true));
+    assert!(run.failures(true).is_ok(), "{}", run.failures(true));
 }
 
 #[test]
@@ -261,7 +261,7 @@ fn nested_parameterised_cases() {
     assert_eq!(leaves[6], "auto_reduction");
 
     assert_eq!(
-        run.verdict(true).reasons,
+        run.failures(true).reasons,
         ["tierkit_weights.weights_from_bandwidth.bw 10:0 -> 1:0 failed"]
     );
 }
@@ -294,16 +294,16 @@ fn plan_mismatches_fail_the_run() {
 
     // Every case passed, yet the run fails.
     assert_eq!(run.counts(), counts(9, 0, 0, 0));
-    let verdict = run.verdict(true);
-    assert!(!verdict.is_ok());
-    assert!(verdict
+    let failures = run.failures(true);
+    assert!(!failures.is_ok());
+    assert!(failures
         .reasons
         .contains(&"tierkit_short: plan mismatch: plan 1..4 but 3 results".to_string()));
-    assert!(verdict
+    assert!(failures
         .reasons
         .iter()
         .any(|r| r.contains("plan 1..1 but 2 suites")));
-    assert!(verdict
+    assert!(failures
         .reasons
         .iter()
         .any(|r| r.contains("cut short: plan 1..2")));
@@ -366,7 +366,7 @@ fn oops_with_panic_cuts_the_suite_short() {
     );
 
     assert_eq!(run.counts(), counts(1, 0, 0, 1));
-    let reasons = run.verdict(true).reasons;
+    let reasons = run.failures(true).reasons;
     assert_eq!(
         reasons[0],
         "tierkit_clear.clear_gigantic_range crashed (no result line)"
@@ -419,7 +419,7 @@ fn oops_caught_by_kunit_and_warning_in_passing_case() {
     // The warning does not fail its test, but it fails the run.
     let wi = suite(&run, "tierkit_wi");
     assert_eq!(wi.status, Status::Pass);
-    let reasons = run.verdict(true).reasons;
+    let reasons = run.failures(true).reasons;
     assert_eq!(reasons.len(), 3, "{reasons:?}");
     assert_eq!(reasons[0], "tierkit_clear.clear_gigantic_range failed");
     assert!(reasons[2].starts_with("kernel warning at console line 102: WARNING:"));
@@ -456,7 +456,7 @@ fn timestamps_caller_ids_crlf_and_interleaved_noise() {
     let weights = suite(&run, "tierkit_weights");
     assert_eq!(weights.cases[0].subcases.len(), 2);
     assert_eq!(run.counts(), counts(5, 0, 0, 0));
-    assert!(run.verdict(true).is_ok(), "{}", run.verdict(true));
+    assert!(run.failures(true).is_ok(), "{}", run.failures(true));
 }
 
 #[test]
@@ -487,7 +487,7 @@ fn several_module_documents() {
     );
 
     assert_eq!(run.counts(), counts(5, 0, 1, 0));
-    assert!(run.verdict(true).is_ok(), "{}", run.verdict(true));
+    assert!(run.failures(true).is_ok(), "{}", run.failures(true));
 }
 
 #[test]
@@ -502,7 +502,7 @@ fn missing_plans() {
     let topo = suite(&run, "tierkit_topology");
     assert_eq!(topo.status, Status::Pass);
     assert_eq!(topo.errors, ["missing plan (no `1..N` line)"]);
-    assert_eq!(run.verdict(true).reasons.len(), 2);
+    assert_eq!(run.failures(true).reasons.len(), 2);
 }
 
 #[test]
@@ -510,11 +510,11 @@ fn no_suites_when_the_module_did_not_load() {
     let run = parse("no_module_suites.log");
     assert_eq!(run.documents.len(), 1);
     assert_eq!(run.suites().count(), 0);
-    let verdict = run.verdict(true);
-    assert_eq!(verdict.reasons.len(), 1);
-    assert!(verdict.reasons[0].starts_with("no KUnit suite ran"));
+    let failures = run.failures(true);
+    assert_eq!(failures.reasons.len(), 1);
+    assert!(failures.reasons[0].starts_with("no KUnit suite ran"));
     // Without expectations, an empty run is fine.
-    assert!(run.verdict(false).is_ok());
+    assert!(run.failures(false).is_ok());
 }
 
 #[test]
@@ -547,7 +547,7 @@ fn legacy_tap14_and_suites_without_document_header() {
 
     assert!(run.problems().is_empty(), "{:?}", run.problems());
     assert_eq!(
-        run.verdict(true).reasons,
+        run.failures(true).reasons,
         ["example.example_simple_test failed"]
     );
 }
@@ -607,7 +607,7 @@ fn printk_prefixes_are_stripped() {
     let s = suite(&run, "prefixed");
     assert_eq!(s.status, Status::Pass);
     assert_eq!(s.cases[0].name, "works");
-    assert!(run.verdict(true).is_ok(), "{}", run.verdict(true));
+    assert!(run.failures(true).is_ok(), "{}", run.failures(true));
 }
 
 #[test]
@@ -644,7 +644,7 @@ ok 1 second
     let second = suite(&run, "second");
     assert_eq!(second.status, Status::Pass);
     assert!(second.errors.is_empty());
-    assert!(!run.verdict(true).is_ok());
+    assert!(!run.failures(true).is_ok());
 }
 
 #[test]
@@ -676,13 +676,13 @@ ok 1 s
 fn kunit_errors_and_empty_logs() {
     let run = Run::parse("[    0.1] kunit: disabled\n");
     assert_eq!(run.kunit_errors, ["kunit: disabled"]);
-    let reasons = run.verdict(false).reasons;
+    let reasons = run.failures(false).reasons;
     assert_eq!(reasons, ["KUnit reported: kunit: disabled"]);
 
     let run = Run::parse("");
     assert!(run.documents.is_empty());
-    assert!(run.verdict(false).is_ok());
-    assert!(!run.verdict(true).is_ok());
+    assert!(run.failures(false).is_ok());
+    assert!(!run.failures(true).is_ok());
 }
 
 #[test]
