@@ -5,13 +5,15 @@
 //! other, and collects their results in `target/tierkit/shard-K-of-N/`;
 //! `cargo xtask merge` ([`crate::merge`]) puts shards back together.
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use super::test::{self as testing, Boot, TestBoot};
 use crate::merge::{self, Combined};
+// What `merge --expect` reads and writes too.
+pub use crate::merge::{read_job_ids, write_missing};
 use crate::profile::{KernelKind, Profile};
 use crate::report::{self, UserTest};
 use crate::topology::TopologyKind;
@@ -217,52 +219,6 @@ pub fn collect(runs: &Path, jobs: &[Job], errors: &[(String, String)], dest: &Pa
         write_missing(&to, &job.id, why)?;
     }
     Ok(())
-}
-
-/// The results of a job that left none: `results.json` and `junit.xml`
-/// in `to` with one failure, `[harness] boot`, saying `why`.
-pub fn write_missing(to: &Path, id: &str, why: String) -> Result<()> {
-    std::fs::create_dir_all(to)?;
-    let failure = UserTest {
-        name: "[harness] boot".into(),
-        passed: false,
-        skipped: false,
-        rc: 1,
-        output_tail: why,
-        duration_ms: 0,
-    };
-    let run = crate::ktap::Run::default();
-    let failures = std::slice::from_ref(&failure);
-    report::write_json(&to.join("results.json"), &run, failures)?;
-    report::write_junit(
-        &to.join("junit.xml"),
-        &format!("tierkit-{id}"),
-        &run,
-        failures,
-    )
-}
-
-/// The job ids of a `cargo xtask matrix` JSON file: `{"jobs": [...]}` or
-/// the bare list (what the GitHub workflow passes on).
-pub fn read_job_ids(path: &Path) -> Result<Vec<String>> {
-    #[derive(serde::Deserialize)]
-    struct Id {
-        id: String,
-    }
-    #[derive(serde::Deserialize)]
-    #[serde(untagged)]
-    enum List {
-        Wrapped { jobs: Vec<Id> },
-        Bare(Vec<Id>),
-    }
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    let list: List = serde_json::from_str(&text)
-        .with_context(|| format!("{}: not the JSON of cargo xtask matrix", path.display()))?;
-    let ids = match list {
-        List::Wrapped { jobs } | List::Bare(jobs) => jobs,
-    };
-    Ok(ids.into_iter().map(|j| j.id).collect())
 }
 
 /// A shard's combination: the boots [`collect`] put in `dest`, their
