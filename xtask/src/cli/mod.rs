@@ -28,8 +28,8 @@ mod flags;
 
 pub use check::check_args;
 use flags::{
-    clap_error_line, clap_refusal, BenchArgs, BenchKind, Cli, Cmd, KernelArgs, RunArgs, SelectArgs,
-    TestArgs,
+    clap_error_line, clap_refusal, BenchArgs, BenchKind, Cli, Cmd, KernelArgs, LavaArgs, RunArgs,
+    SelectArgs, TestArgs,
 };
 
 /// `cargo xtask`'s entry point.
@@ -102,34 +102,38 @@ fn dispatch(cmd: Cmd) -> Result<ExitCode> {
                     println!("{}", matrix::to_json(&jobs));
                     Ok(ExitCode::SUCCESS)
                 }
-                Some(s) => {
-                    let jobs = jobs
-                        .into_iter()
-                        .map(|j| job_boots(&j).map(|b| (j, b)))
-                        .collect::<Result<Vec<_>>>()?;
-                    matrix::run_shard(s, &jobs)
-                }
+                Some(s) => matrix::run_shard(s, &with_boots(jobs)?),
             }
         }
         Cmd::Merge(m) => {
             let out = m.out.unwrap_or_else(commands::merge::default_out);
             commands::merge::cmd_merge(&m.dirs, &out, m.expect.as_deref())
         }
-        Cmd::Lava(l) => {
-            let picked = commands::lava::pick(select_jobs(&l.select)?, l.job.as_deref(), l.shard)?;
-            let mut jobs = Vec::new();
-            for job in picked {
-                let [one] = <[TestBoot; 1]>::try_from(job_boots(&job)?)
-                    .map_err(|_| anyhow::anyhow!("job {} is not one boot", job.id))?;
-                jobs.push((job, one.req));
-            }
-            commands::lava::cmd_lava(LavaRequest {
-                jobs,
-                artifact_url: l.artifact_url,
-                out: l.out,
-            })
-        }
+        Cmd::Lava(l) => commands::lava::cmd_lava(lava_request(l)?),
     }
+}
+
+/// Each job with the boots its command line asks for.
+fn with_boots(jobs: Vec<matrix::Job>) -> Result<Vec<(matrix::Job, Vec<TestBoot>)>> {
+    jobs.into_iter()
+        .map(|j| job_boots(&j).map(|b| (j, b)))
+        .collect()
+}
+
+/// `lava`: the picked jobs, each one boot.
+fn lava_request(l: LavaArgs) -> Result<LavaRequest> {
+    let picked = commands::lava::pick(select_jobs(&l.select)?, l.job.as_deref(), l.shard)?;
+    let mut jobs = Vec::new();
+    for (job, boots) in with_boots(picked)? {
+        let [one] = <[TestBoot; 1]>::try_from(boots)
+            .map_err(|_| anyhow::anyhow!("job {} is not one boot", job.id))?;
+        jobs.push((job, one.req));
+    }
+    Ok(LavaRequest {
+        jobs,
+        artifact_url: l.artifact_url,
+        out: l.out,
+    })
 }
 
 /// The kernels `kernel`, `module` and `build` build: one per profile.
