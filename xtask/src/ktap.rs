@@ -3,7 +3,7 @@
 //! The guest's console interleaves three kinds of output: KUnit's KTAP
 //! results, other `printk` output, and whatever userspace writes. This
 //! module finds every KTAP document in such a log, turns it into a tree of
-//! [`Suite`]s and [`Case`]s, spots kernel crashes anywhere in the log, and
+//! suites and cases ([`Test`]s), spots kernel crashes anywhere in the log, and
 //! lists why the run failed ([`Run::failures`], the KTAP part of the
 //! boot's verdict, [`crate::verdict`]).
 //!
@@ -78,7 +78,7 @@ use crash::{rust_case_in_trace, scan_crashes};
 pub use crash::{Crash, CrashKind};
 use line::{is_kunit_error, Line};
 use parse::{set_durations, Parser};
-pub use tree::{Case, Counts, Directive, Document, Status, Suite};
+pub use tree::{Counts, Directive, Document, Status, Test};
 
 /// How many kernel reports [`Failures`] names one by one.
 const MAX_CRASH_REASONS: usize = 20;
@@ -155,7 +155,7 @@ impl Run {
         let times: Vec<Option<u64>> = log.lines().map(printk::micros).collect();
         for doc in &mut run.documents {
             for suite in &mut doc.suites {
-                set_durations(suite.start_line, &mut suite.cases, &times);
+                set_durations(suite.start_line, &mut suite.subtests, &times);
             }
         }
         for i in 0..run.crashes.len() {
@@ -178,7 +178,7 @@ impl Run {
     }
 
     /// All suites of all documents, in log order.
-    pub fn suites(&self) -> impl Iterator<Item = &Suite> {
+    pub fn suites(&self) -> impl Iterator<Item = &Test> {
         self.documents.iter().flat_map(|d| d.suites.iter())
     }
 
@@ -202,10 +202,10 @@ impl Run {
     /// prefixed with where it was found. Failed tests and crashes are not
     /// included.
     pub fn problems(&self) -> Vec<String> {
-        fn case_errors(path: &str, case: &Case, out: &mut Vec<String>) {
+        fn case_errors(path: &str, case: &Test, out: &mut Vec<String>) {
             let path = format!("{path}.{}", case.name);
             out.extend(case.errors.iter().map(|e| format!("{path}: {e}")));
-            for sub in &case.subcases {
+            for sub in &case.subtests {
                 case_errors(&path, sub, out);
             }
         }
@@ -222,7 +222,7 @@ impl Run {
             );
             for suite in &doc.suites {
                 out.extend(suite.errors.iter().map(|e| format!("{}: {e}", suite.name)));
-                for case in &suite.cases {
+                for case in &suite.subtests {
                     case_errors(&suite.name, case, &mut out);
                 }
             }
@@ -283,8 +283,8 @@ impl Run {
     /// The test that was running at a console line: the deepest suite, case
     /// or parameter whose line span contains it, as a dotted path.
     pub fn test_at_line(&self, line: usize) -> Option<String> {
-        fn find(case: &Case, line: usize, path: &mut String) {
-            for sub in &case.subcases {
+        fn find(case: &Test, line: usize, path: &mut String) {
+            for sub in &case.subtests {
                 if sub.start_line <= line && line <= sub.end_line {
                     path.push('.');
                     path.push_str(&sub.name);
@@ -298,7 +298,7 @@ impl Run {
             .find(|s| s.start_line <= line && line <= s.end_line)?;
         let mut path = suite.name.clone();
         if let Some(case) = suite
-            .cases
+            .subtests
             .iter()
             .find(|c| c.start_line <= line && line <= c.end_line)
         {

@@ -16,7 +16,7 @@ use anyhow::Context as _;
 use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
 use serde::{Deserialize, Serialize};
 
-use crate::ktap::{Run, Status, Suite};
+use crate::ktap::{Run, Status, Test};
 use crate::records::{self, Outcome, Record};
 
 /// Diagnostic lines shown per failed case in the summary.
@@ -160,7 +160,7 @@ pub fn format_summary(run: &Run, extra: &[UserTest]) -> String {
 }
 
 fn write_summary(out: &mut String, run: &Run, extra: &[UserTest]) -> fmt::Result {
-    let suites: Vec<&Suite> = run.suites().collect();
+    let suites: Vec<&Test> = run.suites().collect();
     write_table(out, &suites, extra)?;
     write_slowest(out, &suites, extra)?;
     let leaves = leaf_results(&suites);
@@ -172,7 +172,7 @@ fn write_summary(out: &mut String, run: &Run, extra: &[UserTest]) -> fmt::Result
 }
 
 /// The table: passed, failed and skipped per suite, and the `userspace` row.
-fn write_table(out: &mut String, suites: &[&Suite], extra: &[UserTest]) -> fmt::Result {
+fn write_table(out: &mut String, suites: &[&Test], extra: &[UserTest]) -> fmt::Result {
     let width = suites
         .iter()
         .map(|s| s.name.len())
@@ -224,7 +224,7 @@ fn write_table(out: &mut String, suites: &[&Suite], extra: &[UserTest]) -> fmt::
 }
 
 /// The slowest tests, KUnit cases and userspace tests together.
-fn write_slowest(out: &mut String, suites: &[&Suite], extra: &[UserTest]) -> fmt::Result {
+fn write_slowest(out: &mut String, suites: &[&Test], extra: &[UserTest]) -> fmt::Result {
     let mut timed: Vec<(u64, String)> = suites
         .iter()
         .flat_map(|suite| {
@@ -368,10 +368,10 @@ struct Leaf<'a> {
 }
 
 /// All leaf-level results, in log order.
-fn leaf_results<'a>(suites: &[&'a Suite]) -> Vec<Leaf<'a>> {
+fn leaf_results<'a>(suites: &[&'a Test]) -> Vec<Leaf<'a>> {
     let mut out = Vec::new();
     for suite in suites {
-        if suite.cases.is_empty() {
+        if suite.subtests.is_empty() {
             out.push(Leaf {
                 path: suite.name.clone(),
                 status: suite.status,
