@@ -42,7 +42,7 @@ use serde_json::{json, Value};
 use std::path::Path;
 
 use crate::util;
-use figures::verdict;
+use figures::target_word;
 use svg::{model_svg, policy_svg};
 use targets::{noise_max, noise_of, targets_of, MODELLED};
 use topo::Topo;
@@ -209,7 +209,7 @@ impl Report {
                 g.workload,
                 g.value.map_or("-".into(), |x| format!("{x:.3}")),
                 g.threshold,
-                verdict(g.met),
+                target_word(g.met),
                 g.detail
             ));
         }

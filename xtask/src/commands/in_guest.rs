@@ -1,5 +1,6 @@
-//! `cargo xtask run -- CMD` and `cargo xtask shell`: the user's own work in
-//! the guest, with tierkit loaded.
+//! What `cargo xtask run -- CMD` ([`super::run`]) and `cargo xtask shell`
+//! ([`super::shell`]) share: the user's own work in the guest, with tierkit
+//! loaded.
 //!
 //! - The host's working directory is shared read-write at the same absolute
 //!   path through QEMU's virtio-9p (`-fsdev local` + `virtio-9p-pci`, mount
@@ -25,20 +26,16 @@
 //!   daxctl, ndctl) are in these initramfs images only (11.7 MB), not in
 //!   those of `test`, `bench` and the demos.
 
-use crate::cli::GuestArgs;
-use crate::guest::{self, GuestRequest};
-use crate::qemu::{self, GuestConfig, Mode};
-use crate::topology::TopologyKind;
+use crate::boot::{self, BootRequest};
+use crate::qemu::{GuestConfig, Mode};
 use crate::util::{self, fmt_dur, Timer};
 use crate::{guest_tools, say, setup};
-use anyhow::{bail, Context, Result};
+use anyhow::Result;
 use std::ffi::OsString;
 use std::fs;
 use std::io::{Read, Write};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -193,7 +190,8 @@ fn sh_bytes(word: &[u8]) -> Result<Vec<u8>> {
 /// The contents of [`CMD_FILE`]: `TK_CWD`, the terminal, and with `argv`
 /// the command as `set -- ...`, each word quoted.
 pub fn cmd_file(cwd: &Path, argv: Option<&[OsString]>, term: &Term) -> Result<Vec<u8>> {
-    let mut f = b"# written by cargo xtask (xtask/src/user_cmd.rs), read by /init\n".to_vec();
+    let mut f =
+        b"# written by cargo xtask (xtask/src/commands/in_guest.rs), read by /init\n".to_vec();
     let mut var = |name: &str, v: &[u8]| -> Result<()> {
         f.extend_from_slice(name.as_bytes());
         f.push(b'=');
@@ -238,7 +236,7 @@ pub fn share_args(dir: &Path) -> Vec<String> {
     ]
 }
 
-/// `args` (of [`qemu::qemu_args`]) with the console on QEMU's stdio for a
+/// `args` (of [`crate::qemu::qemu_args`]) with the console on QEMU's stdio for a
 /// person: serial and monitor multiplexed (`-serial mon:stdio`; Ctrl-A x
 /// quits), Ctrl-C to the guest (`signal=off`), and a copy in `log`.
 pub fn interactive_console(args: Vec<String>, log: &Path) -> Vec<String> {
@@ -335,7 +333,7 @@ pub fn judge(console: &str, data: &str, timed_out: bool, status_marker: &str) ->
 }
 
 /// Copies `path` to stdout as QEMU writes it, until `stop` (then drains).
-fn follow(path: PathBuf, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<()> {
+pub(super) fn follow(path: PathBuf, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
         let mut file: Option<fs::File> = None;
         let mut buf = vec![0u8; 1 << 16];
@@ -369,41 +367,28 @@ fn follow(path: PathBuf, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<()> {
 }
 
 /// Everything built for one `run -- CMD` or `shell` boot.
-struct Ready {
-    cfg: GuestConfig,
-    built: guest::Built,
-    run_dir: PathBuf,
+pub(super) struct Ready {
+    pub(super) cfg: GuestConfig,
+    pub(super) built: boot::Built,
+    pub(super) run_dir: PathBuf,
     _lock: util::Lock,
 }
 
-/// Builds the boot of `mode` (`Cmd` with `argv`, or `Shell`).
-fn prepare(g: &GuestArgs, mode: Mode, kunit: bool, argv: Option<&[OsString]>) -> Result<Ready> {
+/// Builds the boot `req` asks for (`run -- CMD` with `argv`, or `shell`).
+pub(super) fn prepare(req: &BootRequest, argv: Option<&[OsString]>) -> Result<Ready> {
     setup::ensure()?;
     let cwd = check_share(std::env::current_dir().ok().as_deref()).map_err(anyhow::Error::msg)?;
-    let kind = g.topology.unwrap_or(TopologyKind::NUMA);
-    let cmd_name = if mode == Mode::Shell { "shell" } else { "run" };
-    let p = g.kernel.single_profile(cmd_name)?;
-    let mut req = GuestRequest::new(mode.clone(), g, p, kind, kunit);
-    if mode == Mode::Shell && !util::verbose() {
-        // Warnings and worse only: the console is the person's terminal.
-        req.append.push("loglevel=4".into());
-    }
-    let accel = g.accel();
-    let mut cfg = guest::plan(g, &req, accel)?;
-    let run_dir = util::out_dir().join(format!(
-        "{}-{}{}{}",
-        mode.as_param(),
-        kind.name(),
-        p.suffix(),
-        g.kernel_kind.suffix()
-    ));
+    let (mode, kind, p) = (&req.job.mode, req.kind(), req.kernel.profile);
+    let accel = req.kvm_accel();
+    let mut cfg = boot::plan(req, accel)?;
+    let run_dir = req.run_dir();
     fs::create_dir_all(&run_dir)?;
     let lock = util::lock(&run_dir.join(".lock"), "this run directory")?;
     for stale in ["console.log", "data.log", "cmd-out.log", "qemu-stderr.log"] {
         let _ = fs::remove_file(run_dir.join(stale));
     }
     cfg.extra_args = share_args(&cwd);
-    if mode == Mode::Cmd {
+    if *mode == Mode::Cmd {
         cfg.extra_args.extend([
             "-serial".into(),
             format!("file:{}", run_dir.join("cmd-out.log").display()),
@@ -413,10 +398,8 @@ fn prepare(g: &GuestArgs, mode: Mode, kunit: bool, argv: Option<&[OsString]>) ->
     let mut files = guest_tools::tools()?;
     let tools = files.size();
     files.add_file(CMD_FILE, 0o644, cmd_file(&cwd, argv, &Term::host())?);
-    let built = guest::build_all(
-        &g.kernel,
-        p,
-        g.kernel_kind,
+    let built = boot::build_all(
+        &req.kernel,
         kind.spec().cxl,
         true,
         &run_dir,
@@ -434,7 +417,7 @@ fn prepare(g: &GuestArgs, mode: Mode, kunit: bool, argv: Option<&[OsString]>) ->
         "booting {kind} ({}, {:?}), {} kernel, {p} profile; {} shared at the same path",
         cfg.topology.describe(),
         accel,
-        g.kernel_kind,
+        req.kernel.kind,
         cwd.display()
     );
     Ok(Ready {
@@ -445,117 +428,8 @@ fn prepare(g: &GuestArgs, mode: Mode, kunit: bool, argv: Option<&[OsString]>) ->
     })
 }
 
-/// `cargo xtask run [flags] -- CMD...`: the exit code (see [`exit`]).
-pub(crate) fn run(g: &GuestArgs, kunit: bool, argv: &[OsString]) -> Result<u8> {
-    let r = prepare(g, Mode::Cmd, kunit, Some(argv))?;
-    let mut streamer = qemu::Streamer::new(util::verbose(), false);
-    streamer.to_stderr = true;
-    streamer.reports_only = true;
-    let stop = Arc::new(AtomicBool::new(false));
-    let copier = follow(r.run_dir.join("cmd-out.log"), stop.clone());
-    let t = Timer::start();
-    let res = qemu::boot(
-        &r.built.kernel,
-        &r.built.initramfs,
-        &r.cfg,
-        &r.run_dir,
-        &mut streamer,
-    );
-    stop.store(true, Ordering::SeqCst);
-    let _ = copier.join();
-    let guest = res?;
-    let ended = judge(&guest.console, &guest.data, guest.timed_out, "TIERKIT-CMD");
-    report("run", &ended, t.elapsed(), &r.run_dir);
-    Ok(ended.code())
-}
-
-/// `cargo xtask shell`: the shell's exit status, or a code of [`exit`].
-pub(crate) fn shell(g: &GuestArgs) -> Result<u8> {
-    let r = prepare(g, Mode::Shell, false, None)?;
-    let data_log = r.run_dir.join("data.log");
-    let console_log = r.run_dir.join("console.log");
-    let args = qemu::qemu_args(
-        &r.built.kernel.bzimage,
-        &r.built.initramfs.path,
-        &data_log,
-        &r.cfg,
-    )?;
-    let args = interactive_console(args, &console_log);
-    let program = "qemu-system-x86_64";
-    fs::write(
-        r.run_dir.join("qemu-cmd.txt"),
-        format!("{}\n", qemu::qemu_cmd_line(program, &args)),
-    )?;
-    say!("the guest's console follows; `exit` or Ctrl-D powers it off, Ctrl-A x quits QEMU");
-    let stdin = std::io::stdin();
-    let saved = nix::sys::termios::tcgetattr(&stdin).ok();
-    let stderr_log = fs::File::create(r.run_dir.join("qemu-stderr.log"))?;
-    let mut cmd = Command::new(program);
-    // SAFETY: the closure runs in the forked child before exec and only
-    // calls prctl(2), which is async-signal-safe.
-    unsafe {
-        cmd.pre_exec(|| {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-    let t = Timer::start();
-    let status = cmd
-        .args(&args)
-        .stdin(Stdio::inherit())
-        .stdout(Stdio::inherit())
-        .stderr(stderr_log)
-        .spawn()
-        .with_context(|| format!("could not start {program} (cargo xtask setup installs it)"))
-        .and_then(|child| wait_until(child, g.timeout.map(Duration::from_secs)));
-    if let Some(saved) = &saved {
-        let _ = nix::sys::termios::tcsetattr(&stdin, nix::sys::termios::SetArg::TCSANOW, saved);
-    }
-    let (status, timed_out) = status?;
-    let read = |p: &Path| {
-        fs::read(p)
-            .map(|b| String::from_utf8_lossy(&b).replace('\r', ""))
-            .unwrap_or_default()
-    };
-    let console = read(&console_log);
-    if console.trim().is_empty() {
-        bail!(
-            "QEMU failed to start ({status}): {}",
-            read(&r.run_dir.join("qemu-stderr.log")).trim()
-        );
-    }
-    let ended = judge(&console, &read(&data_log), timed_out, "TIERKIT-SHELL");
-    report("shell", &ended, t.elapsed(), &r.run_dir);
-    Ok(ended.code())
-}
-
-/// Waits for QEMU; with `timeout` (the shell's `--timeout`, given
-/// explicitly: a person's shell has none) kills it then. Its status, and
-/// whether it was killed.
-fn wait_until(
-    mut child: std::process::Child,
-    timeout: Option<Duration>,
-) -> Result<(std::process::ExitStatus, bool)> {
-    let Some(t) = timeout else {
-        return Ok((child.wait()?, false));
-    };
-    let until = std::time::Instant::now() + t;
-    loop {
-        if let Some(st) = child.try_wait()? {
-            return Ok((st, false));
-        }
-        if std::time::Instant::now() >= until {
-            let _ = child.kill();
-            return Ok((child.wait()?, true));
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
 /// xtask's last line on stderr: what the exit code means.
-fn report(what: &str, ended: &Ended, took: Duration, run_dir: &Path) {
+pub(super) fn report(what: &str, ended: &Ended, took: Duration, run_dir: &Path) {
     let code = ended.code();
     let why = match ended {
         Ended::Status(rc) if what == "shell" => format!("the shell exited with {rc}"),
@@ -575,6 +449,7 @@ fn report(what: &str, ended: &Ended, took: Duration, run_dir: &Path) {
 mod tests {
     use super::*;
     use std::os::unix::ffi::OsStringExt;
+    use std::process::Command;
 
     #[test]
     fn shares() {

@@ -5,15 +5,17 @@
 //! other, and collects their results in `target/tierkit/shard-K-of-N/`;
 //! `cargo xtask merge` ([`crate::merge`]) puts shards back together.
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use super::test::{self as testing, Boot, TestBoot};
 use crate::merge::{self, Combined};
+// What `merge --expect` reads and writes too.
+pub use crate::merge::{read_job_ids, write_missing};
 use crate::profile::{KernelKind, Profile};
 use crate::report::{self, UserTest};
-use crate::testing::{self, Boot};
 use crate::topology::TopologyKind;
 use crate::{say, util};
 
@@ -60,56 +62,6 @@ impl Selection {
     }
 }
 
-/// `matrix`'s and `lava`'s flags that pick the boots, as `test` does.
-#[derive(clap::Args, Clone, Debug, Default)]
-pub struct SelectArgs {
-    /// The boots of `cargo xtask test --ci` (xtask/src/runs.rs, ci_boots);
-    /// the default when no other of these flags is given.
-    #[arg(long, conflicts_with_all = ["full", "profile", "kernel_kind", "topology"])]
-    pub ci: bool,
-    /// The boots of `cargo xtask test --full`.
-    #[arg(long)]
-    pub full: bool,
-    /// The boots of `cargo xtask test --profile PROFILE[,PROFILE]`.
-    #[arg(long, value_enum, value_delimiter = ',', value_name = "PROFILE")]
-    pub profile: Vec<Profile>,
-    /// The boots of `cargo xtask test --kernel KERNEL`.
-    #[arg(long = "kernel", value_enum, value_name = "KERNEL")]
-    pub kernel_kind: Option<KernelKind>,
-    /// The boot of `cargo xtask test --topology TOPOLOGY`.
-    #[arg(long, value_parser = TopologyKind::value_parser())]
-    pub topology: Option<TopologyKind>,
-}
-
-impl SelectArgs {
-    /// As a [`Selection`]: `--ci` unless another flag was given.
-    pub fn selection(&self) -> Selection {
-        let other = self.full
-            || !self.profile.is_empty()
-            || self.kernel_kind.is_some()
-            || self.topology.is_some();
-        Selection {
-            ci: self.ci || !other,
-            full: self.full,
-            profiles: self.profile.clone(),
-            kernel: self.kernel_kind.unwrap_or_default(),
-            topology: self.topology,
-        }
-    }
-}
-
-/// `cargo xtask matrix`.
-#[derive(clap::Args, Clone)]
-pub struct MatrixArgs {
-    #[command(flatten)]
-    pub select: SelectArgs,
-    /// Run the K-th of N shares of the jobs here instead of listing them
-    /// (jobs K, K+N, K+2N, ..., counting from 1), one after the other as
-    /// `test` would; results in target/tierkit/shard-K-of-N/.
-    #[arg(long, value_name = "K/N", value_parser = Shard::parse)]
-    pub shard: Option<Shard>,
-}
-
 /// One job: one boot, as an independent command.
 #[derive(Clone, Debug, Serialize, PartialEq, Eq)]
 pub struct Job {
@@ -131,6 +83,9 @@ pub struct Job {
     pub argv: Vec<String>,
     /// The same as one shell-quoted line.
     pub command: String,
+    /// The boot itself: profile, kernel, run.
+    #[serde(skip)]
+    pub boot: Boot,
 }
 
 /// The jobs of `boots` (as `sel` selected them), in order.
@@ -147,6 +102,7 @@ pub fn jobs(sel: &Selection, boots: &[Boot]) -> Vec<Job> {
                 .chain(args.iter().cloned())
                 .collect();
             Job {
+                boot: (*p, *k, *run),
                 name: testing::run_label(*p, *k, run.name),
                 profile: p.name().into(),
                 kernel: k.name().into(),
@@ -265,52 +221,6 @@ pub fn collect(runs: &Path, jobs: &[Job], errors: &[(String, String)], dest: &Pa
     Ok(())
 }
 
-/// The results of a job that left none: `results.json` and `junit.xml`
-/// in `to` with one failure, `[harness] boot`, saying `why`.
-pub fn write_missing(to: &Path, id: &str, why: String) -> Result<()> {
-    std::fs::create_dir_all(to)?;
-    let failure = UserTest {
-        name: "[harness] boot".into(),
-        passed: false,
-        skipped: false,
-        rc: 1,
-        output_tail: why,
-        duration_ms: 0,
-    };
-    let run = crate::ktap::Run::default();
-    let failures = std::slice::from_ref(&failure);
-    report::write_json(&to.join("results.json"), &run, failures)?;
-    report::write_junit(
-        &to.join("junit.xml"),
-        &format!("tierkit-{id}"),
-        &run,
-        failures,
-    )
-}
-
-/// The job ids of a `cargo xtask matrix` JSON file: `{"jobs": [...]}` or
-/// the bare list (what the GitHub workflow passes on).
-pub fn read_job_ids(path: &Path) -> Result<Vec<String>> {
-    #[derive(serde::Deserialize)]
-    struct Id {
-        id: String,
-    }
-    #[derive(serde::Deserialize)]
-    #[serde(untagged)]
-    enum List {
-        Wrapped { jobs: Vec<Id> },
-        Bare(Vec<Id>),
-    }
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    let list: List = serde_json::from_str(&text)
-        .with_context(|| format!("{}: not the JSON of cargo xtask matrix", path.display()))?;
-    let ids = match list {
-        List::Wrapped { jobs } | List::Bare(jobs) => jobs,
-    };
-    Ok(ids.into_iter().map(|j| j.id).collect())
-}
-
 /// A shard's combination: the boots [`collect`] put in `dest`, their
 /// summary, results, JUnit and KCIDB file written beside them
 /// ([`Combined::write`]; `Some` harness failure if the KCIDB file is
@@ -327,16 +237,12 @@ pub fn shard_dir(s: Shard) -> PathBuf {
 }
 
 /// `cargo xtask matrix --shard K/N`: boots the shard's jobs one after the
-/// other as `test` would (each `jobs[i].args`, parsed by `parse`: the
-/// command line and its boot), collects them into [`shard_dir`] with the
-/// shard's combined summary, JUnit and KCIDB file, and prints the totals
-/// line last.
-pub(crate) fn run_shard(
-    s: Shard,
-    all: &[Job],
-    parse: impl Fn(&[String]) -> Result<(crate::cli::GuestArgs, Vec<Boot>)>,
-) -> Result<ExitCode> {
-    let mine = s.pick(all);
+/// other as `test` would (each job with the boots its command line asks
+/// for), collects them into [`shard_dir`] with the shard's combined
+/// summary, JUnit and KCIDB file, and prints the totals line last.
+pub(crate) fn run_shard(s: Shard, all: &[(Job, Vec<TestBoot>)]) -> Result<ExitCode> {
+    let picked = s.pick(all);
+    let mine: Vec<Job> = picked.iter().map(|(j, _)| j.clone()).collect();
     if mine.is_empty() {
         bail!("--shard {s}: there are only {} jobs", all.len());
     }
@@ -351,9 +257,8 @@ pub(crate) fn run_shard(
     );
     crate::setup::ensure()?;
     let mut errors: Vec<(String, String)> = Vec::new();
-    for job in &mine {
-        let (g, boots) = parse(&job.args)?;
-        for (_, r) in testing::run_boots(&g, None, &boots) {
+    for (job, boots) in picked {
+        for (_, r) in testing::run_boots(&boots, None) {
             if let Some(e) = r.error {
                 errors.push((job.id.clone(), e));
             }

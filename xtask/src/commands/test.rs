@@ -1,15 +1,58 @@
 //! `cargo xtask test`: the host tests, then the boots of
-//! [`crate::runs::TEST_RUNS`] for each profile, and the combined totals.
+//! [`crate::runs`] for each profile, then the tests of `run -- CMD` and
+//! `shell` ([`cmd_tests`]), and the combined totals.
 
 use anyhow::{Context, Result};
 use std::path::Path;
 use std::process::{Command, ExitCode, Stdio};
 use std::time::Duration;
 
-use crate::cli::GuestArgs;
-use crate::guest::{guest_cmd, GuestRequest, GuestResult};
+use crate::boot::{self, BootRequest, GuestFlags, GuestResult};
 use crate::util::{self, fmt_dur, Timer};
-use crate::{profile, report, runs, say};
+use crate::{profile, report, runs, say, setup};
+
+pub mod cmd_tests;
+
+/// One boot of a `test`: its run and its request.
+#[derive(Clone, Debug)]
+pub struct TestBoot {
+    pub run: runs::TestRun,
+    pub req: BootRequest,
+}
+
+impl TestBoot {
+    /// The boot of `b` with the command's guest flags.
+    pub fn new(f: &GuestFlags, b: &Boot) -> Result<TestBoot> {
+        let (p, k, run) = *b;
+        Ok(TestBoot {
+            run,
+            req: BootRequest::for_run(f, p, k, &run)?,
+        })
+    }
+}
+
+/// `cargo xtask test` as asked.
+pub struct TestRequest {
+    /// Run `cargo test --workspace` first.
+    pub host_tests: bool,
+    pub boots: Vec<TestBoot>,
+    /// The tests of `run -- CMD` and `shell`, after the boots.
+    pub cmd_tests: Vec<cmd_tests::CmdTest>,
+    /// Their kernel (`--ci`: tierkit's own) and accelerator flag.
+    pub cmd_kernel: profile::KernelKind,
+    pub cmd_kvm: Option<bool>,
+}
+
+/// `cargo xtask test`.
+pub(crate) fn run(t: TestRequest) -> Result<ExitCode> {
+    setup::ensure()?;
+    let host = if t.host_tests {
+        Some(host_tests()?)
+    } else {
+        None
+    };
+    test_all(host, t)
+}
 
 /// Host tests: `cargo test --workspace` (the core crate's property tests,
 /// the KTAP parser, xtask's own unit tests, ...).
@@ -64,7 +107,7 @@ pub(crate) fn host_tests() -> Result<(bool, Duration)> {
 /// ([`runs::select`]) on `--kernel`'s kernel, or with `ci`
 /// [`runs::ci_boots`].
 pub(crate) fn boots(
-    g: &GuestArgs,
+    g: &GuestFlags,
     profiles: &[profile::Profile],
     full: bool,
     ci: bool,
@@ -106,7 +149,7 @@ pub fn job_id(profile: profile::Profile, k: profile::KernelKind, run: &runs::Tes
     format!("{}{}{}", run.name, profile.suffix(), k.suffix())
 }
 
-/// One boot of a `test`, as [`boots`] lists them.
+/// One boot of a `test`, as `boots` lists them.
 pub type Boot = (profile::Profile, profile::KernelKind, runs::TestRun);
 
 /// `boots`, or with `job` the one boot whose [`job_id`] it is (refused in
@@ -125,27 +168,21 @@ pub(crate) fn select_job(boots: Vec<Boot>, job: Option<&str>) -> Result<Vec<Boot
     }
 }
 
-/// `cargo xtask test`: each profile (in the order given) on each run of
-/// [`runs::QUICK_RUNS`] or, `full`, [`runs::FULL_RUNS`] ([`runs::select`]),
-/// or [`runs::ci_boots`], or the one `job`; a summary per boot, then, when
-/// there was more than one, one line per boot, the combined KCIDB file
-/// (`target/tierkit/kcidb.json`) and the combined totals line last.
-pub(crate) fn test_all(
-    g: &GuestArgs,
-    host: Option<(bool, Duration)>,
-    boots: &[Boot],
-    cmd_tests: &[crate::cmd_tests::CmdTest],
-    cmd_kernel: profile::KernelKind,
-) -> Result<ExitCode> {
-    if let ([(profile, k, run)], true) = (boots, cmd_tests.is_empty()) {
-        let (profile, k, run) = (*profile, *k, *run);
-        let mut req = GuestRequest::for_run(g, profile, k, &run);
+/// `cargo xtask test`'s boots: each profile (in the order given) on each
+/// run of [`runs::QUICK_RUNS`] or, `full`, [`runs::FULL_RUNS`]
+/// ([`runs::select`]), or [`runs::ci_boots`], or the one `job`; a summary
+/// per boot, then, when there was more than one, one line per boot, the
+/// combined KCIDB file (`target/tierkit/kcidb.json`) and the combined
+/// totals line last.
+fn test_all(host: Option<(bool, Duration)>, t: TestRequest) -> Result<ExitCode> {
+    if let ([one], true) = (&t.boots[..], t.cmd_tests.is_empty()) {
+        let mut req = one.req.clone();
         req.host = host;
-        return guest_cmd(g, req).map(|r| r.exit());
+        return boot::run(req).map(|r| r.exit());
     }
-    let mut results = run_boots(g, host, boots);
-    if !cmd_tests.is_empty() {
-        results.push(run_cmd_tests(g, cmd_kernel, cmd_tests));
+    let mut results = run_boots(&t.boots, host);
+    if !t.cmd_tests.is_empty() {
+        results.push(run_cmd_tests(t.cmd_kernel, t.cmd_kvm, &t.cmd_tests));
     }
     println!();
     let mut all = report::Totals::default();
@@ -174,12 +211,12 @@ pub(crate) fn test_all(
     })
 }
 
-/// The tests of `run -- CMD` and `shell` ([`crate::cmd_tests`]): this
+/// The tests of `run -- CMD` and `shell` ([`cmd_tests`]): this
 /// xtask run as a user would, each its own guest, as harness tests.
 fn run_cmd_tests(
-    g: &GuestArgs,
     kernel: profile::KernelKind,
-    tests: &[crate::cmd_tests::CmdTest],
+    kvm: Option<bool>,
+    tests: &[cmd_tests::CmdTest],
 ) -> (String, GuestResult) {
     println!();
     say!(
@@ -187,7 +224,7 @@ fn run_cmd_tests(
         tests.len()
     );
     let t = crate::util::Timer::start();
-    let r = match crate::cmd_tests::run_all(g, kernel, tests) {
+    let r = match cmd_tests::run_all(kvm, kernel, tests) {
         Ok(tests) => GuestResult {
             ok: tests.iter().all(|t| t.passed),
             totals: Some(report::Totals::of(&crate::ktap::Run::default(), &tests)),
@@ -239,12 +276,12 @@ pub(crate) fn times(r: &GuestResult) -> String {
 /// summary; the host tests count with the first. A boot that could not be
 /// built or booted is one failure.
 pub(crate) fn run_boots(
-    g: &GuestArgs,
+    boots: &[TestBoot],
     host: Option<(bool, Duration)>,
-    boots: &[Boot],
 ) -> Vec<(String, GuestResult)> {
     let mut results: Vec<(String, GuestResult)> = Vec::new();
-    for (i, (profile, k, run)) in boots.iter().enumerate() {
+    for (i, b) in boots.iter().enumerate() {
+        let (profile, k, run) = (&b.req.kernel.profile, &b.req.kernel.kind, &b.run);
         println!();
         let why = if k.has_kunit() {
             run.why.to_string()
@@ -261,11 +298,11 @@ pub(crate) fn run_boots(
             boots.len(),
         );
         let label = run_label(*profile, *k, run.name);
-        let mut req = GuestRequest::for_run(g, *profile, *k, run);
+        let mut req = b.req.clone();
         // Host tests count once, with the first boot.
         req.host = if i == 0 { host } else { None };
         req.label = Some(label.clone());
-        let r = match guest_cmd(g, req) {
+        let r = match boot::run(req) {
             Ok(r) => r,
             Err(e) => {
                 eprintln!("\nerror ({label}): {e}");

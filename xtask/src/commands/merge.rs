@@ -239,12 +239,12 @@ pub fn cmd_merge(roots: &[PathBuf], out: &Path, expect: Option<&Path>) -> Result
         // failed) count as one failure each.
         let missing_dir = out.join("missing");
         let _ = std::fs::remove_dir_all(&missing_dir);
-        for id in crate::matrix::read_job_ids(file)? {
+        for id in read_job_ids(file)? {
             if !boots.iter().any(|b| b.job == id) {
                 let to = missing_dir.join(&id);
                 let why = format!("no results for job {id} under {}", show_paths(roots));
                 say!("{why}");
-                crate::matrix::write_missing(&to, &id, why)?;
+                write_missing(&to, &id, why)?;
                 boots.push(BootDir::read(&to)?);
             }
         }
@@ -288,7 +288,7 @@ fn show_paths(p: &[PathBuf]) -> String {
 /// is not a directory or holds no results, an `--out` that is a file.
 pub fn check_args(roots: &[PathBuf], out: Option<&Path>, expect: Option<&Path>) -> Result<()> {
     if let Some(e) = expect {
-        crate::matrix::read_job_ids(e).map_err(|err| anyhow::anyhow!("--expect {err:#}"))?;
+        read_job_ids(e).map_err(|err| anyhow::anyhow!("--expect {err:#}"))?;
     }
     for r in roots {
         if !r.is_dir() {
@@ -310,20 +310,48 @@ pub fn check_args(roots: &[PathBuf], out: Option<&Path>, expect: Option<&Path>) 
     find_boot_dirs(roots).map(|_| ())
 }
 
-/// `cargo xtask merge`.
-#[derive(clap::Args, Clone)]
-pub struct MergeArgs {
-    /// Directories with results: the shards' `target/tierkit/shard-K-of-N/`
-    /// of `matrix --shard` (as CI downloads them), or run directories of
-    /// `test`; searched for `results.json` a few levels down.
-    #[arg(required = true, value_name = "DIR")]
-    pub dirs: Vec<PathBuf>,
-    /// Where the merged summary.txt, results.json, junit.xml and kcidb.json
-    /// go [default: target/tierkit/merged].
-    #[arg(long, value_name = "DIR")]
-    pub out: Option<PathBuf>,
-    /// The job list of `cargo xtask matrix` (its JSON, or the bare `jobs`
-    /// list): a job without results counts as one failure.
-    #[arg(long, value_name = "FILE")]
-    pub expect: Option<PathBuf>,
+/// The results of a job that left none: `results.json` and `junit.xml`
+/// in `to` with one failure, `[harness] boot`, saying `why`.
+pub fn write_missing(to: &Path, id: &str, why: String) -> Result<()> {
+    std::fs::create_dir_all(to)?;
+    let failure = UserTest {
+        name: "[harness] boot".into(),
+        passed: false,
+        skipped: false,
+        rc: 1,
+        output_tail: why,
+        duration_ms: 0,
+    };
+    let run = crate::ktap::Run::default();
+    let failures = std::slice::from_ref(&failure);
+    crate::report::write_json(&to.join("results.json"), &run, failures)?;
+    crate::report::write_junit(
+        &to.join("junit.xml"),
+        &format!("tierkit-{id}"),
+        &run,
+        failures,
+    )
+}
+
+/// The job ids of a `cargo xtask matrix` JSON file: `{"jobs": [...]}` or
+/// the bare list (what the GitHub workflow passes on).
+pub fn read_job_ids(path: &Path) -> Result<Vec<String>> {
+    #[derive(serde::Deserialize)]
+    struct Id {
+        id: String,
+    }
+    #[derive(serde::Deserialize)]
+    #[serde(untagged)]
+    enum List {
+        Wrapped { jobs: Vec<Id> },
+        Bare(Vec<Id>),
+    }
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let list: List = serde_json::from_str(&text)
+        .with_context(|| format!("{}: not the JSON of cargo xtask matrix", path.display()))?;
+    let ids = match list {
+        List::Wrapped { jobs } | List::Bare(jobs) => jobs,
+    };
+    Ok(ids.into_iter().map(|j| j.id).collect())
 }

@@ -1,45 +1,53 @@
-//! `cargo xtask bench` with no name: every benchmark, one boot per
-//! topology, and the report ([`super::report_all`]).
+//! `cargo xtask bench`: one benchmark (one boot), or with no name every
+//! benchmark, one boot per topology, and the report
+//! ([`crate::bench::Report`]).
 
 use anyhow::Result;
 use serde_json::Value;
 use std::process::ExitCode;
 
-use super::report_all::{Report, RunMeta, TopoRun};
-use crate::qemu::Mode;
+use crate::bench::{Report, RunMeta, TopoRun, ALL};
+use crate::boot::{self, BootRequest};
 use crate::topology::TopologyKind;
 use crate::util::{fmt_dur, Timer};
 use crate::{say, util};
 
-/// The guest mode (`bench-all`, `/bin/tk-bench-all`) and the name of its
-/// results file, `target/tierkit/bench/all.json`.
-pub const ALL: &str = "all";
-
 /// The topologies `cargo xtask bench` boots without `--topology`.
 const REPORT_TOPOLOGIES: [TopologyKind; 2] = [TopologyKind::NUMA, TopologyKind::CXL];
 
+/// `cargo xtask bench` as asked.
+pub enum BenchRequest {
+    /// `bench <name>`: one boot.
+    One(Box<BootRequest>),
+    /// `bench`: every benchmark, a boot per topology, and the report.
+    All(Vec<BootRequest>),
+}
+
+/// `cargo xtask bench`.
+pub(crate) fn run(b: BenchRequest) -> Result<ExitCode> {
+    match b {
+        BenchRequest::One(req) => boot::run(*req).map(|g| g.exit()),
+        BenchRequest::All(boots) => run_all(boots),
+    }
+}
+
 /// `cargo xtask bench` with no name.
-pub(crate) fn run_all(g: &crate::cli::GuestArgs) -> Result<ExitCode> {
-    let kinds = all_kinds(g);
+fn run_all(boots: Vec<BootRequest>) -> Result<ExitCode> {
     let total = Timer::start();
     let load_before = loadavg();
     let report_dir = util::out_dir().join("report");
     std::fs::create_dir_all(&report_dir)?;
     let bench_json = util::out_dir().join("bench").join(format!("{ALL}.json"));
     let mut runs = Vec::new();
-    for (i, &kind) in kinds.iter().enumerate() {
+    let n = boots.len();
+    for (i, mut req) in boots.into_iter().enumerate() {
+        let kind = req.kind();
         println!();
-        say!(
-            "===== bench: topology {kind} ({}/{}) =====",
-            i + 1,
-            kinds.len()
-        );
+        say!("===== bench: topology {kind} ({}/{n}) =====", i + 1);
         let _ = std::fs::remove_file(&bench_json);
         let t = Timer::start();
-        let label = kind.to_string();
-        let mut req = all_request(g, kind);
-        req.label = Some(label);
-        let ok = match crate::guest::guest_cmd(g, req) {
+        req.label = Some(kind.to_string());
+        let ok = match boot::run(req) {
             Ok(r) => r.ok,
             Err(e) => {
                 eprintln!("\nerror ({kind}): {e:#}");
@@ -91,28 +99,12 @@ pub(crate) fn run_all(g: &crate::cli::GuestArgs) -> Result<ExitCode> {
 }
 
 /// The topologies `bench` without a name boots: `--topology`'s, or
-/// [`REPORT_TOPOLOGIES`].
-pub(crate) fn all_kinds(g: &crate::cli::GuestArgs) -> Vec<TopologyKind> {
-    match g.topology {
+/// `REPORT_TOPOLOGIES` (numa, cxl).
+pub fn all_kinds(topology: Option<TopologyKind>) -> Vec<TopologyKind> {
+    match topology {
         Some(k) => vec![k],
         None => REPORT_TOPOLOGIES.to_vec(),
     }
-}
-
-/// The boot of `bench` without a name on `kind` (default profile).
-pub(crate) fn all_request(
-    g: &crate::cli::GuestArgs,
-    kind: TopologyKind,
-) -> crate::guest::GuestRequest {
-    let mut req = crate::guest::GuestRequest::new(
-        Mode::Bench(ALL.into()),
-        g,
-        crate::profile::Profile::Default,
-        kind,
-        false,
-    );
-    req.cxl_opts_on_cxl_only = g.topology.is_none();
-    req
 }
 
 /// `/proc/loadavg`'s first three figures.

@@ -15,35 +15,22 @@ use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use crate::guest::{self, GuestRequest};
-use crate::matrix::{Job, SelectArgs, Shard};
+use super::matrix::{Job, Shard};
+use crate::boot::{self, BootRequest, GuestFlags};
 use crate::pyenv::Venv;
-use crate::validate::Host;
 use crate::{qemu, say, util};
 
-/// `cargo xtask lava`.
-#[derive(clap::Args, Clone)]
-pub struct LavaArgs {
-    #[command(flatten)]
-    pub select: SelectArgs,
-    /// Only the jobs of shard K of N (as `matrix --shard`).
-    #[arg(long, value_name = "K/N", value_parser = Shard::parse)]
-    pub shard: Option<Shard>,
-    /// Only the job ID (`cargo xtask matrix` lists them).
-    #[arg(long, value_name = "ID", value_parser = crate::cli::parse_job_id, conflicts_with = "shard")]
-    pub job: Option<String>,
-    /// Where the lab downloads the artifacts: BASE/<job>/bzImage and
-    /// BASE/<job>/initramfs.cpio (upload target/tierkit/lava/ there)
-    /// [default: file:// paths on this machine].
-    #[arg(long, value_name = "URL", value_parser = parse_artifact_url)]
+/// `cargo xtask lava` as asked: the picked jobs, each with its one boot.
+pub struct LavaRequest {
+    pub jobs: Vec<(Job, BootRequest)>,
+    /// `--artifact-url`.
     pub artifact_url: Option<String>,
-    /// Output directory [default: target/tierkit/lava].
-    #[arg(long, value_name = "DIR")]
+    /// `--out`; `None`: target/tierkit/lava.
     pub out: Option<PathBuf>,
 }
 
 /// An `http://`, `https://` or `file://` base URL, without a trailing `/`.
-fn parse_artifact_url(s: &str) -> std::result::Result<String, String> {
+pub(crate) fn parse_artifact_url(s: &str) -> std::result::Result<String, String> {
     let ok = ["http://", "https://", "file:///"]
         .iter()
         .any(|p| s.starts_with(p) && s.len() > p.len());
@@ -207,11 +194,10 @@ pub fn check(venv: &Venv, yaml: &Path) -> Result<Vec<String>> {
     Ok(problems)
 }
 
-/// The jobs `l` picks: `--job`, `--shard`, or all.
-fn picked(l: &LavaArgs) -> Result<Vec<Job>> {
-    let all = crate::cli::select_jobs(&l.select)?;
-    if let Some(id) = &l.job {
-        return match all.iter().find(|j| &j.id == id) {
+/// The jobs of `all` that `--job` or `--shard` pick; without either, all.
+pub fn pick(all: Vec<Job>, job: Option<&str>, shard: Option<Shard>) -> Result<Vec<Job>> {
+    if let Some(id) = job {
+        return match all.iter().find(|j| j.id == id) {
             Some(j) => Ok(vec![j.clone()]),
             None => bail!(
                 "--job {id}: no such job; the jobs are {}",
@@ -222,27 +208,10 @@ fn picked(l: &LavaArgs) -> Result<Vec<Job>> {
             ),
         };
     }
-    Ok(match l.shard {
+    Ok(match shard {
         Some(s) => s.pick(&all),
         None => all,
     })
-}
-
-/// `lava`'s arguments checked before anything is built: the jobs (as
-/// `matrix` checks them) and `--out`.
-pub fn check_args(l: &LavaArgs, host: &Host) -> Result<()> {
-    let all = crate::cli::select_jobs(&l.select)?;
-    let jobs = picked(l)?;
-    if let Some(s) = l.shard {
-        crate::cli::check_jobs(&all, Some(s), host).map_err(anyhow::Error::msg)?;
-    }
-    crate::cli::check_jobs(&jobs, None, host).map_err(anyhow::Error::msg)?;
-    if let Some(o) = &l.out {
-        if o.exists() && !o.is_dir() {
-            bail!("--out {}: not a directory", o.display());
-        }
-    }
-    Ok(())
 }
 
 /// The spec of `job`'s LAVA job with its artifacts in `dir` (`bzImage`,
@@ -251,23 +220,21 @@ pub fn check_args(l: &LavaArgs, host: &Host) -> Result<()> {
 /// timeout); with `kernel` (the built kernel), the tests its config cannot
 /// run are left out as `test` leaves them out. Builds nothing.
 pub fn plan_job(job: &Job, dir: &Path, artifact_url: Option<&str>) -> Result<Spec> {
-    plan_built(job, dir, artifact_url, None)
+    let (p, k, run) = job.boot;
+    let req = BootRequest::for_run(&GuestFlags::default(), p, k, &run)?;
+    plan_built(job, &req, dir, artifact_url, None)
 }
 
 fn plan_built(
     job: &Job,
+    req: &BootRequest,
     dir: &Path,
     artifact_url: Option<&str>,
     kernel: Option<&crate::kernel::KernelBuild>,
 ) -> Result<Spec> {
-    let (g, boots) = crate::cli::parse_test(&job.args)?;
-    let [(p, k, run)] = boots[..] else {
-        bail!("job {} is not one boot", job.id);
-    };
-    let req = GuestRequest::for_run(&g, p, k, &run);
-    let mut cfg = guest::plan(&g, &req, qemu::Accel::Tcg)?;
+    let mut cfg = boot::plan(req, qemu::Accel::Tcg)?;
     if let Some(kb) = kernel {
-        guest::leave_out_unrunnable(kb, &mut cfg);
+        boot::leave_out_unrunnable(kb, &mut cfg);
     }
     let args = qemu::qemu_args(
         &dir.join("bzImage"),
@@ -277,39 +244,27 @@ fn plan_built(
     )?;
     let cmdline = qemu::kernel_cmdline(&cfg)?;
     let urls = artifact_urls(artifact_url, &job.id, dir);
-    spec(job, &args, &cmdline, cfg.timeout.as_secs(), urls)
+    spec(job, &args, &cmdline, cfg.job.timeout.as_secs(), urls)
 }
 
 /// `cargo xtask lava`: builds each picked job's kernel and initramfs
 /// (cached), copies them into `<out>/<job>/` and writes its LAVA job there.
-pub fn cmd_lava(l: &LavaArgs) -> Result<ExitCode> {
+pub(crate) fn cmd_lava(l: LavaRequest) -> Result<ExitCode> {
     let out = l
         .out
         .clone()
         .unwrap_or_else(|| util::out_dir().join("lava"));
     crate::setup::ensure()?;
     let venv = Venv::ensure()?;
-    for job in picked(l)? {
-        let (g, boots) = crate::cli::parse_test(&job.args)?;
-        let [(p, k, run)] = boots[..] else {
-            bail!("job {} is not one boot", job.id);
-        };
+    for (job, req) in &l.jobs {
         let dir = out.join(&job.id);
         std::fs::create_dir_all(&dir)?;
-        let b = guest::build_all(
-            &g.kernel,
-            p,
-            k,
-            run.kind.spec().cxl,
-            false,
-            &dir,
-            Vec::new(),
-        )?;
+        let b = boot::build_all(&req.kernel, req.kind().spec().cxl, false, &dir, Vec::new())?;
         std::fs::copy(&b.kernel.bzimage, dir.join("bzImage"))?;
         if b.initramfs.path != dir.join("initramfs.cpio") {
             std::fs::copy(&b.initramfs.path, dir.join("initramfs.cpio"))?;
         }
-        let s = plan_built(&job, &dir, l.artifact_url.as_deref(), Some(&b.kernel))?;
+        let s = plan_built(job, req, &dir, l.artifact_url.as_deref(), Some(&b.kernel))?;
         let yaml = generate(&venv, &s, &dir)?;
         let problems = check(&venv, &yaml)?;
         if !problems.is_empty() {

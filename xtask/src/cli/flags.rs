@@ -1,6 +1,6 @@
 //! The command line: clap's definitions of every subcommand and flag, and
-//! the dispatch to [`crate::guest`] (one boot) and [`crate::testing`]
-//! (`test`'s boots).
+//! the one line a value clap refuses is told in. The checks that need more
+//! than one flag are [`super::check`]'s; the dispatch is [`super`]'s.
 
 use anyhow::Result;
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -8,11 +8,13 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use crate::guest::{build_all, guest_cmd, GuestRequest};
-use crate::qemu::{self, Mode};
+use crate::boot::GuestFlags;
+use crate::commands::in_guest;
+use crate::matrix::{Selection, Shard};
+use crate::profile::{KernelKind, Profile};
+use crate::qemu;
 use crate::topology::{CxlDevice, CxlInterleave, Perf, TopologyKind};
-use crate::validate::{self, Host};
-use crate::{bench, kernel, module, profile, report, say, setup, testing, user_cmd, util};
+use crate::{util, validate};
 
 const ABOUT: &str = "Build Linux 7.3 with Rust and the tierkit module, boot it in QEMU with a \
 CPU-less memory node, and report the results.";
@@ -48,17 +50,17 @@ scripts/setup-host.sh on first use.";
 
 #[derive(Parser)]
 #[command(name = "cargo xtask", bin_name = "cargo xtask", about = ABOUT, after_help = AFTER_HELP, version)]
-struct Cli {
+pub(super) struct Cli {
     /// Show every command xtask runs and, when a guest boots, its whole
     /// console.
     #[arg(short, long, global = true)]
-    verbose: bool,
+    pub(super) verbose: bool,
     #[command(subcommand)]
-    cmd: Cmd,
+    pub(super) cmd: Cmd,
 }
 
 #[derive(Subcommand)]
-enum Cmd {
+pub(super) enum Cmd {
     /// Check the host tools; install what is missing (scripts/setup-host.sh).
     Setup {
         /// Run scripts/setup-host.sh even if nothing seems missing.
@@ -85,7 +87,7 @@ enum Cmd {
     /// are on the guest's PATH. CMD's stdout and stderr stream to stdout,
     /// its stdin is /dev/null; kernel reports go to stderr (-v: the whole
     /// console). xtask exits with CMD's status (exit codes below).
-    #[command(after_long_help = user_cmd::EXIT_HELP)]
+    #[command(after_long_help = in_guest::EXIT_HELP)]
     Run(RunArgs),
     /// An interactive shell (busybox sh, job control) on the guest's
     /// console, tierkit loaded, in the current directory shared as for
@@ -93,7 +95,7 @@ enum Cmd {
     /// off; Ctrl-C goes to the guest; Ctrl-A x quits QEMU. Kernel messages
     /// below warnings are off (-v: all); no timeout unless --timeout is
     /// given. xtask exits with the shell's status (exit codes below).
-    #[command(after_long_help = user_cmd::EXIT_HELP)]
+    #[command(after_long_help = in_guest::EXIT_HELP)]
     Shell(ShellArgs),
     /// Run all tests: host tests, then boot with KUnit and the userspace
     /// tests (/bin/tk-test-*); print a summary and write JSON and JUnit XML.
@@ -118,25 +120,25 @@ enum Cmd {
     /// ID` command with a stable id), or with --shard K/N run every N-th of
     /// them here, one after the other, into target/tierkit/shard-K-of-N/.
     /// Without a selection flag: the boots of `test --ci`.
-    Matrix(crate::matrix::MatrixArgs),
+    Matrix(MatrixArgs),
     /// Combine the results of several shards (or run directories) into one
     /// summary, JUnit and KCIDB file, and print the totals line.
-    Merge(crate::merge::MergeArgs),
+    Merge(MergeArgs),
     /// Write LAVA job definitions (generated with tuxlava) that boot the
     /// same kernel and initramfs as the selected jobs, one per job, into
     /// target/tierkit/lava/.
-    Lava(crate::lava::LavaArgs),
+    Lava(LavaArgs),
 }
 
 #[derive(Args, Clone)]
-pub(crate) struct KernelArgs {
+pub(super) struct KernelArgs {
     /// Use this kernel source tree (e.g. a git checkout; it must be clean:
     /// xtask builds out of tree). Default: Debian's linux-source-7.3.
     #[arg(long, value_name = "DIR", env = "TIERKIT_KERNEL_SRC")]
-    pub(crate) kernel_src: Option<PathBuf>,
+    pub(super) kernel_src: Option<PathBuf>,
     /// Regenerate the kernel config even if an identical one is remembered.
     #[arg(long)]
-    pub(crate) fresh_config: bool,
+    pub(super) fresh_config: bool,
     /// Kernel configuration. `debug`: a second kernel, built and cached
     /// beside the default one, with kconfig/debug/*.config on top (KASAN,
     /// UBSAN, lockdep, kmemleak, DEBUG_VM/LIST/OBJECTS, soft-lockup,
@@ -155,39 +157,26 @@ pub(crate) struct KernelArgs {
         value_name = "PROFILE",
         default_value = "default"
     )]
-    pub(crate) profile: Vec<profile::Profile>,
-}
-
-impl GuestArgs {
-    /// The accelerator `--kvm` / `--no-kvm` ask for ([`qemu::choose_accel`]).
-    pub(crate) fn accel(&self) -> qemu::Accel {
-        qemu::choose_accel(if self.kvm {
-            Some(true)
-        } else if self.no_kvm {
-            Some(false)
-        } else {
-            None
-        })
-    }
+    pub(super) profile: Vec<Profile>,
 }
 
 impl KernelArgs {
     /// The profiles asked for, in order, each once.
-    pub(crate) fn profiles(&self) -> Vec<profile::Profile> {
-        let mut v: Vec<profile::Profile> = Vec::new();
+    pub(super) fn profiles(&self) -> Vec<Profile> {
+        let mut v: Vec<Profile> = Vec::new();
         for p in &self.profile {
             if !v.contains(p) {
                 v.push(*p);
             }
         }
         if v.is_empty() {
-            v.push(profile::Profile::Default);
+            v.push(Profile::Default);
         }
         v
     }
 
     /// The one profile of a command that boots once (`run`, `bench`).
-    pub(crate) fn single_profile(&self, cmd: &str) -> Result<profile::Profile> {
+    pub(super) fn single_profile(&self, cmd: &str) -> Result<Profile> {
         match self.profiles()[..] {
             [p] => Ok(p),
             ref many => anyhow::bail!(
@@ -199,9 +188,9 @@ impl KernelArgs {
 }
 
 #[derive(Args, Clone)]
-pub(crate) struct ModuleArgs {
+pub(super) struct ModuleArgs {
     #[command(flatten)]
-    pub(crate) kernel: KernelArgs,
+    pub(super) kernel: KernelArgs,
     /// Build against this installed kernel's headers instead, e.g.
     /// /lib/modules/$(uname -r)/build (Debian: linux-headers-$(uname -r)).
     /// A tree without the kernel's Rust metadata (Debian ships none) gets
@@ -209,40 +198,40 @@ pub(crate) struct ModuleArgs {
     /// toolchain in a private trixie root (cached in ~/.cache/tierkit);
     /// the module goes to target/tierkit/tierkit-<release>-<config hash>.ko.
     #[arg(long, value_name = "DIR", conflicts_with_all = ["kernel_src", "profile"])]
-    pub(crate) kdir: Option<PathBuf>,
+    pub(super) kdir: Option<PathBuf>,
 }
 
 #[derive(Args, Clone)]
-pub(crate) struct GuestArgs {
+pub(super) struct GuestArgs {
     #[command(flatten)]
-    pub(crate) kernel: KernelArgs,
+    pub(super) kernel: KernelArgs,
     /// Guest NUMA topology, an entry of TOPOLOGIES (xtask/src/topology/spec.rs)
     /// [default: numa; `test`: the runs of xtask/src/runs.rs].
     #[arg(long, value_parser = TopologyKind::value_parser())]
-    pub(crate) topology: Option<TopologyKind>,
+    pub(super) topology: Option<TopologyKind>,
     /// Guest CPUs in total (numa2 splits them over its two CPU nodes).
     /// At most 8: kconfig/base.config sets CONFIG_NR_CPUS=8, and the guest
     /// would silently ignore the rest.
-    #[arg(long, default_value_t = 2, value_name = "N",
+    #[arg(long, default_value_t = crate::boot::DEFAULT_CPUS, value_name = "N",
           value_parser = clap::value_parser!(u32).range(1..=8))]
-    pub(crate) cpus: u32,
+    pub(super) cpus: u32,
     /// DRAM per CPU node, in whole GiB [default: 8G]. q35 splits RAM around
     /// the PCI hole below 4 GiB, early kernel allocations and the memmap sit
     /// in node 0, the CXL node's memmap too (64 MiB per 4 GiB, allocated on
     /// node 0 at hot-add), and the tests leave unmovable pages behind: 6 GiB
     /// once left no free, naturally aligned GiB for the gigantic tests.
     #[arg(long, value_parser = util::parse_gib, value_name = "SIZE")]
-    pub(crate) dram: Option<u32>,
+    pub(super) dram: Option<u32>,
     /// Size of the memory-only node of numa and numa2, in whole GiB
     /// [default: 3G].
     #[arg(long, value_parser = util::parse_gib, value_name = "SIZE")]
-    pub(crate) cxl_mem: Option<u32>,
+    pub(super) cxl_mem: Option<u32>,
     /// A CXL type-3 device of --topology cxl: whole GiB, optionally with
     /// the HMAT latency (ns) and bandwidth (GB/s) of its generic port, e.g.
     /// `4G` or `2G:300:5G`. Repeatable or comma-separated (`4G,2G`).
     /// [default: one 4G:250:10G]
     #[arg(long, alias = "cxl-devs", value_delimiter = ',', value_parser = CxlDevice::parse, value_name = "SIZE[:NS:GBS]")]
-    pub(crate) cxl_dev: Vec<CxlDevice>,
+    pub(super) cxl_dev: Vec<CxlDevice>,
     /// Interleave each CXL region of --topology cxl across WAYS devices
     /// behind one host bridge (one root port each), with GRANULARITY bytes
     /// (256 to 16384, power of two, e.g. `4K`; default 256) per device in
@@ -251,39 +240,39 @@ pub(crate) struct GuestArgs {
     /// WAYS per region, of one size and performance each.
     /// [default: 1, a region per device]
     #[arg(long, value_parser = CxlInterleave::parse, value_name = "WAYS[:GRAN]")]
-    pub(crate) cxl_interleave: Option<CxlInterleave>,
+    pub(super) cxl_interleave: Option<CxlInterleave>,
     /// HMAT latency (ns) and bandwidth (GB/s) of a CPU node's own DRAM,
     /// e.g. `100:20G` [default: numa, numa2: 100:200G; cxl: 100:20G].
     #[arg(long, value_parser = Perf::parse, value_name = "NS:GBS")]
-    pub(crate) dram_perf: Option<Perf>,
+    pub(super) dram_perf: Option<Perf>,
     /// QEMU CPU model (`-cpu`), e.g. `max` or `max,erms=off`
     /// [default: max,erms=off,fsrm=off,fsrs=off: see topology/spec.rs NO_REP_STOSB].
     #[arg(long = "cpu", value_name = "MODEL", value_parser = validate::parse_cpu_model)]
-    pub(crate) cpu_model: Option<String>,
+    pub(super) cpu_model: Option<String>,
     /// Use KVM even if it does not look usable.
     #[arg(long, overrides_with = "no_kvm")]
-    pub(crate) kvm: bool,
+    pub(super) kvm: bool,
     /// Never use KVM (TCG).
     #[arg(long)]
-    pub(crate) no_kvm: bool,
+    pub(super) no_kvm: bool,
     /// Kill the guest after this many seconds [default: 600; bench: 1800;
     /// four times that with cxl].
     #[arg(long, value_name = "SECS", value_parser = validate::parse_timeout)]
-    pub(crate) timeout: Option<u64>,
+    pub(super) timeout: Option<u64>,
     /// Only run matching tests: `kunit.filter_glob=GLOB` for KUnit
     /// (`suite` or `suite.test`), and a shell glob on userspace test names.
     #[arg(long, value_name = "GLOB", value_parser = validate::parse_filter)]
-    pub(crate) filter: Option<String>,
+    pub(super) filter: Option<String>,
     /// Extra kernel command line parameters (repeatable).
     #[arg(long, value_name = "ARGS", value_parser = validate::parse_append)]
-    pub(crate) append: Vec<String>,
+    pub(super) append: Vec<String>,
     /// How the CXL node's memory is onlined (`memhp_default_state=`):
     /// `movable` (ZONE_MOVABLE, as real systems do, so it can be offlined
     /// again) or `kernel` (ZONE_NORMAL).
     /// [default: movable; `test --full` also boots a short cxl run with
     /// `kernel` unless this is given]
     #[arg(long, value_enum, value_name = "ZONE")]
-    pub(crate) cxl_online: Option<qemu::CxlOnline>,
+    pub(super) cxl_online: Option<qemu::CxlOnline>,
     /// The guest kernel: `tierkit` (tierkit's own, built from Debian's
     /// linux-source-7.3 with kconfig/*.config) or `debian` (Debian's
     /// linux-image-7.3.4+deb13-amd64 as shipped, fetched through the
@@ -296,58 +285,88 @@ pub(crate) struct GuestArgs {
         value_name = "KERNEL",
         default_value = "tierkit"
     )]
-    pub(crate) kernel_kind: profile::KernelKind,
+    pub(super) kernel_kind: KernelKind,
+}
+
+impl GuestArgs {
+    /// The guest flags as the commands below take them.
+    pub(super) fn flags(&self) -> GuestFlags {
+        GuestFlags {
+            kernel_src: self.kernel.kernel_src.clone(),
+            fresh_config: self.kernel.fresh_config,
+            kernel_kind: self.kernel_kind,
+            topology: self.topology,
+            cpus: self.cpus,
+            dram: self.dram,
+            cxl_mem: self.cxl_mem,
+            cxl_dev: self.cxl_dev.clone(),
+            cxl_interleave: self.cxl_interleave,
+            dram_perf: self.dram_perf,
+            cpu_model: self.cpu_model.clone(),
+            kvm: if self.kvm {
+                Some(true)
+            } else if self.no_kvm {
+                Some(false)
+            } else {
+                None
+            },
+            timeout: self.timeout,
+            filter: self.filter.clone(),
+            append: self.append.clone(),
+            cxl_online: self.cxl_online,
+        }
+    }
 }
 
 #[derive(Args, Clone)]
-struct RunArgs {
+pub(super) struct RunArgs {
     #[command(flatten)]
-    guest: GuestArgs,
+    pub(super) guest: GuestArgs,
     /// Also run the module's KUnit suites at insmod (`cargo xtask test`
     /// always does; they take a while under TCG).
     #[arg(long)]
-    kunit: bool,
+    pub(super) kunit: bool,
     /// The command to run in the guest instead of the demos (after `--`).
     #[arg(last = true, value_name = "CMD", value_parser = clap::value_parser!(OsString))]
-    cmd: Vec<OsString>,
+    pub(super) cmd: Vec<OsString>,
 }
 
 #[derive(Args, Clone)]
-struct ShellArgs {
+pub(super) struct ShellArgs {
     #[command(flatten)]
-    guest: GuestArgs,
+    pub(super) guest: GuestArgs,
 }
 
 #[derive(Args, Clone)]
-struct TestArgs {
+pub(super) struct TestArgs {
     #[command(flatten)]
-    guest: GuestArgs,
+    pub(super) guest: GuestArgs,
     /// Skip the host tests (`cargo test --workspace`).
     #[arg(long)]
-    no_host_tests: bool,
+    pub(super) no_host_tests: bool,
     /// Everything: the whole suite on numa and cxl, with the slow
     /// reliability tests and the 1 GiB work on CXL memory, plus short runs
     /// with the CXL node as kernel memory, with one region across two CXL
     /// devices, and with init_on_alloc=1 (xtask/src/runs.rs, FULL_RUNS).
     /// CI runs this (see --ci). Without it: the quick runs (QUICK_RUNS).
     #[arg(long)]
-    full: bool,
+    pub(super) full: bool,
     /// What .ci/run boots (xtask/src/runs.rs, ci_boots): the default
     /// profile's full runs, then the debug profile's whole suite on numa
     /// and its quick cxl run, then Debian's kernel (--kernel debian) on the
     /// quick numa and cxl runs; one combined totals line. Overrides --full,
     /// --profile, --topology and --kernel.
     #[arg(long)]
-    ci: bool,
+    pub(super) ci: bool,
     /// Boot only the job ID of the selected boots (`cargo xtask matrix`
     /// lists them: the run directory's name after `test-`, e.g.
     /// `numa-full`, `numa-full-debug`, `cxl-debian`).
     #[arg(long, value_name = "ID", value_parser = parse_job_id)]
-    job: Option<String>,
+    pub(super) job: Option<String>,
 }
 
 /// A job id: lower-case letters, digits and `-`.
-pub(crate) fn parse_job_id(s: &str) -> std::result::Result<String, String> {
+pub(super) fn parse_job_id(s: &str) -> std::result::Result<String, String> {
     if !s.is_empty()
         && s.chars()
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
@@ -358,59 +377,8 @@ pub(crate) fn parse_job_id(s: &str) -> std::result::Result<String, String> {
     }
 }
 
-/// The boots `t` asks for, `--job` applied.
-fn test_boots(t: &TestArgs) -> Result<Vec<testing::Boot>> {
-    let all = testing::boots(&t.guest, &t.guest.kernel.profiles(), t.full, t.ci);
-    testing::select_job(all, t.job.as_deref())
-}
-
-/// A `test` command line (`args` after `cargo xtask`) parsed: its guest
-/// flags and its boots. What `matrix --shard` runs each job with.
-pub(crate) fn parse_test(args: &[String]) -> Result<(GuestArgs, Vec<testing::Boot>)> {
-    let argv = std::iter::once("cargo xtask".to_string()).chain(args.iter().cloned());
-    let cli = Cli::try_parse_from(argv).map_err(|e| anyhow::anyhow!(clap_error_line(&e)))?;
-    match cli.cmd {
-        Cmd::Test(t) => {
-            let boots = test_boots(&t)?;
-            Ok((t.guest, boots))
-        }
-        _ => anyhow::bail!("not a test command: {}", args.join(" ")),
-    }
-}
-
-/// The jobs `select` asks for (`matrix`, `lava`).
-pub(crate) fn select_jobs(select: &crate::matrix::SelectArgs) -> Result<Vec<crate::matrix::Job>> {
-    let sel = select.selection();
-    let (_, boots) = parse_test(&sel.test_args())?;
-    Ok(crate::matrix::jobs(&sel, &boots))
-}
-
-/// Every job's command line checked as `cargo xtask test` checks its own;
-/// `shard`, given, must pick at least one job.
-pub(crate) fn check_jobs(
-    jobs: &[crate::matrix::Job],
-    shard: Option<crate::matrix::Shard>,
-    host: &Host,
-) -> std::result::Result<(), String> {
-    if let Some(s) = shard {
-        if s.pick(jobs).is_empty() {
-            return Err(format!(
-                "--shard {s}: there are only {} jobs, so shard {} of {} would run none",
-                jobs.len(),
-                s.k,
-                s.n
-            ));
-        }
-    }
-    for j in jobs {
-        let argv = std::iter::once("cargo xtask".to_string()).chain(j.args.iter().cloned());
-        check_args(argv, host).map_err(|e| format!("job {}: {e}", j.id))?;
-    }
-    Ok(())
-}
-
 #[derive(Clone, Copy, Debug, ValueEnum)]
-enum BenchKind {
+pub(super) enum BenchKind {
     /// Parallel gigantic-page clearing (/bin/tk-bench-clear).
     Clear,
     /// Weighted-interleave placement (/bin/tk-bench-wi).
@@ -421,58 +389,18 @@ enum BenchKind {
 }
 
 #[derive(Args, Clone)]
-struct BenchArgs {
+pub(super) struct BenchArgs {
     /// One benchmark; none: all of them and the report.
     #[arg(value_enum)]
-    which: Option<BenchKind>,
+    pub(super) which: Option<BenchKind>,
     #[command(flatten)]
-    guest: GuestArgs,
-}
-
-/// `cargo xtask`'s entry point.
-pub fn main() -> ExitCode {
-    let args: Vec<OsString> = std::env::args_os().collect();
-    let cli = match Cli::try_parse_from(&args) {
-        Ok(cli) => cli,
-        Err(e) => return clap_refusal(e),
-    };
-    // Bad input is refused here, in one line, before anything is built,
-    // booted or tested.
-    if let Err(why) = check_dash_dash(&args).and_then(|()| validate(&cli, &Host::this())) {
-        eprintln!("error: {why}");
-        return ExitCode::from(user_cmd::exit::REFUSED);
-    }
-    util::set_verbose(cli.verbose);
-    util::setup_llvm_path();
-    // Commands whose last line is a totals line.
-    let is_test = matches!(&cli.cmd, Cmd::Test(_) | Cmd::Merge(_))
-        || matches!(&cli.cmd, Cmd::Matrix(m) if m.shard.is_some());
-    let in_guest =
-        matches!(&cli.cmd, Cmd::Run(r) if !r.cmd.is_empty()) || matches!(cli.cmd, Cmd::Shell(_));
-    match real_main(cli) {
-        Ok(code) => code,
-        Err(e) => {
-            // Not `{:?}`: with RUST_BACKTRACE set that adds xtask's own backtrace.
-            eprintln!("\nerror: {e}");
-            for cause in e.chain().skip(1) {
-                eprintln!("  caused by: {cause}");
-            }
-            if in_guest {
-                return ExitCode::from(user_cmd::exit::HOST_ERROR);
-            }
-            if is_test {
-                // CI reads this line; a build or boot error is a failure too.
-                println!("{}", report::Totals::ONE_FAILURE);
-            }
-            ExitCode::FAILURE
-        }
-    }
+    pub(super) guest: GuestArgs,
 }
 
 /// A value clap refused: one line (`error: invalid value '9' for '--cpus
 /// <N>': 9 is not in 1..=8`), exit code 2. Everything else (`--help`,
 /// `--version`, an unknown flag with clap's suggestion) as clap prints it.
-fn clap_refusal(e: clap::Error) -> ExitCode {
+pub(super) fn clap_refusal(e: clap::Error) -> ExitCode {
     use clap::error::ErrorKind;
     match e.kind() {
         ErrorKind::ValueValidation | ErrorKind::InvalidValue => {
@@ -485,7 +413,7 @@ fn clap_refusal(e: clap::Error) -> ExitCode {
 
 /// The first line of clap's message, without `error: `, with the possible
 /// values (which clap puts on lines of their own) at its end.
-fn clap_error_line(e: &clap::Error) -> String {
+pub(super) fn clap_error_line(e: &clap::Error) -> String {
     use clap::error::{ContextKind, ContextValue};
     let text = e.to_string();
     let first = text.lines().next().unwrap_or_default();
@@ -533,312 +461,91 @@ fn with_possible_values(mut line: String, e: &clap::Error) -> String {
     line
 }
 
-/// Parses `args` (the program name first) and checks every value and
-/// every boot they ask for, as [`main`] does before any work, without
-/// building, booting or testing anything: `Err` is the one line `cargo
-/// xtask` prints for them. `--help` and `--version` are `Ok`. The host's
-/// memory is `host`'s (tests give their own).
-pub fn check_args<I, T>(args: I, host: &Host) -> std::result::Result<(), String>
-where
-    I: IntoIterator<Item = T>,
-    T: Into<std::ffi::OsString> + Clone,
-{
-    use clap::error::ErrorKind;
-    let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
-    let cli = match Cli::try_parse_from(&args) {
-        Ok(cli) => cli,
-        Err(e) if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) => {
-            return Ok(())
-        }
-        Err(e) => return Err(clap_error_line(&e)),
-    };
-    check_dash_dash(&args)?;
-    validate(&cli, host)
+/// `matrix`'s and `lava`'s flags that pick the boots, as `test` does.
+#[derive(Args, Clone, Debug, Default)]
+pub(super) struct SelectArgs {
+    /// The boots of `cargo xtask test --ci` (xtask/src/runs.rs, ci_boots);
+    /// the default when no other of these flags is given.
+    #[arg(long, conflicts_with_all = ["full", "profile", "kernel_kind", "topology"])]
+    pub(super) ci: bool,
+    /// The boots of `cargo xtask test --full`.
+    #[arg(long)]
+    pub(super) full: bool,
+    /// The boots of `cargo xtask test --profile PROFILE[,PROFILE]`.
+    #[arg(long, value_enum, value_delimiter = ',', value_name = "PROFILE")]
+    pub(super) profile: Vec<Profile>,
+    /// The boots of `cargo xtask test --kernel KERNEL`.
+    #[arg(long = "kernel", value_enum, value_name = "KERNEL")]
+    pub(super) kernel_kind: Option<KernelKind>,
+    /// The boot of `cargo xtask test --topology TOPOLOGY`.
+    #[arg(long, value_parser = TopologyKind::value_parser())]
+    pub(super) topology: Option<TopologyKind>,
 }
 
-/// `cargo xtask run --` with nothing after `--` (clap reads it as no
-/// command, i.e. the demos).
-fn check_dash_dash(args: &[OsString]) -> std::result::Result<(), String> {
-    match args.iter().position(|a| a == "--") {
-        Some(i) if i + 1 == args.len() => user_cmd::check_command(&[]),
-        _ => Ok(()),
+impl SelectArgs {
+    /// As a [`Selection`]: `--ci` unless another flag was given.
+    pub(super) fn selection(&self) -> Selection {
+        let other = self.full
+            || !self.profile.is_empty()
+            || self.kernel_kind.is_some()
+            || self.topology.is_some();
+        Selection {
+            ci: self.ci || !other,
+            full: self.full,
+            profiles: self.profile.clone(),
+            kernel: self.kernel_kind.unwrap_or_default(),
+            topology: self.topology,
+        }
     }
 }
 
-/// The checks of [`check_args`] on a parsed command line: `--kernel-src`
-/// and `--profile`, then each boot's request as the command will make it
-/// ([`crate::guest::check`]: topology, kernel command line, memory).
-fn validate(cli: &Cli, host: &Host) -> std::result::Result<(), String> {
-    let one_line = |e: anyhow::Error| e.to_string().lines().collect::<Vec<_>>().join(" ");
-    let kernel = match &cli.cmd {
-        Cmd::Setup { .. } => return Ok(()),
-        Cmd::Matrix(m) => {
-            let jobs = select_jobs(&m.select).map_err(one_line)?;
-            return check_jobs(&jobs, m.shard, host);
-        }
-        Cmd::Lava(l) => return crate::lava::check_args(l, host).map_err(one_line),
-        Cmd::Merge(m) => {
-            return crate::merge::check_args(&m.dirs, m.out.as_deref(), m.expect.as_deref())
-                .map_err(one_line)
-        }
-        Cmd::Module(m) => {
-            if let Some(dir) = &m.kdir {
-                return crate::kdir::inspect(dir).map(|_| ()).map_err(one_line);
-            }
-            &m.kernel
-        }
-        Cmd::Kernel(k) | Cmd::Build(k) => k,
-        Cmd::Run(r) => &r.guest.kernel,
-        Cmd::Shell(s) => &s.guest.kernel,
-        Cmd::Test(t) => &t.guest.kernel,
-        Cmd::Bench(b) => &b.guest.kernel,
-    };
-    if let Some(dir) = &kernel.kernel_src {
-        kernel::check_custom_source(dir).map_err(one_line)?;
-    }
-    check_in_guest(&cli.cmd, host)?;
-    let guest = match &cli.cmd {
-        Cmd::Run(r) => Some(&r.guest),
-        Cmd::Shell(s) => Some(&s.guest),
-        Cmd::Test(t) if !t.ci => Some(&t.guest),
-        Cmd::Bench(b) => Some(&b.guest),
-        _ => None,
-    };
-    if let Some(g) = guest.filter(|g| g.kernel_kind == profile::KernelKind::Debian) {
-        if g.kernel.kernel_src.is_some() {
-            return Err(
-                "--kernel debian boots Debian's own kernel: --kernel-src is for --kernel tierkit"
-                    .into(),
-            );
-        }
-        if g.kernel.profiles() != [profile::Profile::Default] {
-            return Err("--kernel debian boots Debian's kernel as shipped: --profile is for --kernel tierkit (debug is tierkit's own kernel config)".into());
-        }
-    }
-    let boots = requests(&cli.cmd).map_err(one_line)?;
-    let several = boots.len() > 1;
-    for (g, req) in &boots {
-        crate::guest::check(g, req, host).map_err(|e| {
-            let e = one_line(e);
-            match (&req.label, several) {
-                (Some(l), true) => format!("{l}: {e}"),
-                _ => e,
-            }
-        })?;
-    }
-    Ok(())
+/// `cargo xtask matrix`.
+#[derive(Args, Clone)]
+pub(super) struct MatrixArgs {
+    #[command(flatten)]
+    pub(super) select: SelectArgs,
+    /// Run the K-th of N shares of the jobs here instead of listing them
+    /// (jobs K, K+N, K+2N, ..., counting from 1), one after the other as
+    /// `test` would; results in target/tierkit/shard-K-of-N/.
+    #[arg(long, value_name = "K/N", value_parser = Shard::parse)]
+    pub(super) shard: Option<Shard>,
 }
 
-/// `run -- CMD` and `shell`: a command, a working directory the guest can
-/// share, and no flag that selects tests or demos.
-fn check_in_guest(cmd: &Cmd, host: &Host) -> std::result::Result<(), String> {
-    let g = match cmd {
-        Cmd::Run(r) if !r.cmd.is_empty() => {
-            user_cmd::check_command(&r.cmd)?;
-            &r.guest
-        }
-        Cmd::Shell(s) => &s.guest,
-        _ => return Ok(()),
-    };
-    if g.filter.is_some() {
-        return Err(
-            "--filter selects tests and demos: with `run -- CMD` and `shell` only the command runs"
-                .into(),
-        );
-    }
-    user_cmd::check_share(host.cwd.as_deref()).map(|_| ())
+/// `cargo xtask merge`.
+#[derive(Args, Clone)]
+pub(super) struct MergeArgs {
+    /// Directories with results: the shards' `target/tierkit/shard-K-of-N/`
+    /// of `matrix --shard` (as CI downloads them), or run directories of
+    /// `test`; searched for `results.json` a few levels down.
+    #[arg(required = true, value_name = "DIR")]
+    pub(super) dirs: Vec<PathBuf>,
+    /// Where the merged summary.txt, results.json, junit.xml and kcidb.json
+    /// go [default: target/tierkit/merged].
+    #[arg(long, value_name = "DIR")]
+    pub(super) out: Option<PathBuf>,
+    /// The job list of `cargo xtask matrix` (its JSON, or the bare `jobs`
+    /// list): a job without results counts as one failure.
+    #[arg(long, value_name = "FILE")]
+    pub(super) expect: Option<PathBuf>,
 }
 
-/// Every boot `cmd` asks for, as [`real_main`] hands them to
-/// [`guest_cmd`] (labelled, for messages, when there are several).
-fn requests(cmd: &Cmd) -> Result<Vec<(&GuestArgs, GuestRequest)>> {
-    Ok(match cmd {
-        Cmd::Setup { .. }
-        | Cmd::Kernel(_)
-        | Cmd::Module(_)
-        | Cmd::Build(_)
-        | Cmd::Matrix(_)
-        | Cmd::Merge(_)
-        | Cmd::Lava(_) => vec![],
-        Cmd::Run(r) => vec![(&r.guest, run_request(r)?)],
-        Cmd::Shell(s) => {
-            let kind = s.guest.topology.unwrap_or(TopologyKind::NUMA);
-            let p = s.guest.kernel.single_profile("shell")?;
-            vec![(
-                &s.guest,
-                GuestRequest::new(Mode::Shell, &s.guest, p, kind, false),
-            )]
-        }
-        Cmd::Bench(b) => match b.which {
-            Some(which) => vec![(&b.guest, bench_request(b, which)?)],
-            None => {
-                if let Some(p) = b
-                    .guest
-                    .kernel
-                    .profiles()
-                    .into_iter()
-                    .find(|&p| p != profile::Profile::Default)
-                {
-                    anyhow::bail!(
-                        "--profile {p}: `cargo xtask bench` without a name boots the default profile only; name a benchmark (clear, wi, gigantic) for another"
-                    );
-                }
-                bench::all_kinds(&b.guest)
-                    .into_iter()
-                    .map(|k| {
-                        let mut req = bench::all_request(&b.guest, k);
-                        req.label = Some(format!("bench on {k}"));
-                        (&b.guest, req)
-                    })
-                    .collect()
-            }
-        },
-        Cmd::Test(t) => test_boots(t)?
-            .into_iter()
-            .map(|(p, k, run)| {
-                let mut req = GuestRequest::for_run(&t.guest, p, k, &run);
-                let kernel = match k {
-                    profile::KernelKind::Tierkit => String::new(),
-                    k => format!(", {k} kernel"),
-                };
-                req.label = Some(format!("test run {} ({p} profile{kernel})", run.name));
-                (&t.guest, req)
-            })
-            .collect(),
-    })
-}
-
-/// `run`'s one boot.
-fn run_request(r: &RunArgs) -> Result<GuestRequest> {
-    let kind = r.guest.topology.unwrap_or(TopologyKind::NUMA);
-    let p = r.guest.kernel.single_profile("run")?;
-    let mode = if r.cmd.is_empty() {
-        Mode::Run
-    } else {
-        Mode::Cmd
-    };
-    Ok(GuestRequest::new(mode, &r.guest, p, kind, r.kunit))
-}
-
-/// `bench <which>`'s one boot.
-fn bench_request(b: &BenchArgs, which: BenchKind) -> Result<GuestRequest> {
-    let name = match which {
-        BenchKind::Clear => "clear",
-        BenchKind::Wi => "wi",
-        BenchKind::Gigantic => "gigantic",
-    };
-    let kind = b.guest.topology.unwrap_or(TopologyKind::NUMA);
-    let p = b.guest.kernel.single_profile("bench")?;
-    Ok(GuestRequest::new(
-        Mode::Bench(name.into()),
-        &b.guest,
-        p,
-        kind,
-        false,
-    ))
-}
-
-fn real_main(cli: Cli) -> Result<ExitCode> {
-    match cli.cmd {
-        Cmd::Setup { force } => setup::cmd_setup(force).map(|_| ExitCode::SUCCESS),
-        Cmd::Kernel(k) => {
-            setup::ensure()?;
-            for p in k.profiles() {
-                kernel::cmd_kernel(k.kernel_src.as_deref(), k.fresh_config, p)?;
-            }
-            Ok(ExitCode::SUCCESS)
-        }
-        Cmd::Module(ModuleArgs {
-            kdir: Some(dir), ..
-        }) => {
-            let ko = crate::kdir::cmd_module(&dir)?;
-            println!("{}", ko.display());
-            Ok(ExitCode::SUCCESS)
-        }
-        Cmd::Module(ModuleArgs { kernel: k, .. }) => {
-            setup::ensure()?;
-            for p in k.profiles() {
-                let kb = kernel::ensure(k.kernel_src.as_deref(), k.fresh_config, p)?;
-                let m = module::build(&kb)?;
-                say!("module ({p} profile): {}", m.ko.display());
-            }
-            Ok(ExitCode::SUCCESS)
-        }
-        Cmd::Build(k) => {
-            setup::ensure()?;
-            for p in k.profiles() {
-                let b = build_all(
-                    &k,
-                    p,
-                    profile::KernelKind::Tierkit,
-                    false,
-                    false,
-                    &util::out_dir(),
-                    Vec::new(),
-                )?;
-                say!(
-                    "initramfs ({p} profile): {} ({} KiB)",
-                    b.initramfs.path.display(),
-                    b.initramfs.size / 1024
-                );
-            }
-            Ok(ExitCode::SUCCESS)
-        }
-        Cmd::Run(r) if !r.cmd.is_empty() => {
-            user_cmd::run(&r.guest, r.kunit, &r.cmd).map(ExitCode::from)
-        }
-        Cmd::Shell(s) => user_cmd::shell(&s.guest).map(ExitCode::from),
-        Cmd::Run(r) => {
-            let req = run_request(&r)?;
-            guest_cmd(&r.guest, req).map(|g| g.exit())
-        }
-        Cmd::Test(t) => {
-            setup::ensure()?;
-            let host = if t.no_host_tests {
-                None
-            } else {
-                Some(testing::host_tests()?)
-            };
-            let mut boots = test_boots(&t)?;
-            // The tests of run -- CMD and shell boot guests of their own:
-            // part of a whole test, never of one --job (a matrix shard).
-            let cmd_tests = match t.job {
-                Some(_) => Vec::new(),
-                None => crate::cmd_tests::selected(&t.guest, &t.guest.kernel.profiles(), t.ci),
-            };
-            if crate::cmd_tests::filter_is_theirs(t.guest.filter.as_deref()) {
-                // `--filter 'xtask-*'`: only the tests of run -- CMD and shell.
-                boots.clear();
-            }
-            // --ci overrides --kernel: tierkit's own.
-            let cmd_kernel = if t.ci {
-                profile::KernelKind::Tierkit
-            } else {
-                t.guest.kernel_kind
-            };
-            testing::test_all(&t.guest, host, &boots, &cmd_tests, cmd_kernel)
-        }
-        Cmd::Matrix(m) => {
-            let jobs = select_jobs(&m.select)?;
-            match m.shard {
-                None => {
-                    println!("{}", crate::matrix::to_json(&jobs));
-                    Ok(ExitCode::SUCCESS)
-                }
-                Some(s) => crate::matrix::run_shard(s, &jobs, parse_test),
-            }
-        }
-        Cmd::Merge(m) => {
-            let out = m.out.unwrap_or_else(crate::merge::default_out);
-            crate::merge::cmd_merge(&m.dirs, &out, m.expect.as_deref())
-        }
-        Cmd::Lava(l) => crate::lava::cmd_lava(&l),
-        Cmd::Bench(b) => {
-            let Some(which) = b.which else {
-                return bench::run_all(&b.guest);
-            };
-            let req = bench_request(&b, which)?;
-            guest_cmd(&b.guest, req).map(|g| g.exit())
-        }
-    }
+/// `cargo xtask lava`.
+#[derive(Args, Clone)]
+pub(super) struct LavaArgs {
+    #[command(flatten)]
+    pub(super) select: SelectArgs,
+    /// Only the jobs of shard K of N (as `matrix --shard`).
+    #[arg(long, value_name = "K/N", value_parser = Shard::parse)]
+    pub(super) shard: Option<Shard>,
+    /// Only the job ID (`cargo xtask matrix` lists them).
+    #[arg(long, value_name = "ID", value_parser = parse_job_id, conflicts_with = "shard")]
+    pub(super) job: Option<String>,
+    /// Where the lab downloads the artifacts: BASE/<job>/bzImage and
+    /// BASE/<job>/initramfs.cpio (upload target/tierkit/lava/ there)
+    /// [default: file:// paths on this machine].
+    #[arg(long, value_name = "URL", value_parser = crate::lava::parse_artifact_url)]
+    pub(super) artifact_url: Option<String>,
+    /// Output directory [default: target/tierkit/lava].
+    #[arg(long, value_name = "DIR")]
+    pub(super) out: Option<PathBuf>,
 }

@@ -18,11 +18,12 @@
 //! a memory cgroup of 16 MiB fills tmpfs, and `vm.panic_on_oom=2` panics on
 //! its out-of-memory (with 2 even a cgroup's OOM panics).
 
-use crate::cli::GuestArgs;
+use crate::boot::GuestFlags;
+use crate::commands::in_guest;
 use crate::report::{self, Totals, UserTest};
 use crate::topology::{Topology, TopologyKind, TopologyOpts};
 use crate::util::{self, fmt_dur, Timer};
-use crate::{profile, say, user_cmd};
+use crate::{profile, say};
 use anyhow::{bail, Context, Result};
 use std::fs;
 use std::path::Path;
@@ -90,7 +91,7 @@ pub const TESTS: &[CmdTest] = &[
         name: "xtask-run-panic",
         topology: "numa",
         args: &["run", "--", "sh", "-c", PANIC_SH],
-        check: Check::Status(user_cmd::exit::PANIC),
+        check: Check::Status(in_guest::exit::PANIC),
     },
     CmdTest {
         name: "xtask-shell",
@@ -109,7 +110,7 @@ pub const TESTS: &[CmdTest] = &[
 /// The tests a `cargo xtask test` runs: none unless the default profile
 /// is among its profiles; those of `--topology` only; with `--filter`,
 /// those whose name matches one of its comma-separated globs.
-pub(crate) fn selected(g: &GuestArgs, profiles: &[profile::Profile], ci: bool) -> Vec<CmdTest> {
+pub(crate) fn selected(g: &GuestFlags, profiles: &[profile::Profile], ci: bool) -> Vec<CmdTest> {
     if ci {
         return TESTS.to_vec();
     }
@@ -138,7 +139,7 @@ pub fn filter_is_theirs(filter: Option<&str>) -> bool {
 
 /// Runs `tests` (on `--kernel`'s kernel) and returns them as harness tests.
 pub(crate) fn run_all(
-    g: &GuestArgs,
+    kvm: Option<bool>,
     kernel: profile::KernelKind,
     tests: &[CmdTest],
 ) -> Result<Vec<UserTest>> {
@@ -157,7 +158,7 @@ pub(crate) fn run_all(
             shown(t)
         );
         let timer = Timer::start();
-        let res = run_one(&exe, g, kernel, t, &share, &dir);
+        let res = run_one(&exe, kvm, kernel, t, &share, &dir);
         let ms = timer.elapsed().as_millis() as u64;
         let (passed, rc, tail) = match res {
             Ok((rc, msg)) => (true, rc, msg),
@@ -204,7 +205,7 @@ fn shown(t: &CmdTest) -> String {
 
 /// The child's arguments: the test's, with the topology and the guest
 /// flags of the `test` that runs it.
-fn child_args(g: &GuestArgs, kernel: profile::KernelKind, t: &CmdTest) -> Vec<String> {
+fn child_args(kvm: Option<bool>, kernel: profile::KernelKind, t: &CmdTest) -> Vec<String> {
     let mut a = vec![
         t.args[0].to_string(),
         "--topology".into(),
@@ -212,10 +213,10 @@ fn child_args(g: &GuestArgs, kernel: profile::KernelKind, t: &CmdTest) -> Vec<St
         "--kernel".into(),
         kernel.to_string(),
     ];
-    if g.no_kvm {
-        a.push("--no-kvm".into());
-    } else if g.kvm {
-        a.push("--kvm".into());
+    match kvm {
+        Some(false) => a.push("--no-kvm".into()),
+        Some(true) => a.push("--kvm".into()),
+        None => {}
     }
     a.extend(t.args[1..].iter().map(|s| s.to_string()));
     a
@@ -224,18 +225,18 @@ fn child_args(g: &GuestArgs, kernel: profile::KernelKind, t: &CmdTest) -> Vec<St
 /// One test: `Ok((exit code, what passed))` or why it failed.
 fn run_one(
     exe: &Path,
-    g: &GuestArgs,
+    kvm: Option<bool>,
     kernel: profile::KernelKind,
     t: &CmdTest,
     share: &Path,
     dir: &Path,
 ) -> Result<(i32, String)> {
     if t.check == Check::Shell {
-        return shell_test(exe, g, kernel, t, share, dir);
+        return shell_test(exe, kvm, kernel, t, share, dir);
     }
     let stderr_log = dir.join(format!("{}.stderr", t.name));
     let out = Command::new(exe)
-        .args(child_args(g, kernel, t))
+        .args(child_args(kvm, kernel, t))
         .current_dir(share)
         .stdin(Stdio::null())
         .stderr(fs::File::create(&stderr_log)?)
@@ -381,7 +382,7 @@ fn wait_pane(sock: &str, want: &str, secs: u64) -> Result<String> {
 /// (`stty -a` must say `icanon` and `echo` again: QEMU's raw mode undone).
 fn shell_test(
     exe: &Path,
-    g: &GuestArgs,
+    kvm: Option<bool>,
     kernel: profile::KernelKind,
     t: &CmdTest,
     share: &Path,
@@ -390,7 +391,7 @@ fn shell_test(
     let sock = format!("tierkit-test-{}", std::process::id());
     let args = crate::validate::shell_join(
         std::iter::once(exe.to_str().context("xtask's path is not UTF-8")?)
-            .chain(child_args(g, kernel, t).iter().map(String::as_str)),
+            .chain(child_args(kvm, kernel, t).iter().map(String::as_str)),
     );
     let script = format!(
         "{args} 2>{}; rc=$?; m=$(stty -a | tr ' ;' '\\n\\n' | grep -x -e icanon -e -icanon -e echo -e -echo | tr '\\n' ' '); echo \"xtask-exit=$rc tty-modes: $m\"; exec sleep 600",
