@@ -47,12 +47,14 @@ pub mod faults;
 pub mod first_use;
 pub mod fuzz;
 pub mod help;
+pub mod hostile;
 pub mod memblock;
 pub mod node;
 pub mod pool;
 pub mod pool_test;
 pub mod rebalance;
 pub mod report;
+pub mod rng;
 pub mod stress;
 pub mod sys;
 pub mod tk;
@@ -386,21 +388,48 @@ pub fn fmt_weights(weights: &[(u32, u8)]) -> String {
     format!("w{{{}}}", v.join(","))
 }
 
-/// The errno of an `io::Error`, for messages.
+/// `ENOTTY` and friends by name.
+pub fn errno_str(e: i32) -> String {
+    let name = match e {
+        libc::EPERM => "EPERM",
+        libc::ENOENT => "ENOENT",
+        libc::ESRCH => "ESRCH",
+        libc::EINTR => "EINTR",
+        libc::EIO => "EIO",
+        libc::ENXIO => "ENXIO",
+        libc::E2BIG => "E2BIG",
+        libc::EBADF => "EBADF",
+        libc::EAGAIN => "EAGAIN",
+        libc::ENOMEM => "ENOMEM",
+        libc::EACCES => "EACCES",
+        libc::EFAULT => "EFAULT",
+        libc::EBUSY => "EBUSY",
+        libc::EEXIST => "EEXIST",
+        libc::ENODEV => "ENODEV",
+        libc::EISDIR => "EISDIR",
+        libc::EINVAL => "EINVAL",
+        libc::ENFILE => "ENFILE",
+        libc::EMFILE => "EMFILE",
+        libc::ENOTTY => "ENOTTY",
+        libc::EFBIG => "EFBIG",
+        libc::ENOSPC => "ENOSPC",
+        libc::ESPIPE => "ESPIPE",
+        libc::EROFS => "EROFS",
+        libc::EPIPE => "EPIPE",
+        libc::ERANGE => "ERANGE",
+        libc::ENOSYS => "ENOSYS",
+        libc::EOVERFLOW => "EOVERFLOW",
+        libc::EOPNOTSUPP => "EOPNOTSUPP",
+        _ => return format!("errno {e}"),
+    };
+    name.to_string()
+}
+
+/// The errno of an `io::Error`, for messages: its name ([`errno_str`]),
+/// or the error's text where it has no errno.
 pub fn errno_name(e: &std::io::Error) -> String {
     match e.raw_os_error() {
-        Some(libc::EINVAL) => "EINVAL".into(),
-        Some(libc::ENOMEM) => "ENOMEM".into(),
-        Some(libc::ENODEV) => "ENODEV".into(),
-        Some(libc::EBUSY) => "EBUSY".into(),
-        Some(libc::EPERM) => "EPERM".into(),
-        Some(libc::EACCES) => "EACCES".into(),
-        Some(libc::ENOENT) => "ENOENT".into(),
-        Some(libc::ENOTTY) => "ENOTTY".into(),
-        Some(libc::EFAULT) => "EFAULT".into(),
-        Some(libc::EOVERFLOW) => "EOVERFLOW".into(),
-        Some(libc::ENOSPC) => "ENOSPC".into(),
-        Some(n) => format!("errno {n}"),
+        Some(n) => errno_str(n),
         None => e.to_string(),
     }
 }

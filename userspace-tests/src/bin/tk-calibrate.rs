@@ -82,18 +82,11 @@ fn pairs(mask: u64, w: &[u8; 64]) -> Vec<(u32, u8)> {
 
 fn main() -> ExitCode {
     userspace_tests::help!();
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let flags = match Flags::parse(&args, &["no-write", "no-settle", "help"]).and_then(|f| {
-        f.check(KNOWN)?;
-        Ok(f)
-    }) {
-        Ok(f) => f,
-        Err(e) => {
-            eprintln!("{BIN}: {e:#}");
-            usage();
-            return ExitCode::from(2);
-        }
-    };
+    let flags =
+        match Flags::from_args_or_usage(BIN, &["no-write", "no-settle", "help"], KNOWN, usage) {
+            Ok(f) => f,
+            Err(code) => return code,
+        };
     if flags.has("help") {
         usage();
         return ExitCode::SUCCESS;

@@ -885,17 +885,9 @@ fn fault(ctx: &Ctx, s: &Settings, policies: &[Policy], r: &mut Report) -> Vec<Ro
 
 fn main() -> ExitCode {
     userspace_tests::help!();
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let flags = match Flags::parse(&args, &["help", "no-settle"]).and_then(|f| {
-        f.check(KNOWN)?;
-        Ok(f)
-    }) {
+    let flags = match Flags::from_args_or_usage(BIN, &["help", "no-settle"], KNOWN, usage) {
         Ok(f) => f,
-        Err(e) => {
-            eprintln!("{BIN}: {e:#}");
-            usage();
-            return ExitCode::from(2);
-        }
+        Err(code) => return code,
     };
     if flags.has("help") {
         usage();

@@ -4,7 +4,8 @@
 //!
 //! - this file: placements ([`Placement`], [`Region`]: a working set
 //!   allocated and populated under a policy, kernel or tierkit), threads
-//!   pinned to a node's nearest CPUs ([`run_threads`]), a small RNG,
+//!   pinned to a node's nearest CPUs ([`run_threads`]), a small RNG
+//!   ([`Rng`], from [`crate::rng`]),
 //!   command-line flags ([`Flags`]);
 //! - [`calib`]: per-node read, write and triad bandwidth and load latency,
 //!   the regime probe, HMAT side by side, and the weights each gives;
@@ -37,34 +38,7 @@ pub fn in_guest() -> bool {
 // RNG
 // ---------------------------------------------------------------------------
 
-/// SplitMix64: small, fast, and good enough for random draws in
-/// benchmarks (not cryptographic).
-#[derive(Clone, Debug)]
-pub struct Rng(u64);
-
-impl Rng {
-    pub fn new(seed: u64) -> Rng {
-        Rng(seed ^ 0x9E37_79B9_7F4A_7C15)
-    }
-
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `[0, 1)`.
-    pub fn next_f64(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
-    }
-
-    /// Uniform in `0..n` (`n > 0`).
-    pub fn below(&mut self, n: u64) -> u64 {
-        ((self.next_u64() as u128 * n as u128) >> 64) as u64
-    }
-}
+pub use crate::rng::SplitMix as Rng;
 
 // ---------------------------------------------------------------------------
 // CPUs and threads
@@ -488,6 +462,17 @@ impl Flags {
         switches: &[&str],
         known: &[&str],
     ) -> std::result::Result<Flags, std::process::ExitCode> {
+        Flags::from_args_or_usage(bin, switches, known, || {})
+    }
+
+    /// [`Flags::from_args`], with `usage` run after the `BIN: why` line
+    /// on bad input (`tk-calibrate`, `tk-workload`).
+    pub fn from_args_or_usage(
+        bin: &str,
+        switches: &[&str],
+        known: &[&str],
+        usage: impl FnOnce(),
+    ) -> std::result::Result<Flags, std::process::ExitCode> {
         let args: Vec<String> = std::env::args().skip(1).collect();
         Flags::parse(&args, switches)
             .and_then(|f| {
@@ -496,6 +481,7 @@ impl Flags {
             })
             .map_err(|e| {
                 eprintln!("{bin}: {e:#}");
+                usage();
                 std::process::ExitCode::from(2)
             })
     }
@@ -613,19 +599,6 @@ pub fn fmt_size(b: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn rng_is_deterministic_and_in_range() {
-        let mut a = Rng::new(7);
-        let mut b = Rng::new(7);
-        for _ in 0..1000 {
-            let x = a.next_f64();
-            assert_eq!(x, b.next_f64());
-            assert!((0.0..1.0).contains(&x));
-            assert!(a.below(10) < 10);
-            b.below(10);
-        }
-    }
 
     #[test]
     fn nearest() {
