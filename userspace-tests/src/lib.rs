@@ -50,6 +50,7 @@ pub mod help;
 pub mod hostile;
 pub mod memblock;
 pub mod node;
+pub mod offline;
 pub mod pool;
 pub mod pool_test;
 pub mod rebalance;
@@ -450,6 +451,38 @@ pub fn expect_errno<T>(r: std::io::Result<T>, errno: i32) -> Result<(), String> 
     }
 }
 
+/// Whether the kernel zeroes every page it allocates (`init_on_alloc`):
+/// from the boot's `mem auto-init: ..., heap alloc:on|off` line in the
+/// kernel log, else from the last `init_on_alloc=` of `/proc/cmdline`;
+/// `None` if neither says. With it on, tierkit takes the allocator's
+/// zeroing as a gigantic range's clear (`last_workers` 0).
+pub fn init_on_alloc() -> Option<bool> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    if let Ok(mut f) = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open("/dev/kmsg")
+    {
+        let mut buf = vec![0u8; 8192];
+        while let Ok(n) = f.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            let rec = String::from_utf8_lossy(&buf[..n]);
+            if let Some(i) = rec.find("heap alloc:") {
+                return Some(rec[i + "heap alloc:".len()..].starts_with("on"));
+            }
+        }
+    }
+    let cmdline = std::fs::read_to_string("/proc/cmdline").ok()?;
+    cmdline
+        .split_whitespace()
+        .rev()
+        .find_map(|w| w.strip_prefix("init_on_alloc="))
+        .map(|v| matches!(v, "1" | "y" | "Y" | "on"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -545,36 +578,4 @@ mod tests {
         .unwrap_err();
         assert_eq!(e, "failed with ENOMEM, expected EINVAL");
     }
-}
-
-/// Whether the kernel zeroes every page it allocates (`init_on_alloc`):
-/// from the boot's `mem auto-init: ..., heap alloc:on|off` line in the
-/// kernel log, else from the last `init_on_alloc=` of `/proc/cmdline`;
-/// `None` if neither says. With it on, tierkit takes the allocator's
-/// zeroing as a gigantic range's clear (`last_workers` 0).
-pub fn init_on_alloc() -> Option<bool> {
-    use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
-    if let Ok(mut f) = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open("/dev/kmsg")
-    {
-        let mut buf = vec![0u8; 8192];
-        while let Ok(n) = f.read(&mut buf) {
-            if n == 0 {
-                break;
-            }
-            let rec = String::from_utf8_lossy(&buf[..n]);
-            if let Some(i) = rec.find("heap alloc:") {
-                return Some(rec[i + "heap alloc:".len()..].starts_with("on"));
-            }
-        }
-    }
-    let cmdline = std::fs::read_to_string("/proc/cmdline").ok()?;
-    cmdline
-        .split_whitespace()
-        .rev()
-        .find_map(|w| w.strip_prefix("init_on_alloc="))
-        .map(|v| matches!(v, "1" | "y" | "Y" | "on"))
 }

@@ -36,8 +36,8 @@
 
 use std::process::ExitCode;
 use userspace_tests::hostile::{
-    arguments_checked_first, gigantic_map_past_memory, is_cxl_node, limits,
-    sigkill_honoured, small_pages_past_memory,
+    arguments_checked_first, gigantic_map_past_memory, is_cxl_node, limits, sigkill_honoured,
+    small_pages_past_memory,
 };
 use userspace_tests::report::Report;
 use userspace_tests::vma;

@@ -328,7 +328,9 @@ pub fn small_pages_past_memory(r: &mut Report, topo: &Topology) {
         }
     }
     r.check_note(
-        &format!("out of memory: after closing the {n} full files, held back and node {m} MemFree back"),
+        &format!(
+            "out of memory: after closing the {n} full files, held back and node {m} MemFree back"
+        ),
         held_back(&base_held).and_then(|h| memfree_back(m, base_free).map(|f| both(f, h))),
     );
 }
