@@ -30,6 +30,7 @@ use std::path::{Path, PathBuf};
 mod kmsg;
 mod mem;
 mod modules;
+pub mod sweep;
 
 pub use kmsg::*;
 pub use mem::*;
