@@ -18,6 +18,7 @@
 //! only when `$TIERKIT_MODE` is set (the guest's `/init` sets it).
 
 pub mod calib;
+pub mod compare;
 pub mod kernels;
 pub mod rows;
 
