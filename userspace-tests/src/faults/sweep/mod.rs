@@ -25,7 +25,7 @@ use crate::report::Report;
 use crate::sys::PAGE_SIZE;
 use crate::tk::{self, Tierkit, TK_MODE_INTERLEAVE, TK_MODE_WEIGHTED_INTERLEAVE};
 use crate::vma::{fork_run, Exit};
-use crate::weights::{write_file, WeightDir};
+use crate::weights::{write_file, WeightDir, WeightSnapshot};
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 use std::ffi::c_void;
