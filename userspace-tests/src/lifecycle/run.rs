@@ -116,8 +116,13 @@ pub fn phases(r: &mut Report, mem_mask: u64, start: &MemSnapshot) {
         return;
     }
     r.check("unload tierkit", gone());
+    unload_cycles(r, mem_mask);
+    load_injection(r, mem_mask, start);
+}
 
-    // The cycles.
+/// [`CYCLES`] unload/load cycles, each holding something across an unload
+/// attempt: one check for the cycles, one per kind of hold.
+fn unload_cycles(r: &mut Report, mem_mask: u64) {
     let t0 = Instant::now();
     let mut failures: Vec<(Hold, String)> = Vec::new();
     let mut debugfs_unloads = Vec::new();
@@ -194,8 +199,11 @@ pub fn phases(r: &mut Report, mem_mask: u64, start: &MemSnapshot) {
         "unload_with_debugfs_open_cycles",
         json!(debugfs_unloads.len()),
     );
+}
 
-    // Fault injection into the load.
+/// Fault injection into the load (`finit_module`), with the console's log
+/// level lowered during the sweep; the knobs put back.
+fn load_injection(r: &mut Report, mem_mask: u64, start: &MemSnapshot) {
     if let Some(why) = FaultKnobs::missing() {
         r.skip("fault injection into finit_module", why);
         return;
@@ -229,47 +237,50 @@ pub fn phases(r: &mut Report, mem_mask: u64, start: &MemSnapshot) {
         );
     }
     match swept {
-        Ok(sw) => {
-            let errnos: Vec<String> = sw.errnos.iter().map(|(k, v)| format!("{k} {v}")).collect();
-            let summary = format!(
-                "{} injection points, {} failed loads ({}), {} tolerated{}, {}, {:.1} s",
-                sw.points,
-                sw.failed_loads,
-                errnos.join(", "),
-                sw.tolerated.len(),
-                if sw.tolerated.is_empty() {
-                    String::new()
-                } else {
-                    format!(" [{}]", sw.tolerated.join("; "))
-                },
-                match &sw.stopped_after_init {
-                    Some(s) => format!("stopped at the first fault after tierkit's init: {s}"),
-                    None => "ended with a load without a fault".into(),
-                },
-                sw.seconds
-            );
-            r.note(format!("finit_module: {summary}"));
-            if sw.failures.is_empty() {
-                r.ok_note("fault injection into finit_module", summary);
-            } else {
-                r.fail("fault injection into finit_module", sw.failures.join("; "));
-            }
-            r.set(
-                "insmod_injection",
-                json!({
-                    "points": sw.points,
-                    "failed_loads": sw.failed_loads,
-                    "tolerated": sw.tolerated.len(),
-                    "errnos": sw.errnos,
-                    "stopped_after_init": sw.stopped_after_init,
-                    "seconds": (sw.seconds * 10.0).round() / 10.0,
-                }),
-            );
-            r.set("injection_points", json!({"finit_module": sw.points}));
-        }
+        Ok(sw) => report_load_sweep(r, &sw),
         Err(e) => {
             r.fail("fault injection into finit_module", e);
         }
     }
     r.check("restore fault-injection knobs", knobs.restore());
+}
+
+/// The check of a finished load sweep, its summary and its JSON fields.
+fn report_load_sweep(r: &mut Report, sw: &LoadSweep) {
+    let errnos: Vec<String> = sw.errnos.iter().map(|(k, v)| format!("{k} {v}")).collect();
+    let summary = format!(
+        "{} injection points, {} failed loads ({}), {} tolerated{}, {}, {:.1} s",
+        sw.points,
+        sw.failed_loads,
+        errnos.join(", "),
+        sw.tolerated.len(),
+        if sw.tolerated.is_empty() {
+            String::new()
+        } else {
+            format!(" [{}]", sw.tolerated.join("; "))
+        },
+        match &sw.stopped_after_init {
+            Some(s) => format!("stopped at the first fault after tierkit's init: {s}"),
+            None => "ended with a load without a fault".into(),
+        },
+        sw.seconds
+    );
+    r.note(format!("finit_module: {summary}"));
+    if sw.failures.is_empty() {
+        r.ok_note("fault injection into finit_module", summary);
+    } else {
+        r.fail("fault injection into finit_module", sw.failures.join("; "));
+    }
+    r.set(
+        "insmod_injection",
+        json!({
+            "points": sw.points,
+            "failed_loads": sw.failed_loads,
+            "tolerated": sw.tolerated.len(),
+            "errnos": sw.errnos,
+            "stopped_after_init": sw.stopped_after_init,
+            "seconds": (sw.seconds * 10.0).round() / 10.0,
+        }),
+    );
+    r.set("injection_points", json!({"finit_module": sw.points}));
 }
