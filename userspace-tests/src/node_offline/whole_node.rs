@@ -3,9 +3,58 @@
 
 use super::*;
 
+/// The three files of the run: A weighted over DRAM and the node, B and C
+/// on the node alone; A and B mapped and filled.
+pub struct Files {
+    pub a: Tierkit,
+    pub b: Tierkit,
+    pub fc: Tierkit,
+    pub ma: Mapping,
+    pub mb: Mapping,
+}
+
+/// How many of `m`'s pages are on node `c`.
+fn on_node(m: &Mapping, c: u32) -> std::io::Result<usize> {
+    m.page_nodes()
+        .map(|n| n.iter().filter(|&&x| x == c as i32).count())
+}
+
 pub fn run(r: &mut Report, dram: u32, c: u32, blocks: &[u64]) -> Vec<u64> {
     let mut offline: Vec<u64> = Vec::new();
     let held0 = held_on(c);
+    let Some(files) = open_files(r, dram, c) else {
+        return offline;
+    };
+    offline = set_all(
+        r,
+        &format!(
+            "offline all {} blocks of node {c} while tierkit holds pages there",
+            blocks.len()
+        ),
+        blocks,
+        "offline",
+    );
+    if offline.len() != blocks.len() {
+        return offline;
+    }
+    while_offline(r, dram, c, &files, held0);
+    let back = set_all(
+        r,
+        &format!("online all blocks of node {c} again"),
+        &offline,
+        "online_movable",
+    );
+    offline.retain(|b| !back.contains(b));
+    if !offline.is_empty() {
+        return offline;
+    }
+    after_online(r, c, &files);
+    offline
+}
+
+/// Files A, B and C opened, A and B mapped and filled, and where their
+/// pages are before the offline checked.
+fn open_files(r: &mut Report, dram: u32, c: u32) -> Option<Files> {
     let open = |r: &mut Report, name: &str, mask: u64| -> Option<Tierkit> {
         let t = Tierkit::open()
             .map_err(|e| r.fail(&format!("{name}: open"), e.to_string()))
@@ -22,7 +71,7 @@ pub fn run(r: &mut Report, dram: u32, c: u32, blocks: &[u64]) -> Vec<u64> {
         open(r, "file B", only_c),
         open(r, "file C", only_c),
     ) else {
-        return offline;
+        return None;
     };
     let (ma, mb) = match (a.map(PAGES_A, 0), b.map(PAGES_B, 0)) {
         (Ok(x), Ok(y)) => (x, y),
@@ -35,15 +84,12 @@ pub fn run(r: &mut Report, dram: u32, c: u32, blocks: &[u64]) -> Vec<u64> {
                     y.err().map(|e| errno_name(&e))
                 ),
             );
-            return offline;
+            return None;
         }
     };
     fill(&ma, 1);
     fill(&mb, 2);
-    let on_c = |m: &Mapping| {
-        m.page_nodes()
-            .map(|n| n.iter().filter(|&&x| x == c as i32).count())
-    };
+    let on_c = |m: &Mapping| on_node(m, c);
     r.check_note(
         "before: file B's pages all on the CXL node, file A's partly",
         match (on_c(&ma), on_c(&mb)) {
@@ -53,19 +99,17 @@ pub fn run(r: &mut Report, dram: u32, c: u32, blocks: &[u64]) -> Vec<u64> {
             (x, y) => Err(format!("on node {c}: A {x:?}, B {y:?}")),
         },
     );
+    Some(Files { a, b, fc, ma, mb })
+}
 
-    offline = set_all(
-        r,
-        &format!(
-            "offline all {} blocks of node {c} while tierkit holds pages there",
-            blocks.len()
-        ),
-        blocks,
-        "offline",
-    );
-    if offline.len() != blocks.len() {
-        return offline;
-    }
+/// With every block of the node offline: the node and its weight files
+/// gone, the files' pages moved intact, nothing held there, and what the
+/// files and a new one can still do.
+fn while_offline(r: &mut Report, dram: u32, c: u32, files: &Files, held0: u64) {
+    let Files { fc, ma, mb, .. } = files;
+    let on_c = |m: &Mapping| on_node(m, c);
+    let both = mask_of(&[dram, c]);
+    let only_c = mask_of(&[c]);
     r.check(
         &format!("node {c} left N_MEMORY"),
         if has_memory().contains(&c) {
@@ -86,7 +130,7 @@ pub fn run(r: &mut Report, dram: u32, c: u32, blocks: &[u64]) -> Vec<u64> {
             Err(format!("still there: {}", present.join(", ")))
         },
     );
-    for (name, m, f) in [("file A", &ma, 1), ("file B", &mb, 2)] {
+    for (name, m, f) in [("file A", ma, 1), ("file B", mb, 2)] {
         r.check(&format!("{name}: every byte intact"), verify(m, f));
         r.check(
             &format!("{name}: no page left on node {c}"),
@@ -150,17 +194,13 @@ pub fn run(r: &mut Report, dram: u32, c: u32, blocks: &[u64]) -> Vec<u64> {
             r.fail("open a fourth file", e.to_string());
         }
     }
+}
 
-    let back = set_all(
-        r,
-        &format!("online all blocks of node {c} again"),
-        &offline,
-        "online_movable",
-    );
-    offline.retain(|b| !back.contains(b));
-    if !offline.is_empty() {
-        return offline;
-    }
+/// With the blocks online again: the node and its weight files back, file
+/// C maps there again, file A still intact.
+fn after_online(r: &mut Report, c: u32, files: &Files) {
+    let Files { fc, ma, .. } = files;
+    let on_c = |m: &Mapping| on_node(m, c);
     r.check(
         &format!("node {c} is back in N_MEMORY with its weight files"),
         {
@@ -187,6 +227,5 @@ pub fn run(r: &mut Report, dram: u32, c: u32, blocks: &[u64]) -> Vec<u64> {
             Err(e) => Err(errno_name(&e)),
         },
     );
-    r.check("file A: every byte intact after the online", verify(&ma, 1));
-    offline
+    r.check("file A: every byte intact after the online", verify(ma, 1));
 }
