@@ -4,6 +4,9 @@
 
 use super::*;
 
+/// Memory blocks, each with how many of the mapping's pages it holds.
+type Blocks = Vec<(u64, usize)>;
+
 /// The 4 KiB pages on ZONE_MOVABLE move when their blocks go offline.
 pub fn movable_case(t: &mut T, c: u32) {
     let what = format!("movable node {c}");
@@ -27,26 +30,74 @@ pub fn movable_case(t: &mut T, c: u32) {
     let Some((tk, m)) = map_filled(t, &what, c, PAGES) else {
         return;
     };
+    let Some((blocks, s1)) = pages_and_blocks(t, &what, c, &m, &s0) else {
+        return;
+    };
+    let sharer = match Sharer::spawn(&m, t.block_bytes) {
+        Ok((sh, present)) => {
+            t.r.note(format!(
+                "{what}: a forked child shares the mapping ({present} of {PAGES} PTEs present in it)"
+            ));
+            Some(sh)
+        }
+        Err(e) => {
+            t.r.fail(&format!("{what}: fork a child sharing the mapping"), e);
+            None
+        }
+    };
+    let offlined = offline_blocks(t, &what, &blocks);
+    check_moved(t, &what, (c, target), &m, &offlined, (&s0, &s1));
+    if let Some(sh) = sharer {
+        t.r.check_note(
+            &format!("{what}: the forked child sees the moved pages"),
+            sh.check(target, &offlined, OFFLINE_LIMIT),
+        );
+    }
+    // SAFETY: the mapping is ours; MADV_DONTNEED drops the PTEs, the
+    // file keeps the pages (dev-tierkit).
+    let dn = unsafe { crate::sys::madvise(m.as_ptr().cast(), m.len(), libc::MADV_DONTNEED) };
+    t.r.check_note(
+        &format!("{what}: MADV_DONTNEED + touch after the move: the moved contents"),
+        match dn {
+            Err(e) => Err(format!("madvise: {}", errno_name(&e))),
+            Ok(()) => verify_pages(&m, 0..PAGES)
+                .and_then(|v| check_nodes(&m, target).map(|n| format!("{v}, {n}"))),
+        },
+    );
+    t.online_all(&what);
+    drop(m);
+    drop(tk);
+    after_onlining(t, &what, c, &s0);
+}
+
+/// Before the offline: every page of `m` on node `c`, counted in the stats
+/// (`s0` before the mmap), in blocks of node `c` in ZONE_MOVABLE. Gives
+/// the blocks and the stats after the mmap.
+fn pages_and_blocks(
+    t: &mut T,
+    what: &str,
+    c: u32,
+    m: &Mapping,
+    s0: &[NodeStats],
+) -> Option<(Blocks, Vec<NodeStats>)> {
     t.r.check_note(
         &format!("{what}: every page on node {c}"),
-        check_nodes(&m, c),
+        check_nodes(m, c),
     );
     let s1 = read_stats().unwrap_or_default();
     t.r.check(
         &format!("{what}: stats count the pages on node {c}"),
-        if held(&s1, c) == held(&s0, c) + PAGES as u64 {
+        if held(&s1, c) == held(s0, c) + PAGES as u64 {
             Ok(())
         } else {
             Err(format!(
                 "held {} before, {} after the mmap",
-                fmt_held(&s0, &t.topo.memory),
+                fmt_held(s0, &t.topo.memory),
                 fmt_held(&s1, &t.topo.memory)
             ))
         },
     );
-    let Some(pfns) = all_pfns(&mut t.r, &what, &m) else {
-        return;
-    };
+    let pfns = all_pfns(&mut t.r, what, m)?;
     let blocks = blocks_of(
         &pfns.iter().copied().map(Some).collect::<Vec<_>>(),
         t.block_bytes,
@@ -72,23 +123,17 @@ pub fn movable_case(t: &mut T, c: u32) {
             Err(desc.join(", "))
         },
     );
-    let sharer = match Sharer::spawn(&m, t.block_bytes) {
-        Ok((sh, present)) => {
-            t.r.note(format!(
-                "{what}: a forked child shares the mapping ({present} of {PAGES} PTEs present in it)"
-            ));
-            Some(sh)
-        }
-        Err(e) => {
-            t.r.fail(&format!("{what}: fork a child sharing the mapping"), e);
-            None
-        }
-    };
+    Some((blocks, s1))
+}
+
+/// Each block offlined (one check each); gives those that went offline.
+/// Notes what the kernel logged about it.
+fn offline_blocks(t: &mut T, what: &str, blocks: &[(u64, usize)]) -> Vec<u64> {
     t.skip_log();
     let mut offlined = Vec::new();
-    for &(b, n) in &blocks {
+    for &(b, n) in blocks {
         let name = format!("{what}: offline memory{b} holding {n} tierkit pages");
-        let Some(tm) = t.offline(&what, b, n) else {
+        let Some(tm) = t.offline(what, b, n) else {
             continue;
         };
         let res = match tm.outcome {
@@ -118,6 +163,20 @@ pub fn movable_case(t: &mut T, c: u32) {
     if !log.is_empty() {
         t.r.note(format!("{what}: kernel log: {}", log.join(" | ")));
     }
+    offlined
+}
+
+/// After the offline, before anything else touches the mapping: contents,
+/// nodes (now `target`), no pfn in an offlined block, and `held` moved
+/// from `c` to `target` (`s0`, `s1`: stats before and after the mmap).
+fn check_moved(
+    t: &mut T,
+    what: &str,
+    (c, target): (u32, u32),
+    m: &Mapping,
+    offlined: &[u64],
+    (s0, s1): (&[NodeStats], &[NodeStats]),
+) {
     // Before anything touches the mapping: the moved pages' PTEs are gone.
     let pm = pagemap_pfns(m.addr(), PAGES).unwrap_or_default();
     let unmapped = pm.iter().filter(|p| p.is_none()).count();
@@ -126,11 +185,11 @@ pub fn movable_case(t: &mut T, c: u32) {
     ));
     t.r.check_note(
         &format!("{what}: every byte intact after the offline"),
-        verify_pages(&m, 0..PAGES),
+        verify_pages(m, 0..PAGES),
     );
     t.r.check_note(
         &format!("{what}: every page now on node {target}"),
-        check_nodes(&m, target),
+        check_nodes(m, target),
     );
     let after = pagemap_pfns(m.addr(), PAGES).unwrap_or_default();
     let inside: Vec<u64> = after
@@ -159,45 +218,30 @@ pub fn movable_case(t: &mut T, c: u32) {
     let s2 = read_stats().unwrap_or_default();
     t.r.check_note(
         &format!("{what}: stats: held moved from node {c} to node {target}"),
-        if held(&s2, c) == held(&s0, c)
-            && held(&s2, target) == held(&s1, target) + PAGES as u64
-            && total_held(&s2) == total_held(&s1)
+        if held(&s2, c) == held(s0, c)
+            && held(&s2, target) == held(s1, target) + PAGES as u64
+            && total_held(&s2) == total_held(s1)
         {
             Ok(format!(
                 "held {} -> {}",
-                fmt_held(&s1, &t.topo.memory),
+                fmt_held(s1, &t.topo.memory),
                 fmt_held(&s2, &t.topo.memory)
             ))
         } else {
             Err(format!(
                 "held before the mmap {}, after it {}, after the offline {} (expected node {c} back to {}, node {target} +{PAGES}, same total)",
-                fmt_held(&s0, &t.topo.memory),
-                fmt_held(&s1, &t.topo.memory),
+                fmt_held(s0, &t.topo.memory),
+                fmt_held(s1, &t.topo.memory),
                 fmt_held(&s2, &t.topo.memory),
-                held(&s0, c)
+                held(s0, c)
             ))
         },
     );
-    if let Some(sh) = sharer {
-        t.r.check_note(
-            &format!("{what}: the forked child sees the moved pages"),
-            sh.check(target, &offlined, OFFLINE_LIMIT),
-        );
-    }
-    // SAFETY: the mapping is ours; MADV_DONTNEED drops the PTEs, the
-    // file keeps the pages (dev-tierkit).
-    let dn = unsafe { crate::sys::madvise(m.as_ptr().cast(), m.len(), libc::MADV_DONTNEED) };
-    t.r.check_note(
-        &format!("{what}: MADV_DONTNEED + touch after the move: the moved contents"),
-        match dn {
-            Err(e) => Err(format!("madvise: {}", errno_name(&e))),
-            Ok(()) => verify_pages(&m, 0..PAGES)
-                .and_then(|v| check_nodes(&m, target).map(|n| format!("{v}, {n}"))),
-        },
-    );
-    t.online_all(&what);
-    drop(m);
-    drop(tk);
+}
+
+/// With the blocks online again: a new mapping on node `c` works, and
+/// once the files are closed the stats are back to `s0`.
+fn after_onlining(t: &mut T, what: &str, c: u32, s0: &[NodeStats]) {
     // A new mapping on the node, with the blocks back.
     if let Some((_tk2, m2)) = map_filled(t, &format!("{what} after onlining"), c, PAGES_AGAIN) {
         t.r.check_note(
@@ -212,12 +256,12 @@ pub fn movable_case(t: &mut T, c: u32) {
     let s3 = read_stats().unwrap_or_default();
     t.r.check(
         &format!("{what}: stats back to the start once the files are closed"),
-        if t.topo.memory.iter().all(|&n| held(&s3, n) == held(&s0, n)) {
+        if t.topo.memory.iter().all(|&n| held(&s3, n) == held(s0, n)) {
             Ok(())
         } else {
             Err(format!(
                 "held {} at the start, {} now",
-                fmt_held(&s0, &t.topo.memory),
+                fmt_held(s0, &t.topo.memory),
                 fmt_held(&s3, &t.topo.memory)
             ))
         },
