@@ -144,6 +144,22 @@ pub fn gigantic_opt_in(t: &mut T, name: &str, c: u32) {
     let Some(tk) = gigantic_file(&mut t.r, name, c) else {
         return;
     };
+    let Some(m) = map_gib(t, name, &tk) else {
+        return;
+    };
+    let p0 = one_aligned_gib(t, name, c, &tk, &m);
+    if p0 == 0 {
+        return;
+    }
+    let Some(spots) = offline_inside(t, name, &m, p0) else {
+        return;
+    };
+    t.online_all(name);
+    range_intact(t, name, c, (&tk, &m), p0, &spots);
+}
+
+/// A 1 GiB mmap of `tk` (timed), its first touch making the GiB.
+fn map_gib(t: &mut T, name: &str, tk: &Tierkit) -> Option<Mapping> {
     t.skip_log();
     let t0 = monotonic_ns();
     let m = match tk.map(GIB_PAGES, 0) {
@@ -154,7 +170,7 @@ pub fn gigantic_opt_in(t: &mut T, name: &str, c: u32) {
                 &format!("{name}: mmap 1 GiB"),
                 format!("{} (kernel log: {log})", errno_name(&e)),
             );
-            return;
+            return None;
         }
     };
     t.r.ok_note(
@@ -171,13 +187,19 @@ pub fn gigantic_opt_in(t: &mut T, name: &str, c: u32) {
             &format!("{name}: the first touch makes the GiB"),
             format!("{e} (kernel log: {log})"),
         );
-        return;
+        return None;
     }
-    fill_page(&m, 0);
+    Some(m)
+}
+
+/// The GiB is one naturally aligned PUD leaf on node `c`; gives its first
+/// pfn (0 if there is none).
+fn one_aligned_gib(t: &mut T, name: &str, c: u32, tk: &Tierkit, m: &Mapping) -> u64 {
+    fill_page(m, 0);
     let w = tk.walk(m.addr()).ok();
     let p0 = w.map_or(0, |w| w.pfn);
     let contiguous =
-        w.is_some_and(|w| w.level == TK_WALK_PUD) && p0 != 0 && p0 % GIB_PAGES as u64 == 0;
+        w.is_some_and(|w| w.level == TK_WALK_PUD) && p0 != 0 && p0.is_multiple_of(GIB_PAGES as u64);
     let node = block_of_pfn(p0, t.block_bytes);
     t.r.check_note(
         &format!("{name}: one aligned GiB on node {c}"),
@@ -194,9 +216,13 @@ pub fn gigantic_opt_in(t: &mut T, name: &str, c: u32) {
             ))
         },
     );
-    if p0 == 0 {
-        return;
-    }
+    p0
+}
+
+/// A block inside the range, and the range's last block, cannot go
+/// offline (`EBUSY` at once, the kernel log names tierkit and the range),
+/// and the block stays online. Gives the pages holding the pattern.
+fn offline_inside(t: &mut T, name: &str, m: &Mapping, p0: u64) -> Option<Vec<usize>> {
     let mid = GIB_PAGES / 2;
     let b = block_of_pfn(p0 + mid as u64, t.block_bytes);
     let (bfirst, _) = memblock::block_pfns(b, t.block_bytes);
@@ -205,12 +231,10 @@ pub fn gigantic_opt_in(t: &mut T, name: &str, c: u32) {
     spots.sort_unstable();
     spots.dedup();
     for &i in &spots {
-        fill_page(&m, i);
+        fill_page(m, i);
     }
     t.skip_log();
-    let Some(tm) = t.offline(name, b, GIB_PAGES) else {
-        return;
-    };
+    let tm = t.offline(name, b, GIB_PAGES)?;
     let log = t.log();
     t.r.check_note(
         &format!("{name}: offline memory{b} inside the range is EBUSY at once"),
@@ -271,14 +295,26 @@ pub fn gigantic_opt_in(t: &mut T, name: &str, c: u32) {
             Err(format!("state {st:?}"))
         },
     );
-    t.online_all(name);
+    Some(spots)
+}
+
+/// After the blocks are back: the pattern and the zero pages of the range
+/// intact, and the range still one PUD on node `c`.
+fn range_intact(
+    t: &mut T,
+    name: &str,
+    c: u32,
+    (tk, m): (&Tierkit, &Mapping),
+    p0: u64,
+    spots: &[usize],
+) {
     let zeros = [1usize, GIB_PAGES - 2];
     let zero_ok = zeros
         .iter()
-        .all(|&i| page_words(&m, i).iter().all(|&w| w == 0));
+        .all(|&i| page_words(m, i).iter().all(|&w| w == 0));
     t.r.check_note(
         &format!("{name}: the range is intact"),
-        verify_pages(&m, spots.iter().copied()).and_then(|v| {
+        verify_pages(m, spots.iter().copied()).and_then(|v| {
             if zero_ok {
                 Ok(format!(
                     "{v} of pattern at pages {spots:?}, pages {zeros:?} zero"
