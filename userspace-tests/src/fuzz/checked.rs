@@ -20,7 +20,6 @@ pub(super) fn held() -> Option<BTreeMap<String, u64>> {
 /// weights, bandwidth) restored, tierkit usable. Adds the figures to the
 /// JSON line. `None` if it could not start.
 pub fn checked_run(r: &mut crate::report::Report, cfg: &Config, min_calls: u64) -> Option<Outcome> {
-    use serde_json::json;
     let env = match Env::discover() {
         Ok(e) => e,
         Err(e) => {
@@ -50,6 +49,37 @@ pub fn checked_run(r: &mut crate::report::Report, cfg: &Config, min_calls: u64) 
             return None;
         }
     };
+    note_config(r, cfg, &env);
+    let kmsg = crate::faults::Kmsg::open_at_end().ok();
+    let out = match run(cfg, &env) {
+        Ok(o) => o,
+        Err(e) => {
+            r.fail("fuzz: run", e.to_string());
+            return None;
+        }
+    };
+    let (calls, results) = check_outcome(r, &out, min_calls, kmsg);
+    let saved = Saved {
+        snap,
+        bw,
+        before,
+        base,
+    };
+    check_put_back(r, &env, &wd, saved);
+    set_figures(r, cfg, &out, calls, results);
+    Some(out)
+}
+
+/// What was saved before the run, to put back and compare with after it.
+struct Saved {
+    snap: crate::weights::WeightSnapshot,
+    bw: String,
+    before: String,
+    base: BTreeMap<String, u64>,
+}
+
+/// The run's configuration noted, with the command that reproduces it.
+fn note_config(r: &mut crate::report::Report, cfg: &Config, env: &Env) {
     let nworkers = if cfg.only.is_some() {
         1
     } else {
@@ -77,14 +107,17 @@ pub fn checked_run(r: &mut crate::report::Report, cfg: &Config, min_calls: u64) 
         cfg.big,
         if cfg.debugfs_writes { "" } else { " --no-debugfs-writes" }
     ));
-    let kmsg = crate::faults::Kmsg::open_at_end().ok();
-    let out = match run(cfg, &env) {
-        Ok(o) => o,
-        Err(e) => {
-            r.fail("fuzz: run", e.to_string());
-            return None;
-        }
-    };
+}
+
+/// The run's figures noted, and its checks: results as the ABI documents
+/// them, every worker finished, at least `min_calls` calls, no kernel
+/// report in `kmsg`. Gives the calls and the results by kind.
+fn check_outcome(
+    r: &mut crate::report::Report,
+    out: &Outcome,
+    min_calls: u64,
+    kmsg: Option<crate::faults::Kmsg>,
+) -> (u64, BTreeMap<String, u64>) {
     let calls = out.calls();
     r.note(format!(
         "fuzz: {calls} calls ({} operations) in {:.1} s, {:.0} calls/s",
@@ -149,6 +182,23 @@ pub fn checked_run(r: &mut crate::report::Report, cfg: &Config, min_calls: u64) 
             },
         );
     }
+    (calls, results)
+}
+
+/// After the run: tierkit's holdings back at the baseline, the weight
+/// table restored, tierkit usable.
+fn check_put_back(
+    r: &mut crate::report::Report,
+    env: &Env,
+    wd: &crate::weights::WeightDir,
+    saved: Saved,
+) {
+    let Saved {
+        snap,
+        bw,
+        before,
+        base,
+    } = saved;
     // Everything is closed: the workers' processes are gone, the parent
     // closed the shared files. Release runs at the last close; allow the
     // kernel a moment for deferred work.
@@ -176,7 +226,7 @@ pub fn checked_run(r: &mut crate::report::Report, cfg: &Config, min_calls: u64) 
             crate::weights::write_file(&wd.bandwidth_path(), &bw)?;
         }
         snap.restore()?;
-        let after = wi_state(&wd)?;
+        let after = wi_state(wd)?;
         anyhow::ensure!(after == before, "now {after}, was {before}");
         Ok(())
     })();
@@ -195,6 +245,17 @@ pub fn checked_run(r: &mut crate::report::Report, cfg: &Config, min_calls: u64) 
         Ok(())
     })();
     r.check("fuzz: tierkit usable afterwards", usable);
+}
+
+/// The run's figures for the JSON line.
+fn set_figures(
+    r: &mut crate::report::Report,
+    cfg: &Config,
+    out: &Outcome,
+    calls: u64,
+    results: BTreeMap<String, u64>,
+) {
+    use serde_json::json;
     r.set("seed", json!(format!("{:#x}", cfg.seed)));
     r.set("calls", json!(calls));
     r.set("operations", json!(out.ops()));
@@ -203,5 +264,4 @@ pub fn checked_run(r: &mut crate::report::Report, cfg: &Config, min_calls: u64) 
     r.set("threads", json!(cfg.threads));
     r.set("results", json!(results));
     r.set("unexpected", json!(out.nr_failures()));
-    Some(out)
 }
