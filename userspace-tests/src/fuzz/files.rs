@@ -105,6 +105,20 @@ pub(super) fn close_all(s: &SharedFds) {
     }
 }
 
+/// One debugfs call of [`Worker::op_debugfs`]: the file, and how the call
+/// is made.
+struct DbgIo {
+    fd: i32,
+    d: Dbg,
+    /// The op opened the file itself (fresh): the ABI's answer is checked.
+    own: bool,
+    /// The call described, for failures.
+    what: String,
+    at: Option<i64>,
+    bad_buf: bool,
+    bad_ptr: usize,
+}
+
 impl Worker<'_> {
     pub(super) fn op_debugfs(&mut self, o: &mut Rng) {
         let mut targets = vec![Dbg::Auto, Dbg::Bandwidth, Dbg::Stats];
@@ -133,7 +147,53 @@ impl Worker<'_> {
             libc::O_RDWR | libc::O_APPEND,
         ]);
 
-        let (fd, name, own) = if fresh {
+        let Some((fd, name, own)) = self.debugfs_fd(d, fresh, write, flags) else {
+            return;
+        };
+        let what = format!(
+            "{} {:?} ({name}) {:?}{}{}",
+            if write { "write" } else { "read" },
+            d,
+            String::from_utf8_lossy(&payload[..payload.len().min(40)]),
+            if payload.len() > 40 {
+                format!("... ({} bytes)", payload.len())
+            } else {
+                String::new()
+            },
+            at.map_or(String::new(), |a| format!(" at {a}"))
+        );
+        let io = DbgIo {
+            fd,
+            d,
+            own,
+            what,
+            at,
+            bad_buf,
+            bad_ptr,
+        };
+        if write {
+            self.debugfs_write(&io, &payload, class);
+        } else {
+            self.debugfs_read(&io, rlen);
+        }
+        if own {
+            // SAFETY: the fd this op opened.
+            let r = sys_res(unsafe { libc::close(fd) } as i64);
+            self.record("close debugfs", r);
+        }
+    }
+
+    /// The debugfs file of `d`: opened now (`fresh`, for writing if
+    /// `write`), or the shared one. Gives its fd, how it was had, and
+    /// whether this op owns (and closes) it; `None` if there is none.
+    fn debugfs_fd(
+        &mut self,
+        d: Dbg,
+        fresh: bool,
+        write: bool,
+        flags: i32,
+    ) -> Option<(i32, &'static str, bool)> {
+        Some(if fresh {
             let path = dbg_path(self.env, d);
             let fl = match (write, flags) {
                 (false, _) => libc::O_RDONLY,
@@ -149,7 +209,7 @@ impl Worker<'_> {
             );
             match r {
                 Ok(fd) => (fd, "fresh", true),
-                Err(_) => return,
+                Err(_) => return None,
             }
         } else {
             let Some(f) = self
@@ -159,102 +219,109 @@ impl Worker<'_> {
                 .copied()
             else {
                 // No shared file for this one (node files but the first).
-                return;
+                return None;
             };
             (f.fd, f.name, false)
-        };
-        let what = format!(
-            "{} {:?} ({name}) {:?}{}{}",
-            if write { "write" } else { "read" },
+        })
+    }
+
+    /// A write of `payload` (of class `class`) to a debugfs file; on a
+    /// fresh file at position 0 from a good buffer, the answer the ABI
+    /// fixes.
+    fn debugfs_write(&mut self, io: &DbgIo, payload: &[u8], class: Class) {
+        let DbgIo {
+            fd,
             d,
-            String::from_utf8_lossy(&payload[..payload.len().min(40)]),
-            if payload.len() > 40 {
-                format!("... ({} bytes)", payload.len())
-            } else {
-                String::new()
-            },
-            at.map_or(String::new(), |a| format!(" at {a}"))
-        );
-        if write {
-            let buf = if bad_buf {
-                bad_ptr as *const u8
-            } else {
-                let b = &mut self.arena.big[..payload.len()];
-                b.copy_from_slice(&payload);
-                b.as_ptr()
-            };
-            // SAFETY: `buf` is ours for `payload.len()` bytes, or a bad
-            // pointer the kernel must refuse.
-            let r = sys_res(unsafe {
-                match at {
-                    None => libc::write(fd, buf as *const c_void, payload.len()),
-                    Some(a) => libc::pwrite(fd, buf as *const c_void, payload.len(), a),
-                }
-            } as i64);
-            self.record(&format!("debugfs write {}", dbg_name(d)), r);
-            if bad_buf && !payload.is_empty() && r.is_ok() {
-                self.fail(format!(
-                    "{what} from {bad_ptr:#x} succeeded, expected EFAULT"
-                ));
-            }
-            // Semantics only on a fresh file written at position 0 from a
-            // good buffer: then the ABI fixes the answer.
-            // Documented: a write of more than 4096 bytes is EINVAL; an
-            // empty write returns 0 and changes nothing (sysfs_kf_write()).
-            let class = if payload.len() > 4096 {
-                Class::Invalid
-            } else if payload.is_empty() {
-                Class::Valid
-            } else {
-                class
-            };
-            if own && at.is_none() && !bad_buf && d != Dbg::Stats {
-                match (class, r) {
-                    (Class::Valid, Ok(n)) if n as usize != payload.len() => {
-                        self.fail(format!("{what} wrote {n} of {} bytes", payload.len()))
-                    }
-                    (Class::Valid, Err(e))
-                        if !(e == libc::ENOMEM || (e == libc::ENODEV && d == Dbg::Auto)) =>
-                    {
-                        self.fail(format!("{what} -> {}, expected success", errno_str(e)))
-                    }
-                    (Class::Invalid, Ok(_)) => {
-                        self.fail(format!("{what} succeeded, expected EINVAL"))
-                    }
-                    (Class::Invalid, Err(e)) if e != libc::EINVAL => {
-                        self.fail(format!("{what} -> {}, expected EINVAL", errno_str(e)))
-                    }
-                    _ => {}
-                }
-            }
-            if d == Dbg::Stats && r.is_ok() && !payload.is_empty() {
-                self.fail(format!("{what} succeeded: stats is read-only"));
-            }
+            own,
+            ref what,
+            at,
+            bad_buf,
+            bad_ptr,
+        } = *io;
+        let buf = if bad_buf {
+            bad_ptr as *const u8
         } else {
-            let buf = if bad_buf {
-                bad_ptr as *mut u8
-            } else {
-                self.arena.big.as_mut_ptr()
-            };
-            // SAFETY: `buf` has at least `rlen` bytes (`big` is 64 KiB), or
-            // is a bad pointer the kernel must refuse.
-            let r = sys_res(unsafe {
-                match at {
-                    None => libc::read(fd, buf as *mut c_void, rlen),
-                    Some(a) => libc::pread(fd, buf as *mut c_void, rlen, a),
+            let b = &mut self.arena.big[..payload.len()];
+            b.copy_from_slice(payload);
+            b.as_ptr()
+        };
+        // SAFETY: `buf` is ours for `payload.len()` bytes, or a bad
+        // pointer the kernel must refuse.
+        let r = sys_res(unsafe {
+            match at {
+                None => libc::write(fd, buf as *const c_void, payload.len()),
+                Some(a) => libc::pwrite(fd, buf as *const c_void, payload.len(), a),
+            }
+        } as i64);
+        self.record(&format!("debugfs write {}", dbg_name(d)), r);
+        if bad_buf && !payload.is_empty() && r.is_ok() {
+            self.fail(format!(
+                "{what} from {bad_ptr:#x} succeeded, expected EFAULT"
+            ));
+        }
+        // Semantics only on a fresh file written at position 0 from a
+        // good buffer: then the ABI fixes the answer.
+        // Documented: a write of more than 4096 bytes is EINVAL; an
+        // empty write returns 0 and changes nothing (sysfs_kf_write()).
+        let class = if payload.len() > 4096 {
+            Class::Invalid
+        } else if payload.is_empty() {
+            Class::Valid
+        } else {
+            class
+        };
+        if own && at.is_none() && !bad_buf && d != Dbg::Stats {
+            match (class, r) {
+                (Class::Valid, Ok(n)) if n as usize != payload.len() => {
+                    self.fail(format!("{what} wrote {n} of {} bytes", payload.len()))
                 }
-            } as i64);
-            self.record(&format!("debugfs read {}", dbg_name(d)), r);
-            if bad_buf && rlen > 0 && matches!(r, Ok(n) if n > 0) {
-                self.fail(format!(
-                    "{what} into {bad_ptr:#x} returned data, expected EFAULT"
-                ));
+                (Class::Valid, Err(e))
+                    if !(e == libc::ENOMEM || (e == libc::ENODEV && d == Dbg::Auto)) =>
+                {
+                    self.fail(format!("{what} -> {}, expected success", errno_str(e)))
+                }
+                (Class::Invalid, Ok(_)) => self.fail(format!("{what} succeeded, expected EINVAL")),
+                (Class::Invalid, Err(e)) if e != libc::EINVAL => {
+                    self.fail(format!("{what} -> {}, expected EINVAL", errno_str(e)))
+                }
+                _ => {}
             }
         }
-        if own {
-            // SAFETY: the fd this op opened.
-            let r = sys_res(unsafe { libc::close(fd) } as i64);
-            self.record("close debugfs", r);
+        if d == Dbg::Stats && r.is_ok() && !payload.is_empty() {
+            self.fail(format!("{what} succeeded: stats is read-only"));
+        }
+    }
+
+    /// A read of `rlen` bytes from a debugfs file; into a bad buffer it
+    /// returns no data.
+    fn debugfs_read(&mut self, io: &DbgIo, rlen: usize) {
+        let DbgIo {
+            fd,
+            d,
+            ref what,
+            at,
+            bad_buf,
+            bad_ptr,
+            ..
+        } = *io;
+        let buf = if bad_buf {
+            bad_ptr as *mut u8
+        } else {
+            self.arena.big.as_mut_ptr()
+        };
+        // SAFETY: `buf` has at least `rlen` bytes (`big` is 64 KiB), or
+        // is a bad pointer the kernel must refuse.
+        let r = sys_res(unsafe {
+            match at {
+                None => libc::read(fd, buf as *mut c_void, rlen),
+                Some(a) => libc::pread(fd, buf as *mut c_void, rlen, a),
+            }
+        } as i64);
+        self.record(&format!("debugfs read {}", dbg_name(d)), r);
+        if bad_buf && rlen > 0 && matches!(r, Ok(n) if n > 0) {
+            self.fail(format!(
+                "{what} into {bad_ptr:#x} returned data, expected EFAULT"
+            ));
         }
     }
 
