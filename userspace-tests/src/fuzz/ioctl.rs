@@ -240,171 +240,193 @@ impl Worker<'_> {
                 return;
             }
         }
-        let mem = self.env.mem_mask;
         match i {
-            0 => {
-                let p: TkPolicy = get(input);
-                // TK_POLICY_F_WEIGHTS: weighted mode, and a weight for
-                // every node of the effective mask.
-                let own_ok = p.mode == 0
-                    && crate::node::nodes_of(p.nodemask & mem)
-                        .iter()
-                        .all(|&n| p.weights[n as usize] != 0);
-                let valid = p.nodemask & mem != 0
-                    && ((p.mode <= 1 && p.flags == 0)
-                        || (p.flags == tierkit_core::uapi::TK_POLICY_F_WEIGHTS && own_ok));
-                match r {
-                    Ok(_) => {
-                        // SAFETY: `ptr` is in our arena and holds a TkPolicy.
-                        let out: TkPolicy =
-                            unsafe { std::ptr::read_unaligned(ptr as *const TkPolicy) };
-                        if !valid {
-                            self.fail(format!(
-                                "{what} mode {} flags {:#x} mask {:#x} succeeded, expected EINVAL",
-                                p.mode, p.flags, p.nodemask
-                            ));
-                        } else if out.nodemask != p.nodemask & mem {
-                            self.fail(format!(
-                                "{what} mask {:#x} returned {:#x}, expected {:#x}",
-                                p.nodemask,
-                                out.nodemask,
-                                p.nodemask & mem
-                            ));
-                        }
-                    }
-                    Err(libc::EINVAL) if valid => self.fail(format!(
-                        "{what} mode {} flags {:#x} mask {:#x} -> EINVAL, expected success",
-                        p.mode, p.flags, p.nodemask
-                    )),
-                    Err(_) => {}
-                }
-            }
-            1 => {
-                let b: TkBulk = get(input);
-                let valid = (1..=1 << 20).contains(&b.nr_pages);
-                match r {
-                    Ok(_) => {
-                        // SAFETY: as above, a TkBulk.
-                        let out: TkBulk = unsafe { std::ptr::read_unaligned(ptr as *const TkBulk) };
-                        let sum: u64 = out.per_node.iter().sum();
-                        let off: u64 = out
-                            .per_node
-                            .iter()
-                            .enumerate()
-                            .filter(|&(n, _)| mem & (1 << n) == 0)
-                            .map(|(_, &c)| c)
-                            .sum();
-                        if !valid {
-                            self.fail(format!(
-                                "{what} nr_pages {} succeeded, expected EINVAL",
-                                b.nr_pages
-                            ));
-                        } else if sum != b.nr_pages || off != 0 {
-                            self.fail(format!(
-                                "{what} nr_pages {}: per_node adds up to {sum}, {off} off memory nodes",
-                                b.nr_pages
-                            ));
-                        }
-                    }
-                    Err(libc::EIO) => self.fail(format!("{what} -> EIO: a page not on its node")),
-                    Err(_) => {}
-                }
-            }
-            2 => {
-                let t: TkTaskNext = get(input);
-                if r.is_ok() {
-                    // SAFETY: as above, a TkTaskNext.
-                    let out: TkTaskNext =
-                        unsafe { std::ptr::read_unaligned(ptr as *const TkTaskNext) };
-                    if !(1..=256).contains(&t.count) {
-                        self.fail(format!(
-                            "{what} count {} succeeded, expected EINVAL",
-                            t.count
-                        ));
-                    } else if let Some(&n) = out.nodes[..t.count as usize]
-                        .iter()
-                        .find(|&&n| mem & (1u64 << (n & 63)) == 0 || n >= 64)
-                    {
-                        self.fail(format!(
-                            "{what} count {} returned node {n}, not a memory node",
-                            t.count
-                        ));
-                    }
-                }
-            }
-            3 => {
-                let g: TkGigantic = get(input);
-                let set_valid = g.flags == 0
-                    && (g.threads == TK_THREADS_AUTO
-                        || (1..=self.env.online_cpus).contains(&g.threads))
-                    && g.placement <= 2
-                    && g.chunk_kib.is_multiple_of(4)
-                    && g.chunk_kib <= 32768;
-                match r {
-                    Ok(_) if g.flags != 1 && !set_valid => self.fail(format!(
-                        "{what} threads {} placement {} chunk {} flags {:#x} succeeded, expected EINVAL",
-                        g.threads, g.placement, g.chunk_kib, g.flags
-                    )),
-                    Err(e) if g.flags == 1 => self.fail(format!(
-                        "{what} TK_GIGANTIC_F_QUERY -> {}, expected success at any time",
-                        errno_str(e)
-                    )),
-                    Err(libc::EINVAL) if set_valid => self.fail(format!(
-                        "{what} threads {} placement {} chunk {} flags 0 -> EINVAL, expected success or EBUSY",
-                        g.threads, g.placement, g.chunk_kib
-                    )),
-                    _ => {}
-                }
-            }
-            5 => {
-                let a: TkRebalance = get(input);
-                if r.is_ok() {
-                    // SAFETY: as above, a TkRebalance.
-                    let out: TkRebalance =
-                        unsafe { std::ptr::read_unaligned(ptr as *const TkRebalance) };
-                    let dry = a.flags & TK_REBALANCE_F_DRY_RUN != 0;
-                    let known = TK_REBALANCE_F_DRY_RUN | TK_REBALANCE_F_WEIGHTS;
-                    let mask = out.nodemask & mem;
-                    let own_zero = a.flags & TK_REBALANCE_F_WEIGHTS != 0
-                        && (0..64).any(|n| mask & (1u64 << n) != 0 && a.weights[n] == 0);
-                    let why = if a.flags & !known != 0 {
-                        Some("unknown flags accepted, expected EINVAL".to_string())
-                    } else if own_zero {
-                        Some("a zero own weight for a node of the mask accepted".into())
-                    } else if a.nodemask != 0 && a.nodemask & mem == 0 {
-                        Some("a mask without memory nodes accepted, expected EINVAL".into())
-                    } else if out.moved > out.misplaced || out.misplaced > out.looked {
-                        Some("moved > misplaced or misplaced > looked".into())
-                    } else if out.moved + out.no_memory + out.busy > out.misplaced {
-                        Some("moved + no_memory + busy > misplaced".into())
-                    } else if dry && out.moved != 0 {
-                        Some("a dry run moved pages".into())
-                    } else if a.budget_pages != 0 && out.moved > a.budget_pages {
-                        Some("moved past the budget".into())
-                    } else if out.nodemask & !mem != 0 || out.nodemask == 0 {
-                        Some(format!(
-                            "effective mask {:#x} is not within N_MEMORY",
-                            out.nodemask
-                        ))
-                    } else {
-                        None
-                    };
-                    if let Some(why) = why {
-                        self.fail(format!("{what} {a:?} -> {out:?}: {why}"));
-                    }
-                }
-            }
-            4 => {
-                let c: TkClearBench = get(input);
-                if !(1..=64).contains(&c.nr_gigantic) && r != Err(libc::EINVAL) {
+            0 => self.check_policy(what, r, input, ptr),
+            1 => self.check_bulk(what, r, input, ptr),
+            2 => self.check_task_next(what, r, input, ptr),
+            3 => self.check_set_gigantic(what, r, input),
+            5 => self.check_rebalance(what, r, input, ptr),
+            4 => self.check_clear_bench(what, r, input),
+            _ => {}
+        }
+    }
+
+    /// TK_IOC_SET_POLICY: the mask is the requested one within N_MEMORY;
+    /// invalid modes, flags and masks are EINVAL.
+    fn check_policy(&mut self, what: &str, r: Result<i64, i32>, input: &[u8], ptr: usize) {
+        let mem = self.env.mem_mask;
+        let p: TkPolicy = get(input);
+        // TK_POLICY_F_WEIGHTS: weighted mode, and a weight for
+        // every node of the effective mask.
+        let own_ok = p.mode == 0
+            && crate::node::nodes_of(p.nodemask & mem)
+                .iter()
+                .all(|&n| p.weights[n as usize] != 0);
+        let valid = p.nodemask & mem != 0
+            && ((p.mode <= 1 && p.flags == 0)
+                || (p.flags == tierkit_core::uapi::TK_POLICY_F_WEIGHTS && own_ok));
+        match r {
+            Ok(_) => {
+                // SAFETY: `ptr` is in our arena and holds a TkPolicy.
+                let out: TkPolicy = unsafe { std::ptr::read_unaligned(ptr as *const TkPolicy) };
+                if !valid {
                     self.fail(format!(
-                        "{what} nr_gigantic {} -> {}, expected EINVAL",
-                        c.nr_gigantic,
-                        res_str(r)
+                        "{what} mode {} flags {:#x} mask {:#x} succeeded, expected EINVAL",
+                        p.mode, p.flags, p.nodemask
+                    ));
+                } else if out.nodemask != p.nodemask & mem {
+                    self.fail(format!(
+                        "{what} mask {:#x} returned {:#x}, expected {:#x}",
+                        p.nodemask,
+                        out.nodemask,
+                        p.nodemask & mem
                     ));
                 }
             }
+            Err(libc::EINVAL) if valid => self.fail(format!(
+                "{what} mode {} flags {:#x} mask {:#x} -> EINVAL, expected success",
+                p.mode, p.flags, p.nodemask
+            )),
+            Err(_) => {}
+        }
+    }
+
+    /// TK_IOC_BULK: `per_node` adds up to `nr_pages`, all on memory nodes; a
+    /// count out of range is EINVAL.
+    fn check_bulk(&mut self, what: &str, r: Result<i64, i32>, input: &[u8], ptr: usize) {
+        let mem = self.env.mem_mask;
+        let b: TkBulk = get(input);
+        let valid = (1..=1 << 20).contains(&b.nr_pages);
+        match r {
+            Ok(_) => {
+                // SAFETY: as above, a TkBulk.
+                let out: TkBulk = unsafe { std::ptr::read_unaligned(ptr as *const TkBulk) };
+                let sum: u64 = out.per_node.iter().sum();
+                let off: u64 = out
+                    .per_node
+                    .iter()
+                    .enumerate()
+                    .filter(|&(n, _)| mem & (1 << n) == 0)
+                    .map(|(_, &c)| c)
+                    .sum();
+                if !valid {
+                    self.fail(format!(
+                        "{what} nr_pages {} succeeded, expected EINVAL",
+                        b.nr_pages
+                    ));
+                } else if sum != b.nr_pages || off != 0 {
+                    self.fail(format!(
+                        "{what} nr_pages {}: per_node adds up to {sum}, {off} off memory nodes",
+                        b.nr_pages
+                    ));
+                }
+            }
+            Err(libc::EIO) => self.fail(format!("{what} -> EIO: a page not on its node")),
+            Err(_) => {}
+        }
+    }
+
+    /// TK_IOC_TASK_NEXT: every node returned is a memory node; a count out of
+    /// range is EINVAL.
+    fn check_task_next(&mut self, what: &str, r: Result<i64, i32>, input: &[u8], ptr: usize) {
+        let mem = self.env.mem_mask;
+        let t: TkTaskNext = get(input);
+        if r.is_ok() {
+            // SAFETY: as above, a TkTaskNext.
+            let out: TkTaskNext = unsafe { std::ptr::read_unaligned(ptr as *const TkTaskNext) };
+            if !(1..=256).contains(&t.count) {
+                self.fail(format!(
+                    "{what} count {} succeeded, expected EINVAL",
+                    t.count
+                ));
+            } else if let Some(&n) = out.nodes[..t.count as usize]
+                .iter()
+                .find(|&&n| mem & (1u64 << (n & 63)) == 0 || n >= 64)
+            {
+                self.fail(format!(
+                    "{what} count {} returned node {n}, not a memory node",
+                    t.count
+                ));
+            }
+        }
+    }
+
+    /// TK_IOC_SET_GIGANTIC: valid settings are accepted (or EBUSY), invalid
+    /// ones EINVAL; a query always succeeds.
+    fn check_set_gigantic(&mut self, what: &str, r: Result<i64, i32>, input: &[u8]) {
+        let g: TkGigantic = get(input);
+        let set_valid = g.flags == 0
+            && (g.threads == TK_THREADS_AUTO || (1..=self.env.online_cpus).contains(&g.threads))
+            && g.placement <= 2
+            && g.chunk_kib.is_multiple_of(4)
+            && g.chunk_kib <= 32768;
+        match r {
+            Ok(_) if g.flags != 1 && !set_valid => self.fail(format!(
+                "{what} threads {} placement {} chunk {} flags {:#x} succeeded, expected EINVAL",
+                g.threads, g.placement, g.chunk_kib, g.flags
+            )),
+            Err(e) if g.flags == 1 => self.fail(format!(
+                "{what} TK_GIGANTIC_F_QUERY -> {}, expected success at any time",
+                errno_str(e)
+            )),
+            Err(libc::EINVAL) if set_valid => self.fail(format!(
+                "{what} threads {} placement {} chunk {} flags 0 -> EINVAL, expected success or EBUSY",
+                g.threads, g.placement, g.chunk_kib
+            )),
             _ => {}
+        }
+    }
+
+    /// TK_IOC_REBALANCE: the counts are consistent, a dry run moves nothing,
+    /// the budget holds, the mask is within N_MEMORY.
+    fn check_rebalance(&mut self, what: &str, r: Result<i64, i32>, input: &[u8], ptr: usize) {
+        let mem = self.env.mem_mask;
+        let a: TkRebalance = get(input);
+        if r.is_ok() {
+            // SAFETY: as above, a TkRebalance.
+            let out: TkRebalance = unsafe { std::ptr::read_unaligned(ptr as *const TkRebalance) };
+            let dry = a.flags & TK_REBALANCE_F_DRY_RUN != 0;
+            let known = TK_REBALANCE_F_DRY_RUN | TK_REBALANCE_F_WEIGHTS;
+            let mask = out.nodemask & mem;
+            let own_zero = a.flags & TK_REBALANCE_F_WEIGHTS != 0
+                && (0..64).any(|n| mask & (1u64 << n) != 0 && a.weights[n] == 0);
+            let why = if a.flags & !known != 0 {
+                Some("unknown flags accepted, expected EINVAL".to_string())
+            } else if own_zero {
+                Some("a zero own weight for a node of the mask accepted".into())
+            } else if a.nodemask != 0 && a.nodemask & mem == 0 {
+                Some("a mask without memory nodes accepted, expected EINVAL".into())
+            } else if out.moved > out.misplaced || out.misplaced > out.looked {
+                Some("moved > misplaced or misplaced > looked".into())
+            } else if out.moved + out.no_memory + out.busy > out.misplaced {
+                Some("moved + no_memory + busy > misplaced".into())
+            } else if dry && out.moved != 0 {
+                Some("a dry run moved pages".into())
+            } else if a.budget_pages != 0 && out.moved > a.budget_pages {
+                Some("moved past the budget".into())
+            } else if out.nodemask & !mem != 0 || out.nodemask == 0 {
+                Some(format!(
+                    "effective mask {:#x} is not within N_MEMORY",
+                    out.nodemask
+                ))
+            } else {
+                None
+            };
+            if let Some(why) = why {
+                self.fail(format!("{what} {a:?} -> {out:?}: {why}"));
+            }
+        }
+    }
+
+    /// TK_IOC_CLEAR_BENCH: a range count out of 1..=64 is EINVAL.
+    fn check_clear_bench(&mut self, what: &str, r: Result<i64, i32>, input: &[u8]) {
+        let c: TkClearBench = get(input);
+        if !(1..=64).contains(&c.nr_gigantic) && r != Err(libc::EINVAL) {
+            self.fail(format!(
+                "{what} nr_gigantic {} -> {}, expected EINVAL",
+                c.nr_gigantic,
+                res_str(r)
+            ));
         }
     }
 }
