@@ -171,8 +171,31 @@ pub fn run(cfg: &Config, env: &Env) -> io::Result<Outcome> {
         close_all(&global);
         return Err(io::Error::other(format!("at most {MAX_WORKERS} workers")));
     }
+    let kids = spawn_procs(cfg, env, &board, &global, quota, deadline, &mut out)?;
+    let (bufs, status, killed) = wait_procs(cfg, &board, &kids, deadline, &mut out);
+    collect_results(&kids, &bufs, &status, killed, &mut out);
+    close_all(&global);
+    out.seconds = t0.elapsed().as_secs_f64();
+    Ok(out)
+}
+
+/// A forked worker process: its number, pid and the read end of the pipe
+/// it sends its results on.
+type Kid = (u32, i32, i32);
+
+/// Forks the `procs` processes, each running its `threads` workers and
+/// sending their results on a pipe; a failed fork is counted as a crash.
+fn spawn_procs(
+    cfg: &Config,
+    env: &Env,
+    board: &Board,
+    global: &SharedFds,
+    quota: u64,
+    deadline: Instant,
+    out: &mut Outcome,
+) -> io::Result<Vec<Kid>> {
     let threads: Vec<u32> = (0..cfg.threads).collect();
-    let mut kids: Vec<(u32, i32, i32)> = Vec::new(); // (p, pid, read end)
+    let mut kids: Vec<Kid> = Vec::new(); // (p, pid, read end)
     for p in 0..cfg.procs {
         let mut pipe = [0i32; 2];
         // SAFETY: writes two fds.
@@ -185,7 +208,7 @@ pub fn run(cfg: &Config, env: &Env) -> io::Result<Outcome> {
         if pid == 0 {
             // SAFETY: the child's copy of the read end.
             unsafe { libc::close(pipe[0]) };
-            let res = proc_main(cfg, env, &board, &global, p, &threads, quota, deadline);
+            let res = proc_main(cfg, env, board, global, p, &threads, quota, deadline);
             let text = serde_json::to_vec(&res).unwrap_or_default();
             let mut off = 0;
             while off < text.len() {
@@ -220,12 +243,27 @@ pub fn run(cfg: &Config, env: &Env) -> io::Result<Outcome> {
         unsafe { libc::fcntl(pipe[0], libc::F_SETFL, libc::O_NONBLOCK) };
         kids.push((p, pid, pipe[0]));
     }
+    Ok(kids)
+}
+
+/// The processes' results read and their ends waited for, until all have
+/// ended; past the deadline and a grace period the workers still busy are
+/// reported hung and their processes killed, and those that do not die
+/// within 30 s are reported. Gives what each sent, how each ended, and
+/// whether they were killed.
+fn wait_procs(
+    cfg: &Config,
+    board: &Board,
+    kids: &[Kid],
+    deadline: Instant,
+    out: &mut Outcome,
+) -> (BTreeMap<u32, Vec<u8>>, BTreeMap<u32, i32>, bool) {
     let grace = Duration::from_secs(60);
     let mut bufs: BTreeMap<u32, Vec<u8>> = BTreeMap::new();
     let mut status: BTreeMap<u32, i32> = BTreeMap::new();
     let mut killed = false;
     loop {
-        for &(p, pid, fd) in &kids {
+        for &(p, pid, fd) in kids {
             let b = bufs.entry(p).or_default();
             let mut chunk = [0u8; 65536];
             loop {
@@ -248,23 +286,8 @@ pub fn run(cfg: &Config, env: &Env) -> io::Result<Outcome> {
             break;
         }
         if !killed && Instant::now() > deadline + grace {
-            for i in 0..(cfg.procs * cfg.threads) as usize {
-                let s = board.slot(i);
-                if s.state.load(Ordering::Acquire) == 1 {
-                    let since = crate::sys::monotonic_ns()
-                        .saturating_sub(s.since_ns.load(Ordering::Relaxed));
-                    out.hung.push(format!(
-                        "worker {}.{} in its op #{} ({}, op seed {:#x}) for {:.1} s",
-                        i as u32 / cfg.threads,
-                        i as u32 % cfg.threads,
-                        s.ops.load(Ordering::Relaxed),
-                        OPS[s.kind.load(Ordering::Relaxed) as usize % OPS.len()],
-                        s.op_seed.load(Ordering::Relaxed),
-                        since as f64 / 1e9
-                    ));
-                }
-            }
-            for &(p, pid, _) in &kids {
+            report_hung(cfg, board, out);
+            for &(p, pid, _) in kids {
                 if !status.contains_key(&p) {
                     // SAFETY: killing our own child.
                     unsafe { libc::kill(pid, libc::SIGKILL) };
@@ -273,7 +296,7 @@ pub fn run(cfg: &Config, env: &Env) -> io::Result<Outcome> {
             killed = true;
         }
         if killed && Instant::now() > deadline + grace + Duration::from_secs(30) {
-            for &(p, pid, _) in &kids {
+            for &(p, pid, _) in kids {
                 if !status.contains_key(&p) {
                     out.crashed.push(format!(
                         "process {p} (pid {pid}) did not die within 30 s of SIGKILL (stuck in the kernel?)"
@@ -284,7 +307,38 @@ pub fn run(cfg: &Config, env: &Env) -> io::Result<Outcome> {
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    for &(p, _, fd) in &kids {
+    (bufs, status, killed)
+}
+
+/// Every worker still in an op, with the op and how long it has run.
+fn report_hung(cfg: &Config, board: &Board, out: &mut Outcome) {
+    for i in 0..(cfg.procs * cfg.threads) as usize {
+        let s = board.slot(i);
+        if s.state.load(Ordering::Acquire) == 1 {
+            let since =
+                crate::sys::monotonic_ns().saturating_sub(s.since_ns.load(Ordering::Relaxed));
+            out.hung.push(format!(
+                "worker {}.{} in its op #{} ({}, op seed {:#x}) for {:.1} s",
+                i as u32 / cfg.threads,
+                i as u32 % cfg.threads,
+                s.ops.load(Ordering::Relaxed),
+                OPS[s.kind.load(Ordering::Relaxed) as usize % OPS.len()],
+                s.op_seed.load(Ordering::Relaxed),
+                since as f64 / 1e9
+            ));
+        }
+    }
+}
+
+/// How each process ended (crashes counted) and the results it sent.
+fn collect_results(
+    kids: &[Kid],
+    bufs: &BTreeMap<u32, Vec<u8>>,
+    status: &BTreeMap<u32, i32>,
+    killed: bool,
+    out: &mut Outcome,
+) {
+    for &(p, _, fd) in kids {
         // SAFETY: our read end.
         unsafe { libc::close(fd) };
         let st = status.get(&p).copied();
@@ -306,7 +360,4 @@ pub fn run(cfg: &Config, env: &Env) -> io::Result<Outcome> {
             Err(_) => {}
         }
     }
-    close_all(&global);
-    out.seconds = t0.elapsed().as_secs_f64();
-    Ok(out)
 }
