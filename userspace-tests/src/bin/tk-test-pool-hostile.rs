@@ -298,9 +298,54 @@ impl Storm {
 
 /// Step 3.
 fn storm(r: &mut Report, nid: u32, start_kb: u64) {
-    // Whether the node has a free aligned GiB at all (on a small guest
-    // only the boot-time hugetlb page handed back): if a range fills
-    // before the storm, one must fill after it.
+    let fills_before = fills_before_storm(r, nid, start_kb);
+    let max = (vma::node_memtotal_kb(nid).unwrap_or(0) >> 20)
+        .saturating_sub(1)
+        .min(2);
+    r.note(format!(
+        "storm of {} s on node {nid}, targets 0..={max}",
+        STORM.as_secs()
+    ));
+    let st = Arc::new(Storm::default());
+    let stop = Arc::new(AtomicBool::new(false));
+    let threads = storm_threads(nid, max, &st, &stop);
+    let mut t = touch_children(nid);
+    stop.store(true, Relaxed);
+    for th in threads {
+        if th.join().is_err() {
+            t.other.push("a storm thread panicked".into());
+        }
+    }
+    let Touches {
+        i,
+        made,
+        sigbus,
+        killed,
+        other,
+    } = t;
+    let bad = st.bad.lock().map(|v| v.clone()).unwrap_or_default();
+    let summary = format!(
+        "{} writes taken, {} refused as meant, {} reads, {} drop_caches, {i} mappings: {made} made, {sigbus} SIGBUS (no GiB), {killed} SIGKILLed",
+        st.writes_ok.load(Relaxed),
+        st.writes_refused.load(Relaxed),
+        st.reads.load(Relaxed),
+        st.drops.load(Relaxed),
+    );
+    r.check_note(
+        "the storm: every write answered as meant, every read within the bounds",
+        if bad.is_empty() && other.is_empty() && st.writes_ok.load(Relaxed) > 0 {
+            Ok(summary)
+        } else {
+            Err(format!("{summary}; {bad:?} {other:?}"))
+        },
+    );
+    after_storm(r, nid, start_kb, fills_before);
+}
+
+/// Whether the node has a free aligned GiB at all (on a small guest
+/// only the boot-time hugetlb page handed back): if a range fills
+/// before the storm, one must fill after it.
+fn fills_before_storm(r: &mut Report, nid: u32, start_kb: u64) -> bool {
     let fills_before = match pool::Target::filled(nid, 1) {
         Ok((t, d)) => {
             drop(t);
@@ -317,15 +362,17 @@ fn storm(r: &mut Report, nid: u32, start_kb: u64) {
             false
         }
     };
-    let max = (vma::node_memtotal_kb(nid).unwrap_or(0) >> 20)
-        .saturating_sub(1)
-        .min(2);
-    r.note(format!(
-        "storm of {} s on node {nid}, targets 0..={max}",
-        STORM.as_secs()
-    ));
-    let st = Arc::new(Storm::default());
-    let stop = Arc::new(AtomicBool::new(false));
+    fills_before
+}
+
+/// The storm's threads until `stop`: three writers of random targets (some
+/// refused as meant), a reader checking the bounds, a `drop_caches` loop.
+fn storm_threads(
+    nid: u32,
+    max: u64,
+    st: &Arc<Storm>,
+    stop: &Arc<AtomicBool>,
+) -> Vec<std::thread::JoinHandle<()>> {
     let mut threads = Vec::new();
     for w in 0..3u64 {
         let (st, stop) = (st.clone(), stop.clone());
@@ -383,8 +430,23 @@ fn storm(r: &mut Report, nid: u32, start_kb: u64) {
             }
         }));
     }
-    // Children make the GiB of a gigantic mapping; every other one is
-    // SIGKILLed after a short while, during the first touch if it is slow.
+    threads
+}
+
+/// What the children of [`touch_children`] did: mappings made, and how
+/// the children ended.
+struct Touches {
+    i: u32,
+    made: u32,
+    sigbus: u32,
+    killed: u32,
+    other: Vec<String>,
+}
+
+/// For the storm's length, children make the GiB of a gigantic mapping;
+/// every other one is SIGKILLed after a short while.
+fn touch_children(nid: u32) -> Touches {
+    // Every other child is SIGKILLed during the first touch if it is slow.
     let (mut made, mut sigbus, mut killed, mut other) = (0, 0, 0, Vec::new());
     let mut x = Rng::new(0x1234_5678);
     let t0 = Instant::now();
@@ -440,28 +502,18 @@ fn storm(r: &mut Report, nid: u32, start_kb: u64) {
         drop(tk);
         vma::sleep_ms(x.next_u64() % 200);
     }
-    stop.store(true, Relaxed);
-    for t in threads {
-        if t.join().is_err() {
-            other.push("a storm thread panicked".into());
-        }
+    Touches {
+        i,
+        made,
+        sigbus,
+        killed,
+        other,
     }
-    let bad = st.bad.lock().map(|v| v.clone()).unwrap_or_default();
-    let summary = format!(
-        "{} writes taken, {} refused as meant, {} reads, {} drop_caches, {i} mappings: {made} made, {sigbus} SIGBUS (no GiB), {killed} SIGKILLed",
-        st.writes_ok.load(Relaxed),
-        st.writes_refused.load(Relaxed),
-        st.reads.load(Relaxed),
-        st.drops.load(Relaxed),
-    );
-    r.check_note(
-        "the storm: every write answered as meant, every read within the bounds",
-        if bad.is_empty() && other.is_empty() && st.writes_ok.load(Relaxed) > 0 {
-            Ok(summary)
-        } else {
-            Err(format!("{summary}; {bad:?} {other:?}"))
-        },
-    );
+}
+
+/// After the storm the pool is not wedged (a range still fills, if one
+/// filled before), and `NID 0` empties it and gives the memory back.
+fn after_storm(r: &mut Report, nid: u32, start_kb: u64, fills_before: bool) {
     // The pool is not wedged: a write ends any shrink pause and fills.
     let what = "after the storm `NID 1` still fills a range";
     if fills_before {
