@@ -61,7 +61,7 @@
 use anyhow::{Context, Result};
 use serde_json::json;
 use std::process::ExitCode;
-use userspace_tests::node::{fmt_mask, nodes_of};
+use userspace_tests::node::{fmt_mask, nodes_of, Topology};
 use userspace_tests::report::Report;
 use userspace_tests::sys::{self, PAGE_SIZE};
 use userspace_tests::weights::WeightDir;
@@ -114,36 +114,9 @@ fn main() -> ExitCode {
     }
     workload::set_settle(!flags.has("no-settle"));
     let mut r = Report::new(BIN, "bench");
-    let mut s = Settings::defaults();
-    let parsed = (|| -> Result<()> {
-        s.threads = flags.parse_or("threads", s.threads)?;
-        s.fault_threads = flags.parse_or("fault-threads", s.fault_threads)?;
-        s.duration = flags.parse_or("duration", s.duration)?;
-        s.lookup_size = flags.size_or("lookup-size", s.lookup_size)?;
-        s.stream_size = flags.size_or("stream-size", s.stream_size)?;
-        s.fault_size = flags.size_or("fault-size", s.fault_size)?.max(PAGE_SIZE);
-        s.map_size = flags.size_or("map-size", s.map_size)?.max(PAGE_SIZE);
-        s.nuclides = flags.parse_or("nuclides", s.nuclides)?;
-        s.reps = flags.parse_or("reps", s.reps)?;
-        s.rounds = flags.parse_or("rounds", s.rounds)?.max(1);
-        Ok(())
-    })();
-    if let Err(e) = parsed {
-        r.fail("flags", format!("{e:#}"));
+    let Some((s, workloads)) = settings(&mut r, &flags) else {
         return r.finish();
-    }
-    let workloads = flags
-        .list("workloads")
-        .unwrap_or_else(|| vec!["lookup".into(), "stream".into(), "fault".into()]);
-    for w in &workloads {
-        if !["lookup", "stream", "fault"].contains(&w.as_str()) {
-            r.fail(
-                "flags",
-                format!("--workloads: unknown {w:?} (lookup, stream, fault)"),
-            );
-            return r.finish();
-        }
-    }
+    };
     // THP off for the whole process: every working set in 4 KiB pages, as
     // tierkit's.
     let _ = sys::disable_thp();
@@ -180,88 +153,12 @@ fn main() -> ExitCode {
     } else {
         s.fault_threads
     };
-    let cal = match flags.get("calibration") {
-        Some(path) => match Calibration::load(path) {
-            Ok(c) => {
-                r.ok_note("calibration", format!("{path}: regime {}", c.regime));
-                c
-            }
-            Err(e) => {
-                r.fail("calibration", format!("{e:#}"));
-                return r.finish();
-            }
-        },
-        None => {
-            let mut o = Opts::defaults();
-            o.threads = threads;
-            let mut log = |l: String| r.note(l);
-            match calib::calibrate(&topo, &o, &mut log) {
-                Ok(c) => {
-                    for l in c.table(memory) {
-                        r.note(l);
-                    }
-                    r.ok_note("calibration", format!("measured, regime {}", c.regime));
-                    c
-                }
-                Err(e) => {
-                    r.fail("calibration", format!("{e:#}"));
-                    return r.finish();
-                }
-            }
-        }
+    let Some(cal) = calibration(&mut r, &flags, &topo, threads) else {
+        return r.finish();
     };
-    let topology = flags
-        .get("topology")
-        .map(str::to_string)
-        .unwrap_or_else(|| {
-            if !cxl::cxl_nodes().is_empty() {
-                "cxl".into()
-            } else if !topo.memory_only().is_empty() {
-                "numa".into()
-            } else {
-                "flat".into()
-            }
-        });
-
-    // The policies.
-    let mut all = vec![Policy::Local];
-    all.extend(topo.memory.iter().map(|&n| Policy::Bind(n)));
-    if topo.memory.len() >= 2 {
-        all.push(Policy::KernelInterleave);
-        if kernel_w.is_some() {
-            all.push(Policy::KernelWeighted);
-        }
-    }
-    if tw.is_some() {
-        if kernel_w.is_some() && topo.memory.len() >= 2 {
-            all.push(Policy::TierkitHmat);
-        }
-        all.push(Policy::TierkitAuto);
-        all.push(Policy::TierkitOptimized);
-    } else {
-        r.skip("tierkit policies", "no /dev/tierkit or weight directory");
-    }
-    let policies: Vec<Policy> = match flags.list("policies") {
-        None => all,
-        Some(names) => {
-            let mut v = Vec::new();
-            for n in names {
-                match all.iter().find(|p| p.name() == n) {
-                    Some(p) => v.push(p.clone()),
-                    None => {
-                        r.fail(
-                            "flags",
-                            format!(
-                                "--policies: {n:?} does not apply here ({})",
-                                all.iter().map(|p| p.name()).collect::<Vec<_>>().join(", ")
-                            ),
-                        );
-                        return r.finish();
-                    }
-                }
-            }
-            v
-        }
+    let topology = topology_name(&flags, &topo);
+    let Some(policies) = policies(&mut r, &flags, &topo, kernel_w.is_some(), tw.is_some()) else {
+        return r.finish();
     };
     let ctx = Ctx {
         topo,
@@ -319,6 +216,164 @@ fn main() -> ExitCode {
         })();
         r.check("restore tierkit weights", res);
     }
+    set_results(&mut r, &ctx, &s, t0, inrun, &all_rows);
+    r.finish()
+}
+
+/// The settings and the workloads from the flags; `None` (with the
+/// `flags` check failed) on a bad value.
+fn settings(r: &mut Report, flags: &Flags) -> Option<(Settings, Vec<String>)> {
+    let mut s = Settings::defaults();
+    let parsed = (|| -> Result<()> {
+        s.threads = flags.parse_or("threads", s.threads)?;
+        s.fault_threads = flags.parse_or("fault-threads", s.fault_threads)?;
+        s.duration = flags.parse_or("duration", s.duration)?;
+        s.lookup_size = flags.size_or("lookup-size", s.lookup_size)?;
+        s.stream_size = flags.size_or("stream-size", s.stream_size)?;
+        s.fault_size = flags.size_or("fault-size", s.fault_size)?.max(PAGE_SIZE);
+        s.map_size = flags.size_or("map-size", s.map_size)?.max(PAGE_SIZE);
+        s.nuclides = flags.parse_or("nuclides", s.nuclides)?;
+        s.reps = flags.parse_or("reps", s.reps)?;
+        s.rounds = flags.parse_or("rounds", s.rounds)?.max(1);
+        Ok(())
+    })();
+    if let Err(e) = parsed {
+        r.fail("flags", format!("{e:#}"));
+        return None;
+    }
+    let workloads = flags
+        .list("workloads")
+        .unwrap_or_else(|| vec!["lookup".into(), "stream".into(), "fault".into()]);
+    for w in &workloads {
+        if !["lookup", "stream", "fault"].contains(&w.as_str()) {
+            r.fail(
+                "flags",
+                format!("--workloads: unknown {w:?} (lookup, stream, fault)"),
+            );
+            return None;
+        }
+    }
+    Some((s, workloads))
+}
+
+/// The calibration: loaded from `--calibration FILE`, else measured here
+/// (its table noted) with `threads` threads.
+fn calibration(
+    r: &mut Report,
+    flags: &Flags,
+    topo: &Topology,
+    threads: usize,
+) -> Option<Calibration> {
+    let memory = topo.memory_mask();
+    Some(match flags.get("calibration") {
+        Some(path) => match Calibration::load(path) {
+            Ok(c) => {
+                r.ok_note("calibration", format!("{path}: regime {}", c.regime));
+                c
+            }
+            Err(e) => {
+                r.fail("calibration", format!("{e:#}"));
+                return None;
+            }
+        },
+        None => {
+            let mut o = Opts::defaults();
+            o.threads = threads;
+            let mut log = |l: String| r.note(l);
+            match calib::calibrate(topo, &o, &mut log) {
+                Ok(c) => {
+                    for l in c.table(memory) {
+                        r.note(l);
+                    }
+                    r.ok_note("calibration", format!("measured, regime {}", c.regime));
+                    c
+                }
+                Err(e) => {
+                    r.fail("calibration", format!("{e:#}"));
+                    return None;
+                }
+            }
+        }
+    })
+}
+
+/// The topology's name for the rows: `--topology`, else from what the
+/// machine has (CXL nodes, memory-only nodes).
+fn topology_name(flags: &Flags, topo: &Topology) -> String {
+    flags
+        .get("topology")
+        .map(str::to_string)
+        .unwrap_or_else(|| {
+            if !cxl::cxl_nodes().is_empty() {
+                "cxl".into()
+            } else if !topo.memory_only().is_empty() {
+                "numa".into()
+            } else {
+                "flat".into()
+            }
+        })
+}
+
+/// The policies that apply here (tierkit's if `tierkit`, the kernel's
+/// weighted interleave if `kernel_weights`), or those of `--policies`.
+fn policies(
+    r: &mut Report,
+    flags: &Flags,
+    topo: &Topology,
+    kernel_weights: bool,
+    tierkit: bool,
+) -> Option<Vec<Policy>> {
+    let mut all = vec![Policy::Local];
+    all.extend(topo.memory.iter().map(|&n| Policy::Bind(n)));
+    if topo.memory.len() >= 2 {
+        all.push(Policy::KernelInterleave);
+        if kernel_weights {
+            all.push(Policy::KernelWeighted);
+        }
+    }
+    if tierkit {
+        if kernel_weights && topo.memory.len() >= 2 {
+            all.push(Policy::TierkitHmat);
+        }
+        all.push(Policy::TierkitAuto);
+        all.push(Policy::TierkitOptimized);
+    } else {
+        r.skip("tierkit policies", "no /dev/tierkit or weight directory");
+    }
+    Some(match flags.list("policies") {
+        None => all,
+        Some(names) => {
+            let mut v = Vec::new();
+            for n in names {
+                match all.iter().find(|p| p.name() == n) {
+                    Some(p) => v.push(p.clone()),
+                    None => {
+                        r.fail(
+                            "flags",
+                            format!(
+                                "--policies: {n:?} does not apply here ({})",
+                                all.iter().map(|p| p.name()).collect::<Vec<_>>().join(", ")
+                            ),
+                        );
+                        return None;
+                    }
+                }
+            }
+            v
+        }
+    })
+}
+
+/// The figures of the run for the JSON line: settings, calibration, the
+/// model's recommendations, the rows.
+fn set_results(
+    r: &mut Report,
+    ctx: &Ctx,
+    s: &Settings,
+    t0: u64,
+    inrun: InRun,
+    all_rows: &[rows::Row],
+) {
     let opt: Vec<_> = [Workload::Lookup, Workload::Triad]
         .iter()
         .filter_map(|&w| {
@@ -348,6 +403,5 @@ fn main() -> ExitCode {
         serde_json::Value::Object(inrun.into_iter().collect()),
     );
     r.set("nodemask", json!(nodes_of(ctx.memory)));
-    r.set("rows", serde_json::to_value(&all_rows).unwrap_or_default());
-    r.finish()
+    r.set("rows", serde_json::to_value(all_rows).unwrap_or_default());
 }
