@@ -1,6 +1,7 @@
 //! The XSBench-style lookup kernel under every policy.
 
 use super::*;
+use crate::workload::kernels::XsView;
 
 pub fn lookup(
     ctx: &Ctx,
@@ -30,7 +31,7 @@ pub fn lookup(
         s.rounds,
         s.duration / 2.0
     ));
-    let mut sets = sets(
+    let sets = sets(
         ctx,
         policies,
         Workload::Lookup,
@@ -39,8 +40,19 @@ pub fn lookup(
         r,
         |region| data.copy_into(region),
     );
-    // The latency of each node, re-measured in the same rounds (on its own
-    // bound buffer of the same size).
+    let mut chases = latency_chases(ctx, s, bytes, r);
+    let (best, verify) = lookup_rounds(ctx, s, &data, &sets, &mut chases);
+    let mut out = lookup_rows(ctx, policies, sets, (&best, &verify), &page_loads, r);
+    predict_lookups(ctx, &mut out, &chases, mix, r, inrun);
+    out
+}
+
+/// A node's latency chase, re-run in every round of the lookups.
+type NodeChase = (u32, Region, Chase);
+
+/// The latency of each node, re-measured in the same rounds (on its own
+/// bound buffer of the same size).
+fn latency_chases(ctx: &Ctx, s: &Settings, bytes: usize, r: &mut Report) -> Vec<NodeChase> {
     let mut chases = Vec::new();
     for &n in &ctx.topo.memory {
         match Region::new(&Placement::Bind(n), bytes) {
@@ -58,9 +70,21 @@ pub fn lookup(
             }
         }
     }
+    chases
+}
+
+/// A warm-up, then the rounds (each node's chase, then two blocks of
+/// lookups per set). Gives each set's best rate and its results' hash.
+fn lookup_rounds(
+    ctx: &Ctx,
+    s: &Settings,
+    data: &XsData,
+    sets: &[Set<XsView>],
+    chases: &mut [NodeChase],
+) -> (Vec<f64>, Vec<Option<u64>>) {
     // Warm-up, then rounds.
-    for set in &sets {
-        run_lookups(&data, &set.state, &ctx.cpus, ctx.threads, s.duration / 4.0);
+    for set in sets {
+        run_lookups(data, &set.state, &ctx.cpus, ctx.threads, s.duration / 4.0);
     }
     // Per set and thread, each chunk's best time (every block draws the
     // same lookups: see `ChunkMins`).
@@ -73,7 +97,7 @@ pub fn lookup(
         for (i, set) in sets.iter().enumerate() {
             // Two blocks of half the duration: more samples for the best.
             for _ in 0..2 {
-                let res = run_lookups(&data, &set.state, &ctx.cpus, ctx.threads, s.duration / 2.0);
+                let res = run_lookups(data, &set.state, &ctx.cpus, ctx.threads, s.duration / 2.0);
                 if mins[i].len() != res.chunks.len() {
                     mins[i] = vec![ChunkMins::default(); res.chunks.len()];
                 }
@@ -85,6 +109,19 @@ pub fn lookup(
         }
     }
     let best: Vec<f64> = mins.iter().map(|m| lookup_rate(m)).collect();
+    (best, verify)
+}
+
+/// One check and one row per set: the same results as the first set's,
+/// the rate, the loads per node (from `page_loads`, the loads per page).
+fn lookup_rows(
+    ctx: &Ctx,
+    policies: &[Policy],
+    mut sets: Vec<Set<XsView>>,
+    (best, verify): (&[f64], &[Option<u64>]),
+    page_loads: &[f64],
+    r: &mut Report,
+) -> Vec<Row> {
     let mut out = Vec::new();
     let first = verify.first().copied().flatten();
     for (i, set) in sets.drain(..).enumerate() {
@@ -108,7 +145,7 @@ pub fn lookup(
         match set.region.page_nodes() {
             Ok(nodes) => {
                 let mut t: Vec<(i32, f64)> = Vec::new();
-                for (&n, &l) in nodes.iter().zip(&page_loads) {
+                for (&n, &l) in nodes.iter().zip(page_loads) {
                     match t.iter_mut().find(|x| x.0 == n) {
                         Some(x) => x.1 += l,
                         None => t.push((n, l)),
@@ -128,6 +165,21 @@ pub fn lookup(
         drop(set.region);
         out.push(row);
     }
+    out
+}
+
+/// The rows' predictions, anchored at the DRAM node's measured rate, from
+/// the latency measured in the same rounds (and from the calibration's);
+/// the in-run figures for the JSON line.
+fn predict_lookups(
+    ctx: &Ctx,
+    out: &mut [Row],
+    chases: &[NodeChase],
+    mix: (f64, f64),
+    r: &mut Report,
+    inrun: &mut InRun,
+) {
+    let loads = mix.0 + mix.1;
     // Predictions, anchored at the DRAM node's measured rate.
     let anchor = out
         .iter()
@@ -135,7 +187,7 @@ pub fn lookup(
         .or_else(|| out.iter().find(|row| row.policy == rows::LOCAL))
         .map(|row| row.measured);
     let mut run = ctx.cal.clone();
-    for (n, _, c) in &chases {
+    for (n, _, c) in chases {
         if let Some(x) = run.nodes.iter_mut().find(|x| x.nid == *n) {
             x.latency_ns = c.best_ns;
         }
@@ -188,5 +240,4 @@ pub fn lookup(
                 Some(model::predict_amounts(ctx.cal.regime(), &rates_cal, &am));
         }
     }
-    out
 }
