@@ -4,7 +4,6 @@
 use super::*;
 
 pub fn fault(ctx: &Ctx, s: &Settings, policies: &[Policy], r: &mut Report) -> Vec<Row> {
-    let mut out = Vec::new();
     r.note(format!(
         "fault: page_fault2 on a private mapping of a {} shared-memory file per thread, 1..{} threads, \
          {} rounds of {} s, best counts; deliveries of {}, {} rounds, median",
@@ -15,6 +14,21 @@ pub fn fault(ctx: &Ctx, s: &Settings, policies: &[Policy], r: &mut Report) -> Ve
         fmt_size(s.map_size),
         s.reps
     ));
+    let mut out = page_fault2_rows(ctx, s, policies, r);
+    // Pages/s delivered: tierkit against the kernel, same weights, round
+    // robin.
+    let Some(kw) = ctx.kernel_w else {
+        r.skip("fault deliveries", "the kernel has no weighted interleave");
+        return out;
+    };
+    out.extend(delivery_rows(ctx, s, policies, &kw, r));
+    out
+}
+
+/// page_fault2 under each of the kernel's policies, 1..T threads: one
+/// check and one row per policy.
+fn page_fault2_rows(ctx: &Ctx, s: &Settings, policies: &[Policy], r: &mut Report) -> Vec<Row> {
+    let mut out = Vec::new();
     let k = ctx.kernel_w;
     let mut pf: Vec<(Policy, TaskPolicy)> = Vec::new();
     for p in policies.iter().filter(|p| !p.is_tierkit()) {
@@ -87,12 +101,20 @@ pub fn fault(ctx: &Ctx, s: &Settings, policies: &[Policy], r: &mut Report) -> Ve
         row.pages = pages[i].clone();
         out.push(row);
     }
-    // Pages/s delivered: tierkit against the kernel, same weights, round
-    // robin.
-    let Some(kw) = k else {
-        r.skip("fault deliveries", "the kernel has no weighted interleave");
-        return out;
-    };
+    out
+}
+
+/// Pages/s delivered by tierkit's mmap against the kernel's page-by-page
+/// faults and `MAP_POPULATE` with the kernel's weights `kw`: one check and
+/// one row per delivery, and their ratios noted.
+fn delivery_rows(
+    ctx: &Ctx,
+    s: &Settings,
+    policies: &[Policy],
+    kw: &[u8; 64],
+    r: &mut Report,
+) -> Vec<Row> {
+    let mut out = Vec::new();
     let mut dels: Vec<(Delivery, Policy, Ready)> = Vec::new();
     for d in Delivery::ALL {
         match d {
@@ -115,7 +137,7 @@ pub fn fault(ctx: &Ctx, s: &Settings, policies: &[Policy], r: &mut Report) -> Ve
                         Ready {
                             placement: Placement::KernelWeighted(ctx.memory),
                             nodemask: Some(nodes_of(ctx.memory)),
-                            weights: Some(pairs(ctx.memory, &kw)),
+                            weights: Some(pairs(ctx.memory, kw)),
                         },
                     ));
                 }
