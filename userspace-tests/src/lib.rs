@@ -54,6 +54,7 @@ pub mod node;
 pub mod node_offline;
 pub mod offline;
 pub mod pool;
+pub mod pool_hostile;
 pub mod pool_test;
 pub mod rebalance;
 pub mod report;
