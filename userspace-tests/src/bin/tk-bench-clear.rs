@@ -45,6 +45,7 @@
 //! Exit 0 unless a measurement failed; the targets are reported, not
 //! enforced.
 
+use clap::Parser;
 use serde_json::{json, Value};
 use std::fs;
 use std::process::ExitCode;
@@ -219,12 +220,25 @@ fn gbps(mbps: u64) -> String {
     format!("{:.2}", mbps as f64 / 1000.0)
 }
 
+/// The arguments: `[P [R [MAX_THREADS]]]`.
+#[derive(Parser)]
+#[command(disable_help_flag = true)]
+struct Args {
+    /// P: GiB ranges per clear.
+    #[arg(default_value_t = 1)]
+    nr_gigantic: u32,
+    /// R: repetitions, the best counts.
+    #[arg(default_value_t = 3)]
+    reps: usize,
+    /// The most threads.
+    #[arg(default_value_t = u32::MAX)]
+    max_threads: u32,
+}
+
 fn main() -> ExitCode {
     userspace_tests::help!();
-    let args: Vec<String> = std::env::args().collect();
-    let nr_gigantic: u32 = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(1);
-    let reps: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(3).max(1);
-    let max_threads: u32 = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(u32::MAX);
+    let args = Args::parse();
+    let (nr_gigantic, reps, max_threads) = (args.nr_gigantic, args.reps.max(1), args.max_threads);
     let mut r = Report::new(BIN, "bench");
     let topo = match Topology::read() {
         Ok(t) => t,

@@ -19,6 +19,7 @@
 //! Usage: `tk-bench-wi [MIB [REPS]]` (default 64 MiB, 5 repetitions).
 //! ns per node selection is benchmarked on the host (module/core benches).
 
+use clap::Parser;
 use serde_json::json;
 use std::process::ExitCode;
 use userspace_tests::node::fmt_mask;
@@ -126,11 +127,22 @@ fn rate(pages: usize, ns: u64) -> f64 {
     }
 }
 
+/// The arguments: `[MIB [REPS]]`.
+#[derive(Parser)]
+#[command(disable_help_flag = true)]
+struct Args {
+    /// MiB mapped per run.
+    #[arg(default_value_t = 64)]
+    mib: usize,
+    /// Repetitions of each variant.
+    #[arg(default_value_t = 5)]
+    reps: usize,
+}
+
 fn main() -> ExitCode {
     userspace_tests::help!();
-    let args: Vec<String> = std::env::args().collect();
-    let mib: usize = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(64);
-    let reps: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(5).max(1);
+    let args = Args::parse();
+    let (mib, reps) = (args.mib, args.reps.max(1));
     let nr_pages = mib * (1 << 20) / PAGE_SIZE;
 
     let mut r = Report::new(BIN, "bench");

@@ -14,6 +14,7 @@
 //!
 //! Usage: `tk-demo [PAGES]` (default 1024).
 
+use clap::Parser;
 use serde_json::json;
 use std::process::ExitCode;
 use tierkit_core::uapi::{TK_PLACE_LOCAL, TK_THREADS_AUTO};
@@ -27,13 +28,18 @@ use userspace_tests::*;
 const BIN: &str = "tk-demo";
 const PICTURE_PAGES: usize = 64;
 
+/// The arguments: `[PAGES]`.
+#[derive(Parser)]
+#[command(disable_help_flag = true)]
+struct Args {
+    /// Pages of the weighted placement.
+    #[arg(default_value_t = 1024)]
+    pages: usize,
+}
+
 fn main() -> ExitCode {
     userspace_tests::help!();
-    let nr_pages: usize = std::env::args()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(1024)
-        .max(1);
+    let nr_pages = Args::parse().pages.max(1);
     let mut r = Report::new(BIN, "demo");
     let topo = match Topology::read() {
         Ok(t) => t,
