@@ -28,7 +28,8 @@ The two main commands:
   cargo xtask shell                          an interactive shell there
 
   cargo xtask test --full                    everything (the slow reliability tests, 1 GiB
-                                             on CXL memory, the cxl-kernel run)
+                                             on CXL memory, the short cxl-kernel,
+                                             cxl-interleave and numa-init-on-alloc runs)
   cargo xtask test --profile debug           on the debug kernel (KASAN, UBSAN, lockdep,
                                              kmemleak, ...; any report fails)
   cargo xtask test --ci                      what .ci/run runs: --full, then debug numa-full
@@ -101,8 +102,10 @@ enum Cmd {
     /// QUICK_RUNS): numa (every tierkit KUnit suite, the userspace tests
     /// but the slow ones) and cxl (placement on the CXL node in
     /// ZONE_MOVABLE). --full (CI) boots numa-full and cxl-full (the whole
-    /// suite) and cxl-kernel (a short run with the CXL node as kernel
-    /// memory). With --topology: that topology's first run, one boot.
+    /// suite) and three short runs: cxl-kernel (the CXL node as kernel
+    /// memory), cxl-interleave (one region across two devices) and
+    /// numa-init-on-alloc (init_on_alloc=1). With --topology: that
+    /// topology's first run, one boot.
     /// Results: target/tierkit/test-<run>[-debug]/{results.json,junit.xml}.
     Test(TestArgs),
     /// Boot and run a benchmark (/bin/tk-bench-<name>); its `TIERKIT-JSON`
@@ -142,7 +145,7 @@ pub(crate) struct KernelArgs {
     /// and short hang timeouts, and runs a kmemleak scan after rmmod. Any
     /// KASAN, UBSAN, lockdep, kmemleak, lockup, stall, BUG or WARNING
     /// report fails the run. Output goes to
-    /// target/tierkit/<mode>-<topology>-debug/. `test`, `kernel`, `module`
+    /// target/tierkit/<mode>-<run>-debug/. `test`, `kernel`, `module`
     /// and `build` take several (`--profile default,debug`: one after the
     /// other, with one combined totals line for `test`).
     #[arg(
@@ -213,7 +216,7 @@ pub(crate) struct ModuleArgs {
 pub(crate) struct GuestArgs {
     #[command(flatten)]
     pub(crate) kernel: KernelArgs,
-    /// Guest NUMA topology, an entry of xtask/src/topology.rs TOPOLOGIES
+    /// Guest NUMA topology, an entry of TOPOLOGIES (xtask/src/topology/spec.rs)
     /// [default: numa; `test`: the runs of xtask/src/runs.rs].
     #[arg(long, value_parser = TopologyKind::value_parser())]
     pub(crate) topology: Option<TopologyKind>,
@@ -254,7 +257,7 @@ pub(crate) struct GuestArgs {
     #[arg(long, value_parser = Perf::parse, value_name = "NS:GBS")]
     pub(crate) dram_perf: Option<Perf>,
     /// QEMU CPU model (`-cpu`), e.g. `max` or `max,erms=off`
-    /// [default: max,erms=off,fsrm=off,fsrs=off: see topology.rs NO_REP_STOSB].
+    /// [default: max,erms=off,fsrm=off,fsrs=off: see topology/spec.rs NO_REP_STOSB].
     #[arg(long = "cpu", value_name = "MODEL", value_parser = validate::parse_cpu_model)]
     pub(crate) cpu_model: Option<String>,
     /// Use KVM even if it does not look usable.
@@ -277,8 +280,8 @@ pub(crate) struct GuestArgs {
     /// How the CXL node's memory is onlined (`memhp_default_state=`):
     /// `movable` (ZONE_MOVABLE, as real systems do, so it can be offlined
     /// again) or `kernel` (ZONE_NORMAL).
-    /// [default: movable; `test` also boots a short cxl run with `kernel`
-    /// unless this is given]
+    /// [default: movable; `test --full` also boots a short cxl run with
+    /// `kernel` unless this is given]
     #[arg(long, value_enum, value_name = "ZONE")]
     pub(crate) cxl_online: Option<qemu::CxlOnline>,
     /// The guest kernel: `tierkit` (tierkit's own, built from Debian's
@@ -323,9 +326,10 @@ struct TestArgs {
     #[arg(long)]
     no_host_tests: bool,
     /// Everything: the whole suite on numa and cxl, with the slow
-    /// reliability tests and the 1 GiB work on CXL memory, plus a short
-    /// cxl run with the CXL node as kernel memory (xtask/src/runs.rs,
-    /// FULL_RUNS). CI runs this (see --ci). Without it: the quick runs (QUICK_RUNS).
+    /// reliability tests and the 1 GiB work on CXL memory, plus short runs
+    /// with the CXL node as kernel memory, with one region across two CXL
+    /// devices, and with init_on_alloc=1 (xtask/src/runs.rs, FULL_RUNS).
+    /// CI runs this (see --ci). Without it: the quick runs (QUICK_RUNS).
     #[arg(long)]
     full: bool,
     /// What .ci/run boots (xtask/src/runs.rs, ci_boots): the default

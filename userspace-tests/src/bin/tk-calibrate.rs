@@ -34,7 +34,8 @@
 //! shared host), `--duration SECS` per
 //! block (0.15 in the guest, 1 elsewhere), `--rounds R` (3), `--nodes 0,2`,
 //! `--regime parallel|serial` (skip the probe), `--no-write` (measure and
-//! print only), `--optimize WORKLOAD`, `--apply PID`, `--out FILE`.
+//! print only), `--optimize WORKLOAD`, `--apply PID`, `--out FILE`,
+//! `--no-settle` (no TLB settle before each timed block).
 
 use serde_json::json;
 use std::process::ExitCode;
@@ -68,7 +69,7 @@ fn usage() {
     println!(
         "usage: {BIN} [--size 16M] [--threads T] [--duration SECS] [--rounds 3] [--nodes 0,2] \
          [--regime parallel|serial] [--no-write] [--optimize lookup|copy|scale|add|triad] \
-         [--apply PID] [--out FILE]"
+         [--apply PID] [--out FILE] [--no-settle]"
     );
 }
 

@@ -55,7 +55,8 @@
 //! (page_fault2 runs 1..N; default the DRAM node's CPUs), `--duration
 //! SECS` per policy and round (STREAM: a quarter per kernel), `--rounds R`, `--lookup-size`, `--stream-size`,
 //! `--fault-size`, `--map-size` (bytes, `16M`), `--nuclides N`, `--reps R`
-//! (deliveries), `--topology NAME` (the label in the rows). Defaults are
+//! (deliveries), `--topology NAME` (the label in the rows), `--no-settle`
+//! (no TLB settle before each timed block). Defaults are
 //! small in tierkit's guest (`$TIERKIT_MODE` set) and larger elsewhere.
 
 use anyhow::{Context, Result};
