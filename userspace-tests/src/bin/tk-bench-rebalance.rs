@@ -48,7 +48,7 @@ const BIN: &str = "tk-bench-rebalance";
 
 fn main() -> ExitCode {
     userspace_tests::help!();
-    let flags = match Flags::from_args(BIN, &["help"], &["size", "seconds", "help"]) {
+    let flags = match Flags::from_args(BIN, &[], &["size", "seconds"]) {
         Ok(f) => f,
         Err(code) => return code,
     };

@@ -62,7 +62,6 @@ const KNOWN: &[&str] = &[
     "out",
     "apply",
     "no-settle",
-    "help",
 ];
 
 fn usage() {
@@ -83,15 +82,10 @@ fn pairs(mask: u64, w: &[u8; 64]) -> Vec<(u32, u8)> {
 
 fn main() -> ExitCode {
     userspace_tests::help!();
-    let flags =
-        match Flags::from_args_or_usage(BIN, &["no-write", "no-settle", "help"], KNOWN, usage) {
-            Ok(f) => f,
-            Err(code) => return code,
-        };
-    if flags.has("help") {
-        usage();
-        return ExitCode::SUCCESS;
-    }
+    let flags = match Flags::from_args_or_usage(BIN, &["no-write", "no-settle"], KNOWN, usage) {
+        Ok(f) => f,
+        Err(code) => return code,
+    };
     workload::set_settle(!flags.has("no-settle"));
     let mut r = Report::new(BIN, "bench");
     let Options {

@@ -92,7 +92,6 @@ const KNOWN: &[&str] = &[
     "policies",
     "topology",
     "no-settle",
-    "help",
 ];
 
 fn usage() {
@@ -105,14 +104,10 @@ fn usage() {
 
 fn main() -> ExitCode {
     userspace_tests::help!();
-    let flags = match Flags::from_args_or_usage(BIN, &["help", "no-settle"], KNOWN, usage) {
+    let flags = match Flags::from_args_or_usage(BIN, &["no-settle"], KNOWN, usage) {
         Ok(f) => f,
         Err(code) => return code,
     };
-    if flags.has("help") {
-        usage();
-        return ExitCode::SUCCESS;
-    }
     workload::set_settle(!flags.has("no-settle"));
     let mut r = Report::new(BIN, "bench");
     let Some((s, workloads)) = settings(&mut r, &flags) else {
