@@ -157,6 +157,27 @@ mod tests {
             let line = format!("backing {name} /dev/zero");
             assert!(text.contains(&line), "{line} missing:\n{text}");
         }
+        // A device that cannot be mapped (as when tierkit refuses): every
+        // block falls back to the kernel's memory, the checks still pass,
+        // and stderr says so in one line, once.
+        let o = Command::new(check)
+            .arg("4")
+            .env("LD_PRELOAD", lib)
+            .env("TKRUN_WEIGHTS", "0:1")
+            .env("TKRUN_DEVICE", "/dev/null")
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&o.stdout);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success() && text.contains("PASSED"), "{text}{err}");
+        assert!(
+            !text.contains(" /dev/null\n"),
+            "a block on /dev/null:\n{text}"
+        );
+        assert_eq!(
+            err,
+            "tk-run: tierkit refused a mapping; using the kernel's memory for it and any like it\n"
+        );
         let stream = Command::new(&parts[1].path)
             .args(["-n", "300000", "-r", "2"])
             .env("LD_PRELOAD", lib)
