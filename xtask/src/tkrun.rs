@@ -157,6 +157,22 @@ mod tests {
             let line = format!("backing {name} /dev/zero");
             assert!(text.contains(&line), "{line} missing:\n{text}");
         }
+        // Above the threshold only: with 64 MiB, no block of 4 to 16 MiB
+        // is on the device.
+        let o = Command::new(check)
+            .arg("4")
+            .env("LD_PRELOAD", lib)
+            .env("TKRUN_WEIGHTS", "0:1")
+            .env("TKRUN_DEVICE", "/dev/zero")
+            .env("TKRUN_THRESHOLD", (64u64 << 20).to_string())
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&o.stdout);
+        assert!(o.status.success() && text.contains("PASSED"), "{text}");
+        assert!(
+            !text.contains(" /dev/zero"),
+            "a block below the threshold on the device:\n{text}"
+        );
         // A device that cannot be mapped (as when tierkit refuses): every
         // block falls back to the kernel's memory, the checks still pass,
         // and stderr says so in one line, once.

@@ -14,7 +14,8 @@
 //!   page was written once (`tk-stream -f`), on the local node: the
 //!   kernel's 4 KiB pages, hugetlb 1 GiB pages (glibc's
 //!   `glibc.malloc.hugetlb` tunable), `tk-run --gigantic` and `tk-run
-//!   --gigantic --pool 1`.
+//!   --gigantic --pool 1` (which fails unless its first touch took the
+//!   pre-cleared GiB: `gigantic_pool_taken` + 1).
 //!
 //! Flags: `--elements N` per triad array (default 2097152), `--rounds R`
 //! (3), `--repeat K` (2: each triad run K times, alternating, the best
@@ -310,12 +311,20 @@ fn first_use(r: &mut Report, topo: &Topology) -> Vec<Value> {
     ));
     let mut argv = vec![TK_RUN, "--gigantic", "--pool", "1", "--"];
     argv.extend_from_slice(&prog);
-    rows.push(first_use_run(
-        r,
-        "tk-run --gigantic --pool 1 (pre-cleared)",
-        &argv,
-        &[],
-    ));
+    let taken0 = pool_taken();
+    let mut row = first_use_run(r, "tk-run --gigantic --pool 1 (pre-cleared)", &argv, &[]);
+    // The row is the pool's only if its first touch took the ready range.
+    let name = "tk-run --gigantic --pool 1: the first touch took the pre-cleared GiB";
+    match (taken0, pool_taken()) {
+        (Some(a), Some(b)) if b == a + 1 => {
+            r.ok_note(name, format!("gigantic_pool_taken {a} -> {b}"));
+        }
+        (a, b) => {
+            r.fail(name, format!("gigantic_pool_taken {a:?} -> {b:?}"));
+        }
+    }
+    row["pool_taken"] = json!(pool_taken().zip(taken0).map(|(b, a)| b.saturating_sub(a)));
+    rows.push(row);
     let _ = pool::set_target(nid, 0);
     rows
 }
@@ -357,6 +366,12 @@ fn hugetlb_run(r: &mut Report, name: &str, nid: u32) -> Value {
             json!({"run": name, "error": e, "held_free": held})
         }
     }
+}
+
+/// tierkit's `gigantic_pool_taken` (first touches served from the pool).
+fn pool_taken() -> Option<u64> {
+    let l = userspace_tests::vma::read_limits().ok()?;
+    userspace_tests::vma::limit(&l, "gigantic_pool_taken")
 }
 
 fn hugetlb_free(nid: u32) -> Option<u64> {
