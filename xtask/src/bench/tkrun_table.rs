@@ -61,8 +61,9 @@ pub fn markdown(rec: &Value) -> String {
     let first = rows("first_use");
     if !first.is_empty() {
         md.push_str(
-            "Time to first use of 1 GiB - 4 KiB malloc'd by `tk-stream -f` (malloc until every \
-             4 KiB page was written once), on the DRAM node.\n\n| run | ms | note |\n|---|---|---|\n",
+            "Time to first use of 1 GiB - 4 KiB malloc'd by `tk-stream -f` (tk-run: 1 GiB, the \
+             least it makes a gigantic page; malloc until every 4 KiB page was written once), on \
+             the DRAM node.\n\n| run | ms | note |\n|---|---|---|\n",
         );
         for r in &first {
             let _ = writeln!(
