@@ -9,8 +9,10 @@
 //! |---|---|---|
 //! | `xtask-run-numactl` | `run -- numactl -H` | exit 0, `available: N nodes` with the topology's N |
 //! | `xtask-run-cxl-list` | `run --topology cxl -- cxl list` | exit 0, a JSON list naming each memdev |
+//! | `xtask-run-tools` | `run --topology cxl -- sh -c <numastat, daxctl, ndctl, numactl --weighted-interleave>` | exit 0, each one ran |
 //! | `xtask-run-false` | `run -- false` | exit 1 |
-//! | `xtask-run-panic` | `run -- sh -c <memcg OOM with vm.panic_on_oom=2>` | exit 250 (the kernel panicked) |
+//! | `xtask-run-panic` | `run -- sh -c <memcg OOM with vm.panic_on_oom=2>` | exit 250, xtask's last line quotes the kernel's panic |
+//! | `xtask-run-timeout` | `run --timeout 15 -- sleep 600` | exit 251, xtask's last line says the guest timed out |
 //! | `xtask-run-share` | `run -- sh -c 'printf ... > "$2"; echo ...' sh <quotes> 'out file.txt'` | exit 0, the file on the host with the bytes, stdout streamed |
 //! | `xtask-shell` | `shell` under tmux | `hello-42` on the screen, `exit 3` ends xtask with 3, the terminal cooked again |
 //!
@@ -36,6 +38,11 @@ enum Check {
     NodeCount,
     CxlMemdevs,
     Status(u8),
+    /// One of xtask's own codes, and these words in its stderr (its last
+    /// line, which tells the code from a command's own status).
+    Reserved(u8, &'static str),
+    /// Exit 0 and each of these lines on stdout.
+    Lines(&'static [&'static str]),
     Share,
     Shell,
 }
@@ -54,6 +61,11 @@ echo +memory > /sys/fs/cgroup/cgroup.subtree_control && \
 mkdir /sys/fs/cgroup/tk && echo 16M > /sys/fs/cgroup/tk/memory.max && \
 echo 2 > /proc/sys/vm/panic_on_oom && echo $$ > /sys/fs/cgroup/tk/cgroup.procs && \
 dd if=/dev/zero of=/tmp/fill bs=1M count=64; echo 'no panic'";
+
+/// The guest tools besides `numactl -H` and `cxl list`, one line each.
+const TOOLS_SH: &str = "set -e; numastat -m | grep -q MemTotal; echo numastat-ok; \
+daxctl list > /dev/null; echo daxctl-ok; ndctl list > /dev/null; echo ndctl-ok; \
+numactl --weighted-interleave=all true; echo weighted-interleave-ok";
 
 /// The bytes the share test writes: quotes, spaces, `$`, a newline.
 const SHARE_TEXT: &str = "it's \"quoted\" $HOME\nline 2";
@@ -91,7 +103,16 @@ pub const TESTS: &[CmdTest] = &[
         name: "xtask-run-panic",
         topology: "numa",
         args: &["run", "--", "sh", "-c", PANIC_SH],
-        check: Check::Status(in_guest::exit::PANIC),
+        check: Check::Reserved(
+            in_guest::exit::PANIC,
+            "the guest kernel panicked: Kernel panic - not syncing",
+        ),
+    },
+    CmdTest {
+        name: "xtask-run-timeout",
+        topology: "numa",
+        args: &["run", "--timeout", "15", "--", "sleep", "600"],
+        check: Check::Reserved(in_guest::exit::TIMEOUT, "the guest timed out"),
     },
     CmdTest {
         name: "xtask-shell",
@@ -104,6 +125,17 @@ pub const TESTS: &[CmdTest] = &[
         topology: "cxl",
         args: &["run", "--", "cxl", "list"],
         check: Check::CxlMemdevs,
+    },
+    CmdTest {
+        name: "xtask-run-tools",
+        topology: "cxl",
+        args: &["run", "--", "sh", "-c", TOOLS_SH],
+        check: Check::Lines(&[
+            "numastat-ok",
+            "daxctl-ok",
+            "ndctl-ok",
+            "weighted-interleave-ok",
+        ]),
     },
 ];
 
@@ -249,7 +281,7 @@ fn run_one(
         util::tail_lines(&e, 4).replace('\n', " | ")
     };
     let want_rc = match t.check {
-        Check::Status(c) => i32::from(c),
+        Check::Status(c) | Check::Reserved(c, _) => i32::from(c),
         _ => 0,
     };
     if rc != want_rc {
@@ -261,6 +293,25 @@ fn run_one(
     }
     let msg = match t.check {
         Check::Status(c) => format!("exit {c}"),
+        Check::Reserved(c, words) => {
+            let e = fs::read_to_string(&stderr_log).unwrap_or_default();
+            let last = e.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("");
+            if !last.contains(words) {
+                bail!("exit {c}, but xtask's last line does not say {words:?}: {last:?}");
+            }
+            format!("exit {c}: {last}")
+        }
+        Check::Lines(want) => {
+            let got: Vec<&str> = stdout.lines().collect();
+            if let Some(w) = want.iter().find(|w| !got.contains(w)) {
+                bail!(
+                    "no {w:?} line on stdout: {:?}; stderr: {}",
+                    util::tail_lines(&stdout, 6),
+                    err_tail()
+                );
+            }
+            want.join(", ")
+        }
         Check::NodeCount => {
             let topo = default_topology(t.topology)?;
             let n = topo.cpu_nodes.len() + topo.mem_nodes.len() + topo.cxl_region_gib().len();
