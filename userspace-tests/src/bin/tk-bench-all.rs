@@ -17,7 +17,7 @@
 //! The two that clear whole GiBs (`clear`, `gigantic`) do not run on a CXL
 //! topology by default: QEMU serves CXL memory access by access (about
 //! 0.02 GB/s), so clearing 1 GiB there several times takes many minutes
-//! per GiB and says nothing about CXL hardware (README, "Slow memory");
+//! per GiB and says nothing about CXL hardware (Documentation/dev-tools/topologies.md, "Slow memory");
 //! the numa boot measures both on its DRAM and memory-only nodes.
 //! `--with-cxl-clear`, or naming them in `--only`, runs them anyway.
 //!

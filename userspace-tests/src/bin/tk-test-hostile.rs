@@ -61,7 +61,7 @@ fn main() -> ExitCode {
         if is_cxl_node(m) {
             r.skip(
                 &format!("out of memory: gigantic mmap past node {m}'s memory"),
-                "CXL node: clearing its GiBs under QEMU costs ~45 s each (README, Slow memory); node 0 covers it",
+                "CXL node: clearing its GiBs under QEMU costs ~45 s each (Documentation/dev-tools/topologies.md, Slow memory); node 0 covers it",
             );
         } else {
             let gib = vma::node_memtotal_kb(m).map_or(3, |kb| kb / (1 << 20) + 1);

@@ -648,7 +648,7 @@ fn gigantic(r: &mut Report, topo: &Topology) {
     let name =
         "gigantic mapping: MADV_DONTNEED then touch maps the same pages (contents, node, pfn)";
     // The DRAM node first; a CXL node costs ~45 s per GiB cleared under
-    // QEMU (README, Slow memory).
+    // QEMU (Documentation/dev-tools/topologies.md, Slow memory).
     let mut candidates: Vec<u32> = topo.dram_node().into_iter().collect();
     candidates.extend(
         topo.memory_only()

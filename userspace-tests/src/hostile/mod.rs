@@ -158,7 +158,7 @@ fn memfree_back(nid: u32, base_kb: Option<u64>) -> Result<String, String> {
 }
 
 /// Whether `nid` is a CXL region's node (QEMU's CXL memory costs about
-/// 45 s per GiB written, see README "Slow memory").
+/// 45 s per GiB written, see Documentation/dev-tools/topologies.md, "Slow memory").
 pub fn is_cxl_node(nid: u32) -> bool {
     cxl::CxlBus::default().region_of_node(nid).is_some()
 }

@@ -264,7 +264,7 @@ pub fn small_pages_past_memory(r: &mut Report, topo: &Topology) {
     if is_cxl_node(m) {
         r.skip(
             &name,
-            "CXL node: zeroing 3 GiB of it under QEMU costs minutes (README, Slow memory)",
+            "CXL node: zeroing 3 GiB of it under QEMU costs minutes (Documentation/dev-tools/topologies.md, Slow memory)",
         );
         return;
     }
