@@ -468,6 +468,93 @@ pub fn check_files(files: &[&Path]) -> Option<UserTest> {
     }
 }
 
+/// The job of the `run -- CMD` and `shell` tests ([`crate::cmd_tests`]).
+pub const CMD_JOB: &str = "xtask-cmd";
+
+/// The KCIDB document of the `run -- CMD` and `shell` tests: each a test
+/// (`userspace.<name>`) of the default build of `kernel`, with the
+/// topology it booted (`topologies`: test name -> topology) in its `misc`
+/// and environment.
+pub fn cmd_tests_document(
+    src: &Source,
+    kernel: KernelKind,
+    topologies: &[(&str, &str)],
+    tests: &[UserTest],
+    start_time: String,
+) -> Document {
+    let version = match kernel {
+        KernelKind::Debian => crate::debian::RELEASE.to_string(),
+        KernelKind::Tierkit => util::cache_dir()
+            .ok()
+            .and_then(|c| {
+                let m = c
+                    .join("src")
+                    .join(crate::kernel::DEFAULT_PACKAGE)
+                    .join("Makefile");
+                crate::kconfig::makefile_version(&std::fs::read_to_string(m).ok()?).ok()
+            })
+            .unwrap_or_else(|| "unknown".into()),
+    };
+    let name = match kernel {
+        KernelKind::Debian => format!("Debian linux-image-{version}"),
+        KernelKind::Tierkit => crate::kernel::DEFAULT_PACKAGE.to_string(),
+    };
+    let accel = if crate::qemu::kvm_problem().is_none() {
+        "kvm"
+    } else {
+        "tcg"
+    };
+    let boot = Boot {
+        job: CMD_JOB.into(),
+        run: CMD_JOB.into(),
+        profile: Profile::Default,
+        kernel,
+        topology: String::new(),
+        topology_detail: String::new(),
+        accel: accel.into(),
+        kernel_source: KernelSource { name, version },
+        kernel_key: String::new(),
+        start_time,
+        duration_secs: tests.iter().map(|t| t.duration_ms as f64 / 1000.0).sum(),
+    };
+    let mut doc = document(src, &boot, &Run::default(), tests);
+    for t in &mut doc.tests {
+        let name = t.misc.name.trim_start_matches("[harness] ");
+        let topology = topologies
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map_or("numa", |(_, k)| *k);
+        t.misc.topology = topology.into();
+        t.environment.comment = format!(
+            "QEMU x86_64 ({accel}, TCG on cxl without a QEMU with the KVM fix): \
+             the default {topology} topology, booted by `cargo xtask run`/`shell`"
+        );
+        t.environment.misc = serde_json::json!({ "topology": topology, "accel": accel });
+    }
+    doc
+}
+
+/// Writes the `run -- CMD` and `shell` tests' `kcidb.json` to `path`
+/// ([`cmd_tests_document`]; `start_time`: when the first began) and
+/// validates it; `Some` failure to count
+/// when that did not work.
+pub fn write_cmd_tests(
+    path: &Path,
+    kernel: KernelKind,
+    topologies: &[(&str, &str)],
+    tests: &[UserTest],
+    start_time: String,
+) -> Option<UserTest> {
+    let doc = cmd_tests_document(&Source::of_repo(), kernel, topologies, tests, start_time);
+    if let Err(e) = write(path, &doc) {
+        return Some(harness_failure(format!(
+            "writing {}: {e:#}",
+            path.display()
+        )));
+    }
+    check_files(&[path])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use crate::guest::{self, GuestRequest};
-use crate::matrix::{Job, SelectArgs, Shard};
+use crate::matrix::{Job, JobKind, SelectArgs, Shard};
 use crate::pyenv::Venv;
 use crate::validate::Host;
 use crate::{qemu, say, util};
@@ -207,9 +207,17 @@ pub fn check(venv: &Venv, yaml: &Path) -> Result<Vec<String>> {
     Ok(problems)
 }
 
-/// The jobs `l` picks: `--job`, `--shard`, or all.
+/// The boots of `select`'s jobs: a LAVA job boots one kernel; the job of
+/// the `run -- CMD` and `shell` tests runs xtask itself and has none.
+fn boot_jobs(select: &SelectArgs) -> Result<Vec<Job>> {
+    let mut all = crate::cli::select_jobs(select)?;
+    all.retain(|j| j.kind == JobKind::Boot);
+    Ok(all)
+}
+
+/// The jobs `l` picks: `--job`, `--shard`, or all (boots only).
 fn picked(l: &LavaArgs) -> Result<Vec<Job>> {
-    let all = crate::cli::select_jobs(&l.select)?;
+    let all = boot_jobs(&l.select)?;
     if let Some(id) = &l.job {
         return match all.iter().find(|j| &j.id == id) {
             Some(j) => Ok(vec![j.clone()]),
@@ -231,7 +239,7 @@ fn picked(l: &LavaArgs) -> Result<Vec<Job>> {
 /// `lava`'s arguments checked before anything is built: the jobs (as
 /// `matrix` checks them) and `--out`.
 pub fn check_args(l: &LavaArgs, host: &Host) -> Result<()> {
-    let all = crate::cli::select_jobs(&l.select)?;
+    let all = boot_jobs(&l.select)?;
     let jobs = picked(l)?;
     if let Some(s) = l.shard {
         crate::cli::check_jobs(&all, Some(s), host).map_err(anyhow::Error::msg)?;

@@ -10,6 +10,7 @@ use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use crate::cmd_tests;
 use crate::merge::{self, Combined};
 use crate::profile::{KernelKind, Profile};
 use crate::report::{self, UserTest};
@@ -110,7 +111,23 @@ pub struct MatrixArgs {
     pub shard: Option<Shard>,
 }
 
-/// One job: one boot, as an independent command.
+/// What a job runs.
+#[derive(Clone, Copy, Debug, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum JobKind {
+    /// One boot of `test` (`test ... --job ID`).
+    Boot,
+    /// The tests of `run -- CMD` and `shell` ([`crate::cmd_tests`]), which
+    /// a whole `test` runs after its boots (`test ... --filter 'xtask-*'`).
+    XtaskCmd,
+}
+
+/// The id of the job of the `run -- CMD` and `shell` tests (its results
+/// are in `target/tierkit/test-xtask-cmd/`).
+pub const CMD_JOB: &str = crate::kcidb::CMD_JOB;
+
+/// One job: one boot, or the tests of `run -- CMD` and `shell`, as an
+/// independent command.
 #[derive(Clone, Debug, Serialize, PartialEq, Eq)]
 pub struct Job {
     /// Stable id: the run directory's name after `test-` (`numa-full`,
@@ -118,6 +135,9 @@ pub struct Job {
     pub id: String,
     /// For people: `debug numa-full`.
     pub name: String,
+    pub kind: JobKind,
+    /// The tests of a [`JobKind::XtaskCmd`] job (empty for a boot).
+    pub tests: Vec<String>,
     pub profile: String,
     pub kernel: String,
     pub run: String,
@@ -133,40 +153,106 @@ pub struct Job {
     pub command: String,
 }
 
-/// The jobs of `boots` (as `sel` selected them), in order.
+/// The jobs of `boots` (as `sel` selected them), in order, then the job
+/// of the `run -- CMD` and `shell` tests that the same `test` runs after
+/// its boots ([`cmd_job`]), so that the jobs together count what one
+/// `test` counts.
 pub fn jobs(sel: &Selection, boots: &[Boot]) -> Vec<Job> {
-    boots
+    let mut v: Vec<Job> = boots
         .iter()
         .map(|(p, k, run)| {
             let id = testing::job_id(*p, *k, run);
             let mut args = sel.test_args();
             args.extend(["--job".into(), id.clone(), "--no-host-tests".into()]);
-            let argv: Vec<String> = ["cargo", "xtask"]
-                .iter()
-                .map(|s| s.to_string())
-                .chain(args.iter().cloned())
-                .collect();
             Job {
                 name: testing::run_label(*p, *k, run.name),
+                kind: JobKind::Boot,
+                tests: Vec::new(),
                 profile: p.name().into(),
                 kernel: k.name().into(),
                 run: run.name.into(),
                 topology: run.kind.name().into(),
-                kernel_version: match k {
-                    KernelKind::Debian => crate::debian::RELEASE.into(),
-                    KernelKind::Tierkit => crate::kernel::DEFAULT_PACKAGE.into(),
-                },
-                command: argv
-                    .iter()
-                    .map(|a| crate::validate::shell_quote(a))
-                    .collect::<Vec<_>>()
-                    .join(" "),
-                args,
-                argv,
-                id,
+                kernel_version: kernel_version(*k),
+                ..job_command(id, args)
             }
         })
-        .collect()
+        .collect();
+    v.extend(cmd_job(sel));
+    v
+}
+
+/// `linux-source-7.3` (built by xtask) or Debian's release.
+fn kernel_version(k: KernelKind) -> String {
+    match k {
+        KernelKind::Debian => crate::debian::RELEASE.into(),
+        KernelKind::Tierkit => crate::kernel::DEFAULT_PACKAGE.into(),
+    }
+}
+
+/// A job `id` running `cargo xtask ARGS`; the rest to be filled in.
+fn job_command(id: String, args: Vec<String>) -> Job {
+    let argv: Vec<String> = ["cargo", "xtask"]
+        .iter()
+        .map(|s| s.to_string())
+        .chain(args.iter().cloned())
+        .collect();
+    Job {
+        command: argv
+            .iter()
+            .map(|a| crate::validate::shell_quote(a))
+            .collect::<Vec<_>>()
+            .join(" "),
+        id,
+        name: String::new(),
+        kind: JobKind::Boot,
+        tests: Vec::new(),
+        profile: String::new(),
+        kernel: String::new(),
+        run: String::new(),
+        topology: String::new(),
+        kernel_version: String::new(),
+        args,
+        argv,
+    }
+}
+
+/// The job of the `run -- CMD` and `shell` tests `sel`'s `test` runs
+/// ([`cmd_tests::for_selection`]), if any: `test ... --filter 'xtask-*'
+/// --no-host-tests`, which runs only them.
+pub fn cmd_job(sel: &Selection) -> Option<Job> {
+    let profiles = if sel.profiles.is_empty() {
+        vec![Profile::Default]
+    } else {
+        sel.profiles.clone()
+    };
+    let tests = cmd_tests::for_selection(sel.ci, &profiles, sel.topology.map(|t| t.name()));
+    if tests.is_empty() {
+        return None;
+    }
+    let kernel = if sel.ci {
+        KernelKind::Tierkit
+    } else {
+        sel.kernel
+    };
+    let mut args = sel.test_args();
+    args.extend([
+        "--filter".into(),
+        "xtask-*".into(),
+        "--no-host-tests".into(),
+    ]);
+    let mut topologies: Vec<&str> = tests.iter().map(|t| t.topology).collect();
+    topologies.dedup();
+    Some(Job {
+        name: "xtask run/shell".into(),
+        kind: JobKind::XtaskCmd,
+        tests: tests.iter().map(|t| t.name.to_string()).collect(),
+        profile: Profile::Default.name().into(),
+        kernel: kernel.name().into(),
+        run: CMD_JOB.into(),
+        topology: topologies.join(","),
+        kernel_version: kernel_version(kernel),
+        ..job_command(CMD_JOB.into(), args)
+    })
 }
 
 /// `--shard K/N`: the K-th of N shares (K from 1).
@@ -353,6 +439,12 @@ pub(crate) fn run_shard(
     let mut errors: Vec<(String, String)> = Vec::new();
     for job in &mine {
         let (g, boots) = parse(&job.args)?;
+        if job.kind == JobKind::XtaskCmd {
+            if let Err(e) = run_cmd_job(&g, job) {
+                errors.push((job.id.clone(), format!("{e:#}")));
+            }
+            continue;
+        }
         for (_, r) in testing::run_boots(&g, None, &boots) {
             if let Some(e) = r.error {
                 errors.push((job.id.clone(), e));
@@ -378,6 +470,24 @@ pub(crate) fn run_shard(
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// Runs the `run -- CMD` and `shell` tests of `job` (its results in
+/// `target/tierkit/test-xtask-cmd/`), as `test` runs them after its boots.
+fn run_cmd_job(g: &crate::cli::GuestArgs, job: &Job) -> Result<()> {
+    let tests: Vec<cmd_tests::CmdTest> = cmd_tests::TESTS
+        .iter()
+        .filter(|t| job.tests.iter().any(|n| n == t.name))
+        .copied()
+        .collect();
+    let kernel = if job.kernel == KernelKind::Debian.name() {
+        KernelKind::Debian
+    } else {
+        KernelKind::Tierkit
+    };
+    println!();
+    say!("===== {} ({} tests) =====", job.name, tests.len());
+    cmd_tests::run_all(g, kernel, &tests).map(drop)
 }
 
 #[cfg(test)]

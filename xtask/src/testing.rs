@@ -193,7 +193,7 @@ fn run_cmd_tests(
             totals: Some(report::Totals::of(&crate::ktap::Run::default(), &tests)),
             boot: Some(t.elapsed()),
             cxl_setup: None,
-            run_dir: None,
+            run_dir: Some(crate::util::out_dir().join("test-xtask-cmd")),
             error: None,
         },
         Err(e) => {

@@ -14,7 +14,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use quick_junit::Report;
-use xtask::matrix::{self, Job, Selection, Shard};
+use xtask::matrix::{self, Job, JobKind, Selection, Shard};
 use xtask::merge;
 use xtask::report::{self, Totals};
 use xtask::{kcidb, runs};
@@ -27,21 +27,60 @@ fn ci_jobs() -> Vec<Job> {
     matrix::jobs(&sel, &runs::ci_boots())
 }
 
+/// The synthetic results of the `i`-th job: a boot's KUnit run and
+/// userspace tests, or for the `run -- CMD` and `shell` job its tests
+/// (one failing) and no KUnit.
+fn results_of(i: usize, job: &Job) -> (xtask::ktap::Run, Vec<xtask::report::UserTest>) {
+    if job.kind == JobKind::XtaskCmd {
+        let users = job
+            .tests
+            .iter()
+            .enumerate()
+            .map(|(n, t)| common::user(&format!("[harness] {t}"), i32::from(n == 2), false, 9000))
+            .collect();
+        return (xtask::ktap::Run::default(), users);
+    }
+    (
+        common::parse(common::LOGS[i % common::LOGS.len()]),
+        common::users(i),
+    )
+}
+
 /// Writes every job's synthetic results into `runs/test-<id>/`, as the
-/// boots of `test` would; returns the sum of their totals.
+/// boots of `test` and its `run -- CMD`/`shell` tests would; returns the
+/// sum of their totals (what one `test --ci` prints last).
 fn boot_all(runs_dir: &Path, jobs: &[Job]) -> Totals {
     let mut all = Totals::default();
-    for (i, (job, (p, k, run))) in jobs.iter().zip(runs::ci_boots()).enumerate() {
-        assert_eq!(job.id, xtask::testing::job_id(p, k, &run));
-        let b = common::boot(&job.id, run.name, p, k);
-        let ktap = common::parse(common::LOGS[i % common::LOGS.len()]);
-        let users = common::users(i);
-        common::write_boot(
-            &runs_dir.join(format!("test-{}", job.id)),
-            &b,
-            &ktap,
-            &users,
-        );
+    let boots = runs::ci_boots();
+    assert_eq!(jobs.len(), boots.len() + 1, "every boot, then xtask-cmd");
+    for (i, job) in jobs.iter().enumerate() {
+        let (ktap, users) = results_of(i, job);
+        let dir = runs_dir.join(format!("test-{}", job.id));
+        if let Some((p, k, run)) = boots.get(i) {
+            assert_eq!(job.kind, JobKind::Boot);
+            assert_eq!(job.id, xtask::testing::job_id(*p, *k, run));
+            let b = common::boot(&job.id, run.name, *p, *k);
+            common::write_boot(&dir, &b, &ktap, &users);
+        } else {
+            assert_eq!(job.kind, JobKind::XtaskCmd);
+            assert_eq!(job.id, "xtask-cmd");
+            let topologies: Vec<(&str, &str)> = xtask::cmd_tests::TESTS
+                .iter()
+                .map(|t| (t.name, t.topology))
+                .collect();
+            let doc = kcidb::cmd_tests_document(
+                &common::source(),
+                xtask::profile::KernelKind::Tierkit,
+                &topologies,
+                &users,
+                kcidb::now_rfc3339(),
+            );
+            std::fs::create_dir_all(&dir).unwrap();
+            report::write_json(&dir.join("results.json"), &ktap, &users).unwrap();
+            report::write_junit(&dir.join("junit.xml"), "tierkit-xtask-cmd", &ktap, &users)
+                .unwrap();
+            kcidb::write(&dir.join("kcidb.json"), &doc).unwrap();
+        }
         all = all + Totals::of(&ktap, &users);
     }
     all
@@ -80,7 +119,7 @@ fn junit_cases(r: &Report) -> BTreeSet<(String, String, String)> {
 fn three_shards_merge_to_the_unsharded_results() {
     let root = common::scratch("matrix-merge");
     let jobs = ci_jobs();
-    assert_eq!(jobs.len(), runs::ci_boots().len());
+    assert_eq!(jobs.len(), runs::ci_boots().len() + 1);
     let runs_dir = root.join("runs");
     let totals = boot_all(&runs_dir, &jobs);
 
@@ -93,13 +132,9 @@ fn three_shards_merge_to_the_unsharded_results() {
     let whole = root.join("kcidb.json");
     assert!(merge::write_combined_kcidb(&refs, &whole).is_none());
     let mut whole_junit = BTreeSet::new();
-    for (i, (job, (p, k, run))) in jobs.iter().zip(runs::ci_boots()).enumerate() {
-        let _ = (p, k, run);
-        let r = report::junit_report(
-            "x",
-            &common::parse(common::LOGS[i % common::LOGS.len()]),
-            &common::users(i),
-        );
+    for (i, job) in jobs.iter().enumerate() {
+        let (ktap, users) = results_of(i, job);
+        let r = report::junit_report("x", &ktap, &users);
         for (s, c, st) in junit_cases(&r) {
             whole_junit.insert((format!("{}/{s}", job.id), c, st));
         }
