@@ -61,9 +61,56 @@ impl Selection {
     }
 }
 
+/// The named matrices: each the boots of one `cargo xtask test` command
+/// line ([`Named::selection`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Named {
+    /// `test --ci`: what .ci/run boots (the default).
+    Ci,
+    /// `test`: the quick runs (numa, cxl).
+    Quick,
+    /// `test --full`: the default profile's whole suite on every run.
+    Full,
+    /// `test --profile debug`: the quick runs on the debug kernel.
+    Debug,
+    /// `test --full --profile debug`: the whole suite on the debug kernel.
+    FullDebug,
+    /// `test --kernel debian`: the quick runs on Debian's own kernel.
+    Debian,
+}
+
+impl Named {
+    /// The boots it names, as the flags of `test` select them.
+    pub fn selection(self) -> Selection {
+        let (ci, full, profiles, kernel) = match self {
+            Named::Ci => (true, false, vec![], KernelKind::Tierkit),
+            Named::Quick => (false, false, vec![], KernelKind::Tierkit),
+            Named::Full => (false, true, vec![], KernelKind::Tierkit),
+            Named::Debug => (false, false, vec![Profile::Debug], KernelKind::Tierkit),
+            Named::FullDebug => (false, true, vec![Profile::Debug], KernelKind::Tierkit),
+            Named::Debian => (false, false, vec![], KernelKind::Debian),
+        };
+        Selection {
+            ci,
+            full,
+            profiles,
+            kernel,
+            topology: None,
+        }
+    }
+}
+
 /// `matrix`'s and `lava`'s flags that pick the boots, as `test` does.
 #[derive(clap::Args, Clone, Debug, Default)]
 pub struct SelectArgs {
+    /// A named matrix (the boots of one `test` command line); instead of
+    /// the flags below.
+    #[arg(
+        value_enum,
+        value_name = "MATRIX",
+        conflicts_with_all = ["ci", "full", "profile", "kernel_kind", "topology"]
+    )]
+    pub matrix: Option<Named>,
     /// The boots of `cargo xtask test --ci` (xtask/src/runs.rs, ci_boots);
     /// the default when no other of these flags is given.
     #[arg(long, conflicts_with_all = ["full", "profile", "kernel_kind", "topology"])]
@@ -83,8 +130,12 @@ pub struct SelectArgs {
 }
 
 impl SelectArgs {
-    /// As a [`Selection`]: `--ci` unless another flag was given.
+    /// As a [`Selection`]: the named matrix, or `--ci` unless another flag
+    /// was given.
     pub fn selection(&self) -> Selection {
+        if let Some(m) = self.matrix {
+            return m.selection();
+        }
         let other = self.full
             || !self.profile.is_empty()
             || self.kernel_kind.is_some()

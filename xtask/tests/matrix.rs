@@ -257,3 +257,64 @@ fn a_job_without_results_counts_as_a_failure_and_a_job_given_twice_is_refused() 
     assert!(e.to_string().contains("is in both"), "{e}");
     std::fs::remove_dir_all(&root).unwrap();
 }
+
+#[test]
+fn named_matrices_are_the_boots_of_their_test_command_lines() {
+    use xtask::matrix::Named;
+    use xtask::profile::{KernelKind, Profile};
+    let ids = |sel: &Selection, boots: &[xtask::testing::Boot]| -> Vec<String> {
+        matrix::jobs(sel, boots).into_iter().map(|j| j.id).collect()
+    };
+    let quick = |p: Profile, full: bool, k: KernelKind| -> Vec<xtask::testing::Boot> {
+        runs::select(p, full, None, None)
+            .into_iter()
+            .map(|r| (p, k, r))
+            .collect()
+    };
+    let ci = Named::Ci.selection();
+    assert_eq!(ci.test_args(), ["test", "--ci"]);
+    let mut want: Vec<String> = runs::ci_boots()
+        .iter()
+        .map(|(p, k, r)| xtask::testing::job_id(*p, *k, r))
+        .collect();
+    want.push("xtask-cmd".into());
+    assert_eq!(ids(&ci, &runs::ci_boots()), want);
+
+    let q = Named::Quick.selection();
+    assert_eq!(q.test_args(), ["test"]);
+    let boots = quick(Profile::Default, false, KernelKind::Tierkit);
+    assert_eq!(ids(&q, &boots), ["numa", "cxl", "xtask-cmd"]);
+
+    let f = Named::Full.selection();
+    assert_eq!(f.test_args(), ["test", "--full"]);
+
+    // The debug kernel runs no run/shell tests (they need the default
+    // profile), so its matrix has no xtask-cmd job.
+    let d = Named::FullDebug.selection();
+    assert_eq!(d.test_args(), ["test", "--full", "--profile", "debug"]);
+    let boots = quick(Profile::Debug, true, KernelKind::Tierkit);
+    let got = ids(&d, &boots);
+    assert!(got.iter().all(|id| id.ends_with("-debug")), "{got:?}");
+    assert!(matrix::cmd_job(&d).is_none());
+
+    let deb = Named::Debian.selection();
+    assert_eq!(deb.test_args(), ["test", "--kernel", "debian"]);
+    let boots = quick(Profile::Default, false, KernelKind::Debian);
+    let jobs = matrix::jobs(&deb, &boots);
+    assert_eq!(
+        jobs.iter().map(|j| j.id.as_str()).collect::<Vec<_>>(),
+        ["numa-debian", "cxl-debian", "xtask-cmd"]
+    );
+    // Every job's command is `cargo xtask` and its args.
+    for j in &jobs {
+        assert_eq!(j.argv[..2], ["cargo", "xtask"]);
+        assert_eq!(j.argv[2..], j.args[..]);
+    }
+    let cmd = jobs.last().unwrap();
+    assert_eq!(cmd.kind, JobKind::XtaskCmd);
+    assert_eq!(cmd.kernel, "debian");
+    assert_eq!(
+        cmd.command,
+        "cargo xtask test --kernel debian --filter 'xtask-*' --no-host-tests"
+    );
+}
