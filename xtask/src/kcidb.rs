@@ -443,7 +443,17 @@ pub fn write_boot(path: &Path, boot: &Boot, run: &Run, extra: &[UserTest]) -> Op
             path.display()
         )));
     }
-    check_files(&[path])
+    let failure = check_files(&[path]);
+    if failure.is_none() {
+        crate::say!(
+            "KCIDB: {} is valid (kcidb-io, schema v{}.{}; {} tests)",
+            path.display(),
+            VERSION.major,
+            VERSION.minor,
+            doc.tests.len()
+        );
+    }
+    failure
 }
 
 /// Validates KCIDB files; `Some` failure naming each invalid one (or why

@@ -318,3 +318,78 @@ fn named_matrices_are_the_boots_of_their_test_command_lines() {
         "cargo xtask test --kernel debian --filter 'xtask-*' --no-host-tests"
     );
 }
+
+/// Real runs: the `test-*` run directories of one `cargo xtask test --ci`
+/// under `$TIERKIT_REAL_RUNS` (its `target/tierkit`), split into 3 shards
+/// as `matrix --shard K/3` collects them and merged by `cargo xtask
+/// merge`, must give the run's own totals: the sum of its run
+/// directories' results.json and, with `$TIERKIT_REAL_LOG` (the run's
+/// output), the totals line it printed last. Jobs without a run directory
+/// (a run still going) are left out unless the log is given. Run by hand:
+/// `TIERKIT_REAL_RUNS=DIR [TIERKIT_REAL_LOG=LOG] cargo test -p xtask
+/// --test matrix -- --ignored`.
+#[test]
+#[ignore = "needs a real run's directories in $TIERKIT_REAL_RUNS"]
+fn a_real_ci_run_split_into_three_shards_merges_to_its_totals() {
+    let runs_dir =
+        PathBuf::from(std::env::var("TIERKIT_REAL_RUNS").expect("set TIERKIT_REAL_RUNS"));
+    let log = std::env::var("TIERKIT_REAL_LOG").ok();
+    let all = ci_jobs();
+    let jobs: Vec<Job> = all
+        .iter()
+        .filter(|j| {
+            let done = runs_dir
+                .join(format!("test-{}/results.json", j.id))
+                .is_file();
+            assert!(done || log.is_none(), "job {} has no results", j.id);
+            done
+        })
+        .cloned()
+        .collect();
+    assert!(
+        !jobs.is_empty(),
+        "no run directories in {}",
+        runs_dir.display()
+    );
+    let mut sum = Totals::default();
+    for j in &jobs {
+        let b = merge::BootDir::read(&runs_dir.join(format!("test-{}", j.id))).unwrap();
+        sum = sum + b.totals;
+    }
+    let root = common::scratch("matrix-real");
+    let mut shard_dirs = Vec::new();
+    for k in 1..=3 {
+        let mine = Shard { k, n: 3 }.pick(&all);
+        let mine: Vec<Job> = mine.into_iter().filter(|j| jobs.contains(j)).collect();
+        let dir = root.join(Shard { k, n: 3 }.dir_name());
+        matrix::collect(&runs_dir, &mine, &[], &dir).unwrap();
+        let (_, harness) = matrix::combine_shard(&dir).unwrap();
+        assert!(harness.is_none(), "{harness:?}");
+        shard_dirs.push(dir);
+    }
+    let out = root.join("merged");
+    merge::cmd_merge(&shard_dirs, &out, None).unwrap();
+    let summary = std::fs::read_to_string(out.join("summary.txt")).unwrap();
+    let merged = summary.lines().last().unwrap().to_string();
+    assert_eq!(merged, sum.to_string(), "{summary}");
+    // Every boot's KCIDB tests, once each, in the merged file.
+    let mut n = 0;
+    for j in &jobs {
+        let k = runs_dir.join(format!("test-{}/kcidb.json", j.id));
+        if k.is_file() {
+            n += kcidb::read(&k).unwrap().tests.len();
+        }
+    }
+    assert_eq!(kcidb::read(&out.join("kcidb.json")).unwrap().tests.len(), n);
+    if let Some(log) = log {
+        let text = std::fs::read_to_string(&log).unwrap();
+        let last = text
+            .lines()
+            .rev()
+            .find(|l| l.starts_with("tierkit: ") && l.contains(" passed, "))
+            .expect("the run's totals line");
+        assert_eq!(merged, last, "merged shards against the run's own line");
+    }
+    eprintln!("{} jobs in 3 shards: {merged}", jobs.len());
+    std::fs::remove_dir_all(&root).unwrap();
+}
