@@ -478,6 +478,44 @@ pub fn check_files(files: &[&Path]) -> Option<UserTest> {
     }
 }
 
+/// The KCIDB document of a job that left no results (its build or boot
+/// failed, its runner died): the `[harness] boot` failure as its one test,
+/// of the build its id names (`-debug`, `-debian`, or the default).
+pub fn missing_document(src: &Source, job: &str, failure: &UserTest) -> Document {
+    let kernel = if job.ends_with("-debian") {
+        KernelKind::Debian
+    } else {
+        KernelKind::Tierkit
+    };
+    let run = job.trim_end_matches("-debian");
+    let profile = if run.ends_with("-debug") {
+        Profile::Debug
+    } else {
+        Profile::Default
+    };
+    let run = run.trim_end_matches("-debug");
+    let topology = run.split('-').next().unwrap_or(run);
+    let boot = Boot {
+        job: job.into(),
+        run: run.into(),
+        profile,
+        kernel,
+        topology: topology.into(),
+        topology_detail: "no results: the job did not finish".into(),
+        accel: "unknown".into(),
+        kernel_source: KernelSource {
+            name: "unknown".into(),
+            version: "unknown".into(),
+        },
+        kernel_key: String::new(),
+        start_time: now_rfc3339(),
+        duration_secs: 0.0,
+    };
+    let mut doc = document(src, &boot, &Run::default(), std::slice::from_ref(failure));
+    doc.checkouts[0].misc.kernel_sources.clear();
+    doc
+}
+
 /// The job of the `run -- CMD` and `shell` tests ([`crate::cmd_tests`]).
 pub const CMD_JOB: &str = "xtask-cmd";
 

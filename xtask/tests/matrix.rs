@@ -222,6 +222,13 @@ fn a_job_without_results_counts_as_a_failure_and_a_job_given_twice_is_refused() 
         }
     );
     assert!(written.passed > 0);
+    // Its KCIDB file: the failure, under the build its id names.
+    let doc = kcidb::read(&failed.dir.join("kcidb.json")).unwrap();
+    assert_eq!(doc.tests.len(), 1);
+    assert_eq!(doc.tests[0].status, "FAIL");
+    assert_eq!(doc.tests[0].path, "userspace._harness__boot");
+    assert!(doc.tests[0].log_excerpt.contains("kernel build failed"));
+    assert_eq!(doc.tests[0].misc.job, mine[0].id);
     let c = merge::Combined::of(boots).unwrap();
     let line = c
         .lines()
@@ -247,6 +254,18 @@ fn a_job_without_results_counts_as_a_failure_and_a_job_given_twice_is_refused() 
         last.contains(&format!(" {} failed", c.totals.failed + missing)),
         "{last}"
     );
+    // Every expected job is in the merged KCIDB file (validated by merge).
+    let merged = kcidb::read(&out.join("kcidb.json")).unwrap();
+    let in_kcidb: BTreeSet<&str> = merged.tests.iter().map(|t| t.misc.job.as_str()).collect();
+    for j in &jobs {
+        assert!(
+            in_kcidb.contains(j.id.as_str()),
+            "{} not in the merged KCIDB",
+            j.id
+        );
+    }
+    let refs = [out.join("kcidb.json")];
+    assert!(kcidb::check_files(&[refs[0].as_path()]).is_none());
     // The bare list the GitHub workflow passes on works too.
     let bare = serde_json::to_string(&jobs).unwrap();
     std::fs::write(&jobs_file, bare).unwrap();
