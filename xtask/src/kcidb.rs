@@ -547,11 +547,21 @@ pub fn cmd_tests_document(
         KernelKind::Debian => format!("Debian linux-image-{version}"),
         KernelKind::Tierkit => crate::kernel::DEFAULT_PACKAGE.to_string(),
     };
-    let accel = if crate::qemu::kvm_problem().is_none() {
-        "kvm"
+    // The accelerator each test's boot got: KVM when this host has it,
+    // but on cxl only with a QEMU that has the fix (crate::accel).
+    let base = if crate::qemu::kvm_problem().is_none() {
+        crate::qemu::Accel::Kvm
     } else {
-        "tcg"
+        crate::qemu::Accel::Tcg
     };
+    let qemu = util::cmd_stdout("qemu-system-x86_64", &["--version"])
+        .and_then(|v| crate::accel::parse_qemu_version(&v));
+    let env = std::env::var(crate::accel::OVERRIDE_ENV).ok();
+    let accel_of = |topology: &str| {
+        let (a, _) = crate::accel::decide(base, false, topology == "cxl", qemu, env.as_deref());
+        format!("{a:?}").to_lowercase()
+    };
+    let accel = accel_of("numa");
     let boot = Boot {
         job: CMD_JOB.into(),
         run: CMD_JOB.into(),
@@ -559,7 +569,7 @@ pub fn cmd_tests_document(
         kernel,
         topology: String::new(),
         topology_detail: String::new(),
-        accel: accel.into(),
+        accel,
         kernel_source: KernelSource { name, version },
         kernel_key: String::new(),
         start_time,
@@ -573,9 +583,9 @@ pub fn cmd_tests_document(
             .find(|(n, _)| *n == name)
             .map_or("numa", |(_, k)| *k);
         t.misc.topology = topology.into();
+        let accel = accel_of(topology);
         t.environment.comment = format!(
-            "QEMU x86_64 ({accel}, TCG on cxl without a QEMU with the KVM fix): \
-             the default {topology} topology, booted by `cargo xtask run`/`shell`"
+            "QEMU x86_64 ({accel}): the default {topology} topology, booted by `cargo xtask run`/`shell`"
         );
         t.environment.misc = serde_json::json!({ "topology": topology, "accel": accel });
     }
