@@ -380,6 +380,10 @@ fn a_real_ci_run_split_into_three_shards_merges_to_its_totals() {
     for k in 1..=3 {
         let mine = Shard { k, n: 3 }.pick(&all);
         let mine: Vec<Job> = mine.into_iter().filter(|j| jobs.contains(j)).collect();
+        if mine.is_empty() {
+            // Only with a run still going: its jobs of this shard are to come.
+            continue;
+        }
         let dir = root.join(Shard { k, n: 3 }.dir_name());
         matrix::collect(&runs_dir, &mine, &[], &dir).unwrap();
         let (_, harness) = matrix::combine_shard(&dir).unwrap();
