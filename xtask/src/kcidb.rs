@@ -262,20 +262,31 @@ fn status_of(o: Outcome) -> &'static str {
     }
 }
 
-/// The record's status line, message, description and output, at most
-/// [`LOG_EXCERPT_MAX`] characters: the head (status and message) is kept,
-/// and the end of the rest (where the failure usually is).
-pub fn log_excerpt(r: &Record, job: &str) -> String {
+/// The record's status line, message, then its console lines (a KUnit
+/// case's, from `console`, the boot's console log) or else its
+/// description and output, at most [`LOG_EXCERPT_MAX`] characters: the
+/// head (status and message) is kept, and the end of the rest (where the
+/// failure usually is).
+pub fn log_excerpt(r: &Record, job: &str, console: Option<&[&str]>) -> String {
     let mut head = format!("{} {} ({job})", status_of(r.outcome), r.path());
     if let Some(m) = &r.message {
         head.push('\n');
         head.push_str(m);
     }
-    let body: Vec<&str> = [&r.description, &r.output]
-        .into_iter()
-        .flatten()
-        .map(String::as_str)
-        .collect();
+    let lines = match (console, r.console_lines) {
+        (Some(c), Some((from, to))) if from >= 1 && to <= c.len() => {
+            Some(c[from - 1..to].join("\n"))
+        }
+        _ => None,
+    };
+    let body: Vec<&str> = match &lines {
+        Some(l) => vec![l.as_str()],
+        None => [&r.description, &r.output]
+            .into_iter()
+            .flatten()
+            .map(String::as_str)
+            .collect(),
+    };
     let text = if body.is_empty() {
         head
     } else {
@@ -304,6 +315,19 @@ fn bound(head: &str, body: &str) -> String {
 /// The KCIDB document of one boot: its checkout, its build and a test per
 /// [`records::walk`] record.
 pub fn document(src: &Source, boot: &Boot, run: &Run, extra: &[UserTest]) -> Document {
+    document_with_console(src, boot, run, extra, None)
+}
+
+/// [`document`], the KUnit cases' log excerpts with their lines of
+/// `console` (the boot's console log).
+pub fn document_with_console(
+    src: &Source,
+    boot: &Boot,
+    run: &Run,
+    extra: &[UserTest],
+    console: Option<&str>,
+) -> Document {
+    let console: Option<Vec<&str>> = console.map(|c| c.lines().collect());
     let checkout_id = src.checkout_id();
     let build_id = format!("{ORIGIN}:{}:{}", src.short(), boot.build_name());
     let stamp: String = boot
@@ -352,7 +376,7 @@ pub fn document(src: &Source, boot: &Boot, run: &Run, extra: &[UserTest]) -> Doc
             status: status_of(r.outcome).into(),
             start_time: Some(boot.start_time.clone()),
             duration: r.duration_ms.map(|ms| ms as f64 / 1000.0),
-            log_excerpt: log_excerpt(r, &boot.job),
+            log_excerpt: log_excerpt(r, &boot.job, console.as_deref()),
             environment: environment.clone(),
             misc: TestMisc {
                 job: boot.job.clone(),
@@ -436,7 +460,11 @@ pub fn harness_failure(why: String) -> UserTest {
 /// kcidb-io ([`crate::pyenv::validate_kcidb`]); `Some` failure to count
 /// when that did not work.
 pub fn write_boot(path: &Path, boot: &Boot, run: &Run, extra: &[UserTest]) -> Option<UserTest> {
-    let doc = document(&Source::of_repo(), boot, run, extra);
+    // The KUnit cases' excerpts come from the console log beside it.
+    let console = std::fs::read(path.with_file_name("console.log"))
+        .ok()
+        .map(|b| String::from_utf8_lossy(&b).into_owned());
+    let doc = document_with_console(&Source::of_repo(), boot, run, extra, console.as_deref());
     if let Err(e) = write(path, &doc) {
         return Some(harness_failure(format!(
             "writing {}: {e:#}",
@@ -646,6 +674,7 @@ mod tests {
             description: None,
             duration_ms: None,
             output: None,
+            console_lines: None,
         }
     }
 
@@ -667,12 +696,27 @@ mod tests {
         let mut r = record("userspace", "tk-test-x");
         let long: String = "0123456789\n".repeat(5000);
         r.output = Some(format!("{long}LAST LINE"));
-        let e = log_excerpt(&r, "numa");
+        let e = log_excerpt(&r, "numa", None);
         assert!(e.chars().count() <= LOG_EXCERPT_MAX, "{}", e.len());
         assert!(e.starts_with("FAIL userspace.tk-test-x (numa)\nexit code 1\n"));
         assert!(e.ends_with("LAST LINE"));
         assert!(e.contains("earlier output cut"));
         r.output = Some("a\0b".into());
-        assert!(!log_excerpt(&r, "numa").contains('\0'));
+        assert!(!log_excerpt(&r, "numa", None).contains('\0'));
+        // A KUnit case's own console lines, when the log is given.
+        let console = [
+            "boot",
+            "    # Subtest: s",
+            "    # x: diag",
+            "    ok 1 x",
+            "next",
+        ];
+        r.console_lines = Some((3, 4));
+        let e = log_excerpt(&r, "numa", Some(&console));
+        assert!(e.ends_with("    # x: diag\n    ok 1 x"), "{e}");
+        assert!(!e.contains("LAST LINE"));
+        // Lines the log does not have: the output instead.
+        r.console_lines = Some((3, 9));
+        assert!(log_excerpt(&r, "numa", Some(&console)).ends_with("a\u{fffd}b"));
     }
 }

@@ -266,7 +266,18 @@ fn real_runs_are_valid_kcidb() {
             files.push(own);
         }
         let b = common::boot(job, job, p, k);
-        let doc = kcidb::document(&kcidb::Source::of_repo(), &b, &run, &users);
+        let text = String::from_utf8_lossy(&log);
+        let doc =
+            kcidb::document_with_console(&kcidb::Source::of_repo(), &b, &run, &users, Some(&text));
+        // A KUnit case's excerpt is its own console lines, its result last.
+        for t in doc.tests.iter().filter(|t| {
+            t.status == "PASS"
+                && !t.path.starts_with("userspace.")
+                && !t.path.starts_with("kernel.")
+        }) {
+            let last = t.log_excerpt.lines().last().unwrap_or("");
+            assert!(last.contains("ok "), "{job}: {}: {last:?}", t.path);
+        }
         tests += doc.tests.len();
         let path = out.join(format!("{job}.json"));
         kcidb::write(&path, &doc).unwrap();
