@@ -298,3 +298,31 @@ fn select_jobs(select: &SelectArgs) -> Result<Vec<matrix::Job>> {
     let boots = test_boots(&parse_test(&sel.test_args())?)?;
     Ok(matrix::jobs(&sel, &boots))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What `matrix --shard` runs for each job of `--ci`: a boot job its one
+    /// boot and no run/shell tests; the xtask-cmd job those tests, on
+    /// tierkit's kernel, and no boot.
+    #[test]
+    fn each_job_requests_what_its_command_line_runs() {
+        let jobs = select_jobs(&SelectArgs::default()).unwrap();
+        let reqs = with_requests(jobs).unwrap();
+        let (last, boots) = reqs.split_last().unwrap();
+        for (job, t) in boots {
+            assert_eq!(job.kind, matrix::JobKind::Boot);
+            assert_eq!(t.boots.len(), 1, "{}", job.id);
+            assert!(t.cmd_tests.is_empty(), "{}", job.id);
+            assert!(!t.host_tests, "{}", job.id);
+        }
+        let (job, t) = last;
+        assert_eq!(job.kind, matrix::JobKind::XtaskCmd);
+        assert!(t.boots.is_empty());
+        assert!(!t.host_tests);
+        assert_eq!(t.cmd_kernel, KernelKind::Tierkit);
+        let names: Vec<&str> = t.cmd_tests.iter().map(|c| c.name).collect();
+        assert_eq!(names, job.tests);
+    }
+}
