@@ -262,20 +262,31 @@ fn status_of(o: Outcome) -> &'static str {
     }
 }
 
-/// The record's status line, message, description and output, at most
-/// [`LOG_EXCERPT_MAX`] characters: the head (status and message) is kept,
-/// and the end of the rest (where the failure usually is).
-pub fn log_excerpt(r: &Record, job: &str) -> String {
+/// The record's status line, message, then its console lines (a KUnit
+/// case's, from `console`, the boot's console log) or else its
+/// description and output, at most [`LOG_EXCERPT_MAX`] characters: the
+/// head (status and message) is kept, and the end of the rest (where the
+/// failure usually is).
+pub fn log_excerpt(r: &Record, job: &str, console: Option<&[&str]>) -> String {
     let mut head = format!("{} {} ({job})", status_of(r.outcome), r.path());
     if let Some(m) = &r.message {
         head.push('\n');
         head.push_str(m);
     }
-    let body: Vec<&str> = [&r.description, &r.output]
-        .into_iter()
-        .flatten()
-        .map(String::as_str)
-        .collect();
+    let lines = match (console, r.console_lines) {
+        (Some(c), Some((from, to))) if from >= 1 && to <= c.len() => {
+            Some(c[from - 1..to].join("\n"))
+        }
+        _ => None,
+    };
+    let body: Vec<&str> = match &lines {
+        Some(l) => vec![l.as_str()],
+        None => [&r.description, &r.output]
+            .into_iter()
+            .flatten()
+            .map(String::as_str)
+            .collect(),
+    };
     let text = if body.is_empty() {
         head
     } else {
@@ -304,6 +315,19 @@ fn bound(head: &str, body: &str) -> String {
 /// The KCIDB document of one boot: its checkout, its build and a test per
 /// [`records::walk`] record.
 pub fn document(src: &Source, boot: &Boot, run: &Run, extra: &[UserTest]) -> Document {
+    document_with_console(src, boot, run, extra, None)
+}
+
+/// [`document`], the KUnit cases' log excerpts with their lines of
+/// `console` (the boot's console log).
+pub fn document_with_console(
+    src: &Source,
+    boot: &Boot,
+    run: &Run,
+    extra: &[UserTest],
+    console: Option<&str>,
+) -> Document {
+    let console: Option<Vec<&str>> = console.map(|c| c.lines().collect());
     let checkout_id = src.checkout_id();
     let build_id = format!("{ORIGIN}:{}:{}", src.short(), boot.build_name());
     let stamp: String = boot
@@ -352,7 +376,7 @@ pub fn document(src: &Source, boot: &Boot, run: &Run, extra: &[UserTest]) -> Doc
             status: status_of(r.outcome).into(),
             start_time: Some(boot.start_time.clone()),
             duration: r.duration_ms.map(|ms| ms as f64 / 1000.0),
-            log_excerpt: log_excerpt(r, &boot.job),
+            log_excerpt: log_excerpt(r, &boot.job, console.as_deref()),
             environment: environment.clone(),
             misc: TestMisc {
                 job: boot.job.clone(),
@@ -436,14 +460,28 @@ pub fn harness_failure(why: String) -> UserTest {
 /// kcidb-io ([`crate::pyenv::validate_kcidb`]); `Some` failure to count
 /// when that did not work.
 pub fn write_boot(path: &Path, boot: &Boot, run: &Run, extra: &[UserTest]) -> Option<UserTest> {
-    let doc = document(&Source::of_repo(), boot, run, extra);
+    // The KUnit cases' excerpts come from the console log beside it.
+    let console = std::fs::read(path.with_file_name("console.log"))
+        .ok()
+        .map(|b| String::from_utf8_lossy(&b).into_owned());
+    let doc = document_with_console(&Source::of_repo(), boot, run, extra, console.as_deref());
     if let Err(e) = write(path, &doc) {
         return Some(harness_failure(format!(
             "writing {}: {e:#}",
             path.display()
         )));
     }
-    check_files(&[path])
+    let failure = check_files(&[path]);
+    if failure.is_none() {
+        crate::say!(
+            "KCIDB: {} is valid (kcidb-io, schema v{}.{}; {} tests)",
+            path.display(),
+            VERSION.major,
+            VERSION.minor,
+            doc.tests.len()
+        );
+    }
+    failure
 }
 
 /// Validates KCIDB files; `Some` failure naming each invalid one (or why
@@ -466,6 +504,141 @@ pub fn check_files(files: &[&Path]) -> Option<UserTest> {
                 .join(", ")
         ))),
     }
+}
+
+/// The KCIDB document of a job that left no results (its build or boot
+/// failed, its runner died): the `[harness] boot` failure as its one test,
+/// of the build its id names (`-debug`, `-debian`, or the default).
+pub fn missing_document(src: &Source, job: &str, failure: &UserTest) -> Document {
+    let kernel = if job.ends_with("-debian") {
+        KernelKind::Debian
+    } else {
+        KernelKind::Tierkit
+    };
+    let run = job.trim_end_matches("-debian");
+    let profile = if run.ends_with("-debug") {
+        Profile::Debug
+    } else {
+        Profile::Default
+    };
+    let run = run.trim_end_matches("-debug");
+    let topology = run.split('-').next().unwrap_or(run);
+    let boot = Boot {
+        job: job.into(),
+        run: run.into(),
+        profile,
+        kernel,
+        topology: topology.into(),
+        topology_detail: "no results: the job did not finish".into(),
+        accel: "unknown".into(),
+        kernel_source: KernelSource {
+            name: "unknown".into(),
+            version: "unknown".into(),
+        },
+        kernel_key: String::new(),
+        start_time: now_rfc3339(),
+        duration_secs: 0.0,
+    };
+    let mut doc = document(src, &boot, &Run::default(), std::slice::from_ref(failure));
+    doc.checkouts[0].misc.kernel_sources.clear();
+    doc
+}
+
+/// The job of the `run -- CMD` and `shell` tests ([`crate::cmd_tests`]).
+pub const CMD_JOB: &str = "xtask-cmd";
+
+/// The KCIDB document of the `run -- CMD` and `shell` tests: each a test
+/// (`userspace.<name>`) of the default build of `kernel`, with the
+/// topology it booted (`topologies`: test name -> topology) in its `misc`
+/// and environment.
+pub fn cmd_tests_document(
+    src: &Source,
+    kernel: KernelKind,
+    topologies: &[(&str, &str)],
+    tests: &[UserTest],
+    start_time: String,
+) -> Document {
+    let version = match kernel {
+        KernelKind::Debian => crate::debian::RELEASE.to_string(),
+        KernelKind::Tierkit => util::cache_dir()
+            .ok()
+            .and_then(|c| {
+                let m = c
+                    .join("src")
+                    .join(crate::kernel::DEFAULT_PACKAGE)
+                    .join("Makefile");
+                crate::kconfig::makefile_version(&std::fs::read_to_string(m).ok()?).ok()
+            })
+            .unwrap_or_else(|| "unknown".into()),
+    };
+    let name = match kernel {
+        KernelKind::Debian => format!("Debian linux-image-{version}"),
+        KernelKind::Tierkit => crate::kernel::DEFAULT_PACKAGE.to_string(),
+    };
+    // The accelerator each test's boot got: KVM when this host has it,
+    // but on cxl only with a QEMU that has the fix (crate::accel).
+    let base = if crate::qemu::kvm_problem().is_none() {
+        crate::qemu::Accel::Kvm
+    } else {
+        crate::qemu::Accel::Tcg
+    };
+    let qemu = util::cmd_stdout("qemu-system-x86_64", &["--version"])
+        .and_then(|v| crate::accel::parse_qemu_version(&v));
+    let env = std::env::var(crate::accel::OVERRIDE_ENV).ok();
+    let accel_of = |topology: &str| {
+        let (a, _) = crate::accel::decide(base, false, topology == "cxl", qemu, env.as_deref());
+        format!("{a:?}").to_lowercase()
+    };
+    let accel = accel_of("numa");
+    let boot = Boot {
+        job: CMD_JOB.into(),
+        run: CMD_JOB.into(),
+        profile: Profile::Default,
+        kernel,
+        topology: String::new(),
+        topology_detail: String::new(),
+        accel,
+        kernel_source: KernelSource { name, version },
+        kernel_key: String::new(),
+        start_time,
+        duration_secs: tests.iter().map(|t| t.duration_ms as f64 / 1000.0).sum(),
+    };
+    let mut doc = document(src, &boot, &Run::default(), tests);
+    for t in &mut doc.tests {
+        let name = t.misc.name.trim_start_matches("[harness] ");
+        let topology = topologies
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map_or("numa", |(_, k)| *k);
+        t.misc.topology = topology.into();
+        let accel = accel_of(topology);
+        t.environment.comment = format!(
+            "QEMU x86_64 ({accel}): the default {topology} topology, booted by `cargo xtask run`/`shell`"
+        );
+        t.environment.misc = serde_json::json!({ "topology": topology, "accel": accel });
+    }
+    doc
+}
+
+/// Writes the `run -- CMD` and `shell` tests' `kcidb.json` to `path`
+/// ([`cmd_tests_document`]; `start_time`: when the first began) and
+/// validates it; `Some` failure to count
+/// when that did not work.
+pub fn write_cmd_tests(
+    path: &Path,
+    kernel: KernelKind,
+    topologies: &[(&str, &str)],
+    tests: &[UserTest],
+    start_time: String,
+) -> Option<UserTest> {
+    let doc = cmd_tests_document(&Source::of_repo(), kernel, topologies, tests, start_time);
+    if let Err(e) = write(path, &doc) {
+        return Some(harness_failure(format!(
+            "writing {}: {e:#}",
+            path.display()
+        )));
+    }
+    check_files(&[path])
 }
 
 #[cfg(test)]
@@ -501,6 +674,7 @@ mod tests {
             description: None,
             duration_ms: None,
             output: None,
+            console_lines: None,
         }
     }
 
@@ -522,12 +696,27 @@ mod tests {
         let mut r = record("userspace", "tk-test-x");
         let long: String = "0123456789\n".repeat(5000);
         r.output = Some(format!("{long}LAST LINE"));
-        let e = log_excerpt(&r, "numa");
+        let e = log_excerpt(&r, "numa", None);
         assert!(e.chars().count() <= LOG_EXCERPT_MAX, "{}", e.len());
         assert!(e.starts_with("FAIL userspace.tk-test-x (numa)\nexit code 1\n"));
         assert!(e.ends_with("LAST LINE"));
         assert!(e.contains("earlier output cut"));
         r.output = Some("a\0b".into());
-        assert!(!log_excerpt(&r, "numa").contains('\0'));
+        assert!(!log_excerpt(&r, "numa", None).contains('\0'));
+        // A KUnit case's own console lines, when the log is given.
+        let console = [
+            "boot",
+            "    # Subtest: s",
+            "    # x: diag",
+            "    ok 1 x",
+            "next",
+        ];
+        r.console_lines = Some((3, 4));
+        let e = log_excerpt(&r, "numa", Some(&console));
+        assert!(e.ends_with("    # x: diag\n    ok 1 x"), "{e}");
+        assert!(!e.contains("LAST LINE"));
+        // Lines the log does not have: the output instead.
+        r.console_lines = Some((3, 9));
+        assert!(log_excerpt(&r, "numa", Some(&console)).ends_with("a\u{fffd}b"));
     }
 }

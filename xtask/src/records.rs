@@ -45,6 +45,9 @@ pub struct Record {
     pub duration_ms: Option<u64>,
     /// The test's own output (KUnit diagnostics, a userspace test's tail).
     pub output: Option<String>,
+    /// The console lines (1-based, inclusive) that are this test's, for a
+    /// KUnit case: from its first line to its result line.
+    pub console_lines: Option<(usize, usize)>,
 }
 
 impl Record {
@@ -58,6 +61,7 @@ impl Record {
             description: None,
             duration_ms: None,
             output: None,
+            console_lines: None,
         }
     }
 
@@ -128,6 +132,9 @@ pub fn walk(run: &Run, extra: &[UserTest]) -> Vec<Record> {
                 &case.diagnostics,
             );
             r.duration_ms = case.duration_ms;
+            if case.end_line >= case.start_line && case.start_line > 0 {
+                r.console_lines = Some((case.start_line, case.end_line));
+            }
             if !case.diagnostics.is_empty() {
                 r.output = Some(case.diagnostics.join("\n"));
             }

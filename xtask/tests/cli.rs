@@ -669,6 +669,12 @@ fn ci_commands_answer_help_and_take_good_values() {
         &["matrix", "--topology", "cxl"],
         &["matrix", "--shard", "1/3"],
         &["matrix", "--shard", "9/9"],
+        &["matrix", "ci"],
+        &["matrix", "quick"],
+        &["matrix", "full"],
+        &["matrix", "full-debug", "--shard", "2/2"],
+        &["matrix", "debian"],
+        &["lava", "debug"],
         &["test", "--ci", "--job", "numa-full-debug"],
         &["test", "--job", "cxl"],
         &[
@@ -735,9 +741,20 @@ fn shard() {
         refused(&[cmd, "--shard", "1/0"], "--shard", "N must be 1 or more");
         refused(&[cmd, "--shard", "x/3"], "--shard", "whole number");
         refused(&[cmd, "--shard", "2"], "--shard", "K/N");
-        // 9 jobs in --ci: a tenth shard would have none.
-        refused(&[cmd, "--shard", "10/10"], "--shard 10/10", "only 9 jobs");
     }
+    // 9 boots in --ci, then matrix's xtask-cmd job (LAVA boots only the 9):
+    // an eleventh (tenth) shard would have none.
+    accepted(&["matrix", "--shard", "10/10"]);
+    refused(
+        &["matrix", "--shard", "11/11"],
+        "--shard 11/11",
+        "only 10 jobs",
+    );
+    refused(
+        &["lava", "--shard", "10/10"],
+        "--shard 10/10",
+        "only 9 jobs",
+    );
 }
 
 #[test]
@@ -754,6 +771,12 @@ fn matrix_selection() {
     );
     refused(&["matrix", "--topology", "ring"], "--topology", "ring");
     refused(&["matrix", "--ci", "--full"], "--ci", "cannot be used with");
+    refused(&["matrix", "nightly"], "nightly", "possible values");
+    refused(
+        &["matrix", "full", "--kernel", "debian"],
+        "",
+        "cannot be used with",
+    );
     refused(
         &["matrix", "--kernel", "debian", "--profile", "debug"],
         "--kernel debian",

@@ -171,9 +171,10 @@ fn statuses_follow_the_records() {
 }
 
 /// Real runs: every `test-*` run directory under `$TIERKIT_REAL_RUNS`
-/// (e.g. a CI run's `target/tierkit`), its console log parsed again and its
-/// userspace tests read from its results.json, written as KCIDB and
-/// validated. Run by hand: `TIERKIT_REAL_RUNS=DIR cargo test -p xtask
+/// (e.g. a CI run's `target/tierkit`): the kcidb.json the run wrote,
+/// validated and checked against its results; and its console log parsed
+/// again with its userspace tests read from its results.json, written as
+/// KCIDB and validated. Run by hand: `TIERKIT_REAL_RUNS=DIR cargo test -p xtask
 /// --test kcidb -- --ignored`.
 #[test]
 #[ignore = "needs real run directories in $TIERKIT_REAL_RUNS"]
@@ -182,6 +183,7 @@ fn real_runs_are_valid_kcidb() {
     let out = common::scratch("kcidb-real");
     let mut files = Vec::new();
     let mut tests = 0;
+    let mut owns = 0;
     for e in std::fs::read_dir(&root).unwrap() {
         let dir = e.unwrap().path();
         let name = dir.file_name().unwrap().to_string_lossy().to_string();
@@ -189,6 +191,14 @@ fn real_runs_are_valid_kcidb() {
             continue;
         };
         if !dir.join("results.json").is_file() {
+            continue;
+        }
+        if !dir.join("console.log").is_file() {
+            // The run/shell tests (test-xtask-cmd): no console of their own.
+            if dir.join("kcidb.json").is_file() {
+                files.push(dir.join("kcidb.json"));
+                owns += 1;
+            }
             continue;
         }
         let log = std::fs::read(dir.join("console.log")).unwrap();
@@ -218,8 +228,56 @@ fn real_runs_are_valid_kcidb() {
                 "{job}: JUnit differs"
             );
         }
+        // The kcidb.json the run itself wrote: the same tests as its
+        // results (but a `[harness] kcidb` failure, which is about it),
+        // each with a log excerpt and the topology, userspace tests and
+        // KUnit cases with a duration.
+        let own = dir.join("kcidb.json");
+        if own.is_file() {
+            let doc = kcidb::read(&own).unwrap();
+            let counted: Vec<_> = users
+                .iter()
+                .filter(|u| u.name != "[harness] kcidb")
+                .cloned()
+                .collect();
+            assert_eq!(
+                doc.tests.len(),
+                records::walk(&run, &counted).len(),
+                "{job}"
+            );
+            assert_eq!(doc.builds.len(), 1, "{job}");
+            for t in &doc.tests {
+                assert!(
+                    !t.log_excerpt.is_empty() && !t.misc.topology.is_empty(),
+                    "{job}: {}",
+                    t.path
+                );
+                let timed = t.path.starts_with("userspace.")
+                    || (!t.path.starts_with("kernel.")
+                        && t.status != "SKIP"
+                        && t.status != "ERROR");
+                assert!(
+                    !timed || t.duration.is_some(),
+                    "{job}: {} has no duration",
+                    t.path
+                );
+            }
+            owns += 1;
+            files.push(own);
+        }
         let b = common::boot(job, job, p, k);
-        let doc = kcidb::document(&kcidb::Source::of_repo(), &b, &run, &users);
+        let text = String::from_utf8_lossy(&log);
+        let doc =
+            kcidb::document_with_console(&kcidb::Source::of_repo(), &b, &run, &users, Some(&text));
+        // A KUnit case's excerpt is its own console lines, its result last.
+        for t in doc.tests.iter().filter(|t| {
+            t.status == "PASS"
+                && !t.path.starts_with("userspace.")
+                && !t.path.starts_with("kernel.")
+        }) {
+            let last = t.log_excerpt.lines().last().unwrap_or("");
+            assert!(last.contains("ok "), "{job}: {}: {last:?}", t.path);
+        }
         tests += doc.tests.len();
         let path = out.join(format!("{job}.json"));
         kcidb::write(&path, &doc).unwrap();
@@ -232,5 +290,56 @@ fn real_runs_are_valid_kcidb() {
     );
     let bad = validate(&files);
     assert!(bad.is_empty(), "invalid KCIDB: {bad:?}");
-    eprintln!("{} real runs, {tests} KCIDB tests, all valid", files.len());
+    eprintln!(
+        "{} KCIDB files ({owns} written by the runs, the rest from their logs), {tests} tests regenerated, all valid",
+        files.len()
+    );
+}
+
+/// The `run -- CMD` and `shell` tests' KCIDB file: one test each, with
+/// the topology each booted, valid for kcidb-io; a failure is a FAIL.
+#[test]
+fn run_and_shell_tests_are_kcidb_tests_with_their_topology() {
+    let topologies: Vec<(&str, &str)> = xtask::testing::cmd_tests::TESTS
+        .iter()
+        .map(|t| (t.name, t.topology))
+        .collect();
+    let users: Vec<_> = xtask::testing::cmd_tests::TESTS
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            common::user(
+                &format!("[harness] {}", t.name),
+                i32::from(i == 1),
+                false,
+                7000,
+            )
+        })
+        .collect();
+    let doc = kcidb::cmd_tests_document(
+        &common::source(),
+        KernelKind::Tierkit,
+        &topologies,
+        &users,
+        kcidb::now_rfc3339(),
+    );
+    assert_eq!(doc.tests.len(), users.len());
+    assert_eq!(doc.builds.len(), 1);
+    assert_eq!(doc.builds[0].config_name, "default");
+    for (t, (name, topology)) in doc.tests.iter().zip(&topologies) {
+        assert_eq!(t.path, format!("userspace._harness__{name}"));
+        assert_eq!(t.misc.topology, *topology, "{name}");
+        assert_eq!(t.environment.misc["topology"], *topology);
+        assert_eq!(t.misc.job, "xtask-cmd");
+        assert_eq!(t.duration, Some(7.0));
+        assert!(t.log_excerpt.contains(name));
+    }
+    assert!(doc.tests.iter().any(|t| t.misc.topology == "cxl"));
+    assert_eq!(doc.tests[1].status, "FAIL");
+    let dir = common::scratch("kcidb-cmd");
+    let path = dir.join("kcidb.json");
+    kcidb::write(&path, &doc).unwrap();
+    let bad = validate(std::slice::from_ref(&path));
+    assert!(bad.is_empty(), "invalid KCIDB: {bad:?}");
+    std::fs::remove_dir_all(&dir).unwrap();
 }

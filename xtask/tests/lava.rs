@@ -12,16 +12,25 @@
 use std::path::{Path, PathBuf};
 
 use xtask::lava;
-use xtask::matrix::{self, Job, Selection};
+use xtask::matrix::{self, Job, JobKind, Selection};
 use xtask::pyenv::Venv;
 use xtask::runs;
 
+/// The boots of `cargo xtask matrix` (`--ci`); its last job, the `run --
+/// CMD` and `shell` tests, boots no kernel of its own and has no LAVA job.
 fn ci_jobs() -> Vec<Job> {
     let sel = Selection {
         ci: true,
         ..Default::default()
     };
-    matrix::jobs(&sel, &runs::ci_boots())
+    let mut jobs = matrix::jobs(&sel, &runs::ci_boots());
+    let last = jobs.pop().unwrap();
+    assert_eq!(last.kind, JobKind::XtaskCmd);
+    let e = lava::plan_job(&last, Path::new("/nonexistent"), None).unwrap_err();
+    assert!(e.to_string().contains("is not one boot"), "{e}");
+    assert!(jobs.iter().all(|j| j.kind == JobKind::Boot));
+    assert_eq!(jobs.len(), runs::ci_boots().len());
+    jobs
 }
 
 fn scratch(name: &str) -> PathBuf {

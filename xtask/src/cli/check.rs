@@ -205,9 +205,9 @@ fn check_jobs(
 }
 
 /// `lava`'s arguments checked before anything is built: the jobs (as
-/// `matrix` checks them) and `--out`.
+/// `matrix` checks them, boots only) and `--out`.
 fn check_lava(l: &LavaArgs, host: &Host) -> Result<()> {
-    let all = super::select_jobs(&l.select)?;
+    let all = lava::boot_jobs(super::select_jobs(&l.select)?);
     let jobs = lava::pick(all.clone(), l.job.as_deref(), l.shard)?;
     if let Some(s) = l.shard {
         check_jobs(&all, Some(s), host).map_err(anyhow::Error::msg)?;

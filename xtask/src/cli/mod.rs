@@ -102,7 +102,7 @@ fn dispatch(cmd: Cmd) -> Result<ExitCode> {
                     println!("{}", matrix::to_json(&jobs));
                     Ok(ExitCode::SUCCESS)
                 }
-                Some(s) => matrix::run_shard(s, &with_boots(jobs)?),
+                Some(s) => matrix::run_shard(s, &with_requests(jobs)?),
             }
         }
         Cmd::Merge(m) => {
@@ -113,6 +113,14 @@ fn dispatch(cmd: Cmd) -> Result<ExitCode> {
     }
 }
 
+/// Each job with the request its command line makes (as `test` makes it:
+/// a boot, or the tests of `run -- CMD` and `shell`).
+fn with_requests(jobs: Vec<matrix::Job>) -> Result<Vec<(matrix::Job, TestRequest)>> {
+    jobs.into_iter()
+        .map(|j| test_request(&parse_test(&j.args)?).map(|t| (j, t)))
+        .collect()
+}
+
 /// Each job with the boots its command line asks for.
 fn with_boots(jobs: Vec<matrix::Job>) -> Result<Vec<(matrix::Job, Vec<TestBoot>)>> {
     jobs.into_iter()
@@ -120,9 +128,11 @@ fn with_boots(jobs: Vec<matrix::Job>) -> Result<Vec<(matrix::Job, Vec<TestBoot>)
         .collect()
 }
 
-/// `lava`: the picked jobs, each one boot.
+/// `lava`: the picked jobs, each one boot (the job of the `run -- CMD`
+/// and `shell` tests boots no kernel of its own and is none of them).
 fn lava_request(l: LavaArgs) -> Result<LavaRequest> {
-    let picked = commands::lava::pick(select_jobs(&l.select)?, l.job.as_deref(), l.shard)?;
+    let all = commands::lava::boot_jobs(select_jobs(&l.select)?);
+    let picked = commands::lava::pick(all, l.job.as_deref(), l.shard)?;
     let mut jobs = Vec::new();
     for (job, boots) in with_boots(picked)? {
         let [one] = <[TestBoot; 1]>::try_from(boots)
@@ -287,4 +297,32 @@ fn select_jobs(select: &SelectArgs) -> Result<Vec<matrix::Job>> {
     let sel = select.selection();
     let boots = test_boots(&parse_test(&sel.test_args())?)?;
     Ok(matrix::jobs(&sel, &boots))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What `matrix --shard` runs for each job of `--ci`: a boot job its one
+    /// boot and no run/shell tests; the xtask-cmd job those tests, on
+    /// tierkit's kernel, and no boot.
+    #[test]
+    fn each_job_requests_what_its_command_line_runs() {
+        let jobs = select_jobs(&SelectArgs::default()).unwrap();
+        let reqs = with_requests(jobs).unwrap();
+        let (last, boots) = reqs.split_last().unwrap();
+        for (job, t) in boots {
+            assert_eq!(job.kind, matrix::JobKind::Boot);
+            assert_eq!(t.boots.len(), 1, "{}", job.id);
+            assert!(t.cmd_tests.is_empty(), "{}", job.id);
+            assert!(!t.host_tests, "{}", job.id);
+        }
+        let (job, t) = last;
+        assert_eq!(job.kind, matrix::JobKind::XtaskCmd);
+        assert!(t.boots.is_empty());
+        assert!(!t.host_tests);
+        assert_eq!(t.cmd_kernel, KernelKind::Tierkit);
+        let names: Vec<&str> = t.cmd_tests.iter().map(|c| c.name).collect();
+        assert_eq!(names, job.tests);
+    }
 }

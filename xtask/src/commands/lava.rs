@@ -15,7 +15,7 @@ use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use super::matrix::{Job, Shard};
+use super::matrix::{Job, JobKind, Shard};
 use crate::boot::{self, BootRequest, GuestFlags};
 use crate::pyenv::Venv;
 use crate::{qemu, say, util};
@@ -194,6 +194,13 @@ pub fn check(venv: &Venv, yaml: &Path) -> Result<Vec<String>> {
     Ok(problems)
 }
 
+/// The boots of `all`: a LAVA job boots one kernel; the job of the `run
+/// -- CMD` and `shell` tests runs xtask itself and has none.
+pub fn boot_jobs(mut all: Vec<Job>) -> Vec<Job> {
+    all.retain(|j| j.kind == JobKind::Boot);
+    all
+}
+
 /// The jobs of `all` that `--job` or `--shard` pick; without either, all.
 pub fn pick(all: Vec<Job>, job: Option<&str>, shard: Option<Shard>) -> Result<Vec<Job>> {
     if let Some(id) = job {
@@ -220,7 +227,9 @@ pub fn pick(all: Vec<Job>, job: Option<&str>, shard: Option<Shard>) -> Result<Ve
 /// timeout); with `kernel` (the built kernel), the tests its config cannot
 /// run are left out as `test` leaves them out. Builds nothing.
 pub fn plan_job(job: &Job, dir: &Path, artifact_url: Option<&str>) -> Result<Spec> {
-    let (p, k, run) = job.boot;
+    let Some((p, k, run)) = job.boot else {
+        bail!("job {} is not one boot", job.id);
+    };
     let req = BootRequest::for_run(&GuestFlags::default(), p, k, &run)?;
     plan_built(job, &req, dir, artifact_url, None)
 }

@@ -10,7 +10,7 @@ use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use super::test::{self as testing, Boot, TestBoot};
+use super::test::{self as testing, cmd_tests, Boot, TestRequest};
 use crate::merge::{self, Combined};
 // What `merge --expect` reads and writes too.
 pub use crate::merge::{read_job_ids, write_missing};
@@ -62,7 +62,62 @@ impl Selection {
     }
 }
 
-/// One job: one boot, as an independent command.
+/// The named matrices: each the boots of one `cargo xtask test` command
+/// line ([`Named::selection`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Named {
+    /// `test --ci`: what .ci/run boots (the default).
+    Ci,
+    /// `test`: the quick runs (numa, cxl).
+    Quick,
+    /// `test --full`: the default profile's whole suite on every run.
+    Full,
+    /// `test --profile debug`: the quick runs on the debug kernel.
+    Debug,
+    /// `test --full --profile debug`: the whole suite on the debug kernel.
+    FullDebug,
+    /// `test --kernel debian`: the quick runs on Debian's own kernel.
+    Debian,
+}
+
+impl Named {
+    /// The boots it names, as the flags of `test` select them.
+    pub fn selection(self) -> Selection {
+        let (ci, full, profiles, kernel) = match self {
+            Named::Ci => (true, false, vec![], KernelKind::Tierkit),
+            Named::Quick => (false, false, vec![], KernelKind::Tierkit),
+            Named::Full => (false, true, vec![], KernelKind::Tierkit),
+            Named::Debug => (false, false, vec![Profile::Debug], KernelKind::Tierkit),
+            Named::FullDebug => (false, true, vec![Profile::Debug], KernelKind::Tierkit),
+            Named::Debian => (false, false, vec![], KernelKind::Debian),
+        };
+        Selection {
+            ci,
+            full,
+            profiles,
+            kernel,
+            topology: None,
+        }
+    }
+}
+
+/// What a job runs.
+#[derive(Clone, Copy, Debug, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum JobKind {
+    /// One boot of `test` (`test ... --job ID`).
+    Boot,
+    /// The tests of `run -- CMD` and `shell` ([`cmd_tests`]), which
+    /// a whole `test` runs after its boots (`test ... --filter 'xtask-*'`).
+    XtaskCmd,
+}
+
+/// The id of the job of the `run -- CMD` and `shell` tests (its results
+/// are in `target/tierkit/test-xtask-cmd/`).
+pub const CMD_JOB: &str = crate::kcidb::CMD_JOB;
+
+/// One job: one boot, or the tests of `run -- CMD` and `shell`, as an
+/// independent command.
 #[derive(Clone, Debug, Serialize, PartialEq, Eq)]
 pub struct Job {
     /// Stable id: the run directory's name after `test-` (`numa-full`,
@@ -70,6 +125,9 @@ pub struct Job {
     pub id: String,
     /// For people: `debug numa-full`.
     pub name: String,
+    pub kind: JobKind,
+    /// The tests of a [`JobKind::XtaskCmd`] job (empty for a boot).
+    pub tests: Vec<String>,
     pub profile: String,
     pub kernel: String,
     pub run: String,
@@ -83,46 +141,114 @@ pub struct Job {
     pub argv: Vec<String>,
     /// The same as one shell-quoted line.
     pub command: String,
-    /// The boot itself: profile, kernel, run.
+    /// The boot itself: profile, kernel, run (`None` for the job of the
+    /// `run -- CMD` and `shell` tests, which boots guests of its own).
     #[serde(skip)]
-    pub boot: Boot,
+    pub boot: Option<Boot>,
 }
 
-/// The jobs of `boots` (as `sel` selected them), in order.
+/// The jobs of `boots` (as `sel` selected them), in order, then the job
+/// of the `run -- CMD` and `shell` tests that the same `test` runs after
+/// its boots ([`cmd_job`]), so that the jobs together count what one
+/// `test` counts.
 pub fn jobs(sel: &Selection, boots: &[Boot]) -> Vec<Job> {
-    boots
+    let mut v: Vec<Job> = boots
         .iter()
         .map(|(p, k, run)| {
             let id = testing::job_id(*p, *k, run);
             let mut args = sel.test_args();
             args.extend(["--job".into(), id.clone(), "--no-host-tests".into()]);
-            let argv: Vec<String> = ["cargo", "xtask"]
-                .iter()
-                .map(|s| s.to_string())
-                .chain(args.iter().cloned())
-                .collect();
             Job {
-                boot: (*p, *k, *run),
+                boot: Some((*p, *k, *run)),
                 name: testing::run_label(*p, *k, run.name),
+                kind: JobKind::Boot,
+                tests: Vec::new(),
                 profile: p.name().into(),
                 kernel: k.name().into(),
                 run: run.name.into(),
                 topology: run.kind.name().into(),
-                kernel_version: match k {
-                    KernelKind::Debian => crate::debian::RELEASE.into(),
-                    KernelKind::Tierkit => crate::kernel::DEFAULT_PACKAGE.into(),
-                },
-                command: argv
-                    .iter()
-                    .map(|a| crate::validate::shell_quote(a))
-                    .collect::<Vec<_>>()
-                    .join(" "),
-                args,
-                argv,
-                id,
+                kernel_version: kernel_version(*k),
+                ..job_command(id, args)
             }
         })
-        .collect()
+        .collect();
+    v.extend(cmd_job(sel));
+    v
+}
+
+/// `linux-source-7.3` (built by xtask) or Debian's release.
+fn kernel_version(k: KernelKind) -> String {
+    match k {
+        KernelKind::Debian => crate::debian::RELEASE.into(),
+        KernelKind::Tierkit => crate::kernel::DEFAULT_PACKAGE.into(),
+    }
+}
+
+/// A job `id` running `cargo xtask ARGS`; the rest to be filled in.
+fn job_command(id: String, args: Vec<String>) -> Job {
+    let argv: Vec<String> = ["cargo", "xtask"]
+        .iter()
+        .map(|s| s.to_string())
+        .chain(args.iter().cloned())
+        .collect();
+    Job {
+        command: argv
+            .iter()
+            .map(|a| crate::validate::shell_quote(a))
+            .collect::<Vec<_>>()
+            .join(" "),
+        id,
+        name: String::new(),
+        kind: JobKind::Boot,
+        tests: Vec::new(),
+        profile: String::new(),
+        kernel: String::new(),
+        run: String::new(),
+        topology: String::new(),
+        kernel_version: String::new(),
+        args,
+        argv,
+        boot: None,
+    }
+}
+
+/// The job of the `run -- CMD` and `shell` tests `sel`'s `test` runs
+/// ([`cmd_tests::for_selection`]), if any: `test ... --filter 'xtask-*'
+/// --no-host-tests`, which runs only them.
+pub fn cmd_job(sel: &Selection) -> Option<Job> {
+    let profiles = if sel.profiles.is_empty() {
+        vec![Profile::Default]
+    } else {
+        sel.profiles.clone()
+    };
+    let tests = cmd_tests::for_selection(sel.ci, &profiles, sel.topology.map(|t| t.name()));
+    if tests.is_empty() {
+        return None;
+    }
+    let kernel = if sel.ci {
+        KernelKind::Tierkit
+    } else {
+        sel.kernel
+    };
+    let mut args = sel.test_args();
+    args.extend([
+        "--filter".into(),
+        "xtask-*".into(),
+        "--no-host-tests".into(),
+    ]);
+    let mut topologies: Vec<&str> = tests.iter().map(|t| t.topology).collect();
+    topologies.dedup();
+    Some(Job {
+        name: "xtask run/shell".into(),
+        kind: JobKind::XtaskCmd,
+        tests: tests.iter().map(|t| t.name.to_string()).collect(),
+        profile: Profile::Default.name().into(),
+        kernel: kernel.name().into(),
+        run: CMD_JOB.into(),
+        topology: topologies.join(","),
+        kernel_version: kernel_version(kernel),
+        ..job_command(CMD_JOB.into(), args)
+    })
 }
 
 /// `--shard K/N`: the K-th of N shares (K from 1).
@@ -236,11 +362,12 @@ pub fn shard_dir(s: Shard) -> PathBuf {
     util::out_dir().join(s.dir_name())
 }
 
-/// `cargo xtask matrix --shard K/N`: boots the shard's jobs one after the
-/// other as `test` would (each job with the boots its command line asks
-/// for), collects them into [`shard_dir`] with the shard's combined
-/// summary, JUnit and KCIDB file, and prints the totals line last.
-pub(crate) fn run_shard(s: Shard, all: &[(Job, Vec<TestBoot>)]) -> Result<ExitCode> {
+/// `cargo xtask matrix --shard K/N`: runs the shard's jobs one after the
+/// other as `test` would (each job with the request its command line
+/// makes: a boot, or the `run -- CMD` and `shell` tests), collects them
+/// into [`shard_dir`] with the shard's combined summary, JUnit and KCIDB
+/// file, and prints the totals line last.
+pub(crate) fn run_shard(s: Shard, all: &[(Job, TestRequest)]) -> Result<ExitCode> {
     let picked = s.pick(all);
     let mine: Vec<Job> = picked.iter().map(|(j, _)| j.clone()).collect();
     if mine.is_empty() {
@@ -257,8 +384,16 @@ pub(crate) fn run_shard(s: Shard, all: &[(Job, Vec<TestBoot>)]) -> Result<ExitCo
     );
     crate::setup::ensure()?;
     let mut errors: Vec<(String, String)> = Vec::new();
-    for (job, boots) in picked {
-        for (_, r) in testing::run_boots(&boots, None) {
+    for (job, t) in picked {
+        let mut results = testing::run_boots(&t.boots, None);
+        if !t.cmd_tests.is_empty() {
+            results.push(testing::run_cmd_tests(
+                t.cmd_kernel,
+                t.cmd_kvm,
+                &t.cmd_tests,
+            ));
+        }
+        for (_, r) in results {
             if let Some(e) = r.error {
                 errors.push((job.id.clone(), e));
             }

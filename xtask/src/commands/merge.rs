@@ -310,8 +310,9 @@ pub fn check_args(roots: &[PathBuf], out: Option<&Path>, expect: Option<&Path>) 
     find_boot_dirs(roots).map(|_| ())
 }
 
-/// The results of a job that left none: `results.json` and `junit.xml`
-/// in `to` with one failure, `[harness] boot`, saying `why`.
+/// The results of a job that left none: `results.json`, `junit.xml` and
+/// `kcidb.json` ([`crate::kcidb::missing_document`]) in `to` with one
+/// failure, `[harness] boot`, saying `why`.
 pub fn write_missing(to: &Path, id: &str, why: String) -> Result<()> {
     std::fs::create_dir_all(to)?;
     let failure = UserTest {
@@ -330,7 +331,9 @@ pub fn write_missing(to: &Path, id: &str, why: String) -> Result<()> {
         &format!("tierkit-{id}"),
         &run,
         failures,
-    )
+    )?;
+    let doc = crate::kcidb::missing_document(&crate::kcidb::Source::of_repo(), id, &failure);
+    crate::kcidb::write(&to.join("kcidb.json"), &doc)
 }
 
 /// The job ids of a `cargo xtask matrix` JSON file: `{"jobs": [...]}` or

@@ -32,6 +32,7 @@ impl TestBoot {
 }
 
 /// `cargo xtask test` as asked.
+#[derive(Clone)]
 pub struct TestRequest {
     /// Run `cargo test --workspace` first.
     pub host_tests: bool,
@@ -213,7 +214,7 @@ fn test_all(host: Option<(bool, Duration)>, t: TestRequest) -> Result<ExitCode> 
 
 /// The tests of `run -- CMD` and `shell` ([`cmd_tests`]): this
 /// xtask run as a user would, each its own guest, as harness tests.
-fn run_cmd_tests(
+pub(crate) fn run_cmd_tests(
     kernel: profile::KernelKind,
     kvm: Option<bool>,
     tests: &[cmd_tests::CmdTest],
@@ -230,7 +231,7 @@ fn run_cmd_tests(
             totals: Some(report::Totals::of(&crate::ktap::Run::default(), &tests)),
             boot: Some(t.elapsed()),
             cxl_setup: None,
-            run_dir: None,
+            run_dir: Some(crate::util::out_dir().join("test-xtask-cmd")),
             error: None,
         },
         Err(e) => {

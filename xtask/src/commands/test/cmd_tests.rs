@@ -3,7 +3,9 @@
 //! as a user would (in a scratch directory, which the guest shares) and
 //! checks what comes out: stdout, files, the exit code. They count in the
 //! totals line as `[harness] xtask-*` tests (label `xtask run/shell`), with
-//! `results.json` and `junit.xml` in `target/tierkit/test-xtask-cmd/`.
+//! `results.json`, `junit.xml` and `kcidb.json` in
+//! `target/tierkit/test-xtask-cmd/` (`cargo xtask matrix` lists them as
+//! the job `xtask-cmd`).
 //!
 //! | test | command | passes when |
 //! |---|---|---|
@@ -51,7 +53,8 @@ enum Check {
 #[derive(Clone, Copy, Debug)]
 pub struct CmdTest {
     pub name: &'static str,
-    topology: &'static str,
+    /// The topology it boots (`numa`, `cxl`).
+    pub topology: &'static str,
     args: &'static [&'static str],
     check: Check,
 }
@@ -146,12 +149,8 @@ pub(crate) fn selected(g: &GuestFlags, profiles: &[profile::Profile], ci: bool) 
     if ci {
         return TESTS.to_vec();
     }
-    if !profiles.contains(&profile::Profile::Default) {
-        return vec![];
-    }
-    TESTS
-        .iter()
-        .filter(|t| g.topology.is_none_or(|k| k.name() == t.topology))
+    for_selection(false, profiles, g.topology.map(|k| k.name()))
+        .into_iter()
         .filter(|t| {
             g.filter.as_deref().is_none_or(|f| {
                 f.split(',')
@@ -159,6 +158,26 @@ pub(crate) fn selected(g: &GuestFlags, profiles: &[profile::Profile], ci: bool) 
                     .any(|p| p.matches(t.name))
             })
         })
+        .collect()
+}
+
+/// The tests of a `test` with these flags, before `--filter`: all with
+/// `--ci`; none unless the default profile is among `profiles`; those of
+/// `topology` only. (`cargo xtask matrix` lists them as one job.)
+pub fn for_selection(
+    ci: bool,
+    profiles: &[profile::Profile],
+    topology: Option<&str>,
+) -> Vec<CmdTest> {
+    if ci {
+        return TESTS.to_vec();
+    }
+    if !profiles.contains(&profile::Profile::Default) {
+        return vec![];
+    }
+    TESTS
+        .iter()
+        .filter(|t| topology.is_none_or(|k| k == t.topology))
         .copied()
         .collect()
 }
@@ -181,6 +200,7 @@ pub(crate) fn run_all(
     let _ = fs::remove_dir_all(&share);
     fs::create_dir_all(&share)?;
     let mut out = Vec::new();
+    let start_time = crate::kcidb::now_rfc3339();
     for (i, t) in tests.iter().enumerate() {
         say!(
             "xtask run/shell test {}/{}: {} ({})",
@@ -217,6 +237,17 @@ pub(crate) fn run_all(
         });
     }
     let run = crate::ktap::Run::default();
+    // KCIDB as for a boot: validated, an invalid file a failure.
+    let topologies: Vec<(&str, &str)> = tests.iter().map(|t| (t.name, t.topology)).collect();
+    if let Some(f) = crate::kcidb::write_cmd_tests(
+        &dir.join("kcidb.json"),
+        kernel,
+        &topologies,
+        &out,
+        start_time,
+    ) {
+        out.push(f);
+    }
     report::write_json(&dir.join("results.json"), &run, &out)?;
     report::write_junit(&dir.join("junit.xml"), "tierkit-xtask-cmd", &run, &out)?;
     let t = Totals::of(&run, &out);
