@@ -41,6 +41,7 @@
 //! Everything that does not need the guest is unit-tested on the host with
 //! `cargo test -p userspace-tests`.
 
+pub mod block_offline;
 pub mod callers;
 pub mod cxl;
 pub mod faults;
@@ -52,7 +53,6 @@ pub mod lifecycle;
 pub mod memblock;
 pub mod node;
 pub mod node_offline;
-pub mod offline;
 pub mod pool;
 pub mod pool_hostile;
 pub mod pool_test;

@@ -19,7 +19,7 @@ pub struct Filter {
     /// suite.
     pub kunit: Option<String>,
     /// `tierkit.filter=`: comma-separated shell globs on the userspace
-    /// tests' names (`tk-test-cxl,tk-test-offline`); `None`: every test.
+    /// tests' names (`tk-test-cxl,tk-test-block-offline`); `None`: every test.
     pub user: Option<String>,
     /// `tierkit.skip=`: comma-separated globs of userspace tests left out.
     pub skip: Option<String>,
@@ -131,7 +131,7 @@ pub struct TestRun {
 /// pauses 10 s after a shrink, and a GiB takes about 50 s to fill on
 /// emulated CXL memory): `--full` only.
 pub const SLOW_USER_TESTS: &str = "tk-test-faults,tk-test-fuzz,tk-test-lifecycle,\
-tk-test-hostile,tk-test-stress,tk-test-gigantic,tk-test-offline,tk-test-node-offline,\
+tk-test-hostile,tk-test-stress,tk-test-gigantic,tk-test-block-offline,tk-test-node-offline,\
 tk-test-pool,tk-test-pool-cxl,tk-test-pool-hostile";
 
 /// The KUnit suites of the quick runs: every `tierkit_*` suite but
@@ -210,7 +210,7 @@ pub const FULL_RUNS: &[TestRun] = &[
         cxl_interleave: None,
         only: Some(Selection {
             kunit: "tierkit_wi_alloc.*",
-            user: "tk-test-cxl,tk-test-offline,tk-test-placement,tk-test-diff,tk-test-gup",
+            user: "tk-test-cxl,tk-test-block-offline,tk-test-placement,tk-test-diff,tk-test-gup",
             skip: "",
         }),
         debug: false,

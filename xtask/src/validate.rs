@@ -223,7 +223,7 @@ mod tests {
     fn filter_refuses_what_the_command_line_cannot_carry() {
         for ok in [
             "tierkit_topology.*",
-            "tk-test-cxl,tk-test-offline",
+            "tk-test-cxl,tk-test-block-offline",
             "tierkit_[!g]*",
             "a'b",
         ] {

@@ -680,7 +680,7 @@ fn main() -> ExitCode {
     r.note(format!("topology: {}", topo.describe()));
     // A CXL node onlined `online_movable` has only ZONE_MOVABLE memory:
     // gigantic ranges may come from there only with the opt-in
-    // (tk-test-offline checks the refusal without it).
+    // (tk-test-block-offline checks the refusal without it).
     let _movable = match MovableGigantic::enable() {
         Ok(m) => Some(m),
         Err(e) => {

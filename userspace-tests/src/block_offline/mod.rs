@@ -1,4 +1,4 @@
-//! The checks of `tk-test-offline` (see its doc): memory blocks that hold
+//! The checks of `tk-test-block-offline` (see its doc): memory blocks that hold
 //! tierkit's pages go offline. Here: the test's state ([`T`]: what it must
 //! put back), the page pattern and its checks, and a node's kind of
 //! memory; the cases by zone in `kernel.rs` (ZONE_NORMAL: the offline

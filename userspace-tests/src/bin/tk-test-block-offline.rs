@@ -1,4 +1,4 @@
-//! tk-test-offline: memory blocks that hold tierkit's pages go offline
+//! tk-test-block-offline: memory blocks that hold tierkit's pages go offline
 //! (module/src/mapping.rs has the design).
 //!
 //! - **ZONE_MOVABLE** (the CXL node onlined `online_movable`): map 8 MiB
@@ -30,15 +30,15 @@
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::process::ExitCode;
-use userspace_tests::memblock::{self, Kmsg};
-use userspace_tests::offline::{
+use userspace_tests::block_offline::{
     fmt_held, gigantic_case, kernel_case, movable_case, node_kind, read_opt_in, total_held, Kind, T,
 };
+use userspace_tests::memblock::{self, Kmsg};
 use userspace_tests::report::Report;
 use userspace_tests::tierkit_ready;
 use userspace_tests::tk::read_stats;
 
-const BIN: &str = "tk-test-offline";
+const BIN: &str = "tk-test-block-offline";
 
 fn main() -> ExitCode {
     userspace_tests::help!();
