@@ -461,37 +461,6 @@ fn with_possible_values(mut line: String, e: &clap::Error) -> String {
     line
 }
 
-/// The named matrices: each the boots of one `cargo xtask test` command
-/// line ([`matrix::Named`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub(super) enum NamedMatrix {
-    /// `test --ci`: what .ci/run boots (the default).
-    Ci,
-    /// `test`: the quick runs (numa, cxl).
-    Quick,
-    /// `test --full`: the default profile's whole suite on every run.
-    Full,
-    /// `test --profile debug`: the quick runs on the debug kernel.
-    Debug,
-    /// `test --full --profile debug`: the whole suite on the debug kernel.
-    FullDebug,
-    /// `test --kernel debian`: the quick runs on Debian's own kernel.
-    Debian,
-}
-
-impl From<NamedMatrix> for matrix::Named {
-    fn from(m: NamedMatrix) -> matrix::Named {
-        match m {
-            NamedMatrix::Ci => matrix::Named::Ci,
-            NamedMatrix::Quick => matrix::Named::Quick,
-            NamedMatrix::Full => matrix::Named::Full,
-            NamedMatrix::Debug => matrix::Named::Debug,
-            NamedMatrix::FullDebug => matrix::Named::FullDebug,
-            NamedMatrix::Debian => matrix::Named::Debian,
-        }
-    }
-}
-
 /// `matrix`'s and `lava`'s flags that pick the boots, as `test` does.
 #[derive(Args, Clone, Debug, Default)]
 pub(super) struct SelectArgs {
@@ -502,7 +471,7 @@ pub(super) struct SelectArgs {
         value_name = "MATRIX",
         conflicts_with_all = ["ci", "full", "profile", "kernel_kind", "topology"]
     )]
-    pub(super) matrix: Option<NamedMatrix>,
+    pub(super) matrix: Option<matrix::Named>,
     /// The boots of `cargo xtask test --ci` (xtask/src/runs.rs, ci_boots);
     /// the default when no other of these flags is given.
     #[arg(long, conflicts_with_all = ["full", "profile", "kernel_kind", "topology"])]

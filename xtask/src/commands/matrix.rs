@@ -64,7 +64,7 @@ impl Selection {
 
 /// The named matrices: each the boots of one `cargo xtask test` command
 /// line ([`Named::selection`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Named {
     /// `test --ci`: what .ci/run boots (the default).
     Ci,

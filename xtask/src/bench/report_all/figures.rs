@@ -1,19 +1,9 @@
 //! How the report writes a figure, a set of weights, page counts per node
 //! and the word a target gets (met, MISSED, n/a).
 
-/// 4.69 M, 3150, 12.5, 0.050.
-pub fn num(x: f64) -> String {
-    let a = x.abs();
-    if a >= 1e6 {
-        format!("{:.2} M", x / 1e6)
-    } else if a >= 100.0 {
-        format!("{x:.0}")
-    } else if a >= 1.0 {
-        format!("{x:.1}")
-    } else {
-        format!("{x:.3}")
-    }
-}
+/// 4.69 M, 3150, 12.5, 0.050: the rows' own number format, so that the
+/// report and the guest's tables print a figure alike.
+pub use tierkit_rows::fmt_num as num;
 
 pub(super) fn fmt_w(w: &Option<Vec<(u32, u8)>>) -> String {
     match w {
