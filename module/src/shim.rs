@@ -352,6 +352,11 @@ pub(crate) mod node {
         usize::try_from(n).unwrap_or(0)
     }
 
+    /// `min(nr_node_ids, 64)`: the node ids tierkit deals with.
+    pub(crate) fn possible_nodes() -> usize {
+        nr_node_ids().min(crate::interleave::MAX_NUMNODES)
+    }
+
     /// `node_online(nid)`, false for ids out of range.
     pub(crate) fn online(nid: usize) -> bool {
         let Some(nid) = to_c(nid) else { return false };

@@ -39,8 +39,7 @@ use crate::interleave::MAX_NUMNODES;
 use crate::pool_cmd::{
     for_each_pool_line, max_pool_count, next_refill, PoolNode, PoolWriteError, Refill,
 };
-use crate::shim::{self, node, TkPoolThread};
-use crate::wi::{possible_nodes, Wi};
+use crate::shim::{self, node, node::possible_nodes, TkPoolThread};
 use core::ptr::NonNull;
 use kernel::{
     bindings,
@@ -95,7 +94,8 @@ struct PoolState {
 unsafe impl Send for PoolState {}
 
 /// The pre-cleared pool of ranges of `range_pages` base pages, per node.
-/// The module's has 1 GiB ranges (`Wi::pool`); KUnit tests make small ones.
+/// The module's has 1 GiB ranges (`DeviceState::pool`); KUnit tests make
+/// small ones.
 ///
 /// Lock order: the pool's lock is taken last and never held while a range
 /// is allocated, cleared or freed, except by a failed `push` (which frees
@@ -523,16 +523,16 @@ unsafe extern "C" fn tk_pool_scan(ctx: *mut c_void, nid: c_int, nr: c_ulong) -> 
     usize::try_from(nid).map_or(0, |n| pool.scan(n, nr as u64)) as c_ulong
 }
 
-/// The refill thread and the shrinker of the module's pool (`wi.pool`).
+/// The refill thread and the shrinker of the module's pool.
 /// Dropping it stops both and frees every ready range.
 ///
 /// # Invariants
 ///
-/// `thread` is a running refill thread over `wi.pool`, recorded in it, and
-/// `shrinker` a registered shrinker over `wi.pool`, until drop; `wi` keeps
+/// `thread` is a running refill thread over `pool`, recorded in it, and
+/// `shrinker` a registered shrinker over `pool`, until drop; `pool` keeps
 /// the pool alive for both.
 pub(crate) struct PoolWorker {
-    wi: Arc<Wi>,
+    pool: Arc<GiganticPool>,
     thread: NonNull<TkPoolThread>,
     shrinker: NonNull<bindings::shrinker>,
 }
@@ -543,27 +543,27 @@ unsafe impl Send for PoolWorker {}
 unsafe impl Sync for PoolWorker {}
 
 impl PoolWorker {
-    /// Starts the refill thread and registers the shrinker of `wi.pool`.
+    /// Starts the refill thread and registers the shrinker of `pool`.
     ///
     /// Errors: `ENOMEM` if either cannot be had (nothing is left running).
-    pub(crate) fn start(wi: Arc<Wi>) -> Result<Self> {
-        let ctx = core::ptr::from_ref::<GiganticPool>(&wi.pool)
+    pub(crate) fn start(pool: Arc<GiganticPool>) -> Result<Self> {
+        let ctx = core::ptr::from_ref::<GiganticPool>(&pool)
             .cast_mut()
             .cast::<c_void>();
-        // SAFETY: `ctx` is the pool inside `wi`, which this value keeps
-        // alive until it stops the thread.
+        // SAFETY: `ctx` is the pool, which this value keeps alive until it
+        // stops the thread.
         let thread = NonNull::new(unsafe { shim::tk_pool_thread_start(ctx) }).ok_or(ENOMEM)?;
-        wi.pool.state.lock().thread = thread.as_ptr();
+        pool.state.lock().thread = thread.as_ptr();
         // SAFETY: as above; the shrinker is freed in drop.
         let Some(shrinker) = NonNull::new(unsafe { shim::tk_pool_shrinker_register(ctx) }) else {
-            wi.pool.state.lock().thread = core::ptr::null_mut();
+            pool.state.lock().thread = core::ptr::null_mut();
             // SAFETY: started above, not recorded anywhere now.
             unsafe { shim::tk_pool_thread_stop(thread.as_ptr()) };
             return Err(ENOMEM);
         };
         // INVARIANT: both started and registered above.
         Ok(Self {
-            wi,
+            pool,
             thread,
             shrinker,
         })
@@ -575,10 +575,10 @@ impl Drop for PoolWorker {
         // SAFETY: By the type invariant, registered; no callback runs
         // after this.
         unsafe { shim::tk_pool_shrinker_free(self.shrinker.as_ptr()) };
-        self.wi.pool.state.lock().thread = core::ptr::null_mut();
+        self.pool.state.lock().thread = core::ptr::null_mut();
         // SAFETY: By the type invariant, running; nobody kicks it now.
         unsafe { shim::tk_pool_thread_stop(self.thread.as_ptr()) };
-        self.wi.pool.drain();
+        self.pool.drain();
     }
 }
 

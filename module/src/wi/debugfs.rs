@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! The weight files: `/sys/kernel/debug/tierkit/weighted_interleave/`
-//! `{nodeN,auto,bandwidth}` and `/sys/kernel/debug/tierkit/stats`.
+//! `{nodeN,auto,bandwidth}`.
 //! Documented in `Documentation/ABI/testing/debugfs-tierkit`.
 //!
 //! # Why debugfs
@@ -41,8 +41,6 @@ use kernel::{
 /// Mode of the read-write files: root only, as the kernel's sysfs
 /// weight files are writable by root only.
 const MODE_RW: u16 = 0o600;
-/// Mode of the read-only files.
-const MODE_RO: u16 = 0o400;
 
 /// The data behind one `nodeN` file.
 struct NodeAttr {
@@ -78,14 +76,6 @@ fn bandwidth_store(wi: &Arc<Wi>, buf: &[u8]) -> Result {
     wi.bandwidth_store(buf)
 }
 
-fn stats_show(wi: &Arc<Wi>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-    wi.stats.show(f, &wi.pool)
-}
-
-fn limits_show(wi: &Arc<Wi>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-    wi.stats.show_limits(f, &wi.pool)
-}
-
 /// The `nodeN` files that exist, indexed by node.
 struct NodeFiles {
     files: KVec<Option<DebugfsFile<NodeAttr>>>,
@@ -109,8 +99,6 @@ pub(crate) struct WiFiles {
     nodes: Mutex<NodeFiles>,
     _auto: DebugfsFile<Arc<Wi>>,
     _bandwidth: DebugfsFile<Arc<Wi>>,
-    _stats: DebugfsFile<Arc<Wi>>,
-    _limits: DebugfsFile<Arc<Wi>>,
     /// Set through `&self` once the notifier is registered: the notifier
     /// may already run on another CPU with a `&WiFiles`, so no `&mut`.
     notifier: Atomic<bool>,
@@ -118,8 +106,8 @@ pub(crate) struct WiFiles {
 }
 
 impl WiFiles {
-    /// Creates `weighted_interleave/{auto,bandwidth}` and `stats` under
-    /// `root`, registers the node notifier, and creates `nodeN` for every
+    /// Creates `weighted_interleave/{auto,bandwidth}` under `root`,
+    /// registers the node notifier, and creates `nodeN` for every
     /// node that has memory.
     pub(crate) fn new(root: &DebugfsDir, wi: Arc<Wi>) -> Result<Pin<KBox<WiFiles>>> {
         Self::new_with(root, wi, true)
@@ -141,8 +129,6 @@ impl WiFiles {
             bandwidth_show,
             Some(bandwidth_store),
         )?;
-        let stats = root.file(c"stats", MODE_RO, wi.clone(), stats_show, None)?;
-        let limits = root.file(c"limits", MODE_RO, wi.clone(), limits_show, None)?;
         let mut files = KVec::with_capacity(MAX_NUMNODES, GFP_KERNEL)?;
         for _ in 0..MAX_NUMNODES {
             files.push(None, GFP_KERNEL)?;
@@ -153,8 +139,6 @@ impl WiFiles {
                 nodes <- new_mutex!(NodeFiles { files }, "tierkit_wi_files"),
                 _auto: auto,
                 _bandwidth: bandwidth,
-                _stats: stats,
-                _limits: limits,
                 notifier: Atomic::new(false),
                 dir,
             }),
