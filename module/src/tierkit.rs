@@ -67,7 +67,7 @@ module! {
 /// file operations have an owner), so `rmmod` is refused while one is open,
 /// and a mapping holds its file.
 struct TierKit {
-    _pool_worker: clear::ready::PoolWorker,
+    _pool_worker: clear::refill::PoolWorker,
     _pool_file: debugfs::DebugfsFile<Arc<clear::ready::GiganticPool>>,
     _gigantic_dir: debugfs::DebugfsDir,
     _mem_notifier: mapping::MemoryNotifier,
@@ -152,7 +152,7 @@ impl kernel::Module for TierKit {
             |pool, f| pool.show(f),
             Some(|pool, buf| pool.store(buf)),
         )?;
-        let pool_worker = clear::ready::PoolWorker::start(device.pool.clone())?;
+        let pool_worker = clear::refill::PoolWorker::start(device.pool.clone())?;
         let dev = KBox::pin_init(dev::TkDevice::new(device), GFP_KERNEL)?;
         pr_info!(
             "loaded ({} possible nodes, memory on {:#x})\n",

@@ -481,30 +481,23 @@ mod files {
         let first = mem.first().unwrap_or(0);
         // NODE_REMOVED_LAST_MEMORY removes the file, NODE_ADDED_FIRST_MEMORY
         // brings it back, once.
-        // SAFETY: `files.ctx()` is the live `WiFiles` node_event expects.
-        unsafe { node_event(files.ctx(), first as c_int, false) };
+        node_event(&files, first as c_int, false);
         assert!(!files.has_node(first));
-        // SAFETY: as above.
-        unsafe { node_event(files.ctx(), first as c_int, true) };
-        // SAFETY: as above.
-        unsafe { node_event(files.ctx(), first as c_int, true) };
+        node_event(&files, first as c_int, true);
+        node_event(&files, first as c_int, true);
         assert!(files.has_node(first));
         // A node that gets memory later (as a CXL region onlined by dax
         // kmem) gets its file then.
         if let Some(late) = (0..MAX_NUMNODES).find(|&n| !mem.contains(n)) {
             assert!(!files.has_node(late));
-            // SAFETY: as above.
-            unsafe { node_event(files.ctx(), late as c_int, true) };
+            node_event(&files, late as c_int, true);
             assert!(files.has_node(late));
-            // SAFETY: as above.
-            unsafe { node_event(files.ctx(), late as c_int, false) };
+            node_event(&files, late as c_int, false);
             assert!(!files.has_node(late));
         }
         // Ids tierkit cannot name are ignored.
-        // SAFETY: as above.
-        unsafe { node_event(files.ctx(), -1, true) };
-        // SAFETY: as above.
-        unsafe { node_event(files.ctx(), MAX_NUMNODES as c_int, true) };
+        node_event(&files, -1, true);
+        node_event(&files, MAX_NUMNODES as c_int, true);
         assert!(!files.has_node(MAX_NUMNODES));
         Ok(())
     }
