@@ -9,13 +9,15 @@ use crate::chunks::GIGANTIC_PAGES;
 use crate::clear::{self, gigantic::GiganticMode};
 use crate::interleave::{self, TaskState, MAX_NUMNODES};
 use crate::mapping::{Backing, BackingPages, GiganticPlan, GiganticRanges};
+use crate::pages;
 use crate::shim;
+use crate::state::{DeviceState, Stats, FILE_GIGANTIC, FILE_PAGES};
 use crate::sync::{resched_killable, KillableMutex};
 use crate::uapi::{
     self, TkBulk, TkClearBench, TkGigantic, TkPageRefs, TkPolicy, TkRebalance, TkTaskNext,
     TkWalk,
 };
-use crate::wi::{pages, Mode, Policy, Stats, Wi, FILE_GIGANTIC, FILE_PAGES};
+use crate::wi::{Mode, Policy};
 use kernel::{
     bindings, container_of,
     error::to_result,
@@ -97,18 +99,18 @@ fn require_sys_admin() -> Result {
 /// to the `TkDevice` from the registration.
 #[pin_data]
 pub(crate) struct TkDevice {
-    wi: Arc<Wi>,
+    device: Arc<DeviceState>,
     #[pin]
     reg: MiscDeviceRegistration<TkFile>,
 }
 
 impl TkDevice {
-    /// Registers `/dev/tierkit`, whose files use the weight table of `wi`.
-    pub(crate) fn new(wi: Arc<Wi>) -> impl PinInit<Self, Error> {
+    /// Registers `/dev/tierkit`, whose files share `device`.
+    pub(crate) fn new(device: Arc<DeviceState>) -> impl PinInit<Self, Error> {
         try_pin_init!(TkDevice {
-            // `wi` is initialized before the device is registered, so an
-            // early open() finds it.
-            wi,
+            // `device` is initialized before the device is registered, so
+            // an early open() finds it.
+            device,
             reg <- MiscDeviceRegistration::register(MiscDeviceOptions { name: c"tierkit" }),
         })
     }
@@ -137,7 +139,7 @@ struct FileState {
 /// `TK_IOC_BULK` or `mmap` on the same file can be killed.
 #[pin_data]
 pub(crate) struct TkFile {
-    wi: Arc<Wi>,
+    device: Arc<DeviceState>,
     #[pin]
     state: KillableMutex<FileState>,
     /// Held for the whole of a `TK_IOC_REBALANCE`: two at once on one file
@@ -168,7 +170,7 @@ impl TkFile {
             // before the first node.
             st.task = TaskState::new();
             p.nodemask = policy.mask.0;
-            p.weights = policy.weights(|| self.wi.weights()).effective();
+            p.weights = policy.weights(|| self.device.wi.weights()).effective();
         }
         writer.write(&p)?;
         Ok(0)
@@ -194,7 +196,7 @@ impl TkFile {
         {
             let mut st = self.state.lock()?;
             let policy = Self::weighted_policy(&st)?;
-            let weights = policy.weights(|| self.wi.weights());
+            let weights = policy.weights(|| self.device.wi.weights());
             for slot in t.nodes.iter_mut().take(count) {
                 let nid = st.task.next(policy.mask, &weights).ok_or(EINVAL)?;
                 *slot = nid as u8;
@@ -215,11 +217,11 @@ impl TkFile {
         {
             let mut st = self.state.lock()?;
             let policy = Self::weighted_policy(&st)?;
-            let weights = policy.weights(|| self.wi.weights());
+            let weights = policy.weights(|| self.device.wi.weights());
             let mut per_node = [0u64; MAX_NUMNODES];
             let mut task = st.task;
             pages::bulk(
-                &self.wi,
+                &self.device,
                 policy.mask,
                 &weights,
                 &mut task,
@@ -261,7 +263,7 @@ impl TkFile {
             if r.flags & uapi::TK_REBALANCE_F_WEIGHTS != 0 {
                 policy = policy.with_own_weights(&r.weights)?;
             }
-            let sel = policy.selector(&policy.weights(|| self.wi.weights()))?;
+            let sel = policy.selector(&policy.weights(|| self.device.wi.weights()))?;
             if !dry_run && st.policy != Some(policy) {
                 st.policy = Some(policy);
                 // As TK_IOC_SET_POLICY: the task path starts afresh.
@@ -353,7 +355,7 @@ impl TkFile {
         if gm.nr_cleared() as usize + nr_ranges > MAX_FILE_GIGANTIC {
             return Err(ENOMEM);
         }
-        let sel = policy.selector(&policy.weights(|| self.wi.weights()))?;
+        let sel = policy.selector(&policy.weights(|| self.device.wi.weights()))?;
         let mut nids = KVec::with_capacity(nr_ranges, GFP_KERNEL)?;
         let mut slots = KVec::with_capacity(nr_ranges, GFP_KERNEL)?;
         // Whether a GiB may come from ZONE_MOVABLE (see the vm_ops in
@@ -370,7 +372,7 @@ impl TkFile {
             nids.push(nid, GFP_KERNEL)?;
             slots.push(None, GFP_KERNEL)?;
         }
-        let reservation = Stats::reserve(&self.wi, nr_pages as u64)?;
+        let reservation = Stats::reserve(&self.device, nr_pages as u64)?;
         let plan = GiganticPlan {
             nids,
             params: *gm.params(),
@@ -380,12 +382,12 @@ impl TkFile {
         // would stop MAP_POPULATE and get_user_pages()).
         let _ = vma.set_mixedmap();
         let backing = Backing::new(
-            &self.wi,
+            &self.device,
             mapping,
             pgoff,
             BackingPages::Gigantic(GiganticRanges {
                 ranges: slots,
-                wi: self.wi.clone(),
+                state: self.device.clone(),
             }),
             Some(plan),
             reservation,
@@ -549,7 +551,7 @@ impl MiscDevice for TkFile {
         let dev = unsafe { &*container_of!(core::ptr::from_ref(misc).cast_mut(), TkDevice, reg) };
         let me = KBox::try_pin_init(
             try_pin_init!(TkFile {
-                wi: dev.wi.clone(),
+                device: dev.device.clone(),
                 state <- KillableMutex::new(FileState {
                     policy: None,
                     task: TaskState::new(),
@@ -645,10 +647,10 @@ impl MiscDevice for TkFile {
             // weighted_interleave_nid() reads the weights at each fault;
             // all of this mapping's "faults" happen now, so one snapshot
             // serves.
-            let sel = policy.selector(&policy.weights(|| me.wi.weights()))?;
-            let reservation = Stats::reserve(&me.wi, nr_pages as u64)?;
+            let sel = policy.selector(&policy.weights(|| me.device.wi.weights()))?;
+            let reservation = Stats::reserve(&me.device, nr_pages as u64)?;
             // Killable; frees everything on failure.
-            let placed = pages::alloc_placed(&me.wi, &sel, pgoff, nr_pages)?;
+            let placed = pages::alloc_placed(&me.device, &sel, pgoff, nr_pages)?;
             let mixed = vma.set_mixedmap();
             // On failure the mmap path unmaps what was inserted
             // (__mmap_new_file_vma() -> unmap_region()) and `placed` frees
@@ -661,7 +663,7 @@ impl MiscDevice for TkFile {
                 .any(|&p| unsafe { shim::tk_page_in_movable_zone(p) });
             st.nr_pages += placed.len();
             let backing = Backing::new(
-                &me.wi,
+                &me.device,
                 mapping,
                 pgoff,
                 BackingPages::Small(placed),

@@ -47,9 +47,10 @@ mod tests;
 use crate::chunks::GIGANTIC_PAGES;
 use crate::clear::gigantic::{populate_with, LastClear, LastSlot};
 use crate::clear::{ClearParams, GiganticRange};
+use crate::pages::{NodePage, PlacedPages};
 use crate::shim;
+use crate::state::{DeviceState, Registry, Reservation};
 use crate::sync::KillableMutex;
-use crate::wi::{pages::NodePage, pages::PlacedPages, Reservation, Wi};
 use kernel::{
     bindings,
     ffi::{c_int, c_ulong, c_void},
@@ -73,7 +74,7 @@ pub(crate) enum BackingPages {
 /// range is counted in the statistics while held.
 pub(crate) struct GiganticRanges {
     pub(crate) ranges: KVec<Option<GiganticRange>>,
-    pub(crate) wi: Arc<Wi>,
+    pub(crate) state: Arc<DeviceState>,
 }
 
 /// How a gigantic mapping makes each GiB at its first touch.
@@ -90,7 +91,7 @@ impl Drop for GiganticRanges {
     fn drop(&mut self) {
         while let Some(slot) = self.ranges.pop() {
             let Some(r) = slot else { continue };
-            self.wi.stats.gigantic(r.nid(), false);
+            self.state.stats.gigantic(r.nid(), false);
             drop(r);
             // SAFETY: process context (file release, or a failed mmap), no
             // spinlock held.
@@ -106,7 +107,7 @@ impl Drop for GiganticRanges {
 /// `mapping` is the `f_mapping` of the file that owns this value (the
 /// device inode's address space), alive as long as the file is. While
 /// `registered` is true, the address of this pinned value is in
-/// `wi.mappings`.
+/// `state.mappings`.
 #[pin_data(PinnedDrop)]
 pub(crate) struct Backing {
     /// File page offset of the first page.
@@ -122,7 +123,7 @@ pub(crate) struct Backing {
     /// one GiB) of this mapping's faults; killable, as the work is long.
     #[pin]
     fault_lock: KillableMutex<()>,
-    wi: Arc<Wi>,
+    state: Arc<DeviceState>,
     registered: bool,
     /// Whether its vmas were set up for pages in ZONE_MOVABLE (they then
     /// refuse long-term pins): a rebalance may take pages there only then.
@@ -143,11 +144,11 @@ unsafe impl Sync for Backing {}
 impl Backing {
     /// A backing for the pages of a mapping at file page offset `pgoff` of
     /// a file whose `f_mapping` is `mapping`, registered with the memory
-    /// notifier of `wi`. `plan` is for gigantic mappings (whose `pages`
+    /// notifier of `state`. `plan` is for gigantic mappings (whose `pages`
     /// start with empty slots); `movable`: its vmas are set up for pages in
     /// ZONE_MOVABLE.
     pub(crate) fn new(
-        wi: &Arc<Wi>,
+        state: &Arc<DeviceState>,
         mapping: *mut bindings::address_space,
         pgoff: u64,
         pages: BackingPages,
@@ -162,7 +163,7 @@ impl Backing {
                 pages <- new_mutex!(pages, "tierkit_backing"),
                 plan,
                 fault_lock <- KillableMutex::new((), c"tierkit_gigantic_fault", static_lock_class!()),
-                wi: wi.clone(),
+                state: state.clone(),
                 registered: false,
                 movable,
                 pte_noted: Atomic::new(false),
@@ -171,7 +172,7 @@ impl Backing {
             GFP_KERNEL,
         )?;
         let addr = core::ptr::from_ref::<Backing>(&b) as usize;
-        let mut list = wi.mappings.backings.lock();
+        let mut list = state.mappings.backings.lock();
         list.push(addr, GFP_KERNEL)?;
         // SAFETY: `registered` is not structurally pinned; nothing moves.
         // The notifier cannot look at `b` yet: it takes the registry lock,
@@ -233,7 +234,7 @@ impl Backing {
         // A ready range of the pool, or one allocated and cleared now,
         // without the pages lock (the memory notifier takes it); dropped
         // (freed) on any failure below.
-        let range = match self.wi.pool.take(nid) {
+        let range = match self.state.pool.take(nid) {
             Some(r) => {
                 *plan.last.lock() = Some(LastClear {
                     elapsed_ns: 0,
@@ -251,7 +252,7 @@ impl Backing {
             return Err(EFAULT);
         };
         let slot = g.ranges.get_mut(idx).ok_or(EFAULT)?;
-        self.wi.stats.gigantic(nid, true);
+        self.state.stats.gigantic(nid, true);
         *slot = Some(range);
         Ok(pfn)
     }
@@ -525,7 +526,7 @@ impl PinnedDrop for Backing {
     fn drop(self: Pin<&mut Self>) {
         if self.registered {
             let me = core::ptr::from_ref::<Backing>(&self) as usize;
-            self.wi.mappings.backings.lock().retain(|a| *a != me);
+            self.state.mappings.backings.lock().retain(|a| *a != me);
         }
         // The pages, then the reservation, drop with the fields.
     }
@@ -586,7 +587,7 @@ unsafe extern "C" fn tk_gigantic_fault(
             0
         }
         Err(e) => {
-            b.wi.stats.gigantic_fault_failed();
+            b.state.stats.gigantic_fault_failed();
             // SAFETY: no precondition.
             if unsafe { shim::tk_fatal_signal_pending() } {
                 pr_debug!("gigantic fault at file page {:#x}: killed\n", pgoff);
@@ -649,79 +650,65 @@ unsafe extern "C" fn tk_gigantic_pte_page(
     }
 }
 
-/// Every live [`Backing`], for the memory notifier.
-#[pin_data]
-pub(crate) struct Registry {
-    /// Addresses of the registered backings.
-    #[pin]
-    backings: Mutex<KVec<usize>>,
-}
-
-impl Registry {
-    pub(crate) fn new() -> impl PinInit<Self> {
-        pin_init!(Registry {
-            backings <- new_mutex!(KVec::new(), "tierkit_backings"),
-        })
-    }
-
-    /// `MEM_GOING_OFFLINE` for pfns `start..start + nr`: every backing moves
-    /// its pages out, or the first refusal fails the offline.
-    fn going_offline(&self, start: u64, nr: u64) -> Result {
-        // Ranges no mapping holds (yet) too: a TK_IOC_CLEAR_BENCH range, a
-        // GiB being cleared at its first touch. The kernel cannot migrate
-        // them and would retry until the offlining task is killed.
-        // SAFETY: `start` is the first pfn of the block going offline,
-        // which has a struct page.
-        let nid = unsafe { shim::tk_page_to_nid(shim::tk_pfn_to_page(start as c_ulong)) };
-        if crate::clear::range::movable_pending(nid as usize) {
-            pr_warn!(
+/// `MEM_GOING_OFFLINE` for pfns `start..start + nr`: every backing in
+/// `registry` moves its pages out, or the first refusal fails the offline.
+fn going_offline(registry: &Registry, start: u64, nr: u64) -> Result {
+    // Ranges no mapping holds (yet) too: a TK_IOC_CLEAR_BENCH range, a
+    // GiB being cleared at its first touch. The kernel cannot migrate
+    // them and would retry until the offlining task is killed.
+    // SAFETY: `start` is the first pfn of the block going offline,
+    // which has a struct page.
+    let nid = unsafe { shim::tk_page_to_nid(shim::tk_pfn_to_page(start as c_ulong)) };
+    if crate::clear::range::movable_pending(nid as usize) {
+        pr_warn!(
                 "refusing to offline pfns {:#x}-{:#x}: tierkit is taking a 1 GiB range on node {} with movable_gigantic; try again\n",
                 start,
                 start + nr - 1,
                 nid
             );
-            return Err(EBUSY);
-        }
-        if let Some((pfn, pages)) = crate::clear::movable_range_in(start, start + nr) {
-            pr_warn!(
+        return Err(EBUSY);
+    }
+    if let Some((pfn, pages)) = crate::clear::movable_range_in(start, start + nr) {
+        pr_warn!(
                 "refusing to offline pfns {:#x}-{:#x}: they hold tierkit's {} MiB range at pfn {:#x} (taken with movable_gigantic; the kernel cannot migrate it)\n",
                 start,
                 start + nr - 1,
                 (pages * crate::chunks::PAGE_BYTES) >> 20,
                 pfn
             );
-            return Err(EBUSY);
-        }
-        let list = self.backings.lock();
-        for &addr in list.iter() {
-            // SAFETY: a registered backing is alive: it removes itself
-            // (taking this lock) before it goes.
-            let b = unsafe { &*(addr as *const Backing) };
-            b.going_offline(start, start + nr)?;
-        }
-        Ok(())
+        return Err(EBUSY);
     }
+    let list = registry.backings.lock();
+    for &addr in list.iter() {
+        // SAFETY: a registered backing is alive: it removes itself
+        // (taking this lock) before it goes.
+        let b = unsafe { &*(addr as *const Backing) };
+        b.going_offline(start, start + nr)?;
+    }
+    Ok(())
 }
 
-/// The registration of tierkit's memory notifier for `wi`.
+/// The registration of tierkit's memory notifier for `state`.
 ///
 /// # Invariants
 ///
-/// The C shim's memory notifier is registered with a pointer to `*wi`
+/// The C shim's memory notifier is registered with a pointer to `*state`
 /// until this value drops.
 pub(crate) struct MemoryNotifier {
-    wi: Arc<Wi>,
+    state: Arc<DeviceState>,
 }
 
 impl MemoryNotifier {
-    pub(crate) fn register(wi: Arc<Wi>) -> Result<Self> {
-        let ctx = core::ptr::from_ref::<Wi>(&wi).cast_mut().cast::<c_void>();
-        // SAFETY: `ctx` points to the `Wi` that `wi` keeps alive; the
-        // notifier is unregistered in drop, before `wi` is released.
+    pub(crate) fn register(state: Arc<DeviceState>) -> Result<Self> {
+        let ctx = core::ptr::from_ref::<DeviceState>(&state)
+            .cast_mut()
+            .cast::<c_void>();
+        // SAFETY: `ctx` points to the `DeviceState` that `state` keeps alive; the
+        // notifier is unregistered in drop, before `state` is released.
         let ret = unsafe { shim::tk_register_memory_notifier(Some(memory_event), ctx) };
         kernel::error::to_result(ret)?;
         // INVARIANT: registered just above.
-        Ok(Self { wi })
+        Ok(Self { state })
     }
 }
 
@@ -730,7 +717,7 @@ impl Drop for MemoryNotifier {
         // SAFETY: By the type invariant, it is registered; after this no
         // callback runs or is running.
         unsafe { shim::tk_unregister_memory_notifier() };
-        let _ = &self.wi;
+        let _ = &self.state;
     }
 }
 
@@ -738,18 +725,19 @@ impl Drop for MemoryNotifier {
 ///
 /// # Safety
 ///
-/// `ctx` is the `Wi` that [`MemoryNotifier::register`] registered, alive.
+/// `ctx` is the `DeviceState` that [`MemoryNotifier::register`] registered, alive.
 unsafe extern "C" fn memory_event(
     ctx: *mut c_void,
     start_pfn: c_ulong,
     nr_pages: c_ulong,
 ) -> c_int {
     // SAFETY: see the function's safety section.
-    let wi = unsafe { &*ctx.cast::<Wi>() };
+    let state = unsafe { &*ctx.cast::<DeviceState>() };
     // Ready ranges of the pool are nobody's yet: give them back first.
-    wi.pool
+    state
+        .pool
         .release_in(start_pfn as u64, (start_pfn + nr_pages) as u64);
-    match wi.mappings.going_offline(start_pfn as u64, nr_pages as u64) {
+    match going_offline(&state.mappings, start_pfn as u64, nr_pages as u64) {
         Ok(()) => 0,
         Err(e) => e.to_errno(),
     }

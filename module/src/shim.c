@@ -4,9 +4,11 @@
  * macros that Rust cannot call (nodes, CPUs, pages, gfp flags, scheduling).
  * Each wrapper is declared in src/shim.h and src/shim.rs with the same
  * signature; keep the three in sync. The shim's other files each hold one
- * job: shim_hotplug.c (node and memory notifiers), shim_debugfs.c,
- * shim_vma.c (vm_operations, gigantic mappings), shim_pool.c (the pool's
- * kthread and shrinker) and shim_walk.c (test interfaces).
+ * job: shim_hotplug.c (the memory notifier), shim_debugfs.c,
+ * shim_vma.c (vm_operations, gigantic mappings), shim_pool.c (what the
+ * pool needs from C) and shim_walk.c (test interfaces). What the 7.3
+ * bindings reach is Rust: the pool's kthread and shrinker
+ * (clear/refill.rs), the node notifier (wi/debugfs.rs).
  */
 #include <linux/capability.h>
 #include <linux/cpumask.h>
@@ -401,6 +403,13 @@ struct workqueue_struct *tk_alloc_workqueue(const char *name)
 	return alloc_workqueue("%s", WQ_PERCPU | WQ_CPU_INTENSIVE, 0, name);
 }
 
+/*
+ * __GFP_RETRY_MAYFAIL, which the Rust bindings do not export: tierkit's
+ * pages for userspace are allocated in a syscall (mmap, TK_IOC_BULK), so
+ * a shortage must fail the call with ENOMEM, not invoke the OOM killer;
+ * for a charge past memory.max, try_charge_memcg() then fails the charge
+ * instead of running the memcg OOM killer.
+ */
 gfp_t tk_gfp_retry_mayfail(void)
 {
 	return __GFP_RETRY_MAYFAIL;

@@ -62,9 +62,6 @@ u64 tk_ktime_get_ns(void);
 void tk_sleep_killable_ms(unsigned int ms);
 struct workqueue_struct *tk_alloc_workqueue(const char *name);
 
-typedef void (*tk_node_event_fn)(void *ctx, int nid, bool added);
-int tk_register_node_notifier(tk_node_event_fn cb, void *ctx);
-void tk_unregister_node_notifier(void);
 gfp_t tk_gfp_noretry(void);
 gfp_t tk_gfp_retry_mayfail(void);
 
@@ -117,21 +114,9 @@ int tk_walk(unsigned long addr, unsigned long *pfn, int *nid);
 int tk_page_refs(unsigned long pfn, int *refcount, int *mapcount,
 		 unsigned int *order, int *nid, unsigned int *flags);
 
-/* The pre-cleared gigantic pool (module/src/clear/ready.rs). */
-struct tk_pool_thread;
-struct shrinker;
+/* The pre-cleared gigantic pool (module/src/clear/ready.rs, refill.rs). */
 unsigned long tk_node_gigantic_capacity(int nid, bool movable);
-struct tk_pool_thread *tk_pool_thread_start(void *ctx);
-void tk_pool_kick(struct tk_pool_thread *t);
-void tk_pool_thread_stop(struct tk_pool_thread *t);
-bool tk_kthread_should_stop(void);
 void tk_bind_to_node_cpus(int cpu_node);
-struct shrinker *tk_pool_shrinker_register(void *ctx);
-void tk_pool_shrinker_free(struct shrinker *s);
-/* Implemented in Rust (clear/ready.rs). */
-long tk_pool_wait(void *ctx);
-void tk_pool_step(void *ctx);
-unsigned long tk_pool_count(void *ctx, int nid);
-unsigned long tk_pool_scan(void *ctx, int nid, unsigned long nr);
+unsigned int tk_shrinker_numa_aware(void);
 
 #endif /* TIERKIT_SHIM_H */

@@ -117,18 +117,6 @@ extern "C" {
     /// process context only. The result must go to `destroy_workqueue()`.
     pub(crate) fn tk_alloc_workqueue(name: *const c_char) -> *mut bindings::workqueue_struct;
 
-    // Weighted interleave: node hotplug (module/src/wi/debugfs.rs).
-    /// `register_node_notifier()` of a notifier that calls `cb(ctx, nid,
-    /// added)` on `NODE_ADDED_FIRST_MEMORY`/`NODE_REMOVED_LAST_MEMORY`.
-    /// One registration at a time; `cb` must not be `None`, and `ctx` must
-    /// stay valid for `cb` until [`tk_unregister_node_notifier`] returns.
-    pub(crate) fn tk_register_node_notifier(
-        cb: Option<unsafe extern "C" fn(ctx: *mut core::ffi::c_void, nid: c_int, added: bool)>,
-        ctx: *mut core::ffi::c_void,
-    ) -> c_int;
-    /// `unregister_node_notifier()` of the notifier of
-    /// [`tk_register_node_notifier`]. It must be registered.
-    pub(crate) fn tk_unregister_node_notifier();
     /// `__GFP_NORETRY`, which the bindings do not export. No precondition.
     pub(crate) fn tk_gfp_noretry() -> bindings::gfp_t;
     /// `__GFP_RETRY_MAYFAIL`. No precondition.
@@ -297,43 +285,17 @@ extern "C" {
     ) -> c_int;
 }
 
-/// The refill thread of the pre-cleared gigantic pool (shim_pool.c).
-#[repr(C)]
-pub(crate) struct TkPoolThread {
-    _private: [u8; 0],
-}
-
-// The pre-cleared gigantic pool (module/src/clear/ready.rs).
+// The pre-cleared gigantic pool (module/src/clear/ready.rs, refill.rs).
 extern "C" {
     /// Managed pages of `nid` in its kernel zones, plus ZONE_MOVABLE with
     /// `movable`: the most a gigantic range could come from. 0 for an
     /// offline or out-of-range node. No precondition.
     pub(crate) fn tk_node_gigantic_capacity(nid: c_int, movable: bool) -> c_ulong;
-    /// Starts the `tierkit_pool` kthread (nice 19), which calls
-    /// `tk_pool_wait(ctx)` and `tk_pool_step(ctx)` until stopped; NULL on
-    /// failure. `ctx` must be a `GiganticPool` that outlives the thread
-    /// (stopped with [`tk_pool_thread_stop`]).
-    pub(crate) fn tk_pool_thread_start(ctx: *mut core::ffi::c_void) -> *mut TkPoolThread;
-    /// Wakes the thread. `t` must be a running thread from
-    /// [`tk_pool_thread_start`].
-    pub(crate) fn tk_pool_kick(t: *mut TkPoolThread);
-    /// `kthread_stop()`: waits for the thread's current step, then frees
-    /// `t`, which must come from [`tk_pool_thread_start`] and is not used
-    /// again.
-    pub(crate) fn tk_pool_thread_stop(t: *mut TkPoolThread);
-    /// `kthread_should_stop()`. Only from a kthread.
-    pub(crate) fn tk_kthread_should_stop() -> bool;
     /// Restricts the current task to the CPUs of `cpu_node` (nothing if it
     /// has none). No precondition.
     pub(crate) fn tk_bind_to_node_cpus(cpu_node: c_int);
-    /// Registers a NUMA-aware shrinker that calls `tk_pool_count(ctx, nid)`
-    /// and `tk_pool_scan(ctx, nid, nr)`; NULL on failure. `ctx` must
-    /// outlive the shrinker (freed with [`tk_pool_shrinker_free`]).
-    pub(crate) fn tk_pool_shrinker_register(ctx: *mut core::ffi::c_void)
-        -> *mut bindings::shrinker;
-    /// `shrinker_free(s)`: unregisters it and waits for callbacks in
-    /// flight. `s` must come from [`tk_pool_shrinker_register`].
-    pub(crate) fn tk_pool_shrinker_free(s: *mut bindings::shrinker);
+    /// `SHRINKER_NUMA_AWARE`, for `shrinker_alloc()`. No precondition.
+    pub(crate) fn tk_shrinker_numa_aware() -> c_uint;
 }
 
 /// Safe view of the node facts the module asks for everywhere.
@@ -350,6 +312,11 @@ pub(crate) mod node {
         // SAFETY: reads a variable that is fixed after boot.
         let n = unsafe { super::tk_nr_node_ids() };
         usize::try_from(n).unwrap_or(0)
+    }
+
+    /// `min(nr_node_ids, 64)`: the node ids tierkit deals with.
+    pub(crate) fn possible_nodes() -> usize {
+        nr_node_ids().min(crate::interleave::MAX_NUMNODES)
     }
 
     /// `node_online(nid)`, false for ids out of range.

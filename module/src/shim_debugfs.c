@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * tierkit C shim: debugfs files whose file operations pin the module.
+ * Stays C: static file_operations tables with .owner = THIS_MODULE, which
+ * the 7.3 crate's debugfs lacks, on the seq_file single_open() helpers.
  * Declared in src/shim.h, called from src/shim.rs.
  */
 #include <linux/debugfs.h>
@@ -9,8 +11,6 @@
 #include <linux/seq_file.h>
 #include <linux/slab.h>
 #include <linux/string.h>
-
-#include "shim.h"
 
 #include "shim.h"
 

@@ -1,56 +1,17 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * tierkit C shim: node and memory hotplug notifiers: a node gaining or losing memory (the
- * weight table) and a memory block going offline (tierkit moves its pages out).
+ * tierkit C shim: the memory hotplug notifier: a memory block going offline
+ * (tierkit moves its pages out, module/src/mapping.rs).
+ * Stays C: <linux/memory.h> is not in the 7.3 bindings (bindings_helper.h),
+ * so register_memory_notifier(), struct memory_notify and MEM_GOING_OFFLINE
+ * are not reachable from Rust; notifier_from_errno() is a static inline.
+ * The node notifier is Rust (module/src/wi/debugfs.rs).
  * Declared in src/shim.h, called from src/shim.rs.
  */
 #include <linux/memory.h>
-#include <linux/node.h>
 #include <linux/notifier.h>
 
 #include "shim.h"
-
-#include "shim.h"
-
-/* --- weighted interleave: node hotplug ---------------------------------- */
-
-static tk_node_event_fn tk_node_event_cb;
-static void *tk_node_event_ctx;
-
-/* Like mm/mempolicy.c wi_node_notifier(): a node gained or lost memory. */
-static int tk_node_notifier_call(struct notifier_block *nb,
-				 unsigned long action, void *data)
-{
-	struct node_notify *nn = data;
-
-	switch (action) {
-	case NODE_ADDED_FIRST_MEMORY:
-		tk_node_event_cb(tk_node_event_ctx, nn->nid, true);
-		break;
-	case NODE_REMOVED_LAST_MEMORY:
-		tk_node_event_cb(tk_node_event_ctx, nn->nid, false);
-		break;
-	}
-	return NOTIFY_OK;
-}
-
-static struct notifier_block tk_node_nb = {
-	.notifier_call = tk_node_notifier_call,
-	.priority = 0,
-};
-
-/* One registration at a time: @cb(@ctx, nid, added) until unregistered. */
-int tk_register_node_notifier(tk_node_event_fn cb, void *ctx)
-{
-	tk_node_event_cb = cb;
-	tk_node_event_ctx = ctx;
-	return register_node_notifier(&tk_node_nb);
-}
-
-void tk_unregister_node_notifier(void)
-{
-	unregister_node_notifier(&tk_node_nb);
-}
 
 /* --- memory hotplug: blocks going offline --------------------------------- */
 
@@ -91,11 +52,3 @@ void tk_unregister_memory_notifier(void)
 {
 	unregister_memory_notifier(&tk_memory_nb);
 }
-
-/*
- * __GFP_RETRY_MAYFAIL, which the Rust bindings do not export: tierkit's
- * pages for userspace are allocated in a syscall (mmap, TK_IOC_BULK), so
- * a shortage must fail the call with ENOMEM, not invoke the OOM killer;
- * for a charge past memory.max, try_charge_memcg() then fails the charge
- * instead of running the memcg OOM killer.
- */

@@ -2,6 +2,8 @@
 /*
  * tierkit C shim: /dev/tierkit's vm_operations: the 4 KiB fault handler, and gigantic
  * mappings (GiB-aligned addresses, one PUD per GiB at first touch).
+ * Stays C: vm_operations_struct tables (fault, huge_fault, ...) the 7.3
+ * crate has no vtable for, and static inline page-table and vma helpers.
  * Declared in src/shim.h, called from src/shim.rs.
  */
 #include <linux/mm.h>
@@ -13,8 +15,6 @@
 #include <linux/pgtable.h>
 #include <linux/sched/mm.h>
 #include <linux/slab.h>
-
-#include "shim.h"
 
 #include "shim.h"
 

@@ -2,6 +2,8 @@
 /*
  * tierkit C shim: test interfaces, built only with TIERKIT_TEST=1:
  * TK_IOC_WALK's page-table walk and TK_IOC_PAGE_REFS.
+ * Stays C: the page-table walk (pgd_offset() ... pte_offset_map()) and the
+ * folio accessors are macros and static inlines.
  * Declared in src/shim.h, called from src/shim.rs.
  */
 #include <linux/mm.h>
@@ -9,8 +11,6 @@
 #include <linux/mmap_lock.h>
 #include <linux/pgtable.h>
 #include <linux/sched/mm.h>
-
-#include "shim.h"
 
 #include "shim.h"
 

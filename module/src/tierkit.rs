@@ -41,9 +41,11 @@ mod clear;
 mod debugfs;
 mod dev;
 mod mapping;
+mod pages;
 mod ratelimit;
 mod rebalance;
 mod shim;
+mod state;
 mod sync;
 mod wi;
 
@@ -55,21 +57,22 @@ module! {
     license: "GPL",
 }
 
-/// The module: the weight table, its debugfs files and `/dev/tierkit`.
+/// The module: the device's state, its debugfs files and `/dev/tierkit`.
 ///
 /// Fields drop in declaration order: the pool's refill thread and
 /// shrinker first (which frees every ready range), then its file, the
-/// memory notifier, the weight files (and the node notifier), then the
-/// device, then the debugfs root. Every open
+/// memory notifier, the weight files (and the node notifier), the `stats`
+/// and `limits` files, then the device, then the debugfs root. Every open
 /// file, `/dev/tierkit` or debugfs, holds a reference on the module (their
 /// file operations have an owner), so `rmmod` is refused while one is open,
 /// and a mapping holds its file.
 struct TierKit {
-    _pool_worker: clear::ready::PoolWorker,
-    _pool_file: debugfs::DebugfsFile<Arc<wi::Wi>>,
+    _pool_worker: clear::refill::PoolWorker,
+    _pool_file: debugfs::DebugfsFile<Arc<clear::ready::GiganticPool>>,
     _gigantic_dir: debugfs::DebugfsDir,
     _mem_notifier: mapping::MemoryNotifier,
     _wi_files: Pin<KBox<wi::debugfs::WiFiles>>,
+    _stats_files: state::StatsFiles,
     _movable_gigantic: debugfs::DebugfsFile<()>,
     #[cfg(tierkit_test)]
     _register_delay: debugfs::DebugfsFile<()>,
@@ -120,8 +123,9 @@ fn movable_gigantic_store(_: &(), buf: &[u8]) -> Result {
 impl kernel::Module for TierKit {
     fn init(_module: &'static ThisModule) -> Result<Self> {
         let debugfs = debugfs::DebugfsDir::new(c"tierkit", None)?;
-        let wi = Arc::pin_init(wi::Wi::new(), GFP_KERNEL)?;
-        let wi_files = wi::debugfs::WiFiles::new(&debugfs, wi.clone())?;
+        let device = state::DeviceState::new()?;
+        let wi_files = wi::debugfs::WiFiles::new(&debugfs, device.wi.clone())?;
+        let stats_files = state::StatsFiles::new(&debugfs, &device)?;
         let movable_gigantic = debugfs.file(
             c"movable_gigantic",
             0o600,
@@ -139,17 +143,17 @@ impl kernel::Module for TierKit {
             register_delay_show,
             Some(register_delay_store),
         )?;
-        let mem_notifier = mapping::MemoryNotifier::register(wi.clone())?;
+        let mem_notifier = mapping::MemoryNotifier::register(device.clone())?;
         let gigantic_dir = debugfs::DebugfsDir::new(c"gigantic", Some(&debugfs))?;
         let pool_file = gigantic_dir.file(
             c"pool",
             0o600,
-            wi.clone(),
-            |wi, f| wi.pool.show(f),
-            Some(|wi, buf| wi.pool.store(buf)),
+            device.pool.clone(),
+            |pool, f| pool.show(f),
+            Some(|pool, buf| pool.store(buf)),
         )?;
-        let pool_worker = clear::ready::PoolWorker::start(wi.clone())?;
-        let dev = KBox::pin_init(dev::TkDevice::new(wi), GFP_KERNEL)?;
+        let pool_worker = clear::refill::PoolWorker::start(device.pool.clone())?;
+        let dev = KBox::pin_init(dev::TkDevice::new(device), GFP_KERNEL)?;
         pr_info!(
             "loaded ({} possible nodes, memory on {:#x})\n",
             shim::node::nr_node_ids(),
@@ -161,6 +165,7 @@ impl kernel::Module for TierKit {
             _gigantic_dir: gigantic_dir,
             _mem_notifier: mem_notifier,
             _wi_files: wi_files,
+            _stats_files: stats_files,
             _movable_gigantic: movable_gigantic,
             #[cfg(tierkit_test)]
             _register_delay: register_delay,

@@ -26,6 +26,7 @@ pub(crate) mod placement;
 pub(crate) mod pool;
 pub(crate) mod range;
 pub(crate) mod ready;
+pub(crate) mod refill;
 mod tests;
 
 pub(crate) use placement::{CpuSet, Placement};

@@ -11,7 +11,8 @@
 //! - `/sys/kernel/debug/tierkit/gigantic/pool` sets a target per node
 //!   ([`GiganticPool::store`]: lines `NID COUNT`) and reads back
 //!   `NID TARGET READY` per node ([`GiganticPool::show`]).
-//! - One kthread, `tierkit_pool`, at nice 19 as khugepaged (it yields to
+//! - One kthread, `tierkit_pool` (started with the shrinker by
+//!   [`super::refill`]), at nice 19 as khugepaged (it yields to
 //!   every normal task), fills the pools one range at a time: it takes a
 //!   range as gigantic mmap does ([`GiganticRange::alloc_pages_quiet`],
 //!   the same zones and `movable_gigantic` opt-in) and clears it on the
@@ -21,10 +22,11 @@
 //! - A gigantic fault takes a ready range of its node ([`GiganticPool::take`])
 //!   and wakes the thread to refill behind it.
 //! - Ready ranges are given back when a target is lowered, on rmmod
-//!   ([`PoolWorker`]'s drop), under memory pressure (a NUMA-aware shrinker
-//!   counting base pages; refill of the node then pauses for
-//!   [`PAUSE_NS`]), and when a memory block under one goes offline
-//!   ([`GiganticPool::release_in`], from the memory notifier).
+//!   ([`PoolWorker`](super::refill::PoolWorker)'s drop), under memory
+//!   pressure (a NUMA-aware shrinker counting base pages; refill of the
+//!   node then pauses for [`PAUSE_NS`]), and when a memory block under
+//!   one goes offline ([`GiganticPool::release_in`], from the memory
+//!   notifier).
 //! - The `stats` file shows the ready ranges per node (`pool` column), the
 //!   `limits` file `gigantic_pool_taken` and `gigantic_pool_shrunk`.
 //!
@@ -39,18 +41,17 @@ use crate::interleave::MAX_NUMNODES;
 use crate::pool_cmd::{
     for_each_pool_line, max_pool_count, next_refill, PoolNode, PoolWriteError, Refill,
 };
-use crate::shim::{self, node, TkPoolThread};
-use crate::wi::{possible_nodes, Wi};
-use core::ptr::NonNull;
+use crate::shim::{self, node, node::possible_nodes};
 use kernel::{
-    bindings,
-    ffi::{c_int, c_long, c_uint, c_ulong, c_void},
-    fmt, new_mutex,
+    ffi::{c_int, c_uint},
+    fmt, new_condvar, new_mutex,
     prelude::*,
     sync::{
         atomic::{Atomic, Relaxed},
-        Arc, Mutex,
+        CondVar, Mutex,
     },
+    task::{Task, MAX_SCHEDULE_TIMEOUT},
+    time::{msecs_to_jiffies, Jiffies},
 };
 
 /// After the shrinker took a range of a node, or an allocation for it
@@ -84,18 +85,17 @@ impl NodePool {
 /// What the pool's lock protects.
 struct PoolState {
     nodes: [NodePool; MAX_NUMNODES],
-    /// The refill thread to wake, null when none runs (KUnit pools, or
-    /// before [`PoolWorker::start`] and after its drop).
-    thread: *mut TkPoolThread,
+    /// Work came in since the refill thread last looked (a target went
+    /// up, a range was taken or shrunk): it does not sleep before looking
+    /// again.
+    kicked: bool,
+    /// The refill thread is to end ([`super::refill::PoolWorker`]'s drop).
+    stopping: bool,
 }
 
-// SAFETY: `thread` is only passed to `tk_pool_kick()`, which may be called
-// from any thread, and only while it runs (the lock orders that against
-// `PoolWorker`'s drop); the ranges are `Send`.
-unsafe impl Send for PoolState {}
-
 /// The pre-cleared pool of ranges of `range_pages` base pages, per node.
-/// The module's has 1 GiB ranges (`Wi::pool`); KUnit tests make small ones.
+/// The module's has 1 GiB ranges (`DeviceState::pool`); KUnit tests make
+/// small ones.
 ///
 /// Lock order: the pool's lock is taken last and never held while a range
 /// is allocated, cleared or freed, except by a failed `push` (which frees
@@ -107,6 +107,14 @@ pub(crate) struct GiganticPool {
     poison: bool,
     #[pin]
     state: Mutex<PoolState>,
+    /// Where the refill thread sleeps; notified with `kicked` or
+    /// `stopping` set.
+    #[pin]
+    work: CondVar,
+    /// The refill thread's `task_struct` (0 when none runs), for the
+    /// shrinker, which must not free the pool that thread's own
+    /// allocation is reclaiming for.
+    refill_task: Atomic<usize>,
     /// Ready ranges per node, readable without the lock (shrinker count,
     /// `stats`).
     ready: [Atomic<u64>; MAX_NUMNODES],
@@ -132,10 +140,13 @@ impl GiganticPool {
             state <- new_mutex!(
                 PoolState {
                     nodes: core::array::from_fn(|_| NodePool::new()),
-                    thread: core::ptr::null_mut(),
+                    kicked: false,
+                    stopping: false,
                 },
                 "tierkit_gigantic_pool"
             ),
+            work <- new_condvar!("tierkit_gigantic_pool_work"),
+            refill_task: Atomic::new(0),
             ready: core::array::from_fn(|_| Atomic::new(0)),
             taken: Atomic::new(0),
             shrunk: Atomic::new(0),
@@ -216,7 +227,7 @@ impl GiganticPool {
             Err(PoolWriteError::Line(_)) => return Err(EINVAL),
             Err(PoolWriteError::Check(e)) => return Err(e),
         }
-        Self::kick_locked(&st);
+        self.kick_locked(&mut st);
         drop(st);
         self.trim();
         Ok(())
@@ -241,16 +252,48 @@ impl GiganticPool {
         let r = st.nodes.get_mut(nid)?.ready.pop()?;
         self.ready[nid].fetch_sub(1, Relaxed);
         self.taken.add(1, Relaxed);
-        Self::kick_locked(&st);
+        self.kick_locked(&mut st);
         Some(r)
     }
 
-    fn kick_locked(st: &PoolState) {
-        if !st.thread.is_null() {
-            // SAFETY: a non-null `thread` is running: `PoolWorker` clears
-            // it under this lock before stopping the thread.
-            unsafe { shim::tk_pool_kick(st.thread) };
+    /// Wakes the refill thread, if one runs, with `st` (this pool's
+    /// state) locked.
+    fn kick_locked(&self, st: &mut PoolState) {
+        st.kicked = true;
+        self.work.notify_one();
+    }
+
+    /// For the refill thread: sleeps until it is kicked or stopped, or
+    /// `timeout` passes; returns at once if it was kicked since it last
+    /// looked. Returns whether the thread is to go on.
+    pub(super) fn wait_for_work(&self, timeout: Jiffies) -> bool {
+        let mut st = self.state.lock();
+        if !st.kicked && !st.stopping {
+            // The lock is released while it sleeps; a kick or stop takes
+            // it, so none is missed between the check and the sleep.
+            let _ = self.work.wait_interruptible_timeout(&mut st, timeout);
         }
+        st.kicked = false;
+        !st.stopping
+    }
+
+    /// Tells the refill thread to end (it does after its current step).
+    pub(super) fn stop_refill(&self) {
+        let mut st = self.state.lock();
+        st.stopping = true;
+        self.work.notify_one();
+    }
+
+    /// Records the current task as the refill thread (at its start), for
+    /// [`Self::is_refill_task`].
+    pub(super) fn set_refill_task(&self) {
+        self.refill_task
+            .store(Task::current_raw() as usize, Relaxed);
+    }
+
+    /// Whether the current task is the refill thread.
+    pub(super) fn is_refill_task(&self) -> bool {
+        self.refill_task.load(Relaxed) == Task::current_raw() as usize
     }
 
     /// Removes one ready range for which `pick(nid, range)` holds, with
@@ -400,7 +443,7 @@ impl GiganticPool {
     }
 
     /// The shrinker's count for `nid`: its ready base pages.
-    fn count(&self, nid: usize) -> u64 {
+    pub(super) fn count(&self, nid: usize) -> u64 {
         self.ready(nid) * self.range_pages
     }
 
@@ -427,7 +470,7 @@ impl GiganticPool {
                 self.shrunk.add(1, Relaxed);
                 // The thread may sleep without a timeout (pool was full):
                 // wake it so that it waits out the pause and refills.
-                Self::kick_locked(&st);
+                self.kick_locked(&mut st);
                 r
             };
             drop(r);
@@ -461,124 +504,31 @@ fn clear_slowly(range: &mut GiganticRange, stop: &dyn Fn() -> bool) -> Result {
     Ok(())
 }
 
-/// The refill thread asks how long to sleep: 0 ms when a range is due
-/// now, -1 for "until woken".
-///
-/// # Safety
-///
-/// `ctx` is the `GiganticPool` that [`PoolWorker::start`] gave the thread.
-#[no_mangle]
-unsafe extern "C" fn tk_pool_wait(ctx: *mut c_void) -> c_long {
-    // SAFETY: see the function's safety section.
-    let pool = unsafe { &*ctx.cast::<GiganticPool>() };
-    match pool.next() {
-        Refill::Now(_) => 0,
-        Refill::At(t) => (t.saturating_sub(now_ns()) / 1_000_000).clamp(1, 60_000) as c_long,
-        Refill::Idle => -1,
+impl GiganticPool {
+    /// How long the refill thread sleeps before it looks again, in
+    /// jiffies: `None` when a range is due now; else until the earliest
+    /// pause ends (1 ms to 60 s), or `MAX_SCHEDULE_TIMEOUT` (until woken).
+    pub(super) fn refill_wait(&self) -> Option<Jiffies> {
+        match self.next() {
+            Refill::Now(_) => None,
+            Refill::At(t) => {
+                let ms = (t.saturating_sub(now_ns()) / 1_000_000).clamp(1, 60_000);
+                Some(msecs_to_jiffies(ms as u32))
+            }
+            Refill::Idle => Some(MAX_SCHEDULE_TIMEOUT as Jiffies),
+        }
     }
-}
 
-/// One step of the refill thread: fill one range on the node due, on the
-/// CPUs nearest it.
-///
-/// # Safety
-///
-/// As [`tk_pool_wait`]; called only by the refill thread.
-#[no_mangle]
-unsafe extern "C" fn tk_pool_step(ctx: *mut c_void) {
-    // SAFETY: see the function's safety section.
-    let pool = unsafe { &*ctx.cast::<GiganticPool>() };
-    let Refill::Now(nid) = pool.next() else {
-        return;
-    };
-    // SAFETY: `nid` has memory (next_refill), so it is an online node.
-    unsafe { shim::tk_bind_to_node_cpus(shim::tk_nearest_cpu_node(nid as c_int)) };
-    // SAFETY: called from the refill kthread.
-    let stop = || unsafe { shim::tk_kthread_should_stop() };
-    // Failures pause the node and are logged by fill_one.
-    let _ = pool.fill_one(nid, &stop);
-}
-
-/// The shrinker's `count_objects` for `nid`.
-///
-/// # Safety
-///
-/// `ctx` is the `GiganticPool` of a live [`PoolWorker`].
-#[no_mangle]
-unsafe extern "C" fn tk_pool_count(ctx: *mut c_void, nid: c_int) -> c_ulong {
-    // SAFETY: see the function's safety section.
-    let pool = unsafe { &*ctx.cast::<GiganticPool>() };
-    usize::try_from(nid).map_or(0, |n| pool.count(n)) as c_ulong
-}
-
-/// The shrinker's `scan_objects` for `nid` (`!0`: `SHRINK_STOP`).
-///
-/// # Safety
-///
-/// As [`tk_pool_count`].
-#[no_mangle]
-unsafe extern "C" fn tk_pool_scan(ctx: *mut c_void, nid: c_int, nr: c_ulong) -> c_ulong {
-    // SAFETY: see the function's safety section.
-    let pool = unsafe { &*ctx.cast::<GiganticPool>() };
-    usize::try_from(nid).map_or(0, |n| pool.scan(n, nr as u64)) as c_ulong
-}
-
-/// The refill thread and the shrinker of the module's pool (`wi.pool`).
-/// Dropping it stops both and frees every ready range.
-///
-/// # Invariants
-///
-/// `thread` is a running refill thread over `wi.pool`, recorded in it, and
-/// `shrinker` a registered shrinker over `wi.pool`, until drop; `wi` keeps
-/// the pool alive for both.
-pub(crate) struct PoolWorker {
-    wi: Arc<Wi>,
-    thread: NonNull<TkPoolThread>,
-    shrinker: NonNull<bindings::shrinker>,
-}
-
-// SAFETY: the pointers are only used by `drop`, which may run on any thread.
-unsafe impl Send for PoolWorker {}
-// SAFETY: `&PoolWorker` gives access to nothing.
-unsafe impl Sync for PoolWorker {}
-
-impl PoolWorker {
-    /// Starts the refill thread and registers the shrinker of `wi.pool`.
-    ///
-    /// Errors: `ENOMEM` if either cannot be had (nothing is left running).
-    pub(crate) fn start(wi: Arc<Wi>) -> Result<Self> {
-        let ctx = core::ptr::from_ref::<GiganticPool>(&wi.pool)
-            .cast_mut()
-            .cast::<c_void>();
-        // SAFETY: `ctx` is the pool inside `wi`, which this value keeps
-        // alive until it stops the thread.
-        let thread = NonNull::new(unsafe { shim::tk_pool_thread_start(ctx) }).ok_or(ENOMEM)?;
-        wi.pool.state.lock().thread = thread.as_ptr();
-        // SAFETY: as above; the shrinker is freed in drop.
-        let Some(shrinker) = NonNull::new(unsafe { shim::tk_pool_shrinker_register(ctx) }) else {
-            wi.pool.state.lock().thread = core::ptr::null_mut();
-            // SAFETY: started above, not recorded anywhere now.
-            unsafe { shim::tk_pool_thread_stop(thread.as_ptr()) };
-            return Err(ENOMEM);
+    /// One step of the refill thread: fills one range on the node due, on
+    /// the CPUs nearest it; `stop` is asked between clear steps.
+    pub(super) fn refill_step(&self, stop: &dyn Fn() -> bool) {
+        let Refill::Now(nid) = self.next() else {
+            return;
         };
-        // INVARIANT: both started and registered above.
-        Ok(Self {
-            wi,
-            thread,
-            shrinker,
-        })
-    }
-}
-
-impl Drop for PoolWorker {
-    fn drop(&mut self) {
-        // SAFETY: By the type invariant, registered; no callback runs
-        // after this.
-        unsafe { shim::tk_pool_shrinker_free(self.shrinker.as_ptr()) };
-        self.wi.pool.state.lock().thread = core::ptr::null_mut();
-        // SAFETY: By the type invariant, running; nobody kicks it now.
-        unsafe { shim::tk_pool_thread_stop(self.thread.as_ptr()) };
-        self.wi.pool.drain();
+        // SAFETY: `nid` has memory (next_refill), so it is an online node.
+        unsafe { shim::tk_bind_to_node_cpus(shim::tk_nearest_cpu_node(nid as c_int)) };
+        // Failures pause the node and are logged by fill_one.
+        let _ = self.fill_one(nid, stop);
     }
 }
 
@@ -606,6 +556,7 @@ impl GiganticPool {
 #[kunit_tests(tierkit_pool)]
 mod tests {
     use super::*;
+    use kernel::bindings;
 
     /// Pages of a test range: 2 MiB.
     const PAGES: u64 = 512;

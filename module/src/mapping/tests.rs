@@ -15,12 +15,10 @@ use kernel::prelude::*;
 mod moves {
     use crate::interleave::{Nodemask, MAX_NUMNODES};
     use crate::mapping::{Backing, Stayed};
+    use crate::pages::{alloc_placed, NodePage, PlacedPages};
     use crate::shim;
-    use crate::wi::{
-        memory_nodes,
-        pages::{alloc_placed, NodePage, PlacedPages},
-        Policy, Wi,
-    };
+    use crate::state::DeviceState;
+    use crate::wi::{memory_nodes, Policy};
     use core::ffi::c_int;
     use kernel::{prelude::*, sync::Arc};
 
@@ -40,10 +38,10 @@ mod moves {
     }
 
     /// [`PAGES`] pages on node `a`, page `i` filled with `0x40 + i`.
-    fn placed_on(wi: &Arc<Wi>, a: usize) -> Result<PlacedPages> {
+    fn placed_on(state: &Arc<DeviceState>, a: usize) -> Result<PlacedPages> {
         let policy = Policy::new(1, 0, Nodemask::single(a).0, &[0; MAX_NUMNODES])?;
-        let sel = policy.selector(&wi.weights())?;
-        let p = alloc_placed(wi, &sel, 0, PAGES)?;
+        let sel = policy.selector(&state.wi.weights())?;
+        let p = alloc_placed(state, &sel, 0, PAGES)?;
         for (i, page) in p.pages().iter().enumerate() {
             // SAFETY: the pages are ours alone (never mapped).
             unsafe { page.fill(0x40 + i as u8) };
@@ -62,8 +60,8 @@ mod moves {
     #[test]
     fn a_move_keeps_the_contents_and_lands_on_the_target_node() -> Result {
         let (a, b) = two_nodes()?;
-        let wi = Arc::pin_init(Wi::new(), GFP_KERNEL)?;
-        let mut p = placed_on(&wi, a)?;
+        let state = DeviceState::new()?;
+        let mut p = placed_on(&state, a)?;
         let (mut moved, mut on_b, mut intact, mut refs_one) = (0, 0, 0, 0);
         for i in 0..PAGES {
             // ZONE_MOVABLE allowed: the CXL node of the cxl topology has
@@ -78,9 +76,9 @@ mod moves {
             // SAFETY: `pg` is a valid page `p` keeps allocated.
             refs_one += usize::from(unsafe { shim::tk_folio_ref_count(pg.as_ptr()) } == 1);
         }
-        let (held_a, held_b) = (wi.stats.held(a), wi.stats.held(b));
+        let (held_a, held_b) = (state.stats.held(a), state.stats.held(b));
         drop(p);
-        let (left_a, left_b) = (wi.stats.held(a), wi.stats.held(b));
+        let (left_a, left_b) = (state.stats.held(a), state.stats.held(b));
         assert_eq!(moved, PAGES);
         assert_eq!(on_b, PAGES);
         assert_eq!(intact, PAGES);
@@ -95,8 +93,8 @@ mod moves {
     #[test]
     fn a_page_someone_else_holds_stays_where_it_is() -> Result {
         let (a, b) = two_nodes()?;
-        let wi = Arc::pin_init(Wi::new(), GFP_KERNEL)?;
-        let mut p = placed_on(&wi, a)?;
+        let state = DeviceState::new()?;
+        let mut p = placed_on(&state, a)?;
         // SAFETY: no precondition.
         let pin = unsafe { shim::tk_test_pin_bias() };
         let mut seen: KVec<(bool, bool, bool, c_int)> = KVec::new();
@@ -121,7 +119,7 @@ mod moves {
             let refs = unsafe { shim::tk_folio_ref_count(old) };
             seen.push((stayed, kept(&p, i), refs == 1, why), GFP_KERNEL)?;
         }
-        let held_a = wi.stats.held(a);
+        let held_a = state.stats.held(a);
         drop(p);
         // Kept: same page, contents, one reference again, the reason.
         assert!(seen[0].0 && seen[0].1 && seen[0].2);
@@ -135,11 +133,13 @@ mod moves {
     #[test]
     fn a_target_node_without_memory_gives_no_page() -> Result {
         let (a, _) = two_nodes()?;
-        let wi = Arc::pin_init(Wi::new(), GFP_KERNEL)?;
-        let p = placed_on(&wi, a)?;
+        let state = DeviceState::new()?;
+        let p = placed_on(&state, a)?;
         let old = &p.pages()[0];
         // A node id past every node with memory, and one out of range.
-        let none = (0..MAX_NUMNODES).rev().find(|&n| !memory_nodes().contains(n));
+        let none = (0..MAX_NUMNODES)
+            .rev()
+            .find(|&n| !memory_nodes().contains(n));
         let no_memory = none.map(|n| NodePage::alloc_on(n, old, true).is_err());
         let out_of_range = NodePage::alloc_on(MAX_NUMNODES + 1, old, true).is_err();
         // Away from `a`: another node, never `a` itself.

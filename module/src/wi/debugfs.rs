@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! The weight files: `/sys/kernel/debug/tierkit/weighted_interleave/`
-//! `{nodeN,auto,bandwidth}` and `/sys/kernel/debug/tierkit/stats`.
+//! `{nodeN,auto,bandwidth}`.
 //! Documented in `Documentation/ABI/testing/debugfs-tierkit`.
 //!
 //! # Why debugfs
@@ -18,7 +18,7 @@
 //! # Hotplug
 //!
 //! As mm/mempolicy.c does with `hotplug_node_notifier(wi_node_notifier)`,
-//! a node notifier (registered through the C shim) adds `nodeN` when node N
+//! a node notifier (`register_node_notifier()`) adds `nodeN` when node N
 //! gets its first memory (`NODE_ADDED_FIRST_MEMORY`) and removes it when the
 //! node loses its last (`NODE_REMOVED_LAST_MEMORY`); the weight itself is
 //! kept in the table and shows again if the node returns.
@@ -28,7 +28,8 @@ use crate::debugfs::{DebugfsDir, DebugfsFile};
 use crate::interleave::MAX_NUMNODES;
 use crate::shim;
 use kernel::{
-    ffi::{c_int, c_void},
+    bindings, container_of,
+    ffi::{c_int, c_ulong, c_void},
     fmt, new_mutex,
     prelude::*,
     str::CString,
@@ -36,13 +37,12 @@ use kernel::{
         atomic::{Atomic, Relaxed},
         Arc, Mutex,
     },
+    types::Opaque,
 };
 
 /// Mode of the read-write files: root only, as the kernel's sysfs
 /// weight files are writable by root only.
 const MODE_RW: u16 = 0o600;
-/// Mode of the read-only files.
-const MODE_RO: u16 = 0o400;
 
 /// The data behind one `nodeN` file.
 struct NodeAttr {
@@ -78,14 +78,6 @@ fn bandwidth_store(wi: &Arc<Wi>, buf: &[u8]) -> Result {
     wi.bandwidth_store(buf)
 }
 
-fn stats_show(wi: &Arc<Wi>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-    wi.stats.show(f, &wi.pool)
-}
-
-fn limits_show(wi: &Arc<Wi>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-    wi.stats.show_limits(f, &wi.pool)
-}
-
 /// The `nodeN` files that exist, indexed by node.
 struct NodeFiles {
     files: KVec<Option<DebugfsFile<NodeAttr>>>,
@@ -100,33 +92,40 @@ struct NodeFiles {
 ///
 /// # Invariants
 ///
-/// While `notifier` is true, the C shim's node notifier is registered with
-/// a pointer to this (pinned) object.
+/// While `notifier` is true, `nb` (pinned in this object, calling
+/// [`node_notifier_call`]) is registered on the node notifier chain.
 #[pin_data(PinnedDrop)]
 pub(crate) struct WiFiles {
     wi: Arc<Wi>,
+    /// The node notifier's block.
+    #[pin]
+    nb: Opaque<bindings::notifier_block>,
     #[pin]
     nodes: Mutex<NodeFiles>,
     _auto: DebugfsFile<Arc<Wi>>,
     _bandwidth: DebugfsFile<Arc<Wi>>,
-    _stats: DebugfsFile<Arc<Wi>>,
-    _limits: DebugfsFile<Arc<Wi>>,
     /// Set through `&self` once the notifier is registered: the notifier
     /// may already run on another CPU with a `&WiFiles`, so no `&mut`.
     notifier: Atomic<bool>,
     dir: DebugfsDir,
 }
 
+// SAFETY: `nb` is only used by the notifier chain (under its own lock) and
+// by registration and unregistration; the other fields are `Send` and `Sync`.
+unsafe impl Send for WiFiles {}
+// SAFETY: as above; `&WiFiles` does not touch `nb`.
+unsafe impl Sync for WiFiles {}
+
 impl WiFiles {
-    /// Creates `weighted_interleave/{auto,bandwidth}` and `stats` under
-    /// `root`, registers the node notifier, and creates `nodeN` for every
+    /// Creates `weighted_interleave/{auto,bandwidth}` under `root`,
+    /// registers the node notifier, and creates `nodeN` for every
     /// node that has memory.
     pub(crate) fn new(root: &DebugfsDir, wi: Arc<Wi>) -> Result<Pin<KBox<WiFiles>>> {
         Self::new_with(root, wi, true)
     }
 
-    /// [`WiFiles::new`], optionally without the node notifier (the C shim
-    /// holds one registration; KUnit tests build their own `WiFiles`).
+    /// [`WiFiles::new`], optionally without the node notifier (KUnit
+    /// tests build their own `WiFiles` and call [`node_event`] themselves).
     pub(crate) fn new_with(
         root: &DebugfsDir,
         wi: Arc<Wi>,
@@ -141,8 +140,6 @@ impl WiFiles {
             bandwidth_show,
             Some(bandwidth_store),
         )?;
-        let stats = root.file(c"stats", MODE_RO, wi.clone(), stats_show, None)?;
-        let limits = root.file(c"limits", MODE_RO, wi.clone(), limits_show, None)?;
         let mut files = KVec::with_capacity(MAX_NUMNODES, GFP_KERNEL)?;
         for _ in 0..MAX_NUMNODES {
             files.push(None, GFP_KERNEL)?;
@@ -150,21 +147,24 @@ impl WiFiles {
         let this = KBox::pin_init(
             pin_init!(WiFiles {
                 wi,
+                nb: Opaque::new(bindings::notifier_block {
+                    notifier_call: Some(node_notifier_call),
+                    next: core::ptr::null_mut(),
+                    priority: 0,
+                }),
                 nodes <- new_mutex!(NodeFiles { files }, "tierkit_wi_files"),
                 _auto: auto,
                 _bandwidth: bandwidth,
-                _stats: stats,
-                _limits: limits,
                 notifier: Atomic::new(false),
                 dir,
             }),
             GFP_KERNEL,
         )?;
         if notify {
-            let ctx = this.ctx();
-            // SAFETY: `ctx` points to a pinned `WiFiles`, which unregisters
-            // the notifier in its drop before it goes away (INVARIANT below).
-            let ret = unsafe { shim::tk_register_node_notifier(Some(node_event), ctx) };
+            // SAFETY: `nb` is a valid notifier block, pinned in `this`,
+            // which unregisters it in its drop before it goes away
+            // (INVARIANT below); it is on no chain yet.
+            let ret = unsafe { bindings::register_node_notifier(this.nb.get()) };
             kernel::error::to_result(ret)?;
             // INVARIANT: registered just above.
             this.notifier.store(true, Relaxed);
@@ -175,13 +175,6 @@ impl WiFiles {
             }
         }
         Ok(this)
-    }
-
-    /// The pointer the node notifier passes back to [`node_event`].
-    pub(crate) fn ctx(&self) -> *mut c_void {
-        core::ptr::from_ref::<WiFiles>(self)
-            .cast_mut()
-            .cast::<c_void>()
     }
 
     /// Creates `nodeN` if it does not exist yet (`sysfs_wi_node_add()`).
@@ -239,24 +232,45 @@ impl WiFiles {
 impl PinnedDrop for WiFiles {
     fn drop(self: Pin<&mut Self>) {
         if self.notifier.load(Relaxed) {
-            // SAFETY: By the type invariant, the notifier is registered
-            // (in `new`, pointing at `self`); after this no
-            // callback runs or is running, so `self` may go.
-            unsafe { shim::tk_unregister_node_notifier() };
+            // SAFETY: By the type invariant, `nb` is registered; after
+            // this no callback runs or is running (the chain's rwsem), so
+            // `self` may go.
+            unsafe { bindings::unregister_node_notifier(self.nb.get()) };
         }
     }
 }
 
-/// The node notifier's callback (called by the C shim from
-/// `register_node_notifier()`'s chain, in process context).
+/// The node notifier's callback (`register_node_notifier()`'s chain, in
+/// process context): like mm/mempolicy.c's `wi_node_notifier()`, a node
+/// that gained its first memory or lost its last one.
 ///
 /// # Safety
 ///
-/// `ctx` is the pointer `WiFiles::new` registered, still valid (the
-/// notifier is unregistered before the `WiFiles` is dropped).
-pub(crate) unsafe extern "C" fn node_event(ctx: *mut c_void, nid: c_int, added: bool) {
+/// `nb` is the `nb` of a live [`WiFiles`] (the notifier is unregistered
+/// before the `WiFiles` is dropped) and `data` a `struct node_notify`, as
+/// the node chain passes them.
+unsafe extern "C" fn node_notifier_call(
+    nb: *mut bindings::notifier_block,
+    action: c_ulong,
+    data: *mut c_void,
+) -> c_int {
+    // SAFETY: see the function's safety section; `Opaque` is
+    // `repr(transparent)`.
+    let files =
+        unsafe { &*container_of!(nb.cast::<Opaque<bindings::notifier_block>>(), WiFiles, nb) };
     // SAFETY: see the function's safety section.
-    let files = unsafe { &*ctx.cast::<WiFiles>() };
+    let nid = unsafe { (*data.cast::<bindings::node_notify>()).nid };
+    if action == bindings::NODE_ADDED_FIRST_MEMORY as c_ulong {
+        node_event(files, nid, true);
+    } else if action == bindings::NODE_REMOVED_LAST_MEMORY as c_ulong {
+        node_event(files, nid, false);
+    }
+    bindings::NOTIFY_OK as c_int
+}
+
+/// Node `nid` gained its first memory (`added`) or lost its last: its
+/// `nodeN` file is added or removed. Ids tierkit cannot name are ignored.
+pub(crate) fn node_event(files: &WiFiles, nid: c_int, added: bool) {
     let Ok(nid) = usize::try_from(nid) else {
         return;
     };

@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Weighted interleave: tierkit's weight table, the per-file policy, and the
-//! per-node statistics.
+//! Weighted interleave: tierkit's weight table and the per-file policy.
 //!
 //! The weight table [`Wi`] is a mirror of the kernel's own in mm/mempolicy.c
 //! (Linux 7.3): `struct weighted_interleave_state *wi_state` (a `mode_auto`
@@ -16,28 +15,21 @@
 //! - [`debugfs`]: the files that expose the table to userspace
 //!   (`/sys/kernel/debug/tierkit/weighted_interleave/`), and the node
 //!   hotplug notifier that adds and removes `nodeN` files.
-//! - [`pages`]: allocation of pages on the nodes the selector picks, for
-//!   `/dev/tierkit` (`mmap` and `TK_IOC_BULK`).
 //!
-//! The module has one global [`Wi`]; KUnit tests build their own, so they
+//! The module has one global [`Wi`], part of the device's state
+//! ([`crate::state::DeviceState`]); KUnit tests build their own, so they
 //! never disturb the table userspace sees.
 
 pub(crate) mod debugfs;
-pub(crate) mod pages;
 mod tests;
+
+pub(crate) use crate::shim::node::possible_nodes;
 
 use crate::interleave::{self, Nodemask, Selector, WeightError, Weights, MAX_NUMNODES};
 use crate::shim::node;
 use crate::uapi;
 use crate::wi_table::{TableError, WeightTable};
-use kernel::{
-    fmt, new_mutex,
-    prelude::*,
-    sync::{
-        atomic::{Atomic, Relaxed},
-        Arc, Mutex,
-    },
-};
+use kernel::{fmt, new_mutex, prelude::*, sync::Mutex};
 
 impl From<WeightError> for Error {
     fn from(_: WeightError) -> Error {
@@ -66,194 +58,13 @@ pub(crate) fn memory_nodes() -> Nodemask {
     mask
 }
 
-/// `min(nr_node_ids, 64)`: the node ids tierkit deals with.
-pub(crate) fn possible_nodes() -> usize {
-    node::nr_node_ids().min(MAX_NUMNODES)
-}
-
-/// Pages allocated per node: cumulative, and currently owned by open files;
-/// and the global limit on what open files may hold.
-pub(crate) struct Stats {
-    allocated: [Atomic<u64>; MAX_NUMNODES],
-    held: [Atomic<u64>; MAX_NUMNODES],
-    /// 1 GiB ranges held by files in gigantic mode, per node.
-    gigantic: [Atomic<u64>; MAX_NUMNODES],
-    /// 4 KiB pages reserved by open files (a gigantic range counts
-    /// 2^18), against `global_pages`.
-    reserved: Atomic<u64>,
-    /// Gigantic faults that failed (SIGBUS for that GiB), cumulative.
-    gigantic_fault_failed: Atomic<u64>,
-    /// The most 4 KiB pages all files together may hold: 3/4 of RAM.
-    global_pages: u64,
-}
-
-/// Pages one file holds at most in 4 KiB mode (`MAX_FILE_PAGES`, dev.rs).
-pub(crate) const FILE_PAGES: u64 = 1 << 18;
-/// 1 GiB ranges one file holds at most in gigantic mode.
-pub(crate) const FILE_GIGANTIC: u64 = 64;
-
-/// A share of the global limit, taken by [`Stats::reserve`] before a
-/// mapping allocates and given back on drop (when the file lets go of its
-/// pages, or when the mapping fails).
-pub(crate) struct Reservation {
-    wi: Arc<Wi>,
-    pages: u64,
-}
-
-impl Drop for Reservation {
-    fn drop(&mut self) {
-        self.wi.stats.reserved.fetch_sub(self.pages, Relaxed);
-    }
-}
-
-impl Stats {
-    fn new() -> Self {
-        // SAFETY: no precondition.
-        let total = unsafe { crate::shim::tk_totalram_pages() } as u64;
-        Stats {
-            allocated: core::array::from_fn(|_| Atomic::new(0)),
-            held: core::array::from_fn(|_| Atomic::new(0)),
-            gigantic: core::array::from_fn(|_| Atomic::new(0)),
-            reserved: Atomic::new(0),
-            gigantic_fault_failed: Atomic::new(0),
-            global_pages: total / 4 * 3,
-        }
-    }
-
-    /// Reserves `pages` 4 KiB pages of the global limit for `wi`'s files.
-    ///
-    /// Errors: `ENOMEM` if all files together would hold more than the
-    /// limit (nothing is reserved then).
-    pub(crate) fn reserve(wi: &Arc<Wi>, pages: u64) -> Result<Reservation> {
-        let s = &wi.stats;
-        let mut cur = s.reserved.load(Relaxed);
-        loop {
-            let new = cur.checked_add(pages).ok_or(ENOMEM)?;
-            if new > s.global_pages {
-                return Err(ENOMEM);
-            }
-            match s.reserved.cmpxchg(cur, new, Relaxed) {
-                Ok(_) => {
-                    return Ok(Reservation {
-                        wi: wi.clone(),
-                        pages,
-                    })
-                }
-                Err(seen) => cur = seen,
-            }
-        }
-    }
-
-    /// Counts a 1 GiB range on `nid` held (`true`) or given back.
-    pub(crate) fn gigantic(&self, nid: usize, held: bool) {
-        if let Some(g) = self.gigantic.get(nid) {
-            if held {
-                g.add(1, Relaxed);
-            } else {
-                g.fetch_sub(1, Relaxed);
-            }
-        }
-    }
-
-    /// Counts a gigantic fault that failed (the task got SIGBUS).
-    pub(crate) fn gigantic_fault_failed(&self) {
-        self.gigantic_fault_failed.add(1, Relaxed);
-    }
-
-    /// The `limits` file: `KEY VALUE` lines; `gigantic_fault_failed` is
-    /// the cumulative number of gigantic faults that ended in SIGBUS,
-    /// `gigantic_pool_taken` of faults served from `pool`'s ready ranges,
-    /// `gigantic_pool_shrunk` of ranges its shrinker gave back.
-    pub(crate) fn show_limits(
-        &self,
-        f: &mut fmt::Formatter<'_>,
-        pool: &crate::clear::ready::GiganticPool,
-    ) -> fmt::Result {
-        writeln!(f, "file_pages {FILE_PAGES}")?;
-        writeln!(f, "file_gigantic {FILE_GIGANTIC}")?;
-        writeln!(f, "global_pages {}", self.global_pages)?;
-        writeln!(f, "held_pages {}", self.reserved.load(Relaxed))?;
-        writeln!(
-            f,
-            "gigantic_fault_failed {}",
-            self.gigantic_fault_failed.load(Relaxed)
-        )?;
-        writeln!(f, "gigantic_pool_taken {}", pool.taken())?;
-        writeln!(f, "gigantic_pool_shrunk {}", pool.shrunk())
-    }
-
-    /// Counts `n` pages allocated on `nid`; `held` if a file keeps them.
-    pub(crate) fn add(&self, nid: usize, n: u64, held: bool) {
-        if let Some(a) = self.allocated.get(nid) {
-            a.add(n, Relaxed);
-        }
-        if held {
-            if let Some(h) = self.held.get(nid) {
-                h.add(n, Relaxed);
-            }
-        }
-    }
-
-    /// Counts `n` held pages of `nid` given back.
-    pub(crate) fn release(&self, nid: usize, n: u64) {
-        if let Some(h) = self.held.get(nid) {
-            h.fetch_sub(n, Relaxed);
-        }
-    }
-
-    /// Cumulative pages allocated on `nid`.
-    pub(crate) fn allocated(&self, nid: usize) -> u64 {
-        self.allocated.get(nid).map_or(0, |a| a.load(Relaxed))
-    }
-
-    /// Pages of `nid` currently held by open files.
-    pub(crate) fn held(&self, nid: usize) -> u64 {
-        self.held.get(nid).map_or(0, |h| h.load(Relaxed))
-    }
-
-    /// 1 GiB ranges of `nid` currently held by files in gigantic mode.
-    pub(crate) fn gigantic_held(&self, nid: usize) -> u64 {
-        self.gigantic.get(nid).map_or(0, |g| g.load(Relaxed))
-    }
-
-    /// The `stats` file: a header, then "NID ALLOCATED HELD GIGANTIC POOL"
-    /// per node (POOL: `pool`'s ready 1 GiB ranges of the node).
-    pub(crate) fn show(
-        &self,
-        f: &mut fmt::Formatter<'_>,
-        pool: &crate::clear::ready::GiganticPool,
-    ) -> fmt::Result {
-        writeln!(f, "node allocated held gigantic pool")?;
-        for nid in 0..possible_nodes() {
-            writeln!(
-                f,
-                "{} {} {} {} {}",
-                nid,
-                self.allocated(nid),
-                self.held(nid),
-                self.gigantic_held(nid),
-                pool.ready(nid)
-            )?;
-        }
-        Ok(())
-    }
-}
-
-/// tierkit's weighted-interleave state: the weight table (a mirror of
-/// mm/mempolicy.c's `wi_state` + `node_bw_table`) and the page statistics.
+/// tierkit's weight table: a mirror of mm/mempolicy.c's `wi_state` +
+/// `node_bw_table`.
 #[pin_data]
 pub(crate) struct Wi {
     /// `wi_state_lock` with what it protects.
     #[pin]
     table: Mutex<WeightTable>,
-    /// Per-node page counts.
-    pub(crate) stats: Stats,
-    /// The pages of every live mapping, for the memory notifier.
-    #[pin]
-    pub(crate) mappings: crate::mapping::Registry,
-    /// The pre-cleared 1 GiB ranges gigantic faults take from.
-    #[pin]
-    pub(crate) pool: crate::clear::ready::GiganticPool,
 }
 
 impl Wi {
@@ -262,9 +73,6 @@ impl Wi {
     pub(crate) fn new() -> impl PinInit<Self> {
         pin_init!(Wi {
             table <- new_mutex!(WeightTable::new(), "tierkit_wi_state"),
-            stats: Stats::new(),
-            mappings <- crate::mapping::Registry::new(),
-            pool <- crate::clear::ready::GiganticPool::new(crate::chunks::GIGANTIC_PAGES, false),
         })
     }
 

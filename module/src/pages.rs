@@ -10,9 +10,11 @@
 //! allocation fails). The pages of a mapping go to `vm_insert_pages()` as
 //! one array ([`PlacedPages::raw_pages`]).
 
-use super::Wi;
+mod tests;
+
 use crate::interleave::{self, Nodemask, Selector, TaskState, Weights, MAX_NUMNODES};
 use crate::shim;
+use crate::state::DeviceState;
 use crate::sync::{resched_every, resched_killable};
 use core::ptr::NonNull;
 use kernel::{bindings, ffi::c_int, page::PAGE_SIZE, prelude::*, sync::Arc};
@@ -220,7 +222,7 @@ fn free_all(pages: &mut KVVec<NodePage>, mut each: impl FnMut(&NodePage)) {
 /// counted as "held" in the statistics until dropped.
 pub(crate) struct PlacedPages {
     pages: KVVec<NodePage>,
-    wi: Arc<Wi>,
+    state: Arc<DeviceState>,
 }
 
 impl PlacedPages {
@@ -241,8 +243,8 @@ impl PlacedPages {
         let nid = new.nid();
         if let Some(slot) = self.pages.get_mut(i) {
             let old = core::mem::replace(slot, new);
-            self.wi.stats.release(old.nid(), 1);
-            self.wi.stats.add(nid, 1, true);
+            self.state.stats.release(old.nid(), 1);
+            self.state.stats.add(nid, 1, true);
             drop(old);
         }
     }
@@ -269,8 +271,8 @@ impl Drop for Batch {
 
 impl Drop for PlacedPages {
     fn drop(&mut self) {
-        let wi = &self.wi;
-        free_all(&mut self.pages, |p| wi.stats.release(p.nid(), 1));
+        let state = &self.state;
+        free_all(&mut self.pages, |p| state.stats.release(p.nid(), 1));
     }
 }
 
@@ -285,7 +287,7 @@ impl Drop for PlacedPages {
 /// `fail_after` makes the allocation number `fail_after` fail, for tests of
 /// the error path.
 pub(crate) fn alloc_placed_with(
-    wi: &Arc<Wi>,
+    state: &Arc<DeviceState>,
     sel: &Selector,
     pgoff: u64,
     nr_pages: usize,
@@ -293,7 +295,7 @@ pub(crate) fn alloc_placed_with(
 ) -> Result<PlacedPages> {
     let mut placed = PlacedPages {
         pages: KVVec::with_capacity(nr_pages, GFP_KERNEL)?,
-        wi: wi.clone(),
+        state: state.clone(),
     };
     let mut nodes = [0u8; 256];
     let mut done = 0usize;
@@ -311,7 +313,7 @@ pub(crate) fn alloc_placed_with(
                 // hand out a misplaced page.
                 return Err(EIO);
             }
-            wi.stats.add(nid, 1, true);
+            state.stats.add(nid, 1, true);
             // Capacity was reserved: this cannot fail.
             placed
                 .pages
@@ -326,12 +328,12 @@ pub(crate) fn alloc_placed_with(
 
 /// [`alloc_placed_with`] without fault injection.
 pub(crate) fn alloc_placed(
-    wi: &Arc<Wi>,
+    state: &Arc<DeviceState>,
     sel: &Selector,
     pgoff: u64,
     nr_pages: usize,
 ) -> Result<PlacedPages> {
-    alloc_placed_with(wi, sel, pgoff, nr_pages, None)
+    alloc_placed_with(state, sel, pgoff, nr_pages, None)
 }
 
 /// The bulk path (`alloc_pages_bulk_weighted_interleave()`, mm/mempolicy.c)
@@ -344,7 +346,7 @@ pub(crate) fn alloc_placed(
 ///
 /// `fail_after` makes the allocation number `fail_after` fail, for tests.
 pub(crate) fn bulk_with(
-    wi: &Wi,
+    state: &DeviceState,
     mask: Nodemask,
     weights: &Weights,
     task: &mut TaskState,
@@ -369,7 +371,7 @@ pub(crate) fn bulk_with(
             if page.nid() != nid {
                 return Err(EIO);
             }
-            wi.stats.add(nid, 1, false);
+            state.stats.add(nid, 1, false);
             pages.0.push_within_capacity(page).map_err(|_| ENOMEM)?;
             resched_killable(pages.0.len())?;
         }
@@ -381,12 +383,12 @@ pub(crate) fn bulk_with(
 
 /// [`bulk_with`] without fault injection.
 pub(crate) fn bulk(
-    wi: &Wi,
+    state: &DeviceState,
     mask: Nodemask,
     weights: &Weights,
     task: &mut TaskState,
     nr_pages: u64,
     per_node: &mut [u64; MAX_NUMNODES],
 ) -> Result {
-    bulk_with(wi, mask, weights, task, nr_pages, per_node, None)
+    bulk_with(state, mask, weights, task, nr_pages, per_node, None)
 }

@@ -1,0 +1,272 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The state of the whole device: what `/dev/tierkit`'s files, the debugfs
+//! files and the memory notifier share.
+//!
+//! [`DeviceState`] owns the weight table ([`Wi`], weighted-interleave
+//! policy), the page statistics and limits ([`Stats`]), the registry of
+//! live mappings ([`Registry`], for the memory notifier in
+//! [`crate::mapping`]) and the pre-cleared gigantic pool
+//! ([`GiganticPool`]). It is built once at module load; KUnit tests build
+//! their own.
+//!
+//! The parts know nothing of the whole: `wi` and `clear` do not import
+//! this module, and `mapping` and `pages` reach the parts through it.
+
+use crate::chunks::GIGANTIC_PAGES;
+use crate::clear::ready::GiganticPool;
+use crate::debugfs::{DebugfsDir, DebugfsFile};
+use crate::interleave::MAX_NUMNODES;
+use crate::shim::node::possible_nodes;
+use crate::wi::Wi;
+use kernel::{
+    fmt, new_mutex,
+    prelude::*,
+    sync::{
+        atomic::{Atomic, Relaxed},
+        Arc, Mutex,
+    },
+};
+
+/// The device's state (see the module docs).
+#[pin_data]
+pub(crate) struct DeviceState {
+    /// The weight table.
+    pub(crate) wi: Arc<Wi>,
+    /// Per-node page counts and the global limit.
+    pub(crate) stats: Stats,
+    /// The pages of every live mapping, for the memory notifier.
+    #[pin]
+    pub(crate) mappings: Registry,
+    /// The pre-cleared 1 GiB ranges gigantic faults take from.
+    pub(crate) pool: Arc<GiganticPool>,
+}
+
+impl DeviceState {
+    /// The initial state: the weight table as the kernel's at boot
+    /// ([`Wi::new`]), no pages, no mappings, an empty pool of 1 GiB ranges.
+    ///
+    /// Errors: `ENOMEM`.
+    pub(crate) fn new() -> Result<Arc<Self>> {
+        let wi = Arc::pin_init(Wi::new(), GFP_KERNEL)?;
+        let pool = Arc::pin_init(GiganticPool::new(GIGANTIC_PAGES, false), GFP_KERNEL)?;
+        Arc::pin_init(
+            pin_init!(DeviceState {
+                wi,
+                stats: Stats::new(),
+                mappings <- Registry::new(),
+                pool,
+            }),
+            GFP_KERNEL,
+        )
+    }
+}
+
+/// Every live mapping's [`crate::mapping::Backing`], by address, for the
+/// memory notifier.
+#[pin_data]
+pub(crate) struct Registry {
+    /// Addresses of the registered backings.
+    #[pin]
+    pub(crate) backings: Mutex<KVec<usize>>,
+}
+
+impl Registry {
+    pub(crate) fn new() -> impl PinInit<Self> {
+        pin_init!(Registry {
+            backings <- new_mutex!(KVec::new(), "tierkit_backings"),
+        })
+    }
+}
+
+/// The device-wide read-only files `stats` and `limits` in the debugfs
+/// root. Documented in `Documentation/ABI/testing/debugfs-tierkit`.
+pub(crate) struct StatsFiles {
+    _stats: DebugfsFile<Arc<DeviceState>>,
+    _limits: DebugfsFile<Arc<DeviceState>>,
+}
+
+impl StatsFiles {
+    /// Creates `stats` and `limits` (mode 0400) under `root`.
+    pub(crate) fn new(root: &DebugfsDir, state: &Arc<DeviceState>) -> Result<Self> {
+        let stats = root.file(c"stats", 0o400, state.clone(), stats_show, None)?;
+        let limits = root.file(c"limits", 0o400, state.clone(), limits_show, None)?;
+        Ok(StatsFiles {
+            _stats: stats,
+            _limits: limits,
+        })
+    }
+}
+
+fn stats_show(state: &Arc<DeviceState>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    state.stats.show(f, &state.pool)
+}
+
+fn limits_show(state: &Arc<DeviceState>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    state.stats.show_limits(f, &state.pool)
+}
+
+/// Pages allocated per node: cumulative, and currently owned by open files;
+/// and the global limit on what open files may hold.
+pub(crate) struct Stats {
+    allocated: [Atomic<u64>; MAX_NUMNODES],
+    held: [Atomic<u64>; MAX_NUMNODES],
+    /// 1 GiB ranges held by files in gigantic mode, per node.
+    gigantic: [Atomic<u64>; MAX_NUMNODES],
+    /// 4 KiB pages reserved by open files (a gigantic range counts
+    /// 2^18), against `global_pages`.
+    reserved: Atomic<u64>,
+    /// Gigantic faults that failed (SIGBUS for that GiB), cumulative.
+    gigantic_fault_failed: Atomic<u64>,
+    /// The most 4 KiB pages all files together may hold: 3/4 of RAM.
+    global_pages: u64,
+}
+
+/// Pages one file holds at most in 4 KiB mode (`MAX_FILE_PAGES`, dev.rs).
+pub(crate) const FILE_PAGES: u64 = 1 << 18;
+/// 1 GiB ranges one file holds at most in gigantic mode.
+pub(crate) const FILE_GIGANTIC: u64 = 64;
+
+/// A share of the global limit, taken by [`Stats::reserve`] before a
+/// mapping allocates and given back on drop (when the file lets go of its
+/// pages, or when the mapping fails).
+pub(crate) struct Reservation {
+    state: Arc<DeviceState>,
+    pages: u64,
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        self.state.stats.reserved.fetch_sub(self.pages, Relaxed);
+    }
+}
+
+impl Stats {
+    fn new() -> Self {
+        // SAFETY: no precondition.
+        let total = unsafe { crate::shim::tk_totalram_pages() } as u64;
+        Stats {
+            allocated: core::array::from_fn(|_| Atomic::new(0)),
+            held: core::array::from_fn(|_| Atomic::new(0)),
+            gigantic: core::array::from_fn(|_| Atomic::new(0)),
+            reserved: Atomic::new(0),
+            gigantic_fault_failed: Atomic::new(0),
+            global_pages: total / 4 * 3,
+        }
+    }
+
+    /// Reserves `pages` 4 KiB pages of the global limit for `state`'s
+    /// files.
+    ///
+    /// Errors: `ENOMEM` if all files together would hold more than the
+    /// limit (nothing is reserved then).
+    pub(crate) fn reserve(state: &Arc<DeviceState>, pages: u64) -> Result<Reservation> {
+        let s = &state.stats;
+        let mut cur = s.reserved.load(Relaxed);
+        loop {
+            let new = cur.checked_add(pages).ok_or(ENOMEM)?;
+            if new > s.global_pages {
+                return Err(ENOMEM);
+            }
+            match s.reserved.cmpxchg(cur, new, Relaxed) {
+                Ok(_) => {
+                    return Ok(Reservation {
+                        state: state.clone(),
+                        pages,
+                    })
+                }
+                Err(seen) => cur = seen,
+            }
+        }
+    }
+
+    /// Counts a 1 GiB range on `nid` held (`true`) or given back.
+    pub(crate) fn gigantic(&self, nid: usize, held: bool) {
+        if let Some(g) = self.gigantic.get(nid) {
+            if held {
+                g.add(1, Relaxed);
+            } else {
+                g.fetch_sub(1, Relaxed);
+            }
+        }
+    }
+
+    /// Counts a gigantic fault that failed (the task got SIGBUS).
+    pub(crate) fn gigantic_fault_failed(&self) {
+        self.gigantic_fault_failed.add(1, Relaxed);
+    }
+
+    /// The `limits` file: `KEY VALUE` lines; `gigantic_fault_failed` is
+    /// the cumulative number of gigantic faults that ended in SIGBUS,
+    /// `gigantic_pool_taken` of faults served from `pool`'s ready ranges,
+    /// `gigantic_pool_shrunk` of ranges its shrinker gave back.
+    pub(crate) fn show_limits(
+        &self,
+        f: &mut fmt::Formatter<'_>,
+        pool: &GiganticPool,
+    ) -> fmt::Result {
+        writeln!(f, "file_pages {FILE_PAGES}")?;
+        writeln!(f, "file_gigantic {FILE_GIGANTIC}")?;
+        writeln!(f, "global_pages {}", self.global_pages)?;
+        writeln!(f, "held_pages {}", self.reserved.load(Relaxed))?;
+        writeln!(
+            f,
+            "gigantic_fault_failed {}",
+            self.gigantic_fault_failed.load(Relaxed)
+        )?;
+        writeln!(f, "gigantic_pool_taken {}", pool.taken())?;
+        writeln!(f, "gigantic_pool_shrunk {}", pool.shrunk())
+    }
+
+    /// Counts `n` pages allocated on `nid`; `held` if a file keeps them.
+    pub(crate) fn add(&self, nid: usize, n: u64, held: bool) {
+        if let Some(a) = self.allocated.get(nid) {
+            a.add(n, Relaxed);
+        }
+        if held {
+            if let Some(h) = self.held.get(nid) {
+                h.add(n, Relaxed);
+            }
+        }
+    }
+
+    /// Counts `n` held pages of `nid` given back.
+    pub(crate) fn release(&self, nid: usize, n: u64) {
+        if let Some(h) = self.held.get(nid) {
+            h.fetch_sub(n, Relaxed);
+        }
+    }
+
+    /// Cumulative pages allocated on `nid`.
+    pub(crate) fn allocated(&self, nid: usize) -> u64 {
+        self.allocated.get(nid).map_or(0, |a| a.load(Relaxed))
+    }
+
+    /// Pages of `nid` currently held by open files.
+    pub(crate) fn held(&self, nid: usize) -> u64 {
+        self.held.get(nid).map_or(0, |h| h.load(Relaxed))
+    }
+
+    /// 1 GiB ranges of `nid` currently held by files in gigantic mode.
+    pub(crate) fn gigantic_held(&self, nid: usize) -> u64 {
+        self.gigantic.get(nid).map_or(0, |g| g.load(Relaxed))
+    }
+
+    /// The `stats` file: a header, then "NID ALLOCATED HELD GIGANTIC POOL"
+    /// per node (POOL: `pool`'s ready 1 GiB ranges of the node).
+    pub(crate) fn show(&self, f: &mut fmt::Formatter<'_>, pool: &GiganticPool) -> fmt::Result {
+        writeln!(f, "node allocated held gigantic pool")?;
+        for nid in 0..possible_nodes() {
+            writeln!(
+                f,
+                "{} {} {} {} {}",
+                nid,
+                self.allocated(nid),
+                self.held(nid),
+                self.gigantic_held(nid),
+                pool.ready(nid)
+            )?;
+        }
+        Ok(())
+    }
+}
