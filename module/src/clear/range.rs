@@ -146,8 +146,8 @@ pub(crate) fn check_memory_node(nid: i64) -> Result<usize> {
 /// `PUD_ORDER`, as hugetlb's gigantic folios: whatever maps it by one PUD
 /// hands it to `get_user_pages()`, which counts the references of every
 /// 4 KiB page of a PUD leaf on its folio (shim.c `tk_alloc_contig()`).
-/// Other sizes (the clear benchmark's, up to 64 GiB, never mapped) are
-/// order-0 pages.
+/// Other sizes (the KUnit suites' smaller ranges, up to 64 GiB, never
+/// mapped; the clear benchmark takes 1 GiB ranges) are order-0 pages.
 ///
 /// # Invariants
 ///
