@@ -47,6 +47,7 @@ pub mod faults;
 pub mod first_use;
 pub mod fuzz;
 pub mod help;
+pub mod init;
 pub mod memblock;
 pub mod node;
 pub mod pool;
