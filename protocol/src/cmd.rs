@@ -78,7 +78,10 @@ impl CmdFile {
         };
         for f in body.split(|&x| x == 0) {
             let Some(eq) = f.iter().position(|&x| x == b'=') else {
-                return Err(BadCmdFile(format!("no `=` in {:?}", String::from_utf8_lossy(f))));
+                return Err(BadCmdFile(format!(
+                    "no `=` in {:?}",
+                    String::from_utf8_lossy(f)
+                )));
             };
             let (k, v) = (&f[..eq], &f[eq + 1..]);
             match k {
@@ -160,7 +163,11 @@ mod tests {
             b"term=x\0",
             b"cwd\0",
         ] {
-            assert!(CmdFile::decode(bad).is_err(), "{:?}", String::from_utf8_lossy(bad));
+            assert!(
+                CmdFile::decode(bad).is_err(),
+                "{:?}",
+                String::from_utf8_lossy(bad)
+            );
         }
     }
 }

@@ -85,7 +85,15 @@ mod tests {
         }
         assert_eq!(parse("4096:2"), Some(vec![r(4096, 2, None)]));
         assert_eq!(r(2, 1, None).bytes(), 2 << 20);
-        for bad in ["", "x", "4096:", "4096:0:256", "4096:2:256:1", "4096:2:x", "1,"] {
+        for bad in [
+            "",
+            "x",
+            "4096:",
+            "4096:0:256",
+            "4096:2:256:1",
+            "4096:2:x",
+            "1,",
+        ] {
             assert_eq!(parse(bad), None, "{bad}");
         }
     }

@@ -20,6 +20,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
+use tierkit_protocol::param;
 
 /// What the guest's /init does (`tierkit.mode=`).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -40,11 +41,11 @@ pub enum Mode {
 impl Mode {
     pub fn as_param(&self) -> String {
         match self {
-            Mode::Run => "run".into(),
-            Mode::Test => "test".into(),
-            Mode::Bench(b) => format!("bench-{b}"),
-            Mode::Cmd => "cmd".into(),
-            Mode::Shell => "shell".into(),
+            Mode::Run => param::MODE_RUN.into(),
+            Mode::Test => param::MODE_TEST.into(),
+            Mode::Bench(b) => format!("{}{b}", param::BENCH_PREFIX),
+            Mode::Cmd => param::MODE_CMD.into(),
+            Mode::Shell => param::MODE_SHELL.into(),
         }
     }
 }
@@ -165,11 +166,11 @@ pub fn kernel_cmdline(cfg: &GuestConfig) -> Result<String> {
     p.extend(cfg.kernel.kernel_cmdline().iter().map(|s| s.to_string()));
     // Before --append, so that a later memhp_default_state there wins.
     p.push(format!("memhp_default_state={}", cfg.cxl_online.as_param()));
-    p.push(format!("tierkit.mode={}", cfg.mode.as_param()));
+    p.push(param::word(param::MODE, &cfg.mode.as_param()));
     if let Some(c) = cfg.topology.cxl_param() {
         // /init assembles one region per window, in this order (per device,
         // or interleaved over WAYS devices: `MIB:WAYS:GRANULARITY`).
-        p.push(format!("tierkit.cxl={c}"));
+        p.push(param::word(param::CXL, &c));
     }
     // A kernel without KUnit would hand kunit.* to /init as unknown.
     let no_filter = None;
@@ -178,16 +179,16 @@ pub fn kernel_cmdline(cfg: &GuestConfig) -> Result<String> {
     } else {
         &no_filter
     };
-    for (f, param) in [
-        (kunit_filter, "kunit.filter_glob"),
-        (&cfg.filter.user, "tierkit.filter"),
-        (&cfg.filter.skip, "tierkit.skip"),
+    for (f, name) in [
+        (kunit_filter, param::KUNIT_FILTER),
+        (&cfg.filter.user, param::FILTER),
+        (&cfg.filter.skip, param::SKIP),
     ] {
         let Some(f) = f else { continue };
         if let Err(why) = crate::validate::check_filter(f) {
             bail!("--filter {}: {why}", crate::validate::shell_quote(f));
         }
-        p.push(format!("{param}={f}"));
+        p.push(param::word(name, f));
     }
     if !cfg.kunit && cfg.kernel.has_kunit() {
         // The module's suites run under `cargo xtask test`; demos and

@@ -289,17 +289,15 @@ impl Topology {
     pub fn cxl_param(&self) -> Option<String> {
         (!self.cxl.is_empty()).then(|| {
             let il = self.cxl_interleave;
-            self.cxl_groups()
-                .map(|g| {
-                    let mib: u64 = g.iter().map(|d| d.size_mib()).sum();
-                    if il.ways > 1 {
-                        format!("{mib}:{}:{}", il.ways, il.granularity)
-                    } else {
-                        mib.to_string()
-                    }
+            let regions: Vec<tierkit_protocol::cxl::Region> = self
+                .cxl_groups()
+                .map(|g| tierkit_protocol::cxl::Region {
+                    mib: g.iter().map(|d| d.size_mib()).sum(),
+                    ways: il.ways.max(1),
+                    granularity: (il.ways > 1).then_some(il.granularity),
                 })
-                .collect::<Vec<_>>()
-                .join(",")
+                .collect();
+            tierkit_protocol::cxl::encode(&regions)
         })
     }
 

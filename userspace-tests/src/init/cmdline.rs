@@ -56,7 +56,10 @@ mod tests {
     fn defaults() {
         let p = Params::parse("console=ttyS0 loglevel=7\n");
         assert_eq!(p.mode, "run");
-        assert_eq!((p.filter, p.skip, p.cxl, p.debug), (None, None, None, false));
+        assert_eq!(
+            (p.filter, p.skip, p.cxl, p.debug),
+            (None, None, None, false)
+        );
         assert!(p.preempt.is_none());
     }
 
@@ -73,7 +76,10 @@ mod tests {
         assert_eq!(p.preempt.as_deref(), Some("full"));
         assert!(p.debug);
         let r = p.cxl_regions().unwrap().unwrap();
-        assert_eq!((r.len(), r[0].mib, r[0].ways, r[0].granularity), (1, 4096, 2, Some(256)));
+        assert_eq!(
+            (r.len(), r[0].mib, r[0].ways, r[0].granularity),
+            (1, 4096, 2, Some(256))
+        );
         assert!(p.selects("tk-test-vma"));
         assert!(!p.selects("tk-test-fuzz"));
         assert!(!p.selects("tk-demo"));

@@ -65,7 +65,10 @@ fn attr(p: &Path) -> String {
 /// One decoder's interleave settings, `decoderX.Y(ways=.. granularity=..
 /// [targets=..] [mode=.. dpa_size=..] region=..)`.
 pub fn decoder_desc(d: &Path) -> String {
-    let name = d.file_name().map(|n| n.to_string_lossy()).unwrap_or_default();
+    let name = d
+        .file_name()
+        .map(|n| n.to_string_lossy())
+        .unwrap_or_default();
     let mut s = format!(
         "{name}(ways={} granularity={}",
         attr(&d.join("interleave_ways")),
@@ -216,16 +219,26 @@ impl Assembly {
 
     /// Writes `value` to `file` (as `echo VALUE > FILE`); a failure is a
     /// failed `step`.
-    pub fn write(&mut self, init: &mut Init, step: &str, file: &Path, value: &str) -> Result<(), Failed> {
+    pub fn write(
+        &mut self,
+        init: &mut Init,
+        step: &str,
+        file: &Path,
+        value: &str,
+    ) -> Result<(), Failed> {
         let shown = file
             .strip_prefix(&self.c)
             .map_or_else(|_| file.display().to_string(), |p| p.display().to_string());
         let rel = file.strip_prefix(&init.root.0).unwrap_or(file);
-        self.writes.push((format!("/{}", rel.display()), value.to_string()));
+        self.writes
+            .push((format!("/{}", rel.display()), value.to_string()));
         match crate::weights::write_file(file, &format!("{value}\n")) {
             Ok(()) => Ok(()),
             Err(e) => {
-                let what = format!("echo {value} > {shown}: write error: {}", super::errno_text(&e));
+                let what = format!(
+                    "echo {value} > {shown}: write error: {}",
+                    super::errno_text(&e)
+                );
                 Err(self.fail(init, step, &what))
             }
         }
@@ -233,7 +246,9 @@ impl Assembly {
 }
 
 fn file_name(p: &Path) -> String {
-    p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
+    p.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
 }
 
 /// The decoders (`decoderX.Y` directories) of a port, in glob order.
@@ -252,7 +267,12 @@ fn decoders(port: &Path) -> Vec<PathBuf> {
 pub fn endpoints(port: &Path) -> Vec<(String, PathBuf)> {
     let dports: Vec<(String, Option<PathBuf>)> = names_with_prefix(port, "dport")
         .into_iter()
-        .map(|d| (d["dport".len()..].to_string(), std::fs::canonicalize(port.join(&d)).ok()))
+        .map(|d| {
+            (
+                d["dport".len()..].to_string(),
+                std::fs::canonicalize(port.join(&d)).ok(),
+            )
+        })
         .collect();
     let mut v: Vec<(String, PathBuf)> = names_with_prefix(port, "endpoint")
         .into_iter()
@@ -298,11 +318,15 @@ pub fn assemble(init: &mut Init, a: &mut Assembly) -> Result<(), Failed> {
     };
     let nwin = wanted.len();
     let ndev: usize = wanted.iter().map(|w| w.ways as usize).sum();
-    let l = format!("setup: {nwin} region(s) over {ndev} device(s): {spec} (MiB[:ways:granularity])");
+    let l =
+        format!("setup: {nwin} region(s) over {ndev} device(s): {spec} (MiB[:ways:granularity])");
     init.tag(marker::CXL, &l);
     let c = a.c.clone();
     if !c.is_dir() {
-        let what = format!("no {}: the kernel has no CXL bus (CONFIG_CXL_BUS)", c.display());
+        let what = format!(
+            "no {}: the kernel has no CXL bus (CONFIG_CXL_BUS)",
+            c.display()
+        );
         return Err(a.fail(init, "enumerate", &what));
     }
     let enumerated = || count(&c, "decoder0.") >= nwin && count(&c, "endpoint") >= ndev;
@@ -355,8 +379,7 @@ fn window_devices(
     let port = names_with_prefix(&root0, "port")
         .into_iter()
         .map(|p| root0.join(p))
-        .filter(|p| hb.is_some() && std::fs::canonicalize(p.join("uport")).ok() == hb)
-        .next_back();
+        .rfind(|p| hb.is_some() && std::fs::canonicalize(p.join("uport")).ok() == hb);
     a.port = port.clone();
     let eps = port.as_deref().map(endpoints).unwrap_or_default();
     if eps.len() != ways as usize {
@@ -423,11 +446,21 @@ fn region_one(init: &mut Init, a: &mut Assembly, i: usize, w: &cxl::Region) -> R
         want >> 20
     );
     init.tag(marker::CXL, &l);
-    a.write(init, "granularity", &r.join("interleave_granularity"), &gran)?;
+    a.write(
+        init,
+        "granularity",
+        &r.join("interleave_granularity"),
+        &gran,
+    )?;
     a.write(init, "ways", &r.join("interleave_ways"), &ways.to_string())?;
     for epd in &epds {
         a.write(init, "mode", &c.join(epd).join("mode"), "ram")?;
-        a.write(init, "dpa_size", &c.join(epd).join("dpa_size"), &per.to_string())?;
+        a.write(
+            init,
+            "dpa_size",
+            &c.join(epd).join("dpa_size"),
+            &per.to_string(),
+        )?;
     }
     a.write(init, "size", &r.join("size"), &want.to_string())?;
     for (k, epd) in epds.iter().enumerate() {
@@ -477,8 +510,13 @@ fn online_one(init: &mut Init, a: &mut Assembly, region: &str, bytes: u64) -> Re
         return Err(a.fail(init, "kmem", &what));
     }
     let nid = read_text(&dax.join("target_node")).unwrap_or_default();
-    let has_memory = |init: &Init| init.root.read(&format!("{NODES}/has_memory")).unwrap_or_default();
-    let online = || in_list(&nid, &has_memory(init)) && node_kb(init, &nid) * 1024 >= bytes - bytes / 64;
+    let has_memory = |init: &Init| {
+        init.root
+            .read(&format!("{NODES}/has_memory"))
+            .unwrap_or_default()
+    };
+    let online =
+        || in_list(&nid, &has_memory(init)) && node_kb(init, &nid) * 1024 >= bytes - bytes / 64;
     if !init.wait_until(60, online) {
         let what = format!(
             "node {nid} (target_node of {dname}, {region}) has {} kB online after 60 s, expected {} kB; has_memory={}",
@@ -495,7 +533,10 @@ fn online_one(init: &mut Init, a: &mut Assembly, region: &str, bytes: u64) -> Re
         );
         return Err(a.fail(init, "perf", &what));
     }
-    let cpus = init.root.read(&format!("{NODES}/node{nid}/cpulist")).unwrap_or_default();
+    let cpus = init
+        .root
+        .read(&format!("{NODES}/node{nid}/cpulist"))
+        .unwrap_or_default();
     let l = format!(
         "{region}: {dname} (kmem) -> node{nid} online, {} kB, cpus={cpus}",
         node_kb(init, &nid)

@@ -61,16 +61,30 @@ impl Tree {
         self.file(&format!("{n}/has_memory"), "0,2\n");
         self.file(&format!("{n}/has_cpu"), "0\n");
         self.file(&format!("{n}/node0/cpulist"), "0-1\n");
-        self.file(&format!("{n}/node0/meminfo"), "Node 0 MemTotal:  1048576 kB\n");
+        self.file(
+            &format!("{n}/node0/meminfo"),
+            "Node 0 MemTotal:  1048576 kB\n",
+        );
         let a = format!("{n}/node0/access1/initiators");
-        for (f, v) in [("read_bandwidth", "20480"), ("write_bandwidth", "20480"), ("read_latency", "100"), ("write_latency", "100")] {
+        for (f, v) in [
+            ("read_bandwidth", "20480"),
+            ("write_bandwidth", "20480"),
+            ("read_latency", "100"),
+            ("write_latency", "100"),
+        ] {
             self.file(&format!("{a}/{f}"), &format!("{v}\n"));
         }
         self.dir(&format!("{a}/node0"));
         self.file(&format!("{n}/node2/cpulist"), "\n");
-        self.file(&format!("{n}/node2/meminfo"), &format!("Node 2 MemTotal:  {cxl_node_kb} kB\n"));
+        self.file(
+            &format!("{n}/node2/meminfo"),
+            &format!("Node 2 MemTotal:  {cxl_node_kb} kB\n"),
+        );
         self.file("/proc/sys/kernel/osrelease", "7.3.0-tierkit\n");
-        self.file("/sys/kernel/debug/sched/preempt", "none voluntary (full) lazy\n");
+        self.file(
+            "/sys/kernel/debug/sched/preempt",
+            "none voluntary (full) lazy\n",
+        );
         self.file("/sys/kernel/mm/mempolicy/weighted_interleave/node0", "1\n");
     }
 
@@ -87,7 +101,10 @@ impl Tree {
         self.dir("/sys/devices/pci0000:0c");
         self.link(&format!("{c}/root0/dport0"), "/sys/devices/pci0000:0c");
         self.link(&format!("{c}/root0/port1/uport"), "/sys/devices/pci0000:0c");
-        self.file(&format!("{c}/root0/port1/decoder1.0/interleave_ways"), "1\n");
+        self.file(
+            &format!("{c}/root0/port1/decoder1.0/interleave_ways"),
+            "1\n",
+        );
         for k in 0..ways {
             let rp = format!("/sys/devices/pci0000:0c/rp{k}");
             self.dir(&rp);
@@ -106,7 +123,12 @@ impl Tree {
             self.file(&format!("/sys/bus/cxl/devices/region0/target{k}"), "\n");
         }
         let r = "/sys/bus/cxl/devices/region0";
-        for f in ["interleave_granularity", "interleave_ways", "size", "commit"] {
+        for f in [
+            "interleave_granularity",
+            "interleave_ways",
+            "size",
+            "commit",
+        ] {
             self.file(&format!("{r}/{f}"), "0\n");
         }
         self.file(&format!("{r}/mode"), "ram\n");
@@ -114,8 +136,16 @@ impl Tree {
         self.dir(&format!("{r}/dax_region0/dax0.0"));
         self.file("/sys/bus/dax/devices/dax0.0/target_node", "2\n");
         self.dir("/sys/bus/dax/drivers/kmem");
-        self.link("/sys/bus/dax/devices/dax0.0/driver", "/sys/bus/dax/drivers/kmem");
-        for (f, v) in [("read_bandwidth", "10240"), ("write_bandwidth", "10240"), ("read_latency", "400"), ("write_latency", "500")] {
+        self.link(
+            "/sys/bus/dax/devices/dax0.0/driver",
+            "/sys/bus/dax/drivers/kmem",
+        );
+        for (f, v) in [
+            ("read_bandwidth", "10240"),
+            ("write_bandwidth", "10240"),
+            ("read_latency", "400"),
+            ("write_latency", "500"),
+        ] {
             self.file(&format!("{r}/access1/{f}"), &format!("{v}\n"));
         }
     }
@@ -157,7 +187,9 @@ pub struct FakeKernel {
 impl Kernel for FakeKernel {
     fn insmod(&mut self, ko: &Path) -> io::Result<()> {
         let rel = ko.strip_prefix(&self.root).unwrap_or(ko);
-        self.log.borrow_mut().push(format!("insmod /{}", rel.display()));
+        self.log
+            .borrow_mut()
+            .push(format!("insmod /{}", rel.display()));
         if fs::read_to_string(ko)?.trim() == "fail" {
             return Err(io::Error::from_raw_os_error(libc::EEXIST));
         }

@@ -56,7 +56,10 @@ pub fn count(report: &str) -> usize {
 pub fn baseline(init: &mut Init) {
     let k = init.root.at(KMEMLEAK);
     if !k.exists() {
-        let l = format!("kmemleak: no {} in the debug profile (CONFIG_DEBUG_KMEMLEAK?)", k.display());
+        let l = format!(
+            "kmemleak: no {} in the debug profile (CONFIG_DEBUG_KMEMLEAK?)",
+            k.display()
+        );
         init.error(&l);
         return;
     }
@@ -68,7 +71,9 @@ pub fn baseline(init: &mut Init) {
     if !cmd(init, "clear") {
         return;
     }
-    init.note(&format!("kmemleak: {old} object(s) from boot and /init cleared before insmod"));
+    init.note(&format!(
+        "kmemleak: {old} object(s) from boot and /init cleared before insmod"
+    ));
 }
 
 /// After rmmod: scan, print every reported object to the console (as

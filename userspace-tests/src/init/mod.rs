@@ -210,7 +210,10 @@ impl Init {
     /// with `TIERKIT-DONE fails=N`; returns N.
     pub fn run(&mut self) -> u32 {
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let kernel = self.root.read("/proc/sys/kernel/osrelease").unwrap_or_default();
+        let kernel = self
+            .root
+            .read("/proc/sys/kernel/osrelease")
+            .unwrap_or_default();
         let boot = format!("mode={} kernel={kernel} cpus={cpus}", self.params.mode);
         self.tag(marker::BOOT, &boot);
         let mut cxl_ok = modules::pre_modules(self);

@@ -65,18 +65,28 @@ fn is_executable(p: &Path) -> bool {
 /// Reads the command file and mounts the share at its working directory;
 /// `Err((working directory, what failed))`.
 fn share(init: &Init) -> Result<(CmdFile, PathBuf), (String, String)> {
-    let bytes = std::fs::read(init.root.at(files::CMD))
-        .map_err(|e| (String::new(), format!("reading {}: {}", files::CMD, errno_text(&e))))?;
+    let bytes = std::fs::read(init.root.at(files::CMD)).map_err(|e| {
+        (
+            String::new(),
+            format!("reading {}: {}", files::CMD, errno_text(&e)),
+        )
+    })?;
     let c = CmdFile::decode(&bytes).map_err(|e| (String::new(), format!("{}: {e}", files::CMD)))?;
     let cwd = PathBuf::from(os(&c.cwd));
     let shown = cwd.display().to_string();
     let mkdir = std::fs::create_dir_all(&cwd).map_err(|e| {
-        let what = format!("mkdir: can't create directory '{shown}': {}", errno_text(&e));
+        let what = format!(
+            "mkdir: can't create directory '{shown}': {}",
+            errno_text(&e)
+        );
         (shown.clone(), what)
     });
     mkdir?;
     let mounted = super::mounts::mount(SHARE_TAG, &cwd, "9p", Some(SHARE_OPTS)).map_err(|e| {
-        let what = format!("mount: mounting {SHARE_TAG} on {shown} failed: {}", errno_text(&e));
+        let what = format!(
+            "mount: mounting {SHARE_TAG} on {shown} failed: {}",
+            errno_text(&e)
+        );
         (shown.clone(), what)
     });
     mounted?;
@@ -151,7 +161,9 @@ fn spawn_cmd(c: &CmdFile, cwd: &Path) -> Result<i32, (i32, String)> {
         .spawn();
     match spawned {
         Ok(mut child) => child.wait().map(shell_rc).map_err(|e| (1, errno_text(&e))),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err((127, format!("{name}: not found"))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Err((127, format!("{name}: not found")))
+        }
         Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
             Err((126, format!("{name}: Permission denied")))
         }

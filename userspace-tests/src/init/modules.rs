@@ -57,7 +57,11 @@ pub fn insmod_tierkit(init: &mut Init) -> bool {
     let r = init.kernel.insmod(&ko);
     let out = match &r {
         Ok(()) => String::new(),
-        Err(e) => format!("insmod: can't insert '{}': {}", files::TIERKIT_KO, errno_text(e)),
+        Err(e) => format!(
+            "insmod: can't insert '{}': {}",
+            files::TIERKIT_KO,
+            errno_text(e)
+        ),
     };
     if !out.is_empty() {
         println!("{out}");

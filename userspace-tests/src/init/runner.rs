@@ -47,7 +47,11 @@ pub fn run_copying(init: &mut Init, mut cmd: Command) -> i32 {
             let l = format!("sh: {prog}: {}\n", super::errno_text(&e));
             print!("{l}");
             init.out.data(l.as_bytes());
-            return if e.kind() == std::io::ErrorKind::PermissionDenied { 126 } else { 127 };
+            return if e.kind() == std::io::ErrorKind::PermissionDenied {
+                126
+            } else {
+                127
+            };
         }
     };
     let mut src = std::fs::File::from(r);

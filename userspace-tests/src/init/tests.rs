@@ -40,19 +40,37 @@ fn a_two_way_region_is_assembled_in_the_documented_order() {
         w("region0/target0", "decoder9.0"),
         w("region0/target1", "decoder8.0"),
         w("region0/commit", "1"),
-        ("/sys/bus/cxl/drivers/cxl_region/bind".into(), "region0".into()),
+        (
+            "/sys/bus/cxl/drivers/cxl_region/bind".into(),
+            "region0".into(),
+        ),
     ];
     assert_eq!(a.writes, want);
     let l = &init.out.lines;
-    assert_eq!(l[0], "TIERKIT-CXL setup: 1 region(s) over 2 device(s): 4096:2:4096 (MiB[:ways:granularity])");
-    assert_eq!(l[1], "TIERKIT-CXL enumerated: decoder0.0 mem0 mem1 endpoint8 endpoint9");
+    assert_eq!(
+        l[0],
+        "TIERKIT-CXL setup: 1 region(s) over 2 device(s): 4096:2:4096 (MiB[:ways:granularity])"
+    );
+    assert_eq!(
+        l[1],
+        "TIERKIT-CXL enumerated: decoder0.0 mem0 mem1 endpoint8 endpoint9"
+    );
     assert_eq!(
         l[2],
         "TIERKIT-CXL region0: decoder0.0 -> mem0 mem1 (4096 MiB, 2-way, granularity 4096) via dport0:endpoint9/decoder9.0 dport1:endpoint8/decoder8.0"
     );
-    assert_eq!(l[3], format!("TIERKIT-CXL region0: committed (ways 2, granularity 4096, size {})", 4 * GIB));
+    assert_eq!(
+        l[3],
+        format!(
+            "TIERKIT-CXL region0: committed (ways 2, granularity 4096, size {})",
+            4 * GIB
+        )
+    );
     assert_eq!(l[4], "TIERKIT-CXL region0: bound to cxl_region");
-    assert_eq!(l[5], "TIERKIT-CXL region0: dax0.0 (kmem) -> node2 online, 4194304 kB, cpus=");
+    assert_eq!(
+        l[5],
+        "TIERKIT-CXL region0: dax0.0 (kmem) -> node2 online, 4194304 kB, cpus="
+    );
     assert_eq!(a.regions, vec![("region0".to_string(), 4 * GIB)]);
     assert_eq!(init.fails, 0);
 }
@@ -66,7 +84,10 @@ fn a_one_way_region_takes_the_root_decoders_granularity() {
     assert!(super::cxl_setup::setup(&mut init), "{:#?}", init.out.lines);
     let l = &init.out.lines;
     assert!(has(l, "TIERKIT-CXL region0: decoder0.0 -> mem0 (2048 MiB, 1-way, granularity 256) via dport0:endpoint9/decoder9.0"), "{l:#?}");
-    assert_eq!(l.last().map(String::as_str), Some("TIERKIT-CXL ready: 1 region(s) online"));
+    assert_eq!(
+        l.last().map(String::as_str),
+        Some("TIERKIT-CXL ready: 1 region(s) online")
+    );
 }
 
 #[test]
@@ -77,12 +98,24 @@ fn a_memdev_of_the_wrong_size_fails_its_step_with_diagnostics() {
     let (mut init, log) = t.init("tierkit.mode=test tierkit.cxl=4096:2:4096");
     assert_eq!(init.run(), 1);
     let l = &init.out.lines;
-    let e = l.iter().find(|l| l.starts_with("TIERKIT-ERROR cxl step=memdev: ")).expect("memdev error");
+    let e = l
+        .iter()
+        .find(|l| l.starts_with("TIERKIT-ERROR cxl step=memdev: "))
+        .expect("memdev error");
     assert!(e.contains("mem0 (position 0 behind decoder0.0) has a volatile capacity of 0x40000000, expected 2147483648 bytes; kernel: root decoder0.0 interleave_ways=1 interleave_granularity=256 cap_ram=? cap_type3=?; host bridge port1 dports=0,1 (more: TIERKIT-CXL diag lines)"), "{e}");
-    assert!(has(l, "TIERKIT-CXL diag: host bridge port1 decoder1.0(ways=1 granularity=? region=?)"), "{l:#?}");
+    assert!(
+        has(
+            l,
+            "TIERKIT-CXL diag: host bridge port1 decoder1.0(ways=1 granularity=? region=?)"
+        ),
+        "{l:#?}"
+    );
     assert!(l.iter().any(|x| x.starts_with("TIERKIT-CXL diag: endpoint9 (mem0 below rp0) decoder9.0(ways=? granularity=? mode=none dpa_size=0 region=?)")), "{l:#?}");
     // tierkit is not loaded and no test runs.
-    assert!(has(l, "TIERKIT-NOTE CXL setup failed: tierkit is not loaded and no test runs"));
+    assert!(has(
+        l,
+        "TIERKIT-NOTE CXL setup failed: tierkit is not loaded and no test runs"
+    ));
     assert_eq!(l.last().map(String::as_str), Some("TIERKIT-DONE fails=1"));
     assert!(!l.iter().any(|x| x.starts_with("TIERKIT-INSMOD")));
     assert!(log.borrow().is_empty());
@@ -112,22 +145,41 @@ fn missing_devices_fail_enumeration_or_mapping() {
     // Two devices asked for, one there: enumeration gives up.
     let (mut init, _) = t.init("tierkit.cxl=4096:2:4096");
     assert!(!super::cxl_setup::setup(&mut init));
-    let e = init.out.lines.iter().find(|l| l.contains("step=")).cloned().unwrap_or_default();
+    let e = init
+        .out
+        .lines
+        .iter()
+        .find(|l| l.contains("step="))
+        .cloned()
+        .unwrap_or_default();
     assert_eq!(e, "TIERKIT-ERROR cxl step=enumerate: after 30 s: 1 root decoder(s), 1 memdev(s), 1 endpoint(s); expected 1 root decoder(s) and 2 memdev(s) and endpoint(s)");
     // The window's host bridge has no CXL port.
     std::fs::remove_file(t.p("/sys/bus/cxl/devices/root0/port1/uport")).unwrap();
     let (mut init, _) = t.init("tierkit.cxl=2048");
     assert!(!super::cxl_setup::setup(&mut init));
-    let e = init.out.lines.iter().find(|l| l.contains("step=")).cloned().unwrap_or_default();
-    assert!(e.starts_with("TIERKIT-ERROR cxl step=map: decoder0.0 targets host bridge 0 ("), "{e}");
-    assert!(e.contains("whose CXL port (none) has 0 endpoint(s), expected 1 (1-way region)"), "{e}");
+    let e = init
+        .out
+        .lines
+        .iter()
+        .find(|l| l.contains("step="))
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        e.starts_with("TIERKIT-ERROR cxl step=map: decoder0.0 targets host bridge 0 ("),
+        "{e}"
+    );
+    assert!(
+        e.contains("whose CXL port (none) has 0 endpoint(s), expected 1 (1-way region)"),
+        "{e}"
+    );
     // No CXL bus at all.
     let t = Tree::new("nocxl");
     t.numa(0);
     let (mut init, _) = t.init("tierkit.cxl=2048");
     assert!(!super::cxl_setup::setup(&mut init));
     assert!(init.out.lines[1].starts_with("TIERKIT-ERROR cxl step=enumerate: no "));
-    assert!(init.out.lines[1].ends_with("/sys/bus/cxl/devices: the kernel has no CXL bus (CONFIG_CXL_BUS)"));
+    assert!(init.out.lines[1]
+        .ends_with("/sys/bus/cxl/devices: the kernel has no CXL bus (CONFIG_CXL_BUS)"));
 }
 
 /// A test boot: modules in order, insmod, the selected tests with their
@@ -137,23 +189,41 @@ fn a_test_boot_runs_the_selected_tests_between_insmod_and_rmmod() {
     let t = Tree::new("testrun");
     t.numa(4 * 1024 * 1024);
     t.cxl_window(1, 2 * GIB);
-    for (f, c) in [("10-kmem.ko", "k"), ("00-brd.ko", "b"), ("01-cxl_core.ko", "c")] {
+    for (f, c) in [
+        ("10-kmem.ko", "k"),
+        ("00-brd.ko", "b"),
+        ("01-cxl_core.ko", "c"),
+    ] {
         t.file(&format!("/lib/modules/pre/{f}"), c);
     }
     t.file("/lib/modules/tierkit.ko", "ko");
     t.dir("/tmp");
     t.script("tk-test-b", "echo 'not ok - b: broken'; exit 3");
-    t.script("tk-test-a", "echo 'ok - a'; echo 'TIERKIT-JSON {\"a\":1}' >&2");
+    t.script(
+        "tk-test-a",
+        "echo 'ok - a'; echo 'TIERKIT-JSON {\"a\":1}' >&2",
+    );
     t.script("tk-test-skipped", "exit 1");
     t.script("tk-demo", "exit 1");
     t.file("/bin/tk-test-plain", "not executable");
-    t.file("/sys/kernel/debug/tierkit/weighted_interleave/bandwidth", "");
-    t.file("/sys/kernel/debug/tierkit/weighted_interleave/auto", "true\n");
+    t.file(
+        "/sys/kernel/debug/tierkit/weighted_interleave/bandwidth",
+        "",
+    );
+    t.file(
+        "/sys/kernel/debug/tierkit/weighted_interleave/auto",
+        "true\n",
+    );
     t.file("/sys/kernel/debug/tierkit/weighted_interleave/node0", "1\n");
-    let (mut init, log) = t.init("tierkit.mode=test tierkit.filter=tk-test-* tierkit.skip=*skipped tierkit.cxl=2048");
+    let (mut init, log) =
+        t.init("tierkit.mode=test tierkit.filter=tk-test-* tierkit.skip=*skipped tierkit.cxl=2048");
     assert_eq!(init.run(), 1);
     let l = init.out.lines.clone();
-    assert_eq!(l[0], "TIERKIT-BOOT mode=test kernel=7.3.0-tierkit cpus=".to_string() + &std::thread::available_parallelism().unwrap().to_string());
+    assert_eq!(
+        l[0],
+        "TIERKIT-BOOT mode=test kernel=7.3.0-tierkit cpus=".to_string()
+            + &std::thread::available_parallelism().unwrap().to_string()
+    );
     assert_eq!(
         *log.borrow(),
         vec![
@@ -164,7 +234,10 @@ fn a_test_boot_runs_the_selected_tests_between_insmod_and_rmmod() {
             "rmmod tierkit",
         ]
     );
-    assert_eq!(l[1], "TIERKIT-NOTE loaded 3 module(s) before tierkit: brd cxl_core kmem");
+    assert_eq!(
+        l[1],
+        "TIERKIT-NOTE loaded 3 module(s) before tierkit: brd cxl_core kmem"
+    );
     let order = [
         "TIERKIT-CXL ready: 1 region(s) online",
         "TIERKIT-TOPO nodes online=0,2 has_memory=0,2 has_cpu=0",
@@ -189,12 +262,19 @@ fn a_test_boot_runs_the_selected_tests_between_insmod_and_rmmod() {
     let at: Vec<usize> = order.iter().map(|o| position(&l, o)).collect();
     assert!(at.windows(2).all(|w| w[0] < w[1]), "{l:#?}");
     assert_eq!(l.last().map(String::as_str), Some("TIERKIT-DONE fails=1"));
-    assert!(!l.iter().any(|x| x.contains("skipped") || x.contains("tk-demo") || x.contains("plain")));
+    assert!(!l
+        .iter()
+        .any(|x| x.contains("skipped") || x.contains("tk-demo") || x.contains("plain")));
     let data = String::from_utf8_lossy(&init.out.data_bytes).into_owned();
     let a = data.find("TIERKIT-USERTEST-START tk-test-a\nok - a\nTIERKIT-JSON {\"a\":1}\nTIERKIT-USERTEST tk-test-a rc=0\n");
     assert!(a.is_some(), "{data}");
-    assert!(data.contains("not ok - b: broken\nTIERKIT-USERTEST tk-test-b rc=3\n"), "{data}");
-    let bw = std::fs::read_to_string(t.p("/sys/kernel/debug/tierkit/weighted_interleave/bandwidth")).unwrap();
+    assert!(
+        data.contains("not ok - b: broken\nTIERKIT-USERTEST tk-test-b rc=3\n"),
+        "{data}"
+    );
+    let bw =
+        std::fs::read_to_string(t.p("/sys/kernel/debug/tierkit/weighted_interleave/bandwidth"))
+            .unwrap();
     assert_eq!(bw, "0 20480 20480\n2 10240 10240\n");
 }
 
@@ -223,13 +303,26 @@ fn failed_modules_and_modes_are_counted() {
     // A benchmark that is not there, an unknown mode, no test selected.
     t.file("/lib/modules/tierkit.ko", "ko");
     for (cmdline, want) in [
-        ("tierkit.mode=bench-nope", "TIERKIT-ERROR no /bin/tk-bench-nope in the initramfs for mode bench-nope"),
-        ("tierkit.mode=walk", "TIERKIT-ERROR unknown tierkit.mode=walk"),
-        ("tierkit.mode=test tierkit.filter=tk-test-none", "TIERKIT-NOTE no /bin/tk-test-* matched filter 'tk-test-none'"),
+        (
+            "tierkit.mode=bench-nope",
+            "TIERKIT-ERROR no /bin/tk-bench-nope in the initramfs for mode bench-nope",
+        ),
+        (
+            "tierkit.mode=walk",
+            "TIERKIT-ERROR unknown tierkit.mode=walk",
+        ),
+        (
+            "tierkit.mode=test tierkit.filter=tk-test-none",
+            "TIERKIT-NOTE no /bin/tk-test-* matched filter 'tk-test-none'",
+        ),
     ] {
         let (mut init, _) = t.init(cmdline);
         let fails = init.run();
-        assert!(has(&init.out.lines, want), "{cmdline}: {:#?}", init.out.lines);
+        assert!(
+            has(&init.out.lines, want),
+            "{cmdline}: {:#?}",
+            init.out.lines
+        );
         assert_eq!(fails, u32::from(want.contains("ERROR")), "{cmdline}");
         assert!(has(&init.out.lines, "TIERKIT-RMMOD rc=0"));
     }
@@ -248,13 +341,18 @@ fn the_debug_profile_scans_kmemleak_around_the_module() {
     assert_eq!(init.run(), 1);
     let l = &init.out.lines;
     let base = position(l, "TIERKIT-KMEMLEAK-BASELINE");
-    let note = position(l, "TIERKIT-NOTE kmemleak: 2 object(s) from boot and /init cleared before insmod");
+    let note = position(
+        l,
+        "TIERKIT-NOTE kmemleak: 2 object(s) from boot and /init cleared before insmod",
+    );
     let insmod = position(l, "TIERKIT-INSMOD-START");
     let rmmod = position(l, "TIERKIT-RMMOD rc=0");
     let scan = position(l, "TIERKIT-KMEMLEAK-SCAN");
     let obj = position(l, "unreferenced object 0xffff0002 (size 8):");
     let leaks = position(l, "TIERKIT-KMEMLEAK leaks=2");
-    assert!(base < note && note < insmod && insmod < rmmod && rmmod < scan && scan < obj && obj < leaks);
+    assert!(
+        base < note && note < insmod && insmod < rmmod && rmmod < scan && scan < obj && obj < leaks
+    );
     // No demo selected is a note; the leaks fail the run.
     assert!(has(l, "TIERKIT-NOTE no /bin/tk-demo* matched filter '*'"));
     assert_eq!(l.last().map(String::as_str), Some("TIERKIT-DONE fails=1"));
@@ -262,7 +360,11 @@ fn the_debug_profile_scans_kmemleak_around_the_module() {
     std::fs::remove_file(t.p("/sys/kernel/debug/kmemleak")).unwrap();
     let (mut init, _) = t.init("tierkit.mode=run tierkit.profile=debug");
     init.run();
-    assert!(init.out.lines.iter().any(|x| x.starts_with("TIERKIT-ERROR kmemleak: no ")));
+    assert!(init
+        .out
+        .lines
+        .iter()
+        .any(|x| x.starts_with("TIERKIT-ERROR kmemleak: no ")));
 }
 
 #[test]
@@ -292,7 +394,9 @@ fn cmd_and_shell_keep_tierkit_loaded() {
             l.iter().any(|x| x.starts_with("TIERKIT-ERROR share: mounting the host's  (virtio-9p tag tierkit-cwd) failed: reading /etc/tierkit/cmd: ")),
             "{l:#?}"
         );
-        assert!(!l.iter().any(|x| x.starts_with("TIERKIT-RMMOD") || x.starts_with("TIERKIT-CMD")));
+        assert!(!l
+            .iter()
+            .any(|x| x.starts_with("TIERKIT-RMMOD") || x.starts_with("TIERKIT-CMD")));
         assert_eq!(l.last().map(String::as_str), Some("TIERKIT-DONE fails=1"));
         assert_eq!(*log.borrow(), vec!["insmod /lib/modules/tierkit.ko"]);
     }

@@ -150,11 +150,17 @@ pub fn print_topology(init: &mut Init) {
 pub fn tierkit_bandwidth(init: &mut Init) {
     let w = init.root.at(TIERKIT_WI);
     if !w.join("bandwidth").exists() {
-        let l = format!("no {}/bandwidth: tierkit's auto weights stay 1", w.display());
+        let l = format!(
+            "no {}/bandwidth: tierkit's auto weights stay 1",
+            w.display()
+        );
         init.note(&l);
         return;
     }
-    let has_memory = init.root.read(&format!("{NODES}/has_memory")).unwrap_or_default();
+    let has_memory = init
+        .root
+        .read(&format!("{NODES}/has_memory"))
+        .unwrap_or_default();
     let nids = crate::node::parse_list(&has_memory).unwrap_or_default();
     let bus = init.root.cxl_bus();
     let mut entries = Vec::new();
@@ -177,7 +183,10 @@ pub fn tierkit_bandwidth(init: &mut Init) {
     }
     let text = bandwidth_text(&entries);
     if let Err(e) = write_file(&w.join("bandwidth"), &text) {
-        let what = format!("writing tierkit's bandwidth file: write error: {}", super::errno_text(&e));
+        let what = format!(
+            "writing tierkit's bandwidth file: write error: {}",
+            super::errno_text(&e)
+        );
         init.error(&what);
         return;
     }
