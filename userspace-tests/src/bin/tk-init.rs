@@ -4,6 +4,9 @@
 //! shell of `tierkit.mode=`, rmmod, `TIERKIT-DONE fails=N`), then power-off.
 //! The protocol with the harness is `tierkit_protocol`'s; the steps are
 //! `userspace_tests::init`'s.
+//!
+//! Usage: none by hand. Run as anything but PID 1 it exits with status 2
+//! at once (it would mount, load modules and power the machine off).
 
 use std::panic::AssertUnwindSafe;
 use userspace_tests::init::{mounts, Init};
@@ -24,6 +27,7 @@ fn power_off() -> ! {
 }
 
 fn main() {
+    userspace_tests::help!();
     if std::process::id() != 1 {
         eprintln!("tk-init is the guest's /init (PID 1): it mounts, loads modules and powers off");
         std::process::exit(2);

@@ -10,7 +10,7 @@
 //! the host's stdout; `TIERKIT-CMD rc=N` is its status. shell: busybox sh
 //! on the console with job control; `TIERKIT-SHELL rc=N` when it exits.
 
-use super::runner::{run_all, run_prog, shell_rc};
+use super::runner::{run_all, run_prog, shell_rc, wait_reaping};
 use super::{errno_text, Init};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
@@ -160,7 +160,9 @@ fn spawn_cmd(c: &CmdFile, cwd: &Path) -> Result<i32, (i32, String)> {
         .stderr(err)
         .spawn();
     match spawned {
-        Ok(mut child) => child.wait().map(shell_rc).map_err(|e| (1, errno_text(&e))),
+        Ok(child) => wait_reaping(child.id())
+            .map(shell_rc)
+            .map_err(|e| (1, errno_text(&e))),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             Err((127, format!("{name}: not found")))
         }
@@ -192,7 +194,8 @@ fn run_shell(init: &mut Init, c: &CmdFile, cwd: &Path) {
         .current_dir(cwd)
         .env("TERM", os(&c.term))
         .env("PS1", "tierkit:\\w# ")
-        .status()
+        .spawn()
+        .and_then(|c| wait_reaping(c.id()))
         .map_or(127, shell_rc);
     init.mark(&marker::rc_line(marker::SHELL, rc));
 }

@@ -16,6 +16,33 @@ pub fn shell_rc(s: ExitStatus) -> i32 {
     s.code().unwrap_or_else(|| 128 + s.signal().unwrap_or(0))
 }
 
+/// Waits for the child `pid` and returns its status, reaping on the way
+/// any other process that ended: as PID 1, /init inherits orphans, and
+/// sh's `waitpid(-1)` reaped them so (a zombie keeps its /proc entry).
+/// Not PID 1 (host tests): only `pid`, leaving others' children alone.
+pub fn wait_reaping(pid: u32) -> std::io::Result<ExitStatus> {
+    let which = if std::process::id() == 1 {
+        -1
+    } else {
+        pid as libc::pid_t
+    };
+    loop {
+        let mut status = 0;
+        // SAFETY: waitpid writes the status into our local.
+        let r = unsafe { libc::waitpid(which, &mut status, 0) };
+        if r < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        if r as u32 == pid {
+            return Ok(ExitStatus::from_raw(status));
+        }
+    }
+}
+
 /// A pipe (read end, write end), close-on-exec.
 fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
     let mut fds = [0; 2];
@@ -41,7 +68,7 @@ pub fn run_copying(init: &mut Init, mut cmd: Command) -> i32 {
         drop(cmd);
         Ok((child?, r))
     });
-    let (mut child, r) = match spawned {
+    let (child, r) = match spawned {
         Ok(x) => x,
         Err(e) => {
             let l = format!("sh: {prog}: {}\n", super::errno_text(&e));
@@ -72,10 +99,7 @@ pub fn run_copying(init: &mut Init, mut cmd: Command) -> i32 {
         }
     }
     let _ = stdout.lock().flush();
-    match child.wait() {
-        Ok(s) => shell_rc(s),
-        Err(_) => 127,
-    }
+    wait_reaping(child.id()).map_or(127, shell_rc)
 }
 
 /// Runs `/bin/NAME` with its markers; a non-zero status is a failure.
