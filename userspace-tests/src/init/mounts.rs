@@ -74,6 +74,7 @@ pub fn mount_all() {
         }
         if let Err(e) = mount(mt.source, target, mt.fstype, None) {
             if !mt.quiet {
+                let e = super::errno_text(&e);
                 eprintln!("mount: mounting {} on {} failed: {e}", mt.source, mt.target);
             }
         }
