@@ -189,6 +189,18 @@ static void maps(void)
 	      "moved or lost");
 	munmap(f, fg == f ? 2 * big : big);
 
+	/* Old size 0 duplicates a shared mapping; a private one cannot be. */
+	char *o = mmap(NULL, big, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	errno = 0;
+	char *dup = mremap(o, 0, big, MREMAP_MAYMOVE);
+
+	check("mremap old size 0 of a private mapping: EINVAL", dup == MAP_FAILED && errno == EINVAL,
+	      "duplicated");
+	if (dup != MAP_FAILED)
+		munmap(dup, big);
+	munmap(o, big);
+
 	/* MADV_DONTNEED: anonymous memory reads zero afterwards. */
 	char *d = mmap(NULL, big, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 

@@ -50,13 +50,19 @@ pub mod faults;
 pub mod first_use;
 pub mod fuzz;
 pub mod help;
+pub mod hostile;
 pub mod init;
+pub mod lifecycle;
 pub mod memblock;
 pub mod node;
+pub mod node_offline;
+pub mod offline;
 pub mod pool;
+pub mod pool_hostile;
 pub mod pool_test;
 pub mod rebalance;
 pub mod report;
+pub mod rng;
 pub mod stress;
 pub mod sys;
 pub mod tk;
@@ -390,21 +396,48 @@ pub fn fmt_weights(weights: &[(u32, u8)]) -> String {
     format!("w{{{}}}", v.join(","))
 }
 
-/// The errno of an `io::Error`, for messages.
+/// `ENOTTY` and friends by name.
+pub fn errno_str(e: i32) -> String {
+    let name = match e {
+        libc::EPERM => "EPERM",
+        libc::ENOENT => "ENOENT",
+        libc::ESRCH => "ESRCH",
+        libc::EINTR => "EINTR",
+        libc::EIO => "EIO",
+        libc::ENXIO => "ENXIO",
+        libc::E2BIG => "E2BIG",
+        libc::EBADF => "EBADF",
+        libc::EAGAIN => "EAGAIN",
+        libc::ENOMEM => "ENOMEM",
+        libc::EACCES => "EACCES",
+        libc::EFAULT => "EFAULT",
+        libc::EBUSY => "EBUSY",
+        libc::EEXIST => "EEXIST",
+        libc::ENODEV => "ENODEV",
+        libc::EISDIR => "EISDIR",
+        libc::EINVAL => "EINVAL",
+        libc::ENFILE => "ENFILE",
+        libc::EMFILE => "EMFILE",
+        libc::ENOTTY => "ENOTTY",
+        libc::EFBIG => "EFBIG",
+        libc::ENOSPC => "ENOSPC",
+        libc::ESPIPE => "ESPIPE",
+        libc::EROFS => "EROFS",
+        libc::EPIPE => "EPIPE",
+        libc::ERANGE => "ERANGE",
+        libc::ENOSYS => "ENOSYS",
+        libc::EOVERFLOW => "EOVERFLOW",
+        libc::EOPNOTSUPP => "EOPNOTSUPP",
+        _ => return format!("errno {e}"),
+    };
+    name.to_string()
+}
+
+/// The errno of an `io::Error`, for messages: its name ([`errno_str`]),
+/// or the error's text where it has no errno.
 pub fn errno_name(e: &std::io::Error) -> String {
     match e.raw_os_error() {
-        Some(libc::EINVAL) => "EINVAL".into(),
-        Some(libc::ENOMEM) => "ENOMEM".into(),
-        Some(libc::ENODEV) => "ENODEV".into(),
-        Some(libc::EBUSY) => "EBUSY".into(),
-        Some(libc::EPERM) => "EPERM".into(),
-        Some(libc::EACCES) => "EACCES".into(),
-        Some(libc::ENOENT) => "ENOENT".into(),
-        Some(libc::ENOTTY) => "ENOTTY".into(),
-        Some(libc::EFAULT) => "EFAULT".into(),
-        Some(libc::EOVERFLOW) => "EOVERFLOW".into(),
-        Some(libc::ENOSPC) => "ENOSPC".into(),
-        Some(n) => format!("errno {n}"),
+        Some(n) => errno_str(n),
         None => e.to_string(),
     }
 }
@@ -423,6 +456,38 @@ pub fn expect_errno<T>(r: std::io::Result<T>, errno: i32) -> Result<(), String> 
             errno_name(&std::io::Error::from_raw_os_error(errno))
         )),
     }
+}
+
+/// Whether the kernel zeroes every page it allocates (`init_on_alloc`):
+/// from the boot's `mem auto-init: ..., heap alloc:on|off` line in the
+/// kernel log, else from the last `init_on_alloc=` of `/proc/cmdline`;
+/// `None` if neither says. With it on, tierkit takes the allocator's
+/// zeroing as a gigantic range's clear (`last_workers` 0).
+pub fn init_on_alloc() -> Option<bool> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    if let Ok(mut f) = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open("/dev/kmsg")
+    {
+        let mut buf = vec![0u8; 8192];
+        while let Ok(n) = f.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            let rec = String::from_utf8_lossy(&buf[..n]);
+            if let Some(i) = rec.find("heap alloc:") {
+                return Some(rec[i + "heap alloc:".len()..].starts_with("on"));
+            }
+        }
+    }
+    let cmdline = std::fs::read_to_string("/proc/cmdline").ok()?;
+    cmdline
+        .split_whitespace()
+        .rev()
+        .find_map(|w| w.strip_prefix("init_on_alloc="))
+        .map(|v| matches!(v, "1" | "y" | "Y" | "on"))
 }
 
 #[cfg(test)]
@@ -520,36 +585,4 @@ mod tests {
         .unwrap_err();
         assert_eq!(e, "failed with ENOMEM, expected EINVAL");
     }
-}
-
-/// Whether the kernel zeroes every page it allocates (`init_on_alloc`):
-/// from the boot's `mem auto-init: ..., heap alloc:on|off` line in the
-/// kernel log, else from the last `init_on_alloc=` of `/proc/cmdline`;
-/// `None` if neither says. With it on, tierkit takes the allocator's
-/// zeroing as a gigantic range's clear (`last_workers` 0).
-pub fn init_on_alloc() -> Option<bool> {
-    use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
-    if let Ok(mut f) = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open("/dev/kmsg")
-    {
-        let mut buf = vec![0u8; 8192];
-        while let Ok(n) = f.read(&mut buf) {
-            if n == 0 {
-                break;
-            }
-            let rec = String::from_utf8_lossy(&buf[..n]);
-            if let Some(i) = rec.find("heap alloc:") {
-                return Some(rec[i + "heap alloc:".len()..].starts_with("on"));
-            }
-        }
-    }
-    let cmdline = std::fs::read_to_string("/proc/cmdline").ok()?;
-    cmdline
-        .split_whitespace()
-        .rev()
-        .find_map(|w| w.strip_prefix("init_on_alloc="))
-        .map(|v| matches!(v, "1" | "y" | "Y" | "on"))
 }

@@ -1,5 +1,5 @@
 //! After `cargo xtask bench <name>`: read `target/tierkit/bench/<name>.json`
-//! (written by `write_bench` in main.rs), add a compact `summary` of the
+//! (written by `write_bench` in boot/results.rs), add a compact `summary` of the
 //! ratios the issues ask for, print it, and draw an SVG chart next to it:
 //!
 //! - `clear`: GB/s against threads, one line per (node, placement) for
@@ -21,7 +21,6 @@ use std::path::{Path, PathBuf};
 
 use crate::{say, util};
 
-mod all;
 mod chart;
 mod clear;
 mod doc;
@@ -32,12 +31,14 @@ mod report_all;
 mod tests;
 mod tkrun_table;
 mod wi;
-pub use all::ALL;
-pub(crate) use all::{all_kinds, all_request, run_all};
 pub use clear::{clear_summary, clear_svg, ClearData, ClearRow, KernelSerial};
 pub use gigantic::{gigantic_summary, gigantic_svg, GiganticData, GiganticRow, GiganticSkip};
 pub use report_all::{Report, RunMeta, TopoRun};
 pub use wi::{wi_summary, wi_svg, WiData, WiResult};
+
+/// The guest mode (`bench-all`, `/bin/tk-bench-all`) and the name of its
+/// results file, `target/tierkit/bench/all.json`.
+pub const ALL: &str = "all";
 
 /// Adds the summary to `<dir>/<name>.json`, prints it, and draws
 /// `<dir>/<name>.svg`. Returns the chart's path.
@@ -80,7 +81,7 @@ pub fn finish(name: &str, dir: &Path) -> Result<PathBuf> {
 /// make the benchmark fail.
 pub fn report(name: &str) {
     if name == ALL {
-        // `cargo xtask bench` with no name: `run_all` writes the report.
+        // `cargo xtask bench` with no name: commands/bench.rs writes the report.
         return;
     }
     let dir = util::out_dir().join("bench");

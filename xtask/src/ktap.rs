@@ -3,8 +3,9 @@
 //! The guest's console interleaves three kinds of output: KUnit's KTAP
 //! results, other `printk` output, and whatever userspace writes. This
 //! module finds every KTAP document in such a log, turns it into a tree of
-//! [`Suite`]s and [`Case`]s, spots kernel crashes anywhere in the log, and
-//! decides whether the run passed ([`Run::verdict`]).
+//! suites and cases ([`Test`]s), spots kernel crashes anywhere in the log, and
+//! lists why the run failed ([`Run::failures`], the KTAP part of the
+//! boot's verdict, [`crate::verdict`]).
 //!
 //! # What the kernel prints (Linux 7.3)
 //!
@@ -77,9 +78,9 @@ use crash::{rust_case_in_trace, scan_crashes};
 pub use crash::{Crash, CrashKind};
 use line::{is_kunit_error, Line};
 use parse::{set_durations, Parser};
-pub use tree::{Case, Counts, Directive, Document, Status, Suite};
+pub use tree::{Counts, Directive, Document, Status, Test};
 
-/// How many kernel reports a [`Verdict`] names one by one.
+/// How many kernel reports [`Failures`] names one by one.
 const MAX_CRASH_REASONS: usize = 20;
 
 /// Everything found in one console log.
@@ -96,21 +97,22 @@ pub struct Run {
     pub lines: usize,
 }
 
-/// The pass/fail decision for a [`Run`], with the reasons for a failure.
+/// Why a [`Run`] failed (the KTAP part of a boot's verdict); none: it
+/// passed.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct Verdict {
+pub struct Failures {
     /// Why the run failed; empty when it passed.
     pub reasons: Vec<String>,
 }
 
-impl Verdict {
+impl Failures {
     /// True when nothing failed.
     pub fn is_ok(&self) -> bool {
         self.reasons.is_empty()
     }
 }
 
-impl fmt::Display for Verdict {
+impl fmt::Display for Failures {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.is_ok() {
             return f.write_str("KUnit: all good");
@@ -123,7 +125,7 @@ impl fmt::Display for Verdict {
     }
 }
 
-impl std::error::Error for Verdict {}
+impl std::error::Error for Failures {}
 
 impl Run {
     /// Parse a whole console log.
@@ -153,7 +155,7 @@ impl Run {
         let times: Vec<Option<u64>> = log.lines().map(printk::micros).collect();
         for doc in &mut run.documents {
             for suite in &mut doc.suites {
-                set_durations(suite.start_line, &mut suite.cases, &times);
+                set_durations(suite.start_line, &mut suite.subtests, &times);
             }
         }
         for i in 0..run.crashes.len() {
@@ -176,7 +178,7 @@ impl Run {
     }
 
     /// All suites of all documents, in log order.
-    pub fn suites(&self) -> impl Iterator<Item = &Suite> {
+    pub fn suites(&self) -> impl Iterator<Item = &Test> {
         self.documents.iter().flat_map(|d| d.suites.iter())
     }
 
@@ -200,10 +202,10 @@ impl Run {
     /// prefixed with where it was found. Failed tests and crashes are not
     /// included.
     pub fn problems(&self) -> Vec<String> {
-        fn case_errors(path: &str, case: &Case, out: &mut Vec<String>) {
+        fn case_errors(path: &str, case: &Test, out: &mut Vec<String>) {
             let path = format!("{path}.{}", case.name);
             out.extend(case.errors.iter().map(|e| format!("{path}: {e}")));
-            for sub in &case.subcases {
+            for sub in &case.subtests {
                 case_errors(&path, sub, out);
             }
         }
@@ -220,7 +222,7 @@ impl Run {
             );
             for suite in &doc.suites {
                 out.extend(suite.errors.iter().map(|e| format!("{}: {e}", suite.name)));
-                for case in &suite.cases {
+                for case in &suite.subtests {
                     case_errors(&suite.name, case, &mut out);
                 }
             }
@@ -228,11 +230,11 @@ impl Run {
         out
     }
 
-    /// Decide whether the run passed. It fails on any failed or crashed
+    /// Why the run failed; none when it passed. It fails on any failed or crashed
     /// case or suite, any kernel crash report, any structural problem (see
     /// [`Run::problems`]), and, when `expect_suites` is set, when no suite
     /// ran at all (module not loaded, filter too narrow, `quiet` console).
-    pub fn verdict(&self, expect_suites: bool) -> Verdict {
+    pub fn failures(&self, expect_suites: bool) -> Failures {
         let mut reasons = Vec::new();
         for suite in self.suites() {
             let mut any_case_failed = false;
@@ -275,14 +277,14 @@ impl Run {
                     .to_string(),
             );
         }
-        Verdict { reasons }
+        Failures { reasons }
     }
 
     /// The test that was running at a console line: the deepest suite, case
     /// or parameter whose line span contains it, as a dotted path.
     pub fn test_at_line(&self, line: usize) -> Option<String> {
-        fn find(case: &Case, line: usize, path: &mut String) {
-            for sub in &case.subcases {
+        fn find(case: &Test, line: usize, path: &mut String) {
+            for sub in &case.subtests {
                 if sub.start_line <= line && line <= sub.end_line {
                     path.push('.');
                     path.push_str(&sub.name);
@@ -296,7 +298,7 @@ impl Run {
             .find(|s| s.start_line <= line && line <= s.end_line)?;
         let mut path = suite.name.clone();
         if let Some(case) = suite
-            .cases
+            .subtests
             .iter()
             .find(|c| c.start_line <= line && line <= c.end_line)
         {

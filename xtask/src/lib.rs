@@ -7,18 +7,20 @@
 //! [`initramfs`] (cpio with the `tk-init` guest binary as /init) -> [`qemu`] (+ [`topology`]) ->
 //! [`verdict`] (markers, [`ktap`]) -> [`report`].
 //!
-//! The commands: [`cli`] (clap) -> [`guest`] (one boot) or [`testing`]
-//! (`test`: host tests and the boots of [`runs`], then [`cmd_tests`]);
-//! `run -- CMD` and `shell` -> [`user_cmd`] (the user's command, the
-//! shared working directory, [`guest_tools`] in the initramfs).
+//! The commands: [`cli`] (the flags, the checks, the one dispatch) ->
+//! [`commands`] (one file per command, each taking its own request; a
+//! boot is [`boot`]'s: build, boot, judge, report); `test` boots the runs
+//! of [`runs`]; `run -- CMD` and `shell` share [`commands::in_guest`]
+//! (the user's command, the shared working directory, [`guest_tools`] in
+//! the initramfs).
 
 pub mod accel;
 pub mod bench;
+pub mod boot;
 pub mod cli;
-pub mod cmd_tests;
+pub mod commands;
 pub mod console;
 pub mod debian;
-pub mod guest;
 pub mod guest_tools;
 pub mod initramfs;
 pub mod kcidb;
@@ -26,9 +28,6 @@ pub mod kconfig;
 pub mod kdir;
 pub mod kernel;
 pub mod ktap;
-pub mod lava;
-pub mod matrix;
-pub mod merge;
 pub mod module;
 pub mod printk;
 pub mod profile;
@@ -38,11 +37,13 @@ pub mod records;
 pub mod report;
 pub mod runs;
 pub mod setup;
-pub mod testing;
 pub mod tkrun;
 pub mod topology;
-pub mod user_cmd;
 pub mod userspace;
 pub mod util;
 pub mod validate;
 pub mod verdict;
+
+// The commands' library parts, at the paths the host tests use.
+pub use commands::test as testing;
+pub use commands::{lava, matrix, merge};

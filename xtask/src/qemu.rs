@@ -8,7 +8,6 @@
 use crate::console::{self, CrashKind, Phases};
 use crate::initramfs::Initramfs;
 use crate::kernel::KernelBuild;
-use crate::profile::Profile;
 use crate::say;
 use crate::topology::Topology;
 use crate::util;
@@ -32,7 +31,7 @@ pub enum Mode {
     /// Load tierkit (KUnit off) and run `/bin/tk-bench-<name>`.
     Bench(String),
     /// `run -- CMD`: load tierkit and run the user's command in the shared
-    /// working directory ([`crate::user_cmd`]).
+    /// working directory ([`crate::commands::in_guest`]).
     Cmd,
     /// `shell`: load tierkit and start an interactive shell on the console.
     Shell,
@@ -125,28 +124,39 @@ impl CxlOnline {
     }
 }
 
-/// Everything about one guest boot except the kernel and initramfs.
+/// What the guest is asked to do, and how QEMU runs it: the part of a
+/// boot's request ([`crate::boot::BootRequest`]) that this stage reads.
 #[derive(Clone, Debug)]
-pub struct GuestConfig {
-    pub topology: Topology,
-    pub cpu_model: String,
-    pub accel: Accel,
+pub struct GuestJob {
     pub mode: Mode,
     /// Run KUnit suites (at insmod); off: `kunit.enable=0`.
     pub kunit: bool,
     /// Which tests: `kunit.filter_glob=` and `tierkit.filter=`.
     pub filter: crate::runs::Filter,
-    /// Extra kernel command line (`--append`).
+    /// Extra kernel command line: the run's words, then `--append`'s.
     pub append: Vec<String>,
-    pub timeout: Duration,
-    /// `--profile`: its command-line parameters ([`Profile::kernel_cmdline`]).
-    pub profile: Profile,
     /// `--cxl-online`: the zone hot-added (CXL) memory is onlined into.
     pub cxl_online: CxlOnline,
-    /// `--kernel`: its own command-line needs ([`crate::profile::KernelKind`]).
-    pub kernel: crate::profile::KernelKind,
+    /// QEMU's `-cpu` model.
+    pub cpu_model: String,
+    /// QEMU is killed after this long.
+    pub timeout: Duration,
+}
+
+/// Everything about one guest boot except the kernel and initramfs: the
+/// request's kernel and job, with what planning made of the rest (the
+/// topology's layout, the accelerator).
+#[derive(Clone, Debug)]
+pub struct GuestConfig {
+    pub topology: Topology,
+    pub accel: Accel,
+    /// The kernel booted: `--profile`'s and `--kernel`'s command-line
+    /// parameters ([`crate::profile::Profile::kernel_cmdline`],
+    /// [`crate::profile::KernelKind`]).
+    pub kernel: crate::kernel::KernelRequest,
+    pub job: GuestJob,
     /// More QEMU arguments, after the two serial ports (`run -- CMD`: a
-    /// third one and the virtio-9p share, [`crate::user_cmd`]).
+    /// third one and the virtio-9p share, [`crate::commands::in_guest`]).
     pub extra_args: Vec<String>,
 }
 
@@ -163,10 +173,19 @@ pub fn kernel_cmdline(cfg: &GuestConfig) -> Result<String> {
     .iter()
     .map(|s| s.to_string())
     .collect();
-    p.extend(cfg.kernel.kernel_cmdline().iter().map(|s| s.to_string()));
+    p.extend(
+        cfg.kernel
+            .kind
+            .kernel_cmdline()
+            .iter()
+            .map(|s| s.to_string()),
+    );
     // Before --append, so that a later memhp_default_state there wins.
-    p.push(format!("memhp_default_state={}", cfg.cxl_online.as_param()));
-    p.push(param::word(param::MODE, &cfg.mode.as_param()));
+    p.push(format!(
+        "memhp_default_state={}",
+        cfg.job.cxl_online.as_param()
+    ));
+    p.push(param::word(param::MODE, &cfg.job.mode.as_param()));
     if let Some(c) = cfg.topology.cxl_param() {
         // /init assembles one region per window, in this order (per device,
         // or interleaved over WAYS devices: `MIB:WAYS:GRANULARITY`).
@@ -174,15 +193,15 @@ pub fn kernel_cmdline(cfg: &GuestConfig) -> Result<String> {
     }
     // A kernel without KUnit would hand kunit.* to /init as unknown.
     let no_filter = None;
-    let kunit_filter = if cfg.kernel.has_kunit() {
-        &cfg.filter.kunit
+    let kunit_filter = if cfg.kernel.kind.has_kunit() {
+        &cfg.job.filter.kunit
     } else {
         &no_filter
     };
     for (f, name) in [
         (kunit_filter, param::KUNIT_FILTER),
-        (&cfg.filter.user, param::FILTER),
-        (&cfg.filter.skip, param::SKIP),
+        (&cfg.job.filter.user, param::FILTER),
+        (&cfg.job.filter.skip, param::SKIP),
     ] {
         let Some(f) = f else { continue };
         if let Err(why) = crate::validate::check_filter(f) {
@@ -190,13 +209,13 @@ pub fn kernel_cmdline(cfg: &GuestConfig) -> Result<String> {
         }
         p.push(param::word(name, f));
     }
-    if !cfg.kunit && cfg.kernel.has_kunit() {
+    if !cfg.job.kunit && cfg.kernel.kind.has_kunit() {
         // The module's suites run under `cargo xtask test`; demos and
         // benchmarks don't wait for them.
         p.push("kunit.enable=0".into());
     }
-    p.extend(cfg.profile.kernel_cmdline());
-    for a in &cfg.append {
+    p.extend(cfg.kernel.profile.kernel_cmdline());
+    for a in &cfg.job.append {
         if let Err(why) = crate::validate::check_append(a) {
             bail!("--append {}: {why}", crate::validate::shell_quote(a));
         }
@@ -228,7 +247,7 @@ pub fn qemu_args(
     ];
     a.extend(cfg.topology.qemu_args());
     a.push("-cpu".into());
-    a.push(cfg.cpu_model.clone());
+    a.push(cfg.job.cpu_model.clone());
     a.push("-accel".into());
     a.push(match cfg.accel {
         Accel::Kvm => "kvm".into(),
@@ -460,7 +479,7 @@ pub fn boot(
         .with_context(|| format!("creating {}", console_log.display()))?;
     let mut console = String::new();
     let start = Instant::now();
-    let deadline = start + cfg.timeout;
+    let deadline = start + cfg.job.timeout;
     let mut timed_out = false;
     let mut done_at: Option<Instant> = None;
     loop {
@@ -567,7 +586,7 @@ fn stop_qemu(
             if timed_out {
                 say!(
                     "guest timed out after {} s: killed QEMU (--timeout SECS to change)",
-                    cfg.timeout.as_secs()
+                    cfg.job.timeout.as_secs()
                 );
             } else {
                 say!("guest did not power off after TIERKIT-DONE: killed QEMU");

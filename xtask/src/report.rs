@@ -16,7 +16,7 @@ use anyhow::Context as _;
 use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
 use serde::{Deserialize, Serialize};
 
-use crate::ktap::{Run, Status, Suite};
+use crate::ktap::{Run, Status, Test};
 use crate::records::{self, Outcome, Record};
 
 /// Diagnostic lines shown per failed case in the summary.
@@ -145,13 +145,13 @@ pub fn print_summary_labelled(run: &Run, extra: &[UserTest], label: &str) {
     println!("{body}\n{}", Totals::of(run, extra).labelled(label));
 }
 
+/// How many of the slowest tests the summary names.
+const SLOWEST: usize = 5;
+
 /// The human summary: a table with passed/failed/skipped per suite (and a
 /// `userspace` row), then failed cases with their diagnostics, skipped
 /// cases with their reasons, kernel crashes, structural problems, and the
 /// totals line last.
-/// How many of the slowest tests the summary names.
-const SLOWEST: usize = 5;
-
 pub fn format_summary(run: &Run, extra: &[UserTest]) -> String {
     let mut out = String::new();
     // Writing to a String cannot fail.
@@ -160,7 +160,19 @@ pub fn format_summary(run: &Run, extra: &[UserTest]) -> String {
 }
 
 fn write_summary(out: &mut String, run: &Run, extra: &[UserTest]) -> fmt::Result {
-    let suites: Vec<&Suite> = run.suites().collect();
+    let suites: Vec<&Test> = run.suites().collect();
+    write_table(out, &suites, extra)?;
+    write_slowest(out, &suites, extra)?;
+    let leaves = leaf_results(&suites);
+    write_failed(out, &leaves, extra)?;
+    write_skipped(out, &leaves, extra)?;
+    write_crashes(out, run)?;
+    write_problems(out, run)?;
+    writeln!(out, "\n{}", Totals::of(run, extra))
+}
+
+/// The table: passed, failed and skipped per suite, and the `userspace` row.
+fn write_table(out: &mut String, suites: &[&Test], extra: &[UserTest]) -> fmt::Result {
     let width = suites
         .iter()
         .map(|s| s.name.len())
@@ -173,7 +185,7 @@ fn write_summary(out: &mut String, run: &Run, extra: &[UserTest]) -> fmt::Result
         "{:<width$}  {:>7} {:>7} {:>7}",
         "suite", "passed", "failed", "skipped"
     )?;
-    for suite in &suites {
+    for suite in suites {
         let c = suite.counts();
         let mut note = String::new();
         if suite.status == Status::Crashed {
@@ -208,8 +220,11 @@ fn write_summary(out: &mut String, run: &Run, extra: &[UserTest]) -> fmt::Result
             skipped
         )?;
     }
+    Ok(())
+}
 
-    // The slowest tests, KUnit cases and userspace tests together.
+/// The slowest tests, KUnit cases and userspace tests together.
+fn write_slowest(out: &mut String, suites: &[&Test], extra: &[UserTest]) -> fmt::Result {
     let mut timed: Vec<(u64, String)> = suites
         .iter()
         .flat_map(|suite| {
@@ -232,8 +247,12 @@ fn write_summary(out: &mut String, run: &Run, extra: &[UserTest]) -> fmt::Result
             .collect();
         writeln!(out, "\nslowest {}: {}", top.len(), top.join(", "))?;
     }
+    Ok(())
+}
 
-    let leaves = leaf_results(&suites);
+/// Failed cases with their diagnostics, failed userspace tests with the
+/// end of their output.
+fn write_failed(out: &mut String, leaves: &[Leaf], extra: &[UserTest]) -> fmt::Result {
     let failed: Vec<&Leaf> = leaves.iter().filter(|l| l.status.is_failure()).collect();
     let failed_users: Vec<&UserTest> = extra.iter().filter(|t| !t.passed).collect();
     if !failed.is_empty() || !failed_users.is_empty() {
@@ -256,7 +275,11 @@ fn write_summary(out: &mut String, run: &Run, extra: &[UserTest]) -> fmt::Result
             }
         }
     }
+    Ok(())
+}
 
+/// Skipped userspace tests and cases with their reasons.
+fn write_skipped(out: &mut String, leaves: &[Leaf], extra: &[UserTest]) -> fmt::Result {
     let skipped: Vec<&Leaf> = leaves.iter().filter(|l| l.status == Status::Skip).collect();
     let skipped_users: Vec<&UserTest> = extra.iter().filter(|t| t.passed && t.skipped).collect();
     if !skipped.is_empty() || !skipped_users.is_empty() {
@@ -279,7 +302,12 @@ fn write_summary(out: &mut String, run: &Run, extra: &[UserTest]) -> fmt::Result
             writeln!(out, "  ... and {} more", skipped.len() - SUMMARY_SKIPPED)?;
         }
     }
+    Ok(())
+}
 
+/// Kernel crashes that fail the run, quoted, then kernel reports that do
+/// not.
+fn write_crashes(out: &mut String, run: &Run) -> fmt::Result {
     let failing: Vec<&crate::ktap::Crash> = run.failing_crashes().collect();
     if !failing.is_empty() {
         writeln!(out, "\nKernel crashes:")?;
@@ -314,7 +342,11 @@ fn write_summary(out: &mut String, run: &Run, extra: &[UserTest]) -> fmt::Result
             )?;
         }
     }
+    Ok(())
+}
 
+/// Structural problems of the KTAP output.
+fn write_problems(out: &mut String, run: &Run) -> fmt::Result {
     let problems = run.problems();
     if !problems.is_empty() {
         writeln!(out, "\nKTAP problems:")?;
@@ -322,8 +354,7 @@ fn write_summary(out: &mut String, run: &Run, extra: &[UserTest]) -> fmt::Result
             writeln!(out, "  {problem}")?;
         }
     }
-
-    writeln!(out, "\n{}", Totals::of(run, extra))
+    Ok(())
 }
 
 /// One leaf-level result: a case or parameter, or a suite without cases
@@ -337,10 +368,10 @@ struct Leaf<'a> {
 }
 
 /// All leaf-level results, in log order.
-fn leaf_results<'a>(suites: &[&'a Suite]) -> Vec<Leaf<'a>> {
+fn leaf_results<'a>(suites: &[&'a Test]) -> Vec<Leaf<'a>> {
     let mut out = Vec::new();
     for suite in suites {
-        if suite.cases.is_empty() {
+        if suite.subtests.is_empty() {
             out.push(Leaf {
                 path: suite.name.clone(),
                 status: suite.status,

@@ -87,7 +87,7 @@ impl Selection {
 }
 
 /// One boot of `cargo xtask test`.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TestRun {
     /// Its label in the summary and its run directory
     /// (`target/tierkit/test-<name>[-debug]`).

@@ -330,7 +330,7 @@ fn check_ktap(
             ));
         }
     } else {
-        let kv = run.verdict(kunit_on && filter.is_none());
+        let kv = run.failures(kunit_on && filter.is_none());
         reasons.extend(kv.reasons.iter().cloned());
     }
     if let Some(f) = filter {

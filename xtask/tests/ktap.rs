@@ -12,7 +12,7 @@ use xtask::{ktap, printk, report};
 
 use std::path::PathBuf;
 
-use ktap::{Case, CrashKind, Directive, Run, Status, Suite};
+use ktap::{CrashKind, Directive, Run, Status, Test};
 use report::{Totals, UserTest};
 
 fn testdata(name: &str) -> PathBuf {
@@ -26,15 +26,15 @@ fn parse(name: &str) -> Run {
     Run::parse(&String::from_utf8_lossy(&bytes))
 }
 
-fn suite<'a>(run: &'a Run, name: &str) -> &'a Suite {
+fn suite<'a>(run: &'a Run, name: &str) -> &'a Test {
     run.suites()
         .find(|s| s.name == name)
         .unwrap_or_else(|| panic!("no suite {name}"))
 }
 
-fn case<'a>(suite: &'a Suite, name: &str) -> &'a Case {
+fn case<'a>(suite: &'a Test, name: &str) -> &'a Test {
     suite
-        .cases
+        .subtests
         .iter()
         .find(|c| c.name == name)
         .unwrap_or_else(|| panic!("no case {name} in {}", suite.name))
@@ -91,12 +91,12 @@ fn passing_module_run_after_empty_boot_document() {
     assert_eq!(topo.status, Status::Pass);
     assert_eq!(topo.number, Some(1));
     assert_eq!(topo.plan, Some(3));
-    let names: Vec<&str> = topo.cases.iter().map(|c| c.name.as_str()).collect();
+    let names: Vec<&str> = topo.subtests.iter().map(|c| c.name.as_str()).collect();
     assert_eq!(
         names,
         ["node1_is_online", "node1_has_memory", "node1_has_no_cpus"]
     );
-    assert!(topo.cases.iter().all(|c| c.status == Status::Pass));
+    assert!(topo.subtests.iter().all(|c| c.status == Status::Pass));
     assert_eq!(topo.totals, Some(counts(3, 0, 0, 0)));
     assert!(topo
         .diagnostics
@@ -105,9 +105,9 @@ fn passing_module_run_after_empty_boot_document() {
     assert_eq!(run.counts(), counts(5, 0, 0, 0));
     assert!(run.crashes.is_empty());
     assert!(run.problems().is_empty(), "{:?}", run.problems());
-    let verdict = run.verdict(true);
-    assert!(verdict.is_ok(), "{verdict}");
-    assert_eq!(verdict.to_string(), "KUnit: all good");
+    let failures = run.failures(true);
+    assert!(failures.is_ok(), "{failures}");
+    assert_eq!(failures.to_string(), "KUnit: all good");
 }
 
 #[test]
@@ -143,16 +143,16 @@ fn failed_assertions_keep_their_diagnostics() {
     );
     assert_eq!(case(topo, "weighted_interleave_auto").status, Status::Pass);
 
-    let verdict = run.verdict(true);
+    let failures = run.failures(true);
     assert_eq!(
-        verdict.reasons,
+        failures.reasons,
         [
             "tierkit_topology.node1_has_memory failed",
             "tierkit_topology.node1_has_no_cpus failed",
         ]
     );
     assert_eq!(
-        verdict.to_string(),
+        failures.to_string(),
         "KUnit run failed:\n  - tierkit_topology.node1_has_memory failed\n  \
          - tierkit_topology.node1_has_no_cpus failed"
     );
@@ -184,7 +184,7 @@ fn skips_todo_and_skipped_suites() {
     // A suite skipped as a whole prints only its result line.
     let gigantic = suite(&run, "tierkit_gigantic");
     assert_eq!(gigantic.status, Status::Skip);
-    assert!(gigantic.cases.is_empty());
+    assert!(gigantic.subtests.is_empty());
     assert_eq!(gigantic.plan, None);
     assert!(gigantic.errors.is_empty(), "{:?}", gigantic.errors);
     assert_eq!(
@@ -202,7 +202,7 @@ fn skips_todo_and_skipped_suites() {
     assert_eq!(legacy.status, Status::Pass);
 
     assert_eq!(run.counts(), counts(2, 0, 4, 0));
-    assert!(run.verdict(true).is_ok(), "{}", run.verdict(true));
+    assert!(run.failures(true).is_ok(), "{}", run.failures(true));
 }
 
 #[test]
@@ -210,14 +210,14 @@ fn nested_parameterised_cases() {
     let run = parse("parameterized.log");
     let weights = suite(&run, "tierkit_weights");
     assert_eq!(weights.status, Status::Fail);
-    assert_eq!(weights.cases.len(), 3);
+    assert_eq!(weights.subtests.len(), 3);
 
     // Array parameters print a plan; their diagnostics use the case name.
     let bw = case(weights, "weights_from_bandwidth");
     assert_eq!(bw.status, Status::Fail);
     assert_eq!(bw.plan, Some(3));
     let params: Vec<(&str, Status)> = bw
-        .subcases
+        .subtests
         .iter()
         .map(|c| (c.name.as_str(), c.status))
         .collect();
@@ -230,7 +230,7 @@ fn nested_parameterised_cases() {
         ]
     );
     assert_eq!(
-        bw.subcases[2].diagnostics[0],
+        bw.subtests[2].diagnostics[0],
         "# weights_from_bandwidth: EXPECTATION FAILED at module/core/src/weights.rs:88"
     );
     assert_eq!(
@@ -243,10 +243,10 @@ fn nested_parameterised_cases() {
     assert_eq!(chunks.status, Status::Pass);
     assert_eq!(chunks.plan, None);
     assert!(chunks.errors.is_empty(), "{:?}", chunks.errors);
-    assert_eq!(chunks.subcases.len(), 3);
-    assert_eq!(chunks.subcases[2].status, Status::Skip);
+    assert_eq!(chunks.subtests.len(), 3);
+    assert_eq!(chunks.subtests[2].status, Status::Skip);
     assert_eq!(
-        chunks.subcases[2].reason.as_deref(),
+        chunks.subtests[2].reason.as_deref(),
         Some("1G pages unavailable")
     );
 
@@ -261,7 +261,7 @@ fn nested_parameterised_cases() {
     assert_eq!(leaves[6], "auto_reduction");
 
     assert_eq!(
-        run.verdict(true).reasons,
+        run.failures(true).reasons,
         ["tierkit_weights.weights_from_bandwidth.bw 10:0 -> 1:0 failed"]
     );
 }
@@ -272,11 +272,11 @@ fn plan_mismatches_fail_the_run() {
     assert_eq!(run.documents.len(), 4);
 
     let short = suite(&run, "tierkit_short");
-    assert_eq!(short.cases.len(), 3);
+    assert_eq!(short.subtests.len(), 3);
     assert_eq!(short.errors, ["plan mismatch: plan 1..4 but 3 results"]);
 
     let long = suite(&run, "tierkit_long");
-    assert_eq!(long.cases.len(), 3);
+    assert_eq!(long.subtests.len(), 3);
     assert_eq!(long.errors, ["plan mismatch: plan 1..2 but 3 results"]);
 
     // One suite more than the document planned.
@@ -294,16 +294,16 @@ fn plan_mismatches_fail_the_run() {
 
     // Every case passed, yet the run fails.
     assert_eq!(run.counts(), counts(9, 0, 0, 0));
-    let verdict = run.verdict(true);
-    assert!(!verdict.is_ok());
-    assert!(verdict
+    let failures = run.failures(true);
+    assert!(!failures.is_ok());
+    assert!(failures
         .reasons
         .contains(&"tierkit_short: plan mismatch: plan 1..4 but 3 results".to_string()));
-    assert!(verdict
+    assert!(failures
         .reasons
         .iter()
         .any(|r| r.contains("plan 1..1 but 2 suites")));
-    assert!(verdict
+    assert!(failures
         .reasons
         .iter()
         .any(|r| r.contains("cut short: plan 1..2")));
@@ -346,9 +346,9 @@ fn oops_with_panic_cuts_the_suite_short() {
     let clear = suite(&run, "tierkit_clear");
     assert_eq!(clear.status, Status::Crashed);
     assert_eq!(clear.number, None);
-    assert_eq!(clear.cases.len(), 2);
-    assert_eq!(clear.cases[0].status, Status::Pass);
-    let running = &clear.cases[1];
+    assert_eq!(clear.subtests.len(), 2);
+    assert_eq!(clear.subtests[0].status, Status::Pass);
+    let running = &clear.subtests[1];
     assert_eq!(running.name, "clear_gigantic_range");
     assert_eq!(running.status, Status::Crashed);
     assert_eq!(running.number, None);
@@ -366,7 +366,7 @@ fn oops_with_panic_cuts_the_suite_short() {
     );
 
     assert_eq!(run.counts(), counts(1, 0, 0, 1));
-    let reasons = run.verdict(true).reasons;
+    let reasons = run.failures(true).reasons;
     assert_eq!(
         reasons[0],
         "tierkit_clear.clear_gigantic_range crashed (no result line)"
@@ -419,7 +419,7 @@ fn oops_caught_by_kunit_and_warning_in_passing_case() {
     // The warning does not fail its test, but it fails the run.
     let wi = suite(&run, "tierkit_wi");
     assert_eq!(wi.status, Status::Pass);
-    let reasons = run.verdict(true).reasons;
+    let reasons = run.failures(true).reasons;
     assert_eq!(reasons.len(), 3, "{reasons:?}");
     assert_eq!(reasons[0], "tierkit_clear.clear_gigantic_range failed");
     assert!(reasons[2].starts_with("kernel warning at console line 102: WARNING:"));
@@ -439,24 +439,24 @@ fn timestamps_caller_ids_crlf_and_interleaved_noise() {
     assert!(run.crashes.is_empty());
 
     let topo = suite(&run, "tierkit_topology");
-    let names: Vec<&str> = topo.cases.iter().map(|c| c.name.as_str()).collect();
+    let names: Vec<&str> = topo.subtests.iter().map(|c| c.name.as_str()).collect();
     // The second result follows a partial userspace line on the same line.
     assert_eq!(
         names,
         ["node1_is_online", "node1_has_memory", "node1_has_no_cpus"]
     );
     // Noise goes to the case that was running, without time stamps.
-    assert!(topo.cases[1]
+    assert!(topo.subtests[1]
         .diagnostics
         .contains(&"tierkit: node 1: 262144 present pages, 0 cpus".to_string()));
-    assert!(topo.cases[0]
+    assert!(topo.subtests[0]
         .diagnostics
         .contains(&"random: crng init done".to_string()));
 
     let weights = suite(&run, "tierkit_weights");
-    assert_eq!(weights.cases[0].subcases.len(), 2);
+    assert_eq!(weights.subtests[0].subtests.len(), 2);
     assert_eq!(run.counts(), counts(5, 0, 0, 0));
-    assert!(run.verdict(true).is_ok(), "{}", run.verdict(true));
+    assert!(run.failures(true).is_ok(), "{}", run.failures(true));
 }
 
 #[test]
@@ -487,7 +487,7 @@ fn several_module_documents() {
     );
 
     assert_eq!(run.counts(), counts(5, 0, 1, 0));
-    assert!(run.verdict(true).is_ok(), "{}", run.verdict(true));
+    assert!(run.failures(true).is_ok(), "{}", run.failures(true));
 }
 
 #[test]
@@ -502,7 +502,7 @@ fn missing_plans() {
     let topo = suite(&run, "tierkit_topology");
     assert_eq!(topo.status, Status::Pass);
     assert_eq!(topo.errors, ["missing plan (no `1..N` line)"]);
-    assert_eq!(run.verdict(true).reasons.len(), 2);
+    assert_eq!(run.failures(true).reasons.len(), 2);
 }
 
 #[test]
@@ -510,11 +510,11 @@ fn no_suites_when_the_module_did_not_load() {
     let run = parse("no_module_suites.log");
     assert_eq!(run.documents.len(), 1);
     assert_eq!(run.suites().count(), 0);
-    let verdict = run.verdict(true);
-    assert_eq!(verdict.reasons.len(), 1);
-    assert!(verdict.reasons[0].starts_with("no KUnit suite ran"));
+    let failures = run.failures(true);
+    assert_eq!(failures.reasons.len(), 1);
+    assert!(failures.reasons[0].starts_with("no KUnit suite ran"));
     // Without expectations, an empty run is fine.
-    assert!(run.verdict(false).is_ok());
+    assert!(run.failures(false).is_ok());
 }
 
 #[test]
@@ -547,7 +547,7 @@ fn legacy_tap14_and_suites_without_document_header() {
 
     assert!(run.problems().is_empty(), "{:?}", run.problems());
     assert_eq!(
-        run.verdict(true).reasons,
+        run.failures(true).reasons,
         ["example.example_simple_test failed"]
     );
 }
@@ -569,7 +569,7 @@ ok 5 node#1 has memory
 ok 12abc this is not a result line
 ";
     let run = Run::parse(log);
-    let suites: Vec<&Suite> = run.suites().collect();
+    let suites: Vec<&Test> = run.suites().collect();
     assert_eq!(suites.len(), 5);
 
     assert_eq!(suites[0].name, "check return code");
@@ -606,8 +606,8 @@ fn printk_prefixes_are_stripped() {
     assert_eq!(suite_names(&run), ["prefixed"]);
     let s = suite(&run, "prefixed");
     assert_eq!(s.status, Status::Pass);
-    assert_eq!(s.cases[0].name, "works");
-    assert!(run.verdict(true).is_ok(), "{}", run.verdict(true));
+    assert_eq!(s.subtests[0].name, "works");
+    assert!(run.failures(true).is_ok(), "{}", run.failures(true));
 }
 
 #[test]
@@ -644,7 +644,7 @@ ok 1 second
     let second = suite(&run, "second");
     assert_eq!(second.status, Status::Pass);
     assert!(second.errors.is_empty());
-    assert!(!run.verdict(true).is_ok());
+    assert!(!run.failures(true).is_ok());
 }
 
 #[test]
@@ -668,7 +668,7 @@ ok 1 s
     assert_eq!(s.status, Status::Crashed);
     let p = case(s, "p");
     assert_eq!(p.status, Status::Crashed);
-    assert_eq!(p.subcases.len(), 1);
+    assert_eq!(p.subtests.len(), 1);
     assert_eq!(p.errors, ["missing result line (the next one is `ok 1 s`)"]);
 }
 
@@ -676,13 +676,13 @@ ok 1 s
 fn kunit_errors_and_empty_logs() {
     let run = Run::parse("[    0.1] kunit: disabled\n");
     assert_eq!(run.kunit_errors, ["kunit: disabled"]);
-    let reasons = run.verdict(false).reasons;
+    let reasons = run.failures(false).reasons;
     assert_eq!(reasons, ["KUnit reported: kunit: disabled"]);
 
     let run = Run::parse("");
     assert!(run.documents.is_empty());
-    assert!(run.verdict(false).is_ok());
-    assert!(!run.verdict(true).is_ok());
+    assert!(run.failures(false).is_ok());
+    assert!(!run.failures(true).is_ok());
 }
 
 #[test]
@@ -886,7 +886,7 @@ fn case_durations_from_printk_timestamps() {
 ";
     let run = Run::parse(log);
     let suite = run.suites().next().expect("one suite");
-    let ms: Vec<Option<u64>> = suite.cases.iter().map(|c| c.duration_ms).collect();
+    let ms: Vec<Option<u64>> = suite.subtests.iter().map(|c| c.duration_ms).collect();
     assert_eq!(ms, vec![Some(2500), Some(500)]);
 
     let report = report::junit_report("tierkit", &run, &[]);

@@ -108,7 +108,10 @@ struct tk_clear_bench {
 	char  variant[16];		/* out: NUL-terminated clear_pages() variant */
 };
 
-/* TK_IOC_WALK: what maps addr in the caller's page tables (CAP_SYS_ADMIN). */
+/*
+ * TK_IOC_WALK: what maps addr in the caller's page tables (CAP_SYS_ADMIN).
+ * Test builds only (make TIERKIT_TEST=1); otherwise ENOTTY.
+ */
 #define TK_WALK_NONE			0
 #define TK_WALK_PTE			1
 #define TK_WALK_PMD			2
@@ -121,7 +124,10 @@ struct tk_walk {
 	__s32 nid;			/* out: -1 if none */
 };
 
-/* TK_IOC_PAGE_REFS: who holds the folio of pfn (CAP_SYS_ADMIN; a snapshot). */
+/*
+ * TK_IOC_PAGE_REFS: who holds the folio of pfn (CAP_SYS_ADMIN; a snapshot).
+ * Test builds only (make TIERKIT_TEST=1); otherwise ENOTTY.
+ */
 #define TK_PAGE_BUDDY			1	/* free in the buddy allocator */
 #define TK_PAGE_ANON			2	/* an anonymous folio */
 
@@ -145,7 +151,7 @@ struct tk_page_refs {
 
 struct tk_rebalance {
 	__u32 flags;			/* in: TK_REBALANCE_F_* */
-	__u32 rate_pages;		/* in: most pages per second, 0: no limit */
+	__u32 rate_pages;		/* in: most pages tried per second, 0: no limit */
 	__u64 nodemask;			/* in: new mask, 0: keep; out: effective */
 	__u64 budget_pages;		/* in: most pages moved, 0: no limit */
 	__u8  weights[TIERKIT_MAX_NODES];	/* in: with TK_REBALANCE_F_WEIGHTS */

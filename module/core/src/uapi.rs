@@ -2,6 +2,10 @@
 //!
 //! Shared verbatim by the module and by `userspace-tests`, so both sides agree
 //! by construction. Documented for users in `Documentation/ABI/testing/dev-tierkit`.
+//! The errors below are each ioctl's own; every ioctl can also fail with
+//! `ENOTTY` (an unknown command), `EFAULT` (the argument cannot be read or
+//! written back) and, while it waits for the file's lock, `EINTR` (see
+//! the ABI document).
 //! All structs are `#[repr(C)]`, little-endian x86_64, with explicit padding.
 
 /// The ioctl "type" byte. 0xB9 is unassigned in
@@ -59,8 +63,9 @@ pub const TK_POLICY_F_WEIGHTS: u32 = 1 << 0;
 /// the effective mask (requested ∩ N_MEMORY, as `mpol_set_nodemask` does),
 /// and `weights` the weight of each node the file places by (its own, or
 /// the global table at the time of the call). Errors: `EINVAL` for an
-/// unknown mode or flag, a zero own weight of a node in the mask, or an
-/// effective mask that is empty; `EBUSY` once the file has been mapped.
+/// unknown mode or flag, [`TK_POLICY_F_WEIGHTS`] with interleave mode, a
+/// zero own weight of a node in the mask, or an effective mask that is
+/// empty; `EBUSY` once the file has been mapped.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct TkPolicy {
@@ -83,7 +88,9 @@ pub const TK_IOC_SET_POLICY: u32 = iowr(1, core::mem::size_of::<TkPolicy>());
 /// left behind (`il_prev` = -1 for "before the first node").
 /// Errors: `EINVAL` for 0 or too many pages or a file without a weighted
 /// interleave policy; `ENOMEM` if an allocation fails (all pages are freed
-/// and the task state is left unchanged).
+/// and the task state is left unchanged); `EIO` if a page is not on the
+/// node it was asked for; `EINTR` on a fatal signal (checked every 512
+/// pages; everything is freed, the task state is unchanged).
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct TkBulk {
@@ -133,10 +140,12 @@ pub const TK_PLACE_REMOTE: u32 = 1;
 /// Worker placement: any online CPU.
 pub const TK_PLACE_ANY: u32 = 2;
 
-/// `threads` value asking tierkit to pick the worker count: it clears a
-/// 64 MiB probe slice with 1, 2, ... workers and stops adding workers once
-/// one more raises the bandwidth by 5% or less. Zero is not "auto": a zero
-/// thread count is `EINVAL`.
+/// `threads` value asking tierkit to pick the worker count: the first
+/// clear of a node with a placement clears a 64 MiB probe slice with 1, 2,
+/// ... workers and stops adding workers once one more raises the bandwidth
+/// by 5% or less; later clears of that node and placement reuse the count
+/// until the placement's eligible CPUs change or the node's memory does.
+/// Zero is not "auto": a zero thread count is `EINVAL`.
 pub const TK_THREADS_AUTO: u32 = u32::MAX;
 
 /// `TkGigantic::flags`: only read the `last_*` fields back; change nothing.
@@ -158,9 +167,11 @@ pub const TK_GIGANTIC_F_QUERY: u32 = 1 << 0;
 /// Out (always written back): the `last_*` fields describe the gigantic
 /// range most recently cleared for this file (`last_nid` = -1 before the
 /// first), and `nr_cleared` counts the ranges cleared so far.
-/// Errors: `EINVAL` for bad values (thread count, placement, chunk, flags;
-/// a thread count above the eligible CPUs is reported at `mmap`, where the
-/// node is known), `EBUSY` to change the parameters once mapped.
+/// Errors: `EPERM` without `CAP_SYS_ADMIN` (flags 0; the query needs
+/// none), `EINVAL` for bad values (thread count, including one above the
+/// online CPUs, placement, chunk, flags; a thread count above the eligible
+/// CPUs of a node is reported at `mmap`, where the node is known), `EBUSY`
+/// to change the parameters once mapped.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct TkGigantic {
@@ -184,8 +195,9 @@ pub const TK_CLEAR_BENCH_MAX: u32 = 64;
 /// Argument of [`TK_IOC_CLEAR_BENCH`]: allocate `nr_gigantic` 1 GiB ranges
 /// on node `nid` one at a time, clear each with `threads` workers placed per
 /// `placement`, free it, and report the clearing time. Allocation and
-/// freeing are not timed; with [`TK_THREADS_AUTO`] the probe runs on the
-/// first range, is not timed either, and its choice is used for every range.
+/// freeing are not timed; with [`TK_THREADS_AUTO`] a probe that is due
+/// runs on the first range, is not timed either, and its choice is used for
+/// every range.
 /// No side effect on the system other than the time taken.
 ///
 /// In: `nid`, `threads` (1..=eligible CPUs, or [`TK_THREADS_AUTO`]),
@@ -195,9 +207,11 @@ pub const TK_CLEAR_BENCH_MAX: u32 = 64;
 /// bytes/s), `workers` actually used, `cpu_node` whose CPUs ran the
 /// workers (-1 for `any`), `variant` the NUL-terminated `clear_pages`
 /// variant the kernel picked ("erms", "rep_good", "unrolled").
-/// Errors: `EINVAL` (node id out of range, offline or memoryless node, bad
-/// thread count, placement, chunk or `nr_gigantic`, `remote` without a
-/// remote node), `ENOMEM` (no free naturally aligned GiB on the node).
+/// Needs `CAP_SYS_ADMIN`.
+/// Errors: `EPERM` without it; `EINVAL` (node id out of range, offline or
+/// memoryless node, bad thread count, placement, chunk or `nr_gigantic`,
+/// `remote` without a remote node), `ENOMEM` (no free naturally aligned
+/// GiB on the node), `EINTR` (a fatal signal during the clear).
 /// With `init_on_alloc` on, the allocator zeroes each range first and the
 /// benchmark still times tierkit's own clear.
 #[repr(C)]
@@ -234,6 +248,8 @@ pub const TK_WALK_PUD: u32 = 3;
 /// tables (a test tool: it proves that a gigantic GiB is one PUD leaf,
 /// which `/proc/self/pagemap` cannot show: reading it zaps the PUD).
 /// Needs `CAP_SYS_ADMIN` (it shows pfns). Independent of the file's state.
+/// Test builds only (`make TIERKIT_TEST=1`, as xtask builds the module);
+/// a plain build answers `ENOTTY`.
 ///
 /// In: `addr`. Out: `level` (`TK_WALK_*`); for a PUD or PMD leaf `pfn`
 /// of the 4 KiB page at `addr` and `nid` its node (else 0 and -1).
@@ -260,7 +276,8 @@ pub const TK_PAGE_ANON: u32 = 2;
 /// test tool beside [`TK_IOC_WALK`] (it proves that a caller of
 /// `get_user_pages()` gave back every reference it took, and that no page
 /// of a tierkit range went back to the allocator while mapped). Needs
-/// `CAP_SYS_ADMIN`. A snapshot: the folio may change right after.
+/// `CAP_SYS_ADMIN`. A snapshot: the folio may change right after. Test
+/// builds only, as [`TK_IOC_WALK`].
 ///
 /// In: `pfn`. Out: `refcount` (`folio_ref_count()`), `mapcount`
 /// (`folio_mapcount()`: PTEs and rmap-counted PMD/PUD entries; a special
@@ -317,16 +334,19 @@ pub const TK_REBALANCE_F_WEIGHTS: u32 = 1 << 1;
 /// moves the rest and no page twice.
 ///
 /// In: `flags` ([`TK_REBALANCE_F_DRY_RUN`], [`TK_REBALANCE_F_WEIGHTS`]),
-/// `nodemask` (0: keep the file's), `rate_pages` (most pages moved per
-/// second, 0: no limit), `budget_pages` (most pages this call moves, 0: no
-/// limit), `weights` (with [`TK_REBALANCE_F_WEIGHTS`]).
+/// `nodemask` (0: keep the file's), `rate_pages` (most misplaced pages
+/// tried per second, moved or not, 0: no limit), `budget_pages` (most
+/// pages this call moves, 0: no limit), `weights` (with
+/// [`TK_REBALANCE_F_WEIGHTS`]).
 /// Out: `looked` pages looked at, `misplaced` how many were off their
 /// target node when looked at (the minimum to move), `moved`, `no_memory`,
 /// `busy`, `elapsed_ns`, and `nodemask` the effective mask.
 /// Errors: `EINVAL` for unknown flags, a file without a policy, a
 /// `nodemask` with no node that has memory, or own weights for a file not
 /// in weighted mode or with a zero weight in the mask; `EOPNOTSUPP` for a
-/// file in gigantic mode (its 1 GiB ranges stay where they are); `EINTR`.
+/// file in gigantic mode (its 1 GiB ranges stay where they are); `EINTR`;
+/// `ENOMEM` if the call cannot allocate its own list of the file's
+/// mappings.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct TkRebalance {

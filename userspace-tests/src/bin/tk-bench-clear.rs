@@ -45,6 +45,7 @@
 //! Exit 0 unless a measurement failed; the targets are reported, not
 //! enforced.
 
+use clap::Parser;
 use serde_json::{json, Value};
 use std::fs;
 use std::process::ExitCode;
@@ -219,12 +220,25 @@ fn gbps(mbps: u64) -> String {
     format!("{:.2}", mbps as f64 / 1000.0)
 }
 
+/// The arguments: `[P [R [MAX_THREADS]]]`.
+#[derive(Parser)]
+#[command(disable_help_flag = true)]
+struct Args {
+    /// P: GiB ranges per clear.
+    #[arg(default_value_t = 1)]
+    nr_gigantic: u32,
+    /// R: repetitions, the best counts.
+    #[arg(default_value_t = 3)]
+    reps: usize,
+    /// The most threads.
+    #[arg(default_value_t = u32::MAX)]
+    max_threads: u32,
+}
+
 fn main() -> ExitCode {
     userspace_tests::help!();
-    let args: Vec<String> = std::env::args().collect();
-    let nr_gigantic: u32 = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(1);
-    let reps: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(3).max(1);
-    let max_threads: u32 = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(u32::MAX);
+    let args = Args::parse();
+    let (nr_gigantic, reps, max_threads) = (args.nr_gigantic, args.reps.max(1), args.max_threads);
     let mut r = Report::new(BIN, "bench");
     let topo = match Topology::read() {
         Ok(t) => t,
@@ -245,125 +259,192 @@ fn main() -> ExitCode {
     // Gigantic ranges on a CXL node onlined `online_movable` need the
     // opt-in.
     let _movable = userspace_tests::tk::MovableGigantic::enable().ok();
-    let mut rows: Vec<Row> = Vec::new();
-    let mut serial: Vec<Value> = Vec::new();
-    let mut variant = String::new();
+    let cfg = Bench {
+        nr_gigantic,
+        reps,
+        max_threads,
+    };
+    let mut out = Results::default();
     for &nid in &topo.memory {
-        let kind = if topo.cpu.contains(&nid) {
-            "dram"
-        } else {
-            "cxl"
-        };
-        let buf = match node_buffer(nid) {
-            Ok(b) => Some(b),
-            Err(e) => {
-                r.fail(&format!("node {nid}: memset buffer"), e);
-                None
+        bench_node(&mut r, &tk, &cfg, &topo, nid, &mut out);
+    }
+    let Results {
+        rows,
+        serial,
+        variant,
+    } = out;
+    let json_rows = print_table(&rows, &variant);
+    let targets = print_targets(&rows, &serial);
+    println!(
+        "xT/mset xT = tierkit's T-worker speedup over its 1 worker, as a fraction of memset's \
+         T-thread speedup (target >= 0.90); tk/memset = GB/s ratio at the same T (>= 0.90 on real hardware); \
+         stor = a plain 8-byte store loop, the ceiling when memset itself is rep stosb."
+    );
+    println!("Under TCG the numbers are emulation: guest NUMA has no physical locality, and rep stosb is slow.");
+    r.set("variant", json!(variant));
+    r.set("nr_gigantic", json!(nr_gigantic));
+    r.set("rows", Value::Array(json_rows));
+    r.set("kernel_serial", Value::Array(serial));
+    r.set("targets", Value::Array(targets));
+    r.finish()
+}
+
+/// What the arguments ask for: ranges per clear, repetitions (the best
+/// counts), the most threads.
+struct Bench {
+    nr_gigantic: u32,
+    reps: usize,
+    max_threads: u32,
+}
+
+/// What the run measured: one row per node, placement and thread count,
+/// the kernel's serial clear per node, the `clear_pages` variant.
+#[derive(Default)]
+struct Results {
+    rows: Vec<Row>,
+    serial: Vec<Value>,
+    variant: String,
+}
+
+/// One node: tierkit's clear with local and remote workers at 1..T
+/// threads (against memset and a store loop on the same CPUs), then the
+/// kernel's serial clear.
+fn bench_node(
+    r: &mut Report,
+    tk: &Tierkit,
+    cfg: &Bench,
+    topo: &Topology,
+    nid: u32,
+    out: &mut Results,
+) {
+    let Bench {
+        nr_gigantic,
+        reps,
+        max_threads,
+    } = *cfg;
+    let Results {
+        rows,
+        serial,
+        variant,
+    } = out;
+    let kind = if topo.cpu.contains(&nid) {
+        "dram"
+    } else {
+        "cxl"
+    };
+    let buf = match node_buffer(nid) {
+        Ok(b) => Some(b),
+        Err(e) => {
+            r.fail(&format!("node {nid}: memset buffer"), e);
+            None
+        }
+    };
+    for (placement, pname) in [(TK_PLACE_LOCAL, "local"), (TK_PLACE_REMOTE, "remote")] {
+        // Warm-up, untimed: the host backs this GiB now, and it is the
+        // one every later clear of the node gets back.
+        if let Err(e) = tk.clear_bench(clear_bench_arg(nid as i32, 1, placement, 1)) {
+            if e.raw_os_error() == Some(libc::EINVAL) {
+                r.skip(
+                    &format!("node {nid} ({kind}) {pname}"),
+                    "EINVAL: no node with CPUs qualifies (remote needs two CPU nodes)",
+                );
+            } else {
+                r.fail(
+                    &format!("node {nid} ({kind}) {pname} warm-up"),
+                    errno_name(&e),
+                );
             }
-        };
-        for (placement, pname) in [(TK_PLACE_LOCAL, "local"), (TK_PLACE_REMOTE, "remote")] {
-            // Warm-up, untimed: the host backs this GiB now, and it is the
-            // one every later clear of the node gets back.
-            if let Err(e) = tk.clear_bench(clear_bench_arg(nid as i32, 1, placement, 1)) {
-                if e.raw_os_error() == Some(libc::EINVAL) {
-                    r.skip(
-                        &format!("node {nid} ({kind}) {pname}"),
-                        "EINVAL: no node with CPUs qualifies (remote needs two CPU nodes)",
-                    );
-                } else {
-                    r.fail(
-                        &format!("node {nid} ({kind}) {pname} warm-up"),
-                        errno_name(&e),
-                    );
-                }
-                continue;
-            }
-            let mut t = 1;
-            while t <= max_threads {
-                let a: TkClearBench = clear_bench_arg(nid as i32, t, placement, nr_gigantic);
-                let mut best: Option<TkClearBench> = None;
-                let mut err = None;
-                for _ in 0..reps {
-                    match tk.clear_bench(a) {
-                        Ok(b) if best.is_none_or(|x| b.elapsed_ns < x.elapsed_ns) => best = Some(b),
-                        Ok(_) => {}
-                        Err(e) => {
-                            err = Some(e);
-                            break;
-                        }
-                    }
-                }
-                match (best, err) {
-                    (Some(b), None) => {
-                        variant = variant_str(&b.variant);
-                        let cpus: Vec<u32> = node_cpus(b.cpu_node)
-                            .into_iter()
-                            .take(b.workers as usize)
-                            .collect();
-                        let memset = buf
-                            .as_ref()
-                            .map(|buf| userspace_mbps(buf, &cpus, Fill::Memset, reps));
-                        let stores = buf
-                            .as_ref()
-                            .map(|buf| userspace_mbps(buf, &cpus, Fill::Stores, reps));
-                        let row = Row {
-                            nid,
-                            kind,
-                            placement: pname,
-                            threads: t,
-                            workers: b.workers,
-                            cpu_node: b.cpu_node,
-                            elapsed_ns: b.elapsed_ns,
-                            bytes: b.bytes,
-                            tierkit_mbps: b.mbps,
-                            memset_mbps: memset,
-                            store_mbps: stores,
-                        };
-                        r.ok_note(
-                            &format!("node {nid} ({kind}) {pname} T={t}"),
-                            format!(
-                                "tierkit {} GB/s, memset {} GB/s, store loop {} GB/s, workers on node {}",
-                                gbps(row.tierkit_mbps),
-                                memset.map_or("-".into(), gbps),
-                                stores.map_or("-".into(), gbps),
-                                b.cpu_node
-                            ),
-                        );
-                        rows.push(row);
-                    }
-                    // Past the eligible CPUs.
-                    (_, Some(e)) if e.raw_os_error() == Some(libc::EINVAL) && t > 1 => break,
-                    (_, Some(e)) => {
-                        r.fail(
-                            &format!("node {nid} ({kind}) {pname} T={t}"),
-                            errno_name(&e),
-                        );
+            continue;
+        }
+        let mut t = 1;
+        while t <= max_threads {
+            let a: TkClearBench = clear_bench_arg(nid as i32, t, placement, nr_gigantic);
+            let mut best: Option<TkClearBench> = None;
+            let mut err = None;
+            for _ in 0..reps {
+                match tk.clear_bench(a) {
+                    Ok(b) if best.is_none_or(|x| b.elapsed_ns < x.elapsed_ns) => best = Some(b),
+                    Ok(_) => {}
+                    Err(e) => {
+                        err = Some(e);
                         break;
                     }
-                    (None, None) => break,
                 }
-                t += 1;
             }
-        }
-        drop(buf);
-        match kernel_serial(nid, reps) {
-            Ok((ns, how)) => {
-                r.ok_note(
-                    &format!("node {nid} ({kind}) kernel serial clear"),
-                    format!(
-                        "{:.3} s, {} GB/s, page {how}",
-                        ns as f64 / 1e9,
-                        gbps(mbps(GIB as u64, ns))
-                    ),
-                );
-                serial.push(json!({"nid": nid, "kind": kind, "elapsed_ns": ns, "mbps": mbps(GIB as u64, ns), "source": how}));
+            match (best, err) {
+                (Some(b), None) => {
+                    *variant = variant_str(&b.variant);
+                    let cpus: Vec<u32> = node_cpus(b.cpu_node)
+                        .into_iter()
+                        .take(b.workers as usize)
+                        .collect();
+                    let memset = buf
+                        .as_ref()
+                        .map(|buf| userspace_mbps(buf, &cpus, Fill::Memset, reps));
+                    let stores = buf
+                        .as_ref()
+                        .map(|buf| userspace_mbps(buf, &cpus, Fill::Stores, reps));
+                    let row = Row {
+                        nid,
+                        kind,
+                        placement: pname,
+                        threads: t,
+                        workers: b.workers,
+                        cpu_node: b.cpu_node,
+                        elapsed_ns: b.elapsed_ns,
+                        bytes: b.bytes,
+                        tierkit_mbps: b.mbps,
+                        memset_mbps: memset,
+                        store_mbps: stores,
+                    };
+                    r.ok_note(
+                        &format!("node {nid} ({kind}) {pname} T={t}"),
+                        format!(
+                            "tierkit {} GB/s, memset {} GB/s, store loop {} GB/s, workers on node {}",
+                            gbps(row.tierkit_mbps),
+                            memset.map_or("-".into(), gbps),
+                            stores.map_or("-".into(), gbps),
+                            b.cpu_node
+                        ),
+                    );
+                    rows.push(row);
+                }
+                // Past the eligible CPUs.
+                (_, Some(e)) if e.raw_os_error() == Some(libc::EINVAL) && t > 1 => break,
+                (_, Some(e)) => {
+                    r.fail(
+                        &format!("node {nid} ({kind}) {pname} T={t}"),
+                        errno_name(&e),
+                    );
+                    break;
+                }
+                (None, None) => break,
             }
-            Err(e) => {
-                r.skip(&format!("node {nid} ({kind}) kernel serial clear"), e);
-            }
+            t += 1;
         }
     }
+    drop(buf);
+    match kernel_serial(nid, reps) {
+        Ok((ns, how)) => {
+            r.ok_note(
+                &format!("node {nid} ({kind}) kernel serial clear"),
+                format!(
+                    "{:.3} s, {} GB/s, page {how}",
+                    ns as f64 / 1e9,
+                    gbps(mbps(GIB as u64, ns))
+                ),
+            );
+            serial.push(json!({"nid": nid, "kind": kind, "elapsed_ns": ns, "mbps": mbps(GIB as u64, ns), "source": how}));
+        }
+        Err(e) => {
+            r.skip(&format!("node {nid} ({kind}) kernel serial clear"), e);
+        }
+    }
+}
 
+/// The table of the rows on stdout; gives the rows for the JSON line,
+/// with each speedup.
+fn print_table(rows: &[Row], variant: &str) -> Vec<Value> {
     // The table.
     println!();
     println!("clear_pages variant: {variant} (erms = rep stosb, rep_good = rep stosq)");
@@ -384,7 +465,7 @@ fn main() -> ExitCode {
         "stor GB/s"
     );
     let mut json_rows = Vec::new();
-    for row in &rows {
+    for row in rows {
         let base = rows
             .iter()
             .find(|b| b.nid == row.nid && b.placement == row.placement && b.threads == 1);
@@ -426,8 +507,14 @@ fn main() -> ExitCode {
         }));
     }
     println!();
+    json_rows
+}
+
+/// Tierkit's one-worker clear against the kernel's serial clear, per node
+/// (target: at most 10% slower), on stdout and for the JSON line.
+fn print_targets(rows: &[Row], serial: &[Value]) -> Vec<Value> {
     let mut targets = Vec::new();
-    for s in &serial {
+    for s in serial {
         let nid = s["nid"].as_u64().unwrap_or(0) as u32;
         let kns = s["elapsed_ns"].as_u64().unwrap_or(0);
         if let Some(one) = rows
@@ -445,16 +532,5 @@ fn main() -> ExitCode {
             targets.push(json!({"nid": nid, "tierkit1_over_kernel_serial_time": ratio, "met": ratio <= 1.10}));
         }
     }
-    println!(
-        "xT/mset xT = tierkit's T-worker speedup over its 1 worker, as a fraction of memset's \
-         T-thread speedup (target >= 0.90); tk/memset = GB/s ratio at the same T (>= 0.90 on real hardware); \
-         stor = a plain 8-byte store loop, the ceiling when memset itself is rep stosb."
-    );
-    println!("Under TCG the numbers are emulation: guest NUMA has no physical locality, and rep stosb is slow.");
-    r.set("variant", json!(variant));
-    r.set("nr_gigantic", json!(nr_gigantic));
-    r.set("rows", Value::Array(json_rows));
-    r.set("kernel_serial", Value::Array(serial));
-    r.set("targets", Value::Array(targets));
-    r.finish()
+    targets
 }

@@ -24,6 +24,7 @@
 //! Usage: `tk-bench-gigantic [R [MAX_THREADS]]` (default R = 5, all CPUs).
 //! Exit 0 unless a measurement failed.
 
+use clap::Parser;
 use serde_json::json;
 use std::fs;
 use std::process::ExitCode;
@@ -34,14 +35,25 @@ use userspace_tests::tk::MovableGigantic;
 
 const BIN: &str = "tk-bench-gigantic";
 
+/// The arguments: `[R [MAX_THREADS]]`.
+#[derive(Parser)]
+#[command(disable_help_flag = true)]
+struct Args {
+    /// R: repetitions.
+    #[arg(default_value_t = 5)]
+    reps: usize,
+    /// The most worker threads.
+    #[arg(default_value_t = u32::MAX)]
+    max_threads: u32,
+}
+
 fn main() -> ExitCode {
     userspace_tests::help!();
     if let Some(code) = first_use::child_requested() {
         return code;
     }
-    let args: Vec<String> = std::env::args().collect();
-    let reps: usize = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(5).max(1);
-    let max_threads: u32 = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(u32::MAX);
+    let args = Args::parse();
+    let (reps, max_threads) = (args.reps.max(1), args.max_threads);
     let mut r = Report::new(BIN, "bench");
     let Some(topo) = userspace_tests::tierkit_ready(&mut r) else {
         return r.finish();

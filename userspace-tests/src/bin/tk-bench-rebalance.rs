@@ -39,7 +39,7 @@ use tierkit_core::uapi::TkRebalance;
 use userspace_tests::report::Report;
 use userspace_tests::sys::{self, monotonic_ns, PAGE_SIZE};
 use userspace_tests::weights::WeightDir;
-use userspace_tests::workload::calib::{self, weights_from_bandwidth, Opts};
+use userspace_tests::workload::calib::{self, weights_from_bandwidth, Calibration, Opts};
 use userspace_tests::workload::kernels::{Arrays, Bw};
 use userspace_tests::workload::{settle, Flags, Placement, Region};
 use userspace_tests::*;
@@ -48,7 +48,7 @@ const BIN: &str = "tk-bench-rebalance";
 
 fn main() -> ExitCode {
     userspace_tests::help!();
-    let flags = match Flags::from_args(BIN, &["help"], &["size", "seconds", "help"]) {
+    let flags = match Flags::from_args(BIN, &[], &["size", "seconds"]) {
         Ok(f) => f,
         Err(code) => return code,
     };
@@ -168,80 +168,23 @@ fn bench(
     seconds: f64,
 ) -> Result<(), String> {
     let mask = node::mask_of(&[d, c]);
-    let memory = topo.memory_mask();
-    let opts = Opts {
-        nodes: Some(vec![d, c]),
-        probe: false,
-        ..Opts::defaults()
-    };
-    let cal = {
-        let mut log = |s: String| r.note(s);
-        calib::calibrate(topo, &opts, &mut log).map_err(|e| format!("calibrate: {e:#}"))?
-    };
-    let hmat = cal.hmat_entries();
-    if hmat.is_empty() {
-        r.skip("rebalance", "no HMAT bandwidth for the nodes");
+    let Some(Change {
+        cal,
+        old,
+        new,
+        pages,
+        nodes_new,
+        minimum,
+    }) = weight_change(r, topo, (d, c), size)?
+    else {
         return Ok(());
-    }
-    let w_old = weights_from_bandwidth(&hmat, memory);
-    let w_new = weights_from_bandwidth(&cal.measured_entries(), memory);
-    let pair = |w: &[u8; 64]| [(d, w[d as usize]), (c, w[c as usize])];
-    let (old, new) = (pair(&w_old), pair(&w_new));
-    r.note(format!(
-        "weights: HMAT {} -> measured {}",
-        fmt_weights(&old),
-        fmt_weights(&new)
-    ));
-    let pages = size.div_ceil(PAGE_SIZE);
-    let nodes_old = expected_seq(true, mask, &weight_table(&old), 0, pages);
-    let nodes_new = expected_seq(true, mask, &weight_table(&new), 0, pages);
-    let minimum = nodes_old
-        .iter()
-        .zip(&nodes_new)
-        .filter(|(a, b)| a != b)
-        .count() as u64;
-    if minimum == 0 {
-        r.skip(
-            "rebalance",
-            "HMAT and measured weights place every page alike",
-        );
-        return Ok(());
-    }
+    };
 
     tw.set_weights(&old).map_err(|e| format!("{e:#}"))?;
     let reg = Region::new(&Placement::Tierkit(mask), size).map_err(|e| format!("{e:#}"))?;
     let arr = Arrays::new(&reg);
     let want = arr.init(&[], 1);
-    let runner = Runner {
-        stop: AtomicBool::new(false),
-        passes: Mutex::new(Vec::new()),
-    };
-    let (t0, t1, t2, t3, moved) = std::thread::scope(|s| {
-        s.spawn(|| runner.run(&arr));
-        let t0 = monotonic_ns();
-        sleep(seconds);
-        let t1 = monotonic_ns();
-        let res = tw
-            .set_weights(&new)
-            .map_err(|e| format!("{e:#}"))
-            .and_then(|_| {
-                reg.tierkit()
-                    .ok_or("no tierkit file")?
-                    .rebalance(TkRebalance::default())
-                    .map_err(|e| format!("TK_IOC_REBALANCE: {e}"))
-            });
-        let t2 = monotonic_ns();
-        sleep(seconds);
-        let t3 = monotonic_ns();
-        runner.stop.store(true, Ordering::Relaxed);
-        (t0, t1, t2, t3, res)
-    });
-    let moved = moved?;
-    let (before, during, after_run) = (
-        runner.mbps(t0, t1),
-        runner.mbps(t1, t2),
-        runner.mbps(t2, t3),
-    );
+    let ((before, during, after_run), moved) = rebalance_running(tw, &reg, &arr, &new, seconds)?;
     r.check(
         "moved the minimum",
         if moved.moved == minimum && moved.misplaced == minimum {
@@ -341,6 +284,126 @@ fn bench(
         }]),
     );
     Ok(())
+}
+
+/// A weight pair per node of the two: `(node, weight)`.
+type Pair = [(u32, u8); 2];
+
+/// The change the run makes: from HMAT's weights to the measured ones.
+struct Change {
+    cal: Calibration,
+    old: Pair,
+    new: Pair,
+    /// Pages of the working set.
+    pages: usize,
+    /// Each page's node under the new weights.
+    nodes_new: Vec<u32>,
+    /// Pages whose node changes: the fewest a rebalance can move.
+    minimum: u64,
+}
+
+/// The nodes `d` and `c` calibrated, the weights HMAT's bandwidth and the
+/// measured bandwidth give, and the pages that change node between them;
+/// `None` (a skip in `r`) if there is nothing to change.
+fn weight_change(
+    r: &mut Report,
+    topo: &node::Topology,
+    (d, c): (u32, u32),
+    size: usize,
+) -> Result<Option<Change>, String> {
+    let mask = node::mask_of(&[d, c]);
+    let memory = topo.memory_mask();
+    let opts = Opts {
+        nodes: Some(vec![d, c]),
+        probe: false,
+        ..Opts::defaults()
+    };
+    let cal = {
+        let mut log = |s: String| r.note(s);
+        calib::calibrate(topo, &opts, &mut log).map_err(|e| format!("calibrate: {e:#}"))?
+    };
+    let hmat = cal.hmat_entries();
+    if hmat.is_empty() {
+        r.skip("rebalance", "no HMAT bandwidth for the nodes");
+        return Ok(None);
+    }
+    let w_old = weights_from_bandwidth(&hmat, memory);
+    let w_new = weights_from_bandwidth(&cal.measured_entries(), memory);
+    let pair = |w: &[u8; 64]| [(d, w[d as usize]), (c, w[c as usize])];
+    let (old, new) = (pair(&w_old), pair(&w_new));
+    r.note(format!(
+        "weights: HMAT {} -> measured {}",
+        fmt_weights(&old),
+        fmt_weights(&new)
+    ));
+    let pages = size.div_ceil(PAGE_SIZE);
+    let nodes_old = expected_seq(true, mask, &weight_table(&old), 0, pages);
+    let nodes_new = expected_seq(true, mask, &weight_table(&new), 0, pages);
+    let minimum = nodes_old
+        .iter()
+        .zip(&nodes_new)
+        .filter(|(a, b)| a != b)
+        .count() as u64;
+    if minimum == 0 {
+        r.skip(
+            "rebalance",
+            "HMAT and measured weights place every page alike",
+        );
+        return Ok(None);
+    }
+    Ok(Some(Change {
+        cal,
+        old,
+        new,
+        pages,
+        nodes_new,
+        minimum,
+    }))
+}
+
+/// Triad MB/s of a runner on `arr` before, during and after a
+/// `TK_IOC_REBALANCE` of `reg` to the weights `new`, `seconds` each side;
+/// and what the rebalance did.
+fn rebalance_running(
+    tw: &WeightDir,
+    reg: &Region,
+    arr: &Arrays,
+    new: &Pair,
+    seconds: f64,
+) -> Result<((f64, f64, f64), TkRebalance), String> {
+    let runner = Runner {
+        stop: AtomicBool::new(false),
+        passes: Mutex::new(Vec::new()),
+    };
+    let (t0, t1, t2, t3, moved) = std::thread::scope(|s| {
+        s.spawn(|| runner.run(arr));
+        let t0 = monotonic_ns();
+        sleep(seconds);
+        let t1 = monotonic_ns();
+        let res = tw
+            .set_weights(new)
+            .map_err(|e| format!("{e:#}"))
+            .and_then(|_| {
+                reg.tierkit()
+                    .ok_or("no tierkit file")?
+                    .rebalance(TkRebalance::default())
+                    .map_err(|e| format!("TK_IOC_REBALANCE: {e}"))
+            });
+        let t2 = monotonic_ns();
+        sleep(seconds);
+        let t3 = monotonic_ns();
+        runner.stop.store(true, Ordering::Relaxed);
+        (t0, t1, t2, t3, res)
+    });
+    let moved = moved?;
+    Ok((
+        (
+            runner.mbps(t0, t1),
+            runner.mbps(t1, t2),
+            runner.mbps(t2, t3),
+        ),
+        moved,
+    ))
 }
 
 /// The same weight change under the kernel's policy: an anonymous working

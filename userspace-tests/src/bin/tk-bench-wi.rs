@@ -19,6 +19,7 @@
 //! Usage: `tk-bench-wi [MIB [REPS]]` (default 64 MiB, 5 repetitions).
 //! ns per node selection is benchmarked on the host (module/core benches).
 
+use clap::Parser;
 use serde_json::json;
 use std::process::ExitCode;
 use userspace_tests::node::fmt_mask;
@@ -126,11 +127,22 @@ fn rate(pages: usize, ns: u64) -> f64 {
     }
 }
 
+/// The arguments: `[MIB [REPS]]`.
+#[derive(Parser)]
+#[command(disable_help_flag = true)]
+struct Args {
+    /// MiB mapped per run.
+    #[arg(default_value_t = 64)]
+    mib: usize,
+    /// Repetitions of each variant.
+    #[arg(default_value_t = 5)]
+    reps: usize,
+}
+
 fn main() -> ExitCode {
     userspace_tests::help!();
-    let args: Vec<String> = std::env::args().collect();
-    let mib: usize = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(64);
-    let reps: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(5).max(1);
+    let args = Args::parse();
+    let (mib, reps) = (args.mib, args.reps.max(1));
     let nr_pages = mib * (1 << 20) / PAGE_SIZE;
 
     let mut r = Report::new(BIN, "bench");
@@ -167,6 +179,34 @@ fn main() -> ExitCode {
         fmt_weights(&weights)
     ));
 
+    let runs = measure(&mut r, nr_pages, mask, reps);
+    let results = report_variants(&mut r, nr_pages, &runs);
+    check_counts(&mut r, &runs, mask, &weights, nr_pages);
+
+    match tsaved {
+        Ok(s) => r.check("restore tierkit weights", s.restore()),
+        Err(e) => r.fail("restore tierkit weights", format!("no snapshot: {e:#}")),
+    };
+    r.set("pages", json!(nr_pages));
+    r.set("mib", json!(mib));
+    r.set("reps", json!(reps));
+    r.set("nodemask", json!(node::nodes_of(mask)));
+    r.set("weights", json!(weights));
+    r.set("results", json!(results));
+    r.finish()
+}
+
+/// The runs of every variant: elapsed ns of each repetition, pages per
+/// node of the first, whether it failed.
+struct Runs {
+    times: Vec<Vec<u64>>,
+    nodes: Vec<Vec<(i32, usize)>>,
+    failed: Vec<bool>,
+}
+
+/// Every variant `reps` times, in turn; a failure fails the variant's
+/// check and ends its runs.
+fn measure(r: &mut Report, nr_pages: usize, mask: u64, reps: usize) -> Runs {
     let mut times: Vec<Vec<u64>> = vec![Vec::new(); Variant::ALL.len()];
     let mut nodes: Vec<Vec<(i32, usize)>> = vec![Vec::new(); Variant::ALL.len()];
     let mut failed = vec![false; Variant::ALL.len()];
@@ -189,7 +229,21 @@ fn main() -> ExitCode {
             }
         }
     }
+    Runs {
+        times,
+        nodes,
+        failed,
+    }
+}
 
+/// The table of the variants on stdout, one check per variant that ran;
+/// gives the results for the JSON line.
+fn report_variants(r: &mut Report, nr_pages: usize, runs: &Runs) -> Vec<serde_json::Value> {
+    let Runs {
+        times,
+        nodes,
+        failed,
+    } = runs;
     let med: Vec<u64> = times.iter().map(|t| median(&mut t.clone())).collect();
     let best: Vec<u64> = times
         .iter()
@@ -234,13 +288,18 @@ fn main() -> ExitCode {
             r.ok_note(&format!("ran {}", v.name()), format!("{rm:.0} pages/s"));
         }
     }
-    // The weighted variants must have put pages where the weights say.
+    results
+}
+
+/// The weighted variants must have put pages where the weights say.
+fn check_counts(r: &mut Report, runs: &Runs, mask: u64, weights: &[(u32, u8)], nr_pages: usize) {
+    let Runs { nodes, failed, .. } = runs;
     for i in [0usize, 1] {
         if failed[i] || nodes[i].is_empty() {
             continue;
         }
         let want = per_node_counts(
-            &expected_seq(true, mask, &weight_table(&weights), 0, nr_pages)
+            &expected_seq(true, mask, &weight_table(weights), 0, nr_pages)
                 .iter()
                 .map(|&n| n as i32)
                 .collect::<Vec<_>>(),
@@ -267,16 +326,4 @@ fn main() -> ExitCode {
             },
         );
     }
-
-    match tsaved {
-        Ok(s) => r.check("restore tierkit weights", s.restore()),
-        Err(e) => r.fail("restore tierkit weights", format!("no snapshot: {e:#}")),
-    };
-    r.set("pages", json!(nr_pages));
-    r.set("mib", json!(mib));
-    r.set("reps", json!(reps));
-    r.set("nodemask", json!(node::nodes_of(mask)));
-    r.set("weights", json!(weights));
-    r.set("results", json!(results));
-    r.finish()
 }

@@ -34,7 +34,8 @@
 //! shared host), `--duration SECS` per
 //! block (0.15 in the guest, 1 elsewhere), `--rounds R` (3), `--nodes 0,2`,
 //! `--regime parallel|serial` (skip the probe), `--no-write` (measure and
-//! print only), `--optimize WORKLOAD`, `--apply PID`, `--out FILE`.
+//! print only), `--optimize WORKLOAD`, `--apply PID`, `--out FILE`,
+//! `--no-settle` (no TLB settle before each timed block).
 
 use serde_json::json;
 use std::process::ExitCode;
@@ -43,7 +44,7 @@ use tierkit_core::model::{self, Regime};
 use userspace_tests::node::{fmt_mask, nodes_of, parse_list};
 use userspace_tests::report::Report;
 use userspace_tests::weights::WeightDir;
-use userspace_tests::workload::calib::{self, weights_from_bandwidth, Opts, Workload};
+use userspace_tests::workload::calib::{self, weights_from_bandwidth, Calibration, Opts, Workload};
 use userspace_tests::workload::rows::fmt_num;
 use userspace_tests::workload::Flags;
 use userspace_tests::*;
@@ -61,14 +62,13 @@ const KNOWN: &[&str] = &[
     "out",
     "apply",
     "no-settle",
-    "help",
 ];
 
 fn usage() {
     println!(
         "usage: {BIN} [--size 16M] [--threads T] [--duration SECS] [--rounds 3] [--nodes 0,2] \
          [--regime parallel|serial] [--no-write] [--optimize lookup|copy|scale|add|triad] \
-         [--apply PID] [--out FILE]"
+         [--apply PID] [--out FILE] [--no-settle]"
     );
 }
 
@@ -82,76 +82,23 @@ fn pairs(mask: u64, w: &[u8; 64]) -> Vec<(u32, u8)> {
 
 fn main() -> ExitCode {
     userspace_tests::help!();
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let flags = match Flags::parse(&args, &["no-write", "no-settle", "help"]).and_then(|f| {
-        f.check(KNOWN)?;
-        Ok(f)
-    }) {
+    let flags = match Flags::from_args_or_usage(BIN, &["no-write", "no-settle"], KNOWN, usage) {
         Ok(f) => f,
-        Err(e) => {
-            eprintln!("{BIN}: {e:#}");
-            usage();
-            return ExitCode::from(2);
-        }
+        Err(code) => return code,
     };
-    if flags.has("help") {
-        usage();
-        return ExitCode::SUCCESS;
-    }
     workload::set_settle(!flags.has("no-settle"));
     let mut r = Report::new(BIN, "bench");
-    let mut opts = Opts::defaults();
-    let parsed = (|| -> anyhow::Result<()> {
-        opts.size = flags.size_or("size", opts.size)?;
-        opts.threads = flags.parse_or("threads", opts.threads)?;
-        opts.duration = flags.parse_or("duration", opts.duration)?;
-        opts.rounds = flags.parse_or("rounds", opts.rounds)?.max(1);
-        if let Some(n) = flags.get("nodes") {
-            opts.nodes = Some(parse_list(n)?);
-        }
-        Ok(())
-    })();
-    if let Err(e) = parsed {
-        r.fail("flags", format!("{e:#}"));
-        return r.finish();
-    }
-    let forced = match flags.get("regime") {
-        None => None,
-        Some(s) => match Regime::from_name(s) {
-            Some(g) => Some(g),
-            None => {
-                r.fail("flags", format!("--regime {s:?}: parallel or serial"));
-                return r.finish();
-            }
-        },
+    let Options {
+        opts,
+        forced,
+        optimize,
+        apply,
+        out,
+    } = match options(&mut r, &flags) {
+        Ok(o) => o,
+        Err(None) => return r.finish(),
+        Err(Some(code)) => return code,
     };
-    let optimize = match flags.get("optimize") {
-        None => None,
-        Some(s) => match Workload::from_name(s) {
-            Some(w) if w != Workload::Read => Some(w),
-            _ => {
-                r.fail(
-                    "flags",
-                    format!("--optimize {s:?}: lookup, copy, scale, add or triad"),
-                );
-                return r.finish();
-            }
-        },
-    };
-    let apply = match flags.get("apply").map(str::parse::<i32>) {
-        None => None,
-        Some(Ok(pid)) if pid > 0 && !flags.has("no-write") => Some(pid),
-        Some(_) => {
-            eprintln!("{BIN}: --apply takes a process id, and the weights written (no --no-write)");
-            usage();
-            return ExitCode::from(2);
-        }
-    };
-    opts.probe = forced.is_none();
-    let out = flags
-        .get("out")
-        .unwrap_or("/tmp/tierkit-calibration.json")
-        .to_string();
 
     let Some(topo) = read_topology(&mut r) else {
         return r.finish();
@@ -206,138 +153,17 @@ fn main() -> ExitCode {
         fmt_weights(&pairs(mask, &w_meas)),
         kernel.map_or("-".into(), |w| fmt_weights(&pairs(mask, &w)))
     ));
-
-    // What the model expects of each weight set, per workload.
-    let regime = cal.regime();
-    let mut expect = Vec::new();
-    r.note(format!(
-        "model ({}): predicted throughput, relative to the best single node",
-        regime.name()
-    ));
-    for w in [Workload::Lookup, Workload::Copy, Workload::Triad] {
-        let rates = cal.rates(w);
-        let best1 = nodes_of(mask)
-            .iter()
-            .map(|&n| rates[n as usize])
-            .fold(0.0, f64::max);
-        let rel = |x: f64| if best1 > 0.0 { x / best1 } else { 0.0 };
-        let pred = |t: &[u8; 64]| {
-            model::predict(
-                regime,
-                &rates,
-                Nodemask(mask),
-                &tierkit_core::interleave::Weights::from_table(*t),
-            )
-        };
-        let rec = cal.recommend(w);
-        let ph = w_hmat.map(|t| pred(&t));
-        let pm = pred(&w_meas);
-        r.note(format!(
-            "  {:<7} HMAT weights {:>6}  measured weights {:>6}  optimized {:>6} {} {}",
-            w.name(),
-            ph.map_or("-".into(), |p| format!("{:.3}", rel(p))),
-            format!("{:.3}", rel(pm)),
-            rec.map_or("-".into(), |c| format!("{:.3}", rel(c.throughput))),
-            rec.map_or(String::new(), |c| fmt_mask(c.mask.0)),
-            rec.map_or(String::new(), |c| fmt_weights(&pairs(c.mask.0, &c.weights))),
-        ));
-        expect.push(json!({
-            "workload": w.name(),
-            "hmat": ph,
-            "measured": pm,
-            "optimized": rec.map(|c| c.throughput),
-            "optimized_nodemask": rec.map(|c| nodes_of(c.mask.0)),
-            "optimized_weights": rec.map(|c| pairs(c.mask.0, &c.weights)),
-            "unit": if w == Workload::Lookup { "relative to node 0" } else { "MB/s" },
-        }));
-    }
+    let expect = expectations(&mut r, &cal, w_hmat, &w_meas);
 
     // Set tierkit's weights.
-    let mut optimized = serde_json::Value::Null;
-    if flags.has("no-write") {
+    let optimized = if flags.has("no-write") {
         r.skip("write tierkit's bandwidth", "--no-write");
+        serde_json::Value::Null
     } else if let Some(tw) = tierkit_weight_dir(&mut r) {
-        let entries = cal.measured_entries();
-        let res = tw
-            .write_bandwidth(&entries)
-            .map_err(|e| anyhow::anyhow!("writing {}: {e}", tw.bandwidth_path().display()))
-            .and_then(|_| {
-                tw.write_auto_str("true")
-                    .map_err(|e| anyhow::anyhow!("writing true to auto: {e}"))
-            })
-            .and_then(|_| tw.table());
-        match res {
-            Ok(t) => {
-                let got = pairs(mask, &t);
-                let want = pairs(mask, &w_meas);
-                r.check_note(
-                    "tierkit auto weights from the measured bandwidth",
-                    if got == want {
-                        Ok(format!(
-                            "{} (bandwidth {})",
-                            fmt_weights(&got),
-                            entries
-                                .iter()
-                                .map(|(n, rd, wr)| format!("{n}: {rd}/{wr}"))
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        ))
-                    } else {
-                        Err(format!(
-                            "tierkit reads {}, the kernel's formula gives {}",
-                            fmt_weights(&got),
-                            fmt_weights(&want)
-                        ))
-                    },
-                );
-            }
-            Err(e) => {
-                r.fail(
-                    "tierkit auto weights from the measured bandwidth",
-                    format!("{e:#}"),
-                );
-            }
-        }
-        if let Some(w) = optimize {
-            match cal.recommend(w) {
-                Some(rec) => {
-                    let p = pairs(rec.mask.0, &rec.weights);
-                    match tw.set_weights(&p) {
-                        Ok(()) => {
-                            r.ok_note(
-                                &format!("optimized weights for {}", w.name()),
-                                format!(
-                                    "nodemask {} weights {} (predicted {}; pass the nodemask to TK_IOC_SET_POLICY)",
-                                    fmt_mask(rec.mask.0),
-                                    fmt_weights(&p),
-                                    fmt_num(rec.throughput)
-                                ),
-                            );
-                            optimized = json!({
-                                "workload": w.name(),
-                                "nodemask": nodes_of(rec.mask.0),
-                                "weights": p,
-                                "predicted": rec.throughput,
-                                "regime": regime.name(),
-                            });
-                        }
-                        Err(e) => {
-                            r.fail(
-                                &format!("optimized weights for {}", w.name()),
-                                format!("{e:#}"),
-                            );
-                        }
-                    }
-                }
-                None => {
-                    r.fail(
-                        &format!("optimized weights for {}", w.name()),
-                        "no node has a usable figure",
-                    );
-                }
-            }
-        }
-    }
+        set_tierkit_weights(&mut r, &tw, &cal, &w_meas, optimize)
+    } else {
+        serde_json::Value::Null
+    };
 
     if let Some(pid) = apply {
         apply_to(&mut r, pid);
@@ -363,6 +189,237 @@ fn main() -> ExitCode {
     r.set("expected", json!(expect));
     r.set("optimized", optimized);
     r.finish()
+}
+
+/// What the flags ask for.
+struct Options {
+    opts: Opts,
+    /// `--regime`: the regime forced (no probe).
+    forced: Option<Regime>,
+    /// `--optimize`: the workload to set optimized weights for.
+    optimize: Option<Workload>,
+    /// `--apply`: the process to rebalance.
+    apply: Option<i32>,
+    /// `--out`: where the calibration is saved.
+    out: String,
+}
+
+/// The options from the flags. On a bad value: `Err(None)` with the
+/// `flags` check failed in `r`, or `Err(Some(code))` to exit with (the
+/// usage printed).
+fn options(r: &mut Report, flags: &Flags) -> Result<Options, Option<ExitCode>> {
+    let mut opts = Opts::defaults();
+    let parsed = (|| -> anyhow::Result<()> {
+        opts.size = flags.size_or("size", opts.size)?;
+        opts.threads = flags.parse_or("threads", opts.threads)?;
+        opts.duration = flags.parse_or("duration", opts.duration)?;
+        opts.rounds = flags.parse_or("rounds", opts.rounds)?.max(1);
+        if let Some(n) = flags.get("nodes") {
+            opts.nodes = Some(parse_list(n)?);
+        }
+        Ok(())
+    })();
+    if let Err(e) = parsed {
+        r.fail("flags", format!("{e:#}"));
+        return Err(None);
+    }
+    let forced = match flags.get("regime") {
+        None => None,
+        Some(s) => match Regime::from_name(s) {
+            Some(g) => Some(g),
+            None => {
+                r.fail("flags", format!("--regime {s:?}: parallel or serial"));
+                return Err(None);
+            }
+        },
+    };
+    let optimize = match flags.get("optimize") {
+        None => None,
+        Some(s) => match Workload::from_name(s) {
+            Some(w) if w != Workload::Read => Some(w),
+            _ => {
+                r.fail(
+                    "flags",
+                    format!("--optimize {s:?}: lookup, copy, scale, add or triad"),
+                );
+                return Err(None);
+            }
+        },
+    };
+    let apply = match flags.get("apply").map(str::parse::<i32>) {
+        None => None,
+        Some(Ok(pid)) if pid > 0 && !flags.has("no-write") => Some(pid),
+        Some(_) => {
+            eprintln!("{BIN}: --apply takes a process id, and the weights written (no --no-write)");
+            usage();
+            return Err(Some(ExitCode::from(2)));
+        }
+    };
+    opts.probe = forced.is_none();
+    let out = flags
+        .get("out")
+        .unwrap_or("/tmp/tierkit-calibration.json")
+        .to_string();
+    Ok(Options {
+        opts,
+        forced,
+        optimize,
+        apply,
+        out,
+    })
+}
+
+/// What the model expects of each weight set (HMAT's `w_hmat`, the
+/// measured `w_meas`, the optimized one), per workload: noted, and given
+/// for the JSON line.
+fn expectations(
+    r: &mut Report,
+    cal: &Calibration,
+    w_hmat: Option<[u8; 64]>,
+    w_meas: &[u8; 64],
+) -> Vec<serde_json::Value> {
+    let mask = cal.mask();
+    // What the model expects of each weight set, per workload.
+    let regime = cal.regime();
+    let mut expect = Vec::new();
+    r.note(format!(
+        "model ({}): predicted throughput, relative to the best single node",
+        regime.name()
+    ));
+    for w in [Workload::Lookup, Workload::Copy, Workload::Triad] {
+        let rates = cal.rates(w);
+        let best1 = nodes_of(mask)
+            .iter()
+            .map(|&n| rates[n as usize])
+            .fold(0.0, f64::max);
+        let rel = |x: f64| if best1 > 0.0 { x / best1 } else { 0.0 };
+        let pred = |t: &[u8; 64]| {
+            model::predict(
+                regime,
+                &rates,
+                Nodemask(mask),
+                &tierkit_core::interleave::Weights::from_table(*t),
+            )
+        };
+        let rec = cal.recommend(w);
+        let ph = w_hmat.map(|t| pred(&t));
+        let pm = pred(w_meas);
+        r.note(format!(
+            "  {:<7} HMAT weights {:>6}  measured weights {:>6}  optimized {:>6} {} {}",
+            w.name(),
+            ph.map_or("-".into(), |p| format!("{:.3}", rel(p))),
+            format!("{:.3}", rel(pm)),
+            rec.map_or("-".into(), |c| format!("{:.3}", rel(c.throughput))),
+            rec.map_or(String::new(), |c| fmt_mask(c.mask.0)),
+            rec.map_or(String::new(), |c| fmt_weights(&pairs(c.mask.0, &c.weights))),
+        ));
+        expect.push(json!({
+            "workload": w.name(),
+            "hmat": ph,
+            "measured": pm,
+            "optimized": rec.map(|c| c.throughput),
+            "optimized_nodemask": rec.map(|c| nodes_of(c.mask.0)),
+            "optimized_weights": rec.map(|c| pairs(c.mask.0, &c.weights)),
+            "unit": if w == Workload::Lookup { "relative to node 0" } else { "MB/s" },
+        }));
+    }
+    expect
+}
+
+/// tierkit's bandwidth written (its auto weights checked against the
+/// kernel's formula on the measured figures, `w_meas`), and with
+/// `optimize` the optimized weights set. Gives those for the JSON line.
+fn set_tierkit_weights(
+    r: &mut Report,
+    tw: &WeightDir,
+    cal: &Calibration,
+    w_meas: &[u8; 64],
+    optimize: Option<Workload>,
+) -> serde_json::Value {
+    let mask = cal.mask();
+    let regime = cal.regime();
+    let mut optimized = serde_json::Value::Null;
+    let entries = cal.measured_entries();
+    let res = tw
+        .write_bandwidth(&entries)
+        .map_err(|e| anyhow::anyhow!("writing {}: {e}", tw.bandwidth_path().display()))
+        .and_then(|_| {
+            tw.write_auto_str("true")
+                .map_err(|e| anyhow::anyhow!("writing true to auto: {e}"))
+        })
+        .and_then(|_| tw.table());
+    match res {
+        Ok(t) => {
+            let got = pairs(mask, &t);
+            let want = pairs(mask, w_meas);
+            r.check_note(
+                "tierkit auto weights from the measured bandwidth",
+                if got == want {
+                    Ok(format!(
+                        "{} (bandwidth {})",
+                        fmt_weights(&got),
+                        entries
+                            .iter()
+                            .map(|(n, rd, wr)| format!("{n}: {rd}/{wr}"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ))
+                } else {
+                    Err(format!(
+                        "tierkit reads {}, the kernel's formula gives {}",
+                        fmt_weights(&got),
+                        fmt_weights(&want)
+                    ))
+                },
+            );
+        }
+        Err(e) => {
+            r.fail(
+                "tierkit auto weights from the measured bandwidth",
+                format!("{e:#}"),
+            );
+        }
+    }
+    if let Some(w) = optimize {
+        match cal.recommend(w) {
+            Some(rec) => {
+                let p = pairs(rec.mask.0, &rec.weights);
+                match tw.set_weights(&p) {
+                    Ok(()) => {
+                        r.ok_note(
+                            &format!("optimized weights for {}", w.name()),
+                            format!(
+                                "nodemask {} weights {} (predicted {}; pass the nodemask to TK_IOC_SET_POLICY)",
+                                fmt_mask(rec.mask.0),
+                                fmt_weights(&p),
+                                fmt_num(rec.throughput)
+                            ),
+                        );
+                        optimized = json!({
+                            "workload": w.name(),
+                            "nodemask": nodes_of(rec.mask.0),
+                            "weights": p,
+                            "predicted": rec.throughput,
+                            "regime": regime.name(),
+                        });
+                    }
+                    Err(e) => {
+                        r.fail(
+                            &format!("optimized weights for {}", w.name()),
+                            format!("{e:#}"),
+                        );
+                    }
+                }
+            }
+            None => {
+                r.fail(
+                    &format!("optimized weights for {}", w.name()),
+                    "no node has a usable figure",
+                );
+            }
+        }
+    }
+    optimized
 }
 
 /// `--apply PID`: rebalances PID's tierkit files to the weights just set.

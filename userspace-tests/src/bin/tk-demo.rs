@@ -14,6 +14,7 @@
 //!
 //! Usage: `tk-demo [PAGES]` (default 1024).
 
+use clap::Parser;
 use serde_json::json;
 use std::process::ExitCode;
 use tierkit_core::uapi::{TK_PLACE_LOCAL, TK_THREADS_AUTO};
@@ -21,19 +22,24 @@ use userspace_tests::node::{access1_bandwidth, fmt_mask, Topology};
 use userspace_tests::report::Report;
 use userspace_tests::sys::{Mapping, MPOL_WEIGHTED_INTERLEAVE, PAGE_SHIFT, PAGE_SIZE};
 use userspace_tests::tk::{self, Tierkit, TK_MODE_WEIGHTED_INTERLEAVE};
-use userspace_tests::weights::WeightDir;
+use userspace_tests::weights::{WeightDir, WeightSnapshot};
 use userspace_tests::*;
 
 const BIN: &str = "tk-demo";
 const PICTURE_PAGES: usize = 64;
 
+/// The arguments: `[PAGES]`.
+#[derive(Parser)]
+#[command(disable_help_flag = true)]
+struct Args {
+    /// Pages of the weighted placement.
+    #[arg(default_value_t = 1024)]
+    pages: usize,
+}
+
 fn main() -> ExitCode {
     userspace_tests::help!();
-    let nr_pages: usize = std::env::args()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(1024)
-        .max(1);
+    let nr_pages = Args::parse().pages.max(1);
     let mut r = Report::new(BIN, "demo");
     let topo = match Topology::read() {
         Ok(t) => t,
@@ -89,6 +95,37 @@ fn main() -> ExitCode {
     r.set("weights_source", json!(source));
 
     // Weighted placement through /dev/tierkit.
+    let Some(got) = weighted_placement(&mut r, mask, &table, nr_pages) else {
+        return r.finish();
+    };
+    let pic_n = show_placement(&mut r, mask, (&weights, &table), &got);
+
+    // The kernel's own policy on an anonymous mapping, and tierkit at the
+    // same ilx (offset = the mapping's address).
+    if kw.is_some() {
+        same_ilx_as_kernel(&mut r, mask, pic_n, &ksnap, &table);
+    }
+    if let Some(st) = tk::read_stats() {
+        let s: Vec<String> = st
+            .iter()
+            .map(|s| format!("node{}: allocated {} held {}", s.nid, s.allocated, s.held))
+            .collect();
+        println!("  {}: {}", tk::STATS_PATH, s.join(", "));
+    }
+
+    clear_demo(&mut r, &topo);
+    r.finish()
+}
+
+/// `nr_pages` of `/dev/tierkit` weighted over `mask`: gives each page's
+/// node, as `weighted_interleave_nid` gives it and zeroed; `None` (the
+/// check failed) otherwise.
+fn weighted_placement(
+    r: &mut Report,
+    mask: u64,
+    table: &[u8; 64],
+    nr_pages: usize,
+) -> Option<Vec<i32>> {
     let res = (|| -> Result<Vec<i32>, String> {
         let t = Tierkit::open().map_err(|e| format!("open: {e}"))?;
         let pol = t
@@ -99,26 +136,37 @@ fn main() -> ExitCode {
         }
         let m = t.map(nr_pages, 0).map_err(|e| format!("mmap: {e}"))?;
         let got = m.page_nodes().map_err(|e| format!("move_pages: {e}"))?;
-        compare_nodes(&got, &expected_seq(true, mask, &table, 0, nr_pages))?;
+        compare_nodes(&got, &expected_seq(true, mask, table, 0, nr_pages))?;
         if let Some(o) = m.first_nonzero() {
             return Err(format!("byte {o} not zero"));
         }
         Ok(got)
     })();
-    let got = match res {
-        Ok(g) => g,
+    match res {
+        Ok(g) => Some(g),
         Err(e) => {
             r.fail("weighted placement", e);
-            return r.finish();
+            None
         }
-    };
+    }
+}
+
+/// The placement `got` shown: pages per node against the weights, and a
+/// picture of the first pages. Gives how many pages the picture has.
+fn show_placement(
+    r: &mut Report,
+    mask: u64,
+    (weights, table): (&[(u32, u8)], &[u8; 64]),
+    got: &[i32],
+) -> usize {
+    let nr_pages = got.len();
     println!();
     println!(
         "weighted interleave: {nr_pages} pages of /dev/tierkit over nodes {}, ilx 0..{}",
         fmt_mask(mask),
         nr_pages - 1
     );
-    let counts = per_node_counts(&got);
+    let counts = per_node_counts(got);
     let total_w: u32 = weights.iter().map(|w| w.1 as u32).sum();
     for &(n, c) in &counts {
         let w = table.get(n as usize).copied().unwrap_or(0);
@@ -136,64 +184,66 @@ fn main() -> ExitCode {
     r.set("pages", json!(nr_pages));
     r.set("per_node", json!(counts));
     r.set("picture", json!(picture(&got[..pic_n])));
+    pic_n
+}
 
-    // The kernel's own policy on an anonymous mapping, and tierkit at the
-    // same ilx (offset = the mapping's address).
-    if kw.is_some() {
-        let res = (|| -> Result<(String, String, usize), String> {
-            let anon = Mapping::anon(pic_n * PAGE_SIZE).map_err(|e| format!("mmap: {e}"))?;
-            anon.no_huge().map_err(|e| format!("madvise: {e}"))?;
-            anon.mbind(MPOL_WEIGHTED_INTERLEAVE, mask, 0)
-                .map_err(|e| format!("mbind: {e}"))?;
-            anon.touch_pages();
-            let k = anon.page_nodes().map_err(|e| format!("move_pages: {e}"))?;
-            let ilx = (anon.addr() >> PAGE_SHIFT) as u64;
-            let t = Tierkit::open().map_err(|e| format!("open: {e}"))?;
-            t.set_policy(TK_MODE_WEIGHTED_INTERLEAVE, mask)
-                .map_err(|e| format!("TK_IOC_SET_POLICY: {e}"))?;
-            let m = t.map(pic_n, ilx).map_err(|e| format!("mmap: {e}"))?;
-            let g = m.page_nodes().map_err(|e| format!("move_pages: {e}"))?;
-            let same = k.iter().zip(&g).filter(|(a, b)| a == b).count();
-            Ok((picture(&k), picture(&g), same))
-        })();
-        match res {
-            Ok((k, g, same)) => {
-                println!("  same ilx as an anonymous mapping under the kernel's MPOL_WEIGHTED_INTERLEAVE:");
-                println!("    kernel  : {k}");
-                println!("    tierkit : {g}");
-                let msg = format!("{same}/{pic_n} pages on the same node");
-                println!("    {msg}");
-                if ksnap.as_ref().is_some_and(|s| {
-                    s.weights
-                        .iter()
-                        .all(|&(n, w)| !nodes.contains(&n) || table[n as usize] == w)
-                }) {
-                    r.check(
-                        "kernel and tierkit agree page by page",
-                        if same == pic_n { Ok(()) } else { Err(msg) },
-                    );
-                } else {
-                    r.skip(
-                        "kernel and tierkit agree page by page",
-                        "tierkit's weights differ from the kernel's",
-                    );
-                }
-            }
-            Err(e) => {
-                r.skip("kernel and tierkit agree page by page", e);
+/// `pic_n` pages of an anonymous mapping under the kernel's
+/// MPOL_WEIGHTED_INTERLEAVE over `mask`, and tierkit's at the same ilx:
+/// shown, and checked page by page when tierkit has the kernel's weights
+/// (`ksnap`).
+fn same_ilx_as_kernel(
+    r: &mut Report,
+    mask: u64,
+    pic_n: usize,
+    ksnap: &Option<WeightSnapshot>,
+    table: &[u8; 64],
+) {
+    let nodes = node::nodes_of(mask);
+    let res = (|| -> Result<(String, String, usize), String> {
+        let anon = Mapping::anon(pic_n * PAGE_SIZE).map_err(|e| format!("mmap: {e}"))?;
+        anon.no_huge().map_err(|e| format!("madvise: {e}"))?;
+        anon.mbind(MPOL_WEIGHTED_INTERLEAVE, mask, 0)
+            .map_err(|e| format!("mbind: {e}"))?;
+        anon.touch_pages();
+        let k = anon.page_nodes().map_err(|e| format!("move_pages: {e}"))?;
+        let ilx = (anon.addr() >> PAGE_SHIFT) as u64;
+        let t = Tierkit::open().map_err(|e| format!("open: {e}"))?;
+        t.set_policy(TK_MODE_WEIGHTED_INTERLEAVE, mask)
+            .map_err(|e| format!("TK_IOC_SET_POLICY: {e}"))?;
+        let m = t.map(pic_n, ilx).map_err(|e| format!("mmap: {e}"))?;
+        let g = m.page_nodes().map_err(|e| format!("move_pages: {e}"))?;
+        let same = k.iter().zip(&g).filter(|(a, b)| a == b).count();
+        Ok((picture(&k), picture(&g), same))
+    })();
+    match res {
+        Ok((k, g, same)) => {
+            println!(
+                "  same ilx as an anonymous mapping under the kernel's MPOL_WEIGHTED_INTERLEAVE:"
+            );
+            println!("    kernel  : {k}");
+            println!("    tierkit : {g}");
+            let msg = format!("{same}/{pic_n} pages on the same node");
+            println!("    {msg}");
+            if ksnap.as_ref().is_some_and(|s| {
+                s.weights
+                    .iter()
+                    .all(|&(n, w)| !nodes.contains(&n) || table[n as usize] == w)
+            }) {
+                r.check(
+                    "kernel and tierkit agree page by page",
+                    if same == pic_n { Ok(()) } else { Err(msg) },
+                );
+            } else {
+                r.skip(
+                    "kernel and tierkit agree page by page",
+                    "tierkit's weights differ from the kernel's",
+                );
             }
         }
+        Err(e) => {
+            r.skip("kernel and tierkit agree page by page", e);
+        }
     }
-    if let Some(st) = tk::read_stats() {
-        let s: Vec<String> = st
-            .iter()
-            .map(|s| format!("node{}: allocated {} held {}", s.nid, s.allocated, s.held))
-            .collect();
-        println!("  {}: {}", tk::STATS_PATH, s.join(", "));
-    }
-
-    clear_demo(&mut r, &topo);
-    r.finish()
 }
 
 fn counts_str(counts: &[(i32, usize)]) -> String {

@@ -215,7 +215,7 @@ fn fault_failed() -> Option<u64> {
 /// The VMA semantics of a gigantic mapping (Documentation/ABI/testing/
 /// dev-tierkit), with one GiB on `nid`.
 fn semantics(r: &mut Report, nid: u32) {
-    let name = |what: &str| format!("node {nid} semantics: {what}");
+    let name = |what: &str| semantics_name(nid, what);
     let tk = match Tierkit::gigantic_on(nid) {
         Ok(t) => t,
         Err(e) => {
@@ -233,7 +233,69 @@ fn semantics(r: &mut Report, nid: u32) {
         }
     };
     let a = m.as_ptr();
-    let pfn0 = match walk(&tk, m.addr()) {
+    let Some(pfn0) = populated_pud(r, nid, &tk, &m) else {
+        return;
+    };
+    // SAFETY: our writable mapping.
+    unsafe { vma::fill_pattern(a, 0, 4, 7) };
+    // SAFETY: as above; page PAGES-1 is the last page.
+    unsafe { vma::fill_pattern(a, PAGES - 1, 1, 8) };
+    let g = Gib { tk: &tk, pfn0 };
+    refused_splits(r, nid, &g, &m);
+    mprotect_whole(r, nid, &g, &m);
+    fork_shares(r, nid, &g, &m);
+    dontneed(r, nid, &g, &m);
+    if !mremap_moves(r, nid, &g, m) {
+        return;
+    }
+    // The file's GiB goes back with the file: what follows needs one fresh
+    // GiB on the node, never two at once (a node with one free aligned GiB
+    // left, as under KASAN, must not fail it).
+    drop(tk);
+    let tk = match Tierkit::gigantic_on(nid) {
+        Ok(t) => t,
+        Err(e) => {
+            r.fail(&name("open a second gigantic file"), errno_name(&e));
+            return;
+        }
+    };
+    dontdump_and_4k_fault(r, nid, &tk);
+}
+
+/// The name of a check of [`semantics`] on node `nid`.
+fn semantics_name(nid: u32, what: &str) -> String {
+    format!("node {nid} semantics: {what}")
+}
+
+/// The file of [`semantics`] and the first pfn of its GiB.
+struct Gib<'a> {
+    tk: &'a Tierkit,
+    pfn0: u64,
+}
+
+impl Gib<'_> {
+    /// One PUD at `addr` maps the GiB.
+    fn same_pud(&self, addr: usize) -> Result<(), String> {
+        let pfn0 = self.pfn0;
+        match walk(self.tk, addr)? {
+            (l, p) if l == TK_WALK_PUD && p == pfn0 => Ok(()),
+            (l, p) => Err(format!("level {l} pfn {p:#x}, expected a PUD at {pfn0:#x}")),
+        }
+    }
+}
+
+/// The pattern of [`semantics`] (pages 0..4 and the last page) is intact.
+fn pattern_kept(base: *mut u8) -> Result<(), String> {
+    // SAFETY: readable mapping of 1 GiB at `base`.
+    unsafe { vma::check_pattern(base, 0, 4, 7) }?;
+    // SAFETY: as above.
+    unsafe { vma::check_pattern(base, PAGES - 1, 1, 8) }
+}
+
+/// MAP_POPULATE maps the GiB by one PUD before any touch; gives its pfn.
+fn populated_pud(r: &mut Report, nid: u32, tk: &Tierkit, m: &Mapping) -> Option<u64> {
+    let name = |what: &str| semantics_name(nid, what);
+    let pfn0 = match walk(tk, m.addr()) {
         Ok((l, p)) if l == TK_WALK_PUD => {
             r.ok_note(
                 &name("MAP_POPULATE maps the GiB by one PUD before any touch"),
@@ -246,34 +308,24 @@ fn semantics(r: &mut Report, nid: u32) {
                 &name("MAP_POPULATE maps the GiB by one PUD before any touch"),
                 format!("level {l}"),
             );
-            return;
+            return None;
         }
         Err(e) => {
             r.fail(
                 &name("MAP_POPULATE maps the GiB by one PUD before any touch"),
                 e,
             );
-            return;
+            return None;
         }
     };
-    // SAFETY: our writable mapping.
-    unsafe { vma::fill_pattern(a, 0, 4, 7) };
-    // SAFETY: as above; page PAGES-1 is the last page.
-    unsafe { vma::fill_pattern(a, PAGES - 1, 1, 8) };
-    let same_pud = |tk: &Tierkit, addr: usize| -> Result<(), String> {
-        match walk(tk, addr)? {
-            (l, p) if l == TK_WALK_PUD && p == pfn0 => Ok(()),
-            (l, p) => Err(format!("level {l} pfn {p:#x}, expected a PUD at {pfn0:#x}")),
-        }
-    };
-    let pattern_kept = |base: *mut u8| -> Result<(), String> {
-        // SAFETY: readable mapping of 1 GiB at `base`.
-        unsafe { vma::check_pattern(base, 0, 4, 7) }?;
-        // SAFETY: as above.
-        unsafe { vma::check_pattern(base, PAGES - 1, 1, 8) }
-    };
+    Some(pfn0)
+}
 
-    // Splits only at GiB boundaries (may_split), as device-dax.
+/// Splits only at GiB boundaries (may_split), as device-dax: partial
+/// munmap, mprotect and mremap are EINVAL, and nothing changes.
+fn refused_splits(r: &mut Report, nid: u32, g: &Gib, m: &Mapping) {
+    let name = |what: &str| semantics_name(nid, what);
+    let a = m.as_ptr();
     for (what, res) in [
         // SAFETY: refused; nothing is unmapped.
         ("munmap of the first 4 KiB", unsafe {
@@ -300,10 +352,15 @@ fn semantics(r: &mut Report, nid: u32) {
     }
     r.check(
         &name("after the refused splits the same PUD maps the GiB, contents kept"),
-        same_pud(&tk, m.addr()).and_then(|_| pattern_kept(a)),
+        g.same_pud(m.addr()).and_then(|_| pattern_kept(a)),
     );
+}
 
-    // mprotect of the whole GiB: read-only, then read-write again.
+/// mprotect of the whole GiB: read-only (a write is SIGSEGV), then
+/// read-write again.
+fn mprotect_whole(r: &mut Report, nid: u32, g: &Gib, m: &Mapping) {
+    let name = |what: &str| semantics_name(nid, what);
+    let a = m.as_ptr();
     // SAFETY: our mapping; only read while read-only.
     let res = unsafe { vma::mprotect(a, GIB, libc::PROT_READ) }
         .map_err(|e| format!("mprotect PROT_READ: {}", errno_name(&e)))
@@ -329,16 +386,20 @@ fn semantics(r: &mut Report, nid: u32) {
         .and_then(|_| {
             // SAFETY: writable again; page 4 is not part of the pattern.
             unsafe { std::ptr::write_volatile(a.wrapping_add(4 * PAGE_SIZE), 0x5a) };
-            same_pud(&tk, m.addr())
+            g.same_pud(m.addr())
         });
     r.check(
         &name("mprotect PROT_READ of the GiB: writes SIGSEGV; back to RW: writable, same PUD"),
         res,
     );
+}
 
-    // fork: the child shares the GiB (same pfn, its writes seen here).
+/// fork: the child shares the GiB (same pfn, its writes seen here).
+fn fork_shares(r: &mut Report, nid: u32, g: &Gib, m: &Mapping) {
+    let name = |what: &str| semantics_name(nid, what);
+    let a = m.as_ptr();
     let res = match vma::fork_run(|| {
-        let ok = matches!(walk(&tk, a as usize), Ok((l, p)) if l == TK_WALK_PUD && p == pfn0)
+        let ok = matches!(walk(g.tk, a as usize), Ok((l, p)) if l == TK_WALK_PUD && p == g.pfn0)
             // SAFETY: the shared mapping, inherited.
             && unsafe { vma::check_pattern(a, 0, 4, 7) }.is_ok();
         // SAFETY: as above; page 5 is not part of the pattern.
@@ -367,28 +428,37 @@ fn semantics(r: &mut Report, nid: u32) {
         &name("fork shares the GiB: same PUD pfn and contents in the child, its writes seen"),
         res,
     );
+}
 
-    // MADV_DONTNEED: the PUD goes, the GiB stays with the file; the next
-    // touch maps the same range, contents kept (nothing re-cleared).
+/// MADV_DONTNEED: the PUD goes, the GiB stays with the file; the next
+/// touch maps the same range, contents kept (nothing re-cleared).
+fn dontneed(r: &mut Report, nid: u32, g: &Gib, m: &Mapping) {
+    let name = |what: &str| semantics_name(nid, what);
+    let a = m.as_ptr();
     for (what, off, len) in [("4 KiB", 4096usize, PAGE_SIZE), ("the whole GiB", 0, GIB)] {
         // SAFETY: ours; contents are checked afterwards.
         let res = unsafe { sys::madvise(a.wrapping_add(off) as *mut _, len, libc::MADV_DONTNEED) }
             .map_err(|e| format!("madvise: {}", errno_name(&e)))
-            .and_then(|_| match walk(&tk, m.addr())? {
+            .and_then(|_| match walk(g.tk, m.addr())? {
                 (l, _) if l == TK_WALK_NONE => Ok(()),
                 (l, _) => Err(format!(
                     "after MADV_DONTNEED level {l}, expected nothing mapped"
                 )),
             })
             .and_then(|_| pattern_kept(a))
-            .and_then(|_| same_pud(&tk, m.addr()));
+            .and_then(|_| g.same_pud(m.addr()));
         r.check(&name(&format!("MADV_DONTNEED of {what} unmaps the PUD; the next touch maps the same GiB, contents kept")), res);
     }
+}
 
-    // mremap of the whole GiB to a new address: into a GiB-aligned hole
-    // of a PROT_NONE placeholder (MREMAP_FIXED replaces it). Off by 4 KiB
-    // it is EINVAL (vm_ops->mremap) and the GiB stays where it was; at the
-    // aligned address the PUD and the contents move with it.
+/// mremap of the whole GiB to a new address: into a GiB-aligned hole of a
+/// PROT_NONE placeholder (MREMAP_FIXED replaces it). Off by 4 KiB it is
+/// EINVAL (vm_ops->mremap) and the GiB stays where it was; at the aligned
+/// address the PUD and the contents move with it. `false` if no
+/// placeholder could be had (the test stops).
+fn mremap_moves(r: &mut Report, nid: u32, g: &Gib, m: Mapping) -> bool {
+    let name = |what: &str| semantics_name(nid, what);
+    let a = m.as_ptr();
     let name_move = name("mremap MREMAP_FIXED to an unaligned address is EINVAL; to a GiB-aligned one moves the PUD (same pfn) and contents");
     let hole = match Mapping::new(
         3 * GIB,
@@ -399,7 +469,7 @@ fn semantics(r: &mut Report, nid: u32) {
         Ok(h) => h,
         Err(e) => {
             r.fail(&name_move, format!("placeholder: {}", errno_name(&e)));
-            return;
+            return false;
         }
     };
     let target = (hole.addr() + GIB - 1) & !(GIB - 1);
@@ -415,7 +485,7 @@ fn semantics(r: &mut Report, nid: u32) {
     };
     let res = expect_errno(bad.map(|_| ()), libc::EINVAL)
         .and_then(|_| pattern_kept(a))
-        .and_then(|_| same_pud(&tk, m.addr()))
+        .and_then(|_| g.same_pud(m.addr()))
         .and_then(|_| {
             // SAFETY: the target lies in our placeholder; `m` is not used
             // at its old address afterwards (forgotten below).
@@ -435,7 +505,7 @@ fn semantics(r: &mut Report, nid: u32) {
             std::mem::forget(m);
             r.check(
                 &name_move,
-                pattern_kept(n).and_then(|_| same_pud(&tk, n as usize)),
+                pattern_kept(n).and_then(|_| g.same_pud(n as usize)),
             );
             // SAFETY: the moved GiB, not used again.
             let _ = unsafe { vma::munmap(n, GIB) };
@@ -446,19 +516,14 @@ fn semantics(r: &mut Report, nid: u32) {
         }
     }
     drop(hole);
-    // The file's GiB goes back with the file: what follows needs one fresh
-    // GiB on the node, never two at once (a node with one free aligned GiB
-    // left, as under KASAN, must not fail it).
-    drop(tk);
-    let tk = match Tierkit::gigantic_on(nid) {
-        Ok(t) => t,
-        Err(e) => {
-            r.fail(&name("open a second gigantic file"), errno_name(&e));
-            return;
-        }
-    };
+    true
+}
 
-    // VM_DONTDUMP: a gigantic mapping is not in core dumps.
+/// On a second file: VM_DONTDUMP (a gigantic mapping is not in core
+/// dumps), and a 4 KiB fault with THP disabled maps the GiB's page by a
+/// PTE in a child, which the parent sees in its PUD-mapped GiB.
+fn dontdump_and_4k_fault(r: &mut Report, nid: u32, tk: &Tierkit) {
+    let name = |what: &str| semantics_name(nid, what);
     match Mapping::new(GIB, libc::MAP_SHARED, tk.fd(), 0) {
         Ok(m2) => {
             r.check_note(
@@ -520,7 +585,7 @@ fn semantics(r: &mut Report, nid: u32) {
             // The parent (THP on) still gets the GiB by one PUD.
             let res = match m2.first_nonzero() {
                 Some(off) => Err(format!("byte {off:#x} not zero")),
-                None => match walk(&tk, m2.addr()) {
+                None => match walk(tk, m2.addr()) {
                     Ok((l, _)) if l == TK_WALK_PUD => Ok(()),
                     Ok((l, _)) => Err(format!("level {l}")),
                     Err(e) => Err(e),

@@ -153,6 +153,37 @@ fn main() -> ExitCode {
     }
 
     let dev = Path::new(tk::DEV_PATH);
+    let files = root_only(&mut r, dev);
+    nobody_refused(&mut r, &files);
+
+    // The device opened to everyone by the administrator.
+    let guard = match ModeGuard::set(dev, 0o666) {
+        Ok(g) => g,
+        Err(e) => {
+            r.fail("perm: chmod 0666 /dev/tierkit", e.to_string());
+            return r.finish();
+        }
+    };
+    let mask = topo.memory_mask();
+    let dram = topo.dram_node().unwrap_or(0);
+    as_nobody(&mut r, "perm: nobody with /dev/tierkit 0666", || {
+        open_to_everyone(mask, dram)
+    });
+    drop(guard);
+    r.check(
+        "perm: /dev/tierkit back to 0600",
+        match fs::metadata(dev) {
+            Ok(m) if m.mode() & 0o777 == 0o600 => Ok(()),
+            Ok(m) => Err(format!("mode {:o}", m.mode() & 0o777)),
+            Err(e) => Err(e.to_string()),
+        },
+    );
+    r.finish()
+}
+
+/// `/dev/tierkit` and every tierkit debugfs file are root-only; gives the
+/// debugfs files.
+fn root_only(r: &mut Report, dev: &Path) -> Vec<PathBuf> {
     r.check_note(
         "perm: /dev/tierkit is root-only (0600, owner root)",
         match fs::metadata(dev) {
@@ -184,7 +215,12 @@ fn main() -> ExitCode {
             Err(loose.join(", "))
         },
     );
+    files
+}
 
+/// As nobody, opening `/dev/tierkit` or any of the debugfs `files` is
+/// EACCES.
+fn nobody_refused(r: &mut Report, files: &[PathBuf]) {
     // Make the debugfs root traversable, so that the files' own modes
     // decide (restored when `_dbg` drops).
     let root_mode = fs::metadata(DEBUGFS).map(|m| m.mode() & 0o777).unwrap_or(0);
@@ -208,7 +244,7 @@ fn main() -> ExitCode {
             (p.clone(), m & 0o400 != 0, m & 0o200 != 0)
         })
         .collect();
-    as_nobody(&mut r, "perm: nobody", || {
+    as_nobody(r, "perm: nobody", || {
         let mut v = vec![(
             "perm: nobody: open /dev/tierkit is EACCES".to_string(),
             fs::OpenOptions::new()
@@ -249,107 +285,89 @@ fn main() -> ExitCode {
         v
     });
     drop(_dbg);
+}
 
-    // The device opened to everyone by the administrator.
-    let guard = match ModeGuard::set(dev, 0o666) {
-        Ok(g) => g,
+/// The checks run as nobody with `/dev/tierkit` 0666: the calls that need
+/// CAP_SYS_ADMIN are EPERM, the others work.
+fn open_to_everyone(mask: u64, dram: u32) -> Vec<(String, Result<String, String>)> {
+    let mut v = Vec::new();
+    let pre = "perm: nobody with /dev/tierkit 0666";
+    let tk = match Tierkit::open() {
+        Ok(t) => {
+            v.push((format!("{pre}: open"), Ok(String::new())));
+            t
+        }
         Err(e) => {
-            r.fail("perm: chmod 0666 /dev/tierkit", e.to_string());
-            return r.finish();
+            v.push((format!("{pre}: open"), Err(errno_name(&e))));
+            return v;
         }
     };
-    let mask = topo.memory_mask();
-    let dram = topo.dram_node().unwrap_or(0);
-    as_nobody(&mut r, "perm: nobody with /dev/tierkit 0666", || {
-        let mut v = Vec::new();
-        let pre = "perm: nobody with /dev/tierkit 0666";
-        let tk = match Tierkit::open() {
-            Ok(t) => {
-                v.push((format!("{pre}: open"), Ok(String::new())));
-                t
-            }
-            Err(e) => {
-                v.push((format!("{pre}: open"), Err(errno_name(&e))));
-                return v;
-            }
-        };
-        // Gigantic mode and the bench on a file of their own, so that an
-        // accepted SET_GIGANTIC does not change the 4 KiB file.
-        let gtk = match Tierkit::open() {
-            Ok(t) => t,
-            Err(e) => {
-                v.push((format!("{pre}: open a second file"), Err(errno_name(&e))));
-                return v;
-            }
-        };
-        v.push((
-            format!("{pre}: TK_IOC_SET_GIGANTIC entering gigantic mode is EPERM"),
-            expect_errno(
-                gtk.set_gigantic(TkGigantic {
-                    threads: 1,
-                    placement: TK_PLACE_LOCAL,
-                    ..Default::default()
-                }),
-                libc::EPERM,
-            )
-            .map(|_| String::new()),
-        ));
-        v.push((
-            format!("{pre}: TK_IOC_SET_GIGANTIC with TK_GIGANTIC_F_QUERY works"),
+    // Gigantic mode and the bench on a file of their own, so that an
+    // accepted SET_GIGANTIC does not change the 4 KiB file.
+    let gtk = match Tierkit::open() {
+        Ok(t) => t,
+        Err(e) => {
+            v.push((format!("{pre}: open a second file"), Err(errno_name(&e))));
+            return v;
+        }
+    };
+    v.push((
+        format!("{pre}: TK_IOC_SET_GIGANTIC entering gigantic mode is EPERM"),
+        expect_errno(
             gtk.set_gigantic(TkGigantic {
-                flags: TK_GIGANTIC_F_QUERY,
+                threads: 1,
+                placement: TK_PLACE_LOCAL,
                 ..Default::default()
-            })
+            }),
+            libc::EPERM,
+        )
+        .map(|_| String::new()),
+    ));
+    v.push((
+        format!("{pre}: TK_IOC_SET_GIGANTIC with TK_GIGANTIC_F_QUERY works"),
+        gtk.set_gigantic(TkGigantic {
+            flags: TK_GIGANTIC_F_QUERY,
+            ..Default::default()
+        })
+        .map(|_| String::new())
+        .map_err(|e| errno_name(&e)),
+    ));
+    v.push((
+        format!("{pre}: TK_IOC_CLEAR_BENCH is EPERM"),
+        expect_errno(
+            gtk.clear_bench(tk::clear_bench_arg(dram as i32, 1, TK_PLACE_LOCAL, 1)),
+            libc::EPERM,
+        )
+        .map(|_| String::new()),
+    ));
+    v.push((
+        format!("{pre}: TK_IOC_SET_POLICY"),
+        tk.set_policy(TK_MODE_WEIGHTED_INTERLEAVE, mask)
             .map(|_| String::new())
             .map_err(|e| errno_name(&e)),
-        ));
-        v.push((
-            format!("{pre}: TK_IOC_CLEAR_BENCH is EPERM"),
-            expect_errno(
-                gtk.clear_bench(tk::clear_bench_arg(dram as i32, 1, TK_PLACE_LOCAL, 1)),
-                libc::EPERM,
-            )
-            .map(|_| String::new()),
-        ));
-        v.push((
-            format!("{pre}: TK_IOC_SET_POLICY"),
-            tk.set_policy(TK_MODE_WEIGHTED_INTERLEAVE, mask)
-                .map(|_| String::new())
-                .map_err(|e| errno_name(&e)),
-        ));
-        v.push((
-            format!("{pre}: TK_IOC_BULK"),
-            tk.bulk(64)
-                .map(|b| format!("{} pages", b.per_node.iter().sum::<u64>()))
-                .map_err(|e| errno_name(&e)),
-        ));
-        v.push((
-            format!("{pre}: TK_IOC_TASK_NEXT"),
-            tk.task_next(8)
-                .map(|n| format!("{n:?}"))
-                .map_err(|e| errno_name(&e)),
-        ));
-        v.push((
-            format!("{pre}: mmap in 4 KiB mode"),
-            tk.map(16, 0).map_err(|e| errno_name(&e)).and_then(|m| {
-                m.touch_pages();
-                if m.first_nonzero() == Some(0) {
-                    Ok("16 pages written".to_string())
-                } else {
-                    Err("write not seen".to_string())
-                }
-            }),
-        ));
-        v
-    });
-    drop(guard);
-    r.check(
-        "perm: /dev/tierkit back to 0600",
-        match fs::metadata(dev) {
-            Ok(m) if m.mode() & 0o777 == 0o600 => Ok(()),
-            Ok(m) => Err(format!("mode {:o}", m.mode() & 0o777)),
-            Err(e) => Err(e.to_string()),
-        },
-    );
-    r.finish()
+    ));
+    v.push((
+        format!("{pre}: TK_IOC_BULK"),
+        tk.bulk(64)
+            .map(|b| format!("{} pages", b.per_node.iter().sum::<u64>()))
+            .map_err(|e| errno_name(&e)),
+    ));
+    v.push((
+        format!("{pre}: TK_IOC_TASK_NEXT"),
+        tk.task_next(8)
+            .map(|n| format!("{n:?}"))
+            .map_err(|e| errno_name(&e)),
+    ));
+    v.push((
+        format!("{pre}: mmap in 4 KiB mode"),
+        tk.map(16, 0).map_err(|e| errno_name(&e)).and_then(|m| {
+            m.touch_pages();
+            if m.first_nonzero() == Some(0) {
+                Ok("16 pages written".to_string())
+            } else {
+                Err("write not seen".to_string())
+            }
+        }),
+    ));
+    v
 }

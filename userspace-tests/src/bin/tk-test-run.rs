@@ -6,7 +6,9 @@
 //! kernel's weights set alike (THP off), side by side; what tkrun-check
 //! does to its memory (realloc across the threshold, mremap, partial
 //! munmap, MAP_FIXED, fork, threads) behaving as anonymous memory; and
-//! `--gigantic`: a 1 GiB malloc is one gigantic range, every byte zero.
+//! `--gigantic`: a 1 GiB malloc is one gigantic range, every byte zero;
+//! `--weights auto`: the kernel's auto (HMAT) weights, the triad placed by
+//! them; `--gigantic --pool 1`: the first touch served from the pool.
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -16,9 +18,9 @@ use userspace_tests::tkrun::check::{
     agreement, backing, blocks, mapping_of, page_nodes, run, start, Held, CHECK, NUMACTL, STREAM,
     TK_RUN,
 };
-use userspace_tests::tkrun::LIB_PATH;
+use userspace_tests::tkrun::{resolve, Args, LIB_PATH};
 use userspace_tests::weights::{RestoreOnDrop, WeightDir};
-use userspace_tests::{node::Topology, tierkit_ready, weight_table};
+use userspace_tests::{node::Topology, pool, tierkit_ready, vma, weight_table};
 
 /// Elements per triad array: 8 MiB each, 2048 pages; 2 MiB with a CXL
 /// node, whose memory QEMU serves access by access (tens of MB/s).
@@ -479,6 +481,178 @@ fn gigantic(r: &mut Report) {
     );
 }
 
+/// `--weights auto`: the weights the launcher resolves are the kernel's own
+/// auto weights (when the kernel's table is in auto mode: both reduce the
+/// HMAT/CDAT access1 bandwidth), it says them with `--verbose`, and the
+/// triad's arrays sit where they put each page.
+fn auto_weights(r: &mut Report, topo: &Topology) {
+    let a = Args::parse(["--weights", "auto", "--", STREAM].map(String::from));
+    let w = match a.and_then(|a| resolve(&a, topo, 0)) {
+        Ok(res) => res.weights,
+        Err(e) => {
+            r.fail("auto: --weights auto resolves", e.to_string());
+            return;
+        }
+    };
+    match WeightDir::kernel().map(|k| k.snapshot()) {
+        Some(Ok(s)) if s.auto == Some(true) => {
+            let kernel: Vec<(u32, u8)> = s
+                .weights
+                .iter()
+                .copied()
+                .filter(|(n, _)| topo.memory.contains(n))
+                .collect();
+            r.check_note(
+                "auto: --weights auto are the kernel's auto weights",
+                if kernel == w {
+                    Ok(arg(&w))
+                } else {
+                    Err(format!("tk-run {}, the kernel {}", arg(&w), arg(&kernel)))
+                },
+            );
+        }
+        Some(Ok(s)) => {
+            r.skip(
+                "auto: --weights auto are the kernel's auto weights",
+                format!("the kernel's table is not in auto mode: {}", s.describe()),
+            );
+        }
+        Some(Err(e)) => {
+            r.fail("auto: read the kernel's weights", format!("{e:#}"));
+        }
+        None => {
+            r.skip(
+                "auto: --weights auto are the kernel's auto weights",
+                "no kernel weighted_interleave directory",
+            );
+        }
+    }
+    let argv = [
+        TK_RUN,
+        "--weights",
+        "auto",
+        "--verbose",
+        "--",
+        STREAM,
+        "-n",
+        elements(),
+        "-r",
+        "1",
+        "-w",
+    ];
+    match start(&argv, false) {
+        Ok(h) => {
+            triad_pages(r, "auto", &h, &w, Some(tk::DEV_PATH));
+            let (code, err) = h.finish();
+            let said = format!("tk-run: weights {} (auto", arg(&w));
+            r.check(
+                "auto: the triad ran, --verbose names these weights",
+                if code == 0 && err.contains(&said) {
+                    Ok(())
+                } else {
+                    Err(format!("exit {code}, no {said:?} in stderr {err:?}"))
+                },
+            );
+        }
+        Err(e) => {
+            r.fail("auto: start the triad", e.to_string());
+        }
+    }
+}
+
+fn pool_taken() -> Result<u64, String> {
+    let l = vma::read_limits().map_err(|e| format!("{}: {e:#}", vma::LIMITS_PATH))?;
+    vma::limit(&l, "gigantic_pool_taken")
+        .ok_or_else(|| format!("no gigantic_pool_taken in {}", vma::LIMITS_PATH))
+}
+
+/// `--gigantic --pool 1`: tk-run fills the pool before the program starts,
+/// and the program's first touch of its 1 GiB takes the pre-cleared range
+/// (`gigantic_pool_taken` grows by one), every byte zero. The targets
+/// tk-run set are put back to 0 afterwards.
+fn gigantic_pool(r: &mut Report) {
+    let _boot = userspace_tests::first_use::BootPool::release(0);
+    let targets = |p: &[pool::PoolLine]| -> Vec<u32> {
+        p.iter().filter(|l| l.target > 0).map(|l| l.nid).collect()
+    };
+    let before = match (pool::read(), pool_taken()) {
+        (Ok(p), Ok(t)) => (targets(&p), t),
+        (Err(e), _) => {
+            r.fail("pool: read the pool", format!("{e:#}"));
+            return;
+        }
+        (_, Err(e)) => {
+            r.fail("pool: read gigantic_pool_taken", e);
+            return;
+        }
+    };
+    let argv = [
+        TK_RUN,
+        "--gigantic",
+        "--pool",
+        "1",
+        "--",
+        CHECK,
+        "-g",
+        "1024",
+    ];
+    match start(&argv, false) {
+        Ok(h) => {
+            let taken = pool_taken();
+            let zero = h.lines.iter().any(|l| l == "ok big block: every byte zero");
+            r.check_note(
+                "pool: the first touch of the 1 GiB took the pre-cleared range",
+                match taken {
+                    Ok(t) if h.waiting && t == before.1 + 1 => {
+                        Ok(format!("gigantic_pool_taken {} -> {t}", before.1))
+                    }
+                    Ok(t) => Err(format!(
+                        "gigantic_pool_taken {} -> {t}, program output {:?}",
+                        before.1, h.lines
+                    )),
+                    Err(e) => Err(e),
+                },
+            );
+            let (code, err) = h.finish();
+            r.check(
+                "pool: every byte zero, the program exits 0",
+                if zero && code == 0 {
+                    Ok(())
+                } else {
+                    Err(format!("exit {code}, stderr {err:?}"))
+                },
+            );
+        }
+        Err(e) => {
+            r.fail("pool: start", e.to_string());
+        }
+    }
+    let set: Vec<u32> = pool::read()
+        .map(|p| targets(&p))
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|n| !before.0.contains(n))
+        .collect();
+    let undone: Vec<String> = set
+        .iter()
+        .filter_map(|&n| {
+            pool::set_target(n, 0)
+                .err()
+                .map(|e| format!("node {n}: {e}"))
+        })
+        .collect();
+    r.check_note(
+        "pool: tk-run set a target, put back to 0",
+        if set.is_empty() {
+            Err("no node had a pool target after tk-run --pool 1".into())
+        } else if undone.is_empty() {
+            Ok(format!("nodes {set:?}"))
+        } else {
+            Err(undone.join("; "))
+        },
+    );
+}
+
 fn main() -> ExitCode {
     userspace_tests::help!();
     let mut r = Report::new("tk-test-run", "test");
@@ -500,5 +674,7 @@ fn main() -> ExitCode {
     numactl(&mut r, &w);
     semantics(&mut r, &w);
     gigantic(&mut r);
+    auto_weights(&mut r, &topo);
+    gigantic_pool(&mut r);
     r.finish()
 }

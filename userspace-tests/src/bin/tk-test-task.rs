@@ -16,6 +16,7 @@ use std::process::ExitCode;
 use tierkit_core::interleave::{bulk_split, Nodemask, TaskState, Weights, MAX_NUMNODES};
 use tierkit_core::uapi::{TkTaskNext, TK_IOC_TASK_NEXT, TK_TASK_NEXT_MAX};
 use userspace_tests::report::Report;
+use userspace_tests::rng::XorShift;
 use userspace_tests::sys;
 use userspace_tests::tk::{Tierkit, TK_MODE_INTERLEAVE, TK_MODE_WEIGHTED_INTERLEAVE};
 use userspace_tests::weights::WeightDir;
@@ -117,21 +118,6 @@ fn issue_example(r: &mut Report, wd: &WeightDir, d: u32, c: u32) {
     );
 }
 
-/// xorshift64*: reproducible pseudo-random sizes without a crate.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
 fn model_weights(set_weights: &[(u32, u8)]) -> Weights {
     Weights::from_table(weight_table(set_weights))
 }
@@ -149,7 +135,7 @@ fn against_model(r: &mut Report, wd: &WeightDir, set: &WeightSet, seed: u64) -> 
         t.set_policy(TK_MODE_WEIGHTED_INTERLEAVE, set.nodemask)
             .map_err(|e| format!("TK_IOC_SET_POLICY: {e}"))?;
         let mut st = TaskState::new();
-        let mut rng = Rng(seed | 1);
+        let mut rng = XorShift(seed | 1);
         let total = set.total() as u64;
         let mut pages = 0u64;
         for step in 0..40 {

@@ -1,6 +1,6 @@
 //! `tk-run`: tierkit for unmodified programs. The launcher's flags, how
 //! its weights are resolved, and the environment it hands to
-//! `libtkrun.so` (`tkrun/libtkrun.c`); see Documentation/dev-tools/tk-run.md.
+//! `libtkrun.so` (`tkrun/libtkrun/`); see Documentation/dev-tools/tk-run.md.
 //! The launcher itself is `src/bin/tk-run.rs`; its tests in the guest are
 //! `tk-test-run` (`check.rs`).
 

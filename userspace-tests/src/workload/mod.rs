@@ -4,7 +4,8 @@
 //!
 //! - this file: placements ([`Placement`], [`Region`]: a working set
 //!   allocated and populated under a policy, kernel or tierkit), threads
-//!   pinned to a node's nearest CPUs ([`run_threads`]), a small RNG,
+//!   pinned to a node's nearest CPUs ([`run_threads`]), a small RNG
+//!   ([`Rng`], from [`crate::rng`]),
 //!   command-line flags ([`Flags`]);
 //! - [`calib`]: per-node read, write and triad bandwidth and load latency,
 //!   the regime probe, HMAT side by side, and the weights each gives;
@@ -17,6 +18,7 @@
 //! only when `$TIERKIT_MODE` is set (the guest's `/init` sets it).
 
 pub mod calib;
+pub mod compare;
 pub mod kernels;
 pub mod rows;
 
@@ -37,34 +39,7 @@ pub fn in_guest() -> bool {
 // RNG
 // ---------------------------------------------------------------------------
 
-/// SplitMix64: small, fast, and good enough for random draws in
-/// benchmarks (not cryptographic).
-#[derive(Clone, Debug)]
-pub struct Rng(u64);
-
-impl Rng {
-    pub fn new(seed: u64) -> Rng {
-        Rng(seed ^ 0x9E37_79B9_7F4A_7C15)
-    }
-
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `[0, 1)`.
-    pub fn next_f64(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
-    }
-
-    /// Uniform in `0..n` (`n > 0`).
-    pub fn below(&mut self, n: u64) -> u64 {
-        ((self.next_u64() as u128 * n as u128) >> 64) as u64
-    }
-}
+pub use crate::rng::SplitMix as Rng;
 
 // ---------------------------------------------------------------------------
 // CPUs and threads
@@ -472,64 +447,85 @@ pub fn fmt_pages(pages: &[(i32, usize)]) -> String {
 // Flags
 // ---------------------------------------------------------------------------
 
-/// A minimal `--flag value` / `--flag=value` / `--switch` parser (the guest
-/// binaries carry no argument-parsing crate).
+/// The `--flag value` / `--flag=value` / `--switch` flags of the
+/// benchmark binaries, parsed by clap (the crate's one argument parser, as
+/// `tk-fuzz`, `tk-stress` and the positional arguments of the other
+/// binaries use it) from the names a binary knows. A flag given twice
+/// keeps its last value.
 #[derive(Clone, Debug, Default)]
 pub struct Flags {
     pairs: Vec<(String, Option<String>)>,
 }
 
 impl Flags {
-    /// The program's own arguments parsed ([`Flags::parse`]) and checked
-    /// against `known` ([`Flags::check`]); on bad input one line
-    /// `BIN: why` on stderr and the exit code 2 to return from `main`.
+    /// The program's own arguments parsed ([`Flags::parse`]); on bad input
+    /// one `BIN: why` message on stderr and the exit code 2 to return from
+    /// `main`.
     pub fn from_args(
-        bin: &str,
-        switches: &[&str],
-        known: &[&str],
+        bin: &'static str,
+        switches: &[&'static str],
+        known: &[&'static str],
+    ) -> std::result::Result<Flags, std::process::ExitCode> {
+        Flags::from_args_or_usage(bin, switches, known, || {})
+    }
+
+    /// [`Flags::from_args`], with `usage` run after the `BIN: why` message
+    /// on bad input (`tk-calibrate`, `tk-workload`).
+    pub fn from_args_or_usage(
+        bin: &'static str,
+        switches: &[&'static str],
+        known: &[&'static str],
+        usage: impl FnOnce(),
     ) -> std::result::Result<Flags, std::process::ExitCode> {
         let args: Vec<String> = std::env::args().skip(1).collect();
-        Flags::parse(&args, switches)
-            .and_then(|f| {
-                f.check(known)?;
-                Ok(f)
-            })
-            .map_err(|e| {
-                eprintln!("{bin}: {e:#}");
-                std::process::ExitCode::from(2)
-            })
+        Flags::parse(bin, &args, switches, known).map_err(|e| {
+            eprintln!("{bin}: {e:#}");
+            usage();
+            std::process::ExitCode::from(2)
+        })
     }
 
-    /// Parses `args` (without the program name). `switches` take no value.
-    pub fn parse(args: &[String], switches: &[&str]) -> Result<Flags> {
-        let mut pairs = Vec::new();
-        let mut it = args.iter();
-        while let Some(a) = it.next() {
-            let Some(name) = a.strip_prefix("--") else {
-                bail!("unexpected argument {a:?} (flags are --name VALUE)");
-            };
-            if let Some((k, v)) = name.split_once('=') {
-                pairs.push((k.to_string(), Some(v.to_string())));
-            } else if switches.contains(&name) {
-                pairs.push((name.to_string(), None));
-            } else {
-                let v = it
-                    .next()
-                    .with_context(|| format!("--{name} needs a value"))?;
-                pairs.push((name.to_string(), Some(v.clone())));
-            }
-        }
+    /// Parses `args` (without the program name) with clap: each name of
+    /// `known` is a `--name` flag with one value, but those of `switches`,
+    /// which take none. Anything else (an unknown flag, a flag without its
+    /// value, a bare word) is an error.
+    pub fn parse(
+        bin: &'static str,
+        args: &[String],
+        switches: &[&'static str],
+        known: &[&'static str],
+    ) -> Result<Flags> {
+        use clap::{Arg, ArgAction, Command};
+        let cmd = known.iter().fold(
+            Command::new(bin)
+                .no_binary_name(true)
+                .disable_help_flag(true)
+                .disable_version_flag(true)
+                .args_override_self(true),
+            |cmd, &name| {
+                let arg = Arg::new(name).long(name);
+                cmd.arg(if switches.contains(&name) {
+                    arg.action(ArgAction::SetTrue)
+                } else {
+                    arg.action(ArgAction::Set).allow_hyphen_values(true)
+                })
+            },
+        );
+        let m = cmd
+            .try_get_matches_from(args)
+            .map_err(|e| anyhow::anyhow!("{}", e.render().to_string().trim_end()))?;
+        let pairs = known
+            .iter()
+            .filter_map(|&name| {
+                if switches.contains(&name) {
+                    m.get_flag(name).then(|| (name.to_string(), None))
+                } else {
+                    m.get_one::<String>(name)
+                        .map(|v| (name.to_string(), Some(v.clone())))
+                }
+            })
+            .collect();
         Ok(Flags { pairs })
-    }
-
-    /// Fails on any flag not in `known`.
-    pub fn check(&self, known: &[&str]) -> Result<()> {
-        for (k, _) in &self.pairs {
-            if !known.contains(&k.as_str()) {
-                bail!("unknown flag --{k} (known: --{})", known.join(", --"));
-            }
-        }
-        Ok(())
     }
 
     pub fn has(&self, name: &str) -> bool {
@@ -615,19 +611,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn rng_is_deterministic_and_in_range() {
-        let mut a = Rng::new(7);
-        let mut b = Rng::new(7);
-        for _ in 0..1000 {
-            let x = a.next_f64();
-            assert_eq!(x, b.next_f64());
-            assert!((0.0..1.0).contains(&x));
-            assert!(a.below(10) < 10);
-            b.below(10);
-        }
-    }
-
-    #[test]
     fn nearest() {
         // node 2 (CPU-less): distances to online 0, 2 are 20, 10.
         assert_eq!(nearest_by_distance(&[0, 2], &[20, 10], &[0]), Some(0));
@@ -663,17 +646,29 @@ mod tests {
             .iter()
             .map(|s| s.to_string())
             .collect();
-        let f = Flags::parse(&a, &["quiet"]).unwrap();
+        let known = ["size", "threads", "quiet", "x"];
+        let f = Flags::parse("tk-x", &a, &["quiet"], &known).unwrap();
         assert_eq!(f.size_or("size", 0).unwrap(), 16 << 20);
         assert_eq!(f.parse_or("threads", 1usize).unwrap(), 2);
         assert!(f.has("quiet"));
         assert_eq!(f.list("x").unwrap(), vec!["a", "b"]);
-        let g = Flags::parse(&["--x".to_string(), "a+bind:0".to_string()], &[]).unwrap();
+        let g = Flags::parse(
+            "tk-x",
+            &["--x".to_string(), "a+bind:0".to_string()],
+            &[],
+            &["x"],
+        )
+        .unwrap();
         assert_eq!(g.list("x").unwrap(), vec!["a", "bind:0"]);
-        assert!(f.check(&["size", "threads", "quiet", "x"]).is_ok());
-        assert!(f.check(&["size"]).is_err());
-        assert!(Flags::parse(&["--size".to_string()], &[]).is_err());
-        assert!(Flags::parse(&["size".to_string()], &[]).is_err());
+        assert!(!g.has("size"));
+        // The last of a repeated flag; a value may start with a dash.
+        let args = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let h = Flags::parse("tk-x", &args(&["--x", "1", "--x=-2"]), &[], &["x"]).unwrap();
+        assert_eq!(h.get("x"), Some("-2"));
+        assert!(Flags::parse("tk-x", &a, &["quiet"], &["size"]).is_err());
+        assert!(Flags::parse("tk-x", &args(&["--size"]), &[], &["size"]).is_err());
+        assert!(Flags::parse("tk-x", &args(&["size"]), &[], &["size"]).is_err());
+        assert!(Flags::parse("tk-x", &args(&["--quiet=1"]), &["quiet"], &["quiet"]).is_err());
         assert_eq!(parse_size("1G").unwrap(), 1 << 30);
         assert_eq!(parse_size("1.5k").unwrap(), 1536);
         assert_eq!(parse_size("4096").unwrap(), 4096);

@@ -10,7 +10,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::chart::{draw_legend, draw_notes, plot_err, svg_chart, thread_tick, Style, NODE_COLORS};
-use super::doc::{records, str_of, verdict};
+use super::doc::{records, str_of, target_word};
 
 /// One tierkit row of `tk-bench-clear` (see its `rows`).
 #[derive(Clone, Debug, Deserialize)]
@@ -158,7 +158,7 @@ pub fn clear_summary(d: &ClearData) -> (Value, Vec<String>) {
             s.kind,
             s.mbps as f64 / 1000.0,
             ratio.map_or("-".into(), |x| format!("{x:.2}")),
-            verdict(met)
+            target_word(met)
         ));
         serial.push(json!({
             "nid": s.nid, "kind": s.kind, "kernel_serial_gbps": s.mbps as f64 / 1000.0,
@@ -186,7 +186,7 @@ pub fn clear_summary(d: &ClearData) -> (Value, Vec<String>) {
                 f(top.tierkit_speedup),
                 f(top.memset_speedup),
                 f(frac),
-                verdict(met),
+                target_word(met),
                 f(top.tierkit_over_memset)
             )
         } else {

@@ -21,7 +21,7 @@ pub(super) fn records<'a>(doc: &'a Value, key: &'a str) -> impl Iterator<Item = 
 }
 
 /// The word a summary gives a target: met, missed, or n/a.
-pub(super) fn verdict(met: Option<bool>) -> &'static str {
+pub(super) fn target_word(met: Option<bool>) -> &'static str {
     match met {
         Some(true) => "met",
         Some(false) => "missed",

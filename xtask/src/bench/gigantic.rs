@@ -8,7 +8,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::chart::{draw_legend, draw_notes, plot_err, svg_chart, thread_tick, Style, NODE_COLORS};
-use super::doc::{records, str_of, verdict};
+use super::doc::{records, str_of, target_word};
 
 /// One median of `tk-bench-gigantic` (its `rows`): `variant` is `tierkit`
 /// (with `threads` workers), `pool` (tierkit's first fault taking a range
@@ -206,7 +206,7 @@ pub fn gigantic_summary(d: &GiganticData) -> (Value, Vec<String>) {
             lines.push(format!(
                 "  target node {node} {label}: hugetlb / tierkit {} (target >= {goal}: {})",
                 ratio.map_or("-".into(), |x| format!("{x:.2}")),
-                verdict(met)
+                target_word(met)
             ));
         }
     }

@@ -37,12 +37,12 @@ use super::clear::{clear_summary, clear_svg};
 use super::gigantic::{gigantic_summary, gigantic_svg};
 use super::wi::{wi_summary, wi_svg};
 use anyhow::Result;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::{json, Value};
 use std::path::Path;
 
 use crate::util;
-use figures::verdict;
+use figures::target_word;
 use svg::{model_svg, policy_svg};
 use targets::{noise_max, noise_of, targets_of, MODELLED};
 use topo::Topo;
@@ -67,56 +67,9 @@ pub struct RunMeta {
     pub load_after: Option<String>,
 }
 
-/// A row of `tk-workload` (userspace_tests::workload::rows::Row).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct Row {
-    pub topology: String,
-    pub workload: String,
-    pub policy: String,
-    pub unit: String,
-    pub measured: f64,
-    pub predicted: Option<f64>,
-    pub regime: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub predicted_calibration: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub variant: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub threads: Option<usize>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub by_threads: Option<Vec<(usize, f64)>>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub pages: Vec<(i32, usize)>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub nodemask: Option<Vec<u32>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub weights: Option<Vec<(u32, u8)>>,
-    /// The lookup's loads per lookup on each node (the model's traffic
-    /// split for it).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub traffic: Option<Vec<(i32, f64)>>,
-    /// Runs of physically consecutive pages of the working set.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pfn_runs: Option<usize>,
-}
-
-impl Row {
-    /// Same nodes, page counts within 1% of each other.
-    pub fn pages_close(&self, o: &Row) -> bool {
-        self.pages.len() == o.pages.len()
-            && self
-                .pages
-                .iter()
-                .zip(&o.pages)
-                .all(|(a, b)| a.0 == b.0 && a.1.abs_diff(b.1) * 100 <= a.1.max(b.1))
-    }
-
-    /// `predicted / measured - 1`.
-    pub fn error(&self) -> Option<f64> {
-        let p = self.predicted?;
-        (self.measured > 0.0 && p > 0.0).then(|| p / self.measured - 1.0)
-    }
-}
+/// A row of `tk-workload`: one definition with the guest's
+/// (`userspace_tests::workload::rows::Row`).
+pub use tierkit_rows::Row;
 
 /// A target of the issue, checked on one run.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -209,7 +162,7 @@ impl Report {
                 g.workload,
                 g.value.map_or("-".into(), |x| format!("{x:.3}")),
                 g.threshold,
-                verdict(g.met),
+                target_word(g.met),
                 g.detail
             ));
         }

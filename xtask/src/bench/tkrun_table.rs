@@ -30,22 +30,30 @@ pub fn markdown(rec: &Value) -> String {
     if !placement.is_empty() {
         md.push_str(
             "The triad (`tk-stream`, three malloc'd arrays) under each; pages: of its arrays, \
-             where weighted interleave by address (ilx = address / 4096) puts them.\n\n\
-             | run | weights | from | pages as the rule | triad MB/s |\n|---|---|---|---|---|\n",
+             where weighted interleave by address (ilx = address / 4096) puts them; \
+             against numactl: tk-run's best triad over numactl's, and the noise it must be \
+             within (the spread of repeats, at least 15%).\n\n\
+             | run | weights | from | pages as the rule | triad MB/s | against numactl |\n\
+             |---|---|---|---|---|---|\n",
         );
         for r in &placement {
             let pages = match (num(r, "agree"), num(r, "pages")) {
                 (Some(a), Some(p)) => format!("{a:.0}/{p:.0}"),
                 _ => text(r, "error"),
             };
+            let against = match (num(r, "vs_numactl"), num(r, "noise")) {
+                (Some(x), Some(n)) => format!("{x:.3} (noise {:.0}%)", n * 100.0),
+                _ => "-".into(),
+            };
             let _ = writeln!(
                 md,
-                "| {} | {} | {} | {} | {} |",
+                "| {} | {} | {} | {} | {} | {} |",
                 text(r, "run"),
                 text(r, "weights"),
                 text(r, "source"),
                 pages,
-                num(r, "mbps").map_or("-".into(), |m| format!("{m:.0}"))
+                num(r, "mbps").map_or("-".into(), |m| format!("{m:.0}")),
+                against
             );
         }
         md.push('\n');
@@ -53,8 +61,9 @@ pub fn markdown(rec: &Value) -> String {
     let first = rows("first_use");
     if !first.is_empty() {
         md.push_str(
-            "Time to first use of 1 GiB - 4 KiB malloc'd by `tk-stream -f` (malloc until every \
-             4 KiB page was written once), on the DRAM node.\n\n| run | ms | note |\n|---|---|---|\n",
+            "Time to first use of 1 GiB - 4 KiB malloc'd by `tk-stream -f` (tk-run: 1 GiB, the \
+             least it makes a gigantic page; malloc until every 4 KiB page was written once), on \
+             the DRAM node.\n\n| run | ms | note |\n|---|---|---|\n",
         );
         for r in &first {
             let _ = writeln!(
@@ -80,16 +89,18 @@ mod tests {
         let rec = json!({
             "placement": [
                 {"run": "numactl", "weights": "0:3,1:1", "source": "kernel auto (HMAT)", "agree": 6144, "pages": 6144, "mbps": 812.4},
-                {"run": "tk-run", "weights": "0:3,1:1", "source": "kernel auto (HMAT)", "agree": 6141, "pages": 6144, "mbps": 790.0}
+                {"run": "tk-run", "weights": "0:3,1:1", "source": "kernel auto (HMAT)", "agree": 6141, "pages": 6144, "mbps": 790.0, "vs_numactl": 0.9724, "noise": 0.15}
             ],
             "first_use": [{"run": "hugetlb", "ms": 1234.56}, {"run": "tk-run --gigantic", "error": "x"}]
         });
         let md = markdown(&rec);
         assert!(
-            md.contains("| numactl | 0:3,1:1 | kernel auto (HMAT) | 6144/6144 | 812 |"),
+            md.contains("| numactl | 0:3,1:1 | kernel auto (HMAT) | 6144/6144 | 812 | - |"),
             "{md}"
         );
-        assert!(md.contains("| tk-run | 0:3,1:1 | kernel auto (HMAT) | 6141/6144 | 790 |"));
+        assert!(md.contains(
+            "| tk-run | 0:3,1:1 | kernel auto (HMAT) | 6141/6144 | 790 | 0.972 (noise 15%) |"
+        ));
         assert!(md.contains("| hugetlb | 1234.6 | - |"));
         assert!(md.contains("| tk-run --gigantic | x | - |"));
         assert_eq!(

@@ -1,9 +1,9 @@
 //! The recursive-descent parser: classified [`Line`]s -> [`Document`]s of
-//! [`Suite`]s and [`Case`]s, tests cut short marked crashed, plans and
+//! [`Test`]s, tests cut short marked crashed, plans and
 //! KUnit's totals checked; case durations from the time stamps.
 
 use super::line::{Kind, Line};
-use super::{Case, Counts, Directive, Document, Status, Suite};
+use super::{Counts, Directive, Document, Status, Test};
 
 /// How many diagnostic lines one test keeps. When a crash cuts a test short,
 /// everything up to the end of the log becomes its diagnostics; the head
@@ -13,13 +13,13 @@ const MAX_DIAGNOSTICS_TAIL: usize = 140;
 
 /// Sets `duration_ms` of `cases` (and their subcases): each runs from the
 /// line before it, `prev_line` for the first, to its own result line.
-pub(super) fn set_durations(mut prev_line: usize, cases: &mut [Case], times: &[Option<u64>]) {
+pub(super) fn set_durations(mut prev_line: usize, cases: &mut [Test], times: &[Option<u64>]) {
     let at = |line: usize| {
         line.checked_sub(1)
             .and_then(|i| times.get(i).copied().flatten())
     };
     for case in cases {
-        set_durations(prev_line, &mut case.subcases, times);
+        set_durations(prev_line, &mut case.subtests, times);
         if case.number.is_some() {
             if let (Some(from), Some(to)) = (at(prev_line), at(case.end_line)) {
                 case.duration_ms = Some(to.saturating_sub(from) / 1000);
@@ -65,16 +65,17 @@ impl Node {
         }
     }
 
-    fn into_case(self) -> Case {
-        Case {
+    fn into_case(self) -> Test {
+        Test {
             name: self.name,
             number: self.number,
             status: self.status,
             directive: self.directive,
             reason: self.reason,
             plan: self.plan,
-            subcases: self.children.into_iter().map(Node::into_case).collect(),
+            subtests: self.children.into_iter().map(Node::into_case).collect(),
             diagnostics: tidy_diagnostics(self.diagnostics),
+            totals: None,
             errors: self.errors,
             start_line: self.start_line,
             end_line: self.end_line,
@@ -82,26 +83,27 @@ impl Node {
         }
     }
 
-    fn into_suite(self) -> Suite {
+    fn into_suite(self) -> Test {
         let diagnostics = tidy_diagnostics(self.diagnostics);
         let totals = diagnostics.iter().rev().find_map(|d| parse_totals(d));
         let mut errors = self.errors;
         if self.headed && self.plan.is_none() {
             errors.push("missing plan (no `1..N` line)".to_string());
         }
-        let mut suite = Suite {
+        let mut suite = Test {
             name: self.name,
             number: self.number,
             status: self.status,
             directive: self.directive,
             reason: self.reason,
             plan: self.plan,
-            cases: self.children.into_iter().map(Node::into_case).collect(),
+            subtests: self.children.into_iter().map(Node::into_case).collect(),
             diagnostics,
             totals,
             errors,
             start_line: self.start_line,
             end_line: self.end_line,
+            duration_ms: None,
         };
         if let Some(totals) = suite.totals {
             let parsed = suite.counts();

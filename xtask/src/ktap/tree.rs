@@ -1,6 +1,7 @@
 //! The tree a KTAP document parses into: [`Status`], [`Directive`],
-//! [`Counts`], and the [`Document`]s, [`Suite`]s and [`Case`]s of a
-//! [`super::Run`].
+//! [`Counts`], and the [`Document`]s of a [`super::Run`], each a tree of
+//! one node type, [`Test`] (suites, cases and parameters alike, as
+//! kunit_tool's `Test`).
 
 use std::fmt;
 
@@ -98,118 +99,168 @@ impl Counts {
     }
 }
 
-/// A test case, or a parameter of a parameterised case (then it sits in its
-/// parent's `subcases`).
-#[derive(Clone, Debug, Serialize)]
-pub struct Case {
-    /// The description from the result line, e.g. `node1_has_memory` or
-    /// `size=2M node=1`. A case the log cut short before its result line gets
-    /// a name from its last `# name: ...` diagnostic, or `#N (no result)`.
+/// A test, as kunit_tool's `Test`: a suite (a top-level subtest of a
+/// [`Document`]), a case (a suite's subtest) or a parameter of a
+/// parameterised case (a case's subtest), with the subtests it ran.
+#[derive(Clone, Debug)]
+pub struct Test {
+    /// The description from the result line, e.g. `tierkit_topology`,
+    /// `node1_has_memory` or `size=2M node=1`. A test the log cut short
+    /// before its result line gets a name from its header or its last
+    /// `# name: ...` diagnostic, or `#N (no result)`.
     pub name: String,
     /// The test number from the result line; `None` if it never reported.
     pub number: Option<usize>,
     pub status: Status,
     /// The directive after `#`, if any.
     pub directive: Option<Directive>,
-    /// The text after the directive (skip reason), or diagnostic data after
-    /// `#` when there was no directive.
+    /// The text after the directive (skip reason, e.g. for `ok 1 suite #
+    /// SKIP no CXL memory`), or diagnostic data after `#` when there was no
+    /// directive.
     pub reason: Option<String>,
-    /// The plan of a parameterised case (`1..N`), if it printed one.
+    /// Its plan (`1..N`), if it printed one. KUnit always prints one for a
+    /// suite it runs; a suite skipped or failed in `suite_init` has no
+    /// header at all.
     pub plan: Option<usize>,
-    /// Parameters of a parameterised case.
-    pub subcases: Vec<Case>,
-    /// Diagnostic and interleaved lines that belong to this case, with the
-    /// common indentation removed: `# case: ASSERTION FAILED at ...` etc.
+    /// Its subtests: a suite's cases, a parameterised case's parameters.
+    pub subtests: Vec<Test>,
+    /// Diagnostic and interleaved lines that belong to this test and to
+    /// none of its subtests, with the common indentation removed: `# case:
+    /// ASSERTION FAILED at ...`; in a suite, attributes (`# module:
+    /// tierkit`), `# suite: pass:...` and `# Totals: ...` lines, `# failed
+    /// to initialize (-12)`.
     pub diagnostics: Vec<String>,
+    /// A suite's `# Totals: pass:P fail:F skip:S total:T` line from KUnit,
+    /// if printed.
+    pub totals: Option<Counts>,
     /// Structural problems (plan mismatch, missing result line, ...).
     pub errors: Vec<String>,
-    /// First and last console line (1-based) that belong to this case.
+    /// First and last console line (1-based) that belong to this test.
     pub start_line: usize,
     pub end_line: usize,
-    /// How long the case ran, from the printk timestamps: from the line
-    /// before it (the previous case's result, or the suite header) to its
-    /// own result line. `None` without timestamps or a result line.
+    /// How long a case or parameter ran, from the printk timestamps: from
+    /// the line before it (the previous case's result, or the suite
+    /// header) to its own result line. `None` without timestamps or a
+    /// result line, and for suites.
     pub duration_ms: Option<u64>,
 }
 
-impl Case {
-    /// Leaf-level counts: this case itself if it has no subcases.
+impl Test {
+    /// Leaf-level counts: this test itself if it has no subtests (a case,
+    /// or a suite skipped as a whole or failed in `suite_init`).
     pub fn counts(&self) -> Counts {
         let mut counts = Counts::default();
-        if self.subcases.is_empty() {
+        if self.subtests.is_empty() {
             counts.add_status(self.status);
         } else {
-            for sub in &self.subcases {
+            for sub in &self.subtests {
                 counts.add(sub.counts());
             }
         }
         counts
     }
-}
 
-/// A KUnit suite: a top-level subtest of a KTAP document.
-#[derive(Clone, Debug, Serialize)]
-pub struct Suite {
-    pub name: String,
-    /// The suite number from its result line; `None` if it never reported.
-    pub number: Option<usize>,
-    pub status: Status,
-    pub directive: Option<Directive>,
-    /// Skip reason, e.g. for `ok 1 suite # SKIP no CXL memory`.
-    pub reason: Option<String>,
-    /// The suite's plan (`1..N`). KUnit always prints one for a suite it
-    /// runs; a suite skipped or failed in `suite_init` has no header at all.
-    pub plan: Option<usize>,
-    pub cases: Vec<Case>,
-    /// Lines inside the suite that belong to no case: attributes
-    /// (`# module: tierkit`), `# suite: pass:...` and `# Totals: ...` lines,
-    /// `# failed to initialize (-12)`.
-    pub diagnostics: Vec<String>,
-    /// KUnit's own `# Totals: pass:P fail:F skip:S total:T` line, if printed.
-    pub totals: Option<Counts>,
-    pub errors: Vec<String>,
-    pub start_line: usize,
-    pub end_line: usize,
-}
-
-impl Suite {
-    /// Leaf-level counts. A suite without cases (skipped as a whole, or
-    /// failed in `suite_init`) counts as one result.
-    pub fn counts(&self) -> Counts {
-        let mut counts = Counts::default();
-        if self.cases.is_empty() {
-            counts.add_status(self.status);
-        } else {
-            for case in &self.cases {
-                counts.add(case.counts());
-            }
-        }
-        counts
-    }
-
-    /// Every leaf case with its path inside the suite (`case` or
+    /// Every leaf below this test with its path inside it (`case` or
     /// `case.param`), in log order.
-    pub fn leaves(&self) -> Vec<(String, &Case)> {
-        fn walk<'a>(prefix: &str, case: &'a Case, out: &mut Vec<(String, &'a Case)>) {
+    pub fn leaves(&self) -> Vec<(String, &Test)> {
+        fn walk<'a>(prefix: &str, test: &'a Test, out: &mut Vec<(String, &'a Test)>) {
             let path = if prefix.is_empty() {
-                case.name.clone()
+                test.name.clone()
             } else {
-                format!("{prefix}.{}", case.name)
+                format!("{prefix}.{}", test.name)
             };
-            if case.subcases.is_empty() {
-                out.push((path, case));
+            if test.subtests.is_empty() {
+                out.push((path, test));
             } else {
-                for sub in &case.subcases {
+                for sub in &test.subtests {
                     walk(&path, sub, out);
                 }
             }
         }
         let mut out = Vec::new();
-        for case in &self.cases {
-            walk("", case, &mut out);
+        for sub in &self.subtests {
+            walk("", sub, &mut out);
         }
         out
     }
+}
+
+/// A suite in `results.json`: its subtests are `cases`, it has `totals`.
+#[derive(Serialize)]
+struct SuiteJson<'a> {
+    name: &'a str,
+    number: Option<usize>,
+    status: Status,
+    directive: Option<Directive>,
+    reason: &'a Option<String>,
+    plan: Option<usize>,
+    cases: Vec<CaseJson<'a>>,
+    diagnostics: &'a [String],
+    totals: Option<Counts>,
+    errors: &'a [String],
+    start_line: usize,
+    end_line: usize,
+}
+
+/// A case or parameter in `results.json`: its subtests are `subcases`,
+/// it has `duration_ms`.
+#[derive(Serialize)]
+struct CaseJson<'a> {
+    name: &'a str,
+    number: Option<usize>,
+    status: Status,
+    directive: Option<Directive>,
+    reason: &'a Option<String>,
+    plan: Option<usize>,
+    subcases: Vec<CaseJson<'a>>,
+    diagnostics: &'a [String],
+    errors: &'a [String],
+    start_line: usize,
+    end_line: usize,
+    duration_ms: Option<u64>,
+}
+
+impl<'a> CaseJson<'a> {
+    fn of(t: &'a Test) -> CaseJson<'a> {
+        CaseJson {
+            name: &t.name,
+            number: t.number,
+            status: t.status,
+            directive: t.directive,
+            reason: &t.reason,
+            plan: t.plan,
+            subcases: t.subtests.iter().map(CaseJson::of).collect(),
+            diagnostics: &t.diagnostics,
+            errors: &t.errors,
+            start_line: t.start_line,
+            end_line: t.end_line,
+            duration_ms: t.duration_ms,
+        }
+    }
+}
+
+impl<'a> SuiteJson<'a> {
+    fn of(t: &'a Test) -> SuiteJson<'a> {
+        SuiteJson {
+            name: &t.name,
+            number: t.number,
+            status: t.status,
+            directive: t.directive,
+            reason: &t.reason,
+            plan: t.plan,
+            cases: t.subtests.iter().map(CaseJson::of).collect(),
+            diagnostics: &t.diagnostics,
+            totals: t.totals,
+            errors: &t.errors,
+            start_line: t.start_line,
+            end_line: t.end_line,
+        }
+    }
+}
+
+/// A document's suites as `results.json` has them.
+fn suites_json<S: serde::Serializer>(suites: &[Test], s: S) -> Result<S::Ok, S::Error> {
+    s.collect_seq(suites.iter().map(SuiteJson::of))
 }
 
 /// One KTAP document: the boot-time one, or one per module load.
@@ -221,7 +272,8 @@ pub struct Document {
     /// The top-level plan: the number of suites (`1..0` at boot when no
     /// suites are built in).
     pub plan: Option<usize>,
-    pub suites: Vec<Suite>,
+    #[serde(serialize_with = "suites_json")]
+    pub suites: Vec<Test>,
     /// Structural problems: missing plan, cut short, plan mismatch.
     pub errors: Vec<String>,
     pub start_line: usize,

@@ -2,6 +2,7 @@
 //! console filter.
 
 use super::*;
+use crate::profile::Profile;
 use crate::topology::{TopologyKind, TopologyOpts};
 
 fn cfg(mode: Mode, filter: Option<&str>) -> GuestConfig {
@@ -11,16 +12,22 @@ fn cfg(mode: Mode, filter: Option<&str>) -> GuestConfig {
             ..TopologyOpts::defaults(TopologyKind::NUMA)
         })
         .unwrap(),
-        cpu_model: "max".into(),
         accel: Accel::Tcg,
-        kunit: mode == Mode::Test,
-        mode,
-        filter: crate::runs::Filter::both(filter),
-        append: vec![],
-        timeout: Duration::from_secs(600),
-        profile: Profile::Default,
-        cxl_online: CxlOnline::Movable,
-        kernel: crate::profile::KernelKind::Tierkit,
+        kernel: crate::kernel::KernelRequest {
+            src: None,
+            fresh_config: false,
+            profile: Profile::Default,
+            kind: crate::profile::KernelKind::Tierkit,
+        },
+        job: GuestJob {
+            kunit: mode == Mode::Test,
+            mode,
+            filter: crate::runs::Filter::both(filter),
+            append: vec![],
+            cxl_online: CxlOnline::Movable,
+            cpu_model: "max".into(),
+            timeout: Duration::from_secs(600),
+        },
         extra_args: vec![],
     }
 }
@@ -41,7 +48,7 @@ fn cmdline_has_what_ktap_needs() {
         assert!(c.split(' ').any(|x| x == w), "{w} in {c}");
     }
     let mut k = cfg(Mode::Test, None);
-    k.cxl_online = CxlOnline::Kernel;
+    k.job.cxl_online = CxlOnline::Kernel;
     let kc = kernel_cmdline(&k).unwrap();
     assert!(kc
         .split(' ')
@@ -55,7 +62,7 @@ fn cmdline_has_what_ktap_needs() {
     assert!(b.contains("tierkit.mode=bench-clear") && b.contains("kunit.enable=0"));
     assert!(kernel_cmdline(&cfg(Mode::Test, Some("a b"))).is_err());
     let mut q = cfg(Mode::Run, None);
-    q.append = vec!["quiet".into()];
+    q.job.append = vec!["quiet".into()];
     assert!(kernel_cmdline(&q).is_err());
 }
 
@@ -83,7 +90,7 @@ fn qemu_command_line() {
 #[test]
 fn qemu_cmd_txt_is_quoted_for_sh() {
     let mut c = cfg(Mode::Run, None);
-    c.append = vec!["foo=\"a b\"".into(), "it's".into()];
+    c.job.append = vec!["foo=\"a b\"".into(), "it's".into()];
     let a = qemu_args(
         Path::new("/k/bz Image"),
         Path::new("/r/initramfs.cpio"),

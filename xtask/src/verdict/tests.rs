@@ -502,7 +502,7 @@ fn kunits_own_wait_is_noted_but_a_hung_module_task_fails() {
     let c = &run.crashes[0];
     assert_eq!(c.kind, console::CrashKind::HungTask);
     assert!(c.not_a_failure.is_some());
-    let v = run.verdict(false);
+    let v = run.failures(false);
     assert!(
         !v.reasons.iter().any(|r| r.starts_with("kernel ")),
         "{:?}",
@@ -520,7 +520,7 @@ fn kunits_own_wait_is_noted_but_a_hung_module_task_fails() {
     let run = ktap::Run::parse(&in_module);
     assert!(run.crashes[0].not_a_failure.is_none());
     assert!(run
-        .verdict(false)
+        .failures(false)
         .reasons
         .iter()
         .any(|r| r.starts_with("kernel hung task at console line 14: INFO: task insmod:215")));

@@ -1,5 +1,5 @@
 //! How the report writes a figure, a set of weights, page counts per node
-//! and a target's verdict.
+//! and the word a target gets (met, MISSED, n/a).
 
 /// 4.69 M, 3150, 12.5, 0.050.
 pub fn num(x: f64) -> String {
@@ -33,7 +33,8 @@ pub(super) fn fmt_pages(p: &[(i32, usize)]) -> String {
         .join(" ")
 }
 
-pub(super) fn verdict(m: Option<bool>) -> &'static str {
+/// The word a target gets in the report: met, MISSED, or n/a.
+pub(super) fn target_word(m: Option<bool>) -> &'static str {
     match m {
         Some(true) => "met",
         Some(false) => "MISSED",

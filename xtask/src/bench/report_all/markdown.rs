@@ -5,7 +5,7 @@
 use serde_json::Value;
 use std::fmt::Write as _;
 
-use super::figures::{fmt_pages, num, verdict};
+use super::figures::{fmt_pages, num, target_word};
 use super::targets::{noise_max, noise_of, MODELLED};
 use super::topo::{s, Topo};
 use super::{Report, Row};
@@ -70,7 +70,7 @@ impl Report {
                 g.workload,
                 g.value.map_or("-".into(), |x| format!("{x:.3}")),
                 g.threshold.replace('|', "\\|"),
-                verdict(g.met),
+                target_word(g.met),
                 g.detail.replace('|', "\\|")
             );
         }

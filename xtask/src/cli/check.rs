@@ -1,0 +1,222 @@
+//! The checks `cargo xtask` makes of its whole command line before any
+//! build, boot or test: every value clap's parsers cannot judge alone
+//! (`--kernel-src`, the profiles, `run -- CMD`'s command and share, and
+//! each boot the command will make: topology, kernel command line,
+//! memory), each refused in one line.
+
+use anyhow::Result;
+use clap::Parser;
+use std::ffi::OsString;
+
+use super::flags::{clap_error_line, Cli, Cmd, LavaArgs};
+use crate::boot::{self, BootRequest};
+use crate::commands::{in_guest, lava, matrix, merge};
+use crate::kernel;
+use crate::profile::{KernelKind, Profile};
+use crate::validate::Host;
+
+/// Parses `args` (the program name first) and checks every value and
+/// every boot they ask for, as [`super::main`] does before any work, without
+/// building, booting or testing anything: `Err` is the one line `cargo
+/// xtask` prints for them. `--help` and `--version` are `Ok`. The host's
+/// memory is `host`'s (tests give their own).
+pub fn check_args<I, T>(args: I, host: &Host) -> std::result::Result<(), String>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    use clap::error::ErrorKind;
+    let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
+    let cli = match Cli::try_parse_from(&args) {
+        Ok(cli) => cli,
+        Err(e) if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) => {
+            return Ok(())
+        }
+        Err(e) => return Err(clap_error_line(&e)),
+    };
+    check_dash_dash(&args)?;
+    validate(&cli, host)
+}
+
+/// `cargo xtask run --` with nothing after `--` (clap reads it as no
+/// command, i.e. the demos).
+pub(super) fn check_dash_dash(args: &[OsString]) -> std::result::Result<(), String> {
+    match args.iter().position(|a| a == "--") {
+        Some(i) if i + 1 == args.len() => in_guest::check_command(&[]),
+        _ => Ok(()),
+    }
+}
+
+/// An error as one line.
+fn one_line(e: anyhow::Error) -> String {
+    e.to_string().lines().collect::<Vec<_>>().join(" ")
+}
+
+/// The checks of [`check_args`] on a parsed command line: `--kernel-src`
+/// and `--profile`, then each boot's request as the command will make it
+/// ([`crate::boot::check`]: topology, kernel command line, memory).
+pub(super) fn validate(cli: &Cli, host: &Host) -> std::result::Result<(), String> {
+    let kernel = match &cli.cmd {
+        Cmd::Setup { .. } => return Ok(()),
+        Cmd::Matrix(m) => {
+            let jobs = super::select_jobs(&m.select).map_err(one_line)?;
+            return check_jobs(&jobs, m.shard, host);
+        }
+        Cmd::Lava(l) => return check_lava(l, host).map_err(one_line),
+        Cmd::Merge(m) => {
+            return merge::check_args(&m.dirs, m.out.as_deref(), m.expect.as_deref())
+                .map_err(one_line)
+        }
+        Cmd::Module(m) => {
+            if let Some(dir) = &m.kdir {
+                return crate::kdir::inspect(dir).map(|_| ()).map_err(one_line);
+            }
+            &m.kernel
+        }
+        Cmd::Kernel(k) | Cmd::Build(k) => k,
+        Cmd::Run(r) => &r.guest.kernel,
+        Cmd::Shell(s) => &s.guest.kernel,
+        Cmd::Test(t) => &t.guest.kernel,
+        Cmd::Bench(b) => &b.guest.kernel,
+    };
+    if let Some(dir) = &kernel.kernel_src {
+        kernel::check_custom_source(dir).map_err(one_line)?;
+    }
+    check_in_guest(&cli.cmd, host)?;
+    let guest = match &cli.cmd {
+        Cmd::Run(r) => Some(&r.guest),
+        Cmd::Shell(s) => Some(&s.guest),
+        Cmd::Test(t) if !t.ci => Some(&t.guest),
+        Cmd::Bench(b) => Some(&b.guest),
+        _ => None,
+    };
+    if let Some(g) = guest.filter(|g| g.kernel_kind == KernelKind::Debian) {
+        if g.kernel.kernel_src.is_some() {
+            return Err(
+                "--kernel debian boots Debian's own kernel: --kernel-src is for --kernel tierkit"
+                    .into(),
+            );
+        }
+        if g.kernel.profiles() != [Profile::Default] {
+            return Err("--kernel debian boots Debian's kernel as shipped: --profile is for --kernel tierkit (debug is tierkit's own kernel config)".into());
+        }
+    }
+    let boots = requests(cli).map_err(one_line)?;
+    let several = boots.len() > 1;
+    for (label, req) in boots {
+        let labelled = |e: anyhow::Error| {
+            let e = one_line(e);
+            match (&label, several) {
+                (Some(l), true) => format!("{l}: {e}"),
+                _ => e,
+            }
+        };
+        boot::check(&req.map_err(labelled)?, host).map_err(labelled)?;
+    }
+    Ok(())
+}
+
+/// `run -- CMD` and `shell`: a command, a working directory the guest can
+/// share, and no flag that selects tests or demos.
+fn check_in_guest(cmd: &Cmd, host: &Host) -> std::result::Result<(), String> {
+    let g = match cmd {
+        Cmd::Run(r) if !r.cmd.is_empty() => {
+            in_guest::check_command(&r.cmd)?;
+            &r.guest
+        }
+        Cmd::Shell(s) => &s.guest,
+        _ => return Ok(()),
+    };
+    if g.filter.is_some() {
+        return Err(
+            "--filter selects tests and demos: with `run -- CMD` and `shell` only the command runs"
+                .into(),
+        );
+    }
+    in_guest::check_share(host.cwd.as_deref()).map(|_| ())
+}
+
+/// A boot's label in messages (when a command makes several), and its
+/// request or why it cannot be made.
+type Labelled = (Option<String>, Result<BootRequest>);
+
+/// Every boot `cli` asks for, as the dispatch makes them, in order.
+fn requests(cli: &Cli) -> Result<Vec<Labelled>> {
+    Ok(match &cli.cmd {
+        Cmd::Setup { .. }
+        | Cmd::Kernel(_)
+        | Cmd::Module(_)
+        | Cmd::Build(_)
+        | Cmd::Matrix(_)
+        | Cmd::Merge(_)
+        | Cmd::Lava(_) => vec![],
+        Cmd::Run(r) => vec![(None, super::run_boot(r))],
+        Cmd::Shell(s) => vec![(None, super::shell_boot(&s.guest, !cli.verbose))],
+        Cmd::Bench(b) => match b.which {
+            Some(which) => vec![(None, super::bench_boot(b, which))],
+            None => {
+                super::check_bench_all_profile(b)?;
+                let f = b.guest.flags();
+                crate::commands::bench::all_kinds(b.guest.topology)
+                    .into_iter()
+                    .map(|k| (Some(format!("bench on {k}")), BootRequest::bench_all(&f, k)))
+                    .collect()
+            }
+        },
+        Cmd::Test(t) => {
+            let f = t.guest.flags();
+            super::test_boots(t)?
+                .into_iter()
+                .map(|(p, k, run)| {
+                    let kernel = match k {
+                        KernelKind::Tierkit => String::new(),
+                        k => format!(", {k} kernel"),
+                    };
+                    let label = format!("test run {} ({p} profile{kernel})", run.name);
+                    (Some(label), BootRequest::for_run(&f, p, k, &run))
+                })
+                .collect()
+        }
+    })
+}
+
+/// Every job's command line checked as `cargo xtask test` checks its own;
+/// `shard`, given, must pick at least one job.
+fn check_jobs(
+    jobs: &[matrix::Job],
+    shard: Option<matrix::Shard>,
+    host: &Host,
+) -> std::result::Result<(), String> {
+    if let Some(s) = shard {
+        if s.pick(jobs).is_empty() {
+            return Err(format!(
+                "--shard {s}: there are only {} jobs, so shard {} of {} would run none",
+                jobs.len(),
+                s.k,
+                s.n
+            ));
+        }
+    }
+    for j in jobs {
+        let argv = std::iter::once("cargo xtask".to_string()).chain(j.args.iter().cloned());
+        check_args(argv, host).map_err(|e| format!("job {}: {e}", j.id))?;
+    }
+    Ok(())
+}
+
+/// `lava`'s arguments checked before anything is built: the jobs (as
+/// `matrix` checks them) and `--out`.
+fn check_lava(l: &LavaArgs, host: &Host) -> Result<()> {
+    let all = super::select_jobs(&l.select)?;
+    let jobs = lava::pick(all.clone(), l.job.as_deref(), l.shard)?;
+    if let Some(s) = l.shard {
+        check_jobs(&all, Some(s), host).map_err(anyhow::Error::msg)?;
+    }
+    check_jobs(&jobs, None, host).map_err(anyhow::Error::msg)?;
+    if let Some(o) = &l.out {
+        if o.exists() && !o.is_dir() {
+            anyhow::bail!("--out {}: not a directory", o.display());
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,290 @@
+//! `cargo xtask`'s command layer: the flags (`flags.rs`, clap), the checks
+//! that refuse bad input in one line before any work (`check.rs`), and the
+//! dispatch: one match that turns the parsed flags into each command's
+//! request and calls that command ([`crate::commands`]). Nothing below
+//! this module imports it.
+
+use anyhow::{bail, Result};
+use clap::Parser;
+use std::ffi::OsString;
+use std::process::ExitCode;
+
+use crate::boot::{BootRequest, KernelRequest};
+use crate::commands::bench::{self as bench_cmd, BenchRequest};
+use crate::commands::lava::LavaRequest;
+use crate::commands::module::ModuleRequest;
+use crate::commands::run::RunRequest;
+use crate::commands::shell::ShellRequest;
+use crate::commands::test::{cmd_tests, Boot, TestBoot, TestRequest};
+use crate::commands::{self, in_guest, matrix};
+use crate::profile::{KernelKind, Profile};
+use crate::qemu::Mode;
+use crate::topology::TopologyKind;
+use crate::validate::Host;
+use crate::{report, setup, util};
+
+mod check;
+mod flags;
+
+pub use check::check_args;
+use flags::{
+    clap_error_line, clap_refusal, BenchArgs, BenchKind, Cli, Cmd, KernelArgs, LavaArgs, RunArgs,
+    SelectArgs, TestArgs,
+};
+
+/// `cargo xtask`'s entry point.
+pub fn main() -> ExitCode {
+    let args: Vec<OsString> = std::env::args_os().collect();
+    let cli = match Cli::try_parse_from(&args) {
+        Ok(cli) => cli,
+        Err(e) => return clap_refusal(e),
+    };
+    // Bad input is refused here, in one line, before anything is built,
+    // booted or tested.
+    if let Err(why) =
+        check::check_dash_dash(&args).and_then(|()| check::validate(&cli, &Host::this()))
+    {
+        eprintln!("error: {why}");
+        return ExitCode::from(in_guest::exit::REFUSED);
+    }
+    util::set_verbose(cli.verbose);
+    util::setup_llvm_path();
+    // Commands whose last line is a totals line.
+    let is_test = matches!(&cli.cmd, Cmd::Test(_) | Cmd::Merge(_))
+        || matches!(&cli.cmd, Cmd::Matrix(m) if m.shard.is_some());
+    let in_guest =
+        matches!(&cli.cmd, Cmd::Run(r) if !r.cmd.is_empty()) || matches!(cli.cmd, Cmd::Shell(_));
+    match dispatch(cli.cmd) {
+        Ok(code) => code,
+        Err(e) => {
+            // Not `{:?}`: with RUST_BACKTRACE set that adds xtask's own backtrace.
+            eprintln!("\nerror: {e}");
+            for cause in e.chain().skip(1) {
+                eprintln!("  caused by: {cause}");
+            }
+            if in_guest {
+                return ExitCode::from(in_guest::exit::HOST_ERROR);
+            }
+            if is_test {
+                // CI reads this line; a build or boot error is a failure too.
+                println!("{}", report::Totals::ONE_FAILURE);
+            }
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The one dispatch: each command's request, made from its flags, handed
+/// to that command.
+fn dispatch(cmd: Cmd) -> Result<ExitCode> {
+    match cmd {
+        Cmd::Setup { force } => setup::cmd_setup(force).map(|_| ExitCode::SUCCESS),
+        Cmd::Kernel(k) => commands::kernel::run(&kernels(&k)),
+        Cmd::Module(m) => commands::module::run(match m.kdir {
+            Some(dir) => ModuleRequest::Kdir(dir),
+            None => ModuleRequest::Kernels(kernels(&m.kernel)),
+        }),
+        Cmd::Build(k) => commands::build::run(&kernels(&k)),
+        Cmd::Run(r) => commands::run::run(run_request(r)?),
+        Cmd::Shell(s) => {
+            let req = ShellRequest {
+                boot: shell_boot(&s.guest, !util::verbose())?,
+                timeout: s.guest.timeout.map(std::time::Duration::from_secs),
+            };
+            commands::shell::run(req).map(ExitCode::from)
+        }
+        Cmd::Test(t) => commands::test::run(test_request(&t)?),
+        Cmd::Bench(b) => bench_cmd::run(bench_request(&b)?),
+        Cmd::Matrix(m) => {
+            let jobs = select_jobs(&m.select)?;
+            match m.shard {
+                None => {
+                    println!("{}", matrix::to_json(&jobs));
+                    Ok(ExitCode::SUCCESS)
+                }
+                Some(s) => matrix::run_shard(s, &with_boots(jobs)?),
+            }
+        }
+        Cmd::Merge(m) => {
+            let out = m.out.unwrap_or_else(commands::merge::default_out);
+            commands::merge::cmd_merge(&m.dirs, &out, m.expect.as_deref())
+        }
+        Cmd::Lava(l) => commands::lava::cmd_lava(lava_request(l)?),
+    }
+}
+
+/// Each job with the boots its command line asks for.
+fn with_boots(jobs: Vec<matrix::Job>) -> Result<Vec<(matrix::Job, Vec<TestBoot>)>> {
+    jobs.into_iter()
+        .map(|j| job_boots(&j).map(|b| (j, b)))
+        .collect()
+}
+
+/// `lava`: the picked jobs, each one boot.
+fn lava_request(l: LavaArgs) -> Result<LavaRequest> {
+    let picked = commands::lava::pick(select_jobs(&l.select)?, l.job.as_deref(), l.shard)?;
+    let mut jobs = Vec::new();
+    for (job, boots) in with_boots(picked)? {
+        let [one] = <[TestBoot; 1]>::try_from(boots)
+            .map_err(|_| anyhow::anyhow!("job {} is not one boot", job.id))?;
+        jobs.push((job, one.req));
+    }
+    Ok(LavaRequest {
+        jobs,
+        artifact_url: l.artifact_url,
+        out: l.out,
+    })
+}
+
+/// The kernels `kernel`, `module` and `build` build: one per profile.
+fn kernels(k: &KernelArgs) -> Vec<KernelRequest> {
+    k.profiles()
+        .into_iter()
+        .map(|p| KernelRequest {
+            src: k.kernel_src.clone(),
+            fresh_config: k.fresh_config,
+            profile: p,
+            kind: KernelKind::Tierkit,
+        })
+        .collect()
+}
+
+/// `run`'s one boot: the demos, or with `-- CMD` the command.
+fn run_request(r: RunArgs) -> Result<RunRequest> {
+    let boot = run_boot(&r)?;
+    Ok(if r.cmd.is_empty() {
+        RunRequest::Demos(boot)
+    } else {
+        RunRequest::Cmd { boot, argv: r.cmd }
+    })
+}
+
+/// The boot of `run` (mode `run`, or `cmd` with `-- CMD`).
+fn run_boot(r: &RunArgs) -> Result<BootRequest> {
+    let kind = r.guest.topology.unwrap_or(TopologyKind::NUMA);
+    let p = r.guest.kernel.single_profile("run")?;
+    let mode = if r.cmd.is_empty() {
+        Mode::Run
+    } else {
+        Mode::Cmd
+    };
+    BootRequest::new(&r.guest.flags(), mode, p, kind, r.kunit)
+}
+
+/// The boot of `shell` (`quiet`: without `-v`).
+fn shell_boot(g: &flags::GuestArgs, quiet: bool) -> Result<BootRequest> {
+    let kind = g.topology.unwrap_or(TopologyKind::NUMA);
+    let p = g.kernel.single_profile("shell")?;
+    BootRequest::shell(&g.flags(), p, kind, quiet)
+}
+
+/// `bench <which>`'s one boot.
+fn bench_boot(b: &BenchArgs, which: BenchKind) -> Result<BootRequest> {
+    let name = match which {
+        BenchKind::Clear => "clear",
+        BenchKind::Wi => "wi",
+        BenchKind::Gigantic => "gigantic",
+    };
+    let kind = b.guest.topology.unwrap_or(TopologyKind::NUMA);
+    let p = b.guest.kernel.single_profile("bench")?;
+    BootRequest::new(&b.guest.flags(), Mode::Bench(name.into()), p, kind, false)
+}
+
+/// `bench` without a name boots the default profile only.
+fn check_bench_all_profile(b: &BenchArgs) -> Result<()> {
+    if let Some(p) = b
+        .guest
+        .kernel
+        .profiles()
+        .into_iter()
+        .find(|&p| p != Profile::Default)
+    {
+        bail!(
+            "--profile {p}: `cargo xtask bench` without a name boots the default profile only; name a benchmark (clear, wi, gigantic) for another"
+        );
+    }
+    Ok(())
+}
+
+/// `bench`: one benchmark's boot, or one boot per topology.
+fn bench_request(b: &BenchArgs) -> Result<BenchRequest> {
+    Ok(match b.which {
+        Some(which) => BenchRequest::One(Box::new(bench_boot(b, which)?)),
+        None => {
+            check_bench_all_profile(b)?;
+            let f = b.guest.flags();
+            BenchRequest::All(
+                bench_cmd::all_kinds(b.guest.topology)
+                    .into_iter()
+                    .map(|k| BootRequest::bench_all(&f, k))
+                    .collect::<Result<_>>()?,
+            )
+        }
+    })
+}
+
+/// The boots `t` asks for, `--job` applied.
+fn test_boots(t: &TestArgs) -> Result<Vec<Boot>> {
+    let all = commands::test::boots(&t.guest.flags(), &t.guest.kernel.profiles(), t.full, t.ci);
+    commands::test::select_job(all, t.job.as_deref())
+}
+
+/// `test`'s boots as requests.
+fn test_boot_requests(t: &TestArgs) -> Result<Vec<TestBoot>> {
+    let f = t.guest.flags();
+    test_boots(t)?
+        .iter()
+        .map(|b| TestBoot::new(&f, b))
+        .collect()
+}
+
+/// `test`: its boots, the host tests, the tests of `run -- CMD` and `shell`.
+fn test_request(t: &TestArgs) -> Result<TestRequest> {
+    let f = t.guest.flags();
+    let mut boots = test_boot_requests(t)?;
+    // The tests of run -- CMD and shell boot guests of their own:
+    // part of a whole test, never of one --job (a matrix shard).
+    let cmd_tests = match t.job {
+        Some(_) => Vec::new(),
+        None => cmd_tests::selected(&f, &t.guest.kernel.profiles(), t.ci),
+    };
+    if cmd_tests::filter_is_theirs(t.guest.filter.as_deref()) {
+        // `--filter 'xtask-*'`: only the tests of run -- CMD and shell.
+        boots.clear();
+    }
+    Ok(TestRequest {
+        host_tests: !t.no_host_tests,
+        boots,
+        cmd_tests,
+        // --ci overrides --kernel: tierkit's own.
+        cmd_kernel: if t.ci {
+            KernelKind::Tierkit
+        } else {
+            t.guest.kernel_kind
+        },
+        cmd_kvm: f.kvm,
+    })
+}
+
+/// A `test` command line (`args` after `cargo xtask`) parsed: what
+/// `matrix` and `lava` make each job's boots from.
+fn parse_test(args: &[String]) -> Result<TestArgs> {
+    let argv = std::iter::once("cargo xtask".to_string()).chain(args.iter().cloned());
+    let cli = Cli::try_parse_from(argv).map_err(|e| anyhow::anyhow!(clap_error_line(&e)))?;
+    match cli.cmd {
+        Cmd::Test(t) => Ok(t),
+        _ => bail!("not a test command: {}", args.join(" ")),
+    }
+}
+
+/// The boots of `job`, from its command line, as requests.
+fn job_boots(job: &matrix::Job) -> Result<Vec<TestBoot>> {
+    test_boot_requests(&parse_test(&job.args)?)
+}
+
+/// The jobs `select` asks for (`matrix`, `lava`).
+fn select_jobs(select: &SelectArgs) -> Result<Vec<matrix::Job>> {
+    let sel = select.selection();
+    let boots = test_boots(&parse_test(&sel.test_args())?)?;
+    Ok(matrix::jobs(&sel, &boots))
+}

@@ -1,0 +1,349 @@
+//! `cargo xtask test`: the host tests, then the boots of
+//! [`crate::runs`] for each profile, then the tests of `run -- CMD` and
+//! `shell` ([`cmd_tests`]), and the combined totals.
+
+use anyhow::{Context, Result};
+use std::path::Path;
+use std::process::{Command, ExitCode, Stdio};
+use std::time::Duration;
+
+use crate::boot::{self, BootRequest, GuestFlags, GuestResult};
+use crate::util::{self, fmt_dur, Timer};
+use crate::{profile, report, runs, say, setup};
+
+pub mod cmd_tests;
+
+/// One boot of a `test`: its run and its request.
+#[derive(Clone, Debug)]
+pub struct TestBoot {
+    pub run: runs::TestRun,
+    pub req: BootRequest,
+}
+
+impl TestBoot {
+    /// The boot of `b` with the command's guest flags.
+    pub fn new(f: &GuestFlags, b: &Boot) -> Result<TestBoot> {
+        let (p, k, run) = *b;
+        Ok(TestBoot {
+            run,
+            req: BootRequest::for_run(f, p, k, &run)?,
+        })
+    }
+}
+
+/// `cargo xtask test` as asked.
+pub struct TestRequest {
+    /// Run `cargo test --workspace` first.
+    pub host_tests: bool,
+    pub boots: Vec<TestBoot>,
+    /// The tests of `run -- CMD` and `shell`, after the boots.
+    pub cmd_tests: Vec<cmd_tests::CmdTest>,
+    /// Their kernel (`--ci`: tierkit's own) and accelerator flag.
+    pub cmd_kernel: profile::KernelKind,
+    pub cmd_kvm: Option<bool>,
+}
+
+/// `cargo xtask test`.
+pub(crate) fn run(t: TestRequest) -> Result<ExitCode> {
+    setup::ensure()?;
+    let host = if t.host_tests {
+        Some(host_tests()?)
+    } else {
+        None
+    };
+    test_all(host, t)
+}
+
+/// Host tests: `cargo test --workspace` (the core crate's property tests,
+/// the KTAP parser, xtask's own unit tests, ...).
+pub(crate) fn host_tests() -> Result<(bool, Duration)> {
+    let t = Timer::start();
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let log = util::out_dir().join("host-tests.log");
+    std::fs::create_dir_all(util::out_dir())?;
+    say!(
+        "host tests: cargo test --workspace (log: {})",
+        log.display()
+    );
+    let mut cmd = Command::new(cargo);
+    cmd.current_dir(util::repo_root())
+        .args(["test", "--workspace"])
+        .env_remove("CARGO_ENCODED_RUSTFLAGS")
+        .stdin(Stdio::null());
+    let out = cmd.output().context("could not run cargo test")?;
+    let mut text = String::from_utf8_lossy(&out.stderr).into_owned();
+    text.push_str(&String::from_utf8_lossy(&out.stdout));
+    std::fs::write(&log, &text)?;
+    let (mut passed, mut failed) = (0usize, 0usize);
+    for l in text.lines().filter(|l| l.starts_with("test result:")) {
+        let num = |key: &str| {
+            l.split(';')
+                .find_map(|p| {
+                    p.trim()
+                        .trim_start_matches("test result: ok. ")
+                        .trim_start_matches("test result: FAILED. ")
+                        .strip_suffix(key)
+                        .map(|n| n.trim().parse::<usize>().unwrap_or(0))
+                })
+                .unwrap_or(0)
+        };
+        passed += num(" passed");
+        failed += num(" failed");
+    }
+    let ok = out.status.success();
+    if ok {
+        say!("host tests: {passed} passed ({})", fmt_dur(t.elapsed()));
+    } else {
+        eprintln!("{}", util::tail_lines(&text, 60));
+        say!(
+            "host tests FAILED ({failed} failed; log: {}); booting the guest anyway",
+            log.display()
+        );
+    }
+    Ok((ok, t.elapsed()))
+}
+
+/// The boots of one `test`, in order: each profile on each of its runs
+/// ([`runs::select`]) on `--kernel`'s kernel, or with `ci`
+/// [`runs::ci_boots`].
+pub(crate) fn boots(
+    g: &GuestFlags,
+    profiles: &[profile::Profile],
+    full: bool,
+    ci: bool,
+) -> Vec<(profile::Profile, profile::KernelKind, runs::TestRun)> {
+    if ci {
+        return runs::ci_boots();
+    }
+    let k = g.kernel_kind;
+    profiles
+        .iter()
+        .flat_map(|&p| {
+            runs::select(p, full, g.topology, g.cxl_online)
+                .into_iter()
+                .map(move |r| (p, k, r))
+        })
+        .collect()
+}
+
+/// The label of one boot of a `test` over several runs or profiles: the
+/// run's name (`numa`, `cxl`, `cxl-kernel`), after the profile's unless
+/// default (`debug numa`) and the kernel's unless tierkit's (`debian numa`).
+pub fn run_label(profile: profile::Profile, k: profile::KernelKind, run: &str) -> String {
+    let mut s = String::new();
+    if k != profile::KernelKind::Tierkit {
+        s.push_str(&format!("{k} "));
+    }
+    if profile != profile::Profile::Default {
+        s.push_str(&format!("{profile} "));
+    }
+    s.push_str(run);
+    s
+}
+
+/// A boot's job id (`cargo xtask matrix`, `test --job`): its run
+/// directory's name after `test-`: the run's name, then `-debug` under the
+/// debug profile and `-debian` on Debian's kernel (`numa-full`,
+/// `numa-full-debug`, `cxl-debian`).
+pub fn job_id(profile: profile::Profile, k: profile::KernelKind, run: &runs::TestRun) -> String {
+    format!("{}{}{}", run.name, profile.suffix(), k.suffix())
+}
+
+/// One boot of a `test`, as `boots` lists them.
+pub type Boot = (profile::Profile, profile::KernelKind, runs::TestRun);
+
+/// `boots`, or with `job` the one boot whose [`job_id`] it is (refused in
+/// one line, with the ids there are, if none).
+pub(crate) fn select_job(boots: Vec<Boot>, job: Option<&str>) -> Result<Vec<Boot>> {
+    let Some(job) = job else {
+        return Ok(boots);
+    };
+    let ids: Vec<String> = boots.iter().map(|(p, k, r)| job_id(*p, *k, r)).collect();
+    match ids.iter().position(|id| id == job) {
+        Some(i) => Ok(vec![boots[i]]),
+        None => anyhow::bail!(
+            "--job {job}: no such boot in this test's set; its jobs are {} (cargo xtask matrix lists them)",
+            ids.join(", ")
+        ),
+    }
+}
+
+/// `cargo xtask test`'s boots: each profile (in the order given) on each
+/// run of [`runs::QUICK_RUNS`] or, `full`, [`runs::FULL_RUNS`]
+/// ([`runs::select`]), or [`runs::ci_boots`], or the one `job`; a summary
+/// per boot, then, when there was more than one, one line per boot, the
+/// combined KCIDB file (`target/tierkit/kcidb.json`) and the combined
+/// totals line last.
+fn test_all(host: Option<(bool, Duration)>, t: TestRequest) -> Result<ExitCode> {
+    if let ([one], true) = (&t.boots[..], t.cmd_tests.is_empty()) {
+        let mut req = one.req.clone();
+        req.host = host;
+        return boot::run(req).map(|r| r.exit());
+    }
+    let mut results = run_boots(&t.boots, host);
+    if !t.cmd_tests.is_empty() {
+        results.push(run_cmd_tests(t.cmd_kernel, t.cmd_kvm, &t.cmd_tests));
+    }
+    println!();
+    let mut all = report::Totals::default();
+    for (label, r) in &results {
+        let t = r.totals.unwrap_or_default();
+        all = all + t;
+        say!("{label}: {}{}: {}", status(r), times(r), t.labelled(label));
+    }
+    let mut ok = results.iter().all(|(_, r)| r.ok);
+    // The combined KCIDB file of every boot that wrote one.
+    let dirs: Vec<&Path> = results
+        .iter()
+        .filter_map(|(_, r)| r.run_dir.as_deref())
+        .collect();
+    if let Some(f) = crate::merge::write_combined_kcidb(&dirs, &util::out_dir().join("kcidb.json"))
+    {
+        say!("FAIL: {}", f.output_tail);
+        all = all + report::Totals::ONE_FAILURE;
+        ok = false;
+    }
+    println!("{all}");
+    Ok(if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// The tests of `run -- CMD` and `shell` ([`cmd_tests`]): this
+/// xtask run as a user would, each its own guest, as harness tests.
+fn run_cmd_tests(
+    kernel: profile::KernelKind,
+    kvm: Option<bool>,
+    tests: &[cmd_tests::CmdTest],
+) -> (String, GuestResult) {
+    println!();
+    say!(
+        "===== xtask run/shell: {} test(s) of `run -- CMD` and `shell` =====",
+        tests.len()
+    );
+    let t = crate::util::Timer::start();
+    let r = match cmd_tests::run_all(kvm, kernel, tests) {
+        Ok(tests) => GuestResult {
+            ok: tests.iter().all(|t| t.passed),
+            totals: Some(report::Totals::of(&crate::ktap::Run::default(), &tests)),
+            boot: Some(t.elapsed()),
+            cxl_setup: None,
+            run_dir: None,
+            error: None,
+        },
+        Err(e) => {
+            eprintln!("\nerror (xtask run/shell): {e:#}");
+            GuestResult {
+                ok: false,
+                totals: Some(report::Totals::ONE_FAILURE),
+                boot: None,
+                cxl_setup: None,
+                run_dir: None,
+                error: Some(format!("{e:#}")),
+            }
+        }
+    };
+    ("xtask run/shell".into(), r)
+}
+
+/// `ok` or `FAILED`.
+pub(crate) fn status(r: &GuestResult) -> &'static str {
+    if r.ok {
+        "ok"
+    } else {
+        "FAILED"
+    }
+}
+
+/// ` (guest 1 min 2 s, CXL setup 3.4 s)`, or nothing.
+pub(crate) fn times(r: &GuestResult) -> String {
+    let mut time = r
+        .boot
+        .map(|b| format!(" (guest {}", fmt_dur(b)))
+        .unwrap_or_default();
+    if let Some(c) = r.cxl_setup {
+        time.push_str(&format!(", CXL setup {c:.1} s"));
+    }
+    if !time.is_empty() {
+        time.push(')');
+    }
+    time
+}
+
+/// Boots each of `boots` in turn, each labelled ([`run_label`]) with its
+/// summary; the host tests count with the first. A boot that could not be
+/// built or booted is one failure.
+pub(crate) fn run_boots(
+    boots: &[TestBoot],
+    host: Option<(bool, Duration)>,
+) -> Vec<(String, GuestResult)> {
+    let mut results: Vec<(String, GuestResult)> = Vec::new();
+    for (i, b) in boots.iter().enumerate() {
+        let (profile, k, run) = (&b.req.kernel.profile, &b.req.kernel.kind, &b.run);
+        println!();
+        let why = if k.has_kunit() {
+            run.why.to_string()
+        } else {
+            format!(
+                "{} (userspace tests only: no KUnit in this kernel)",
+                run.why
+            )
+        };
+        say!(
+            "===== {}, {profile} profile, {k} kernel ({}/{}): {why} =====",
+            run.name,
+            i + 1,
+            boots.len(),
+        );
+        let label = run_label(*profile, *k, run.name);
+        let mut req = b.req.clone();
+        // Host tests count once, with the first boot.
+        req.host = if i == 0 { host } else { None };
+        req.label = Some(label.clone());
+        let r = match boot::run(req) {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("\nerror ({label}): {e}");
+                for cause in e.chain().skip(1) {
+                    eprintln!("  caused by: {cause}");
+                }
+                let t = report::Totals::ONE_FAILURE;
+                println!("{}", t.labelled(&label));
+                GuestResult {
+                    ok: false,
+                    totals: Some(t),
+                    boot: None,
+                    cxl_setup: None,
+                    run_dir: None,
+                    error: Some(format!("{e:#}")),
+                }
+            }
+        };
+        results.push((label, r));
+    }
+    results
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::profile::{KernelKind, Profile};
+
+    #[test]
+    fn labels_name_the_kernel_and_profile_unless_default() {
+        assert_eq!(
+            run_label(Profile::Default, KernelKind::Tierkit, "numa"),
+            "numa"
+        );
+        assert_eq!(
+            run_label(Profile::Debug, KernelKind::Tierkit, "cxl"),
+            "debug cxl"
+        );
+        assert_eq!(
+            run_label(Profile::Default, KernelKind::Debian, "numa"),
+            "debian numa"
+        );
+    }
+}
