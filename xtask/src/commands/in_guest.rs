@@ -426,7 +426,6 @@ pub(super) fn report(what: &str, ended: &Ended, took: Duration, run_dir: &Path) 
 mod tests {
     use super::*;
     use std::os::unix::ffi::OsStringExt;
-    use std::process::Command;
 
     #[test]
     fn shares() {
