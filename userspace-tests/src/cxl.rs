@@ -10,6 +10,7 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
+use tierkit_protocol::param::CXL as CXL_PARAM;
 
 /// Where the CXL bus lists its devices.
 pub const CXL_SYSFS: &str = "/sys/bus/cxl/devices";
@@ -234,27 +235,20 @@ pub struct WantedRegion {
     pub granularity: Option<u32>,
 }
 
-/// Parses the value of `tierkit.cxl=`; `None` if malformed.
+/// Parses the value of `tierkit.cxl=` ([`tierkit_protocol::cxl::parse`]);
+/// `None` if malformed.
 pub fn parse_wanted(v: &str) -> Option<Vec<WantedRegion>> {
-    v.split(',')
-        .map(|e| {
-            let mut f = e.split(':');
-            let mib: u64 = f.next()?.parse().ok()?;
-            let ways: u32 = f.next().map_or(Some(1), |w| w.parse().ok())?;
-            let granularity = match f.next() {
-                Some(g) => Some(g.parse().ok()?),
-                None => None,
-            };
-            if f.next().is_some() || ways == 0 {
-                return None;
-            }
-            Some(WantedRegion {
-                size: mib << 20,
-                ways,
-                granularity,
+    let regions = tierkit_protocol::cxl::parse(v)?;
+    Some(
+        regions
+            .iter()
+            .map(|r| WantedRegion {
+                size: r.bytes(),
+                ways: r.ways,
+                granularity: r.granularity,
             })
-        })
-        .collect()
+            .collect(),
+    )
 }
 
 /// The regions the harness asked for (`tierkit.cxl=` in `/proc/cmdline`):
@@ -263,8 +257,8 @@ pub fn wanted_regions() -> Option<Result<Vec<WantedRegion>, String>> {
     let cmdline = fs::read_to_string("/proc/cmdline").ok()?;
     let v = cmdline
         .split_whitespace()
-        .find_map(|w| w.strip_prefix("tierkit.cxl="))?;
-    Some(parse_wanted(v).ok_or_else(|| format!("tierkit.cxl={v}: malformed")))
+        .find_map(|w| w.strip_prefix(CXL_PARAM)?.strip_prefix('='))?;
+    Some(parse_wanted(v).ok_or_else(|| format!("{CXL_PARAM}={v}: malformed")))
 }
 
 /// The nodes backed by CXL regions (through their dax devices), ascending.

@@ -35,6 +35,9 @@
 //!   bounded and killed half-way ([`rebalance`] applies it to another
 //!   process's files for `tk-calibrate --apply`).
 //!
+//! - `tk-init`: the guest's `/init` itself ([`init`]): mounts, CXL region
+//!   assembly, insmod, the binaries above, rmmod, power-off.
+//!
 //! Output protocol (see [`report`]): one `ok - ...` / `not ok - ...: why`
 //! line per check, `# ...` comments, and one `TIERKIT-JSON {...}` line last.
 //!
@@ -49,6 +52,7 @@ pub mod first_use;
 pub mod fuzz;
 pub mod help;
 pub mod hostile;
+pub mod init;
 pub mod lifecycle;
 pub mod memblock;
 pub mod node;

@@ -381,7 +381,7 @@ pub fn is_reporting_frame(frame: &str) -> bool {
 // ---------------------------------------------------------------------------
 
 /// Where a console line falls in the run, from the markers /init prints
-/// (`guest/init.sh`): boot, CXL setup, insmod (module init and the KUnit
+/// (`userspace-tests/src/init/`): boot, CXL setup, insmod (module init and the KUnit
 /// suites), each userspace test, rmmod, the kmemleak scan. The KUnit case
 /// itself comes from the KTAP stream ([`crate::ktap::Run::test_at_line`]).
 #[derive(Clone, Debug, Default)]

@@ -1,8 +1,12 @@
 //! The guest's initramfs: a newc cpio written in Rust (no root needed).
 //!
 //! Layout:
-//! - `/init`: `guest/init.sh`;
-//! - `/bin/busybox` (static) and a symlink for each of its applets;
+//! - `/init`: the `tk-init` guest binary (`userspace-tests/src/bin/tk-init.rs`,
+//!   its steps in `userspace-tests/src/init/`);
+//! - `/etc/tierkit/build-info`: what the guest was built from, one line
+//!   (/init prints it on the console);
+//! - `/bin/busybox` (static) and a symlink for each of its applets (the
+//!   shell of `cargo xtask shell`, and tools tests call);
 //! - `/lib/modules/tierkit.ko`;
 //! - `/lib/modules/pre/NN-<name>.ko`: modules /init loads first, in that
 //!   order (Debian's CXL, DAX and kmem drivers under `--kernel debian`);
@@ -19,8 +23,10 @@ use anyhow::{bail, Context, Result};
 use cpio::newc::{Builder, ModeFileType};
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use tierkit_protocol::param::files;
 
-pub const INIT_TEMPLATE: &str = include_str!("guest/init.sh");
+/// The guest binary that is `/init`.
+pub const INIT_BINARY: &str = "tk-init";
 
 /// The written archive.
 #[derive(Clone, Debug)]
@@ -63,11 +69,6 @@ impl Entry {
     }
 }
 
-/// The `/init` script with build information filled in.
-pub fn render_init(info: &str) -> String {
-    INIT_TEMPLATE.replace("@TIERKIT_BUILD_INFO@", info)
-}
-
 /// Busybox applet links (`usr/bin/awk`, `sbin/insmod`, ...) from
 /// `busybox --list-full`.
 fn busybox_links() -> Result<Vec<String>> {
@@ -83,7 +84,8 @@ fn busybox_links() -> Result<Vec<String>> {
 
 /// Everything that goes into the archive, in order (directories first).
 pub fn entries(
-    init: &str,
+    init: Vec<u8>,
+    info: &str,
     busybox: Vec<u8>,
     links: &[String],
     ko: Vec<u8>,
@@ -118,7 +120,15 @@ pub fn entries(
     e.push(Entry::File {
         path: "init".into(),
         mode: 0o755,
-        data: init.as_bytes().to_vec(),
+        data: init,
+    });
+    e.push(Entry::Dir {
+        path: "etc/tierkit".into(),
+    });
+    e.push(Entry::File {
+        path: files::BUILD_INFO.trim_start_matches('/').into(),
+        mode: 0o644,
+        data: format!("{info}\n").into_bytes(),
     });
     e.push(Entry::File {
         path: "bin/busybox".into(),
@@ -132,18 +142,20 @@ pub fn entries(
         });
     }
     e.push(Entry::File {
-        path: "lib/modules/tierkit.ko".into(),
+        path: files::TIERKIT_KO.trim_start_matches('/').into(),
         mode: 0o644,
         data: ko,
     });
+    let pre_dir = files::PRE_MODULES.trim_start_matches('/');
     if !pre.is_empty() {
         e.push(Entry::Dir {
-            path: "lib/modules/pre".into(),
+            path: pre_dir.into(),
         });
     }
     for (i, (name, data)) in pre.iter().enumerate() {
         e.push(Entry::File {
-            path: format!("lib/modules/pre/{i:02}-{name}.ko"),
+            // /init loads them in the order of their names.
+            path: format!("{pre_dir}/{i:02}-{name}.ko"),
             mode: 0o644,
             data: data.clone(),
         });
@@ -243,18 +255,22 @@ pub fn build(
         .with_context(|| format!("reading {BUSYBOX} (apt-get install busybox-static)"))?;
     let ko =
         std::fs::read(&module.ko).with_context(|| format!("reading {}", module.ko.display()))?;
-    let mut files = Vec::new();
+    let mut progs = Vec::new();
+    let mut init = None;
     for b in bins {
-        files.push((
-            b.name.clone(),
-            std::fs::read(&b.path).with_context(|| format!("reading {}", b.path.display()))?,
-        ));
+        let data =
+            std::fs::read(&b.path).with_context(|| format!("reading {}", b.path.display()))?;
+        if b.name == INIT_BINARY {
+            init = Some(data);
+        } else {
+            progs.push((b.name.clone(), data));
+        }
     }
+    let Some(init) = init else {
+        bail!("no {INIT_BINARY} among the guest binaries: it is the guest's /init");
+    };
     let links = busybox_links()?;
-    let all = merge(
-        entries(&render_init(info), busybox, &links, ko, &files, pre),
-        extra,
-    );
+    let all = merge(entries(init, info, busybox, &links, ko, &progs, pre), extra);
     let buf = write_cpio(&all, Vec::new())?;
     let path = dir.join("initramfs.cpio");
     util::write_atomic(&path, &buf)?;
@@ -272,7 +288,8 @@ mod tests {
     #[test]
     fn archive_round_trips() {
         let all = entries(
-            "#!/bin/sh\necho hi\n",
+            b"\x7fELF init".to_vec(),
+            "built by test",
             b"BB".to_vec(),
             &["bin/sh".to_string(), "sbin/insmod".to_string()],
             b"KO".to_vec(),
@@ -296,6 +313,11 @@ mod tests {
         }
         let get = |n: &str| names.iter().find(|x| x.0 == n).cloned().unwrap();
         assert_eq!(get("init").1, 0o100755);
+        assert_eq!(get("init").2, 9);
+        assert_eq!(
+            get("etc/tierkit/build-info").2,
+            "built by test\n".len() as u32
+        );
         assert_eq!(get("bin/sh").1, 0o120777);
         assert_eq!(get("bin/sh").2, "/bin/busybox".len() as u32);
         assert_eq!(get("dev/console").1, 0o020600);
@@ -340,21 +362,5 @@ mod tests {
             Entry::Dir { path: "bin".into() },
         ];
         assert!(write_cpio(&e, Vec::new()).is_err());
-    }
-
-    #[test]
-    fn init_template_has_the_protocol() {
-        let s = render_init("built by test");
-        assert!(s.starts_with("#!/bin/sh\n"));
-        assert!(s.contains("built by test"));
-        for m in [
-            "TIERKIT-DONE",
-            "TIERKIT-INSMOD rc=",
-            "TIERKIT-RMMOD rc=",
-            "tierkit.mode=",
-            "/dev/kmsg",
-        ] {
-            assert!(s.contains(m), "{m}");
-        }
     }
 }

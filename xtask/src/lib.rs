@@ -4,7 +4,7 @@
 //! Pipeline, one module per stage:
 //! [`setup`] (host tools) -> [`kernel`] (source, config, build) ->
 //! [`module`] (tierkit.ko) -> [`userspace`] (static guest binaries) ->
-//! [`initramfs`] (cpio with `guest/init.sh`) -> [`qemu`] (+ [`topology`]) ->
+//! [`initramfs`] (cpio with the `tk-init` guest binary as /init) -> [`qemu`] (+ [`topology`]) ->
 //! [`verdict`] (markers, [`ktap`]) -> [`report`].
 //!
 //! The commands: [`cli`] (the flags, the checks, the one dispatch) ->

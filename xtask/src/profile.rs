@@ -89,7 +89,10 @@ impl Profile {
         match self {
             Profile::Default => vec![],
             Profile::Debug => vec![
-                "tierkit.profile=debug".into(),
+                tierkit_protocol::param::word(
+                    tierkit_protocol::param::PROFILE,
+                    tierkit_protocol::param::PROFILE_DEBUG,
+                ),
                 // Asked for; x86 kernels since 7.0 refuse it (see
                 // kconfig/debug/debug.config), and /init reports the model
                 // the guest actually runs.

@@ -19,6 +19,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
+use tierkit_protocol::param;
 
 /// What the guest's /init does (`tierkit.mode=`).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -39,11 +40,11 @@ pub enum Mode {
 impl Mode {
     pub fn as_param(&self) -> String {
         match self {
-            Mode::Run => "run".into(),
-            Mode::Test => "test".into(),
-            Mode::Bench(b) => format!("bench-{b}"),
-            Mode::Cmd => "cmd".into(),
-            Mode::Shell => "shell".into(),
+            Mode::Run => param::MODE_RUN.into(),
+            Mode::Test => param::MODE_TEST.into(),
+            Mode::Bench(b) => format!("{}{b}", param::BENCH_PREFIX),
+            Mode::Cmd => param::MODE_CMD.into(),
+            Mode::Shell => param::MODE_SHELL.into(),
         }
     }
 }
@@ -184,11 +185,11 @@ pub fn kernel_cmdline(cfg: &GuestConfig) -> Result<String> {
         "memhp_default_state={}",
         cfg.job.cxl_online.as_param()
     ));
-    p.push(format!("tierkit.mode={}", cfg.job.mode.as_param()));
+    p.push(param::word(param::MODE, &cfg.job.mode.as_param()));
     if let Some(c) = cfg.topology.cxl_param() {
         // /init assembles one region per window, in this order (per device,
         // or interleaved over WAYS devices: `MIB:WAYS:GRANULARITY`).
-        p.push(format!("tierkit.cxl={c}"));
+        p.push(param::word(param::CXL, &c));
     }
     // A kernel without KUnit would hand kunit.* to /init as unknown.
     let no_filter = None;
@@ -197,16 +198,16 @@ pub fn kernel_cmdline(cfg: &GuestConfig) -> Result<String> {
     } else {
         &no_filter
     };
-    for (f, param) in [
-        (kunit_filter, "kunit.filter_glob"),
-        (&cfg.job.filter.user, "tierkit.filter"),
-        (&cfg.job.filter.skip, "tierkit.skip"),
+    for (f, name) in [
+        (kunit_filter, param::KUNIT_FILTER),
+        (&cfg.job.filter.user, param::FILTER),
+        (&cfg.job.filter.skip, param::SKIP),
     ] {
         let Some(f) = f else { continue };
         if let Err(why) = crate::validate::check_filter(f) {
             bail!("--filter {}: {why}", crate::validate::shell_quote(f));
         }
-        p.push(format!("{param}={f}"));
+        p.push(param::word(name, f));
     }
     if !cfg.job.kunit && cfg.kernel.kind.has_kunit() {
         // The module's suites run under `cargo xtask test`; demos and

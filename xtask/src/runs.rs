@@ -36,11 +36,10 @@ impl Filter {
     }
 
     /// Whether /init runs the userspace test `name`: it matches a glob of
-    /// `user` (none: every test) and none of `skip` (init.sh's
-    /// `filter_match`).
+    /// `user` (none: every test) and none of `skip` (the same
+    /// [`tierkit_protocol::select::selects`] /init calls).
     pub fn selects(&self, name: &str) -> bool {
-        let any = |list: &str| list.split(',').any(|g| glob_match(g, name));
-        self.user.as_deref().is_none_or(any) && !self.skip.as_deref().is_some_and(any)
+        tierkit_protocol::select::selects(self.user.as_deref(), self.skip.as_deref(), name)
     }
 
     /// How the selection is shown in messages; `None`: everything.
@@ -63,21 +62,8 @@ impl Filter {
 }
 
 /// A shell glob with `*` and `?` (what the runs' selections use) against
-/// a test name; any other character matches itself.
-pub fn glob_match(pattern: &str, name: &str) -> bool {
-    fn m(p: &[char], n: &[char]) -> bool {
-        match (p.first(), n.first()) {
-            (None, None) => true,
-            (Some('*'), _) => m(&p[1..], n) || (!n.is_empty() && m(p, &n[1..])),
-            (Some('?'), Some(_)) => m(&p[1..], &n[1..]),
-            (Some(a), Some(b)) if a == b => m(&p[1..], &n[1..]),
-            _ => false,
-        }
-    }
-    let p: Vec<char> = pattern.chars().collect();
-    let n: Vec<char> = name.chars().collect();
-    m(&p, &n)
-}
+/// a test name, as /init matches it.
+pub use tierkit_protocol::select::glob_match;
 
 /// A run's own selection of tests; empty strings select everything
 /// (`kunit`, `user`) or leave nothing out (`skip`).

@@ -12,7 +12,7 @@
 //! (nodes 1..=n in QEMU, memory-less, CPU-less) carries the HMAT latency and
 //! bandwidth from node 0 to the host bridge. The guest kernel's CXL drivers
 //! assemble each device into a RAM region (the guest's /init does that, see
-//! `guest/init.sh`); the region's dax device is onlined by kmem as a new
+//! `userspace-tests/src/init/cxl_setup.rs`); the region's dax device is onlined by kmem as a new
 //! CPU-less node whose number the kernel picks (a CFMWS window without SRAT
 //! memory gets a fresh node), and whose performance the kernel computes from
 //! the generic port's HMAT entries plus the device's CDAT and link.
@@ -289,17 +289,15 @@ impl Topology {
     pub fn cxl_param(&self) -> Option<String> {
         (!self.cxl.is_empty()).then(|| {
             let il = self.cxl_interleave;
-            self.cxl_groups()
-                .map(|g| {
-                    let mib: u64 = g.iter().map(|d| d.size_mib()).sum();
-                    if il.ways > 1 {
-                        format!("{mib}:{}:{}", il.ways, il.granularity)
-                    } else {
-                        mib.to_string()
-                    }
+            let regions: Vec<tierkit_protocol::cxl::Region> = self
+                .cxl_groups()
+                .map(|g| tierkit_protocol::cxl::Region {
+                    mib: g.iter().map(|d| d.size_mib()).sum(),
+                    ways: il.ways.max(1),
+                    granularity: (il.ways > 1).then_some(il.granularity),
                 })
-                .collect::<Vec<_>>()
-                .join(",")
+                .collect();
+            tierkit_protocol::cxl::encode(&regions)
         })
     }
 

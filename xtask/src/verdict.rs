@@ -1,7 +1,7 @@
 //! From console and data logs to a verdict.
 //!
 //! The KTAP part is [`crate::ktap`]'s; this module reads the markers /init
-//! prints (see `guest/init.sh`) and adds what only the harness knows: QEMU
+//! prints (see `tierkit_protocol::marker`) and adds what only the harness knows: QEMU
 //! failures, timeouts, insmod/rmmod failures, guest programs that failed or
 //! never finished, and a guest that never printed `TIERKIT-DONE`. Kernel
 //! reports are found by [`crate::console`]'s patterns (in the KTAP crash

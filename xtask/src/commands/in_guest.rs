@@ -8,8 +8,8 @@
 //!   virtiofs needs a virtiofsd daemon on the host and guest RAM in a shared
 //!   memory backend, which would change the memory topology (HMAT nodes,
 //!   CXL windows) the tests rely on.
-//! - The command travels as a file in the initramfs, `/etc/tierkit/cmd`: a
-//!   POSIX shell fragment with every argument quoted ([`cmd_file`]), so any
+//! - The command travels as a file in the initramfs, `/etc/tierkit/cmd`:
+//!   NUL-separated fields ([`cmd_file`], [`tierkit_protocol::cmd`]), so any
 //!   bytes but NUL pass as they are; the kernel command line only says
 //!   `tierkit.mode=cmd` or `shell`.
 //! - `run -- CMD`: CMD's stdout and stderr go to a third serial port (ttyS2,
@@ -30,7 +30,7 @@ use crate::boot::{self, BootRequest};
 use crate::qemu::{GuestConfig, Mode};
 use crate::util::{self, fmt_dur, Timer};
 use crate::{guest_tools, say, setup};
-use anyhow::Result;
+use anyhow::{Context, Result};
 use std::ffi::OsString;
 use std::fs;
 use std::io::{Read, Write};
@@ -43,7 +43,7 @@ use std::time::Duration;
 /// The virtio-9p mount tag of the shared working directory.
 pub const SHARE_TAG: &str = "tierkit-cwd";
 /// The command file in the initramfs (read by `/init`'s `user_cmd`).
-pub const CMD_FILE: &str = "/etc/tierkit/cmd";
+pub const CMD_FILE: &str = tierkit_protocol::param::files::CMD;
 
 /// [`exit`] for `cargo xtask help run` and `help shell`.
 pub const EXIT_HELP: &str = "\
@@ -180,40 +180,17 @@ impl Term {
     }
 }
 
-/// `word` quoted for a POSIX shell (busybox sh reads it back byte for byte).
-fn sh_bytes(word: &[u8]) -> Result<Vec<u8>> {
-    Ok(shlex::bytes::try_quote(word)
-        .map_err(|e| anyhow::anyhow!("cannot quote {:?}: {e}", String::from_utf8_lossy(word)))?
-        .into_owned())
-}
-
-/// The contents of [`CMD_FILE`]: `TK_CWD`, the terminal, and with `argv`
-/// the command as `set -- ...`, each word quoted.
+/// The contents of [`CMD_FILE`] ([`tierkit_protocol::cmd::CmdFile`]):
+/// the working directory, the terminal, and with `argv` the command.
 pub fn cmd_file(cwd: &Path, argv: Option<&[OsString]>, term: &Term) -> Result<Vec<u8>> {
-    let mut f =
-        b"# written by cargo xtask (xtask/src/commands/in_guest.rs), read by /init\n".to_vec();
-    let mut var = |name: &str, v: &[u8]| -> Result<()> {
-        f.extend_from_slice(name.as_bytes());
-        f.push(b'=');
-        f.extend(sh_bytes(v)?);
-        f.push(b'\n');
-        Ok(())
+    let c = tierkit_protocol::cmd::CmdFile {
+        cwd: cwd.as_os_str().as_bytes().to_vec(),
+        term: term.term.as_bytes().to_vec(),
+        size: (term.rows > 0 && term.cols > 0).then_some((term.rows, term.cols)),
+        argv: argv.map(|a| a.iter().map(|w| w.as_bytes().to_vec()).collect()),
     };
-    var("TK_CWD", cwd.as_os_str().as_bytes())?;
-    var("TK_TERM", term.term.as_bytes())?;
-    if term.rows > 0 && term.cols > 0 {
-        var("TK_ROWS", term.rows.to_string().as_bytes())?;
-        var("TK_COLS", term.cols.to_string().as_bytes())?;
-    }
-    if let Some(argv) = argv {
-        f.extend_from_slice(b"set --");
-        for a in argv {
-            f.push(b' ');
-            f.extend(sh_bytes(a.as_bytes())?);
-        }
-        f.push(b'\n');
-    }
-    Ok(f)
+    c.encode()
+        .context("the command, its working directory or TERM holds a NUL byte")
 }
 
 /// A value for a QEMU option (`path=...`): a comma is doubled.
@@ -449,7 +426,6 @@ pub(super) fn report(what: &str, ended: &Ended, took: Duration, run_dir: &Path) 
 mod tests {
     use super::*;
     use std::os::unix::ffi::OsStringExt;
-    use std::process::Command;
 
     #[test]
     fn shares() {
@@ -499,10 +475,10 @@ mod tests {
         assert_eq!(&b[7..], ["-serial", "file:/d"]);
     }
 
-    /// Every byte but NUL reaches the guest's "$@" as it was: busybox sh
-    /// (the guest's) sources the file and prints each word.
+    /// Every byte but NUL reaches the guest's argv as it was: /init reads
+    /// the file back with the same [`tierkit_protocol::cmd::CmdFile`].
     #[test]
-    fn command_file_round_trips_through_busybox_sh() {
+    fn command_file_round_trips_to_the_guest() {
         let words: Vec<OsString> = vec![
             "printf".into(),
             "%s\\0".into(),
@@ -513,32 +489,23 @@ mod tests {
             OsString::from_vec(b"\xff\xfe raw".to_vec()),
             "-- --x".into(),
         ];
-        let f = cmd_file(Path::new("/w/it's here"), Some(&words), &Term::default()).unwrap();
-        let dir = std::env::temp_dir().join(format!("tk-cmdfile-{}", std::process::id()));
-        fs::create_dir_all(&dir).unwrap();
-        let p = dir.join("cmd");
-        fs::write(&p, &f).unwrap();
-        let bb = crate::setup::BUSYBOX;
-        if !Path::new(bb).exists() {
-            return;
-        }
-        let out = Command::new(bb)
-            .args(["sh", "-c", r#". "$0"; printf '%s\0' "$TK_CWD"; exec "$@""#])
-            .arg(&p)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let mut want: Vec<u8> = b"/w/it's here\0".to_vec();
-        for w in &words[2..] {
-            want.extend_from_slice(w.as_bytes());
-            want.push(0);
-        }
-        assert_eq!(out.stdout, want);
-        let _ = fs::remove_dir_all(&dir);
+        let term = Term {
+            term: "xterm".into(),
+            rows: 40,
+            cols: 120,
+        };
+        let f = cmd_file(Path::new("/w/it's here"), Some(&words), &term).unwrap();
+        let c = tierkit_protocol::cmd::CmdFile::decode(&f).unwrap();
+        assert_eq!(c.cwd, b"/w/it's here");
+        assert_eq!(c.term, b"xterm");
+        assert_eq!(c.size, Some((40, 120)));
+        let want: Vec<Vec<u8>> = words.iter().map(|w| w.as_bytes().to_vec()).collect();
+        assert_eq!(c.argv, Some(want));
+        let shell = cmd_file(Path::new("/w"), None, &Term::default()).unwrap();
+        let c = tierkit_protocol::cmd::CmdFile::decode(&shell).unwrap();
+        assert_eq!((c.argv, c.size), (None, None));
+        let nul = [OsString::from_vec(b"a\0b".to_vec())];
+        assert!(cmd_file(Path::new("/w"), Some(&nul), &term).is_err());
     }
 
     #[test]

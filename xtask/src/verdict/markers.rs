@@ -1,10 +1,12 @@
 //! The markers /init prints on the console (`TIERKIT-BOOT`, `TIERKIT-INSMOD
 //! rc=N`, `TIERKIT-<KIND>-START name` ... `TIERKIT-<KIND> name rc=N`,
-//! `TIERKIT-DONE`, ...; see `guest/init.sh`) and the programs' output on the
-//! data channel, read into [`Markers`].
+//! `TIERKIT-DONE`, ...; defined in [`tierkit_protocol::marker`], printed by
+//! `userspace-tests/src/init/`) and the programs' output on the data
+//! channel, read into [`Markers`].
 
 use crate::printk;
 use std::collections::BTreeMap;
+use tierkit_protocol::marker::{self, ProgKind};
 
 /// One guest program run by /init (`TIERKIT-<KIND>-START name` ...
 /// `TIERKIT-<KIND> name rc=N`).
@@ -72,13 +74,11 @@ impl Markers {
 
 /// Marker kinds of guest programs run by /init.
 fn is_prog_kind(k: &str) -> bool {
-    matches!(k, "USERTEST" | "DEMO" | "BENCH")
+    ProgKind::from_tag(k).is_some()
 }
 
 fn rc_of(s: &str) -> Option<i32> {
-    s.split_whitespace()
-        .find_map(|w| w.strip_prefix("rc="))
-        .and_then(|v| v.parse().ok())
+    marker::field(s, "rc").and_then(|v| v.parse().ok())
 }
 
 /// Reads markers from the console (timestamps, order with KTAP) and program
@@ -88,33 +88,29 @@ pub fn scan(console: &str, data: &str) -> Markers {
     let mut by_name: BTreeMap<String, usize> = BTreeMap::new();
     for line in console.lines() {
         let (ts, text) = printk::split_seconds(line);
-        let Some(i) = text.find("TIERKIT-") else {
+        let Some(i) = text.find(marker::PREFIX) else {
             continue;
         };
-        let t = text[i..].trim_end();
-        let (tag, rest) = t.split_once(' ').unwrap_or((t, ""));
-        let tag = &tag["TIERKIT-".len()..];
+        let Some((tag, rest)) = marker::split(text[i..].trim_end()) else {
+            continue;
+        };
         match tag {
-            "BOOT" => m.booted = true,
-            "INSMOD" => m.insmod_rc = rc_of(rest),
-            "RMMOD" => m.rmmod_rc = rc_of(rest),
-            "DONE" => {
+            marker::BOOT => m.booted = true,
+            marker::INSMOD => m.insmod_rc = rc_of(rest),
+            marker::RMMOD => m.rmmod_rc = rc_of(rest),
+            marker::DONE => {
                 m.done = Some(
-                    rest.split_whitespace()
-                        .find_map(|w| w.strip_prefix("fails="))
+                    marker::field(rest, "fails")
                         .and_then(|v| v.parse().ok())
                         .unwrap_or(0),
                 )
             }
-            "ERROR" => m.errors.push(rest.to_string()),
-            "NOTE" => m.notes.push(rest.to_string()),
-            "TOPO" => m.topology.push(rest.to_string()),
-            "CXL" => m.cxl.push((ts, rest.to_string())),
-            "KMEMLEAK" => {
-                m.kmemleak_leaks = rest
-                    .split_whitespace()
-                    .find_map(|w| w.strip_prefix("leaks="))
-                    .and_then(|v| v.parse().ok())
+            marker::ERROR => m.errors.push(rest.to_string()),
+            marker::NOTE => m.notes.push(rest.to_string()),
+            marker::TOPO => m.topology.push(rest.to_string()),
+            marker::CXL => m.cxl.push((ts, rest.to_string())),
+            marker::KMEMLEAK => {
+                m.kmemleak_leaks = marker::field(rest, "leaks").and_then(|v| v.parse().ok())
             }
             _ => {
                 if let Some(kind) = tag.strip_suffix("-START").filter(|k| is_prog_kind(k)) {
@@ -143,8 +139,7 @@ pub fn scan(console: &str, data: &str) -> Markers {
     // The data channel: START/end markers delimit each program's output.
     let mut cur: Option<usize> = None;
     for line in data.lines() {
-        if let Some(rest) = line.strip_prefix("TIERKIT-") {
-            let (tag, args) = rest.split_once(' ').unwrap_or((rest, ""));
+        if let Some((tag, args)) = marker::split(line) {
             let name = args.split_whitespace().next().unwrap_or_default();
             if let Some(kind) = tag.strip_suffix("-START").filter(|k| is_prog_kind(k)) {
                 cur = by_name.get(&format!("{kind}/{name}")).copied();
@@ -157,8 +152,9 @@ pub fn scan(console: &str, data: &str) -> Markers {
         }
         let Some(i) = cur else { continue };
         let p = &mut m.progs[i];
-        if let Some(j) = line.find("TIERKIT-JSON ") {
-            let js = &line[j + "TIERKIT-JSON ".len()..];
+        let json = marker::line(marker::JSON, "");
+        if let Some(j) = line.find(&format!("{json} ")) {
+            let js = &line[j + json.len() + 1..];
             match serde_json::from_str(js) {
                 Ok(v) => p.json.push(v),
                 Err(_) => p.bad_json.push(js.to_string()),
@@ -167,4 +163,61 @@ pub fn scan(console: &str, data: &str) -> Markers {
         p.output.push(line.to_string());
     }
     m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tierkit_protocol::marker::{done, line, prog_end, prog_start, rc_line, start};
+
+    /// The lines /init builds with the protocol's functions read back.
+    #[test]
+    fn protocol_lines_read_back() {
+        let k = ProgKind::UserTest;
+        let lines = [
+            line(marker::BOOT, "mode=test kernel=7.3.0 cpus=2"),
+            line(
+                marker::CXL,
+                "setup: 1 region(s) over 1 device(s): 4096 (MiB[:ways:granularity])",
+            ),
+            line(marker::TOPO, "preempt: full"),
+            line(&start(marker::INSMOD), ""),
+            rc_line(marker::INSMOD, 0),
+            prog_start(k, "tk-test-vma"),
+            prog_end(k, "tk-test-vma", 3),
+            line(marker::ERROR, "cxl step=commit: no"),
+            rc_line(marker::RMMOD, 1),
+            line(marker::KMEMLEAK, "leaks=4"),
+            done(2),
+        ];
+        let console: String = lines
+            .iter()
+            .enumerate()
+            .map(|(i, l)| format!("[    {i}.000000] {l}\n"))
+            .collect();
+        let data = format!(
+            "{}\nok - x\n{} {{\"a\":1}}\n{}\n",
+            lines[5],
+            line(marker::JSON, ""),
+            lines[6]
+        );
+        let m = scan(&console, &data);
+        assert!(m.booted);
+        assert_eq!(
+            (m.insmod_rc, m.rmmod_rc, m.done),
+            (Some(0), Some(1), Some(2))
+        );
+        assert_eq!(m.kmemleak_leaks, Some(4));
+        assert_eq!(m.cxl_errors(), vec![("commit", "no")]);
+        assert_eq!(m.topology, vec!["preempt: full"]);
+        assert_eq!(m.cxl.len(), 1);
+        assert_eq!(m.progs.len(), 1);
+        let p = &m.progs[0];
+        assert_eq!(
+            (p.kind.as_str(), p.name.as_str(), p.rc),
+            ("USERTEST", "tk-test-vma", Some(3))
+        );
+        assert_eq!(p.json.len(), 1);
+        assert_eq!(p.output[0], "ok - x");
+    }
 }

@@ -1,0 +1,22 @@
+//! The protocol between the harness (`cargo xtask`, on the host) and the
+//! guest's `/init` (`tk-init` of `userspace-tests`), defined once for both
+//! sides. No dependencies: the guest builds it static.
+//!
+//! - [`marker`]: every line /init reports starts with `TIERKIT-`; it goes
+//!   to `/dev/kmsg` (a printk record, ordered with the kernel's own output
+//!   such as KTAP, with the usual `[    1.234567] ` prefix on the console)
+//!   and to `/dev/ttyS1` (the data channel, a file on the host), together
+//!   with the output of every guest program, so that lines like
+//!   `TIERKIT-JSON {...}` arrive whole, never interleaved with printk.
+//! - [`param`]: the kernel command-line parameters /init reads
+//!   (`tierkit.mode=`, `tierkit.filter=`, `tierkit.cxl=`, ...).
+//! - [`cxl`]: the value of `tierkit.cxl=` (one RAM region per window).
+//! - [`select`]: which userspace tests a boot runs (shell globs).
+//! - [`cmd`]: `/etc/tierkit/cmd`, the command of `cargo xtask run -- CMD`
+//!   and the terminal of `cargo xtask shell`.
+
+pub mod cmd;
+pub mod cxl;
+pub mod marker;
+pub mod param;
+pub mod select;

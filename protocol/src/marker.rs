@@ -1,0 +1,140 @@
+//! Marker lines: `TIERKIT-<TAG> [args]`.
+//!
+//! The order /init prints them in: `BOOT`, `CXL ...` (with `--topology
+//! cxl`), `TOPO ...`, `KMEMLEAK-BASELINE` (debug profile), `INSMOD-START`,
+//! `INSMOD rc=N`, per program `<KIND>-START name` ... `<KIND> name rc=N`
+//! (or `CMD-START` ... `CMD rc=N`, `SHELL-START` ... `SHELL rc=N`),
+//! `RMMOD-START`, `RMMOD rc=N`, `KMEMLEAK-SCAN`, `KMEMLEAK leaks=N` (debug
+//! profile), and last `DONE fails=N`; then the guest powers off. `ERROR`
+//! and `NOTE` lines come wherever something failed or is worth saying.
+
+/// What every marker line starts with.
+pub const PREFIX: &str = "TIERKIT-";
+
+/// `TIERKIT-BOOT mode=M kernel=R cpus=N`: /init started.
+pub const BOOT: &str = "BOOT";
+/// `TIERKIT-INSMOD-START`, then `TIERKIT-INSMOD rc=N`.
+pub const INSMOD: &str = "INSMOD";
+/// `TIERKIT-RMMOD-START`, then `TIERKIT-RMMOD rc=N`.
+pub const RMMOD: &str = "RMMOD";
+/// `TIERKIT-DONE fails=N`: the last marker.
+pub const DONE: &str = "DONE";
+/// `TIERKIT-ERROR what`: a failure (it counts in `fails`).
+pub const ERROR: &str = "ERROR";
+/// `TIERKIT-NOTE what`.
+pub const NOTE: &str = "NOTE";
+/// `TIERKIT-TOPO what`: the topology the guest sees.
+pub const TOPO: &str = "TOPO";
+/// `TIERKIT-CXL what`: a step of the CXL region assembly.
+pub const CXL: &str = "CXL";
+/// `TIERKIT-KMEMLEAK leaks=N`; `KMEMLEAK-BASELINE` and `KMEMLEAK-SCAN`
+/// start the scans before insmod and after rmmod.
+pub const KMEMLEAK: &str = "KMEMLEAK";
+pub const KMEMLEAK_BASELINE: &str = "KMEMLEAK-BASELINE";
+pub const KMEMLEAK_SCAN: &str = "KMEMLEAK-SCAN";
+/// `TIERKIT-CMD-START`, then `TIERKIT-CMD rc=N` (`run -- CMD`).
+pub const CMD: &str = "CMD";
+/// `TIERKIT-SHELL-START`, then `TIERKIT-SHELL rc=N` (`shell`).
+pub const SHELL: &str = "SHELL";
+/// `TIERKIT-JSON {...}`: a program's results, on the data channel.
+pub const JSON: &str = "JSON";
+
+/// The kinds of guest programs /init runs with start and end markers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProgKind {
+    /// `tk-test-*` (`tierkit.mode=test`).
+    UserTest,
+    /// `tk-demo*` (`tierkit.mode=run`).
+    Demo,
+    /// `tk-bench-<name>` (`tierkit.mode=bench-<name>`).
+    Bench,
+}
+
+impl ProgKind {
+    pub const ALL: [ProgKind; 3] = [ProgKind::UserTest, ProgKind::Demo, ProgKind::Bench];
+
+    /// Its tag: `USERTEST`, `DEMO`, `BENCH`.
+    pub fn tag(self) -> &'static str {
+        match self {
+            ProgKind::UserTest => "USERTEST",
+            ProgKind::Demo => "DEMO",
+            ProgKind::Bench => "BENCH",
+        }
+    }
+
+    pub fn from_tag(tag: &str) -> Option<ProgKind> {
+        ProgKind::ALL.into_iter().find(|k| k.tag() == tag)
+    }
+}
+
+/// `TIERKIT-<tag>` followed by `args` (if any).
+pub fn line(tag: &str, args: &str) -> String {
+    if args.is_empty() {
+        format!("{PREFIX}{tag}")
+    } else {
+        format!("{PREFIX}{tag} {args}")
+    }
+}
+
+/// `<TAG>-START`.
+pub fn start(tag: &str) -> String {
+    format!("{tag}-START")
+}
+
+/// `TIERKIT-<KIND>-START name`.
+pub fn prog_start(kind: ProgKind, name: &str) -> String {
+    line(&start(kind.tag()), name)
+}
+
+/// `TIERKIT-<KIND> name rc=N`.
+pub fn prog_end(kind: ProgKind, name: &str, rc: i32) -> String {
+    line(kind.tag(), &format!("{name} rc={rc}"))
+}
+
+/// `TIERKIT-<TAG> rc=N`.
+pub fn rc_line(tag: &str, rc: i32) -> String {
+    line(tag, &format!("rc={rc}"))
+}
+
+/// `TIERKIT-DONE fails=N`.
+pub fn done(fails: u32) -> String {
+    line(DONE, &format!("fails={fails}"))
+}
+
+/// A marker line split into its tag and the rest (`None`: no `TIERKIT-`
+/// at the start of `text`).
+pub fn split(text: &str) -> Option<(&str, &str)> {
+    let t = text.strip_prefix(PREFIX)?;
+    Some(t.split_once(' ').unwrap_or((t, "")))
+}
+
+/// The value of `key=` among the words of `args` (`rc=`, `fails=`,
+/// `leaks=`).
+pub fn field<'a>(args: &'a str, key: &str) -> Option<&'a str> {
+    args.split_whitespace()
+        .find_map(|w| w.strip_prefix(key)?.strip_prefix('='))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_round_trip() {
+        assert_eq!(done(3), "TIERKIT-DONE fails=3");
+        assert_eq!(line(&start(INSMOD), ""), "TIERKIT-INSMOD-START");
+        assert_eq!(rc_line(RMMOD, -1), "TIERKIT-RMMOD rc=-1");
+        let s = prog_start(ProgKind::UserTest, "tk-test-vma");
+        assert_eq!(s, "TIERKIT-USERTEST-START tk-test-vma");
+        let e = prog_end(ProgKind::Bench, "tk-bench-wi", 1);
+        assert_eq!(split(&e), Some(("BENCH", "tk-bench-wi rc=1")));
+        assert_eq!(field("tk-bench-wi rc=1", "rc"), Some("1"));
+        assert_eq!(field("fails=0", "rc"), None);
+        assert_eq!(split("TIERKIT-DONE"), Some(("DONE", "")));
+        assert_eq!(split("x TIERKIT-DONE"), None);
+        for k in ProgKind::ALL {
+            assert_eq!(ProgKind::from_tag(k.tag()), Some(k));
+        }
+        assert_eq!(ProgKind::from_tag("CMD"), None);
+    }
+}
