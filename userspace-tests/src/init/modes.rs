@@ -3,7 +3,7 @@
 //! the user's command (`cmd`, `cargo xtask run -- CMD`) or shell
 //! (`shell`).
 //!
-//! cmd and shell: [`files::CMD`] (written by xtask/src/user_cmd.rs)
+//! cmd and shell: [`files::CMD`] (written by xtask/src/commands/in_guest.rs)
 //! names the host's working directory, QEMU's virtio-9p share
 //! `tierkit-cwd`, mounted at the same path, the terminal and the command.
 //! cmd: its stdout and stderr go to ttyS2 (raw), which xtask streams to
