@@ -67,7 +67,7 @@ pub fn baseline(init: &mut Init) {
     if !scan(init) {
         return;
     }
-    let old = count(&std::fs::read_to_string(&k).unwrap_or_default());
+    let old = count(&super::read_text(&k).unwrap_or_default());
     if !cmd(init, "clear") {
         return;
     }
@@ -83,7 +83,7 @@ pub fn check(init: &mut Init) {
     if !scan(init) {
         return;
     }
-    let report = std::fs::read_to_string(init.root.at(KMEMLEAK)).unwrap_or_default();
+    let report = super::read_text(&init.root.at(KMEMLEAK)).unwrap_or_default();
     let n = count(&report);
     for l in report.lines().take(MAX_LINES) {
         init.out.log(LEAK_LEVEL, l);

@@ -67,10 +67,14 @@ impl Root {
 }
 
 /// A file's content without its trailing newlines, as `$(cat F)` gives it.
+/// Bytes that are not UTF-8 (a hostile command line, a task's `comm` in a
+/// kmemleak report) become U+FFFD rather than losing the whole file.
 pub fn read_text(p: &Path) -> Option<String> {
-    std::fs::read_to_string(p)
-        .ok()
-        .map(|s| s.trim_end_matches('\n').to_string())
+    std::fs::read(p).ok().map(|b| {
+        String::from_utf8_lossy(&b)
+            .trim_end_matches('\n')
+            .to_string()
+    })
 }
 
 /// The last component of what `p` resolves to (`basename $(readlink -f

@@ -46,7 +46,8 @@ pub const DIRS: &[&str] = &["/root"];
 pub fn mount(source: &str, target: &Path, fstype: &str, data: Option<&str>) -> io::Result<()> {
     let c = |s: &str| CString::new(s).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL));
     let (src, ty) = (c(source)?, c(fstype)?);
-    let tgt = c(&target.to_string_lossy())?;
+    let tgt = CString::new(std::os::unix::ffi::OsStrExt::as_bytes(target.as_os_str()))
+        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
     let data = data.map(c).transpose()?;
     let dp = data
         .as_ref()

@@ -61,8 +61,10 @@ impl Out {
     /// `line` as a printk record of `level` and on the data channel.
     pub fn log(&mut self, level: u8, line: &str) {
         if let Some(k) = &mut self.kmsg {
-            // One write, one record.
-            let _ = k.write_all(format!("<{level}>{line}\n").as_bytes());
+            // One write, one record; /dev/kmsg refuses a record over 1024
+            // bytes whole (EINVAL), so a longer line is cut there on the
+            // console (the data channel keeps it whole).
+            let _ = k.write_all(format!("<{level}>{}\n", kmsg_cut(line)).as_bytes());
         }
         self.data(format!("{line}\n").as_bytes());
         if self.recording {
@@ -83,5 +85,35 @@ impl Out {
         if self.recording {
             self.data_bytes.extend_from_slice(b);
         }
+    }
+}
+
+/// Bytes of a line /dev/kmsg takes in one record with its `<N>` prefix and
+/// newline (`PRINTKRB_RECORD_MAX` is 1024).
+const KMSG_LINE_MAX: usize = 1000;
+
+/// `line` cut to [`KMSG_LINE_MAX`] bytes on a character boundary.
+fn kmsg_cut(line: &str) -> &str {
+    if line.len() <= KMSG_LINE_MAX {
+        return line;
+    }
+    let mut end = KMSG_LINE_MAX;
+    while !line.is_char_boundary(end) {
+        end -= 1;
+    }
+    &line[..end]
+}
+
+#[cfg(test)]
+mod kmsg_cut_tests {
+    use super::*;
+
+    #[test]
+    fn long_lines_are_cut_on_a_char_boundary() {
+        assert_eq!(kmsg_cut("short"), "short");
+        let long = "é".repeat(KMSG_LINE_MAX);
+        let cut = kmsg_cut(&long);
+        assert!(cut.len() <= KMSG_LINE_MAX && cut.len() >= KMSG_LINE_MAX - 1);
+        assert!(long.starts_with(cut));
     }
 }
