@@ -172,13 +172,16 @@ impl Backing {
             GFP_KERNEL,
         )?;
         let addr = core::ptr::from_ref::<Backing>(&b) as usize;
-        let mut list = state.mappings.backings.lock();
-        list.push(addr, GFP_KERNEL)?;
-        // SAFETY: `registered` is not structurally pinned; nothing moves.
-        // The notifier cannot look at `b` yet: it takes the registry lock,
-        // which we hold.
-        unsafe { b.as_mut().get_unchecked_mut().registered = true };
-        drop(list);
+        let bp = b.as_mut();
+        let mark_registered = move || {
+            // SAFETY: `registered` is not structurally pinned; nothing
+            // moves. The notifier cannot look at `b` yet: it takes the
+            // registry lock, which `add` holds while this runs.
+            unsafe { bp.get_unchecked_mut().registered = true };
+        };
+        // SAFETY: `b` is pinned in its KBox and, once `registered` is set,
+        // its drop removes `addr` from the registry before it is freed.
+        unsafe { state.mappings.add(addr, mark_registered) }?;
         Ok(b)
     }
 
@@ -526,7 +529,7 @@ impl PinnedDrop for Backing {
     fn drop(self: Pin<&mut Self>) {
         if self.registered {
             let me = core::ptr::from_ref::<Backing>(&self) as usize;
-            self.state.mappings.backings.lock().retain(|a| *a != me);
+            self.state.mappings.remove(me);
         }
         // The pages, then the reservation, drop with the fields.
     }
@@ -678,14 +681,12 @@ fn going_offline(registry: &Registry, start: u64, nr: u64) -> Result {
             );
         return Err(EBUSY);
     }
-    let list = registry.backings.lock();
-    for &addr in list.iter() {
-        // SAFETY: a registered backing is alive: it removes itself
-        // (taking this lock) before it goes.
+    registry.for_each(|addr| {
+        // SAFETY: a registered backing is alive while `for_each` holds the
+        // registry's lock (`Registry`'s type invariant).
         let b = unsafe { &*(addr as *const Backing) };
-        b.going_offline(start, start + nr)?;
-    }
-    Ok(())
+        b.going_offline(start, start + nr)
+    })
 }
 
 /// The registration of tierkit's memory notifier for `state`.

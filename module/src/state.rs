@@ -64,11 +64,18 @@ impl DeviceState {
 
 /// Every live mapping's [`crate::mapping::Backing`], by address, for the
 /// memory notifier.
+///
+/// # Invariants
+///
+/// Every address in `backings` is that of a live, pinned `Backing`: only
+/// [`Registry::add`] puts one in, and its caller guarantees that the
+/// backing calls [`Registry::remove`] before it is freed. So whoever holds
+/// the lock may dereference every address it reads.
 #[pin_data]
 pub(crate) struct Registry {
     /// Addresses of the registered backings.
     #[pin]
-    pub(crate) backings: Mutex<KVec<usize>>,
+    backings: Mutex<KVec<usize>>,
 }
 
 impl Registry {
@@ -76,6 +83,37 @@ impl Registry {
         pin_init!(Registry {
             backings <- new_mutex!(KVec::new(), "tierkit_backings"),
         })
+    }
+
+    /// Registers the backing at `addr`, then runs `then` with the lock
+    /// still held (so that no reader sees the backing before `then` has
+    /// marked it registered).
+    ///
+    /// # Safety
+    ///
+    /// `addr` is the address of a pinned `Backing` that stays alive until
+    /// it has called [`Registry::remove`] with the same address.
+    pub(crate) unsafe fn add(&self, addr: usize, then: impl FnOnce()) -> Result {
+        let mut list = self.backings.lock();
+        list.push(addr, GFP_KERNEL)?;
+        then();
+        Ok(())
+    }
+
+    /// Removes the backing at `addr`; it is not looked at again after this
+    /// returns.
+    pub(crate) fn remove(&self, addr: usize) {
+        self.backings.lock().retain(|a| *a != addr);
+    }
+
+    /// Runs `f` on every registered backing's address, under the lock:
+    /// each is alive until `f` has returned for it (type invariant).
+    pub(crate) fn for_each(&self, mut f: impl FnMut(usize) -> Result) -> Result {
+        let list = self.backings.lock();
+        for &addr in list.iter() {
+            f(addr)?;
+        }
+        Ok(())
     }
 }
 
