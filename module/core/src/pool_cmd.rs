@@ -77,7 +77,8 @@ pub enum PoolWriteError<E> {
 
 /// The most ranges of `range_pages` a node whose eligible zones manage
 /// `capacity_pages` may keep in its pool: what fits, less one range, so
-/// that a full pool never takes a node's last GiB.
+/// that a full pool never takes a node's last GiB (at most `u32::MAX`, the
+/// pool counts' type).
 pub fn max_pool_count(capacity_pages: u64, range_pages: u64) -> u32 {
     if range_pages == 0 {
         return 0;
