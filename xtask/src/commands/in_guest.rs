@@ -39,6 +39,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+use tierkit_protocol::marker;
 
 /// The virtio-9p mount tag of the shared working directory.
 pub const SHARE_TAG: &str = "tierkit-cwd";
@@ -269,13 +270,19 @@ impl Ended {
 
 /// Judges a boot from its console and data channel (`/init`'s markers are
 /// in both; the shell's console shows only warnings and worse).
-pub fn judge(console: &str, data: &str, timed_out: bool, status_marker: &str) -> Ended {
+///
+/// `status_tag` is the marker tag that carries the command's status
+/// ([`marker::CMD`] or [`marker::SHELL`]); every marker text is built by
+/// the protocol crate, as /init writes it.
+pub fn judge(console: &str, data: &str, timed_out: bool, status_tag: &str) -> Ended {
     // The data channel first: in a shell the console also has what was typed.
     let lines = || data.lines().chain(console.lines());
-    let marker = |tag: &str| {
+    // What follows the marker `TIERKIT-<tag> <args>` on its first line.
+    let marker = |tag: &str, args: &str| {
+        let head = marker::line(tag, args);
         lines().find_map(|l| {
-            let i = l.find(tag)?;
-            Some(l[i + tag.len()..].trim_end().to_string())
+            let i = l.find(&head)?;
+            Some(l[i + head.len()..].trim_end().to_string())
         })
     };
     if let Some(l) = console
@@ -287,24 +294,26 @@ pub fn judge(console: &str, data: &str, timed_out: bool, status_marker: &str) ->
     if timed_out {
         return Ended::Timeout;
     }
-    if marker("TIERKIT-BOOT").is_none() {
+    if marker(marker::BOOT, "").is_none() {
         return Ended::NoStatus("the guest never reached /init".into());
     }
-    if let Some(e) = marker("TIERKIT-ERROR cxl step=") {
+    if let Some(e) = marker(marker::ERROR, "cxl step=") {
         return Ended::Setup(format!("CXL setup failed at step {e}"));
     }
-    if let Some(e) = marker("TIERKIT-ERROR share: ") {
+    if let Some(e) = marker(marker::ERROR, "share: ") {
         return Ended::Setup(e);
     }
-    if let Some(rc) = marker("TIERKIT-INSMOD rc=").filter(|rc| rc != "0") {
-        let why = marker("TIERKIT-ERROR insmod /lib/modules/tierkit.ko ")
-            .unwrap_or_else(|| format!("rc={rc}"));
+    if let Some(rc) = marker(marker::INSMOD, "rc=").filter(|rc| rc != "0") {
+        let ko = tierkit_protocol::param::files::TIERKIT_KO;
+        let why =
+            marker(marker::ERROR, &format!("insmod {ko} ")).unwrap_or_else(|| format!("rc={rc}"));
         return Ended::Insmod(format!("insmod tierkit.ko {why}"));
     }
-    match marker(&format!("{status_marker} rc=")).and_then(|r| r.parse().ok()) {
+    match marker(status_tag, "rc=").and_then(|r| r.parse().ok()) {
         Some(rc) => Ended::Status(rc),
         None => Ended::NoStatus(format!(
-            "the guest stopped before the command's status came ({status_marker}; did it power off?)"
+            "the guest stopped before the command's status came ({}; did it power off?)",
+            marker::line(status_tag, "")
         )),
     }
 }
@@ -518,7 +527,7 @@ mod tests {
     #[test]
     fn verdicts() {
         let boot = "[ 1.0] TIERKIT-BOOT mode=cmd\n[ 2.0] TIERKIT-INSMOD rc=0\n";
-        let j = |c: &str, t| judge(c, "", t, "TIERKIT-CMD");
+        let j = |c: &str, t| judge(c, "", t, marker::CMD);
         assert_eq!(
             j(&format!("{boot}[ 3.0] TIERKIT-CMD rc=3\n"), false),
             Ended::Status(3)
@@ -544,6 +553,6 @@ mod tests {
         assert_eq!(j(&share, false).code(), exit::SETUP);
         // The shell's markers come on the data channel.
         let data = "TIERKIT-BOOT mode=shell\nTIERKIT-INSMOD rc=0\nTIERKIT-SHELL rc=7\n";
-        assert_eq!(judge("", data, false, "TIERKIT-SHELL"), Ended::Status(7));
+        assert_eq!(judge("", data, false, marker::SHELL), Ended::Status(7));
     }
 }

@@ -14,6 +14,7 @@ use anyhow::{bail, Context, Result};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use tierkit_protocol::marker;
 
 use super::matrix::{Job, JobKind, Shard};
 use crate::boot::{self, BootRequest, GuestFlags};
@@ -104,19 +105,23 @@ pub fn monitors() -> serde_json::Value {
         let r = if n == 0 { "pass" } else { "fail" };
         rc.insert(n.to_string(), r.into());
     }
+    let insmod_start = marker::line(&marker::start(marker::INSMOD), "");
+    let insmod_end = marker::line(marker::INSMOD, "rc=");
+    let done = marker::line(marker::DONE, "");
+    let usertest = marker::line(marker::ProgKind::UserTest.tag(), "");
     serde_json::json!([
         {
             "name": "tierkit-kunit",
-            "start": "TIERKIT-INSMOD-START",
-            "end": "TIERKIT-INSMOD rc=",
+            "start": insmod_start,
+            "end": insmod_end,
             "pattern": "(?P<result>ok|not ok) \\d+ (?P<test_case_id>[^#\\s]+)",
             "fixupdict": { "ok": "pass", "not ok": "fail" }
         },
         {
             "name": "tierkit-userspace",
-            "start": "TIERKIT-INSMOD rc=",
-            "end": "TIERKIT-DONE",
-            "pattern": "TIERKIT-USERTEST (?P<test_case_id>\\S+) rc=(?P<result>[0-9])[0-9]*",
+            "start": insmod_end,
+            "end": done,
+            "pattern": format!("{usertest} (?P<test_case_id>\\S+) rc=(?P<result>[0-9])[0-9]*"),
             "fixupdict": rc
         }
     ])
@@ -145,7 +150,7 @@ pub fn spec(
         deploy_minutes: 5,
         boot_minutes: 5,
         test_minutes: minutes,
-        boot_prompt: "TIERKIT-BOOT".into(),
+        boot_prompt: marker::line(marker::BOOT, ""),
         monitors: monitors(),
     })
 }

@@ -50,7 +50,12 @@ fn run_cmd(req: &BootRequest, argv: &[OsString]) -> Result<u8> {
     stop.store(true, Ordering::SeqCst);
     let _ = copier.join();
     let guest = res?;
-    let ended = judge(&guest.console, &guest.data, guest.timed_out, "TIERKIT-CMD");
+    let ended = judge(
+        &guest.console,
+        &guest.data,
+        guest.timed_out,
+        tierkit_protocol::marker::CMD,
+    );
     report("run", &ended, t.elapsed(), &r.run_dir);
     Ok(ended.code())
 }

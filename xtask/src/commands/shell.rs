@@ -79,7 +79,12 @@ pub(crate) fn run(s: ShellRequest) -> Result<u8> {
             read(&r.run_dir.join("qemu-stderr.log")).trim()
         );
     }
-    let ended = judge(&console, &read(&data_log), timed_out, "TIERKIT-SHELL");
+    let ended = judge(
+        &console,
+        &read(&data_log),
+        timed_out,
+        tierkit_protocol::marker::SHELL,
+    );
     report("shell", &ended, t.elapsed(), &r.run_dir);
     Ok(ended.code())
 }
