@@ -495,7 +495,7 @@ impl SelectArgs {
     /// was given.
     pub(super) fn selection(&self) -> Selection {
         if let Some(m) = self.matrix {
-            return matrix::Named::from(m).selection();
+            return m.selection();
         }
         let other = self.full
             || !self.profile.is_empty()
