@@ -26,10 +26,12 @@ pub struct Filter {
 }
 
 impl Filter {
-    /// `--filter GLOB`: the same glob for KUnit and userspace tests.
+    /// `--filter GLOB[,GLOB...]`: the list for the userspace tests, and
+    /// for KUnit its one glob that selects KUnit cases
+    /// ([`crate::names::Tests::kunit_glob`]).
     pub fn both(glob: Option<&str>) -> Filter {
         Filter {
-            kunit: glob.map(str::to_string),
+            kunit: glob.map(|g| crate::names::Tests::here().kunit_glob(g)),
             user: glob.map(str::to_string),
             skip: None,
         }
@@ -61,8 +63,8 @@ impl Filter {
     }
 }
 
-/// A shell glob with `*` and `?` (what the runs' selections use) against
-/// a test name, as /init matches it.
+/// A glob of `--filter`'s one dialect (the kernel's `glob_match()`)
+/// against a test name, as /init and KUnit match it.
 pub use tierkit_protocol::select::glob_match;
 
 /// A run's own selection of tests; empty strings select everything
