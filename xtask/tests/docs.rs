@@ -469,3 +469,114 @@ fn a_broken_c_example_fails() {
     let ok = "#include \"include/uapi/linux/tierkit.h\"\nint main(void) { struct tk_policy p = { 0 }; return (int)p.mode; }\n";
     assert_eq!(compile_c(&root, ok, "ok"), Ok(()));
 }
+
+/// The number a README sentence gives in words (`ten`) or digits.
+fn number_word(w: &str) -> Option<usize> {
+    const WORDS: [&str; 21] = [
+        "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
+        "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen",
+        "eighteen", "nineteen", "twenty",
+    ];
+    WORDS
+        .iter()
+        .position(|x| *x == w)
+        .or_else(|| w.parse().ok())
+}
+
+/// The word just before `after` in `text` (after the first match), as a number.
+fn number_before(text: &str, after: &str) -> Option<usize> {
+    let i = text.find(after)?;
+    number_word(text[..i].split_whitespace().last()?)
+}
+
+/// The word just after `before` in `text`, as a number.
+fn number_after(text: &str, before: &str) -> Option<usize> {
+    let i = text.find(before)? + before.len();
+    number_word(text[i..].split_whitespace().next()?.trim_end_matches([',', ':', ';']))
+}
+
+/// README's quick start tells what a first run boots and needs as the code
+/// has it: the guests of `cargo xtask test` (the quick runs and the
+/// `xtask-*` tests), the boots of `--full`, and the host memory each
+/// topology needs (the smallest host `cargo xtask run` accepts).
+#[test]
+fn readme_first_run_matches_the_code() {
+    use xtask::commands::test::cmd_tests::TESTS;
+    use xtask::runs::{FULL_RUNS, QUICK_RUNS};
+    let text = fs::read_to_string(repo_root().join("README.md")).unwrap();
+    let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert_eq!(
+        number_after(&text, "`cargo xtask test` boots"),
+        Some(QUICK_RUNS.len() + TESTS.len()),
+        "README: `cargo xtask test` boots N guests (the quick runs and the xtask-* tests)"
+    );
+    assert_eq!(
+        number_before(&text, "`xtask-*` tests of"),
+        Some(TESTS.len())
+    );
+    assert_eq!(
+        number_before(&text, "boots ([the boots]"),
+        Some(FULL_RUNS.len()),
+        "README: `--full` ... N boots"
+    );
+    let readme_gib = |what: &str| -> u64 {
+        let i = text.find(what).unwrap_or_else(|| panic!("README names {what:?}"));
+        let before: Vec<&str> = text[..i].split_whitespace().collect();
+        assert_eq!(before.last(), Some(&"GiB"), "{what}");
+        before[before.len() - 2].parse().unwrap()
+    };
+    for (topology, what) in [
+        ("numa", "for the default `numa` guest"),
+        ("cxl", "for `cxl`"),
+        ("numa2", "for `numa2`"),
+    ] {
+        let gib = readme_gib(what);
+        let on = |mem: u64| {
+            xtask::cli::check_args(
+                ["cargo xtask", "run", "--topology", topology],
+                &xtask::validate::Host {
+                    mem_total_gib: Some(mem),
+                    cwd: Some(repo_root()),
+                },
+            )
+        };
+        assert_eq!(on(gib), Ok(()), "{topology} on a {gib} GiB host");
+        assert!(on(gib - 1).is_err(), "{topology}: README's {gib} GiB is more than it needs");
+    }
+}
+
+/// Every environment variable xtask reads is in xtask.md's Environment
+/// table (each moves a path or a tool the docs give by its default).
+#[test]
+fn every_environment_variable_is_documented() {
+    let doc = fs::read_to_string(repo_root().join("Documentation/dev-tools/xtask.md")).unwrap();
+    let mut files = Vec::new();
+    fn walk(d: &Path, v: &mut Vec<PathBuf>) {
+        for e in fs::read_dir(d).unwrap().filter_map(Result::ok) {
+            let p = e.path();
+            if p.is_dir() {
+                walk(&p, v);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                v.push(p);
+            }
+        }
+    }
+    walk(&repo_root().join("xtask/src"), &mut files);
+    let mut missing = Vec::new();
+    for f in files {
+        let text = fs::read_to_string(&f).unwrap();
+        for pat in ["env::var(\"", "env::var_os(\"", "env = \""] {
+            for (i, _) in text.match_indices(pat) {
+                let name: String = text[i + pat.len()..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_uppercase() || *c == '_')
+                    .collect();
+                let ours = !matches!(name.as_str(), "TERM" | "CARGO" | "HOME" | "PATH" | "");
+                if ours && !doc.contains(&format!("`{name}`")) {
+                    missing.push(format!("{}: {name}", f.display()));
+                }
+            }
+        }
+    }
+    assert!(missing.is_empty(), "not in xtask.md's Environment table: {missing:#?}");
+}

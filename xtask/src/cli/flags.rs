@@ -44,9 +44,11 @@ The two main commands:
   cargo xtask merge DIR...                   shards' results as one summary, JUnit, KCIDB
   cargo xtask lava                           LAVA job definitions for the same boots
 
-Cache: $TIERKIT_CACHE (default ~/.cache/tierkit). Output: target/tierkit/.
-A fresh Debian 12 machine needs nothing else: missing tools are installed by
-scripts/setup-host.sh on first use.";
+Cache: $TIERKIT_CACHE (default $XDG_CACHE_HOME/tierkit or ~/.cache/tierkit).
+Output: target/tierkit/. Run inside the checkout (`cargo xtask` is its alias).
+A first run on Debian 12 x86_64 needs root or sudo (scripts/setup-host.sh
+installs the missing packages), host RAM of at least the guest's size (checked
+before anything is built) and a cold kernel build (README.md, Quick start).";
 
 #[derive(Parser)]
 #[command(name = "cargo xtask", bin_name = "cargo xtask", about = ABOUT, after_help = AFTER_HELP, version)]
