@@ -318,6 +318,24 @@ mod tests {
         assert_eq!(t.check_demo_filter("tierkit_wi*", true), Ok(()));
     }
 
+    /// Every run's own selection selects what it names, in the same
+    /// dialect as `--filter`.
+    #[test]
+    fn every_runs_selection_selects_tests() {
+        let t = Tests::here();
+        let runs = crate::runs::QUICK_RUNS.iter().chain(crate::runs::FULL_RUNS);
+        for sel in runs.filter_map(|r| r.only) {
+            for list in [sel.kunit, sel.user, sel.skip] {
+                if !list.is_empty() {
+                    assert_eq!(t.check_test_filter(list), Ok(()), "{sel:?}");
+                }
+            }
+            if !sel.kunit.is_empty() {
+                assert!(t.selects_kunit(sel.kunit), "{}", sel.kunit);
+            }
+        }
+    }
+
     #[test]
     fn commands_the_guest_has() {
         let progs: Vec<String> = ["/bin/sh", "/usr/bin/numactl", "/bin/tk-demo"]

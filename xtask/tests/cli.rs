@@ -919,6 +919,17 @@ fn filter_selects_a_test() {
         accepted(&["test", "--filter", ok]);
     }
     accepted(&["run", "--filter", "tk-demo-g*"]);
+    // bench runs its benchmarks whole: a --filter would be ignored.
+    refused(
+        &["bench", "--filter", "tk-*"],
+        "--filter",
+        "runs its benchmarks whole",
+    );
+    refused(
+        &["bench", "clear", "--filter", "x"],
+        "--filter",
+        "runs its benchmarks whole",
+    );
 }
 
 /// `run -- CMD` names a program the guest has, or a file of the share.
@@ -974,6 +985,7 @@ fn every_refusal_is_one_line() {
         &["run", "--", "/no/such/cmd"],
         &["run", "--"],
         &["bench", "nope"],
+        &["bench", "--filter", "x"],
         &["matrix", "--shard", "9/2"],
     ];
     for args in cases {

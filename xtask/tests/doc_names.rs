@@ -10,18 +10,35 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
 }
 
 /// The top directories of the repository a path in the docs may start with.
 const TOPS: &[&str] = &[
-    "module/", "xtask/", "userspace-tests/", "protocol/", "scripts/", "kconfig/", "tkrun/",
-    "Documentation/", ".github/", ".ci/",
+    "module/",
+    "xtask/",
+    "userspace-tests/",
+    "protocol/",
+    "scripts/",
+    "kconfig/",
+    "tkrun/",
+    "Documentation/",
+    ".github/",
+    ".ci/",
 ];
 
 /// The crates whose `src/` a bare `src/...` may be under.
 const CRATES: &[&str] = &[
-    "module", "module/core", "xtask", "userspace-tests", "protocol", "tkrun", "rows",
+    "module",
+    "module/core",
+    "xtask",
+    "userspace-tests",
+    "protocol",
+    "tkrun",
+    "rows",
 ];
 
 fn docs(root: &Path) -> Vec<PathBuf> {
@@ -54,9 +71,7 @@ fn paths(text: &str) -> Vec<(usize, String)> {
             let (at, c) = chars[i];
             let starts = (i == 0 || !is_path_char(chars[i - 1].1)) && c != '/';
             let rest = &line[at..];
-            if starts
-                && (TOPS.iter().any(|t| rest.starts_with(t)) || rest.starts_with("src/"))
-            {
+            if starts && (TOPS.iter().any(|t| rest.starts_with(t)) || rest.starts_with("src/")) {
                 let p: String = rest.chars().take_while(|&c| is_path_char(c)).collect();
                 let p = p.trim_end_matches(['.', ',']).to_string();
                 i += p.chars().count().max(1);
@@ -136,7 +151,12 @@ fn path_finding() {
     .collect();
     assert_eq!(
         got,
-        ["xtask/src/runs.rs", "src/offline/", "module/src/clear/", "xtask/src/*.rs"]
+        [
+            "xtask/src/runs.rs",
+            "src/offline/",
+            "module/src/clear/",
+            "xtask/src/*.rs"
+        ]
     );
     let root = repo_root();
     assert!(path_exists(&root, "xtask/src/runs.rs"));
@@ -172,7 +192,10 @@ fn defined_functions(root: &Path) -> std::collections::HashSet<String> {
                 if name != "target" && name != ".git" {
                     walk(&p, set);
                 }
-            } else if p.extension().is_some_and(|x| x == "rs" || x == "c" || x == "h") {
+            } else if p
+                .extension()
+                .is_some_and(|x| x == "rs" || x == "c" || x == "h")
+            {
                 let text = fs::read_to_string(&p).unwrap_or_default();
                 for w in text.split(|c: char| !(c.is_alphanumeric() || c == '_')) {
                     if w.starts_with("tk_") || w.starts_with("tierkit_") {
@@ -191,15 +214,27 @@ fn kunit_refs(line: &str) -> Vec<(String, String)> {
     let word = |c: char| c.is_ascii_alphanumeric() || c == '_';
     let mut out = Vec::new();
     for (i, _) in line.match_indices("tierkit_") {
-        if line[..i].chars().next_back().is_some_and(|c| word(c) || c == '/') {
+        if line[..i]
+            .chars()
+            .next_back()
+            .is_some_and(|c| word(c) || c == '/')
+        {
             continue;
         }
         let suite: String = line[i..].chars().take_while(|&c| word(c)).collect();
         let rest = &line[i + suite.len()..];
-        let Some(rest) = rest.strip_prefix('.') else { continue };
+        let Some(rest) = rest.strip_prefix('.') else {
+            continue;
+        };
         let case: String = rest.chars().take_while(|&c| word(c)).collect();
         let after = rest[case.len()..].chars().next();
-        if !case.is_empty() && !matches!(after, Some('*' | '?' | '[' | '.')) && !["ko", "rs", "py", "c", "h", "md", "json", "toml", "log", "txt", "yaml"].contains(&case.as_str()) {
+        if !case.is_empty()
+            && !matches!(after, Some('*' | '?' | '[' | '.'))
+            && ![
+                "ko", "rs", "py", "c", "h", "md", "json", "toml", "log", "txt", "yaml",
+            ]
+            .contains(&case.as_str())
+        {
             out.push((suite, case));
         }
     }
@@ -230,7 +265,11 @@ fn every_kunit_case_and_tierkit_function_exists() {
                     .iter()
                     .any(|(su, cases)| *su == suite && cases.iter().any(|c| *c == case));
                 if !ok {
-                    missing.push(format!("{}:{}: KUnit case {suite}.{case}", d.display(), n + 1));
+                    missing.push(format!(
+                        "{}:{}: KUnit case {suite}.{case}",
+                        d.display(),
+                        n + 1
+                    ));
                 }
             }
         }

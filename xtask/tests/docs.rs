@@ -473,9 +473,27 @@ fn a_broken_c_example_fails() {
 /// The number a README sentence gives in words (`ten`) or digits.
 fn number_word(w: &str) -> Option<usize> {
     const WORDS: [&str; 21] = [
-        "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
-        "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen",
-        "eighteen", "nineteen", "twenty",
+        "zero",
+        "one",
+        "two",
+        "three",
+        "four",
+        "five",
+        "six",
+        "seven",
+        "eight",
+        "nine",
+        "ten",
+        "eleven",
+        "twelve",
+        "thirteen",
+        "fourteen",
+        "fifteen",
+        "sixteen",
+        "seventeen",
+        "eighteen",
+        "nineteen",
+        "twenty",
     ];
     WORDS
         .iter()
@@ -492,7 +510,12 @@ fn number_before(text: &str, after: &str) -> Option<usize> {
 /// The word just after `before` in `text`, as a number.
 fn number_after(text: &str, before: &str) -> Option<usize> {
     let i = text.find(before)? + before.len();
-    number_word(text[i..].split_whitespace().next()?.trim_end_matches([',', ':', ';']))
+    number_word(
+        text[i..]
+            .split_whitespace()
+            .next()?
+            .trim_end_matches([',', ':', ';']),
+    )
 }
 
 /// README's quick start tells what a first run boots and needs as the code
@@ -520,7 +543,9 @@ fn readme_first_run_matches_the_code() {
         "README: `--full` ... N boots"
     );
     let readme_gib = |what: &str| -> u64 {
-        let i = text.find(what).unwrap_or_else(|| panic!("README names {what:?}"));
+        let i = text
+            .find(what)
+            .unwrap_or_else(|| panic!("README names {what:?}"));
         let before: Vec<&str> = text[..i].split_whitespace().collect();
         assert_eq!(before.last(), Some(&"GiB"), "{what}");
         before[before.len() - 2].parse().unwrap()
@@ -541,7 +566,10 @@ fn readme_first_run_matches_the_code() {
             )
         };
         assert_eq!(on(gib), Ok(()), "{topology} on a {gib} GiB host");
-        assert!(on(gib - 1).is_err(), "{topology}: README's {gib} GiB is more than it needs");
+        assert!(
+            on(gib - 1).is_err(),
+            "{topology}: README's {gib} GiB is more than it needs"
+        );
     }
 }
 
@@ -578,5 +606,8 @@ fn every_environment_variable_is_documented() {
             }
         }
     }
-    assert!(missing.is_empty(), "not in xtask.md's Environment table: {missing:#?}");
+    assert!(
+        missing.is_empty(),
+        "not in xtask.md's Environment table: {missing:#?}"
+    );
 }

@@ -23,13 +23,19 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
 }
 
 fn md_files(root: &Path, under: &str) -> Vec<PathBuf> {
     let mut v = Vec::new();
     fn walk(root: &Path, rel: &Path, v: &mut Vec<PathBuf>) {
-        let mut es: Vec<_> = fs::read_dir(root.join(rel)).unwrap().filter_map(Result::ok).collect();
+        let mut es: Vec<_> = fs::read_dir(root.join(rel))
+            .unwrap()
+            .filter_map(Result::ok)
+            .collect();
         es.sort_by_key(|e| e.file_name());
         for e in es {
             let r = rel.join(e.file_name());
@@ -81,7 +87,9 @@ fn tokens(s: &str) -> Vec<String> {
         .collect()
 }
 
-const UNITS: &[&str] = &["s", "ms", "µs", "us", "ns", "min", "MB/s", "GB/s", "GiB/s", "passed"];
+const UNITS: &[&str] = &[
+    "s", "ms", "µs", "us", "ns", "min", "MB/s", "GB/s", "GiB/s", "passed",
+];
 
 /// The measured figures of a text: a number followed by a unit of
 /// [`UNITS`], or `x` and a decimal (a ratio), as `number unit`.
@@ -96,9 +104,10 @@ fn figures(text: &str) -> Vec<String> {
             }
         }
         if w == "x" {
-            if let Some(r) = t.get(i + 1).filter(|r| {
-                r.contains('.') && r.chars().all(|c| c.is_ascii_digit() || c == '.')
-            }) {
+            if let Some(r) = t
+                .get(i + 1)
+                .filter(|r| r.contains('.') && r.chars().all(|c| c.is_ascii_digit() || c == '.'))
+            {
                 out.push(format!("x{r}"));
             }
         }
@@ -118,7 +127,10 @@ fn sections(text: &str) -> Vec<(String, String)> {
             continue;
         }
         if !fence && line.starts_with("##") {
-            out.push((line.trim_start_matches('#').trim().to_string(), String::new()));
+            out.push((
+                line.trim_start_matches('#').trim().to_string(),
+                String::new(),
+            ));
         }
         let s = &mut out.last_mut().unwrap().1;
         s.push_str(line);
@@ -136,8 +148,18 @@ fn has_date(s: &str) -> bool {
             && w[8..].iter().all(u8::is_ascii_digit)
     });
     const MONTHS: [&str; 12] = [
-        "January", "February", "March", "April", "May", "June", "July", "August", "September",
-        "October", "November", "December",
+        "January",
+        "February",
+        "March",
+        "April",
+        "May",
+        "June",
+        "July",
+        "August",
+        "September",
+        "October",
+        "November",
+        "December",
     ];
     iso || MONTHS.iter().any(|m| s.contains(&format!(" {m} 20")))
 }
@@ -148,8 +170,10 @@ fn has_commit(s: &str) -> bool {
     let words: Vec<&str> = s.split(|c: char| !c.is_ascii_alphanumeric()).collect();
     words.iter().enumerate().any(|(i, w)| {
         (7..=40).contains(&w.len())
-            && w.chars().all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
-            && ((w.chars().any(|c| c.is_ascii_alphabetic()) && w.chars().any(|c| c.is_ascii_digit()))
+            && w.chars()
+                .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
+            && ((w.chars().any(|c| c.is_ascii_alphabetic())
+                && w.chars().any(|c| c.is_ascii_digit()))
                 || words[..i].iter().rev().find(|x| !x.is_empty()) == Some(&"commit"))
     })
 }
@@ -157,11 +181,24 @@ fn has_commit(s: &str) -> bool {
 /// A command, or the plain statement that it was not recorded (figures
 /// from before the convention; a new figure comes with its command).
 fn has_command(s: &str) -> bool {
-    ["`cargo xtask", "`bash .ci/run", "`tk-", "`TIERKIT_", "`./tk-", "cargo xtask "]
-        .iter()
-        .any(|c| s.contains(c))
-        || s.split_whitespace().collect::<Vec<_>>().join(" ").contains("command was not recorded")
-        || s.split_whitespace().collect::<Vec<_>>().join(" ").contains("commands were not recorded")
+    [
+        "`cargo xtask",
+        "`bash .ci/run",
+        "`tk-",
+        "`TIERKIT_",
+        "`./tk-",
+        "cargo xtask ",
+    ]
+    .iter()
+    .any(|c| s.contains(c))
+        || s.split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+            .contains("command was not recorded")
+        || s.split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+            .contains("commands were not recorded")
 }
 
 /// Every results section with a figure but no date, commit or command.
@@ -219,7 +256,12 @@ fn named(root: &Path) -> (HashMap<String, Named>, Vec<String>) {
         let text = fs::read_to_string(root.join(&f)).unwrap();
         let mut in_table = false;
         for line in text.lines() {
-            let cells: Vec<&str> = line.trim().trim_matches('|').split('|').map(str::trim).collect();
+            let cells: Vec<&str> = line
+                .trim()
+                .trim_matches('|')
+                .split('|')
+                .map(str::trim)
+                .collect();
             if cells == ["figure", "value", "source"] {
                 in_table = true;
                 continue;
@@ -232,7 +274,10 @@ fn named(root: &Path) -> (HashMap<String, Named>, Vec<String>) {
                 continue;
             }
             let [name, value, source] = cells[..] else {
-                errors.push(format!("{}: a figure row needs 3 cells: {line}", f.display()));
+                errors.push(format!(
+                    "{}: a figure row needs 3 cells: {line}",
+                    f.display()
+                ));
                 continue;
             };
             let name = name.trim_matches('`').to_string();
@@ -247,7 +292,11 @@ fn named(root: &Path) -> (HashMap<String, Named>, Vec<String>) {
             }
             map.insert(
                 name,
-                Named { file: f.clone(), value: value.to_string(), source: source.to_string() },
+                Named {
+                    file: f.clone(),
+                    value: value.to_string(),
+                    source: source.to_string(),
+                },
             );
         }
     }
@@ -258,7 +307,11 @@ fn named(root: &Path) -> (HashMap<String, Named>, Vec<String>) {
 fn section_of(root: &Path, file: &Path, link: &str) -> Option<String> {
     let target = link.split_once("](")?.1.split(')').next()?;
     let (path, anchor) = target.split_once('#')?;
-    let dest = if path.is_empty() { file.to_path_buf() } else { file.parent()?.join(path) };
+    let dest = if path.is_empty() {
+        file.to_path_buf()
+    } else {
+        file.parent()?.join(path)
+    };
     let text = fs::read_to_string(root.join(dest)).ok()?;
     let slug = |h: &str| -> String {
         h.to_lowercase()
@@ -279,14 +332,21 @@ fn section_of(root: &Path, file: &Path, link: &str) -> Option<String> {
 #[test]
 fn every_results_figure_has_its_source() {
     let errors = unsourced(&repo_root());
-    assert!(errors.is_empty(), "figures without a date, commit or command:\n  {}", errors.join("\n  "));
+    assert!(
+        errors.is_empty(),
+        "figures without a date, commit or command:\n  {}",
+        errors.join("\n  ")
+    );
 }
 
 #[test]
 fn named_figures_are_named_once_stated_at_their_source_and_not_copied() {
     let root = repo_root();
     let (map, mut errors) = named(&root);
-    assert!(!map.is_empty(), "no | figure | value | source | table in Documentation/results/");
+    assert!(
+        !map.is_empty(),
+        "no | figure | value | source | table in Documentation/results/"
+    );
     let others: Vec<(PathBuf, String)> = other_docs(&root)
         .into_iter()
         .map(|p| {
@@ -296,22 +356,35 @@ fn named_figures_are_named_once_stated_at_their_source_and_not_copied() {
         .collect();
     for (name, n) in &map {
         let Some(body) = section_of(&root, &n.file, &n.source) else {
-            errors.push(format!("figure {name}: its source {} is no section", n.source));
+            errors.push(format!(
+                "figure {name}: its source {} is no section",
+                n.source
+            ));
             continue;
         };
         let in_source = figures(&body);
         for fig in figures(&n.value) {
             if !in_source.contains(&fig) {
-                errors.push(format!("figure {name}: {fig} is not in its source section {}", n.source));
+                errors.push(format!(
+                    "figure {name}: {fig} is not in its source section {}",
+                    n.source
+                ));
             }
             for (p, t) in &others {
                 if figures(t).contains(&fig) {
-                    errors.push(format!("figure {name}: {} copies {fig}; link to it", p.display()));
+                    errors.push(format!(
+                        "figure {name}: {} copies {fig}; link to it",
+                        p.display()
+                    ));
                 }
             }
         }
     }
-    assert!(errors.is_empty(), "named figures:\n  {}", errors.join("\n  "));
+    assert!(
+        errors.is_empty(),
+        "named figures:\n  {}",
+        errors.join("\n  ")
+    );
 }
 
 #[test]
@@ -336,15 +409,26 @@ fn other_docs_link_their_figures_to_results() {
         }
         for para in paras {
             let t = tokens(&para);
-            let measured = t.windows(2).any(|w| w[1] == "passed" && w[0].parse::<u32>().is_ok())
-                || t.windows(4).any(|w| w[1] == "min" && w[3] == "s" && w[0].parse::<u32>().is_ok())
+            let measured = t
+                .windows(2)
+                .any(|w| w[1] == "passed" && w[0].parse::<u32>().is_ok())
+                || t.windows(4)
+                    .any(|w| w[1] == "min" && w[3] == "s" && w[0].parse::<u32>().is_ok())
                 || figures(&para).iter().any(|f| f.starts_with('x'));
             if measured && !para.contains("results/") {
-                errors.push(format!("{}: {}", p.display(), para.lines().next().unwrap_or("")));
+                errors.push(format!(
+                    "{}: {}",
+                    p.display(),
+                    para.lines().next().unwrap_or("")
+                ));
             }
         }
     }
-    assert!(errors.is_empty(), "measured figures without a link to Documentation/results/:\n  {}", errors.join("\n  "));
+    assert!(
+        errors.is_empty(),
+        "measured figures without a link to Documentation/results/:\n  {}",
+        errors.join("\n  ")
+    );
 }
 
 #[test]

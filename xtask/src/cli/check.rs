@@ -148,7 +148,8 @@ fn check_in_guest(cmd: &Cmd, host: &Host) -> std::result::Result<(), String> {
 }
 
 /// `--filter` of `test` selects at least one test with each glob, and of
-/// `run` a demo (or with `--kunit` a KUnit case), before anything boots.
+/// `run` a demo (or with `--kunit` a KUnit case), before anything boots;
+/// `bench` has nothing it selects.
 fn check_filter(cmd: &Cmd) -> std::result::Result<(), String> {
     match cmd {
         Cmd::Test(t) => t
@@ -159,6 +160,10 @@ fn check_filter(cmd: &Cmd) -> std::result::Result<(), String> {
         Cmd::Run(r) if r.cmd.is_empty() => r.guest.filter.as_deref().map_or(Ok(()), |f| {
             names::Tests::here().check_demo_filter(f, r.kunit)
         }),
+        Cmd::Bench(b) if b.guest.filter.is_some() => Err(
+            "--filter selects tests and demos: `bench` runs its benchmarks whole (name one: clear, wi, gigantic)"
+                .into(),
+        ),
         _ => Ok(()),
     }
 }

@@ -265,8 +265,9 @@ pub(super) struct GuestArgs {
     /// dialect (`*`, `?`, `[a-z]`, `[!g]`, `\x`), against KUnit's
     /// `suite` or `suite.case` (the one glob that selects KUnit cases goes
     /// to `kunit.filter_glob=`), the userspace tests' names (`tk-test-*`)
-    /// and the `xtask-*` tests; `run`: the demos' names. Each glob must
-    /// select something, checked before anything is built.
+    /// and the `xtask-*` tests; `run`: the demos' names (`bench`, `shell`
+    /// and `run -- CMD` have nothing to select). Each glob must select
+    /// something, checked before anything is built.
     #[arg(long, value_name = "GLOB[,GLOB]", value_parser = validate::parse_filter)]
     pub(super) filter: Option<String>,
     /// Extra kernel command line parameters (repeatable).
