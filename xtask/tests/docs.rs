@@ -611,3 +611,50 @@ fn every_environment_variable_is_documented() {
         "not in xtask.md's Environment table: {missing:#?}"
     );
 }
+
+/// Every flag `cargo xtask help <command>` lists is in xtask.md.
+#[test]
+fn every_flag_of_the_help_is_documented() {
+    let doc = fs::read_to_string(repo_root().join("Documentation/dev-tools/xtask.md")).unwrap();
+    let mut missing = Vec::new();
+    for cmd in [
+        "run", "shell", "test", "bench", "kernel", "module", "build", "setup", "matrix", "merge",
+        "lava",
+    ] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_xtask"))
+            .args(["help", cmd])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "help {cmd}");
+        for line in String::from_utf8_lossy(&out.stdout).lines() {
+            // Option lines, not their wrapped descriptions.
+            let t = line.trim_start();
+            if line.len() - t.len() > 6 || !t.starts_with('-') {
+                continue;
+            }
+            let Some(flag) = t
+                .split([' ', ','])
+                .find(|w| w.starts_with("--") && w.len() > 2)
+            else {
+                continue;
+            };
+            let flag = flag.split(['=', '<']).next().unwrap();
+            if flag == "--help" || flag == "--verbose" {
+                continue;
+            }
+            let named = doc.match_indices(flag).any(|(i, _)| {
+                doc[i + flag.len()..]
+                    .chars()
+                    .next()
+                    .is_none_or(|c| !(c.is_ascii_alphanumeric() || c == '-'))
+            });
+            if !named {
+                missing.push(format!("{cmd} {flag}"));
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "flags of the help not in xtask.md: {missing:?}"
+    );
+}

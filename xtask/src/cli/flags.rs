@@ -23,6 +23,7 @@ const AFTER_HELP: &str = "\
 The two main commands:
   cargo xtask run     build everything (cached), boot, load tierkit, run the demos
   cargo xtask test    host tests, then the quick runs (numa, cxl): KUnit + userspace tests,
+                      then a guest per xtask-* test of run -- CMD and shell (tmux);
                       summary, JSON, JUnit
 
   cargo xtask run -- CMD [ARGS...]           run your command in the guest (tierkit loaded,
@@ -109,7 +110,9 @@ pub(super) enum Cmd {
     /// suite) and three short runs: cxl-kernel (the CXL node as kernel
     /// memory), cxl-interleave (one region across two devices) and
     /// numa-init-on-alloc (init_on_alloc=1). With --topology: that
-    /// topology's first run, one boot.
+    /// topology's first run, one boot. Then the tests of `run -- CMD` and
+    /// `shell` (xtask/src/commands/test/cmd_tests.rs), a guest each, those
+    /// of --topology only; `xtask-shell` needs tmux.
     /// Results: target/tierkit/test-<run>[-debug]/{results.json,junit.xml}.
     Test(TestArgs),
     /// Boot and run a benchmark (/bin/tk-bench-<name>); its `TIERKIT-JSON`
