@@ -6,15 +6,11 @@
 //!
 //! Host only: `cargo test -p xtask --test doc_names`.
 
-use std::fs;
-use std::path::{Path, PathBuf};
+mod doc_tree;
 
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
+use doc_tree::{doc_files, repo_root};
+use std::fs;
+use std::path::Path;
 
 /// The top directories of the repository a path in the docs may start with.
 const TOPS: &[&str] = &[
@@ -40,22 +36,6 @@ const CRATES: &[&str] = &[
     "tkrun",
     "rows",
 ];
-
-fn docs(root: &Path) -> Vec<PathBuf> {
-    let mut v = vec![PathBuf::from("README.md"), PathBuf::from("ARCHITECTURE.md")];
-    fn walk(root: &Path, rel: &Path, v: &mut Vec<PathBuf>) {
-        for e in fs::read_dir(root.join(rel)).unwrap().filter_map(Result::ok) {
-            let r = rel.join(e.file_name());
-            if root.join(&r).is_dir() {
-                walk(root, &r, v);
-            } else if r.extension().is_some_and(|x| x == "md") {
-                v.push(r);
-            }
-        }
-    }
-    walk(root, Path::new("Documentation"), &mut v);
-    v
-}
 
 fn is_path_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || "._/-*<>{}".contains(c)
@@ -117,7 +97,7 @@ fn path_exists(root: &Path, p: &str) -> bool {
 fn every_repository_path_exists() {
     let root = repo_root();
     let mut missing = Vec::new();
-    for d in docs(&root) {
+    for d in doc_files(&root) {
         let text = fs::read_to_string(root.join(&d)).unwrap();
         for (line, p) in paths(&text) {
             if !path_exists(&root, &p) {
@@ -255,7 +235,7 @@ fn every_kunit_case_and_tierkit_function_exists() {
     let tests = xtask::names::Tests::of_tree(&root);
     let fns = defined_functions(&root);
     let mut missing = Vec::new();
-    for d in docs(&root) {
+    for d in doc_files(&root) {
         let text = fs::read_to_string(root.join(&d)).unwrap();
         // `tierkit_suite.case` anywhere, sample output included.
         for (n, l) in text.lines().enumerate() {

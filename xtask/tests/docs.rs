@@ -6,47 +6,15 @@
 //!
 //! Host only, no guest: `cargo test -p xtask --test docs`.
 
+mod doc_tree;
+
+use doc_tree::{doc_files, repo_root};
 use std::collections::HashMap;
 use std::fs;
 use std::path::{Component, Path, PathBuf};
 
 /// README.md has fewer lines than this.
 const README_MAX_LINES: usize = 200;
-
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("xtask/ has a parent")
-        .to_path_buf()
-}
-
-/// The Markdown files whose links are checked, relative to `root`.
-fn doc_files(root: &Path) -> Vec<PathBuf> {
-    let mut v = Vec::new();
-    for top in ["README.md", "ARCHITECTURE.md"] {
-        if root.join(top).is_file() {
-            v.push(PathBuf::from(top));
-        }
-    }
-    fn walk(root: &Path, rel: &Path, v: &mut Vec<PathBuf>) {
-        let Ok(rd) = fs::read_dir(root.join(rel)) else {
-            return;
-        };
-        let mut entries: Vec<_> = rd.filter_map(Result::ok).collect();
-        entries.sort_by_key(|e| e.file_name());
-        for e in entries {
-            let r = rel.join(e.file_name());
-            let p = root.join(&r);
-            if p.is_dir() {
-                walk(root, &r, v);
-            } else if r.extension().is_some_and(|x| x == "md") {
-                v.push(r);
-            }
-        }
-    }
-    walk(root, Path::new("Documentation"), &mut v);
-    v
-}
 
 /// The text outside fenced code blocks, one entry per line (fenced lines
 /// are left empty so that line numbers stay right).

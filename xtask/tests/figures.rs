@@ -18,47 +18,26 @@
 //!
 //! Host only: `cargo test -p xtask --test figures`.
 
+mod doc_tree;
+
+use doc_tree::{doc_files, repo_root};
 use std::collections::HashMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
+/// The results files, or the docs outside Documentation/results/.
+fn results(root: &Path) -> Vec<PathBuf> {
+    doc_files(root)
+        .into_iter()
+        .filter(|p| p.starts_with("Documentation/results"))
+        .collect()
 }
 
-fn md_files(root: &Path, under: &str) -> Vec<PathBuf> {
-    let mut v = Vec::new();
-    fn walk(root: &Path, rel: &Path, v: &mut Vec<PathBuf>) {
-        let mut es: Vec<_> = fs::read_dir(root.join(rel))
-            .unwrap()
-            .filter_map(Result::ok)
-            .collect();
-        es.sort_by_key(|e| e.file_name());
-        for e in es {
-            let r = rel.join(e.file_name());
-            if root.join(&r).is_dir() {
-                walk(root, &r, v);
-            } else if r.extension().is_some_and(|x| x == "md") {
-                v.push(r);
-            }
-        }
-    }
-    walk(root, Path::new(under), &mut v);
-    v
-}
-
-/// The docs outside Documentation/results/.
 fn other_docs(root: &Path) -> Vec<PathBuf> {
-    let mut v = vec![PathBuf::from("README.md"), PathBuf::from("ARCHITECTURE.md")];
-    v.extend(
-        md_files(root, "Documentation")
-            .into_iter()
-            .filter(|p| !p.starts_with("Documentation/results")),
-    );
-    v
+    doc_files(root)
+        .into_iter()
+        .filter(|p| !p.starts_with("Documentation/results"))
+        .collect()
 }
 
 /// Splits `s` into words of digits, letters and the rest, for matching.
@@ -204,7 +183,7 @@ fn has_command(s: &str) -> bool {
 /// Every results section with a figure but no date, commit or command.
 fn unsourced(root: &Path) -> Vec<String> {
     let mut errors = Vec::new();
-    for f in md_files(root, "Documentation/results") {
+    for f in results(root) {
         if f.ends_with("README.md") {
             continue;
         }
@@ -252,7 +231,7 @@ struct Named {
 fn named(root: &Path) -> (HashMap<String, Named>, Vec<String>) {
     let mut map: HashMap<String, Named> = HashMap::new();
     let mut errors = Vec::new();
-    for f in md_files(root, "Documentation/results") {
+    for f in results(root) {
         let text = fs::read_to_string(root.join(&f)).unwrap();
         let mut in_table = false;
         for line in text.lines() {
