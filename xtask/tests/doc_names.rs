@@ -1,8 +1,9 @@
 //! The documentation names only what exists: every repository path it
 //! gives (`xtask/src/runs.rs`, `module/src/clear/`, a crate's `src/...`,
 //! in text, code spans or the trees of ARCHITECTURE.md), every KUnit case
-//! (`tierkit_suite.case`) and every tierkit function (`tk_...()`,
-//! `tierkit_...()`).
+//! (`tierkit_suite.case`), every tierkit function (`tk_...()`,
+//! `tierkit_...()`) and every Rust path (`first_use::BootPool`,
+//! `Worker::put`: its last part defined here).
 //!
 //! Host only: `cargo test -p xtask --test doc_names`.
 
@@ -267,4 +268,75 @@ fn every_kunit_case_and_tierkit_function_exists() {
         }
     }
     assert!(missing.is_empty(), "names that do not exist: {missing:#?}");
+}
+
+/// Items of the kernel's own Rust crate (`rust/kernel/`) the docs name:
+/// not in this repository.
+const KERNEL_CRATE_ITEMS: &[&str] = &["Queue::enqueue", "RawWorkItem::__enqueue"];
+
+/// Every name defined in the repository's Rust sources (functions,
+/// types, constants, modules, statics).
+fn defined_items(root: &Path) -> std::collections::HashSet<String> {
+    let mut set = std::collections::HashSet::new();
+    fn walk(d: &Path, set: &mut std::collections::HashSet<String>) {
+        let Ok(rd) = fs::read_dir(d) else { return };
+        for e in rd.filter_map(Result::ok) {
+            let p = e.path();
+            if p.is_dir() {
+                if e.file_name() != "target" && e.file_name() != ".git" {
+                    walk(&p, set);
+                }
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                let text = fs::read_to_string(&p).unwrap_or_default();
+                let words: Vec<&str> = text
+                    .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                    .filter(|w| !w.is_empty())
+                    .collect();
+                for w in words.windows(2) {
+                    if matches!(
+                        w[0],
+                        "fn" | "struct" | "enum" | "const" | "mod" | "type" | "trait" | "static"
+                    ) {
+                        set.insert(w[1].to_string());
+                    }
+                }
+            }
+        }
+    }
+    walk(root, &mut set);
+    set
+}
+
+/// `module::Item` and `Type::method` in code spans name something this
+/// repository defines (its last part), unless it is std's or the kernel
+/// crate's.
+#[test]
+fn every_rust_path_the_docs_name_exists() {
+    let root = repo_root();
+    let items = defined_items(&root);
+    let mut missing = Vec::new();
+    for d in doc_files(&root) {
+        let text = fs::read_to_string(root.join(&d)).unwrap();
+        for (line, span) in code_spans(&text) {
+            let s = span.trim();
+            let parts: Vec<&str> = s.split("::").collect();
+            let plain = parts.len() >= 2
+                && parts.iter().all(|p| {
+                    !p.is_empty() && p.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                });
+            if !plain || matches!(parts[0], "std" | "core" | "alloc" | "kernel") {
+                continue;
+            }
+            if KERNEL_CRATE_ITEMS.contains(&s) {
+                continue;
+            }
+            if !items.contains(*parts.last().unwrap()) {
+                missing.push(format!("{}:{line}: {s}", d.display()));
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "Rust paths that name nothing here: {missing:#?}"
+    );
 }
