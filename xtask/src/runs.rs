@@ -18,8 +18,9 @@ pub struct Filter {
     /// `kunit.filter_glob=` (`suite` or `suite.case` glob); `None`: every
     /// suite.
     pub kunit: Option<String>,
-    /// `tierkit.filter=`: comma-separated shell globs on the userspace
-    /// tests' names (`tk-test-cxl,tk-test-block-offline`); `None`: every test.
+    /// `tierkit.filter=`: comma-separated globs (the kernel's dialect) on
+    /// the userspace tests' names (`tk-test-cxl,tk-test-block-offline`);
+    /// `None`: every test.
     pub user: Option<String>,
     /// `tierkit.skip=`: comma-separated globs of userspace tests left out.
     pub skip: Option<String>,
