@@ -20,10 +20,6 @@ set -euo pipefail
 
 say() { printf '[setup] %s\n' "$*" >&2; }
 SUDO=""
-if [ "$(id -u)" != 0 ]; then
-    command -v sudo >/dev/null || { say "not root and no sudo: install the packages listed in README.md by hand"; exit 1; }
-    SUDO=sudo
-fi
 
 APT_PKGS=(clang-19 lld-19 llvm-19 libclang-19-dev flex bison bc libelf-dev libssl-dev cpio
           busybox-static make gcc libc6-dev python3 python3-venv xz-utils rsync kmod ca-certificates
@@ -46,6 +42,18 @@ if command -v qemu-system-x86_64 >/dev/null; then
     ver=$(qemu-system-x86_64 --version || true)
     major=$(printf '%s\n' "$ver" | sed -n 's/.*version \([0-9][0-9]*\)\..*/\1/p')
     [ "${major:-0}" -ge 10 ] && need_qemu=0
+fi
+
+# Root (or sudo) only when something is missing; the message names it.
+if [ "$(id -u)" != 0 ] && { [ ${#missing[@]} -gt 0 ] || [ $need_qemu = 1 ]; }; then
+    if ! command -v sudo >/dev/null; then
+        todo=""
+        [ ${#missing[@]} -gt 0 ] && todo="apt-get install ${missing[*]}; "
+        [ $need_qemu = 1 ] && todo="${todo}apt-get install -t bookworm-backports qemu-system-x86 (QEMU 10)"
+        say "not root and no sudo: as root, install: $todo"
+        exit 1
+    fi
+    SUDO=sudo
 fi
 
 updated=0

@@ -11,7 +11,8 @@
 //! - [`param`]: the kernel command-line parameters /init reads
 //!   (`tierkit.mode=`, `tierkit.filter=`, `tierkit.cxl=`, ...).
 //! - [`cxl`]: the value of `tierkit.cxl=` (one RAM region per window).
-//! - [`select`]: which userspace tests a boot runs (shell globs).
+//! - [`select`]: which tests a boot runs (`--filter`'s one glob dialect,
+//!   the kernel's `glob_match()`).
 //! - [`cmd`]: `/etc/tierkit/cmd`, the command of `cargo xtask run -- CMD`
 //!   and the terminal of `cargo xtask shell`.
 

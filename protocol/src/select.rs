@@ -1,44 +1,111 @@
-//! Which userspace tests a boot runs: `tierkit.filter=` and `tierkit.skip=`
-//! hold comma-separated shell globs with `*` and `?`.
+//! Which tests a boot runs, in the one glob dialect of `--filter`:
+//! `tierkit.filter=` and `tierkit.skip=` hold comma-separated globs; xtask
+//! matches its own tests and the KUnit suites and cases with the same
+//! [`glob_match`] before it boots, and the kernel's `kunit.filter_glob=`
+//! matches with the kernel's `glob_match()`, which [`glob_match`] follows.
+//!
+//! The dialect is the kernel's (lib/glob.c): `*` any run of characters,
+//! `?` one character, `[abc]` and `[a-z]` one of a class, `[!abc]` one
+//! outside it, `\x` the character `x`; anything else matches itself. A
+//! KUnit glob is `suite` or `suite.case` ([`kunit_selects`]).
 
-/// A shell glob with `*` and `?` against a test name; any other character
-/// matches itself.
+/// A glob of the kernel's dialect (lib/glob.c `glob_match()`) against a
+/// test name.
 ///
 /// Iterative, with one backtrack point (the last `*` seen and where in the
-/// name it stands): linear in the pattern times the name, whatever the
-/// pattern, so that no command line can make /init or xtask spin.
+/// name it stands), as the kernel's: linear in the pattern times the name,
+/// whatever the pattern, so that no command line can make /init or xtask
+/// spin.
 pub fn glob_match(pattern: &str, name: &str) -> bool {
     let p: Vec<char> = pattern.chars().collect();
     let n: Vec<char> = name.chars().collect();
     let (mut pi, mut ni) = (0, 0);
-    // The last `*`'s position in `p`, and the name position it now covers up to.
+    // The last `*`'s position after it in `p`, and the name position it
+    // now covers up to.
     let mut star: Option<(usize, usize)> = None;
-    while ni < n.len() {
-        match p.get(pi) {
+    loop {
+        let c = n.get(ni).copied();
+        // How the pattern's next element meets `c`: `Some(next pi)` if it
+        // matches, `None` if not (then backtrack).
+        let step = match p.get(pi) {
             Some('*') => {
-                star = Some((pi, ni));
+                if pi + 1 == p.len() {
+                    return true;
+                }
+                star = Some((pi + 1, ni));
                 pi += 1;
+                continue;
             }
-            Some('?') => {
-                pi += 1;
+            Some('?') => c.map(|_| pi + 1),
+            Some('[') => match class(&p, pi + 1) {
+                Some((set, next)) => c.filter(|&c| set(c)).map(|_| next),
+                None => (c == Some('[')).then_some(pi + 1),
+            },
+            Some('\\') if pi + 1 < p.len() => (c == Some(p[pi + 1])).then_some(pi + 2),
+            Some(&d) => (c == Some(d)).then_some(pi + 1),
+            None => {
+                if c.is_none() {
+                    return true;
+                }
+                None
+            }
+        };
+        match step {
+            Some(next) => {
+                pi = next;
                 ni += 1;
             }
-            Some(c) if *c == n[ni] => {
-                pi += 1;
-                ni += 1;
-            }
-            _ => match star {
+            None => match star {
                 // Let the last `*` take one more character and retry.
-                Some((sp, sn)) => {
+                Some((sp, sn)) if sn < n.len() => {
                     star = Some((sp, sn + 1));
-                    pi = sp + 1;
+                    pi = sp;
                     ni = sn + 1;
                 }
-                None => return false,
+                _ => return false,
             },
         }
+        if ni > n.len() {
+            return false;
+        }
     }
-    p[pi..].iter().all(|c| *c == '*')
+}
+
+/// The class that starts at `p[at]` (just after its `[`): its test and
+/// the pattern position after its `]`, or `None` if it is not closed (the
+/// kernel then reads the `[` as itself). The first member may be `]`.
+fn class(p: &[char], at: usize) -> Option<(impl Fn(char) -> bool, usize)> {
+    let inverted = p.get(at) == Some(&'!');
+    let mut i = at + usize::from(inverted);
+    let mut spans = Vec::new();
+    loop {
+        let a = *p.get(i)?;
+        i += 1;
+        let mut b = a;
+        if p.get(i) == Some(&'-') && p.get(i + 1).is_some_and(|&x| x != ']') {
+            b = p[i + 1];
+            i += 2;
+        }
+        spans.push((a, b));
+        if p.get(i) == Some(&']') {
+            break;
+        }
+    }
+    Some((
+        move |c: char| spans.iter().any(|&(a, b)| a <= c && c <= b) != inverted,
+        i + 1,
+    ))
+}
+
+/// Whether the KUnit glob `glob` (`kunit.filter_glob=`) selects the case
+/// `case` of the suite `suite`: as KUnit splits it, the part before the
+/// first `.` against the suite's name and the rest (none: every case)
+/// against the case's.
+pub fn kunit_selects(glob: &str, suite: &str, case: &str) -> bool {
+    match glob.split_once('.') {
+        Some((s, c)) => glob_match(s, suite) && glob_match(c, case),
+        None => glob_match(glob, suite),
+    }
 }
 
 /// `name` matches one of the comma-separated globs of `list`.
@@ -73,6 +140,45 @@ mod tests {
         assert!(!glob_match("?", ""));
     }
 
+    /// The kernel's classes, ranges, complements and escapes: one dialect
+    /// for KUnit's suites, /init's tests and xtask's own.
+    #[test]
+    fn classes_as_the_kernel_reads_them() {
+        assert!(glob_match("tierkit_[!g]*", "tierkit_clear"));
+        assert!(!glob_match("tierkit_[!g]*", "tierkit_gigantic"));
+        assert!(glob_match("tk-test-[cv]*", "tk-test-vma"));
+        assert!(!glob_match("tk-test-[cv]*", "tk-test-diff"));
+        assert!(glob_match("tk-test-[a-f]iff", "tk-test-diff"));
+        assert!(!glob_match("tk-test-[!a-f]iff", "tk-test-diff"));
+        // `]` first is a member; `-` last is itself.
+        assert!(glob_match("a[]]b", "a]b"));
+        assert!(glob_match("a[x-]b", "a-b"));
+        // An unclosed class is a literal `[`.
+        assert!(glob_match("a[b", "a[b"));
+        assert!(!glob_match("a[b", "ab"));
+        assert!(glob_match("a\\*b", "a*b"));
+        assert!(!glob_match("a\\*b", "axb"));
+        assert!(glob_match("*[0-9]", "x7"));
+        assert!(!glob_match("*[0-9]", "x7y"));
+    }
+
+    #[test]
+    fn kunit_globs_split_at_the_first_dot() {
+        assert!(kunit_selects("tierkit_wi*", "tierkit_wi_abi", "any"));
+        assert!(kunit_selects("tierkit_topology.*", "tierkit_topology", "x"));
+        assert!(kunit_selects(
+            "tierkit_clear.*zero*",
+            "tierkit_clear",
+            "pages_are_zero"
+        ));
+        assert!(!kunit_selects(
+            "tierkit_clear.*zero*",
+            "tierkit_clear",
+            "node"
+        ));
+        assert!(!kunit_selects("tk-test-vma", "tierkit_wi_abi", "x"));
+    }
+
     /// A pattern of many stars that cannot match answered at once: the
     /// recursive matcher took about 10^16 steps on this input (40 stars,
     /// then a letter no test name has) and hung /init.
@@ -96,6 +202,10 @@ mod tests {
             match (p.first(), n.first()) {
                 (None, None) => true,
                 (Some('*'), _) => m(&p[1..], n) || (!n.is_empty() && m(p, &n[1..])),
+                // `[!a]`: one character but `a`.
+                (Some('['), Some(&c)) if p.len() >= 4 && p[1] == '!' && p[3] == ']' => {
+                    c != p[2] && m(&p[4..], &n[1..])
+                }
                 (Some('?'), Some(_)) => m(&p[1..], &n[1..]),
                 (Some(a), Some(b)) if a == b => m(&p[1..], &n[1..]),
                 _ => false,
@@ -115,8 +225,15 @@ mod tests {
             }
             v
         }
-        for p in all(&['a', 'b', '*', '?'], 5) {
-            for n in all(&['a', 'b'], 5) {
+        // `C` stands for the class `[!a]`.
+        for p in all(&['a', 'b', '*', '?', 'C'], 4) {
+            let p: Vec<char> = p
+                .iter()
+                .collect::<String>()
+                .replace('C', "[!a]")
+                .chars()
+                .collect();
+            for n in all(&['a', 'b', 'c'], 4) {
                 let (ps, ns): (String, String) = (p.iter().collect(), n.iter().collect());
                 assert_eq!(glob_match(&ps, &ns), m(&p, &n), "{ps:?} against {ns:?}");
             }

@@ -71,7 +71,7 @@ impl Entry {
 
 /// Busybox applet links (`usr/bin/awk`, `sbin/insmod`, ...) from
 /// `busybox --list-full`.
-fn busybox_links() -> Result<Vec<String>> {
+pub(crate) fn busybox_links() -> Result<Vec<String>> {
     let list = util::cmd_stdout(BUSYBOX, &["--list-full"])
         .with_context(|| format!("`{BUSYBOX} --list-full` failed"))?;
     Ok(list

@@ -29,6 +29,7 @@ pub mod kdir;
 pub mod kernel;
 pub mod ktap;
 pub mod module;
+pub mod names;
 pub mod printk;
 pub mod profile;
 pub mod pyenv;

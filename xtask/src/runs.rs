@@ -18,18 +18,21 @@ pub struct Filter {
     /// `kunit.filter_glob=` (`suite` or `suite.case` glob); `None`: every
     /// suite.
     pub kunit: Option<String>,
-    /// `tierkit.filter=`: comma-separated shell globs on the userspace
-    /// tests' names (`tk-test-cxl,tk-test-block-offline`); `None`: every test.
+    /// `tierkit.filter=`: comma-separated globs (the kernel's dialect) on
+    /// the userspace tests' names (`tk-test-cxl,tk-test-block-offline`);
+    /// `None`: every test.
     pub user: Option<String>,
     /// `tierkit.skip=`: comma-separated globs of userspace tests left out.
     pub skip: Option<String>,
 }
 
 impl Filter {
-    /// `--filter GLOB`: the same glob for KUnit and userspace tests.
+    /// `--filter GLOB[,GLOB...]`: the list for the userspace tests, and
+    /// for KUnit its one glob that selects KUnit cases
+    /// ([`crate::names::Tests::kunit_glob`]).
     pub fn both(glob: Option<&str>) -> Filter {
         Filter {
-            kunit: glob.map(str::to_string),
+            kunit: glob.map(|g| crate::names::Tests::here().kunit_glob(g)),
             user: glob.map(str::to_string),
             skip: None,
         }
@@ -61,8 +64,8 @@ impl Filter {
     }
 }
 
-/// A shell glob with `*` and `?` (what the runs' selections use) against
-/// a test name, as /init matches it.
+/// A glob of `--filter`'s one dialect (the kernel's `glob_match()`)
+/// against a test name, as /init and KUnit match it.
 pub use tierkit_protocol::select::glob_match;
 
 /// A run's own selection of tests; empty strings select everything

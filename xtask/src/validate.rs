@@ -18,7 +18,22 @@ pub const TIMEOUT_MAX_SECS: u64 = 7 * 24 * 3600;
 
 /// `--timeout SECS`: whole seconds, 1 to [`TIMEOUT_MAX_SECS`].
 pub fn parse_timeout(s: &str) -> Result<u64, String> {
-    let n: u64 = s.trim().parse().map_err(|_| {
+    let t = s.trim();
+    let digits = t.strip_prefix('+').unwrap_or(t);
+    if t.starts_with('-') && t.len() > 1 && t[1..].chars().all(|c| c.is_ascii_digit()) {
+        return Err(format!(
+            "{t} is negative: give whole seconds from 1 to {TIMEOUT_MAX_SECS} (a week)"
+        ));
+    }
+    if !digits.is_empty()
+        && digits.chars().all(|c| c.is_ascii_digit())
+        && digits.parse::<u64>().is_err()
+    {
+        return Err(format!(
+            "{t} s is more than a week ({TIMEOUT_MAX_SECS} s), the longest xtask waits for a guest"
+        ));
+    }
+    let n: u64 = t.parse().map_err(|_| {
         "not a whole number of seconds (e.g. 600; the guest is killed after that long)".to_string()
     })?;
     if n == 0 {

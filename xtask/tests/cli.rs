@@ -86,6 +86,7 @@ fn defaults_are_accepted() {
     // Good values of every flag checked below.
     accepted(&[
         "run",
+        "--kunit",
         "--topology",
         "cxl",
         "--cpus",
@@ -119,7 +120,7 @@ fn timeout() {
         refused(a, "--timeout", "at least 1");
     });
     refused(&["run", "--timeout", "ten"], "--timeout", "whole number");
-    refused(&["run", "--timeout=-1"], "--timeout", "whole number");
+    refused(&["run", "--timeout=-1"], "--timeout", "negative");
     refused(&["run", "--timeout=10s"], "--timeout", "whole number");
     refused(
         &["run", "--timeout", "18446744073709551615"],
@@ -582,7 +583,7 @@ fn run_cmd_and_shell_are_accepted() {
         &["run", "--topology", "cxl", "--", "cxl", "list", "-M"],
         &["run", "--kunit", "--", "sh", "-c", "echo 'a b' \"c\""],
         &["run", "--kernel", "debian", "--", "true"],
-        &["run", "-v", "--", "--weird-name"],
+        &["run", "-v", "--", "echo", "--weird-name"],
         &["shell"],
         &["shell", "--topology", "cxl", "--cpus", "4"],
         &["help", "shell"],
@@ -843,6 +844,179 @@ fn artifact_url() {
             &["lava", "--artifact-url", bad],
             "--artifact-url",
             "http://, https:// or file:///",
+        );
+    }
+}
+
+/// A negative or too long `--timeout` is told as such, not as clap's
+/// unknown flag or "not a whole number".
+#[test]
+fn timeout_negative_or_past_u64() {
+    refused(&["test", "--timeout", "-5"], "--timeout", "-5 is negative");
+    refused(&["run", "--timeout", "-5"], "--timeout", "negative");
+    refused(
+        &["test", "--timeout", "99999999999999999999"],
+        "--timeout",
+        "more than a week",
+    );
+    refused(&["run", "--cpus", "-1"], "--cpus", "not in 1..=8");
+}
+
+/// `--kernel debian` with `--kernel-src DIR` is refused for the pair,
+/// whatever DIR holds.
+#[test]
+fn kernel_debian_refuses_kernel_src_before_judging_it() {
+    let e = refused(
+        &["test", "--kernel", "debian", "--kernel-src", "/tmp"],
+        "--kernel-src",
+        "is for --kernel tierkit",
+    );
+    assert!(!e.contains("/tmp"), "{e}");
+}
+
+#[test]
+fn kvm_and_no_kvm_conflict() {
+    for cmd in ["run", "test", "shell"] {
+        refused(&[cmd, "--kvm", "--no-kvm"], "--kvm", "cannot be used with");
+        refused(&[cmd, "--no-kvm", "--kvm"], "--kvm", "cannot be used with");
+    }
+    accepted(&["test", "--kvm"]);
+    accepted(&["test", "--no-kvm"]);
+}
+
+/// `--filter` is checked against the tests before anything boots, in the
+/// one dialect (the kernel's glob_match()).
+#[test]
+fn filter_selects_a_test() {
+    refused(
+        &["test", "--filter", "no-such-test"],
+        "--filter",
+        "no-such-test selects no test",
+    );
+    refused(
+        &["test", "--filter", "tk-test-vma,tk-test-nope"],
+        "--filter",
+        "tk-test-nope selects no test",
+    );
+    refused(
+        &["test", "--filter", "tierkit_wi*,tierkit_clear*"],
+        "--filter",
+        "kunit.filter_glob= takes one glob",
+    );
+    refused(
+        &["run", "--filter", "tk-test-vma"],
+        "--filter",
+        "selects no demo",
+    );
+    for ok in [
+        "tierkit_[!g]*",
+        "tierkit_[wc]*",
+        "tierkit_topology.*",
+        "tierkit_wi*,tk-test-run",
+        "tk-test-[cv]*",
+        "xtask-*",
+    ] {
+        accepted(&["test", "--filter", ok]);
+    }
+    accepted(&["run", "--filter", "tk-demo-g*"]);
+    // bench runs its benchmarks whole: a --filter would be ignored.
+    refused(
+        &["bench", "--filter", "tk-*"],
+        "--filter",
+        "runs its benchmarks whole",
+    );
+    refused(
+        &["bench", "clear", "--filter", "x"],
+        "--filter",
+        "runs its benchmarks whole",
+    );
+}
+
+/// `run -- CMD` names a program the guest has, or a file of the share.
+#[test]
+fn run_cmd_names_a_program_the_guest_has() {
+    refused(
+        &["run", "--", "/no/such/cmd"],
+        "/no/such/cmd",
+        "no such program in the guest",
+    );
+    let here = env!("CARGO_MANIFEST_DIR");
+    let h = host_in(Some(here));
+    refused_on(
+        &h,
+        &["run", "--", "./no-such-file"],
+        "./no-such-file",
+        "no such file in the shared directory",
+    );
+    assert_eq!(check_on(&h, &["run", "--", "./Cargo.toml"]), Ok(()));
+    assert_eq!(
+        check_on(&h, &["run", "--", &format!("{here}/src/main.rs")]),
+        Ok(())
+    );
+    assert_eq!(
+        check_on(&h, &["run", "--", "/usr/bin/numactl", "-H"]),
+        Ok(())
+    );
+    assert_eq!(check_on(&h, &["run", "--", "/bin/tk-demo"]), Ok(()));
+}
+
+/// What `cargo xtask` itself prints for a refusal: exactly one `error:`
+/// line on stderr, nothing on stdout, exit status 2, and nothing built or
+/// booted (each answers within seconds). clap's own errors included.
+#[test]
+fn every_refusal_is_one_line() {
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+    let cases: &[&[&str]] = &[
+        &["test", "--bogus"],
+        &["test", "--ful"],
+        &["tset"],
+        &["merge"],
+        &["module", "--kdir", "/tmp", "--profile", "debug"],
+        &["test", "--full", "--full"],
+        &["test", "--timeout", "-5"],
+        &["test", "--timeout", "99999999999999999999"],
+        &["test", "--timeout", "5", "6"],
+        &["test", "--kernel", "debian", "--kernel-src", "/tmp"],
+        &["test", "--kvm", "--no-kvm"],
+        &["test", "--filter", "no-such-test"],
+        &["test", "--topology", "foo"],
+        &["run", "--cpus", "9"],
+        &["run", "--", "/no/such/cmd"],
+        &["run", "--"],
+        &["bench", "nope"],
+        &["bench", "--filter", "x"],
+        &["matrix", "--shard", "9/2"],
+    ];
+    for args in cases {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_xtask"))
+            .args(*args)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let start = Instant::now();
+        while child.try_wait().unwrap().is_none() {
+            if start.elapsed() > Duration::from_secs(60) {
+                let _ = child.kill();
+                panic!("{args:?} was not refused: still running after 60 s");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            out.stdout.is_empty(),
+            "{args:?}: stdout {:?}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        let lines: Vec<&str> = err.lines().collect();
+        assert!(
+            lines.len() == 1 && lines[0].starts_with("error: "),
+            "{args:?}: not one error line:\n{err}"
         );
     }
 }

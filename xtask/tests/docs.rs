@@ -6,47 +6,15 @@
 //!
 //! Host only, no guest: `cargo test -p xtask --test docs`.
 
+mod doc_tree;
+
+use doc_tree::{doc_files, repo_root};
 use std::collections::HashMap;
 use std::fs;
 use std::path::{Component, Path, PathBuf};
 
 /// README.md has fewer lines than this.
 const README_MAX_LINES: usize = 200;
-
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("xtask/ has a parent")
-        .to_path_buf()
-}
-
-/// The Markdown files whose links are checked, relative to `root`.
-fn doc_files(root: &Path) -> Vec<PathBuf> {
-    let mut v = Vec::new();
-    for top in ["README.md", "ARCHITECTURE.md"] {
-        if root.join(top).is_file() {
-            v.push(PathBuf::from(top));
-        }
-    }
-    fn walk(root: &Path, rel: &Path, v: &mut Vec<PathBuf>) {
-        let Ok(rd) = fs::read_dir(root.join(rel)) else {
-            return;
-        };
-        let mut entries: Vec<_> = rd.filter_map(Result::ok).collect();
-        entries.sort_by_key(|e| e.file_name());
-        for e in entries {
-            let r = rel.join(e.file_name());
-            let p = root.join(&r);
-            if p.is_dir() {
-                walk(root, &r, v);
-            } else if r.extension().is_some_and(|x| x == "md") {
-                v.push(r);
-            }
-        }
-    }
-    walk(root, Path::new("Documentation"), &mut v);
-    v
-}
 
 /// The text outside fenced code blocks, one entry per line (fenced lines
 /// are left empty so that line numbers stay right).
@@ -468,4 +436,193 @@ fn a_broken_c_example_fails() {
     assert!(compile_c(&root, frag, "broken").is_err());
     let ok = "#include \"include/uapi/linux/tierkit.h\"\nint main(void) { struct tk_policy p = { 0 }; return (int)p.mode; }\n";
     assert_eq!(compile_c(&root, ok, "ok"), Ok(()));
+}
+
+/// The number a README sentence gives in words (`ten`) or digits.
+fn number_word(w: &str) -> Option<usize> {
+    const WORDS: [&str; 21] = [
+        "zero",
+        "one",
+        "two",
+        "three",
+        "four",
+        "five",
+        "six",
+        "seven",
+        "eight",
+        "nine",
+        "ten",
+        "eleven",
+        "twelve",
+        "thirteen",
+        "fourteen",
+        "fifteen",
+        "sixteen",
+        "seventeen",
+        "eighteen",
+        "nineteen",
+        "twenty",
+    ];
+    WORDS
+        .iter()
+        .position(|x| *x == w)
+        .or_else(|| w.parse().ok())
+}
+
+/// The word just before `after` in `text` (after the first match), as a number.
+fn number_before(text: &str, after: &str) -> Option<usize> {
+    let i = text.find(after)?;
+    number_word(text[..i].split_whitespace().last()?)
+}
+
+/// The word just after `before` in `text`, as a number.
+fn number_after(text: &str, before: &str) -> Option<usize> {
+    let i = text.find(before)? + before.len();
+    number_word(
+        text[i..]
+            .split_whitespace()
+            .next()?
+            .trim_end_matches([',', ':', ';']),
+    )
+}
+
+/// README's quick start tells what a first run boots and needs as the code
+/// has it: the guests of `cargo xtask test` (the quick runs and the
+/// `xtask-*` tests), the boots of `--full`, and the host memory each
+/// topology needs (the smallest host `cargo xtask run` accepts).
+#[test]
+fn readme_first_run_matches_the_code() {
+    use xtask::commands::test::cmd_tests::TESTS;
+    use xtask::runs::{FULL_RUNS, QUICK_RUNS};
+    let text = fs::read_to_string(repo_root().join("README.md")).unwrap();
+    let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert_eq!(
+        number_after(&text, "`cargo xtask test` boots"),
+        Some(QUICK_RUNS.len() + TESTS.len()),
+        "README: `cargo xtask test` boots N guests (the quick runs and the xtask-* tests)"
+    );
+    assert_eq!(
+        number_before(&text, "`xtask-*` tests of"),
+        Some(TESTS.len())
+    );
+    assert_eq!(
+        number_before(&text, "boots ([the boots]"),
+        Some(FULL_RUNS.len()),
+        "README: `--full` ... N boots"
+    );
+    let readme_gib = |what: &str| -> u64 {
+        let i = text
+            .find(what)
+            .unwrap_or_else(|| panic!("README names {what:?}"));
+        let before: Vec<&str> = text[..i].split_whitespace().collect();
+        assert_eq!(before.last(), Some(&"GiB"), "{what}");
+        before[before.len() - 2].parse().unwrap()
+    };
+    for (topology, what) in [
+        ("numa", "for the default `numa` guest"),
+        ("cxl", "for `cxl`"),
+        ("numa2", "for `numa2`"),
+    ] {
+        let gib = readme_gib(what);
+        let on = |mem: u64| {
+            xtask::cli::check_args(
+                ["cargo xtask", "run", "--topology", topology],
+                &xtask::validate::Host {
+                    mem_total_gib: Some(mem),
+                    cwd: Some(repo_root()),
+                },
+            )
+        };
+        assert_eq!(on(gib), Ok(()), "{topology} on a {gib} GiB host");
+        assert!(
+            on(gib - 1).is_err(),
+            "{topology}: README's {gib} GiB is more than it needs"
+        );
+    }
+}
+
+/// Every environment variable xtask reads is in xtask.md's Environment
+/// table (each moves a path or a tool the docs give by its default).
+#[test]
+fn every_environment_variable_is_documented() {
+    let doc = fs::read_to_string(repo_root().join("Documentation/dev-tools/xtask.md")).unwrap();
+    let mut files = Vec::new();
+    fn walk(d: &Path, v: &mut Vec<PathBuf>) {
+        for e in fs::read_dir(d).unwrap().filter_map(Result::ok) {
+            let p = e.path();
+            if p.is_dir() {
+                walk(&p, v);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                v.push(p);
+            }
+        }
+    }
+    walk(&repo_root().join("xtask/src"), &mut files);
+    let mut missing = Vec::new();
+    for f in files {
+        let text = fs::read_to_string(&f).unwrap();
+        for pat in ["env::var(\"", "env::var_os(\"", "env = \""] {
+            for (i, _) in text.match_indices(pat) {
+                let name: String = text[i + pat.len()..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_uppercase() || *c == '_')
+                    .collect();
+                let ours = !matches!(name.as_str(), "TERM" | "CARGO" | "HOME" | "PATH" | "");
+                if ours && !doc.contains(&format!("`{name}`")) {
+                    missing.push(format!("{}: {name}", f.display()));
+                }
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "not in xtask.md's Environment table: {missing:#?}"
+    );
+}
+
+/// Every flag `cargo xtask help <command>` lists is in xtask.md.
+#[test]
+fn every_flag_of_the_help_is_documented() {
+    let doc = fs::read_to_string(repo_root().join("Documentation/dev-tools/xtask.md")).unwrap();
+    let mut missing = Vec::new();
+    for cmd in [
+        "run", "shell", "test", "bench", "kernel", "module", "build", "setup", "matrix", "merge",
+        "lava",
+    ] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_xtask"))
+            .args(["help", cmd])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "help {cmd}");
+        for line in String::from_utf8_lossy(&out.stdout).lines() {
+            // Option lines, not their wrapped descriptions.
+            let t = line.trim_start();
+            if line.len() - t.len() > 6 || !t.starts_with('-') {
+                continue;
+            }
+            let Some(flag) = t
+                .split([' ', ','])
+                .find(|w| w.starts_with("--") && w.len() > 2)
+            else {
+                continue;
+            };
+            let flag = flag.split(['=', '<']).next().unwrap();
+            if flag == "--help" || flag == "--verbose" {
+                continue;
+            }
+            let named = doc.match_indices(flag).any(|(i, _)| {
+                doc[i + flag.len()..]
+                    .chars()
+                    .next()
+                    .is_none_or(|c| !(c.is_ascii_alphanumeric() || c == '-'))
+            });
+            if !named {
+                missing.push(format!("{cmd} {flag}"));
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "flags of the help not in xtask.md: {missing:?}"
+    );
 }

@@ -86,7 +86,7 @@ struct tk_gigantic {
 	__u32 last_workers;		/* out */
 	__s32 last_nid;			/* out: -1 before the first */
 	__s32 last_cpu_node;		/* out: -1 for TK_PLACE_ANY */
-	__u32 nr_cleared;		/* out */
+	__u32 nr_cleared;		/* out: 1 GiB ranges mmap reserved */
 };
 
 /* Most gigantic ranges one TK_IOC_CLEAR_BENCH call clears. */

@@ -11,9 +11,9 @@ use std::ffi::OsString;
 use super::flags::{clap_error_line, Cli, Cmd, LavaArgs};
 use crate::boot::{self, BootRequest};
 use crate::commands::{in_guest, lava, matrix, merge};
-use crate::kernel;
 use crate::profile::{KernelKind, Profile};
 use crate::validate::Host;
+use crate::{kernel, names};
 
 /// Parses `args` (the program name first) and checks every value and
 /// every boot they ask for, as [`super::main`] does before any work, without
@@ -79,10 +79,6 @@ pub(super) fn validate(cli: &Cli, host: &Host) -> std::result::Result<(), String
         Cmd::Test(t) => &t.guest.kernel,
         Cmd::Bench(b) => &b.guest.kernel,
     };
-    if let Some(dir) = &kernel.kernel_src {
-        kernel::check_custom_source(dir).map_err(one_line)?;
-    }
-    check_in_guest(&cli.cmd, host)?;
     let guest = match &cli.cmd {
         Cmd::Run(r) => Some(&r.guest),
         Cmd::Shell(s) => Some(&s.guest),
@@ -90,6 +86,8 @@ pub(super) fn validate(cli: &Cli, host: &Host) -> std::result::Result<(), String
         Cmd::Bench(b) => Some(&b.guest),
         _ => None,
     };
+    // Flags that do not go together first: a value is judged only once
+    // it is used.
     if let Some(g) = guest.filter(|g| g.kernel_kind == KernelKind::Debian) {
         if g.kernel.kernel_src.is_some() {
             return Err(
@@ -101,6 +99,11 @@ pub(super) fn validate(cli: &Cli, host: &Host) -> std::result::Result<(), String
             return Err("--kernel debian boots Debian's kernel as shipped: --profile is for --kernel tierkit (debug is tierkit's own kernel config)".into());
         }
     }
+    if let Some(dir) = &kernel.kernel_src {
+        kernel::check_custom_source(dir).map_err(one_line)?;
+    }
+    check_in_guest(&cli.cmd, host)?;
+    check_filter(&cli.cmd)?;
     let boots = requests(cli).map_err(one_line)?;
     let several = boots.len() > 1;
     for (label, req) in boots {
@@ -133,7 +136,36 @@ fn check_in_guest(cmd: &Cmd, host: &Host) -> std::result::Result<(), String> {
                 .into(),
         );
     }
-    in_guest::check_share(host.cwd.as_deref()).map(|_| ())
+    let share = in_guest::check_share(host.cwd.as_deref())?;
+    match cmd {
+        Cmd::Run(r) => names::check_guest_command(
+            &r.cmd[0],
+            &share,
+            names::guest_programs(&crate::util::repo_root()).as_deref(),
+        ),
+        _ => Ok(()),
+    }
+}
+
+/// `--filter` of `test` selects at least one test with each glob, and of
+/// `run` a demo (or with `--kunit` a KUnit case), before anything boots;
+/// `bench` has nothing it selects.
+fn check_filter(cmd: &Cmd) -> std::result::Result<(), String> {
+    match cmd {
+        Cmd::Test(t) => t
+            .guest
+            .filter
+            .as_deref()
+            .map_or(Ok(()), |f| names::Tests::here().check_test_filter(f)),
+        Cmd::Run(r) if r.cmd.is_empty() => r.guest.filter.as_deref().map_or(Ok(()), |f| {
+            names::Tests::here().check_demo_filter(f, r.kunit)
+        }),
+        Cmd::Bench(b) if b.guest.filter.is_some() => Err(
+            "--filter selects tests and demos: `bench` runs its benchmarks whole (name one: clear, wi, gigantic)"
+                .into(),
+        ),
+        _ => Ok(()),
+    }
 }
 
 /// A boot's label in messages (when a command makes several), and its

@@ -23,6 +23,7 @@ const AFTER_HELP: &str = "\
 The two main commands:
   cargo xtask run     build everything (cached), boot, load tierkit, run the demos
   cargo xtask test    host tests, then the quick runs (numa, cxl): KUnit + userspace tests,
+                      then a guest per xtask-* test of run -- CMD and shell (tmux);
                       summary, JSON, JUnit
 
   cargo xtask run -- CMD [ARGS...]           run your command in the guest (tierkit loaded,
@@ -44,9 +45,11 @@ The two main commands:
   cargo xtask merge DIR...                   shards' results as one summary, JUnit, KCIDB
   cargo xtask lava                           LAVA job definitions for the same boots
 
-Cache: $TIERKIT_CACHE (default ~/.cache/tierkit). Output: target/tierkit/.
-A fresh Debian 12 machine needs nothing else: missing tools are installed by
-scripts/setup-host.sh on first use.";
+Cache: $TIERKIT_CACHE (default $XDG_CACHE_HOME/tierkit or ~/.cache/tierkit).
+Output: target/tierkit/. Run inside the checkout (`cargo xtask` is its alias).
+A first run on Debian 12 x86_64 needs root or sudo (scripts/setup-host.sh
+installs the missing packages), host RAM of at least the guest's size (checked
+before anything is built) and a cold kernel build (README.md, Quick start).";
 
 #[derive(Parser)]
 #[command(name = "cargo xtask", bin_name = "cargo xtask", about = ABOUT, after_help = AFTER_HELP, version)]
@@ -107,7 +110,9 @@ pub(super) enum Cmd {
     /// suite) and three short runs: cxl-kernel (the CXL node as kernel
     /// memory), cxl-interleave (one region across two devices) and
     /// numa-init-on-alloc (init_on_alloc=1). With --topology: that
-    /// topology's first run, one boot.
+    /// topology's first run, one boot. Then the tests of `run -- CMD` and
+    /// `shell` (xtask/src/commands/test/cmd_tests.rs), a guest each, those
+    /// of --topology only; `xtask-shell` needs tmux.
     /// Results: target/tierkit/test-<run>[-debug]/{results.json,junit.xml}.
     Test(TestArgs),
     /// Boot and run a benchmark (/bin/tk-bench-<name>); its `TIERKIT-JSON`
@@ -213,7 +218,7 @@ pub(super) struct GuestArgs {
     /// At most 8: kconfig/base.config sets CONFIG_NR_CPUS=8, and the guest
     /// would silently ignore the rest.
     #[arg(long, default_value_t = crate::boot::DEFAULT_CPUS, value_name = "N",
-          value_parser = clap::value_parser!(u32).range(1..=8))]
+          value_parser = clap::value_parser!(u32).range(1..=8), allow_negative_numbers = true)]
     pub(super) cpus: u32,
     /// DRAM per CPU node, in whole GiB [default: 8G]. q35 splits RAM around
     /// the PCI hole below 4 GiB, early kernel allocations and the memmap sit
@@ -250,18 +255,23 @@ pub(super) struct GuestArgs {
     #[arg(long = "cpu", value_name = "MODEL", value_parser = validate::parse_cpu_model)]
     pub(super) cpu_model: Option<String>,
     /// Use KVM even if it does not look usable.
-    #[arg(long, overrides_with = "no_kvm")]
+    #[arg(long, conflicts_with = "no_kvm")]
     pub(super) kvm: bool,
     /// Never use KVM (TCG).
     #[arg(long)]
     pub(super) no_kvm: bool,
     /// Kill the guest after this many seconds [default: 600; bench: 1800;
     /// four times that with cxl].
-    #[arg(long, value_name = "SECS", value_parser = validate::parse_timeout)]
+    #[arg(long, value_name = "SECS", value_parser = validate::parse_timeout, allow_negative_numbers = true)]
     pub(super) timeout: Option<u64>,
-    /// Only run matching tests: `kunit.filter_glob=GLOB` for KUnit
-    /// (`suite` or `suite.test`), and a shell glob on userspace test names.
-    #[arg(long, value_name = "GLOB", value_parser = validate::parse_filter)]
+    /// Only run matching tests: comma-separated globs in the kernel's
+    /// dialect (`*`, `?`, `[a-z]`, `[!g]`, `\x`), against KUnit's
+    /// `suite` or `suite.case` (the one glob that selects KUnit cases goes
+    /// to `kunit.filter_glob=`), the userspace tests' names (`tk-test-*`)
+    /// and the `xtask-*` tests; `run`: the demos' names (`bench`, `shell`
+    /// and `run -- CMD` have nothing to select). Each glob must select
+    /// something, checked before anything is built.
+    #[arg(long, value_name = "GLOB[,GLOB]", value_parser = validate::parse_filter)]
     pub(super) filter: Option<String>,
     /// Extra kernel command line parameters (repeatable).
     #[arg(long, value_name = "ARGS", value_parser = validate::parse_append)]
@@ -397,17 +407,20 @@ pub(super) struct BenchArgs {
     pub(super) guest: GuestArgs,
 }
 
-/// A value clap refused: one line (`error: invalid value '9' for '--cpus
-/// <N>': 9 is not in 1..=8`), exit code 2. Everything else (`--help`,
-/// `--version`, an unknown flag with clap's suggestion) as clap prints it.
+/// What clap refused, in one line (`error: invalid value '9' for '--cpus
+/// <N>': 9 is not in 1..=8`, `error: unexpected argument '--ful' found
+/// (did you mean '--full'?)`), exit code 2. `--help`, `--version` and a
+/// command line without a command print clap's help instead.
 pub(super) fn clap_refusal(e: clap::Error) -> ExitCode {
     use clap::error::ErrorKind;
     match e.kind() {
-        ErrorKind::ValueValidation | ErrorKind::InvalidValue => {
+        ErrorKind::DisplayHelp
+        | ErrorKind::DisplayVersion
+        | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => e.exit(),
+        _ => {
             eprintln!("error: {}", clap_error_line(&e));
             ExitCode::from(2)
         }
-        _ => e.exit(),
     }
 }
 
@@ -450,9 +463,19 @@ pub(super) fn clap_error_line(e: &clap::Error) -> String {
     with_possible_values(line, e)
 }
 
-/// `line`, and the possible values of `e`'s flag if clap knows them.
+/// `line`, and the possible values of `e`'s flag if clap knows them, or
+/// the flag or command clap suggests instead of an unknown one.
 fn with_possible_values(mut line: String, e: &clap::Error) -> String {
     use clap::error::{ContextKind, ContextValue};
+    for kind in [ContextKind::SuggestedArg, ContextKind::SuggestedSubcommand] {
+        match e.get(kind) {
+            Some(ContextValue::String(s)) => line.push_str(&format!(" (did you mean '{s}'?)")),
+            Some(ContextValue::Strings(v)) if !v.is_empty() => {
+                line.push_str(&format!(" (did you mean '{}'?)", v.join("' or '")))
+            }
+            _ => {}
+        }
+    }
     if let Some(ContextValue::Strings(v)) = e.get(ContextKind::ValidValue) {
         if !v.is_empty() {
             line.push_str(&format!(" (possible values: {})", v.join(", ")));

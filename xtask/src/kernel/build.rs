@@ -126,6 +126,17 @@ fn progress_bar(est: u64) -> indicatif::ProgressBar {
     pb
 }
 
+/// Progress as the plain log tells it: `812/~1850 steps` against the
+/// estimate, and past it `2022 steps (estimate was ~1850)`, never a count
+/// above its own total.
+fn step_count(steps: u64, est: u64) -> String {
+    if steps <= est {
+        format!("{steps}/~{est} steps")
+    } else {
+        format!("{steps} steps (estimate was ~{est})")
+    }
+}
+
 /// Runs `make -jJOBS` into `out` (output to `log`), counting Kbuild steps
 /// against `est`, and checks [`ARTIFACTS`] are there after. The steps.
 fn make(
@@ -153,7 +164,8 @@ fn make(
             if !util::is_tty() && last_plain.elapsed() >= Duration::from_secs(30) {
                 last_plain = Instant::now();
                 say!(
-                    "kernel build: {steps}/~{est} steps, {}: {}",
+                    "kernel build: {}, {}: {}",
+                    step_count(steps, est),
                     util::fmt_dur(t.elapsed()),
                     line.trim()
                 );
@@ -176,6 +188,14 @@ fn make(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The plain log never counts past its own total (`2022/~1850`).
+    #[test]
+    fn step_count_past_the_estimate() {
+        assert_eq!(step_count(812, 1850), "812/~1850 steps");
+        assert_eq!(step_count(1850, 1850), "1850/~1850 steps");
+        assert_eq!(step_count(2022, 1850), "2022 steps (estimate was ~1850)");
+    }
 
     #[test]
     fn kbuild_steps() {

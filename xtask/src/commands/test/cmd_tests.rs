@@ -144,7 +144,8 @@ pub const TESTS: &[CmdTest] = &[
 
 /// The tests a `cargo xtask test` runs: none unless the default profile
 /// is among its profiles; those of `--topology` only; with `--filter`,
-/// those whose name matches one of its comma-separated globs.
+/// those whose name matches one of its comma-separated globs (the one
+/// dialect, [`tierkit_protocol::select::glob_match`]).
 pub(crate) fn selected(g: &GuestFlags, profiles: &[profile::Profile], ci: bool) -> Vec<CmdTest> {
     if ci {
         return TESTS.to_vec();
@@ -152,11 +153,9 @@ pub(crate) fn selected(g: &GuestFlags, profiles: &[profile::Profile], ci: bool) 
     for_selection(false, profiles, g.topology.map(|k| k.name()))
         .into_iter()
         .filter(|t| {
-            g.filter.as_deref().is_none_or(|f| {
-                f.split(',')
-                    .filter_map(|p| glob::Pattern::new(p).ok())
-                    .any(|p| p.matches(t.name))
-            })
+            g.filter
+                .as_deref()
+                .is_none_or(|f| tierkit_protocol::select::in_globs(f, t.name))
         })
         .collect()
 }

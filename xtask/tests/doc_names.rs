@@ -1,0 +1,342 @@
+//! The documentation names only what exists: every repository path it
+//! gives (`xtask/src/runs.rs`, `module/src/clear/`, a crate's `src/...`,
+//! in text, code spans or the trees of ARCHITECTURE.md), every KUnit case
+//! (`tierkit_suite.case`), every tierkit function (`tk_...()`,
+//! `tierkit_...()`) and every Rust path (`first_use::BootPool`,
+//! `Worker::put`: its last part defined here).
+//!
+//! Host only: `cargo test -p xtask --test doc_names`.
+
+mod doc_tree;
+
+use doc_tree::{doc_files, repo_root};
+use std::fs;
+use std::path::Path;
+
+/// The top directories of the repository a path in the docs may start with.
+const TOPS: &[&str] = &[
+    "module/",
+    "xtask/",
+    "userspace-tests/",
+    "protocol/",
+    "scripts/",
+    "kconfig/",
+    "tkrun/",
+    "Documentation/",
+    ".github/",
+    ".ci/",
+];
+
+/// The crates whose `src/` a bare `src/...` may be under.
+const CRATES: &[&str] = &[
+    "module",
+    "module/core",
+    "xtask",
+    "userspace-tests",
+    "protocol",
+    "tkrun",
+    "rows",
+];
+
+fn is_path_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || "._/-*<>{}".contains(c)
+}
+
+/// The repository paths a text names, with their line numbers.
+fn paths(text: &str) -> Vec<(usize, String)> {
+    let mut out = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let chars: Vec<(usize, char)> = line.char_indices().collect();
+        let mut i = 0;
+        while i < chars.len() {
+            let (at, c) = chars[i];
+            let starts = (i == 0 || !is_path_char(chars[i - 1].1)) && c != '/';
+            let rest = &line[at..];
+            if starts && (TOPS.iter().any(|t| rest.starts_with(t)) || rest.starts_with("src/")) {
+                let p: String = rest.chars().take_while(|&c| is_path_char(c)).collect();
+                let p = p.trim_end_matches(['.', ',']).to_string();
+                i += p.chars().count().max(1);
+                // The kernel's own files (`scripts/sign-file`, the kernel's
+                // `Documentation/...`) and build products are not ours.
+                let near = |a: usize, b: usize| line.get(a..b.min(line.len())).unwrap_or("");
+                let theirs = near(at.saturating_sub(40), at).contains("kernel's")
+                    || near(at + p.len(), at + p.len() + 40).contains("kernel's");
+                let built = p.ends_with(".o") || p.ends_with(".ko");
+                if !theirs && !built {
+                    out.push((n + 1, p));
+                }
+            } else {
+                i += 1;
+            }
+        }
+    }
+    out
+}
+
+/// Whether `p` (with `*` or `<...>` standing for any name from there on)
+/// exists under `base`.
+fn exists(base: &Path, p: &str) -> bool {
+    let cut = p.find(['*', '<', '{']).unwrap_or(p.len());
+    let prefix = &p[..cut];
+    if cut < p.len() {
+        // The directory part before the pattern must exist.
+        let dir = &prefix[..prefix.rfind('/').map_or(0, |i| i + 1)];
+        return base.join(dir).exists();
+    }
+    base.join(prefix).exists()
+}
+
+fn path_exists(root: &Path, p: &str) -> bool {
+    if p.starts_with("src/") {
+        CRATES.iter().any(|c| exists(&root.join(c), p))
+    } else {
+        exists(root, p)
+    }
+}
+
+#[test]
+fn every_repository_path_exists() {
+    let root = repo_root();
+    let mut missing = Vec::new();
+    for d in doc_files(&root) {
+        let text = fs::read_to_string(root.join(&d)).unwrap();
+        for (line, p) in paths(&text) {
+            if !path_exists(&root, &p) {
+                missing.push(format!("{}:{line}: {p}", d.display()));
+            }
+        }
+        // A `../` path in a code span: from the doc's directory, inside
+        // the repository.
+        let dir = d.parent().unwrap_or(Path::new(""));
+        for (line, p) in code_spans(&text) {
+            if p.starts_with("../") {
+                let ups = p.matches("../").count();
+                if ups > dir.components().count() || !exists(&root.join(dir), &p) {
+                    missing.push(format!("{}:{line}: {p}", d.display()));
+                }
+            }
+        }
+    }
+    assert!(missing.is_empty(), "paths that do not exist: {missing:#?}");
+}
+
+#[test]
+fn path_finding() {
+    let got: Vec<String> = paths(
+        "see `xtask/src/runs.rs`, src/offline/ and (module/src/clear/).\n\
+         not mm/mempolicy.c or /sys/module/x or rust/*.rmeta; xtask/src/*.rs\n\
+         the kernel's scripts/sign-file, module/tierkit.ko\n",
+    )
+    .into_iter()
+    .map(|x| x.1)
+    .collect();
+    assert_eq!(
+        got,
+        [
+            "xtask/src/runs.rs",
+            "src/offline/",
+            "module/src/clear/",
+            "xtask/src/*.rs"
+        ]
+    );
+    let root = repo_root();
+    assert!(path_exists(&root, "xtask/src/runs.rs"));
+    assert!(path_exists(&root, "src/runs.rs"));
+    assert!(!path_exists(&root, "src/offline/"));
+    assert!(path_exists(&root, "xtask/src/*.rs"));
+    assert!(!path_exists(&root, "xtask/nope/*.rs"));
+}
+
+/// The words of `text` that look like `NAME()` or `suite.case`, in code
+/// spans.
+fn code_spans(text: &str) -> Vec<(usize, String)> {
+    let mut out = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let mut parts = line.split('`');
+        parts.next();
+        while let (Some(inside), Some(_)) = (parts.next(), parts.next()) {
+            out.push((n + 1, inside.to_string()));
+        }
+    }
+    out
+}
+
+/// Every function name defined in the repository's Rust and C sources.
+fn defined_functions(root: &Path) -> std::collections::HashSet<String> {
+    let mut set = std::collections::HashSet::new();
+    fn walk(d: &Path, set: &mut std::collections::HashSet<String>) {
+        let Ok(rd) = fs::read_dir(d) else { return };
+        for e in rd.filter_map(Result::ok) {
+            let p = e.path();
+            let name = e.file_name();
+            if p.is_dir() {
+                if name != "target" && name != ".git" {
+                    walk(&p, set);
+                }
+            } else if p
+                .extension()
+                .is_some_and(|x| x == "rs" || x == "c" || x == "h")
+            {
+                let text = fs::read_to_string(&p).unwrap_or_default();
+                for w in text.split(|c: char| !(c.is_alphanumeric() || c == '_')) {
+                    if w.starts_with("tk_") || w.starts_with("tierkit_") {
+                        set.insert(w.to_string());
+                    }
+                }
+            }
+        }
+    }
+    walk(root, &mut set);
+    set
+}
+
+/// The `tierkit_suite.case` names of a line (no glob characters).
+fn kunit_refs(line: &str) -> Vec<(String, String)> {
+    let word = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    let mut out = Vec::new();
+    for (i, _) in line.match_indices("tierkit_") {
+        if line[..i]
+            .chars()
+            .next_back()
+            .is_some_and(|c| word(c) || c == '/')
+        {
+            continue;
+        }
+        let suite: String = line[i..].chars().take_while(|&c| word(c)).collect();
+        let rest = &line[i + suite.len()..];
+        let Some(rest) = rest.strip_prefix('.') else {
+            continue;
+        };
+        let case: String = rest.chars().take_while(|&c| word(c)).collect();
+        let after = rest[case.len()..].chars().next();
+        if !case.is_empty()
+            && !matches!(after, Some('*' | '?' | '[' | '.'))
+            && ![
+                "ko", "rs", "py", "c", "h", "md", "json", "toml", "log", "txt", "yaml",
+            ]
+            .contains(&case.as_str())
+        {
+            out.push((suite, case));
+        }
+    }
+    out
+}
+
+#[test]
+fn kunit_references() {
+    assert_eq!(
+        kunit_refs("(during KUnit tierkit_clear.failing_worker_eio) `tierkit_topology.*` tierkit.ko tierkit_wi_abi.x*"),
+        [("tierkit_clear".to_string(), "failing_worker_eio".to_string())]
+    );
+}
+
+#[test]
+fn every_kunit_case_and_tierkit_function_exists() {
+    let root = repo_root();
+    let tests = xtask::names::Tests::of_tree(&root);
+    let fns = defined_functions(&root);
+    let mut missing = Vec::new();
+    for d in doc_files(&root) {
+        let text = fs::read_to_string(root.join(&d)).unwrap();
+        // `tierkit_suite.case` anywhere, sample output included.
+        for (n, l) in text.lines().enumerate() {
+            for (suite, case) in kunit_refs(l) {
+                let ok = tests
+                    .kunit
+                    .iter()
+                    .any(|(su, cases)| *su == suite && cases.iter().any(|c| *c == case));
+                if !ok {
+                    missing.push(format!(
+                        "{}:{}: KUnit case {suite}.{case}",
+                        d.display(),
+                        n + 1
+                    ));
+                }
+            }
+        }
+        for (line, span) in code_spans(&text) {
+            let s = span.trim();
+            // `tk_name()` / `tierkit_name()`.
+            if let Some(name) = s.strip_suffix("()") {
+                if (name.starts_with("tk_") || name.starts_with("tierkit_"))
+                    && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                    && !fns.contains(name)
+                {
+                    missing.push(format!("{}:{line}: function {s}", d.display()));
+                }
+            }
+        }
+    }
+    assert!(missing.is_empty(), "names that do not exist: {missing:#?}");
+}
+
+/// Items of the kernel's own Rust crate (`rust/kernel/`) the docs name:
+/// not in this repository.
+const KERNEL_CRATE_ITEMS: &[&str] = &["Queue::enqueue", "RawWorkItem::__enqueue"];
+
+/// Every name defined in the repository's Rust sources (functions,
+/// types, constants, modules, statics).
+fn defined_items(root: &Path) -> std::collections::HashSet<String> {
+    let mut set = std::collections::HashSet::new();
+    fn walk(d: &Path, set: &mut std::collections::HashSet<String>) {
+        let Ok(rd) = fs::read_dir(d) else { return };
+        for e in rd.filter_map(Result::ok) {
+            let p = e.path();
+            if p.is_dir() {
+                if e.file_name() != "target" && e.file_name() != ".git" {
+                    walk(&p, set);
+                }
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                let text = fs::read_to_string(&p).unwrap_or_default();
+                let words: Vec<&str> = text
+                    .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                    .filter(|w| !w.is_empty())
+                    .collect();
+                for w in words.windows(2) {
+                    if matches!(
+                        w[0],
+                        "fn" | "struct" | "enum" | "const" | "mod" | "type" | "trait" | "static"
+                    ) {
+                        set.insert(w[1].to_string());
+                    }
+                }
+            }
+        }
+    }
+    walk(root, &mut set);
+    set
+}
+
+/// `module::Item` and `Type::method` in code spans name something this
+/// repository defines (its last part), unless it is std's or the kernel
+/// crate's.
+#[test]
+fn every_rust_path_the_docs_name_exists() {
+    let root = repo_root();
+    let items = defined_items(&root);
+    let mut missing = Vec::new();
+    for d in doc_files(&root) {
+        let text = fs::read_to_string(root.join(&d)).unwrap();
+        for (line, span) in code_spans(&text) {
+            let s = span.trim();
+            let parts: Vec<&str> = s.split("::").collect();
+            let plain = parts.len() >= 2
+                && parts.iter().all(|p| {
+                    !p.is_empty() && p.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                });
+            if !plain || matches!(parts[0], "std" | "core" | "alloc" | "kernel") {
+                continue;
+            }
+            if KERNEL_CRATE_ITEMS.contains(&s) {
+                continue;
+            }
+            if !items.contains(*parts.last().unwrap()) {
+                missing.push(format!("{}:{line}: {s}", d.display()));
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "Rust paths that name nothing here: {missing:#?}"
+    );
+}
