@@ -11,12 +11,15 @@
 //! - [`param`]: the kernel command-line parameters /init reads
 //!   (`tierkit.mode=`, `tierkit.filter=`, `tierkit.cxl=`, ...).
 //! - [`cxl`]: the value of `tierkit.cxl=` (one RAM region per window).
+//! - [`deadline`]: how long each userspace test may run, and the
+//!   verdicts the runner's own tests expect.
 //! - [`select`]: which userspace tests a boot runs (shell globs).
 //! - [`cmd`]: `/etc/tierkit/cmd`, the command of `cargo xtask run -- CMD`
 //!   and the terminal of `cargo xtask shell`.
 
 pub mod cmd;
 pub mod cxl;
+pub mod deadline;
 pub mod marker;
 pub mod param;
 pub mod select;

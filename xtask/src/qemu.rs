@@ -141,6 +141,9 @@ pub struct GuestJob {
     pub cpu_model: String,
     /// QEMU is killed after this long.
     pub timeout: Duration,
+    /// `tierkit.deadline_scale=`: userspace tests' deadlines are this many
+    /// times their own, as `timeout` is for a slower topology or kernel.
+    pub deadline_scale: u64,
 }
 
 /// Everything about one guest boot except the kernel and initramfs: the
@@ -186,6 +189,12 @@ pub fn kernel_cmdline(cfg: &GuestConfig) -> Result<String> {
         cfg.job.cxl_online.as_param()
     ));
     p.push(param::word(param::MODE, &cfg.job.mode.as_param()));
+    if cfg.job.deadline_scale > 1 {
+        p.push(param::word(
+            param::DEADLINE_SCALE,
+            &cfg.job.deadline_scale.to_string(),
+        ));
+    }
     if let Some(c) = cfg.topology.cxl_param() {
         // /init assembles one region per window, in this order (per device,
         // or interleaved over WAYS devices: `MIB:WAYS:GRANULARITY`).

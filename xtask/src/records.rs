@@ -187,7 +187,11 @@ pub fn walk(run: &Run, extra: &[UserTest]) -> Vec<Record> {
         };
         let mut r = Record::new("userspace", test.name.as_str(), outcome);
         if outcome == Outcome::Fail {
-            r.message = Some(format!("exit code {}", test.rc));
+            r.message = Some(
+                test.reason
+                    .clone()
+                    .unwrap_or_else(|| format!("exit code {}", test.rc)),
+            );
         }
         r.duration_ms = Some(test.duration_ms);
         if !test.output_tail.is_empty() {

@@ -68,6 +68,11 @@ pub struct UserTest {
     /// The last lines of the test's output.
     pub output_tail: String,
     pub duration_ms: u64,
+    /// Why it failed when its exit code does not say it (`timed out after
+    /// 120 s`, `left 2 process(es) running after it exited`, `did not
+    /// finish: ...`), or how a test of the runner met its expected verdict.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// Leaf-level totals over KUnit cases and userspace tests.
@@ -264,11 +269,18 @@ fn write_failed(out: &mut String, leaves: &[Leaf], extra: &[UserTest]) -> fmt::R
             }
         }
         for test in &failed_users {
-            writeln!(
-                out,
-                "  FAIL userspace.{} (rc={}, {} ms)",
-                test.name, test.rc, test.duration_ms
-            )?;
+            match &test.reason {
+                Some(r) => writeln!(
+                    out,
+                    "  FAIL userspace.{} ({r}; rc={}, {} ms)",
+                    test.name, test.rc, test.duration_ms
+                )?,
+                None => writeln!(
+                    out,
+                    "  FAIL userspace.{} (rc={}, {} ms)",
+                    test.name, test.rc, test.duration_ms
+                )?,
+            }
             let lines: Vec<&str> = test.output_tail.lines().collect();
             for line in &lines[lines.len().saturating_sub(SUMMARY_OUTPUT_LINES)..] {
                 writeln!(out, "      {line}")?;

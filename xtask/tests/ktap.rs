@@ -61,6 +61,7 @@ fn user_test(name: &str, rc: i32) -> UserTest {
         rc,
         output_tail: format!("{name}: done\n{name}: rc={rc}\n"),
         duration_ms: 1234,
+        reason: None,
     }
 }
 

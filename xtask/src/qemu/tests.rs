@@ -27,6 +27,7 @@ fn cfg(mode: Mode, filter: Option<&str>) -> GuestConfig {
             cxl_online: CxlOnline::Movable,
             cpu_model: "max".into(),
             timeout: Duration::from_secs(600),
+            deadline_scale: 1,
         },
         extra_args: vec![],
     }
@@ -248,4 +249,13 @@ fn streaming_shows_every_kind_of_report_whole() {
         .filter("[   30.0] rcu: INFO: rcu_preempt detected stalls on CPUs/tasks:")
         .unwrap();
     assert!(rcu.contains(">>> kernel RCU stall"), "{rcu}");
+}
+
+#[test]
+fn a_slower_guest_scales_the_tests_deadlines() {
+    let mut c = cfg(Mode::Test, None);
+    assert!(!kernel_cmdline(&c).unwrap().contains("tierkit.deadline_scale="));
+    c.job.deadline_scale = 16;
+    let line = kernel_cmdline(&c).unwrap();
+    assert!(line.split_whitespace().any(|w| w == "tierkit.deadline_scale=16"), "{line}");
 }
