@@ -491,15 +491,20 @@ pub fn boot(
     let deadline = start + cfg.job.timeout;
     let mut timed_out = false;
     let mut done_at: Option<Instant> = None;
+    // A panic: the guest is over, whether or not QEMU exits by itself.
+    let mut panic_at: Option<Instant> = None;
     loop {
         let now = Instant::now();
         // After TIERKIT-DONE the guest powers off; don't wait long for it.
-        let limit = match done_at {
+        let mut limit = match done_at {
             Some(t) => deadline.min(t + Duration::from_secs(15)),
             None => deadline,
         };
+        if let Some(t) = panic_at {
+            limit = limit.min(t + console::fatal::AFTER_PANIC);
+        }
         if now >= limit {
-            if done_at.is_none() {
+            if done_at.is_none() && panic_at.is_none() {
                 timed_out = true;
             }
             break;
@@ -515,6 +520,11 @@ pub fn boot(
                 if clean.contains("TIERKIT-DONE") {
                     done_at = Some(Instant::now());
                 }
+                if panic_at.is_none()
+                    && console::fatal::ends_boot(crate::printk::split_seconds(&clean).1)
+                {
+                    panic_at = Some(Instant::now());
+                }
                 if let Some(s) = streamer.filter(&clean) {
                     if streamer.to_stderr {
                         eprintln!("{s}");
@@ -527,7 +537,7 @@ pub fn boot(
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
         }
     }
-    let exit = stop_qemu(&mut child, timed_out, done_at, cfg)?;
+    let exit = stop_qemu(&mut child, timed_out, done_at, panic_at, cfg)?;
     log.flush()?;
     let qemu_stderr = err_thread.join().unwrap_or_default();
     let _ = fs::write(run_dir.join("qemu-stderr.log"), &qemu_stderr);
@@ -579,15 +589,27 @@ fn spawn_qemu(qemu: &str, args: &[String]) -> Result<std::process::Child> {
         .with_context(|| format!("could not start {qemu} (cargo xtask setup installs it)"))
 }
 
-/// Ends QEMU after the console loop: killed when the guest timed out or
-/// did not power off within 15 s of TIERKIT-DONE, else waited for (10 s at
+/// Ends QEMU after the console loop: killed when the guest timed out, did
+/// not power off within 15 s of TIERKIT-DONE or went on
+/// [`console::fatal::AFTER_PANIC`] after a kernel panic, else waited for (10 s at
 /// most, then killed). Its exit status; `None` when it was killed.
 fn stop_qemu(
     child: &mut std::process::Child,
     timed_out: bool,
     done_at: Option<Instant>,
+    panic_at: Option<Instant>,
     cfg: &GuestConfig,
 ) -> Result<Option<ExitStatus>> {
+    let panicked = panic_at.is_some_and(|t| t.elapsed() >= console::fatal::AFTER_PANIC);
+    if panicked && child.try_wait()?.is_none() {
+        let _ = child.kill();
+        let _ = child.wait();
+        say!(
+            "guest still running {} s after a kernel panic: killed QEMU",
+            console::fatal::AFTER_PANIC.as_secs()
+        );
+        return Ok(None);
+    }
     Ok(
         if timed_out || done_at.is_some_and(|t| t.elapsed() >= Duration::from_secs(15)) {
             let _ = child.kill();

@@ -161,8 +161,11 @@ pub fn evaluate(guest: &GuestRun, kunit: bool, filter: Option<&str>, profile: Pr
 /// Why the guest never reached /init: QEMU's exit, the last console lines
 /// and QEMU's stderr.
 fn never_booted(guest: &GuestRun) -> String {
+    let why = console::fatal::early_reason(&guest.console, &guest.qemu_stderr)
+        .map(|r| format!(": {r}"))
+        .unwrap_or_default();
     format!(
-        "the guest never reached /init (QEMU exit: {}). Last console lines:\n{}{}",
+        "the guest never reached /init{why}\n(QEMU exit: {}). Last console lines:\n{}{}",
         guest
             .exit
             .map(|e| e.to_string())

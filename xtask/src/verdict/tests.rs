@@ -133,7 +133,9 @@ fn never_booted_fails() {
         None,
         Profile::Default,
     );
-    assert!(o.reasons.iter().any(|r| r.contains("never reached /init")));
+    assert!(o.reasons.iter().any(|r| r.starts_with(
+        "the guest never reached /init: kernel panic before /init: Kernel panic - not syncing: VFS: Unable to mount root fs\n"
+    )), "{:?}", o.reasons);
 }
 
 #[test]
