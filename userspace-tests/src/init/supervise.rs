@@ -27,8 +27,9 @@ pub const GRACE: Duration = Duration::from_secs(1);
 pub const KILL_WAIT: Duration = Duration::from_secs(5);
 /// How long the output pipe may stay open once every process is gone.
 const DRAIN: Duration = Duration::from_secs(2);
-/// The `comm` of a process a test leaves running on purpose.
-pub const KEEP_COMM: &str = "tk-keep-alive";
+/// The `comm` of a process a test leaves running on purpose
+/// (`lifecycle::quarantine` sets it with `PR_SET_NAME`).
+pub const KEEP_COMM: &std::ffi::CStr = c"tk-keep-alive";
 
 /// A process as `/proc/PID/stat` shows it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -296,12 +297,13 @@ impl Sup {
                 }
                 break;
             }
-            kill(-self.main);
+            // One by one, not the group: a kept process may be in it; a
+            // child forked meanwhile is found on the next round.
             for p in &now {
                 if left.insert(p.pid) {
                     named.push(format!("{} ({})", p.pid, p.comm));
                 }
-                if p.comm == KEEP_COMM {
+                if p.comm.as_bytes() == KEEP_COMM.to_bytes() {
                     kept.insert(p.pid);
                 } else {
                     kill(p.pid);
@@ -316,7 +318,7 @@ impl Sup {
                 if kept.is_empty() {
                     String::new()
                 } else {
-                    format!(" but for the {} named {KEEP_COMM}", kept.len())
+                    format!(" but for the {} named {KEEP_COMM:?}", kept.len())
                 }
             ));
         }

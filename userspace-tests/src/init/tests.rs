@@ -472,3 +472,35 @@ fn an_ordinary_test_that_leaves_a_child_fails() {
     );
     assert_eq!(init.fails, 1);
 }
+
+/// A process a test parks on purpose (named `tk-keep-alive`, as
+/// `lifecycle::quarantine` names it) is counted but not killed.
+#[test]
+fn a_kept_process_is_counted_but_not_killed() {
+    let t = Tree::new("keep");
+    t.dir("/tmp");
+    let keep = t.p("/tmp/tk-keep-alive");
+    std::fs::copy("/bin/sleep", &keep).unwrap();
+    t.script(
+        "tk-test-parks",
+        &format!("{} 1000 >/dev/null 2>&1 & echo $! > {}.pid", keep.display(), keep.display()),
+    );
+    let (mut init, _) = t.init("tierkit.mode=test");
+    super::modes::run_mode(&mut init);
+    assert_eq!(
+        init.out.lines.last().map(String::as_str),
+        Some("TIERKIT-USERTEST tk-test-parks rc=0 left=1")
+    );
+    let data = String::from_utf8_lossy(&init.out.data_bytes).into_owned();
+    assert!(data.contains("but for the 1 named \"tk-keep-alive\""), "{data}");
+    let pid: i32 = std::fs::read_to_string(format!("{}.pid", keep.display()))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let alive = super::supervise::parse_stat(&stat).is_some_and(|p| p.state != 'Z');
+    // SAFETY: kill(2) on the sleep this test started.
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    assert!(alive, "it was killed: {stat}");
+}
