@@ -653,10 +653,14 @@ fn report_test_run(req: &BootRequest, b: &Booted, run_dir: PathBuf, total: &Time
     let outcome = &b.outcome;
     say!("{}", timing(b, total));
     if !outcome.ok() {
-        // Reasons that the summary's tables do not show on their own.
+        // Reasons that the summary's tables do not show on their own; of a
+        // longer one (a boot that never reached /init, a timeout), its
+        // first line, which says why.
         for r in &outcome.reasons {
             if r.lines().count() <= 2 {
                 say!("FAIL: {r}");
+            } else if let Some(first) = r.lines().next() {
+                say!("FAIL: {first} (more below)");
             }
         }
     }

@@ -41,7 +41,8 @@ pub fn early_reason(console: &str, qemu_stderr: &str) -> Option<String> {
         if reached_init(t) {
             before_init = false;
         }
-        if t.starts_with("Failed to execute ") || t.starts_with("VFS: Cannot open root device") {
+        let no_root = ["VFS: Cannot open root device", "No filesystem could mount root"];
+        if t.starts_with("Failed to execute ") || no_root.iter().any(|p| t.starts_with(p)) {
             init_failed.get_or_insert(t);
         }
         match classify(t) {
