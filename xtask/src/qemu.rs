@@ -448,11 +448,22 @@ pub fn boot(
     run_dir: &Path,
     streamer: &mut Streamer,
 ) -> Result<GuestRun> {
+    boot_with("qemu-system-x86_64", kernel, initramfs, cfg, run_dir, streamer)
+}
+
+/// [`boot`] with `qemu` as the QEMU program (a stand-in in the tests).
+fn boot_with(
+    qemu: &str,
+    kernel: &KernelBuild,
+    initramfs: &Initramfs,
+    cfg: &GuestConfig,
+    run_dir: &Path,
+    streamer: &mut Streamer,
+) -> Result<GuestRun> {
     let console_log = run_dir.join("console.log");
     let data_log = run_dir.join("data.log");
     let _ = fs::remove_file(&data_log);
     let args = qemu_args(&kernel.bzimage, &initramfs.path, &data_log, cfg)?;
-    let qemu = "qemu-system-x86_64";
     // A command a POSIX shell runs as is (`sh qemu-cmd.txt`).
     let shown = qemu_cmd_line(qemu, &args);
     fs::write(run_dir.join("qemu-cmd.txt"), format!("{shown}\n"))?;
