@@ -370,7 +370,7 @@ fn write_problems(out: &mut String, run: &Run) -> fmt::Result {
 }
 
 /// One leaf-level result: a case or parameter, or a suite without cases
-/// (skipped as a whole, or failed in `suite_init`).
+/// (skipped as a whole, or failed in `suite_init`) or failing on its own.
 struct Leaf<'a> {
     /// `suite`, `suite.case` or `suite.case.param`.
     path: String,
@@ -383,7 +383,8 @@ struct Leaf<'a> {
 fn leaf_results<'a>(suites: &[&'a Test]) -> Vec<Leaf<'a>> {
     let mut out = Vec::new();
     for suite in suites {
-        if suite.subtests.is_empty() {
+        // A suite without cases, or one that failed while they passed.
+        if suite.subtests.is_empty() || suite.fails_on_its_own() {
             out.push(Leaf {
                 path: suite.name.clone(),
                 status: suite.status,

@@ -937,8 +937,13 @@ fn junit_maps_ktap_as_kunit_tool_does_with_time() {
                 && e.contains(" time=\""))
             .count()
     );
-    // The totals count the suite's own failure too.
+    // The totals count the suite's own failure too, and the summary lists it.
     assert_eq!(Totals::of(&run, &[]).to_string(), "tierkit: 3 passed, 2 failed, 1 skipped");
+    let summary = report::format_summary(&run, &[]);
+    assert!(
+        summary.contains("  FAIL tierkit_pool\n      # module: tierkit\n      # tierkit_pool: free pages after the suite"),
+        "{summary}"
+    );
 
     // A crashed case: <error>, counted in errors, its log kept.
     let xml = report::junit_report("tierkit", &parse("oops_cut_short.log"), &[])
