@@ -33,6 +33,9 @@ fn the_runners_own_tests_end_as_expected_and_leave_nothing() {
     // SAFETY: prctl(2) with an int argument.
     assert_eq!(unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1) }, 0);
     let me = std::process::id() as i32;
+    // A child of ours from before (as a process an earlier test parked is
+    // /init's): not any test's leftover.
+    let mut earlier = Command::new("sleep").arg("60").spawn().expect("sleep");
 
     let (s, out, rc) = run("tk-test-runner-sleep", env!("CARGO_BIN_EXE_tk-test-runner-sleep"));
     assert_eq!((s.ending.timeout, s.ending.left, rc), (Some(2), 0, 137));
@@ -48,6 +51,10 @@ fn the_runners_own_tests_end_as_expected_and_leave_nothing() {
     assert_eq!((s.ending.timeout, s.ending.left), (Some(2), 0));
     assert!(out.contains("is in state D"), "{out}");
     assert!(!out.contains("the vfork wait ended"), "{out}");
+
+    assert!(earlier.try_wait().expect("wait").is_none(), "the earlier child was killed");
+    earlier.kill().expect("kill");
+    earlier.wait().expect("reap");
 
     // Nothing of theirs is left: no child of ours but zombies.
     std::thread::sleep(Duration::from_millis(200));

@@ -100,6 +100,14 @@ pub fn run(
     orphans: bool,
     sink: &mut dyn FnMut(&[u8]),
 ) -> std::io::Result<Supervised> {
+    // /init's children before this program: not its leftovers (a process
+    // an earlier test parked, named KEEP_COMM).
+    let me = std::process::id() as i32;
+    let before: BTreeSet<i32> = procs()
+        .into_iter()
+        .filter(|p| orphans && p.ppid == me)
+        .map(|p| p.pid)
+        .collect();
     let (r, w) = super::runner::pipe()?;
     let w2 = w.try_clone()?;
     cmd.stdout(Stdio::from(w)).stderr(Stdio::from(w2));
@@ -113,6 +121,7 @@ pub fn run(
         pipe: Pipe::new(r),
         main,
         orphans,
+        before,
         status: None,
     };
     let start = Instant::now();
@@ -220,6 +229,8 @@ struct Sup {
     pipe: Pipe,
     main: i32,
     orphans: bool,
+    /// /init's children when the program started.
+    before: BTreeSet<i32>,
     status: Option<ExitStatus>,
 }
 
@@ -278,7 +289,7 @@ impl Sup {
             self.reap();
             let now: Vec<Proc> = leftovers(&procs(), self.main, me, self.main, self.orphans)
                 .into_iter()
-                .filter(|p| !kept.contains(&p.pid))
+                .filter(|p| !kept.contains(&p.pid) && !self.before.contains(&p.pid))
                 .collect();
             if now.is_empty() {
                 break;
