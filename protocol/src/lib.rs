@@ -11,6 +11,8 @@
 //! - [`param`]: the kernel command-line parameters /init reads
 //!   (`tierkit.mode=`, `tierkit.filter=`, `tierkit.cxl=`, ...).
 //! - [`cxl`]: the value of `tierkit.cxl=` (one RAM region per window).
+//! - [`deadline`]: how long each userspace test may run, and the
+//!   verdicts the runner's own tests expect.
 //! - [`select`]: which tests a boot runs (`--filter`'s one glob dialect,
 //!   the kernel's `glob_match()`).
 //! - [`cmd`]: `/etc/tierkit/cmd`, the command of `cargo xtask run -- CMD`
@@ -18,6 +20,7 @@
 
 pub mod cmd;
 pub mod cxl;
+pub mod deadline;
 pub mod marker;
 pub mod param;
 pub mod select;

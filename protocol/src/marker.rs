@@ -3,7 +3,9 @@
 //! The order /init prints them in: `BOOT`, `CXL ...` (with `--topology
 //! cxl`), `TOPO ...`, `KMEMLEAK-BASELINE` (debug profile), `INSMOD-START`,
 //! `INSMOD rc=N`, per program `<KIND>-START name` ... `<KIND> name rc=N`
-//! (or `CMD-START` ... `CMD rc=N`, `SHELL-START` ... `SHELL rc=N`),
+//! (with `timeout=S` when /init killed it at its deadline, `left=K` when
+//! it left K processes behind; or `CMD-START` ... `CMD rc=N`,
+//! `SHELL-START` ... `SHELL rc=N`),
 //! `RMMOD-START`, `RMMOD rc=N`, `KMEMLEAK-SCAN`, `KMEMLEAK leaks=N` (debug
 //! profile), and last `DONE fails=N`; then the guest powers off. `ERROR`
 //! and `NOTE` lines come wherever something failed or is worth saying.
@@ -91,6 +93,36 @@ pub fn prog_end(kind: ProgKind, name: &str, rc: i32) -> String {
     line(kind.tag(), &format!("{name} rc={rc}"))
 }
 
+/// How a program ended beyond its status: killed at its deadline,
+/// processes it left behind.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Ending {
+    /// Killed at its deadline of this many seconds.
+    pub timeout: Option<u32>,
+    /// Processes it left running when it exited, killed by /init.
+    pub left: usize,
+}
+
+/// `TIERKIT-<KIND> name rc=N[ timeout=S][ left=K]`.
+pub fn prog_end_with(kind: ProgKind, name: &str, rc: i32, e: Ending) -> String {
+    let mut args = format!("{name} rc={rc}");
+    if let Some(s) = e.timeout {
+        args.push_str(&format!(" timeout={s}"));
+    }
+    if e.left > 0 {
+        args.push_str(&format!(" left={}", e.left));
+    }
+    line(kind.tag(), &args)
+}
+
+/// The [`Ending`] of an end marker's arguments.
+pub fn ending(args: &str) -> Ending {
+    Ending {
+        timeout: field(args, "timeout").and_then(|v| v.parse().ok()),
+        left: field(args, "left").and_then(|v| v.parse().ok()).unwrap_or(0),
+    }
+}
+
 /// `TIERKIT-<TAG> rc=N`.
 pub fn rc_line(tag: &str, rc: i32) -> String {
     line(tag, &format!("rc={rc}"))
@@ -136,5 +168,15 @@ mod tests {
             assert_eq!(ProgKind::from_tag(k.tag()), Some(k));
         }
         assert_eq!(ProgKind::from_tag("CMD"), None);
+        let t = Ending {
+            timeout: Some(2),
+            left: 3,
+        };
+        let l = prog_end_with(ProgKind::UserTest, "tk-test-x", 137, t);
+        assert_eq!(l, "TIERKIT-USERTEST tk-test-x rc=137 timeout=2 left=3");
+        assert_eq!(ending(split(&l).unwrap().1), t);
+        assert_eq!(ending("tk-test-x rc=0"), Ending::default());
+        let plain = prog_end_with(ProgKind::Demo, "d", 0, Ending::default());
+        assert_eq!(plain, prog_end(ProgKind::Demo, "d", 0));
     }
 }

@@ -14,6 +14,9 @@ pub const CXL: &str = "tierkit.cxl";
 pub const PROFILE: &str = "tierkit.profile";
 /// The value of [`PROFILE`] that asks for the kmemleak scans.
 pub const PROFILE_DEBUG: &str = "debug";
+/// `tierkit.deadline_scale=N`: userspace tests' deadlines are N times
+/// their own ([`crate::deadline`]); 1 when absent.
+pub const DEADLINE_SCALE: &str = "tierkit.deadline_scale";
 /// `kunit.filter_glob=GLOB`: read by the kernel's KUnit, not /init.
 pub const KUNIT_FILTER: &str = "kunit.filter_glob";
 /// `preempt=MODEL`: read by the kernel; /init reports whether it took.

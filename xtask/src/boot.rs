@@ -254,9 +254,9 @@ impl BootRequest {
         } else {
             600
         };
-        timeout *= spec.timeout_factor;
         // KASAN, lockdep and kmemleak slow the guest down several times.
-        timeout *= s.profile.timeout_factor();
+        let slower = spec.timeout_factor * s.profile.timeout_factor();
+        timeout *= slower;
         let filter = match (&f.filter, run.and_then(|r| r.only)) {
             (None, Some(sel)) => sel.filter(),
             _ => runs::Filter::both(f.filter.as_deref()),
@@ -300,6 +300,7 @@ impl BootRequest {
                     .unwrap_or(CxlOnline::Movable),
                 cpu_model,
                 timeout: Duration::from_secs(f.timeout.unwrap_or(timeout)),
+                deadline_scale: slower,
             },
             kvm: f.kvm,
             host: None,
@@ -500,6 +501,7 @@ fn boot_and_judge(
             rc: 0,
             output_tail: format!("ok - {t} # SKIP {why}"),
             duration_ms: 0,
+            reason: None,
         });
     }
     if let Some((false, _)) = req.host {
@@ -515,6 +517,7 @@ fn boot_and_judge(
             rc: 1,
             output_tail: msg,
             duration_ms: 0,
+            reason: None,
         });
     }
     let mut times = b.times.clone();
@@ -650,10 +653,14 @@ fn report_test_run(req: &BootRequest, b: &Booted, run_dir: PathBuf, total: &Time
     let outcome = &b.outcome;
     say!("{}", timing(b, total));
     if !outcome.ok() {
-        // Reasons that the summary's tables do not show on their own.
+        // Reasons that the summary's tables do not show on their own; of a
+        // longer one (a boot that never reached /init, a timeout), its
+        // first line, which says why.
         for r in &outcome.reasons {
             if r.lines().count() <= 2 {
                 say!("FAIL: {r}");
+            } else if let Some(first) = r.lines().next() {
+                say!("FAIL: {first} (more below)");
             }
         }
     }

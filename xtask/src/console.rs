@@ -2,7 +2,7 @@
 //! one table of report patterns ([`PATTERNS`]), used by the live stream
 //! ([`crate::qemu::Streamer`]) and by the verdict (the crash scan in
 //! [`crate::ktap`], [`crate::verdict`]), and where in the run a console
-//! line falls ([`Phases`]).
+//! line falls ([`Phases`]); [`fatal`]: a boot that fails early fails fast.
 //!
 //! The patterns are the first lines of the kernel's own reports (Linux 7.3),
 //! after the `printk` prefix is removed:
@@ -23,6 +23,8 @@
 //! | workqueue lockup | `BUG: workqueue lockup - pool cpus=0 ...` | `kernel/workqueue.c` |
 //! | BUG, oops, panic | `BUG: ...`, `kernel BUG at ...`, `Oops: ...`, `Kernel panic - not syncing: ...` | `arch/x86/kernel/dumpstack.c`, `kernel/panic.c` |
 //! | WARNING | `WARNING: f.c:1 at f+0x1/0x2, CPU#0: comm/1` | `kernel/panic.c` (`__warn`) |
+
+pub mod fatal;
 
 use serde::Serialize;
 use std::fmt;

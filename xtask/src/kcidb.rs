@@ -453,6 +453,7 @@ pub fn harness_failure(why: String) -> UserTest {
         rc: 1,
         output_tail: why,
         duration_ms: 0,
+        reason: None,
     }
 }
 

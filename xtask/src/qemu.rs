@@ -141,6 +141,9 @@ pub struct GuestJob {
     pub cpu_model: String,
     /// QEMU is killed after this long.
     pub timeout: Duration,
+    /// `tierkit.deadline_scale=`: userspace tests' deadlines are this many
+    /// times their own, as `timeout` is for a slower topology or kernel.
+    pub deadline_scale: u64,
 }
 
 /// Everything about one guest boot except the kernel and initramfs: the
@@ -186,6 +189,12 @@ pub fn kernel_cmdline(cfg: &GuestConfig) -> Result<String> {
         cfg.job.cxl_online.as_param()
     ));
     p.push(param::word(param::MODE, &cfg.job.mode.as_param()));
+    if cfg.job.deadline_scale > 1 {
+        p.push(param::word(
+            param::DEADLINE_SCALE,
+            &cfg.job.deadline_scale.to_string(),
+        ));
+    }
     if let Some(c) = cfg.topology.cxl_param() {
         // /init assembles one region per window, in this order (per device,
         // or interleaved over WAYS devices: `MIB:WAYS:GRANULARITY`).
@@ -439,11 +448,22 @@ pub fn boot(
     run_dir: &Path,
     streamer: &mut Streamer,
 ) -> Result<GuestRun> {
+    boot_with("qemu-system-x86_64", kernel, initramfs, cfg, run_dir, streamer)
+}
+
+/// [`boot`] with `qemu` as the QEMU program (a stand-in in the tests).
+fn boot_with(
+    qemu: &str,
+    kernel: &KernelBuild,
+    initramfs: &Initramfs,
+    cfg: &GuestConfig,
+    run_dir: &Path,
+    streamer: &mut Streamer,
+) -> Result<GuestRun> {
     let console_log = run_dir.join("console.log");
     let data_log = run_dir.join("data.log");
     let _ = fs::remove_file(&data_log);
     let args = qemu_args(&kernel.bzimage, &initramfs.path, &data_log, cfg)?;
-    let qemu = "qemu-system-x86_64";
     // A command a POSIX shell runs as is (`sh qemu-cmd.txt`).
     let shown = qemu_cmd_line(qemu, &args);
     fs::write(run_dir.join("qemu-cmd.txt"), format!("{shown}\n"))?;
@@ -482,15 +502,20 @@ pub fn boot(
     let deadline = start + cfg.job.timeout;
     let mut timed_out = false;
     let mut done_at: Option<Instant> = None;
+    // A panic: the guest is over, whether or not QEMU exits by itself.
+    let mut panic_at: Option<Instant> = None;
     loop {
         let now = Instant::now();
         // After TIERKIT-DONE the guest powers off; don't wait long for it.
-        let limit = match done_at {
+        let mut limit = match done_at {
             Some(t) => deadline.min(t + Duration::from_secs(15)),
             None => deadline,
         };
+        if let Some(t) = panic_at {
+            limit = limit.min(t + console::fatal::AFTER_PANIC);
+        }
         if now >= limit {
-            if done_at.is_none() {
+            if done_at.is_none() && panic_at.is_none() {
                 timed_out = true;
             }
             break;
@@ -506,6 +531,11 @@ pub fn boot(
                 if clean.contains("TIERKIT-DONE") {
                     done_at = Some(Instant::now());
                 }
+                if panic_at.is_none()
+                    && console::fatal::ends_boot(crate::printk::split_seconds(&clean).1)
+                {
+                    panic_at = Some(Instant::now());
+                }
                 if let Some(s) = streamer.filter(&clean) {
                     if streamer.to_stderr {
                         eprintln!("{s}");
@@ -518,7 +548,7 @@ pub fn boot(
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
         }
     }
-    let exit = stop_qemu(&mut child, timed_out, done_at, cfg)?;
+    let exit = stop_qemu(&mut child, timed_out, done_at, panic_at, cfg)?;
     log.flush()?;
     let qemu_stderr = err_thread.join().unwrap_or_default();
     let _ = fs::write(run_dir.join("qemu-stderr.log"), &qemu_stderr);
@@ -570,15 +600,27 @@ fn spawn_qemu(qemu: &str, args: &[String]) -> Result<std::process::Child> {
         .with_context(|| format!("could not start {qemu} (cargo xtask setup installs it)"))
 }
 
-/// Ends QEMU after the console loop: killed when the guest timed out or
-/// did not power off within 15 s of TIERKIT-DONE, else waited for (10 s at
+/// Ends QEMU after the console loop: killed when the guest timed out, did
+/// not power off within 15 s of TIERKIT-DONE or went on
+/// [`console::fatal::AFTER_PANIC`] after a kernel panic, else waited for (10 s at
 /// most, then killed). Its exit status; `None` when it was killed.
 fn stop_qemu(
     child: &mut std::process::Child,
     timed_out: bool,
     done_at: Option<Instant>,
+    panic_at: Option<Instant>,
     cfg: &GuestConfig,
 ) -> Result<Option<ExitStatus>> {
+    let panicked = panic_at.is_some_and(|t| t.elapsed() >= console::fatal::AFTER_PANIC);
+    if panicked && child.try_wait()?.is_none() {
+        let _ = child.kill();
+        let _ = child.wait();
+        say!(
+            "guest still running {} s after a kernel panic: killed QEMU",
+            console::fatal::AFTER_PANIC.as_secs()
+        );
+        return Ok(None);
+    }
     Ok(
         if timed_out || done_at.is_some_and(|t| t.elapsed() >= Duration::from_secs(15)) {
             let _ = child.kill();

@@ -5,7 +5,8 @@
 //! the same tests with the same outcome.
 //!
 //! Order and grouping: one group per KUnit suite (its leaf cases, or the
-//! suite itself when it has none, then `(ktap)` for its KTAP problems), a
+//! suite itself when it has none or when it failed while its cases passed,
+//! then `(ktap)` for its KTAP problems), a
 //! `kernel` group for failing crash reports and KTAP problems of the whole
 //! log, and a `userspace` group.
 
@@ -140,6 +141,16 @@ pub fn walk(run: &Run, extra: &[UserTest]) -> Vec<Record> {
             }
             out.push(r);
         }
+        if suite.fails_on_its_own() {
+            // Its cases passed: the failure is the suite's own, a record
+            // of its own so that it is counted and shown.
+            let mut r = ktap_record(group, group, suite.status, None, &suite.diagnostics);
+            r.message = Some("the suite failed after its cases passed".into());
+            if !suite.diagnostics.is_empty() {
+                r.output = Some(suite.diagnostics.join("\n"));
+            }
+            out.push(r);
+        }
         if !suite.errors.is_empty() {
             let mut r = Record::new(group, "(ktap)", Outcome::Error);
             r.message = Some("KTAP problems".into());
@@ -187,7 +198,11 @@ pub fn walk(run: &Run, extra: &[UserTest]) -> Vec<Record> {
         };
         let mut r = Record::new("userspace", test.name.as_str(), outcome);
         if outcome == Outcome::Fail {
-            r.message = Some(format!("exit code {}", test.rc));
+            r.message = Some(
+                test.reason
+                    .clone()
+                    .unwrap_or_else(|| format!("exit code {}", test.rc)),
+            );
         }
         r.duration_ms = Some(test.duration_ms);
         if !test.output_tail.is_empty() {

@@ -68,6 +68,11 @@ pub struct UserTest {
     /// The last lines of the test's output.
     pub output_tail: String,
     pub duration_ms: u64,
+    /// Why it failed when its exit code does not say it (`timed out after
+    /// 120 s`, `left 2 process(es) running after it exited`, `did not
+    /// finish: ...`), or how a test of the runner met its expected verdict.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// Leaf-level totals over KUnit cases and userspace tests.
@@ -264,11 +269,18 @@ fn write_failed(out: &mut String, leaves: &[Leaf], extra: &[UserTest]) -> fmt::R
             }
         }
         for test in &failed_users {
-            writeln!(
-                out,
-                "  FAIL userspace.{} (rc={}, {} ms)",
-                test.name, test.rc, test.duration_ms
-            )?;
+            match &test.reason {
+                Some(r) => writeln!(
+                    out,
+                    "  FAIL userspace.{} ({r}; rc={}, {} ms)",
+                    test.name, test.rc, test.duration_ms
+                )?,
+                None => writeln!(
+                    out,
+                    "  FAIL userspace.{} (rc={}, {} ms)",
+                    test.name, test.rc, test.duration_ms
+                )?,
+            }
             let lines: Vec<&str> = test.output_tail.lines().collect();
             for line in &lines[lines.len().saturating_sub(SUMMARY_OUTPUT_LINES)..] {
                 writeln!(out, "      {line}")?;
@@ -358,7 +370,7 @@ fn write_problems(out: &mut String, run: &Run) -> fmt::Result {
 }
 
 /// One leaf-level result: a case or parameter, or a suite without cases
-/// (skipped as a whole, or failed in `suite_init`).
+/// (skipped as a whole, or failed in `suite_init`) or failing on its own.
 struct Leaf<'a> {
     /// `suite`, `suite.case` or `suite.case.param`.
     path: String,
@@ -371,7 +383,8 @@ struct Leaf<'a> {
 fn leaf_results<'a>(suites: &[&'a Test]) -> Vec<Leaf<'a>> {
     let mut out = Vec::new();
     for suite in suites {
-        if suite.subtests.is_empty() {
+        // A suite without cases, or one that failed while they passed.
+        if suite.subtests.is_empty() || suite.fails_on_its_own() {
             out.push(Leaf {
                 path: suite.name.clone(),
                 status: suite.status,
@@ -458,22 +471,35 @@ pub fn write_json(path: &Path, run: &Run, extra: &[UserTest]) -> anyhow::Result<
         .with_context(|| format!("writing {}", path.display()))
 }
 
-/// Build the JUnit report: one `<testsuite>` per KUnit suite with one
-/// `<testcase>` per leaf case (`case` or `case.param`), a `kernel` suite
-/// for crashes and KTAP problems when there are any, and a `userspace`
-/// suite for the userspace tests: one per group of [`records::walk`].
+/// Build the JUnit report as kunit_tool writes it
+/// (tools/testing/kunit/kunit_junit.py), plus time: one `<testsuite>` per
+/// KUnit suite with `tests`, `failures`, `errors` (crashed cases and KTAP
+/// problems) and `skipped`, and one `<testcase>` per leaf case (`case` or
+/// `case.param`: parameters are not nested suites), a `kernel` suite for
+/// crashes and KTAP problems when there are any, and a `userspace` suite
+/// for the userspace tests: one per group of [`records::walk`]. A suite
+/// that failed while its cases passed has a case of its own name, so that
+/// its failure is counted and shown (kunit_tool counts it, with no case).
+/// Every case and suite has a `time` (0 where the log has no timing).
 pub fn junit_report(name: &str, run: &Run, extra: &[UserTest]) -> Report {
     let mut report = Report::new(name);
-    let mut suite: Option<TestSuite> = None;
-    for r in records::walk(run, extra) {
-        if suite.as_ref().is_some_and(|s| s.name.as_str() != r.group) {
-            report.add_test_suite(suite.take().expect("checked"));
-        }
-        let ts = suite.get_or_insert_with(|| TestSuite::new(r.group.as_str()));
-        ts.add_test_case(junit_case(&r));
-    }
-    if let Some(ts) = suite {
+    let mut suite: Option<(TestSuite, u64, usize)> = None;
+    let close = |report: &mut Report, (mut ts, ms, skipped): (TestSuite, u64, usize)| {
+        ts.set_time(Duration::from_millis(ms));
+        ts.extra.insert("skipped".into(), skipped.to_string().into());
         report.add_test_suite(ts);
+    };
+    for r in records::walk(run, extra) {
+        if suite.as_ref().is_some_and(|s| s.0.name.as_str() != r.group) {
+            close(&mut report, suite.take().expect("checked"));
+        }
+        let s = suite.get_or_insert_with(|| (TestSuite::new(r.group.as_str()), 0, 0));
+        s.0.add_test_case(junit_case(&r));
+        s.1 += r.duration_ms.unwrap_or(0);
+        s.2 += usize::from(r.outcome == Outcome::Skip);
+    }
+    if let Some(s) = suite {
+        close(&mut report, s);
     }
     report
 }
@@ -491,15 +517,16 @@ fn junit_case(r: &Record) -> TestCase {
     }
     if let Some(d) = &r.description {
         status.set_description(d.as_str());
+    } else if let (Outcome::Skip, Some(m)) = (r.outcome, &r.message) {
+        // kunit_tool: `<skipped>reason</skipped>`.
+        status.set_description(m.as_str());
     }
     if let Some(k) = &r.kind {
         status.set_type(k.as_str());
     }
     let mut tc = TestCase::new(r.name.as_str(), status);
     tc.set_classname(r.group.as_str());
-    if let Some(ms) = r.duration_ms {
-        tc.set_time(Duration::from_millis(ms));
-    }
+    tc.set_time(Duration::from_millis(r.duration_ms.unwrap_or(0)));
     if let Some(out) = &r.output {
         tc.set_system_out(out.as_str());
     }

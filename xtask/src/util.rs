@@ -97,21 +97,33 @@ pub fn write_atomic(path: &Path, data: &[u8]) -> Result<()> {
 /// An exclusive advisory lock held for the life of the value.
 pub struct Lock(#[allow(dead_code)] fs::File);
 
+/// Takes the `flock(2)` lock `path` (made if missing) on `what`, waiting
+/// with a line that names the process holding it: the holder writes its
+/// PID into the file. Runs from several checkouts share the cache this way
+/// (`~/.cache/tierkit`: the kernel build, its source, the guest tools, ...).
 pub fn lock(path: &Path, what: &str) -> Result<Lock> {
+    use std::io::{Read, Seek, Write};
     if let Some(d) = path.parent() {
         fs::create_dir_all(d)?;
     }
-    let f = fs::OpenOptions::new()
+    let mut f = fs::OpenOptions::new()
         .create(true)
         .truncate(false)
+        .read(true)
         .write(true)
         .open(path)
         .with_context(|| format!("opening lock {}", path.display()))?;
     match f.try_lock() {
         Ok(()) => {}
         Err(fs::TryLockError::WouldBlock) => {
+            let mut holder = String::new();
+            let _ = f.read_to_string(&mut holder);
+            let pid = match holder.trim() {
+                "" => String::new(),
+                p => format!(" (pid {p})"),
+            };
             say!(
-                "waiting for another xtask that holds {what} ({})",
+                "waiting for {what} of another run{pid}: {}",
                 path.display()
             );
             f.lock()
@@ -121,6 +133,10 @@ pub fn lock(path: &Path, what: &str) -> Result<Lock> {
             return Err(e).with_context(|| format!("locking {}", path.display()))
         }
     }
+    // Who holds it, for the next one's message.
+    let _ = f.set_len(0);
+    let _ = f.rewind();
+    let _ = write!(f, "{}", std::process::id());
     Ok(Lock(f))
 }
 
@@ -354,6 +370,31 @@ pub fn parse_gib(s: &str) -> std::result::Result<u32, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A second taker waits for the first, and the lock file names the
+    /// holder's PID for the waiting message.
+    #[test]
+    fn a_lock_waits_for_its_holder_and_names_it() {
+        let p = std::env::temp_dir().join(format!("xtask-lock-{}", std::process::id()));
+        let held = lock(&p, "the test").unwrap();
+        assert_eq!(
+            fs::read_to_string(&p).unwrap(),
+            std::process::id().to_string()
+        );
+        let (tx, rx) = std::sync::mpsc::channel();
+        let p2 = p.clone();
+        let t = std::thread::spawn(move || {
+            let _second = lock(&p2, "the test").unwrap();
+            tx.send(()).unwrap();
+        });
+        assert!(rx
+            .recv_timeout(std::time::Duration::from_millis(300))
+            .is_err());
+        drop(held);
+        rx.recv_timeout(std::time::Duration::from_secs(10)).unwrap();
+        t.join().unwrap();
+        fs::remove_file(&p).unwrap();
+    }
 
     #[test]
     fn gib_sizes() {

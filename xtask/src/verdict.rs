@@ -17,6 +17,7 @@ use crate::ktap;
 use crate::profile::Profile;
 use crate::qemu::GuestRun;
 use crate::report::UserTest;
+use tierkit_protocol::deadline;
 pub use markers::{scan, Markers, ProgRun};
 
 /// The verdict of one boot.
@@ -44,6 +45,7 @@ fn harness_failure(name: &str, msg: String) -> UserTest {
         rc: -1,
         output_tail: msg,
         duration_ms: 0,
+        reason: None,
     }
 }
 
@@ -120,10 +122,15 @@ pub fn evaluate(guest: &GuestRun, kunit: bool, filter: Option<&str>, profile: Pr
     let mut found = Findings::default();
 
     if guest.timed_out {
+        let running = match markers.progs.iter().rev().find(|p| p.rc.is_none()) {
+            Some(p) if p.kind == "USERTEST" => format!(" while userspace test {} ran", p.name),
+            Some(p) => format!(" while {} {} ran", p.kind.to_lowercase(), p.name),
+            None => String::new(),
+        };
         found.fail(
             "timeout",
             format!(
-                "the guest hung: no TIERKIT-DONE within {:.0} s, QEMU killed. Last console lines:\n{}",
+                "the guest hung: no TIERKIT-DONE within {:.0} s{running}, QEMU killed. Last console lines:\n{}",
                 guest.elapsed.as_secs_f64(),
                 last_lines(&guest.console, 15)
             ),
@@ -154,8 +161,11 @@ pub fn evaluate(guest: &GuestRun, kunit: bool, filter: Option<&str>, profile: Pr
 /// Why the guest never reached /init: QEMU's exit, the last console lines
 /// and QEMU's stderr.
 fn never_booted(guest: &GuestRun) -> String {
+    let why = console::fatal::early_reason(&guest.console, &guest.qemu_stderr)
+        .map(|r| format!(": {r}"))
+        .unwrap_or_default();
     format!(
-        "the guest never reached /init (QEMU exit: {}). Last console lines:\n{}{}",
+        "the guest never reached /init{why}\n(QEMU exit: {}). Last console lines:\n{}{}",
         guest
             .exit
             .map(|e| e.to_string())
@@ -246,21 +256,37 @@ fn check_cxl_and_insmod(guest: &GuestRun, markers: &Markers, found: &mut Finding
     }
 }
 
-/// The guest programs' exit codes, the ones that never finished, and
-/// `TIERKIT-JSON` lines that are not JSON.
+/// The guest programs' exit codes, deadlines and leftovers, the ones that
+/// never finished, and `TIERKIT-JSON` lines that are not JSON.
 fn check_programs(markers: &Markers, found: &mut Findings) {
     for p in &markers.progs {
-        match p.rc {
-            Some(0) => {}
-            Some(rc) if p.kind == "USERTEST" => found
-                .reasons
-                .push(format!("userspace test {} failed (rc={rc})", p.name)),
-            Some(rc) => found.reasons.push(format!(
-                "{} {} failed (rc={rc})",
-                p.kind.to_lowercase(),
+        match (p.rc, p.kind == "USERTEST") {
+            (Some(_), true) => {
+                if let Err(why) = user_verdict(p) {
+                    found
+                        .reasons
+                        .push(format!("userspace test {} failed: {why}", p.name));
+                }
+            }
+            (None, true) => found.reasons.push(format!(
+                "userspace test {} started but never finished",
                 p.name
             )),
-            None => found.fail(
+            (Some(rc), false) => {
+                if rc != 0 || p.ending != Default::default() {
+                    let d = deadline::Deadline {
+                        expect: deadline::Expect::Pass,
+                        ..deadline::of("")
+                    };
+                    let why = deadline::judge(&d, rc, p.ending).err().unwrap_or_default();
+                    found.reasons.push(format!(
+                        "{} {} failed: {why}",
+                        p.kind.to_lowercase(),
+                        p.name
+                    ));
+                }
+            }
+            (None, false) => found.fail(
                 &p.name,
                 format!(
                     "{} {} started but never finished",
@@ -281,6 +307,18 @@ fn check_programs(markers: &Markers, found: &mut Findings) {
             );
         }
     }
+}
+
+/// A finished userspace test's verdict ([`deadline::judge`] on its status
+/// and ending): `Ok` with a note for a test of the runner that ended as it
+/// expects, which must also have kept what it printed.
+fn user_verdict(p: &ProgRun) -> Result<Option<String>, String> {
+    let d = deadline::of(&p.name);
+    let note = deadline::judge(&d, p.rc.unwrap_or(-1), p.ending)?;
+    if d.expect != deadline::Expect::Pass && p.output.is_empty() {
+        return Err("its output before the runner killed it was lost".into());
+    }
+    Ok(note)
 }
 
 /// The debug profile's kmemleak scan after rmmod: it reported, and every
@@ -347,22 +385,32 @@ fn check_ktap(
     }
 }
 
-/// The userspace tests that finished, as [`UserTest`]s.
+/// The userspace tests, as [`UserTest`]s: the finished ones with their
+/// verdict, and one that was running when the boot ended, failed with
+/// what it printed so far.
 fn user_tests_of(markers: &Markers) -> Vec<UserTest> {
     markers
         .progs
         .iter()
-        .filter(|p| p.kind == "USERTEST" && p.rc.is_some())
-        .map(|p| UserTest {
-            name: p.name.clone(),
-            passed: p.rc == Some(0),
-            skipped: p.rc == Some(0) && all_skipped(&p.json),
-            rc: p.rc.unwrap_or(-1),
-            output_tail: p.output[p.output.len().saturating_sub(40)..].join("\n"),
-            duration_ms: match (p.start_s, p.end_s) {
-                (Some(a), Some(b)) if b >= a => ((b - a) * 1000.0) as u64,
-                _ => 0,
-            },
+        .filter(|p| p.kind == "USERTEST")
+        .map(|p| {
+            let verdict = match p.rc {
+                Some(_) => user_verdict(p),
+                None => Err("did not finish: the boot ended while it ran".into()),
+            };
+            let passed = verdict.is_ok();
+            UserTest {
+                name: p.name.clone(),
+                passed,
+                skipped: passed && p.rc == Some(0) && all_skipped(&p.json),
+                rc: p.rc.unwrap_or(-1),
+                output_tail: p.output[p.output.len().saturating_sub(40)..].join("\n"),
+                duration_ms: match (p.start_s, p.end_s) {
+                    (Some(a), Some(b)) if b >= a => ((b - a) * 1000.0) as u64,
+                    _ => 0,
+                },
+                reason: verdict.unwrap_or_else(Some),
+            }
         })
         .collect()
 }

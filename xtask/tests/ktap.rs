@@ -61,6 +61,7 @@ fn user_test(name: &str, rc: i32) -> UserTest {
         rc,
         output_tail: format!("{name}: done\n{name}: rc={rc}\n"),
         duration_ms: 1234,
+        reason: None,
     }
 }
 
@@ -865,6 +866,97 @@ fn junit_marks_skips_and_crashes() {
     assert_eq!(clear.name.as_str(), "tierkit_clear");
     // The crashed case, and the suite's KTAP problems.
     assert_eq!((clear.tests, clear.failures, clear.errors), (3, 0, 2));
+}
+
+/// The suite's `<testsuite>` element of `xml`, up to its end tag.
+fn junit_suite<'a>(xml: &'a str, name: &str) -> &'a str {
+    let start = xml
+        .find(&format!("<testsuite name=\"{name}\""))
+        .unwrap_or_else(|| panic!("no suite {name} in {xml}"));
+    let len = xml[start..].find("</testsuite>").expect("closed");
+    &xml[start..start + len]
+}
+
+/// The `<testcase>` element named `name` in `suite`, up to its end.
+fn junit_case<'a>(suite: &'a str, name: &str) -> &'a str {
+    let start = suite
+        .find(&format!("<testcase name=\"{name}\""))
+        .unwrap_or_else(|| panic!("no case {name} in {suite}"));
+    let rest = &suite[start..];
+    &rest[..rest.find("</testcase>").expect("closed")]
+}
+
+/// JUnit as kunit_tool writes it (tools/testing/kunit/kunit_junit.py):
+/// per suite tests, failures, errors (crashed cases), skipped; a failed
+/// case has `<failure>`, a skipped one `<skipped>` with its reason, a
+/// crashed one `<error>`; the case's log in `<system-out>`; and tierkit's
+/// `time` on every case and suite. A suite whose only failure is its own
+/// counts it, as kunit_tool does, and shows it as a case of its name.
+#[test]
+fn junit_maps_ktap_as_kunit_tool_does_with_time() {
+    let run = parse("suite_own_failure.log");
+    let xml = report::junit_report("tierkit", &run, &[])
+        .to_string()
+        .expect("serializes");
+    let pool = junit_suite(&xml, "tierkit_pool");
+    for attr in [
+        r#"tests="3""#,
+        r#"errors="0""#,
+        r#"failures="1""#,
+        r#"skipped="0""#,
+        r#"time="0.599""#,
+    ] {
+        assert!(pool.contains(attr), "{attr}: {pool}");
+    }
+    let own = junit_case(pool, "tierkit_pool");
+    assert!(
+        own.contains(r#"<failure message="the suite failed after its cases passed""#),
+        "{own}"
+    );
+    assert!(own.contains("free pages after the suite: 1020 below"), "{own}");
+    assert!(junit_case(pool, "pool_fills").contains(r#"time="0.200""#));
+
+    let wi = junit_suite(&xml, "tierkit_wi");
+    for attr in [r#"tests="3""#, r#"failures="1""#, r#"skipped="1""#, r#"errors="0""#] {
+        assert!(wi.contains(attr), "{attr}: {wi}");
+    }
+    let failed = junit_case(wi, "auto_weights");
+    assert!(failed.contains("<failure message=\"# auto_weights: ASSERTION FAILED"), "{failed}");
+    assert!(failed.contains("<system-out>") && failed.contains("w[1] == 5"), "{failed}");
+    let skipped = junit_case(wi, "node_offline");
+    assert!(
+        skipped.contains(r#"<skipped message="no CXL node">no CXL node</skipped>"#),
+        "{skipped}"
+    );
+    // Every case and suite has its time.
+    assert_eq!(xml.matches("<testcase ").count(), 6);
+    assert_eq!(
+        xml.matches("<testcase ").count() + xml.matches("<testsuite ").count(),
+        xml.split('<')
+            .filter(|e| (e.starts_with("testcase ") || e.starts_with("testsuite "))
+                && e.contains(" time=\""))
+            .count()
+    );
+    // The totals count the suite's own failure too, and the summary lists it.
+    assert_eq!(Totals::of(&run, &[]).to_string(), "tierkit: 3 passed, 2 failed, 1 skipped");
+    let summary = report::format_summary(&run, &[]);
+    assert!(
+        summary.contains("  FAIL tierkit_pool\n      # module: tierkit\n      # tierkit_pool: free pages after the suite"),
+        "{summary}"
+    );
+
+    // A crashed case: <error>, counted in errors, its log kept.
+    let xml = report::junit_report("tierkit", &parse("oops_cut_short.log"), &[])
+        .to_string()
+        .expect("serializes");
+    let clear = junit_suite(&xml, "tierkit_clear");
+    assert!(clear.contains(r#"errors="2""#) && clear.contains(r#"failures="0""#), "{clear}");
+    let crashed = junit_case(clear, "clear_gigantic_range");
+    assert!(crashed.contains("<error message=\"crashed"), "{crashed}");
+    assert!(
+        crashed.contains("<system-out>") && crashed.contains("allocating 1 GiB on node 1"),
+        "{crashed}"
+    );
 }
 
 /// Per-test times come from the printk timestamps: a case runs from the

@@ -18,6 +18,9 @@ pub struct Params {
     pub debug: bool,
     /// `preempt=`: the preemption model asked for.
     pub preempt: Option<String>,
+    /// `tierkit.deadline_scale=`: userspace tests' deadlines are this many
+    /// times their own (at least 1).
+    pub deadline_scale: u32,
 }
 
 impl Params {
@@ -33,6 +36,10 @@ impl Params {
             cxl: v(param::CXL).filter(|c| !c.is_empty()),
             debug: v(param::PROFILE).as_deref() == Some(param::PROFILE_DEBUG),
             preempt: v(param::PREEMPT).filter(|p| !p.is_empty()),
+            deadline_scale: v(param::DEADLINE_SCALE)
+                .and_then(|s| s.parse().ok())
+                .filter(|&n| n > 0)
+                .unwrap_or(1),
         }
     }
 
@@ -61,6 +68,9 @@ mod tests {
             (None, None, None, false)
         );
         assert!(p.preempt.is_none());
+        assert_eq!(p.deadline_scale, 1);
+        assert_eq!(Params::parse("tierkit.deadline_scale=0").deadline_scale, 1);
+        assert_eq!(Params::parse("tierkit.deadline_scale=16").deadline_scale, 16);
     }
 
     #[test]

@@ -10,7 +10,8 @@
 //! 5. [`topology`]: `TIERKIT-TOPO` lines; a failed CXL set-up ends here;
 //! 6. [`kmemleak`]: the baseline scan (`tierkit.profile=debug`);
 //! 7. insmod tierkit.ko (its KUnit suites run), tierkit's bandwidth;
-//! 8. [`modes`]: the tests ([`runner`]), demos, a benchmark, or the user's
+//! 8. [`modes`]: the tests ([`runner`], each under [`supervise`]: its own
+//!    process group, a deadline, nothing left behind), demos, a benchmark, or the user's
 //!    command or shell (then tierkit stays loaded);
 //! 9. rmmod, the kmemleak scan, `TIERKIT-DONE fails=N`; the binary then
 //!    powers off.
@@ -27,6 +28,7 @@ pub mod modules;
 pub mod mounts;
 pub mod out;
 pub mod runner;
+pub mod supervise;
 pub mod topology;
 
 #[cfg(test)]

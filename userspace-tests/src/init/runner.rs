@@ -1,15 +1,19 @@
 //! The guest programs /init runs: `/bin/NAME` in /tmp, stdin from
 //! /dev/null, stdout and stderr together to the console and the data
 //! channel, between `TIERKIT-<KIND>-START NAME` and `TIERKIT-<KIND> NAME
-//! rc=N` (a killed program: 128+signal, as sh reports it).
+//! rc=N` (a killed program: 128+signal, as sh reports it; `timeout=S` and
+//! `left=K` when /init killed it at its deadline or killed what it left
+//! running, [`super::supervise`]).
 
-use super::Init;
-use std::io::{Read, Write};
+use super::{supervise, Init};
+use std::io::Write;
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::ExitStatusExt;
 use std::process::{Command, ExitStatus, Stdio};
-use tierkit_protocol::marker::{self, ProgKind};
+use std::time::Duration;
+use tierkit_protocol::deadline;
+use tierkit_protocol::marker::{self, Ending, ProgKind};
 
 /// An exit status as sh's `$?`.
 pub fn shell_rc(s: ExitStatus) -> i32 {
@@ -44,7 +48,7 @@ pub fn wait_reaping(pid: u32) -> std::io::Result<ExitStatus> {
 }
 
 /// A pipe (read end, write end), close-on-exec.
-fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
+pub fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
     let mut fds = [0; 2];
     // SAFETY: `fds` has room for the two descriptors pipe2 fills in.
     if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
@@ -54,62 +58,69 @@ fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
-/// Runs `cmd` with stdout and stderr into one pipe and copies what comes
-/// to the console (our stdout) and the data channel; its sh status, or
-/// 127 if it could not start.
-pub fn run_copying(init: &mut Init, mut cmd: Command) -> i32 {
+/// Whether /init reaps every orphan: PID 1 (the guest), or a subreaper.
+fn reaps_orphans() -> bool {
+    let mut on: libc::c_int = 0;
+    // SAFETY: PR_GET_CHILD_SUBREAPER writes an int to the pointer.
+    let r = unsafe { libc::prctl(libc::PR_GET_CHILD_SUBREAPER, &mut on as *mut libc::c_int) };
+    std::process::id() == 1 || (r == 0 && on != 0)
+}
+
+/// Runs `cmd` under [`supervise::run`] (its own process group, killed at
+/// `deadline`, nothing left behind), copying its output to the console
+/// (our stdout) and the data channel, /init's notes about it last; its sh
+/// status (127 or 126 if it could not start) and how it ended.
+pub fn run_copying(init: &mut Init, cmd: Command, deadline: Option<Duration>) -> (i32, Ending) {
     let prog = cmd.get_program().to_string_lossy().into_owned();
-    let spawned = pipe().and_then(|(r, w)| {
-        let w2 = w.try_clone()?;
-        cmd.stdout(Stdio::from(w)).stderr(Stdio::from(w2));
-        let child = cmd.spawn();
-        // Our copies of the write end go, so that EOF comes when the
-        // program (and whatever it left running) closes its own.
-        drop(cmd);
-        Ok((child?, r))
-    });
-    let (child, r) = match spawned {
-        Ok(x) => x,
+    let copy = init.out.has_data();
+    let stdout = std::io::stdout();
+    let out = &mut init.out;
+    let mut sink = |b: &[u8]| {
+        let _ = stdout.lock().write_all(b);
+        if copy {
+            out.data(b);
+        }
+    };
+    let ran = supervise::run(cmd, deadline, reaps_orphans(), &mut sink);
+    let s = match ran {
+        Ok(s) => s,
         Err(e) => {
             let l = format!("sh: {prog}: {}\n", super::errno_text(&e));
-            print!("{l}");
-            init.out.data(l.as_bytes());
-            return if e.kind() == std::io::ErrorKind::PermissionDenied {
+            sink(l.as_bytes());
+            let rc = if e.kind() == std::io::ErrorKind::PermissionDenied {
                 126
             } else {
                 127
             };
+            return (rc, Ending::default());
         }
     };
-    let mut src = std::fs::File::from(r);
-    let mut buf = [0u8; 8192];
-    let copy = init.out.has_data();
-    let stdout = std::io::stdout();
-    loop {
-        match src.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => {
-                let _ = stdout.lock().write_all(&buf[..n]);
-                if copy {
-                    init.out.data(&buf[..n]);
-                }
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(_) => break,
-        }
+    let name = prog.rsplit('/').next().unwrap_or(&prog);
+    for n in &s.notes {
+        sink(format!("tk-init: {name}: {n}\n").as_bytes());
     }
     let _ = stdout.lock().flush();
-    wait_reaping(child.id()).map_or(127, shell_rc)
+    // Killed and never reaped: as sh reports a SIGKILL.
+    let rc = s.status.map_or(128 + libc::SIGKILL, shell_rc);
+    (rc, s.ending)
 }
 
-/// Runs `/bin/NAME` with its markers; a non-zero status is a failure.
+/// Runs `/bin/NAME` with its markers. A test has its deadline
+/// ([`deadline::of`]); it fails unless [`deadline::judge`] passes it.
 pub fn run_prog(init: &mut Init, kind: ProgKind, name: &str) -> i32 {
     init.mark(&marker::prog_start(kind, name));
     let mut cmd = Command::new(init.root.at(&format!("/bin/{name}")));
     cmd.current_dir(init.root.at("/tmp")).stdin(Stdio::null());
-    let rc = run_copying(init, cmd);
-    init.mark(&marker::prog_end(kind, name, rc));
-    if rc != 0 {
+    let d = deadline::of(name);
+    let secs = (kind == ProgKind::UserTest).then(|| d.secs_at(init.params.deadline_scale));
+    let (rc, ending) = run_copying(init, cmd, secs.map(|s| Duration::from_secs(s.into())));
+    init.mark(&marker::prog_end_with(kind, name, rc, ending));
+    let passed = if kind == ProgKind::UserTest {
+        deadline::judge(&d, rc, ending).is_ok()
+    } else {
+        rc == 0 && ending == Ending::default()
+    };
+    if !passed {
         init.fails += 1;
     }
     rc

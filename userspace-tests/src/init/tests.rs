@@ -401,3 +401,106 @@ fn cmd_and_shell_keep_tierkit_loaded() {
         assert_eq!(*log.borrow(), vec!["insmod /lib/modules/tierkit.ko"]);
     }
 }
+
+/// The runner's deadlines and leftovers, on the programs of the runner's
+/// own tests (their entries in `tierkit_protocol::deadline`): a test that
+/// sleeps past its deadline, one whose child outlives it; the test after
+/// them runs, and what each printed is kept.
+#[test]
+fn deadlines_and_leftovers_are_killed_and_the_run_goes_on() {
+    let t = Tree::new("deadline");
+    t.dir("/tmp");
+    t.script(
+        "tk-test-runner-orphan",
+        "echo 'forking a child that never exits'; sleep 1000 & exit 0",
+    );
+    t.script(
+        "tk-test-runner-sleep",
+        "echo 'printed before the deadline'; sleep 1000; echo after-the-sleep",
+    );
+    t.script("tk-test-z", "echo 'ok - after them'");
+    let (mut init, _) = t.init("tierkit.mode=test");
+    let began = std::time::Instant::now();
+    super::modes::run_mode(&mut init);
+    // The sleep test's deadline of 2 s, the orphan's grace of 1 s, and
+    // nowhere near the 1000 s of either sleep.
+    assert!(began.elapsed().as_secs() < 15, "{:?}", began.elapsed());
+    let l = &init.out.lines;
+    let want = [
+        "TIERKIT-USERTEST-START tk-test-runner-orphan",
+        "TIERKIT-USERTEST tk-test-runner-orphan rc=0 left=1",
+        "TIERKIT-USERTEST-START tk-test-runner-sleep",
+        "TIERKIT-USERTEST tk-test-runner-sleep rc=137 timeout=2",
+        "TIERKIT-USERTEST-START tk-test-z",
+        "TIERKIT-USERTEST tk-test-z rc=0",
+    ];
+    assert_eq!(l.as_slice(), want, "{l:#?}");
+    // Both are the verdicts their table entries expect.
+    assert_eq!(init.fails, 0);
+    let data = String::from_utf8_lossy(&init.out.data_bytes).into_owned();
+    for s in [
+        "forking a child that never exits",
+        "tk-init: tk-test-runner-orphan: left 1 process(es) running after it exited: ",
+        "printed before the deadline",
+        "tk-init: tk-test-runner-sleep: timed out after 2 s: killed its process group",
+        "ok - after them",
+    ] {
+        assert!(data.contains(s), "{s:?} not in {data}");
+    }
+    assert!(!data.contains("after-the-sleep"), "{data}");
+    // No sleep of theirs is left on the host.
+    let mine: Vec<_> = super::supervise::procs()
+        .into_iter()
+        .filter(|p| p.comm == "sleep" && p.state != 'Z')
+        .filter(|p| std::fs::read_to_string(format!("/proc/{}/cmdline", p.pid)).is_ok_and(|c| c.contains("1000")))
+        .collect();
+    assert!(mine.is_empty(), "{mine:?}");
+}
+
+/// An ordinary test that times out or leaves a child fails, with its
+/// reason in the marker.
+#[test]
+fn an_ordinary_test_that_leaves_a_child_fails() {
+    let t = Tree::new("leftover");
+    t.dir("/tmp");
+    t.script("tk-test-leaky", "sleep 1000 & sleep 1000 & echo 'ok - main part'");
+    let (mut init, _) = t.init("tierkit.mode=test");
+    super::modes::run_mode(&mut init);
+    assert_eq!(
+        init.out.lines.last().map(String::as_str),
+        Some("TIERKIT-USERTEST tk-test-leaky rc=0 left=2")
+    );
+    assert_eq!(init.fails, 1);
+}
+
+/// A process a test parks on purpose (named `tk-keep-alive`, as
+/// `lifecycle::quarantine` names it) is counted but not killed.
+#[test]
+fn a_kept_process_is_counted_but_not_killed() {
+    let t = Tree::new("keep");
+    t.dir("/tmp");
+    let keep = t.p("/tmp/tk-keep-alive");
+    std::fs::copy("/bin/sleep", &keep).unwrap();
+    t.script(
+        "tk-test-parks",
+        &format!("{} 1000 >/dev/null 2>&1 & echo $! > {}.pid", keep.display(), keep.display()),
+    );
+    let (mut init, _) = t.init("tierkit.mode=test");
+    super::modes::run_mode(&mut init);
+    assert_eq!(
+        init.out.lines.last().map(String::as_str),
+        Some("TIERKIT-USERTEST tk-test-parks rc=0 left=1")
+    );
+    let data = String::from_utf8_lossy(&init.out.data_bytes).into_owned();
+    assert!(data.contains("but for the 1 named \"tk-keep-alive\""), "{data}");
+    let pid: i32 = std::fs::read_to_string(format!("{}.pid", keep.display()))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let alive = super::supervise::parse_stat(&stat).is_some_and(|p| p.state != 'Z');
+    // SAFETY: kill(2) on the sleep this test started.
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    assert!(alive, "it was killed: {stat}");
+}

@@ -158,7 +158,8 @@ pub fn refused(e: &io::Error) -> bool {
 /// debugfs file of an unloaded module calls into freed module text (an
 /// oops in `full_proxy_release()`), which with oops=panic ends the guest.
 /// The child closes everything else (so nobody waits for its output) and
-/// sleeps.
+/// sleeps, named [`crate::init::supervise::KEEP_COMM`] so that /init's
+/// runner counts it as left behind but does not kill it.
 pub fn quarantine(f: File) -> String {
     let keep = f.as_raw_fd();
     // SAFETY: fork in a single-threaded process; the child only makes
@@ -168,6 +169,10 @@ pub fn quarantine(f: File) -> String {
             // SAFETY: plain syscalls on fds of this process.
             unsafe {
                 libc::setsid();
+                libc::prctl(
+                    libc::PR_SET_NAME,
+                    crate::init::supervise::KEEP_COMM.as_ptr(),
+                );
                 let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
                 for fd in 0..3 {
                     libc::dup2(null, fd);

@@ -322,6 +322,7 @@ pub fn write_missing(to: &Path, id: &str, why: String) -> Result<()> {
         rc: 1,
         output_tail: why,
         duration_ms: 0,
+        reason: None,
     };
     let run = crate::ktap::Run::default();
     let failures = std::slice::from_ref(&failure);

@@ -47,7 +47,7 @@ pub fn build(cfg: &KernelConfig) -> Result<KernelBuild> {
     fs::create_dir_all(&kernels)?;
     let _lock = util::lock(
         &kernels.join(format!("{}.lock", cfg.key)),
-        "this kernel build",
+        "the kernel build",
     )?;
     // Someone (another shell, a hand-started make) may be building it now.
     cache::wait_for_foreign_make(&out);

@@ -147,7 +147,9 @@ pub struct Test {
 
 impl Test {
     /// Leaf-level counts: this test itself if it has no subtests (a case,
-    /// or a suite skipped as a whole or failed in `suite_init`).
+    /// or a suite skipped as a whole or failed in `suite_init`). A test
+    /// that failed while none of its subtests did counts its own failure
+    /// once more, as kunit_tool's `bubble_up_test_results()` does.
     pub fn counts(&self) -> Counts {
         let mut counts = Counts::default();
         if self.subtests.is_empty() {
@@ -156,8 +158,31 @@ impl Test {
             for sub in &self.subtests {
                 counts.add(sub.counts());
             }
+            if self.fails_on_its_own_given(&counts) {
+                counts.add_status(self.status);
+            }
         }
         counts
+    }
+
+    /// The counts of its subtests alone (KUnit's `# Totals:`), without
+    /// a failure of its own.
+    pub fn subtest_counts(&self) -> Counts {
+        let mut counts = Counts::default();
+        for sub in &self.subtests {
+            counts.add(sub.counts());
+        }
+        counts
+    }
+
+    /// Whether this test has subtests, none of which failed or crashed,
+    /// and failed itself (a suite's exit, a leak check after its cases).
+    pub fn fails_on_its_own(&self) -> bool {
+        !self.subtests.is_empty() && self.fails_on_its_own_given(&self.subtest_counts())
+    }
+
+    fn fails_on_its_own_given(&self, subtests: &Counts) -> bool {
+        self.status == Status::Fail && subtests.failed + subtests.crashed == 0
     }
 
     /// Every leaf below this test with its path inside it (`case` or

@@ -27,6 +27,7 @@ fn cfg(mode: Mode, filter: Option<&str>) -> GuestConfig {
             cxl_online: CxlOnline::Movable,
             cpu_model: "max".into(),
             timeout: Duration::from_secs(600),
+            deadline_scale: 1,
         },
         extra_args: vec![],
     }
@@ -248,4 +249,62 @@ fn streaming_shows_every_kind_of_report_whole() {
         .filter("[   30.0] rcu: INFO: rcu_preempt detected stalls on CPUs/tasks:")
         .unwrap();
     assert!(rcu.contains(">>> kernel RCU stall"), "{rcu}");
+}
+
+#[test]
+fn a_slower_guest_scales_the_tests_deadlines() {
+    let mut c = cfg(Mode::Test, None);
+    assert!(!kernel_cmdline(&c).unwrap().contains("tierkit.deadline_scale="));
+    c.job.deadline_scale = 16;
+    let line = kernel_cmdline(&c).unwrap();
+    assert!(line.split_whitespace().any(|w| w == "tierkit.deadline_scale=16"), "{line}");
+}
+
+/// A guest that panics and does not exit (a panic before the kernel read
+/// `panic=`) is stopped within seconds, not at its 600 s timeout.
+#[test]
+fn a_panic_that_does_not_end_qemu_ends_the_boot_within_seconds() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = std::env::temp_dir().join(format!("xtask-panic-{}", std::process::id()));
+    fs::create_dir_all(&dir).unwrap();
+    let qemu = dir.join("fake-qemu");
+    fs::write(
+        &qemu,
+        "#!/bin/sh\necho '[    0.100000] Linux version 7.3.4'\necho '[    0.200000] Kernel panic - not syncing: VFS: Unable to mount root fs on unknown-block(0,0)'\nexec sleep 600\n",
+    )
+    .unwrap();
+    fs::set_permissions(&qemu, fs::Permissions::from_mode(0o755)).unwrap();
+    let kernel = KernelBuild {
+        src: dir.clone(),
+        out_dir: dir.clone(),
+        version: "7.3.4".into(),
+        config_hash: String::new(),
+        key: String::new(),
+        bzimage: dir.join("bzImage"),
+        profile: Profile::Default,
+        debian: None,
+    };
+    let initramfs = Initramfs {
+        path: dir.join("initramfs.cpio"),
+        size: 0,
+    };
+    let began = std::time::Instant::now();
+    let g = boot_with(
+        qemu.to_str().unwrap(),
+        &kernel,
+        &initramfs,
+        &cfg(Mode::Test, None),
+        &dir,
+        &mut Streamer::new(false, false),
+    )
+    .unwrap();
+    let took = began.elapsed();
+    fs::remove_dir_all(&dir).unwrap();
+    assert!(!g.timed_out && g.exit.is_none(), "{g:?}");
+    assert!(took < Duration::from_secs(15), "{took:?}");
+    assert!(took >= console::fatal::AFTER_PANIC, "{took:?}");
+    assert_eq!(
+        console::fatal::early_reason(&g.console, &g.qemu_stderr).as_deref(),
+        Some("kernel panic before /init: Kernel panic - not syncing: VFS: Unable to mount root fs on unknown-block(0,0)")
+    );
 }

@@ -17,6 +17,8 @@ pub struct ProgRun {
     pub name: String,
     /// `None`: the end marker never came.
     pub rc: Option<i32>,
+    /// The end marker's `timeout=` and `left=`.
+    pub ending: marker::Ending,
     pub start_s: Option<f64>,
     pub end_s: Option<f64>,
     /// Its output, from the data channel.
@@ -130,6 +132,7 @@ pub fn scan(console: &str, data: &str) -> Markers {
                     let name = rest.split_whitespace().next().unwrap_or_default();
                     if let Some(&i) = by_name.get(&format!("{tag}/{name}")) {
                         m.progs[i].rc = rc_of(rest);
+                        m.progs[i].ending = marker::ending(rest);
                         m.progs[i].end_s = ts;
                     }
                 }
@@ -168,7 +171,7 @@ pub fn scan(console: &str, data: &str) -> Markers {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tierkit_protocol::marker::{done, line, prog_end, prog_start, rc_line, start};
+    use tierkit_protocol::marker::{done, line, prog_start, rc_line, start};
 
     /// The lines /init builds with the protocol's functions read back.
     #[test]
@@ -184,7 +187,15 @@ mod tests {
             line(&start(marker::INSMOD), ""),
             rc_line(marker::INSMOD, 0),
             prog_start(k, "tk-test-vma"),
-            prog_end(k, "tk-test-vma", 3),
+            marker::prog_end_with(
+                k,
+                "tk-test-vma",
+                3,
+                marker::Ending {
+                    timeout: Some(9),
+                    left: 1,
+                },
+            ),
             line(marker::ERROR, "cxl step=commit: no"),
             rc_line(marker::RMMOD, 1),
             line(marker::KMEMLEAK, "leaks=4"),
@@ -217,6 +228,7 @@ mod tests {
             (p.kind.as_str(), p.name.as_str(), p.rc),
             ("USERTEST", "tk-test-vma", Some(3))
         );
+        assert_eq!((p.ending.timeout, p.ending.left), (Some(9), 1));
         assert_eq!(p.json.len(), 1);
         assert_eq!(p.output[0], "ok - x");
     }

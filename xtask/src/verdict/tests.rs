@@ -76,7 +76,7 @@ fn failing_usertest_fails() {
     assert!(o
         .reasons
         .iter()
-        .any(|r| r.contains("tk-test-a failed (rc=3)")));
+        .any(|r| r.contains("tk-test-a failed: exit code 3")));
     assert_eq!(crate::report::Totals::of(&o.run, &o.user_tests).failed, 1);
 }
 
@@ -133,7 +133,9 @@ fn never_booted_fails() {
         None,
         Profile::Default,
     );
-    assert!(o.reasons.iter().any(|r| r.contains("never reached /init")));
+    assert!(o.reasons.iter().any(|r| r.starts_with(
+        "the guest never reached /init: kernel panic before /init: Kernel panic - not syncing: VFS: Unable to mount root fs\n"
+    )), "{:?}", o.reasons);
 }
 
 #[test]
@@ -524,4 +526,99 @@ fn kunits_own_wait_is_noted_but_a_hung_module_task_fails() {
         .reasons
         .iter()
         .any(|r| r.starts_with("kernel hung task at console line 14: INFO: task insmod:215")));
+}
+
+/// GOOD with `tk-test-a` replaced by `name`, ending with `end` (its end
+/// marker's arguments after the name), and `out` as its output.
+fn with_prog(name: &str, end: Option<&str>, out: &str) -> (String, String) {
+    let end_line = |e: &str| format!("[    1.900000] TIERKIT-USERTEST {name} {e}\n");
+    let c = GOOD.replace(
+        "[    1.900000] TIERKIT-USERTEST tk-test-a rc=0\n",
+        &end.map(end_line).unwrap_or_default(),
+    );
+    let c = c.replace("START tk-test-a", &format!("START {name}"));
+    let d = format!(
+        "TIERKIT-USERTEST-START {name}\n{out}{}",
+        end.map(|e| format!("TIERKIT-USERTEST {name} {e}\n"))
+            .unwrap_or_default()
+    );
+    (c, d)
+}
+
+#[test]
+fn a_test_killed_at_its_deadline_fails_with_its_output_kept() {
+    let out = "ok 1 - first half\ntk-init: tk-test-a: timed out after 120 s: killed its process group 99\n";
+    let (c, d) = with_prog("tk-test-a", Some("rc=137 timeout=120"), out);
+    let o = evaluate(&guest(&c, &d, false), true, None, Profile::Default);
+    assert!(
+        o.reasons
+            .iter()
+            .any(|r| r == "userspace test tk-test-a failed: timed out after 120 s"),
+        "{:?}",
+        o.reasons
+    );
+    let t = &o.user_tests[0];
+    assert_eq!((t.passed, t.rc), (false, 137));
+    assert_eq!(t.reason.as_deref(), Some("timed out after 120 s"));
+    assert!(t.output_tail.contains("ok 1 - first half"), "{}", t.output_tail);
+    // The same text in every report: JUnit's and KCIDB's message.
+    let recs = crate::records::walk(&o.run, &o.user_tests);
+    let r = recs.iter().find(|r| r.name == "tk-test-a").expect("record");
+    assert_eq!(r.message.as_deref(), Some("timed out after 120 s"));
+    assert!(r.output.as_deref().unwrap_or("").contains("first half"));
+    let (c, d) = with_prog("tk-test-a", Some("rc=0 left=2"), "ok 1 - x\n");
+    let o = evaluate(&guest(&c, &d, false), true, None, Profile::Default);
+    assert_eq!(
+        o.user_tests[0].reason.as_deref(),
+        Some("left 2 process(es) running after it exited")
+    );
+    assert!(!o.ok());
+}
+
+#[test]
+fn the_runners_own_tests_pass_only_with_their_expected_verdict() {
+    let out = "# printed before the deadline\n";
+    let (c, d) = with_prog("tk-test-runner-sleep", Some("rc=137 timeout=2"), out);
+    let o = evaluate(&guest(&c, &d, false), true, None, Profile::Default);
+    assert!(o.ok(), "{:?}", o.reasons);
+    assert!(o.user_tests[0].passed);
+    assert!(o.user_tests[0]
+        .reason
+        .as_deref()
+        .is_some_and(|r| r.starts_with("timed out after 2 s, as")));
+    // It exited by itself: the runner did not do its job.
+    let (c, d) = with_prog("tk-test-runner-sleep", Some("rc=0"), out);
+    let o = evaluate(&guest(&c, &d, false), true, None, Profile::Default);
+    assert!(!o.ok() && !o.user_tests[0].passed);
+    // Killed, but what it printed is gone.
+    let (c, d) = with_prog("tk-test-runner-dwait", Some("rc=137 timeout=2"), "");
+    let o = evaluate(&guest(&c, &d, false), true, None, Profile::Default);
+    assert!(!o.ok());
+    let (c, d) = with_prog("tk-test-runner-orphan", Some("rc=0 left=2"), out);
+    assert!(evaluate(&guest(&c, &d, false), true, None, Profile::Default).ok());
+    let (c, d) = with_prog("tk-test-runner-orphan", Some("rc=0"), out);
+    assert!(!evaluate(&guest(&c, &d, false), true, None, Profile::Default).ok());
+}
+
+#[test]
+fn the_boot_timeout_names_the_running_test_and_keeps_its_output() {
+    let (c, d) = with_prog("tk-test-a", None, "ok 1 - before the hang\n");
+    let c = c.split("[    2.000000]").next().unwrap_or_default().to_string();
+    let o = evaluate(&guest(&c, &d, true), true, None, Profile::Default);
+    assert!(
+        o.reasons
+            .iter()
+            .any(|r| r.contains("no TIERKIT-DONE within 3 s while userspace test tk-test-a ran")),
+        "{:?}",
+        o.reasons
+    );
+    let t = o.user_tests.iter().find(|t| t.name == "tk-test-a").expect("kept");
+    assert!(!t.passed);
+    assert!(t.output_tail.contains("before the hang"));
+    assert_eq!(
+        t.reason.as_deref(),
+        Some("did not finish: the boot ended while it ran")
+    );
+    // The KUnit suite that finished before is kept too.
+    assert_eq!(o.run.counts().passed, 2);
 }

@@ -43,6 +43,7 @@ pub fn user(name: &str, rc: i32, skipped: bool, ms: u64) -> UserTest {
             format!("{name}: checks\n{name}: rc={rc}\n")
         },
         duration_ms: ms,
+        reason: None,
     }
 }
 

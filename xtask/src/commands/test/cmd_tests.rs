@@ -233,6 +233,7 @@ pub(crate) fn run_all(
             rc,
             output_tail: tail,
             duration_ms: ms,
+            reason: None,
         });
     }
     let run = crate::ktap::Run::default();

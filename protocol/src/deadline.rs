@@ -1,0 +1,174 @@
+//! How long a userspace test may run before /init kills it, and what the
+//! runner's own tests expect of it.
+//!
+//! Each `tk-test-*` program runs in its own process group with a deadline:
+//! its entry in [`TABLE`], or [`DEFAULT_SECS`]. A scaled deadline is
+//! multiplied by `tierkit.deadline_scale=` (xtask passes the factor it
+//! applies to the whole boot's timeout: a slower topology, the debug
+//! kernel). At the deadline /init kills the whole group and ends the
+//! program's markers with `timeout=N` ([`crate::marker::prog_end_with`]);
+//! a program that leaves processes behind gets `left=K`, and they are
+//! killed.
+//!
+//! The runner's own tests (`tk-test-runner-*`) are made to time out or to
+//! leave a child behind: [`Expect`] says which, and xtask turns the
+//! expected verdict into a pass and any other into a failure, so the totals
+//! stay green only while the runner does its job. [`judge`] is that rule,
+//! for /init's `fails=` count and xtask's verdict alike.
+
+use crate::marker::Ending;
+
+/// Seconds a userspace test may run when [`TABLE`] does not name it.
+pub const DEFAULT_SECS: u32 = 120;
+
+/// What the runner should report for a program.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Expect {
+    /// An ordinary test: exit status 0 passes.
+    Pass,
+    /// It runs past its deadline: its group is killed (`timeout=N`).
+    Timeout,
+    /// It exits but leaves processes behind: they are killed (`left=K`).
+    LeftBehind,
+}
+
+/// A program's deadline.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Deadline {
+    pub name: &'static str,
+    pub secs: u32,
+    /// Multiplied by `tierkit.deadline_scale=` (false: the runner's own
+    /// tests, whose length does not depend on the kernel's speed).
+    pub scaled: bool,
+    pub expect: Expect,
+}
+
+const fn test(name: &'static str, secs: u32) -> Deadline {
+    Deadline {
+        name,
+        secs,
+        scaled: true,
+        expect: Expect::Pass,
+    }
+}
+
+const fn runner(name: &'static str, secs: u32, expect: Expect) -> Deadline {
+    Deadline {
+        name,
+        secs,
+        scaled: false,
+        expect,
+    }
+}
+
+/// The programs whose deadline is not [`DEFAULT_SECS`], scaled, passing.
+pub const TABLE: &[Deadline] = &[
+    // Two rounds of a GiB cleared at first touch on the CXL node.
+    test("tk-test-gigantic", 300),
+    test("tk-test-block-offline", 180),
+    // 100 module load/unload cycles and fault injection into finit_module.
+    test("tk-test-lifecycle", 180),
+    test("tk-test-hostile", 180),
+    runner("tk-test-runner-sleep", 2, Expect::Timeout),
+    runner("tk-test-runner-orphan", 10, Expect::LeftBehind),
+    runner("tk-test-runner-dwait", 2, Expect::Timeout),
+];
+
+/// `name`'s entry, or the default one.
+pub fn of(name: &str) -> Deadline {
+    TABLE
+        .iter()
+        .find(|d| d.name == name)
+        .copied()
+        .unwrap_or(Deadline {
+            name: "",
+            secs: DEFAULT_SECS,
+            scaled: true,
+            expect: Expect::Pass,
+        })
+}
+
+impl Deadline {
+    /// Its seconds under `tierkit.deadline_scale=scale`.
+    pub fn secs_at(&self, scale: u32) -> u32 {
+        if self.scaled {
+            self.secs.saturating_mul(scale.max(1))
+        } else {
+            self.secs
+        }
+    }
+}
+
+/// A program's verdict from its exit status and [`Ending`]: `Ok` with a
+/// note when it passed as `d` expects, `Err` with why not (the text the
+/// reports show: `timed out after 2 s`, `exit code 3`, ...).
+pub fn judge(d: &Deadline, rc: i32, e: Ending) -> Result<Option<String>, String> {
+    let how = || match (e.timeout, e.left) {
+        (Some(t), _) => format!("timed out after {t} s"),
+        (None, n) if n > 0 => format!("left {n} process(es) running after it exited"),
+        _ => format!("exit code {rc}"),
+    };
+    match d.expect {
+        Expect::Pass if e.timeout.is_none() && e.left == 0 && rc == 0 => Ok(None),
+        Expect::Pass => Err(how()),
+        Expect::Timeout if e.timeout.is_some() => {
+            Ok(Some(format!("{}, as this test of the runner expects", how())))
+        }
+        Expect::LeftBehind if e.timeout.is_none() && e.left > 0 => {
+            Ok(Some(format!("{}, as this test of the runner expects", how())))
+        }
+        Expect::Timeout => Err(format!(
+            "expected to be killed at its deadline of {} s; {}",
+            d.secs,
+            how()
+        )),
+        Expect::LeftBehind => Err(format!(
+            "expected to leave a process behind for the runner to kill; {}",
+            how()
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_and_default() {
+        assert_eq!(of("tk-test-vma").secs_at(4), DEFAULT_SECS * 4);
+        assert_eq!(of("tk-test-vma").expect, Expect::Pass);
+        let s = of("tk-test-runner-sleep");
+        assert_eq!((s.secs_at(16), s.expect), (2, Expect::Timeout));
+        assert_eq!(of("tk-test-gigantic").secs_at(0), 300);
+        let mut names: Vec<&str> = TABLE.iter().map(|d| d.name).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), TABLE.len(), "one entry per program");
+    }
+
+    #[test]
+    fn verdicts() {
+        let end = |timeout, left| Ending { timeout, left };
+        let plain = of("tk-test-vma");
+        assert_eq!(judge(&plain, 0, end(None, 0)), Ok(None));
+        assert_eq!(judge(&plain, 3, end(None, 0)), Err("exit code 3".into()));
+        assert_eq!(
+            judge(&plain, 137, end(Some(120), 0)),
+            Err("timed out after 120 s".into())
+        );
+        assert_eq!(
+            judge(&plain, 0, end(None, 2)),
+            Err("left 2 process(es) running after it exited".into())
+        );
+        let sleep = of("tk-test-runner-sleep");
+        assert!(judge(&sleep, 137, end(Some(2), 0)).unwrap().is_some());
+        assert_eq!(
+            judge(&sleep, 0, end(None, 0)),
+            Err("expected to be killed at its deadline of 2 s; exit code 0".into())
+        );
+        let orphan = of("tk-test-runner-orphan");
+        assert!(judge(&orphan, 0, end(None, 1)).is_ok());
+        assert!(judge(&orphan, 0, end(None, 0)).is_err());
+        assert!(judge(&orphan, 137, end(Some(10), 1)).is_err());
+    }
+}
