@@ -20,13 +20,14 @@ const CFLAGS: &[&str] = &["-O2", "-g", "-Wall", "-Wextra", "-Werror"];
 /// The preload library's C files in `tkrun/libtkrun/`, by job (their
 /// private header is `libtkrun.h` there): configuration and start, the
 /// range table, the /dev/tierkit calls, the malloc family, the mmap
-/// family, fork.
+/// family, madvise/mprotect/msync, fork.
 const LIB_SOURCES: &[&str] = &[
     "libtkrun/init.c",
     "libtkrun/table.c",
     "libtkrun/device.c",
     "libtkrun/malloc.c",
     "libtkrun/mmap.c",
+    "libtkrun/advice.c",
     "libtkrun/fork.c",
 ];
 
