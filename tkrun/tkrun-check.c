@@ -627,6 +627,17 @@ static void guard_pages(void)
 	check("mprotect back to read-write, then writable", mprotect(p, 4096, PROT_READ | PROT_WRITE) == 0 &&
 	      (p[0] = 1) == 1, strerror(errno));
 	munmap(p, 2 * big);
+
+	/* Advice across a hole: ENOMEM, and the mapped parts advised. */
+	p = mmap(NULL, 3 * big, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	fill(p, 3 * big, 52);
+	munmap(p + big, big);
+	errno = 0;
+	int r = madvise(p, 3 * big, MADV_DONTNEED);
+
+	check("MADV_DONTNEED across a hole: ENOMEM, both parts zero",
+	      r == -1 && errno == ENOMEM && zero(p, big) && zero(p + 2 * big, big), "wrong result or contents");
+	munmap(p, 3 * big);
 }
 
 /* --- a shell pipeline forked and exec'd while a thread keeps writing ---- */

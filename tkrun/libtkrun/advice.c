@@ -35,6 +35,7 @@ struct advice {
 	int advice;
 	int prot;
 	int pkey;
+	int hole; /* an unmapped part: ENOMEM at the end, as the kernel says */
 };
 
 /* Advice that anonymous memory takes and that only hints: where the
@@ -66,10 +67,15 @@ static void clear(uintptr_t a, size_t l, const struct range *r)
 
 static int advise_piece(uintptr_t a, size_t l, int i, void *ctx)
 {
-	int adv = ((struct advice *)ctx)->advice;
+	struct advice *c = ctx;
+	int adv = c->advice;
 
-	if (i < 0)
-		return sys_madvise(a, l, adv) ? errno : 0;
+	if (i < 0) {
+		if (sys_madvise(a, l, adv) == 0)
+			return 0;
+		c->hole |= errno == ENOMEM;
+		return errno == ENOMEM ? 0 : errno;
+	}
 	switch (adv) {
 	case MADV_DONTNEED:
 		clear(a, l, &ranges[i]);
@@ -105,6 +111,8 @@ EXPORT int madvise(void *a, size_t l, int advice)
 		e = errno;
 	else if (!marks || split_at(s, b))
 		e = table_walk(s, b - s, advise_piece, &c);
+	if (!e && c.hole)
+		e = ENOMEM;
 	unlock_table();
 	if (e) {
 		errno = e;
