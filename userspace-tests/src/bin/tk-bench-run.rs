@@ -469,7 +469,9 @@ fn fork_rows(r: &mut Report, topo: &Topology, mib: &str) -> Vec<Value> {
             if code == 0 && got == want && field("fork_ms ").is_some() {
                 Ok(format!("{row}"))
             } else {
-                Err(format!("exit {code}, block backed by {got}, stderr {err:?}"))
+                Err(format!(
+                    "exit {code}, block backed by {got}, stderr {err:?}"
+                ))
             },
         );
         rows.push(row);
