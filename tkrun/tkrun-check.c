@@ -9,20 +9,33 @@
  * "ok NAME" or "not ok NAME: WHY" line per check. Exit status 0 iff all
  * checks passed. Run under tk-run, the blocks should be tierkit's.
  *
+ * Then what real programs do around it: a partial MADV_DONTFORK and
+ * MADV_WIPEONFORK before fork, threads cancelled inside big mallocs, a
+ * signal handler that maps memory, fork from a thread, guard pages and
+ * read-only parts (mprotect) under fork, MADV_DONTNEED, munmap and msync,
+ * and a shell pipeline forked and exec'd while a thread keeps writing.
+ *
  * Usage: tkrun-check [MIB]   (size of the big blocks, default 4)
  *        tkrun-check -g MIB  (one block of MIB: every byte must read zero;
  *                             then "waiting" and a line on stdin to end)
+ *        tkrun-check -f MIB  (fork's cost with a block of MIB, every page
+ *                             written: "fork_ms", "fork_exit_ms" (fork to
+ *                             the child's exit, reaped) and "fork_child_kib"
+ *                             (MemAvailable the child's start took))
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <malloc.h>
 #include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 static size_t big;
@@ -136,6 +149,16 @@ static void heap(void)
 	show("realloc-shrunk", k);
 	check("realloc big->small keeps contents", k && same(k, 3000, 8), "pattern lost");
 	free(k);
+
+	/* A moving realloc keeps every usable byte (glibc copies them). */
+	char *u = malloc(big - big / 4 + 100);
+	size_t un = malloc_usable_size(u);
+
+	u[un - 1] = 'U';
+	char *ug = realloc(u, 16 * big);
+
+	check("realloc moving keeps the usable slack", ug && ug[un - 1] == 'U', "last usable byte lost");
+	free(ug);
 
 	void *al = NULL;
 	int r = posix_memalign(&al, 2UL << 20, big);
@@ -343,8 +366,388 @@ static int one_block(size_t mib)
 	return failed;
 }
 
+/* The mode field of /proc/self/maps for addr ("rw-p"), or "-". */
+static void perms(const void *addr, char *out)
+{
+	FILE *f = fopen("/proc/self/maps", "r");
+	char line[512];
+
+	strcpy(out, "-");
+	while (f && fgets(line, sizeof(line), f)) {
+		unsigned long s, e;
+		char m[8];
+
+		if (sscanf(line, "%lx-%lx %7s", &s, &e, m) == 3 && (uintptr_t)addr >= s &&
+		    (uintptr_t)addr < e) {
+			strcpy(out, m);
+			break;
+		}
+	}
+	if (f)
+		fclose(f);
+}
+
+/* Forks; the child runs fn and exits with its result; 1 iff it exited 0. */
+static int in_child(int (*fn)(void *), void *arg)
+{
+	int st = 0;
+	pid_t pid = fork();
+
+	if (pid == 0)
+		_exit(fn(arg) ? 0 : 1);
+	return pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0;
+}
+
+/* A partial MADV_DONTFORK (ibv_fork_init, DPDK): that page is absent in
+ * the child, the rest is the child's own private copy. */
+static int dontfork_child(void *arg)
+{
+	char *p = arg, m[8];
+
+	perms(p + big, m);
+	if (strcmp(m, "-") != 0 || !same(p, big, 31))
+		return 0;
+	p[0] = 'C';
+	p[2 * big - 1] = 'C';
+	return 1;
+}
+
+/* MADV_WIPEONFORK: the child reads zero there, the rest is copied. */
+static int wipe_child(void *arg)
+{
+	char *p = arg;
+
+	return zero(p, big) && same(p + big, big, (unsigned)(32 + big / 512));
+}
+
+static void fork_advice(void)
+{
+	char *p = mmap(NULL, 2 * big, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	fill(p, 2 * big, 31);
+	char last = p[2 * big - 1];
+
+	check("MADV_DONTFORK of one page", madvise(p + big, 4096, MADV_DONTFORK) == 0, strerror(errno));
+	int ok = in_child(dontfork_child, p);
+
+	check("fork after a partial MADV_DONTFORK: that page absent in the child, the rest private",
+	      ok && p[0] == (char)31 && p[2 * big - 1] == last, "the child's write reached the parent, or its copy was wrong");
+	munmap(p, 2 * big);
+
+	p = mmap(NULL, 2 * big, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	fill(p, 2 * big, 32);
+	check("MADV_WIPEONFORK", madvise(p, big, MADV_WIPEONFORK) == 0, strerror(errno));
+	check("fork after MADV_WIPEONFORK: zero in the child, kept in the parent",
+	      in_child(wipe_child, p) && same(p, 2 * big, 32), "wrong contents");
+	munmap(p, 2 * big);
+}
+
+/* --- threads: cancellation, signals, fork from a thread ----------------- */
+
+/* Where a block escapes to: a malloc and free the compiler can see are
+ * otherwise left out. */
+static char *volatile sink;
+
+static void *alloc_loop(void *arg)
+{
+	(void)arg;
+	for (;;) {
+		char *p = malloc(big);
+
+		sink = p;
+		if (p)
+			p[0] = 1;
+		free(p);
+		pthread_testcancel();
+	}
+	return NULL;
+}
+
+static volatile sig_atomic_t handled, handled_bad;
+
+/* mmap and munmap are system calls, safe in a handler (malloc is not:
+ * glibc's would deadlock on its own arena lock). */
+static void mapping_handler(int sig)
+{
+	char *p = mmap(NULL, big, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	(void)sig;
+	if (p != MAP_FAILED) {
+		handled++;
+		handled_bad |= !zero(p, big);
+		memset(p, 7, 4096);
+		munmap(p, big);
+	}
+}
+
+static void *map_loop(void *arg)
+{
+	(void)arg;
+	for (;;) {
+		char *p = mmap(NULL, big, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+		if (p != MAP_FAILED) {
+			p[0] = 1;
+			munmap(p, big);
+		}
+		pthread_testcancel();
+	}
+	return NULL;
+}
+
+static void on_alarm(int sig)
+{
+	static const char m[] = "not ok threads: the process hung (deadlock)\n";
+	ssize_t r = write(1, m, sizeof(m) - 1);
+
+	(void)sig;
+	(void)r;
+	_exit(1);
+}
+
+static int nothing(void *arg)
+{
+	(void)arg;
+	return 1;
+}
+
+static void *forker(void *arg)
+{
+	char *p = arg;
+
+	return (void *)(uintptr_t)(in_child(nothing, NULL) && same(p, big, 41));
+}
+
+static void thread_safety(void)
+{
+	pthread_t t[4];
+
+	signal(SIGALRM, on_alarm);
+	alarm(60);
+	/* Cancelled wherever they are: glibc's malloc is no cancellation
+	 * point, so nothing may be left locked. */
+	for (int round = 0; round < 3; round++) {
+		for (int i = 0; i < 4; i++)
+			pthread_create(&t[i], NULL, alloc_loop, NULL);
+		usleep(20000);
+		for (int i = 0; i < 4; i++) {
+			pthread_cancel(t[i]);
+			pthread_join(t[i], NULL);
+		}
+	}
+	char *p = malloc(big);
+
+	check("threads cancelled inside big mallocs: malloc, free and fork go on",
+	      p && in_child(nothing, NULL), "failed");
+	free(p);
+
+	/* A handler that maps and unmaps, run in the middle of the same. */
+	signal(SIGUSR1, mapping_handler);
+	pthread_create(&t[0], NULL, map_loop, NULL);
+	for (int i = 0; i < 200; i++) {
+		pthread_kill(t[0], SIGUSR1);
+		usleep(500);
+	}
+	pthread_cancel(t[0]);
+	pthread_join(t[0], NULL);
+	check("a signal handler that maps and unmaps, during the same", handled > 0 && !handled_bad,
+	      "the handler never ran or saw non-zero memory");
+
+	/* fork from a thread while another mallocs. */
+	p = malloc(big);
+	fill(p, big, 41);
+	pthread_create(&t[0], NULL, alloc_loop, NULL);
+	void *r = NULL;
+
+	pthread_create(&t[1], NULL, forker, p);
+	pthread_join(t[1], &r);
+	pthread_cancel(t[0]);
+	pthread_join(t[0], NULL);
+	check("fork from a thread while another mallocs", r != NULL, "failed");
+	free(p);
+	alarm(0);
+}
+
+/* --- guard pages and read-only parts (mprotect) ------------------------- */
+
+static sigjmp_buf segv_jump;
+
+static void on_segv(int sig)
+{
+	(void)sig;
+	siglongjmp(segv_jump, 1);
+}
+
+/* 1 iff reading addr faults. */
+static int faults(const volatile char *addr)
+{
+	struct sigaction sa = { .sa_handler = on_segv }, old;
+	int f = 0;
+
+	sigaction(SIGSEGV, &sa, &old);
+	if (sigsetjmp(segv_jump, 1) == 0)
+		(void)*addr;
+	else
+		f = 1;
+	sigaction(SIGSEGV, &old, NULL);
+	return f;
+}
+
+/* In the child: the guard still faults, the read-only page is readable
+ * and read-only, the rest is the contents at fork. */
+static int guard_child(void *arg)
+{
+	char *p = arg, m[8];
+
+	perms(p, m);
+	return faults(p + big) && m[0] == 'r' && m[1] == '-' && same(p, big, 51) &&
+	       same(p + big + 4096, big - 4096, (unsigned)(51 + (big + 4096) / 512));
+}
+
+static void guard_pages(void)
+{
+	char *p = mmap(NULL, 2 * big, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	char m[8];
+
+	fill(p, 2 * big, 51);
+	check("mprotect a guard page (PROT_NONE) and a read-only page",
+	      mprotect(p + big, 4096, PROT_NONE) == 0 && mprotect(p, 4096, PROT_READ) == 0, strerror(errno));
+	check("guard page: a read faults", faults(p + big), "no fault");
+	check("fork with a guard page and a read-only page", in_child(guard_child, p),
+	      "the child died or saw wrong contents or protections");
+	check("msync(MS_SYNC) over them", msync(p, 2 * big, MS_SYNC) == 0, strerror(errno));
+	check("MADV_DODUMP over them", madvise(p, 2 * big, MADV_DODUMP) == 0, strerror(errno));
+	check("MADV_DONTNEED over them: zero afterwards, protections kept",
+	      madvise(p, 2 * big, MADV_DONTNEED) == 0 && zero(p, big) && zero(p + big + 4096, big - 4096) &&
+		      faults(p + big),
+	      "failed, stale contents or the guard lost");
+	perms(p, m);
+	check("MADV_DONTNEED: the read-only page stays read-only", m[1] == '-', m);
+	check("munmap across the guard page", munmap(p + big - 4096, 3 * 4096) == 0, strerror(errno));
+	check("mprotect back to read-write, then writable", mprotect(p, 4096, PROT_READ | PROT_WRITE) == 0 &&
+	      (p[0] = 1) == 1, strerror(errno));
+	munmap(p, 2 * big);
+
+	/* Advice across a hole: ENOMEM, and the mapped parts advised. */
+	p = mmap(NULL, 3 * big, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	fill(p, 3 * big, 52);
+	munmap(p + big, big);
+	errno = 0;
+	int r = madvise(p, 3 * big, MADV_DONTNEED);
+
+	check("MADV_DONTNEED across a hole: ENOMEM, both parts zero",
+	      r == -1 && errno == ENOMEM && zero(p, big) && zero(p + 2 * big, big), "wrong result or contents");
+	munmap(p, 3 * big);
+}
+
+/* --- a shell pipeline forked and exec'd while a thread keeps writing ---- */
+
+struct writer {
+	char *p;
+	volatile int stop;
+	unsigned gen;
+};
+
+static void *writing(void *arg)
+{
+	struct writer *w = arg;
+
+	while (!w->stop) {
+		w->gen++;
+		for (size_t i = 0; i < big; i += 4096)
+			w->p[i] = (char)w->gen;
+	}
+	return NULL;
+}
+
+static void shell_pipeline(void)
+{
+	struct writer w = { .p = malloc(big) };
+	pthread_t t;
+	int bad = 0;
+
+	pthread_create(&t, NULL, writing, &w);
+	for (int i = 0; i < 20 && !bad; i++) {
+		int st = 0;
+		pid_t pid = fork();
+
+		if (pid == 0) {
+			execl("/bin/sh", "sh", "-c", "x=$(echo tk | cat | cat); [ \"$x\" = tk ]", (char *)NULL);
+			_exit(127);
+		}
+		bad = pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0;
+	}
+	w.stop = 1;
+	pthread_join(t, NULL);
+	int kept = 1;
+
+	for (size_t i = 0; i < big; i += 4096)
+		kept &= w.p[i] == (char)w.gen;
+	check("20 x fork + exec of a sh pipeline while a thread writes", !bad, "a pipeline failed");
+	check("the writer's block holds its last writes", kept, "lost writes");
+	free(w.p);
+}
+
+static long mem_available_kib(void)
+{
+	FILE *f = fopen("/proc/meminfo", "r");
+	char line[128];
+	long kib = -1;
+
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "MemAvailable: %ld kB", &kib) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return kib;
+}
+
+static double now_ms(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+/* fork's time and memory with a written block of mib MiB. */
+static int fork_cost(size_t mib)
+{
+	size_t n = mib << 20;
+	char *p = malloc(n);
+	int fds[2], st = 0;
+	long before, child = -1;
+
+	if (!p || pipe(fds))
+		return 1;
+	for (size_t i = 0; i < n; i += 4096)
+		p[i] = (char)i;
+	show("fork-cost", p);
+	before = mem_available_kib();
+	double t0 = now_ms();
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		long now = mem_available_kib();
+		ssize_t w = write(fds[1], &now, sizeof(now));
+
+		_exit(w == sizeof(now) ? 0 : 1);
+	}
+	double t1 = now_ms();
+
+	if (pid < 0 || read(fds[0], &child, sizeof(child)) != sizeof(child) || waitpid(pid, &st, 0) != pid)
+		return 1;
+	double t2 = now_ms();
+
+	printf("fork_ms %.3f\nfork_exit_ms %.3f\nfork_child_kib %ld\n", t1 - t0, t2 - t0, before - child);
+	free(p);
+	return !WIFEXITED(st) || WEXITSTATUS(st) != 0;
+}
+
 int main(int argc, char **argv)
 {
+	if (argc > 2 && strcmp(argv[1], "-f") == 0)
+		return fork_cost((size_t)atoi(argv[2]));
 	if (argc > 2 && strcmp(argv[1], "-g") == 0)
 		return one_block((size_t)atoi(argv[2]));
 	big = (size_t)(argc > 1 ? atoi(argv[1]) : 4) << 20;
@@ -354,6 +757,10 @@ int main(int argc, char **argv)
 	maps();
 	forks();
 	threads();
+	fork_advice();
+	thread_safety();
+	guard_pages();
+	shell_pipeline();
 	printf("%s\n", failed ? "FAILED" : "PASSED");
 	return failed;
 }

@@ -107,8 +107,8 @@ uintptr_t tk_new(size_t n, size_t al, int prot, int kind, int giga)
 				       : "tierkit refused a mapping; using the kernel's memory for it and any like it");
 		return 0;
 	}
-	struct range r = { .start = a, .len = l, .req = n, .off = a, .prot = prot,
-			   .kind = (uint8_t)kind, .giga = (uint8_t)giga };
+	struct range r = { .start = a, .len = l, .req = n, .clen = l, .off = a, .prot = prot,
+			   .pkey = -1, .kind = (uint8_t)kind, .giga = (uint8_t)giga };
 	if (!table_add(r)) {
 		sys_munmap((void *)a, l);
 		say_once(SAY_TABLE, "range table full; further big chunks use the kernel's memory");

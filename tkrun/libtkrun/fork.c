@@ -6,89 +6,146 @@
 #define _GNU_SOURCE
 #include "libtkrun.h"
 
-#include <errno.h>
-#include <fcntl.h>
+#include <linux/futex.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
 
 /* --- fork ---------------------------------------------------------------
  * A tierkit mapping is MAP_SHARED: after a plain fork parent and child
  * would see each other's writes. The child therefore copies every range
  * into fresh tierkit memory (same offsets, so the same nodes) before
- * fork() returns in the parent: the parent waits for it on a pipe, so
- * nothing the parent writes after fork() reaches the child.
+ * fork() returns in the parent, which waits for it: nothing the parent's
+ * forking thread writes after fork() reaches the child. Parts under
+ * MADV_DONTFORK are not in the child (the kernel left them out), parts
+ * under MADV_WIPEONFORK get fresh tierkit memory (zero), every part keeps
+ * its protection and key.
+ *
+ * The wait needs no file descriptor (a process at RLIMIT_NOFILE forks
+ * too): a shared page the child writes its pid to, then "done" (a futex);
+ * the parent also stops waiting when the child has exited (waitid with
+ * WNOWAIT, which leaves it to be reaped) or is no longer its child.
  */
-static int fork_pipe[2] = { -1, -1 };
+struct fork_sync {
+	atomic_int done;
+	atomic_int pid;
+};
+
+static struct fork_sync *fork_sync;
+static int fork_locked;
 
 void fork_prepare(void)
 {
-	if (!lock_table())
+	fork_locked = lock_table();
+	fork_sync = NULL;
+	if (!fork_locked || nranges == 0)
 		return;
-	if (nranges == 0 || pipe2(fork_pipe, O_CLOEXEC))
-		fork_pipe[0] = fork_pipe[1] = -1;
+	void *p = sys_mmap(NULL, PAGE, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+
+	if (p == MAP_FAILED)
+		say_once(SAY_FORK_WAIT, "fork: no page to wait on; the parent goes on while the child copies");
+	else
+		fork_sync = p;
+}
+
+static int child_gone(pid_t pid)
+{
+	siginfo_t si;
+
+	si.si_pid = 0;
+	if (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT))
+		return 1; /* ECHILD: reaped by another thread, or never ours */
+	return si.si_pid == pid;
 }
 
 void fork_parent(void)
 {
-	char c;
+	struct fork_sync *s = fork_sync;
 
-	if (fork_pipe[1] >= 0) {
-		close(fork_pipe[1]);
-		while (read(fork_pipe[0], &c, 1) < 0 && errno == EINTR)
-			;
-		close(fork_pipe[0]);
-		fork_pipe[0] = fork_pipe[1] = -1;
+	if (!fork_locked)
+		return;
+	while (s && !atomic_load(&s->done)) {
+		struct timespec ts = { 0, 20 * 1000 * 1000 };
+
+		syscall(SYS_futex, &s->done, FUTEX_WAIT, 0, &ts, NULL, 0);
+		if (atomic_load(&s->pid) && !atomic_load(&s->done) && child_gone(atomic_load(&s->pid)))
+			break;
 	}
+	if (s)
+		sys_munmap(s, PAGE);
+	fork_sync = NULL;
 	unlock_table();
+}
+
+/* The child's own copy of entry r (table lock held, other threads gone). */
+static void copy_entry(struct range *r)
+{
+	size_t max = r->giga ? GIGA_PIECE : PIECE;
+
+	if (r->wipe) {
+		/* Fresh tierkit memory right over the shared one: zero. */
+		if (tk_map_at(r->start, r->len, r->off, r->prot, r->giga) == 0) {
+			if (r->pkey >= 0)
+				sys_protect((void *)r->start, r->len, r->prot, r->pkey);
+			return;
+		}
+	}
+	uintptr_t t = reserve(r->len, r->giga ? GIB : PAGE);
+
+	if (t && tk_map_at(t, r->len, r->off, PROT_READ | PROT_WRITE, r->giga)) {
+		sys_munmap((void *)t, r->len);
+		t = 0;
+	}
+	if (!t) {
+		/* The kernel's memory then: the copy is private all the same. */
+		void *p = sys_mmap(NULL, r->len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+		say_once(SAY_FORK, "fork: a tierkit range copied to the kernel's memory in the child");
+		if (p == MAP_FAILED)
+			return;
+		t = (uintptr_t)p;
+		r->giga = 0;
+	}
+	if (r->wipe)
+		;
+	else if (r->prot & PROT_READ)
+		memcpy((void *)t, (void *)r->start, r->len);
+	else if (sys_mprotect((void *)r->start, r->len, PROT_READ) == 0)
+		memcpy((void *)t, (void *)r->start, r->len);
+	if (r->prot != (PROT_READ | PROT_WRITE) || r->pkey >= 0)
+		sys_protect((void *)t, r->len, r->prot, r->pkey);
+	/* Over the shared mapping, piece by piece (one vma each). */
+	for (size_t d = 0; d < r->len; d += max) {
+		size_t n = r->len - d < max ? r->len - d : max;
+
+		sys_mremap((void *)(t + d), n, n, MREMAP_MAYMOVE | MREMAP_FIXED, (void *)(r->start + d));
+	}
 }
 
 void fork_child(void)
 {
-	for (int i = 0; i < nranges; i++) {
-		struct range *r = &ranges[i];
+	struct fork_sync *s = fork_sync;
 
-		/* Not in the child (MADV_DONTFORK), wholly or in part: left as
-		 * it is (madvise of an unmapped page is ENOMEM). */
-		if (r->dontfork || syscall(SYS_madvise, r->start, r->len, MADV_NORMAL)) {
+	if (!fork_locked)
+		return;
+	if (s)
+		atomic_store(&s->pid, (int)getpid());
+	for (int i = 0; i < nranges; i++) {
+		/* Not in the child (MADV_DONTFORK): the kernel left it out. */
+		if (ranges[i].dontfork) {
 			table_del(i--);
 			continue;
 		}
-		uintptr_t t = reserve(r->len, r->giga ? GIB : PAGE);
-
-		if (t && tk_map_at(t, r->len, r->off, PROT_READ | PROT_WRITE, r->giga)) {
-			sys_munmap((void *)t, r->len);
-			t = 0;
-		}
-		if (!t) {
-			/* The kernel's memory then: the copy is private all the same. */
-			void *p = sys_mmap(NULL, r->len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-
-			say_once(SAY_FORK, "fork: a tierkit range copied to the kernel's memory in the child");
-			if (p == MAP_FAILED)
-				continue;
-			t = (uintptr_t)p;
-			r->giga = 0;
-		}
-		memcpy((void *)t, (void *)r->start, r->len);
-		if (r->prot != (PROT_READ | PROT_WRITE))
-			mprotect((void *)t, r->len, r->prot);
-		/* Over the shared mapping, piece by piece (one vma each). */
-		size_t max = r->giga ? GIGA_PIECE : PIECE;
-
-		for (size_t d = 0; d < r->len; d += max) {
-			size_t n = r->len - d < max ? r->len - d : max;
-
-			sys_mremap((void *)(t + d), n, n, MREMAP_MAYMOVE | MREMAP_FIXED, (void *)(r->start + d));
-		}
+		copy_entry(&ranges[i]);
 	}
-	if (fork_pipe[1] >= 0) {
-		ssize_t w = write(fork_pipe[1], "", 1);
-
-		(void)w;
-		close(fork_pipe[1]);
-		close(fork_pipe[0]);
-		fork_pipe[0] = fork_pipe[1] = -1;
+	if (s) {
+		atomic_store(&s->done, 1);
+		syscall(SYS_futex, &s->done, FUTEX_WAKE, 1, NULL, NULL, 0);
+		sys_munmap(s, PAGE);
 	}
+	fork_sync = NULL;
 	pthread_mutex_init(&table_lock, NULL);
-	in_lib = 0;
+	leave_lib();
 }

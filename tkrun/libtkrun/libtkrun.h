@@ -21,7 +21,8 @@
  *   table.c   the range table, and gigantic entries cut inside a GiB
  *   device.c  /dev/tierkit: files mapped with their policy, new ranges
  *   malloc.c  the malloc family
- *   mmap.c    the mmap, munmap, mremap and madvise interposers
+ *   mmap.c    the mmap, munmap and mremap interposers
+ *   advice.c  the madvise, mprotect, pkey_mprotect and msync interposers
  *   fork.c    the fork handlers (the child's private copies)
  */
 #ifndef TKRUN_LIBTKRUN_H
@@ -77,8 +78,8 @@ extern struct tkrun_real real;
 
 /* 0 not started, 1 resolving (dlsym may allocate: bump), 2 ready. */
 extern atomic_int init_state;
-/* Inside the library's own bookkeeping: a re-entry (a signal handler's
- * munmap) skips the table instead of taking the lock twice. */
+/* Inside the library's own bookkeeping (the table lock held, signals
+ * blocked, cancellation disabled): a re-entry skips the table. */
 extern __thread int in_lib;
 
 /* Called by every entry point: 1 when the real functions may be used. */
@@ -91,7 +92,7 @@ size_t bump_size(const void *p);
 
 /* --- init.c: messages: one line each, at most once, no stdio ------------ */
 
-enum { SAY_MAP, SAY_TABLE, SAY_FORK, SAY_GIGA_SPLIT, SAY_DONTUNMAP, SAY_CONFIG, SAY_N };
+enum { SAY_MAP, SAY_TABLE, SAY_FORK, SAY_FORK_WAIT, SAY_GIGA_SPLIT, SAY_DONTUNMAP, SAY_CONFIG, SAY_N };
 
 void say_once(int which, const char *msg);
 
@@ -107,6 +108,17 @@ static inline int sys_munmap(void *a, size_t l)
 	return (int)syscall(SYS_munmap, a, l);
 }
 
+static inline int sys_mprotect(void *a, size_t l, int prot)
+{
+	return (int)syscall(SYS_mprotect, a, l, prot);
+}
+
+/* pkey -1: mprotect (the range's protection key stays). */
+static inline int sys_protect(void *a, size_t l, int prot, int pkey)
+{
+	return pkey < 0 ? sys_mprotect(a, l, prot) : (int)syscall(SYS_pkey_mprotect, a, l, prot, pkey);
+}
+
 static inline void *sys_mremap(void *o, size_t ol, size_t nl, int flags, void *na)
 {
 	return (void *)syscall(SYS_mremap, o, ol, nl, flags, na);
@@ -116,15 +128,21 @@ static inline void *sys_mremap(void *o, size_t ol, size_t nl, int flags, void *n
 
 enum { K_MMAP, K_MALLOC };
 
+/* One tierkit range with one protection and one fork behaviour, as a
+ * vma: mprotect and madvise on part of a range split it. A malloc chunk
+ * split so is its first entry (K_MALLOC, clen) and the rest (K_MMAP). */
 struct range {
 	uintptr_t start;
 	size_t len;     /* mapped bytes */
 	size_t req;     /* malloc: bytes asked for */
+	size_t clen;    /* K_MALLOC: bytes of the whole chunk from start */
 	uint64_t off;   /* tierkit file offset of start */
 	int prot;
+	int pkey;       /* pkey_mprotect's key, or -1 */
 	uint8_t kind;
 	uint8_t giga;
-	uint8_t dontfork; /* MADV_DONTFORK on all of it: the child has none */
+	uint8_t dontfork; /* MADV_DONTFORK: the child has none of it */
+	uint8_t wipe;     /* MADV_WIPEONFORK: the child's reads zero */
 };
 
 extern pthread_mutex_t table_lock;
@@ -134,10 +152,13 @@ extern atomic_int nr_live; /* nranges, for lock-free "nothing to do" */
 
 int lock_table(void);
 void unlock_table(void);
+void leave_lib(void);
 int table_add(struct range r);
 void table_del(int i);
 int table_find(uintptr_t a, size_t l);
 void table_punch(uintptr_t a, size_t l);
+int table_split(uintptr_t a);
+int table_walk(uintptr_t a, size_t l, int (*fn)(uintptr_t, size_t, int, void *), void *ctx);
 size_t to_entry_end(uintptr_t a, size_t l);
 void giga_cut(uintptr_t a, size_t l);
 

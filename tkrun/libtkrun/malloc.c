@@ -43,14 +43,12 @@ EXPORT void free(void *p)
 	if (!p || in_bump(p))
 		return;
 	if (ours(p, &r)) {
+		/* Every part of it (an mprotect or madvise may have split it). */
 		if (lock_table()) {
-			int i = table_find(r.start, 1);
-
-			if (i >= 0 && ranges[i].start == r.start)
-				table_del(i);
+			table_punch(r.start, r.clen);
 			unlock_table();
 		}
-		sys_munmap((void *)r.start, r.len);
+		sys_munmap((void *)r.start, r.clen);
 		return;
 	}
 	if (ready())
@@ -97,7 +95,7 @@ EXPORT void *realloc(void *p, size_t n)
 		int giga;
 
 		/* Still tierkit's size class and it fits: keep it. */
-		if (n <= r.len && wants(n, &giga) && giga == r.giga) {
+		if (n <= r.clen && wants(n, &giga) && giga == r.giga) {
 			if (lock_table()) {
 				int i = table_find(r.start, 1);
 
@@ -107,7 +105,8 @@ EXPORT void *realloc(void *p, size_t n)
 			}
 			return p;
 		}
-		have = r.req;
+		/* Every usable byte, as glibc copies them. */
+		have = r.clen;
 	} else {
 		int giga;
 
@@ -178,6 +177,6 @@ EXPORT size_t malloc_usable_size(void *p)
 	if (in_bump(p))
 		return bump_size(p);
 	if (ours(p, &r))
-		return r.len;
+		return r.clen;
 	return ready() ? real.usable(p) : 0;
 }

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * libtkrun.so's mmap, munmap, mremap and madvise: big anonymous private
- * mappings from tierkit, and tierkit ranges that behave as anonymous
- * private memory when they are unmapped, remapped or advised.
+ * libtkrun.so's mmap, munmap and mremap: big anonymous private mappings
+ * from tierkit, and tierkit ranges that behave as anonymous private
+ * memory when they are unmapped or remapped.
  */
 #define _GNU_SOURCE
 #include "libtkrun.h"
@@ -120,24 +120,38 @@ static void *tk_mremap(int i, uintptr_t o, size_t ol, size_t nl, int flags, uint
 		table_punch(na, nl);
 		i = table_find(o, ol);
 		if (i < 0 || (giga && (na & (GIB - 1))) ||
-		    tk_map_at(na, nl, na, r.prot, giga) ||
+		    tk_map_at(na, nl, na, PROT_READ | PROT_WRITE, giga) ||
 		    !table_add((struct range){ .start = na, .len = nl, .req = nl, .off = na,
-					       .prot = r.prot, .kind = K_MMAP, .giga = (uint8_t)giga })) {
-			if (sys_mmap((void *)na, nl, r.prot, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) == MAP_FAILED)
+					       .prot = PROT_READ | PROT_WRITE, .pkey = -1,
+					       .kind = K_MMAP, .giga = (uint8_t)giga })) {
+			if (sys_mmap((void *)na, nl, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED,
+				     -1, 0) == MAP_FAILED)
 				return MAP_FAILED;
 		}
 		n = na;
 	} else {
-		n = tk_new(nl, PAGE, r.prot, K_MMAP, giga);
+		n = tk_new(nl, PAGE, PROT_READ | PROT_WRITE, K_MMAP, giga);
 		if (!n) {
-			void *p = sys_mmap(NULL, nl, r.prot, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+			void *p = sys_mmap(NULL, nl, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 
 			if (p == MAP_FAILED)
 				return MAP_FAILED;
 			n = (uintptr_t)p;
 		}
 	}
+	/* Copied readable and writable, then given the old protection. */
+	if (!(r.prot & PROT_READ))
+		sys_mprotect((void *)o, ol, PROT_READ);
 	memcpy((void *)n, (void *)o, ol < nl ? ol : nl);
+	if (r.prot != (PROT_READ | PROT_WRITE) || r.pkey >= 0) {
+		int j = table_find(n, nl);
+
+		sys_protect((void *)n, nl, r.prot, r.pkey);
+		if (j >= 0) {
+			ranges[j].prot = r.prot;
+			ranges[j].pkey = r.pkey;
+		}
+	}
 	giga_cut(o, ol);
 	sys_munmap((void *)o, ol);
 	table_punch(o, ol);
@@ -173,33 +187,6 @@ EXPORT void *mremap(void *o, size_t ol, size_t nl, int flags, ...)
 		r = sys_mremap(o, ol, nl, flags, (void *)na);
 		if (r != MAP_FAILED && (flags & MREMAP_FIXED))
 			table_punch((uintptr_t)r, (nl + PAGE - 1) & ~(PAGE - 1));
-	}
-	unlock_table();
-	return r;
-}
-
-/* madvise on tierkit memory as on anonymous memory: MADV_DONTNEED reads
- * zero afterwards (the file would map the same pages again), MADV_FREE
- * may keep the contents (tierkit refuses it), MADV_DONTFORK/DOFORK are
- * remembered for fork. */
-EXPORT int madvise(void *a, size_t l, int advice)
-{
-	int tracked = advice == MADV_DONTNEED || advice == MADV_FREE || advice == MADV_DONTFORK ||
-		      advice == MADV_DOFORK;
-
-	if (!tracked || !atomic_load(&nr_live) || ((uintptr_t)a & (PAGE - 1)) || !lock_table())
-		return (int)syscall(SYS_madvise, a, l, advice);
-	int r = 0;
-	int i = table_find((uintptr_t)a, l ? l : 1);
-
-	if (i < 0) {
-		r = (int)syscall(SYS_madvise, a, l, advice);
-	} else if (advice == MADV_DONTNEED) {
-		memset(a, 0, (l + PAGE - 1) & ~(PAGE - 1));
-	} else if (advice == MADV_DONTFORK || advice == MADV_DOFORK) {
-		r = (int)syscall(SYS_madvise, a, l, advice);
-		if (r == 0 && (uintptr_t)a == ranges[i].start && l >= ranges[i].len)
-			ranges[i].dontfork = advice == MADV_DONTFORK;
 	}
 	unlock_table();
 	return r;

@@ -7,6 +7,7 @@
 #define _GNU_SOURCE
 #include "libtkrun.h"
 
+#include <signal.h>
 #include <string.h>
 #include <sys/mman.h>
 
@@ -17,19 +18,48 @@ struct range ranges[MAX_RANGES];
 int nranges;
 atomic_int nr_live;
 
+static __thread sigset_t saved_mask;
+static __thread int saved_cancel;
+
+/* The table lock, with signals blocked and cancellation disabled while
+ * it is held: a handler cannot re-enter the library half-way (its
+ * munmap or mmap waits until the table is consistent), and the open,
+ * close and read calls under it are no cancellation points (glibc's own
+ * malloc is none). Signals are blocked first and unblocked last: a
+ * handler that runs in between finds nothing of this thread's saved.
+ * 0 on a re-entry from the library itself. */
 int lock_table(void)
 {
+	sigset_t all, old;
+	int c;
+
 	if (in_lib)
 		return 0;
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &c);
+	saved_mask = old;
+	saved_cancel = c;
 	in_lib = 1;
 	pthread_mutex_lock(&table_lock);
 	return 1;
 }
 
+/* What lock_table changed for this thread, put back (but the mutex). */
+void leave_lib(void)
+{
+	sigset_t old = saved_mask;
+	int c;
+
+	in_lib = 0;
+	pthread_setcancelstate(saved_cancel, &c);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
 void unlock_table(void)
 {
 	pthread_mutex_unlock(&table_lock);
-	in_lib = 0;
+	leave_lib();
 }
 
 int table_add(struct range r)
@@ -92,6 +122,62 @@ void table_punch(uintptr_t a, size_t l)
 	}
 }
 
+/* Makes a an entry boundary: the entry that holds it inside is split in
+ * two (the second an K_MMAP part of a malloc chunk). 0 if the table is
+ * full. */
+int table_split(uintptr_t a)
+{
+	for (int i = 0; i < nranges; i++) {
+		struct range *r = &ranges[i];
+
+		if (a <= r->start || a >= r->start + r->len)
+			continue;
+		struct range right = *r;
+
+		right.start = a;
+		right.len = r->start + r->len - a;
+		right.off += a - r->start;
+		right.kind = K_MMAP;
+		right.req = right.clen = 0;
+		if (!table_add(right))
+			return 0;
+		r->len = a - r->start;
+		return 1;
+	}
+	return 1;
+}
+
+/* Calls fn on each piece of [a, a + l) in address order: the part of
+ * entry i in it, or a gap between entries (i = -1). Stops at the first
+ * non-zero result, which it returns. */
+int table_walk(uintptr_t a, size_t l, int (*fn)(uintptr_t, size_t, int, void *), void *ctx)
+{
+	uintptr_t b = a + l;
+
+	for (uintptr_t cur = a; cur < b;) {
+		uintptr_t next = b;
+		int at = -1;
+
+		for (int i = 0; i < nranges; i++) {
+			uintptr_t s = ranges[i].start, e = s + ranges[i].len;
+
+			if (cur >= s && cur < e) {
+				at = i;
+				next = e < b ? e : b;
+				break;
+			}
+			if (s > cur && s < next)
+				next = s;
+		}
+		int r = fn(cur, next - cur, at, ctx);
+
+		if (r)
+			return r;
+		cur = next;
+	}
+	return 0;
+}
+
 /* --- gigantic entries ------------------------------------------------- */
 
 /* Replaces gigantic entry i by a copy in the kernel's anonymous memory
@@ -104,9 +190,11 @@ static void giga_demote(int i)
 	say_once(SAY_GIGA_SPLIT, "part of a 1 GiB page unmapped or remapped: that range is copied to the kernel's memory");
 	if (n == MAP_FAILED)
 		return;
+	if (!(r.prot & PROT_READ))
+		sys_mprotect((void *)r.start, r.len, PROT_READ);
 	memcpy(n, (void *)r.start, r.len);
-	if (r.prot != (PROT_READ | PROT_WRITE))
-		mprotect(n, r.len, r.prot);
+	if (r.prot != (PROT_READ | PROT_WRITE) || r.pkey >= 0)
+		sys_protect(n, r.len, r.prot, r.pkey);
 	if (sys_mremap(n, r.len, r.len, MREMAP_MAYMOVE | MREMAP_FIXED, (void *)r.start) == MAP_FAILED) {
 		sys_munmap(n, r.len);
 		return;

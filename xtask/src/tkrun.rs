@@ -20,13 +20,14 @@ const CFLAGS: &[&str] = &["-O2", "-g", "-Wall", "-Wextra", "-Werror"];
 /// The preload library's C files in `tkrun/libtkrun/`, by job (their
 /// private header is `libtkrun.h` there): configuration and start, the
 /// range table, the /dev/tierkit calls, the malloc family, the mmap
-/// family, fork.
+/// family, madvise/mprotect/msync, fork.
 const LIB_SOURCES: &[&str] = &[
     "libtkrun/init.c",
     "libtkrun/table.c",
     "libtkrun/device.c",
     "libtkrun/malloc.c",
     "libtkrun/mmap.c",
+    "libtkrun/advice.c",
     "libtkrun/fork.c",
 ];
 
@@ -86,13 +87,16 @@ pub fn build() -> Result<Vec<Part>> {
     build_into(&util::target_dir().join("tkrun"))
 }
 
-/// Adds the parts, numactl, and the glibc and loader they need (from the
-/// root of [`guest_tools::TOOL_PACKAGES`]) to `f`.
+/// Adds the parts, numactl, and the glibc, loader and libgcc_s they need
+/// (from the root of [`guest_tools::TOOL_PACKAGES`]) to `f`.
 pub fn add_guest_files(f: &mut GuestFiles) -> Result<()> {
     let parts = build()?;
     let root = guest_tools::ensure_root(guest_tools::TOOL_PACKAGES)?;
     f.add_elf(&root, "/usr/bin/numactl", None)?;
     f.add_elf(&root, "/lib/x86_64-linux-gnu/libc.so.6", None)?;
+    // glibc dlopens it to unwind a cancelled thread (pthread_cancel,
+    // pthread_exit): a threaded program needs it though no DT_NEEDED names it.
+    f.add_elf(&root, "/lib/x86_64-linux-gnu/libgcc_s.so.1", None)?;
     for p in parts {
         let data =
             std::fs::read(&p.path).with_context(|| format!("reading {}", p.path.display()))?;

@@ -17,11 +17,17 @@
 //!   kernel's 4 KiB pages, hugetlb 1 GiB pages (glibc's
 //!   `glibc.malloc.hugetlb` tunable), `tk-run --gigantic` and `tk-run
 //!   --gigantic --pool 1` (which fails unless its first touch took the
-//!   pre-cleared GiB: `gigantic_pool_taken` + 1).
+//!   pre-cleared GiB: `gigantic_pool_taken` + 1);
+//! - `fork`: fork's cost with a written block of `--fork-mib` MiB
+//!   (`tkrun-check -f`), the kernel's memory against `tk-run` (whose row
+//!   fails unless the block is tierkit's): the time until `fork()`
+//!   returns in the parent, until the child has exited and been reaped,
+//!   and the memory the child's start took (MemAvailable before the fork
+//!   less in the child).
 //!
 //! Flags: `--elements N` per triad array (default 2097152), `--rounds R`
 //! (3), `--repeat K` (2: each triad run K times, alternating, the best
-//! kept), `--no-first-use`.
+//! kept), `--no-first-use`, `--fork-mib M` (256; 0: no fork rows).
 
 use serde_json::{json, Value};
 use std::path::Path;
@@ -29,7 +35,7 @@ use std::process::ExitCode;
 use userspace_tests::first_use::{BootPool, HugePage};
 use userspace_tests::report::Report;
 use userspace_tests::tkrun::check::{
-    agreement, blocks, page_nodes, start, NUMACTL, STREAM, TK_RUN,
+    agreement, backing, blocks, page_nodes, run, start, CHECK, NUMACTL, STREAM, TK_RUN,
 };
 use userspace_tests::tkrun::CALIBRATION_PATH;
 use userspace_tests::weights::WeightDir;
@@ -417,12 +423,68 @@ fn hugetlb_free(nid: u32) -> Option<u64> {
     .ok()
 }
 
+/// The `fork` rows: `tkrun-check -f MIB` without and under tk-run on the
+/// first memory node.
+fn fork_rows(r: &mut Report, topo: &Topology, mib: &str) -> Vec<Value> {
+    let Some(node) = topo.memory.first() else {
+        r.skip("fork", "no node with memory");
+        return Vec::new();
+    };
+    let w = format!("{node}:1");
+    let runs: [(&str, Vec<&str>, &str); 2] = [
+        ("kernel's memory", vec![CHECK, "-f", mib], "[anon]"),
+        (
+            "tk-run",
+            vec![TK_RUN, "--weights", w.as_str(), "--", CHECK, "-f", mib],
+            userspace_tests::tk::DEV_PATH,
+        ),
+    ];
+    let mut rows = Vec::new();
+    for (name, argv, want) in runs {
+        let name = format!("fork with {mib} MiB written: {name}");
+        let (code, out, err) = match run(&argv) {
+            Ok(x) => x,
+            Err(e) => {
+                r.fail(&name, e.to_string());
+                continue;
+            }
+        };
+        let lines: Vec<String> = out.lines().map(String::from).collect();
+        let field = |k: &str| -> Option<f64> {
+            lines
+                .iter()
+                .find_map(|l| l.strip_prefix(k)?.trim().parse().ok())
+        };
+        let got = backing(&lines, "fork-cost").unwrap_or("(no line)");
+        let row = json!({
+            "run": name,
+            "mib": mib,
+            "backing": got,
+            "fork_ms": field("fork_ms "),
+            "fork_exit_ms": field("fork_exit_ms "),
+            "child_kib": field("fork_child_kib "),
+        });
+        r.check_note(
+            &name,
+            if code == 0 && got == want && field("fork_ms ").is_some() {
+                Ok(format!("{row}"))
+            } else {
+                Err(format!(
+                    "exit {code}, block backed by {got}, stderr {err:?}"
+                ))
+            },
+        );
+        rows.push(row);
+    }
+    rows
+}
+
 fn main() -> ExitCode {
     userspace_tests::help!();
     let flags = match Flags::from_args(
         BIN,
         &["no-first-use"],
-        &["elements", "rounds", "repeat", "no-first-use"],
+        &["elements", "rounds", "repeat", "no-first-use", "fork-mib"],
     ) {
         Ok(f) => f,
         Err(code) => return code,
@@ -443,6 +505,11 @@ fn main() -> ExitCode {
     if !flags.has("no-first-use") {
         let rows = first_use(&mut r, &topo);
         r.set("first_use", json!(rows));
+    }
+    let mib = flags.get("fork-mib").unwrap_or("256").to_string();
+    if mib != "0" {
+        let rows = fork_rows(&mut r, &topo, &mib);
+        r.set("fork", json!(rows));
     }
     r.finish()
 }

@@ -431,7 +431,17 @@ fn apply_to(r: &mut Report, pid: i32) {
     let name = format!("rebalance the tierkit mappings of process {pid}");
     match res {
         Ok(files) if files.is_empty() => {
-            r.skip(&name, "it has no /dev/tierkit file with pages");
+            // Nothing moved: never a success. Say why.
+            let why = match &before {
+                Ok(p) if !p.is_empty() => format!(
+                    "it maps /dev/tierkit ({} pages) but holds no tierkit file to rebalance \
+                     (a tk-run program: its library closes each file once mapped); nothing moved",
+                    p.values().sum::<u64>()
+                ),
+                Ok(_) => "it has no /dev/tierkit mapping with pages; nothing moved".into(),
+                Err(e) => format!("its numa_maps: {e}; nothing moved"),
+            };
+            r.fail(&name, why);
         }
         Ok(files) => {
             let moved: u64 = files.iter().map(|a| a.result.moved).sum();
