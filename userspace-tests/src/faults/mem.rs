@@ -127,6 +127,7 @@ pub fn meminfo_kb(s: &str, key: &str) -> Option<u64> {
 
 impl MemSnapshot {
     pub fn take() -> Result<MemSnapshot> {
+        crate::vma::fold_vmstat();
         let zi = fs::read_to_string("/proc/zoneinfo").context("reading /proc/zoneinfo")?;
         let zones = parse_zoneinfo(&zi)?;
         let mut snap = MemSnapshot::default();
