@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use crate::boot::{self, BootRequest, GuestFlags, GuestResult};
 use crate::util::{self, fmt_dur, Timer};
-use crate::{profile, report, runs, say, setup};
+use crate::{profile, report, runs, say, setup, timings};
 
 pub mod cmd_tests;
 
@@ -46,13 +46,36 @@ pub struct TestRequest {
 
 /// `cargo xtask test`.
 pub(crate) fn run(t: TestRequest) -> Result<ExitCode> {
+    let wall = Timer::start();
     setup::ensure()?;
     let host = if t.host_tests {
         Some(host_tests()?)
     } else {
         None
     };
-    test_all(host, t)
+    test_all(host, t, &wall)
+}
+
+/// The time table of a `test` ([`timings`]): the host tests, then each
+/// boot's steps with its slow tests, and the tests of `run -- CMD` and
+/// `shell` one by one.
+pub(crate) fn time_table(
+    host: Option<(bool, Duration)>,
+    results: &[(String, GuestResult)],
+) -> timings::Table {
+    let mut table = timings::Table::default();
+    if let Some((_, d)) = host {
+        table.step("", "host tests", d);
+    }
+    for (label, r) in results {
+        // The host tests count with the first boot's report: their row
+        // is the one above.
+        for (step, d) in r.phases.iter().filter(|(s, _)| s != "host tests") {
+            table.step(label, step, *d);
+        }
+        table.tests(label, &r.slow_tests);
+    }
+    table
 }
 
 /// Host tests: `cargo test --workspace` (the core crate's property tests,
@@ -175,11 +198,22 @@ pub(crate) fn select_job(boots: Vec<Boot>, job: Option<&str>) -> Result<Vec<Boot
 /// per boot, then, when there was more than one, one line per boot, the
 /// combined KCIDB file (`target/tierkit/kcidb.json`) and the combined
 /// totals line last.
-fn test_all(host: Option<(bool, Duration)>, t: TestRequest) -> Result<ExitCode> {
+///
+/// The time table ([`time_table`], from `wall`) comes before the totals
+/// line, which stays the last line (after one boot, its totals again).
+fn test_all(host: Option<(bool, Duration)>, t: TestRequest, wall: &Timer) -> Result<ExitCode> {
     if let ([one], true) = (&t.boots[..], t.cmd_tests.is_empty()) {
         let mut req = one.req.clone();
         req.host = host;
-        return boot::run(req).map(|r| r.exit());
+        let label = run_label(req.kernel.profile, req.kernel.kind, one.run.name);
+        let r = boot::run(req)?;
+        let code = r.exit();
+        let totals = r.totals;
+        time_table(host, &[(label, r)]).report(wall.elapsed(), &util::out_dir());
+        if let Some(totals) = totals {
+            println!("{totals}");
+        }
+        return Ok(code);
     }
     let mut results = run_boots(&t.boots, host);
     if !t.cmd_tests.is_empty() {
@@ -204,6 +238,7 @@ fn test_all(host: Option<(bool, Duration)>, t: TestRequest) -> Result<ExitCode> 
         all = all + report::Totals::ONE_FAILURE;
         ok = false;
     }
+    time_table(host, &results).report(wall.elapsed(), &util::out_dir());
     println!("{all}");
     Ok(if ok {
         ExitCode::SUCCESS
@@ -233,17 +268,19 @@ pub(crate) fn run_cmd_tests(
             cxl_setup: None,
             run_dir: Some(crate::util::out_dir().join("test-xtask-cmd")),
             error: None,
+            // Each test boots its own guest: each is a step.
+            phases: tests
+                .iter()
+                .map(|u| {
+                    let name = u.name.trim_start_matches("[harness] ").to_string();
+                    (name, Duration::from_millis(u.duration_ms))
+                })
+                .collect(),
+            slow_tests: Vec::new(),
         },
         Err(e) => {
             eprintln!("\nerror (xtask run/shell): {e:#}");
-            GuestResult {
-                ok: false,
-                totals: Some(report::Totals::ONE_FAILURE),
-                boot: None,
-                cxl_setup: None,
-                run_dir: None,
-                error: Some(format!("{e:#}")),
-            }
+            GuestResult::failed(format!("{e:#}"))
         }
     };
     ("xtask run/shell".into(), r)
@@ -310,16 +347,8 @@ pub(crate) fn run_boots(
                 for cause in e.chain().skip(1) {
                     eprintln!("  caused by: {cause}");
                 }
-                let t = report::Totals::ONE_FAILURE;
-                println!("{}", t.labelled(&label));
-                GuestResult {
-                    ok: false,
-                    totals: Some(t),
-                    boot: None,
-                    cxl_setup: None,
-                    run_dir: None,
-                    error: Some(format!("{e:#}")),
-                }
+                println!("{}", report::Totals::ONE_FAILURE.labelled(&label));
+                GuestResult::failed(format!("{e:#}"))
             }
         };
         results.push((label, r));
