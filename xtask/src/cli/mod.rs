@@ -273,6 +273,7 @@ fn test_request(t: &TestArgs) -> Result<TestRequest> {
             t.guest.kernel_kind
         },
         cmd_kvm: f.kvm,
+        repeat: t.repeat,
     })
 }
 

@@ -42,18 +42,48 @@ pub struct TestRequest {
     /// Their kernel (`--ci`: tierkit's own) and accelerator flag.
     pub cmd_kernel: profile::KernelKind,
     pub cmd_kvm: Option<bool>,
+    /// Rounds of the boots and run/shell tests (`--repeat`; 0 or 1: one).
+    pub repeat: u32,
 }
 
-/// `cargo xtask test`.
+/// `cargo xtask test`: the host tests once, then the boots and the tests
+/// of `run -- CMD` and `shell` `repeat` times in a row, stopping at the
+/// first round that fails (its results stay in its run directories).
+/// With more than one round, a line says how many passed and the totals
+/// line of all rounds together is last.
 pub(crate) fn run(t: TestRequest) -> Result<ExitCode> {
     let wall = Timer::start();
     setup::ensure()?;
-    let host = if t.host_tests {
+    let mut host = if t.host_tests {
         Some(host_tests()?)
     } else {
         None
     };
-    test_all(host, t, &wall)
+    let rounds = t.repeat.max(1);
+    let mut sum = report::Totals::default();
+    for round in 1..=rounds {
+        if rounds > 1 {
+            println!();
+            say!("===== round {round} of {rounds} =====");
+        }
+        let (ok, totals) = test_all(host.take(), t.clone(), &wall)?;
+        sum = sum + totals;
+        if !ok {
+            if rounds > 1 {
+                say!(
+                    "repeat: round {round} of {rounds} FAILED ({} passed before it)",
+                    round - 1
+                );
+                println!("{sum}");
+            }
+            return Ok(ExitCode::FAILURE);
+        }
+    }
+    if rounds > 1 {
+        say!("repeat: all {rounds} rounds passed, in a row");
+        println!("{sum}");
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// The time table of a `test` ([`timings`]): the host tests, then each
@@ -201,19 +231,21 @@ pub(crate) fn select_job(boots: Vec<Boot>, job: Option<&str>) -> Result<Vec<Boot
 ///
 /// The time table ([`time_table`], from `wall`) comes before the totals
 /// line, which stays the last line (after one boot, its totals again).
-fn test_all(host: Option<(bool, Duration)>, t: TestRequest, wall: &Timer) -> Result<ExitCode> {
+/// Returns whether all passed, and the totals.
+fn test_all(
+    host: Option<(bool, Duration)>,
+    t: TestRequest,
+    wall: &Timer,
+) -> Result<(bool, report::Totals)> {
     if let ([one], true) = (&t.boots[..], t.cmd_tests.is_empty()) {
         let mut req = one.req.clone();
         req.host = host;
         let label = run_label(req.kernel.profile, req.kernel.kind, one.run.name);
         let r = boot::run(req)?;
-        let code = r.exit();
-        let totals = r.totals;
+        let (ok, totals) = (r.ok, r.totals.unwrap_or_default());
         time_table(host, &[(label, r)]).report(wall.elapsed(), &util::out_dir());
-        if let Some(totals) = totals {
-            println!("{totals}");
-        }
-        return Ok(code);
+        println!("{totals}");
+        return Ok((ok, totals));
     }
     let mut results = run_boots(&t.boots, host);
     if !t.cmd_tests.is_empty() {
@@ -240,11 +272,7 @@ fn test_all(host: Option<(bool, Duration)>, t: TestRequest, wall: &Timer) -> Res
     }
     time_table(host, &results).report(wall.elapsed(), &util::out_dir());
     println!("{all}");
-    Ok(if ok {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    })
+    Ok((ok, all))
 }
 
 /// The tests of `run -- CMD` and `shell` ([`cmd_tests`]): this
