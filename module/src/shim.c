@@ -95,16 +95,33 @@ int tk_nearest_cpu_node(int nid)
 	return numa_nearest_node(nid, N_CPU);
 }
 
-/* Free pages on @nid, summed over its zones (pages). */
+/*
+ * Free pages on @nid, summed over its zones (pages): what the buddy
+ * allocator holds, read with the per-CPU deltas of NR_FREE_PAGES folded in
+ * (zone_page_state_snapshot(); zone_page_state() lags by up to the stat
+ * threshold per CPU), plus the pages parked on the per-CPU free lists,
+ * which NR_FREE_PAGES does not count but which are free all the same (as
+ * show_free_areas() sums "free_pcp"). An allocation that refills a per-CPU
+ * list (rmqueue_bulk() takes up to batch << alloc_factor pages, thousands
+ * once the list's high mark has grown) then moves pages from one term to
+ * the other instead of showing as a drop.
+ */
 unsigned long tk_node_free_pages(int nid)
 {
 	unsigned long sum = 0;
-	int i;
+	int i, cpu;
 
 	if (!tk_node_online(nid) || !NODE_DATA(nid))
 		return 0;
-	for (i = 0; i < MAX_NR_ZONES; i++)
-		sum += zone_page_state(&NODE_DATA(nid)->node_zones[i], NR_FREE_PAGES);
+	for (i = 0; i < MAX_NR_ZONES; i++) {
+		struct zone *zone = &NODE_DATA(nid)->node_zones[i];
+
+		if (!populated_zone(zone))
+			continue;
+		sum += zone_page_state_snapshot(zone, NR_FREE_PAGES);
+		for_each_online_cpu(cpu)
+			sum += READ_ONCE(per_cpu_ptr(zone->per_cpu_pageset, cpu)->count);
+	}
 	return sum;
 }
 

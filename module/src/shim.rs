@@ -41,9 +41,10 @@ extern "C" {
     /// with CPUs nearest it (`nid` itself if there is none). `nid` must be
     /// an online node.
     pub(crate) fn tk_nearest_cpu_node(nid: c_int) -> c_int;
-    /// `zone_page_state(.., NR_FREE_PAGES)` summed over the zones of
-    /// `NODE_DATA(nid)`; 0 for an offline or out-of-range node. No
-    /// precondition.
+    /// Free pages of the zones of `NODE_DATA(nid)`:
+    /// `zone_page_state_snapshot(.., NR_FREE_PAGES)` plus the pages on the
+    /// zones' per-CPU free lists; 0 for an offline or out-of-range node.
+    /// No precondition.
     pub(crate) fn tk_node_free_pages(nid: c_int) -> c_ulong;
 
     /// `alloc_pages_node(nid, gfp | __GFP_THISNODE | __GFP_NOWARN, order)`;
@@ -350,8 +351,9 @@ pub(crate) mod node {
         unsafe { super::tk_nr_cpus_node(c_nid) }
     }
 
-    /// Free pages on `nid`, summed over its zones (pages); 0 for an offline
-    /// node or an id out of range.
+    /// Free pages on `nid`, summed over its zones (pages), the per-CPU
+    /// free lists and the unfolded per-CPU vmstat deltas included; 0 for an
+    /// offline node or an id out of range.
     pub(crate) fn free_pages(nid: usize) -> u64 {
         let Some(nid) = to_c(nid) else { return 0 };
         // SAFETY: no precondition: the shim checks that `nid` is online

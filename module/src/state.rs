@@ -237,7 +237,8 @@ impl Stats {
     /// The `limits` file: `KEY VALUE` lines; `gigantic_fault_failed` is
     /// the cumulative number of gigantic faults that ended in SIGBUS,
     /// `gigantic_pool_taken` of faults served from `pool`'s ready ranges,
-    /// `gigantic_pool_shrunk` of ranges its shrinker gave back.
+    /// `gigantic_pool_shrunk` of ranges its shrinker gave back,
+    /// `gigantic_pool_filling` the refills under way.
     pub(crate) fn show_limits(
         &self,
         f: &mut fmt::Formatter<'_>,
@@ -253,7 +254,8 @@ impl Stats {
             self.gigantic_fault_failed.load(Relaxed)
         )?;
         writeln!(f, "gigantic_pool_taken {}", pool.taken())?;
-        writeln!(f, "gigantic_pool_shrunk {}", pool.shrunk())
+        writeln!(f, "gigantic_pool_shrunk {}", pool.shrunk())?;
+        writeln!(f, "gigantic_pool_filling {}", pool.filling())
     }
 
     /// Counts `n` pages allocated on `nid`; `held` if a file keeps them.

@@ -151,8 +151,48 @@ pub fn wait_for(nid: u32, target: u64, ready: u64, timeout: Duration) -> Result<
     }
 }
 
+/// Waits until tierkit's pool refill holds no range outside the pool
+/// (`gigantic_pool_filling 0` in the `limits` file): a refill under way
+/// holds a GiB that no free-memory count sees until it lands in the pool
+/// or, its target lowered meanwhile, is freed; under a loaded host that
+/// took longer than any fixed settling time. Every check of free memory
+/// quiesces it first. Returns at once without the module or the counter;
+/// `Err` after `timeout` (a refill that never ends).
+pub fn wait_quiet(timeout: Duration) -> Result<(), String> {
+    let t0 = Instant::now();
+    loop {
+        let filling = crate::vma::read_limits()
+            .ok()
+            .and_then(|l| crate::vma::limit(&l, "gigantic_pool_filling"));
+        match filling {
+            None | Some(0) => return Ok(()),
+            Some(n) if t0.elapsed() >= timeout => {
+                return Err(format!(
+                    "the pool's refill still holds {n} range(s) after {:.0} s",
+                    timeout.as_secs_f64()
+                ))
+            }
+            Some(_) => std::thread::sleep(Duration::from_millis(50)),
+        }
+    }
+}
+
+/// [`wait_quiet`] for as long as a range may take to fill on any node
+/// ([`FILL_TIMEOUT_CXL`]).
+pub fn quiet() -> Result<(), String> {
+    wait_quiet(FILL_TIMEOUT_CXL)
+}
+
+/// Node `nid`'s free memory (kB, [`crate::vma::node_free_kb`]) once the
+/// pool is [`quiet`]: the baseline of a check that memory comes back.
+pub fn quiet_free_kb(nid: u32) -> Result<u64, String> {
+    quiet()?;
+    crate::vma::node_free_kb(nid).ok_or_else(|| format!("no meminfo of node {nid}"))
+}
+
 /// A node's pool target, set while the value lives and put back to 0 on
-/// drop (its ready ranges go back to the kernel).
+/// drop (its ready ranges go back to the kernel, and a refill under way
+/// ends: [`quiet`]).
 #[derive(Debug)]
 pub struct Target {
     nid: u32,
@@ -182,6 +222,7 @@ impl Target {
 impl Drop for Target {
     fn drop(&mut self) {
         let _ = set_target(self.nid, 0);
+        let _ = quiet();
     }
 }
 

@@ -106,6 +106,7 @@ pub fn check_drop(start_kb: u64, now_kb: u64) -> Result<String, String> {
 /// quarantine holds freed objects' slabs (up to 1/32 of RAM) for a while;
 /// what is still allocated stays counted.
 pub fn memory_back(nid: u32, start_kb: u64) -> Result<String, String> {
+    pool::quiet()?;
     let tol = back_tolerance_kb(start_kb);
     let t0 = Instant::now();
     let mut drained = false;
@@ -461,9 +462,12 @@ fn run(r: &mut Report, topo: &Topology, nid: u32, all_steps: bool) {
         "the pool file lists every node with memory, all empty",
         starts_empty(topo),
     );
-    let Some(start_kb) = vma::node_free_kb(nid) else {
-        r.fail(&name("free memory"), "no node meminfo");
-        return;
+    let start_kb = match pool::quiet_free_kb(nid) {
+        Ok(kb) => kb,
+        Err(e) => {
+            r.fail(&name("free memory"), e);
+            return;
+        }
     };
     // A node holds at most its memory less 1 GiB in ready ranges: one
     // under 2 GiB holds none (its write is ENOSPC, checked below).

@@ -339,6 +339,27 @@ pub(crate) struct GuestResult {
     pub(crate) run_dir: Option<PathBuf>,
     /// Why it could not be built or booted.
     pub(crate) error: Option<String>,
+    /// Its steps and their times (`host tests`, `kernel`, `module`,
+    /// `guest binaries`, `initramfs`, `guest`), for the time table.
+    pub(crate) phases: Vec<(String, Duration)>,
+    /// Its tests that took longest ([`crate::timings::slow_tests`]).
+    pub(crate) slow_tests: Vec<(String, Duration)>,
+}
+
+impl GuestResult {
+    /// A boot that could not be built or booted: one failure, `error`.
+    pub(crate) fn failed(error: String) -> GuestResult {
+        GuestResult {
+            ok: false,
+            totals: Some(report::Totals::ONE_FAILURE),
+            boot: None,
+            cxl_setup: None,
+            run_dir: None,
+            error: Some(error),
+            phases: Vec::new(),
+            slow_tests: Vec::new(),
+        }
+    }
 }
 
 impl GuestResult {
@@ -524,7 +545,7 @@ fn boot_and_judge(
     if let Some((_, d)) = req.host {
         times.insert(0, ("host tests", d));
     }
-    times.push(("boot", boot_time));
+    times.push(("guest", boot_time));
     Ok((
         Booted {
             outcome,
@@ -616,6 +637,11 @@ fn result(
     totals: Option<report::Totals>,
     run_dir: Option<PathBuf>,
 ) -> GuestResult {
+    let timed: Vec<(String, Duration)> =
+        report::timed_tests(&b.outcome.run, &b.outcome.user_tests)
+            .into_iter()
+            .map(|(ms, name)| (name, Duration::from_millis(ms)))
+            .collect();
     GuestResult {
         ok: b.outcome.ok(),
         totals,
@@ -623,6 +649,8 @@ fn result(
         cxl_setup: b.outcome.markers.cxl_setup_secs(),
         run_dir: run_dir.filter(|_| req.job.mode == Mode::Test),
         error: None,
+        phases: b.times.iter().map(|(n, d)| (n.to_string(), *d)).collect(),
+        slow_tests: crate::timings::slow_tests(&timed),
     }
 }
 

@@ -38,6 +38,7 @@ pub mod records;
 pub mod report;
 pub mod runs;
 pub mod setup;
+pub mod timings;
 pub mod tkrun;
 pub mod topology;
 pub mod userspace;

@@ -228,8 +228,14 @@ fn write_table(out: &mut String, suites: &[&Test], extra: &[UserTest]) -> fmt::R
     Ok(())
 }
 
-/// The slowest tests, KUnit cases and userspace tests together.
-fn write_slowest(out: &mut String, suites: &[&Test], extra: &[UserTest]) -> fmt::Result {
+/// Every timed test of a boot, KUnit cases (`suite.case`) and userspace
+/// tests (`userspace.NAME`) together, in milliseconds, slowest first.
+pub fn timed_tests(run: &Run, extra: &[UserTest]) -> Vec<(u64, String)> {
+    let suites: Vec<&Test> = run.suites().collect();
+    timed_of(&suites, extra)
+}
+
+fn timed_of(suites: &[&Test], extra: &[UserTest]) -> Vec<(u64, String)> {
     let mut timed: Vec<(u64, String)> = suites
         .iter()
         .flat_map(|suite| {
@@ -244,6 +250,12 @@ fn write_slowest(out: &mut String, suites: &[&Test], extra: &[UserTest]) -> fmt:
         )
         .collect();
     timed.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+    timed
+}
+
+/// The slowest tests, KUnit cases and userspace tests together.
+fn write_slowest(out: &mut String, suites: &[&Test], extra: &[UserTest]) -> fmt::Result {
+    let timed = timed_of(suites, extra);
     if !timed.is_empty() {
         let top: Vec<String> = timed
             .iter()

@@ -114,14 +114,41 @@ pub struct TestRun {
     pub why: &'static str,
 }
 
+/// [`SLOW_USER_TESTS`] as a literal, for `concat!`.
+macro_rules! slow_user_tests {
+    () => {
+        "tk-test-faults,tk-test-fuzz,tk-test-lifecycle,\
+tk-test-hostile,tk-test-stress,tk-test-gigantic,tk-test-block-offline,tk-test-node-offline,\
+tk-test-pool,tk-test-pool-cxl,tk-test-pool-hostile"
+    };
+}
+
 /// The userspace tests that take tens of seconds to minutes (fault
 /// injection, fuzzing, stress, load/unload cycles, hostile inputs, 1 GiB
 /// gigantic mappings, memory offlining, the pre-cleared pool: its refill
 /// pauses 10 s after a shrink, and a GiB takes about 50 s to fill on
 /// emulated CXL memory): `--full` only.
-pub const SLOW_USER_TESTS: &str = "tk-test-faults,tk-test-fuzz,tk-test-lifecycle,\
-tk-test-hostile,tk-test-stress,tk-test-gigantic,tk-test-block-offline,tk-test-node-offline,\
-tk-test-pool,tk-test-pool-cxl,tk-test-pool-hostile";
+pub const SLOW_USER_TESTS: &str = slow_user_tests!();
+
+/// [`LOOP_LEAVES`] as a literal, for `concat!`.
+macro_rules! loop_leaves {
+    () => {
+        "tk-test-gup,tk-test-mm,tk-test-run"
+    };
+}
+
+/// The userspace tests the quick numa run leaves, besides the slow ones,
+/// to the quick cxl run (so a plain `cargo xtask test` still runs them)
+/// and to numa-full (so CI runs them on numa, on both profiles): each
+/// takes 14-24 s, by design: `tk-test-mm` gives NUMA balancing,
+/// khugepaged, ksmd and DAMON seconds each to act, `tk-test-gup` and
+/// `tk-test-run` make and check gigantic GiBs. Together they were two
+/// thirds of the quick numa guest. Debian's kernel in CI runs them on numa
+/// too ([`QUICK_NUMA_WHOLE`]).
+pub const LOOP_LEAVES: &str = loop_leaves!();
+
+/// The quick numa run's selection, without [`LOOP_LEAVES`].
+const QUICK_NUMA_SKIP: &str = concat!(slow_user_tests!(), ",", loop_leaves!());
 
 /// The KUnit suites of the quick runs: every `tierkit_*` suite but
 /// `tierkit_gigantic` (a full GiB filled, cleared and checked per node:
@@ -139,7 +166,7 @@ pub const QUICK_RUNS: &[TestRun] = &[
         only: Some(Selection {
             kunit: QUICK_KUNIT,
             user: "",
-            skip: SLOW_USER_TESTS,
+            skip: QUICK_NUMA_SKIP,
         }),
         debug: true,
         append: "",
@@ -162,6 +189,18 @@ pub const QUICK_RUNS: &[TestRun] = &[
         why: "placement on an emulated CXL device onlined as ZONE_MOVABLE",
     },
 ];
+
+/// The quick numa run with [`LOOP_LEAVES`] too: what Debian's kernel
+/// boots on numa in CI ([`ci_boots`]), as before they left the quick run.
+pub const QUICK_NUMA_WHOLE: TestRun = TestRun {
+    only: Some(Selection {
+        kunit: QUICK_KUNIT,
+        user: "",
+        skip: SLOW_USER_TESTS,
+    }),
+    why: "tierkit's KUnit suites but the 1 GiB one, and every userspace test but the slow ones, on DRAM plus a memory-only node",
+    ..QUICK_RUNS[0]
+};
 
 /// `cargo xtask test --full` (CI): everything.
 pub const FULL_RUNS: &[TestRun] = &[
@@ -260,7 +299,7 @@ pub fn ci_boots() -> Vec<(Profile, KernelKind, TestRun)> {
         .collect();
     v.push((Profile::Debug, KernelKind::Tierkit, FULL_RUNS[0]));
     v.push((Profile::Debug, KernelKind::Tierkit, QUICK_RUNS[1]));
-    v.push((Profile::Default, KernelKind::Debian, QUICK_RUNS[0]));
+    v.push((Profile::Default, KernelKind::Debian, QUICK_NUMA_WHOLE));
     v.push((Profile::Default, KernelKind::Debian, QUICK_RUNS[1]));
     v
 }
@@ -322,6 +361,27 @@ mod tests {
                 "numa-init-on-alloc"
             ]
         );
+    }
+
+    /// What the quick numa run leaves out still runs: in the quick cxl
+    /// run, in numa-full, and in CI's Debian numa boot.
+    #[test]
+    fn what_the_numa_loop_leaves_runs_elsewhere() {
+        let (numa, cxl) = (QUICK_RUNS[0].only.unwrap(), QUICK_RUNS[1].only.unwrap());
+        let whole = QUICK_NUMA_WHOLE.only.unwrap();
+        for t in LOOP_LEAVES.split(',') {
+            assert!(!numa.filter().selects(t), "{t}");
+            assert!(cxl.filter().selects(t), "{t}");
+            assert!(whole.filter().selects(t), "{t}");
+            assert!(FULL_RUNS[0].only.is_none());
+        }
+        assert!(numa.filter().selects("tk-test-vma"));
+        assert!(!whole.filter().selects("tk-test-faults"));
+        assert_eq!(QUICK_NUMA_WHOLE.name, "numa");
+        let debian_numa = ci_boots()
+            .into_iter()
+            .find(|(_, k, r)| *k == KernelKind::Debian && r.kind == TopologyKind::NUMA);
+        assert_eq!(debian_numa.map(|b| b.2), Some(QUICK_NUMA_WHOLE));
     }
 
     #[test]
@@ -393,11 +453,15 @@ mod tests {
     #[test]
     fn quick_runs_leave_out_only_named_slow_tests() {
         // The quick numa run keeps every tierkit suite and skips exactly
-        // the slow userspace tests; --full runs them.
+        // the slow userspace tests and those it leaves to the quick cxl
+        // run; --full runs them.
         let numa = QUICK_RUNS[0].only.unwrap().filter();
         assert_eq!(numa.kunit.as_deref(), Some(QUICK_KUNIT));
         assert_eq!(numa.user, None);
-        assert_eq!(numa.skip.as_deref(), Some(SLOW_USER_TESTS));
+        assert_eq!(
+            numa.skip.as_deref(),
+            Some(format!("{SLOW_USER_TESTS},{LOOP_LEAVES}").as_str())
+        );
         assert!(FULL_RUNS.iter().take(2).all(|r| r.only.is_none()));
     }
 

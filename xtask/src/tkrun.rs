@@ -55,10 +55,16 @@ pub struct Part {
     pub guest: &'static str,
 }
 
-/// Compiles every part into `out` (gcc, a second or so).
+/// Compiles the parts into `out` (gcc, a second or so each under load),
+/// as make would: a part whose output is newer than its sources and every
+/// header it may include (`tkrun/**/*.h`, `include/uapi/**`), and was made
+/// by the same command (kept beside it in `NAME.cmd`), is left as it is.
 pub fn build_into(out: &Path) -> Result<Vec<Part>> {
     let root = util::repo_root();
     std::fs::create_dir_all(out)?;
+    let headers = newest_mtime(&[root.join("tkrun"), root.join("include/uapi")], |p| {
+        p.extension().is_some_and(|e| e == "h")
+    });
     let mut parts = Vec::new();
     for (sources, name, extra, guest) in PARTS {
         let path = out.join(name);
@@ -71,15 +77,54 @@ pub fn build_into(out: &Path) -> Result<Vec<Part>> {
             .arg(&path)
             .args(sources.iter().map(|src| root.join("tkrun").join(src)));
         let shown = show_cmd(&cmd);
+        let stamp = out.join(format!("{name}.cmd"));
+        let inputs: Vec<PathBuf> = sources.iter().map(|s| root.join("tkrun").join(s)).collect();
+        // A file that cannot be read: rebuild.
+        let newest = match (newest_mtime(&inputs, |_| true), &headers) {
+            (Ok(s), Ok(h)) => s.max(*h),
+            _ => None,
+        };
+        let made = std::fs::metadata(&path).and_then(|m| m.modified()).ok();
+        let same_cmd = std::fs::read_to_string(&stamp).is_ok_and(|c| c == shown);
+        if same_cmd && made.is_some_and(|m| newest.is_some_and(|n| m > n)) {
+            parts.push(Part { path, guest });
+            continue;
+        }
+        let _ = std::fs::remove_file(&stamp);
         let st = cmd.status().with_context(|| {
             format!("could not start `{shown}` (apt-get install gcc libc6-dev)")
         })?;
         if !st.success() {
             bail!("`{shown}` failed ({st}); compiler output above");
         }
+        std::fs::write(&stamp, &shown)?;
         parts.push(Part { path, guest });
     }
     Ok(parts)
+}
+
+/// The newest modification time of the files `keep` accepts under `paths`
+/// (files or directories, walked whole); `None` if there is none.
+fn newest_mtime(
+    paths: &[PathBuf],
+    keep: impl Fn(&Path) -> bool + Copy,
+) -> std::io::Result<Option<std::time::SystemTime>> {
+    let mut newest = None;
+    for p in paths {
+        let meta = std::fs::metadata(p)?;
+        let t = if meta.is_dir() {
+            let sub = std::fs::read_dir(p)?
+                .map(|e| e.map(|e| e.path()))
+                .collect::<std::io::Result<Vec<PathBuf>>>()?;
+            newest_mtime(&sub, keep)?
+        } else if keep(p) {
+            Some(meta.modified()?)
+        } else {
+            None
+        };
+        newest = newest.max(t);
+    }
+    Ok(newest)
 }
 
 /// [`build_into`] `target/tkrun`.
@@ -117,6 +162,34 @@ pub fn add_guest_files(f: &mut GuestFiles) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A second build with nothing changed runs no gcc (the outputs keep
+    /// their times); another command for a part (its `.cmd` stamp differs)
+    /// rebuilds that part.
+    #[test]
+    fn parts_are_rebuilt_only_when_out_of_date() {
+        if Command::new("gcc").arg("--version").output().is_err() {
+            eprintln!("no gcc: skipped");
+            return;
+        }
+        let out = std::env::temp_dir().join(format!("tkrun-stamp-{}", std::process::id()));
+        let mtimes = |parts: &[Part]| -> Vec<std::time::SystemTime> {
+            parts
+                .iter()
+                .map(|p| std::fs::metadata(&p.path).unwrap().modified().unwrap())
+                .collect()
+        };
+        let first = mtimes(&build_into(&out).unwrap());
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let second = mtimes(&build_into(&out).unwrap());
+        assert_eq!(first, second);
+        std::fs::write(out.join("tk-stream.cmd"), "gcc -O0 something else").unwrap();
+        let third = mtimes(&build_into(&out).unwrap());
+        assert_eq!(third[0], first[0]);
+        assert!(third[1] > first[1]);
+        assert_eq!(third[2], first[2]);
+        let _ = std::fs::remove_dir_all(&out);
+    }
 
     /// The library's bookkeeping on the host: with TKRUN_DEVICE=/dev/zero
     /// its "tierkit" mappings are shared memory (no placement), which is

@@ -28,7 +28,9 @@
 //!   one goes offline ([`GiganticPool::release_in`], from the memory
 //!   notifier).
 //! - The `stats` file shows the ready ranges per node (`pool` column), the
-//!   `limits` file `gigantic_pool_taken` and `gigantic_pool_shrunk`.
+//!   `limits` file `gigantic_pool_taken`, `gigantic_pool_shrunk` and
+//!   `gigantic_pool_filling` (ranges the refill thread holds outside the
+//!   pool, so that a check of free memory can wait until it holds none).
 //!
 //! The pool is global and only root configures it (the file is 0600); its
 //! memory is not charged to a memory cgroup, and each node keeps at most
@@ -47,7 +49,7 @@ use kernel::{
     fmt, new_condvar, new_mutex,
     prelude::*,
     sync::{
-        atomic::{Atomic, Relaxed},
+        atomic::{Acquire, Atomic, Relaxed, Release},
         CondVar, Mutex,
     },
     task::{Task, MAX_SCHEDULE_TIMEOUT},
@@ -122,6 +124,19 @@ pub(crate) struct GiganticPool {
     taken: Atomic<u64>,
     /// Ranges given back by the shrinker, cumulative.
     shrunk: Atomic<u64>,
+    /// Refills under way: counted under the lock in the same hold that
+    /// decided them (so a target written after the decision finds it
+    /// counted), uncounted once their range is ready or freed.
+    filling: Atomic<u64>,
+}
+
+/// One refill under way in [`GiganticPool::filling`], uncounted on drop.
+struct Filling<'a>(&'a Atomic<u64>);
+
+impl Drop for Filling<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Release);
+    }
 }
 
 /// `ktime_get_ns()`.
@@ -150,6 +165,7 @@ impl GiganticPool {
             ready: core::array::from_fn(|_| Atomic::new(0)),
             taken: Atomic::new(0),
             shrunk: Atomic::new(0),
+            filling: Atomic::new(0),
         })
     }
 
@@ -354,19 +370,27 @@ impl GiganticPool {
 
     /// What the refill thread does next (see [`next_refill`]).
     pub(crate) fn next(&self) -> Refill {
-        let nodes: [PoolNode; MAX_NUMNODES] = {
-            let st = self.state.lock();
-            core::array::from_fn(|nid| {
-                let n = &st.nodes[nid];
-                PoolNode {
-                    target: n.target,
-                    ready: n.ready.len() as u32,
-                    paused_until_ns: n.paused_until_ns,
-                    has_memory: nid < possible_nodes() && node::has_memory(nid),
-                }
-            })
-        };
-        next_refill(&nodes, now_ns())
+        let st = self.state.lock();
+        next_refill(&pool_nodes(&st), now_ns())
+    }
+
+    /// [`next`](Self::next), and when a range is due now, its node, with
+    /// the refill counted in `filling` under the same hold of the lock.
+    fn claim_refill(&self) -> Option<usize> {
+        let st = self.state.lock();
+        match next_refill(&pool_nodes(&st), now_ns()) {
+            Refill::Now(nid) => {
+                self.filling.add(1, Relaxed);
+                Some(nid)
+            }
+            _ => None,
+        }
+    }
+
+    /// Refills under way: ranges the refill thread holds outside the pool
+    /// (being allocated or cleared, or about to be).
+    pub(crate) fn filling(&self) -> u64 {
+        self.filling.load(Acquire)
     }
 
     /// Allocates and clears one range for `nid`'s pool and adds it if the
@@ -522,14 +546,29 @@ impl GiganticPool {
     /// One step of the refill thread: fills one range on the node due, on
     /// the CPUs nearest it; `stop` is asked between clear steps.
     pub(super) fn refill_step(&self, stop: &dyn Fn() -> bool) {
-        let Refill::Now(nid) = self.next() else {
+        let Some(nid) = self.claim_refill() else {
             return;
         };
+        // Uncounted after fill_one, which has then added or freed its range.
+        let _filling = Filling(&self.filling);
         // SAFETY: `nid` has memory (next_refill), so it is an online node.
         unsafe { shim::tk_bind_to_node_cpus(shim::tk_nearest_cpu_node(nid as c_int)) };
         // Failures pause the node and are logged by fill_one.
         let _ = self.fill_one(nid, stop);
     }
+}
+
+/// Each node's pool as [`next_refill`] sees it.
+fn pool_nodes(st: &PoolState) -> [PoolNode; MAX_NUMNODES] {
+    core::array::from_fn(|nid| {
+        let n = &st.nodes[nid];
+        PoolNode {
+            target: n.target,
+            ready: n.ready.len() as u32,
+            paused_until_ns: n.paused_until_ns,
+            has_memory: nid < possible_nodes() && node::has_memory(nid),
+        }
+    })
 }
 
 impl GiganticPool {

@@ -16,10 +16,15 @@
 //! the cases collect what they saw, free the range, and assert afterwards.
 //! Workers only report into the pool's counters; nothing asserts in them.
 //!
-//! Leak checks compare each node's free pages before and after. The count
-//! jitters a little without any leak: pages move to and from the per-CPU
-//! lists (`drain_all_pages()` is not exported), per-CPU vmstat deltas are
-//! folded lazily, and the kernel allocates in the background. [`SLACK_PAGES`]
+//! Leak checks compare each node's free pages before and after, counted as
+//! free memory is (`node::free_pages`): NR_FREE_PAGES with its per-CPU
+//! deltas folded in, plus the pages on the per-CPU free lists. Without
+//! those two terms the count dropped by more than [`SLACK_PAGES`] with no
+//! leak: a migration out of the range allocates its targets through the
+//! per-CPU lists, whose refills (batch << alloc_factor pages) leave
+//! thousands of free pages there, and `drain_all_pages()` is not exported
+//! to drain them. What remains is what the kernel really allocates in the
+//! background meanwhile (slab pages, a worker's stack). [`SLACK_PAGES`]
 //! (4 MiB) covers that and is at most half the smallest range a test
 //! allocates (8 MiB = 2048 pages, on CPU-less nodes; 64 MiB elsewhere), so
 //! a leaked range cannot hide in it.

@@ -51,7 +51,6 @@ use userspace_tests::pool_hostile::{
 };
 use userspace_tests::pool_test::memory_back;
 use userspace_tests::report::Report;
-use userspace_tests::vma;
 
 fn main() -> ExitCode {
     userspace_tests::help!();
@@ -77,9 +76,12 @@ fn main() -> ExitCode {
             "node {nid}: {n} boot-time 1 GiB hugetlb page(s) handed back for the test"
         ));
     }
-    let Some(start_kb) = vma::node_free_kb(nid) else {
-        r.fail("free memory", "no node meminfo");
-        return r.finish();
+    let start_kb = match pool::quiet_free_kb(nid) {
+        Ok(kb) => kb,
+        Err(e) => {
+            r.fail("free memory", e);
+            return r.finish();
+        }
     };
     odd_writes(&mut r, &topo, nid);
     open_fd_pins(&mut r, nid);

@@ -127,6 +127,10 @@ pub fn meminfo_kb(s: &str, key: &str) -> Option<u64> {
 
 impl MemSnapshot {
     pub fn take() -> Result<MemSnapshot> {
+        // tierkit's own background work first: a refill under way holds a
+        // GiB outside every count.
+        crate::pool::quiet().map_err(anyhow::Error::msg)?;
+        crate::vma::fold_vmstat();
         let zi = fs::read_to_string("/proc/zoneinfo").context("reading /proc/zoneinfo")?;
         let zones = parse_zoneinfo(&zi)?;
         let mut snap = MemSnapshot::default();

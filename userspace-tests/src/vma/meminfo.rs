@@ -13,13 +13,24 @@ pub fn node_memfree_kb(nid: u32) -> Option<u64> {
     parse_node_meminfo(&s, "MemFree")
 }
 
+/// Folds every CPU's pending vmstat deltas into the counters that
+/// `MemFree` and `/proc/zoneinfo` print (a write to
+/// `/proc/sys/vm/stat_refresh`, root only). Without it those counters lag
+/// by up to the stat threshold per CPU, until vmstat's periodic update.
+/// A failure (no such file, not root) leaves the lag: nothing to report.
+pub fn fold_vmstat() {
+    let _ = std::fs::write("/proc/sys/vm/stat_refresh", "1");
+}
+
 /// Free memory of node `nid` in kB counting the pages on the per-CPU free
 /// lists too: `MemFree` plus every `count:` of the node's pagesets in
-/// `/proc/zoneinfo`. Freed pages first go to those lists, which in 7.3
-/// may grow to 1/8 of a zone per CPU (mm/page_alloc.c `zone_highsize`,
-/// MIN_PERCPU_PAGELIST_HIGH_FRACTION), so MemFree alone can stay hundreds
-/// of MiB low after a large free until vmstat's decay drains them.
+/// `/proc/zoneinfo`, after [`fold_vmstat`]. Freed pages first go to those
+/// lists, which in 7.3 may grow to 1/8 of a zone per CPU (mm/page_alloc.c
+/// `zone_highsize`, MIN_PERCPU_PAGELIST_HIGH_FRACTION), so MemFree alone
+/// can stay hundreds of MiB low after a large free until vmstat's decay
+/// drains them.
 pub fn node_free_kb(nid: u32) -> Option<u64> {
+    fold_vmstat();
     let free = node_memfree_kb(nid)?;
     let zi = std::fs::read_to_string("/proc/zoneinfo").ok()?;
     Some(free + parse_zoneinfo_pcp_pages(&zi, nid) * (PAGE_SIZE as u64 / 1024))

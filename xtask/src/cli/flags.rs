@@ -373,6 +373,13 @@ pub(super) struct TestArgs {
     /// `numa-full`, `numa-full-debug`, `cxl-debian`).
     #[arg(long, value_name = "ID", value_parser = parse_job_id)]
     pub(super) job: Option<String>,
+    /// Run the boots (and the run/shell tests) N times in a row, the host
+    /// tests once; stop at the first round that fails, its results left in
+    /// its run directories. Shows that a check does not pass by chance:
+    /// `test --ci --job numa-init-on-alloc --no-host-tests --repeat 10`.
+    #[arg(long, value_name = "N", default_value_t = 1,
+          value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub(super) repeat: u32,
 }
 
 /// A job id: lower-case letters, digits and `-`.

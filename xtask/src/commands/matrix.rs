@@ -221,7 +221,7 @@ pub fn cmd_job(sel: &Selection) -> Option<Job> {
     } else {
         sel.profiles.clone()
     };
-    let tests = cmd_tests::for_selection(sel.ci, &profiles, sel.topology.map(|t| t.name()));
+    let tests = cmd_tests::for_selection(sel.ci, &profiles, sel.topology.map(|t| t.name()), None);
     if tests.is_empty() {
         return None;
     }
@@ -382,8 +382,10 @@ pub(crate) fn run_shard(s: Shard, all: &[(Job, TestRequest)]) -> Result<ExitCode
             .collect::<Vec<_>>()
             .join(", ")
     );
+    let wall = util::Timer::start();
     crate::setup::ensure()?;
     let mut errors: Vec<(String, String)> = Vec::new();
+    let mut all_results = Vec::new();
     for (job, t) in picked {
         let mut results = testing::run_boots(&t.boots, None);
         if !t.cmd_tests.is_empty() {
@@ -393,11 +395,12 @@ pub(crate) fn run_shard(s: Shard, all: &[(Job, TestRequest)]) -> Result<ExitCode
                 &t.cmd_tests,
             ));
         }
-        for (_, r) in results {
-            if let Some(e) = r.error {
-                errors.push((job.id.clone(), e));
+        for (_, r) in &results {
+            if let Some(e) = &r.error {
+                errors.push((job.id.clone(), e.clone()));
             }
         }
+        all_results.extend(results);
     }
     let dest = shard_dir(s);
     collect(&util::out_dir(), &mine, &errors, &dest)?;
@@ -412,6 +415,7 @@ pub(crate) fn run_shard(s: Shard, all: &[(Job, TestRequest)]) -> Result<ExitCode
         say!("FAIL: {}", f.output_tail);
         totals = totals + report::Totals::ONE_FAILURE;
     }
+    testing::time_table(None, &all_results).report(wall.elapsed(), &dest);
     println!("{totals}");
     Ok(if totals.failed == 0 {
         ExitCode::SUCCESS

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use crate::boot::{self, BootRequest, GuestFlags, GuestResult};
 use crate::util::{self, fmt_dur, Timer};
-use crate::{profile, report, runs, say, setup};
+use crate::{profile, report, runs, say, setup, timings};
 
 pub mod cmd_tests;
 
@@ -42,17 +42,70 @@ pub struct TestRequest {
     /// Their kernel (`--ci`: tierkit's own) and accelerator flag.
     pub cmd_kernel: profile::KernelKind,
     pub cmd_kvm: Option<bool>,
+    /// Rounds of the boots and run/shell tests (`--repeat`; 0 or 1: one).
+    pub repeat: u32,
 }
 
-/// `cargo xtask test`.
+/// `cargo xtask test`: the host tests once, then the boots and the tests
+/// of `run -- CMD` and `shell` `repeat` times in a row, stopping at the
+/// first round that fails (its results stay in its run directories).
+/// With more than one round, a line says how many passed and the totals
+/// line of all rounds together is last.
 pub(crate) fn run(t: TestRequest) -> Result<ExitCode> {
+    let wall = Timer::start();
     setup::ensure()?;
-    let host = if t.host_tests {
+    let mut host = if t.host_tests {
         Some(host_tests()?)
     } else {
         None
     };
-    test_all(host, t)
+    let rounds = t.repeat.max(1);
+    let mut sum = report::Totals::default();
+    for round in 1..=rounds {
+        if rounds > 1 {
+            println!();
+            say!("===== round {round} of {rounds} =====");
+        }
+        let (ok, totals) = test_all(host.take(), t.clone(), &wall)?;
+        sum = sum + totals;
+        if !ok {
+            if rounds > 1 {
+                say!(
+                    "repeat: round {round} of {rounds} FAILED ({} passed before it)",
+                    round - 1
+                );
+                println!("{sum}");
+            }
+            return Ok(ExitCode::FAILURE);
+        }
+    }
+    if rounds > 1 {
+        say!("repeat: all {rounds} rounds passed, in a row");
+        println!("{sum}");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The time table of a `test` ([`timings`]): the host tests, then each
+/// boot's steps with its slow tests, and the tests of `run -- CMD` and
+/// `shell` one by one.
+pub(crate) fn time_table(
+    host: Option<(bool, Duration)>,
+    results: &[(String, GuestResult)],
+) -> timings::Table {
+    let mut table = timings::Table::default();
+    if let Some((_, d)) = host {
+        table.step("", "host tests", d);
+    }
+    for (label, r) in results {
+        // The host tests count with the first boot's report: their row
+        // is the one above.
+        for (step, d) in r.phases.iter().filter(|(s, _)| s != "host tests") {
+            table.step(label, step, *d);
+        }
+        table.tests(label, &r.slow_tests);
+    }
+    table
 }
 
 /// Host tests: `cargo test --workspace` (the core crate's property tests,
@@ -175,11 +228,24 @@ pub(crate) fn select_job(boots: Vec<Boot>, job: Option<&str>) -> Result<Vec<Boot
 /// per boot, then, when there was more than one, one line per boot, the
 /// combined KCIDB file (`target/tierkit/kcidb.json`) and the combined
 /// totals line last.
-fn test_all(host: Option<(bool, Duration)>, t: TestRequest) -> Result<ExitCode> {
+///
+/// The time table ([`time_table`], from `wall`) comes before the totals
+/// line, which stays the last line (after one boot, its totals again).
+/// Returns whether all passed, and the totals.
+fn test_all(
+    host: Option<(bool, Duration)>,
+    t: TestRequest,
+    wall: &Timer,
+) -> Result<(bool, report::Totals)> {
     if let ([one], true) = (&t.boots[..], t.cmd_tests.is_empty()) {
         let mut req = one.req.clone();
         req.host = host;
-        return boot::run(req).map(|r| r.exit());
+        let label = run_label(req.kernel.profile, req.kernel.kind, one.run.name);
+        let r = boot::run(req)?;
+        let (ok, totals) = (r.ok, r.totals.unwrap_or_default());
+        time_table(host, &[(label, r)]).report(wall.elapsed(), &util::out_dir());
+        println!("{totals}");
+        return Ok((ok, totals));
     }
     let mut results = run_boots(&t.boots, host);
     if !t.cmd_tests.is_empty() {
@@ -204,12 +270,9 @@ fn test_all(host: Option<(bool, Duration)>, t: TestRequest) -> Result<ExitCode> 
         all = all + report::Totals::ONE_FAILURE;
         ok = false;
     }
+    time_table(host, &results).report(wall.elapsed(), &util::out_dir());
     println!("{all}");
-    Ok(if ok {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    })
+    Ok((ok, all))
 }
 
 /// The tests of `run -- CMD` and `shell` ([`cmd_tests`]): this
@@ -233,17 +296,19 @@ pub(crate) fn run_cmd_tests(
             cxl_setup: None,
             run_dir: Some(crate::util::out_dir().join("test-xtask-cmd")),
             error: None,
+            // Each test boots its own guest: each is a step.
+            phases: tests
+                .iter()
+                .map(|u| {
+                    let name = u.name.trim_start_matches("[harness] ").to_string();
+                    (name, Duration::from_millis(u.duration_ms))
+                })
+                .collect(),
+            slow_tests: Vec::new(),
         },
         Err(e) => {
             eprintln!("\nerror (xtask run/shell): {e:#}");
-            GuestResult {
-                ok: false,
-                totals: Some(report::Totals::ONE_FAILURE),
-                boot: None,
-                cxl_setup: None,
-                run_dir: None,
-                error: Some(format!("{e:#}")),
-            }
+            GuestResult::failed(format!("{e:#}"))
         }
     };
     ("xtask run/shell".into(), r)
@@ -310,16 +375,8 @@ pub(crate) fn run_boots(
                 for cause in e.chain().skip(1) {
                     eprintln!("  caused by: {cause}");
                 }
-                let t = report::Totals::ONE_FAILURE;
-                println!("{}", t.labelled(&label));
-                GuestResult {
-                    ok: false,
-                    totals: Some(t),
-                    boot: None,
-                    cxl_setup: None,
-                    run_dir: None,
-                    error: Some(format!("{e:#}")),
-                }
+                println!("{}", report::Totals::ONE_FAILURE.labelled(&label));
+                GuestResult::failed(format!("{e:#}"))
             }
         };
         results.push((label, r));

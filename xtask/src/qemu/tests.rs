@@ -41,6 +41,7 @@ fn cmdline_has_what_ktap_needs() {
         "loglevel=7",
         "panic=-1",
         "oops=panic",
+        "no_timer_check",
         "tierkit.mode=test",
         "kunit.filter_glob=tierkit_topology.*",
         "init_on_alloc=0",

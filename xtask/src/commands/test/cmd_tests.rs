@@ -143,14 +143,20 @@ pub const TESTS: &[CmdTest] = &[
 ];
 
 /// The tests a `cargo xtask test` runs: none unless the default profile
-/// is among its profiles; those of `--topology` only; with `--filter`,
+/// is among its profiles; with `--topology`, none unless `--filter` names
+/// them ([`names_them`]), then those of that topology; with `--filter`,
 /// those whose name matches one of its comma-separated globs (the one
 /// dialect, [`tierkit_protocol::select::glob_match`]).
 pub(crate) fn selected(g: &GuestFlags, profiles: &[profile::Profile], ci: bool) -> Vec<CmdTest> {
     if ci {
         return TESTS.to_vec();
     }
-    for_selection(false, profiles, g.topology.map(|k| k.name()))
+    for_selection(
+        false,
+        profiles,
+        g.topology.map(|k| k.name()),
+        g.filter.as_deref(),
+    )
         .into_iter()
         .filter(|t| {
             g.filter
@@ -160,13 +166,18 @@ pub(crate) fn selected(g: &GuestFlags, profiles: &[profile::Profile], ci: bool) 
         .collect()
 }
 
-/// The tests of a `test` with these flags, before `--filter`: all with
-/// `--ci`; none unless the default profile is among `profiles`; those of
-/// `topology` only. (`cargo xtask matrix` lists them as one job.)
+/// The tests of a `test` with these flags, before `--filter`'s globs: all
+/// with `--ci`; none unless the default profile is among `profiles`; with
+/// a `topology`, none unless `filter` names them ([`names_them`]: the
+/// one-topology edit loop boots its own run only, and these tests, each a
+/// guest of its own, are left to the plain `cargo xtask test` and CI),
+/// then those of that topology. (`cargo xtask matrix` lists them as one
+/// job.)
 pub fn for_selection(
     ci: bool,
     profiles: &[profile::Profile],
     topology: Option<&str>,
+    filter: Option<&str>,
 ) -> Vec<CmdTest> {
     if ci {
         return TESTS.to_vec();
@@ -174,11 +185,19 @@ pub fn for_selection(
     if !profiles.contains(&profile::Profile::Default) {
         return vec![];
     }
+    if topology.is_some() && !names_them(filter) {
+        return vec![];
+    }
     TESTS
         .iter()
         .filter(|t| topology.is_none_or(|k| k == t.topology))
         .copied()
         .collect()
+}
+
+/// `--filter` names some of these tests (a glob starts with `xtask-`).
+pub fn names_them(filter: Option<&str>) -> bool {
+    filter.is_some_and(|f| f.split(',').any(|p| p.starts_with("xtask-")))
 }
 
 /// `--filter` names only these tests (every glob starts with `xtask-`):
