@@ -12,7 +12,9 @@
  */
 #include <linux/capability.h>
 #include <linux/cpumask.h>
+#include <linux/freezer.h>
 #include <linux/fs.h>
+#include <linux/kthread.h>
 #include <linux/module.h>
 #include <linux/mutex.h>
 #include <linux/pagemap.h>
@@ -378,10 +380,14 @@ void tk_cond_resched(void)
 	cond_resched();
 }
 
-/* Sleeps up to @ms milliseconds; a fatal signal wakes it early. */
-void tk_sleep_killable_ms(unsigned int ms)
+/*
+ * Sleeps up to @ms milliseconds in TASK_INTERRUPTIBLE: any signal wakes it
+ * early, a stop signal finds the task in T, the freezer can freeze it, and
+ * it does not count in the load average.
+ */
+void tk_sleep_interruptible_ms(unsigned int ms)
 {
-	schedule_timeout_killable(msecs_to_jiffies(ms));
+	schedule_timeout_interruptible(msecs_to_jiffies(ms));
 }
 
 u64 tk_ktime_get_ns(void)
@@ -433,6 +439,23 @@ bool tk_fatal_signal_pending(void)
 int tk_mutex_lock_killable(struct mutex *lock)
 {
 	return mutex_lock_killable(lock);
+}
+
+int tk_mutex_lock_interruptible(struct mutex *lock)
+{
+	return mutex_lock_interruptible(lock);
+}
+
+/* set_freezable() for a kthread (kthreads are not freezable by default). */
+void tk_set_freezable(void)
+{
+	set_freezable();
+}
+
+/* kthread_freezable_should_stop(): freezes here if asked, then kthread_should_stop(). */
+bool tk_kthread_freezable_should_stop(void)
+{
+	return kthread_freezable_should_stop(NULL);
 }
 
 /* capable(CAP_SYS_ADMIN): gigantic mode and the clear benchmark need it. */
