@@ -371,6 +371,12 @@ impl Backing {
         // `old` any more (its PTEs are gone, DMA pins were ruled out, its
         // references are frozen).
         unsafe { shim::tk_copy_page(new.as_ptr(), old) };
+        // The move commits: the charge goes with the contents, as the
+        // kernel's migration moves it, so the owner's cgroup pays nothing
+        // for it (and `new` was allocated uncharged).
+        // SAFETY: `old`'s references are frozen; `new` is ours alone, from
+        // `NodePage::alloc_on`/`alloc_away`.
+        unsafe { shim::tk_page_move_charge(old, new.as_ptr()) };
         // SAFETY: frozen just above; back to the backing's one reference,
         // which `replace` drops.
         unsafe { shim::tk_page_ref_unfreeze(old, 1) };

@@ -149,19 +149,24 @@ extern "C" {
     /// `GFP_HIGHUSER_MOVABLE`. No precondition.
     pub(crate) fn tk_gfp_highuser_movable() -> bindings::gfp_t;
     /// An order-0 page on the nearest node with memory other than `nid`
-    /// (`nid` itself if it is the only one), kernel zones first, charged
-    /// to the memory cgroup of `old` (a valid page); NULL on failure.
+    /// (`nid` itself if it is the only one), kernel zones first, to take
+    /// the place of `old` (a valid page), uncharged until
+    /// [`tk_page_move_charge`] hands it `old`'s charge; NULL on failure.
     /// Process context.
     pub(crate) fn tk_alloc_page_away(nid: c_int, old: *mut bindings::page) -> *mut bindings::page;
     /// An order-0 page on `nid` only (NULL for a node without memory),
-    /// kernel zones first, ZONE_MOVABLE too if `movable`, charged to the
-    /// memory cgroup of `old` (a valid page); NULL on failure. Process
-    /// context.
+    /// kernel zones first, ZONE_MOVABLE too if `movable`, to take the
+    /// place of `old` (a valid page), uncharged as for
+    /// [`tk_alloc_page_away`]; NULL on failure. Process context.
     pub(crate) fn tk_alloc_page_on(
         nid: c_int,
         old: *mut bindings::page,
         movable: bool,
     ) -> *mut bindings::page;
+    /// Hands `old`'s memory cgroup charge to `new` (see shim.c). `old`'s
+    /// references must be frozen; `new` an uncharged page from
+    /// [`tk_alloc_page_away`] or [`tk_alloc_page_on`] that no one else has.
+    pub(crate) fn tk_page_move_charge(old: *mut bindings::page, new: *mut bindings::page);
     /// `folio_ref_freeze(page_folio(page), expected)`. `page` must be a
     /// valid page its caller owns a reference to.
     pub(crate) fn tk_page_ref_freeze(page: *mut bindings::page, expected: c_int) -> bool;
