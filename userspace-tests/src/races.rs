@@ -45,10 +45,18 @@ pub fn prctl_during_first_touch(tk: &Tierkit, m: &Mapping, limit: Duration) -> R
         let (Ok(wa), Ok(wb)) = (tk.walk(p + A_BYTE.0), tk.walk(p + B_BYTE.0)) else {
             return 4;
         };
-        // Both in the same GiB (TK_IOC_WALK gives the 4 KiB page's pfn),
-        // by one PUD or by PTEs of its pages.
-        let mapped = |l| l == TK_WALK_PUD || l == TK_WALK_PTE;
-        let same = mapped(wa.level) && wa.level == wb.level && wb.pfn == wa.pfn + 7;
+        // Both in the same GiB, by one PUD (TK_IOC_WALK gives the 4 KiB
+        // page's pfn) or by PTEs of its pages (pfns from
+        // /proc/self/pagemap, which only a PUD must not be read through:
+        // the read splits it).
+        let same = match (wa.level, wb.level) {
+            (TK_WALK_PUD, TK_WALK_PUD) => wb.pfn == wa.pfn + 7,
+            (TK_WALK_PTE, TK_WALK_PTE) => match crate::memblock::pagemap_pfns(p, 8) {
+                Ok(v) => matches!((v[0], v[7]), (Some(a), Some(b)) if b == a + 7),
+                Err(_) => false,
+            },
+            _ => false,
+        };
         if !same {
             return 5;
         }
