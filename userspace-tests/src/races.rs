@@ -166,21 +166,21 @@ fn all_in_state(pids: &[i32], want: char, limit: Duration) -> Result<(), String>
 
 /// Stop, continue and a handled signal while one child of `tk`'s file is
 /// in a rebalance paced at 2 pages/s (its file must have hundreds of
-/// misplaced pages) and another waits behind it for the file's rebalance
-/// lock. Expected: SIGSTOP puts both in T within 2 s (not D: their waits
+/// misplaced pages) and another, paced alike, waits behind it for the
+/// file's rebalance lock. Expected: SIGSTOP puts both in T within 2 s (not D: their waits
 /// are interruptible); after SIGCONT, SIGUSR1 runs both handlers within
 /// 2 s and both calls end with EINTR (the handlers have no SA_RESTART).
 pub fn stop_during_paced_rebalance(tk: &Tierkit) -> Result<String, String> {
     let pipe = || Pipe::new().map_err(|e| format!("pipe: {e}"));
     let (ready, usr) = (pipe()?, pipe()?);
     let limit = Duration::from_secs(2);
-    let a = child(&ready, &usr, || {
+    let paced = || {
         tk.rebalance(TkRebalance {
             rate_pages: 2,
             ..Default::default()
         })
-    })
-    .map_err(|e| format!("fork A: {e}"))?;
+    };
+    let a = child(&ready, &usr, paced).map_err(|e| format!("fork A: {e}"))?;
     let mut pids = vec![a];
     let res = (|| {
         if !read_within(ready.rd, Duration::from_secs(10)) {
@@ -188,8 +188,9 @@ pub fn stop_during_paced_rebalance(tk: &Tierkit) -> Result<String, String> {
         }
         // A moves its first page at once, then sleeps out its pace.
         std::thread::sleep(Duration::from_millis(500));
-        let b = child(&ready, &usr, || tk.rebalance(TkRebalance::default()))
-            .map_err(|e| format!("fork B: {e}"))?;
+        // Paced too: after SIGCONT both calls restart and either may take
+        // the lock first; an unpaced B would finish the walk at once.
+        let b = child(&ready, &usr, paced).map_err(|e| format!("fork B: {e}"))?;
         pids.push(b);
         if !read_within(ready.rd, Duration::from_secs(10)) {
             return Err("child B did not start".to_string());
