@@ -240,14 +240,15 @@ impl TkFile {
     /// `TK_IOC_REBALANCE`: see `crate::rebalance`. The file's lock is held
     /// only to read and set its policy and to list its mappings; the pages
     /// are moved without it, so the file's other calls are not held up.
-    /// One rebalance of a file at a time (a second waits, killably).
+    /// One rebalance of a file at a time (a second waits, interruptibly:
+    /// on a signal it returns `ERESTARTSYS` having done nothing).
     fn rebalance(&self, arg: usize) -> Result<isize> {
         let (mut reader, mut writer) =
             UserSlice::new(UserPtr::from_addr(arg), size_of::<TkRebalance>()).reader_writer();
         let mut r: TkRebalance = reader.read()?;
         let req = crate::rebalance::Request::new(&r)?;
         let dry_run = r.flags & uapi::TK_REBALANCE_F_DRY_RUN != 0;
-        let _one_at_a_time = self.rebalancing.lock()?;
+        let _one_at_a_time = self.rebalancing.lock_interruptible()?;
         let (sel, backings) = {
             let mut st = self.state.lock()?;
             if st.gigantic.is_some() {
@@ -292,13 +293,15 @@ impl TkFile {
         let res = crate::rebalance::run(&refs, |ilx| sel.node_for_ilx(ilx), &req, &mut r);
         if res.is_err() {
             pr_debug!(
-                "rebalance stopped by a fatal signal after {} of {} misplaced pages moved\n",
+                "rebalance stopped by a signal after {} of {} misplaced pages moved\n",
                 r.moved,
                 r.misplaced
             );
         }
-        res?;
+        // Stopped by a signal, the counters still say what this call did
+        // (the caller sees them after EINTR; a restarted call starts over).
         writer.write(&r)?;
+        res?;
         Ok(0)
     }
 
@@ -634,7 +637,9 @@ impl MiscDevice for TkFile {
         let gigantic = st.gigantic.is_some();
         // Whether its pages may be in ZONE_MOVABLE: a gigantic mapping's
         // GiBs with the movable_gigantic opt-in on a node that has such
-        // memory, a 4 KiB one's as placed.
+        // memory (its first touches then honour this, see
+        // `GiganticRange::alloc_for_mapping`), a 4 KiB one's wherever a
+        // rebalance or an offline may move them (see small_may_be_movable).
         let (backing, movable) = if gigantic {
             me.mmap_gigantic(&mut st, vma, policy, pgoff, nr_pages, mapping)?
         } else {
@@ -657,10 +662,7 @@ impl MiscDevice for TkFile {
             // the pages.
             let raw = placed.raw_pages();
             insert_all(mixed, start, raw.len(), |k| raw.get(k).copied())?;
-            // SAFETY: each page is one `placed` holds.
-            let movable = raw
-                .iter()
-                .any(|&p| unsafe { shim::tk_page_in_movable_zone(p) });
+            let movable = small_may_be_movable();
             st.nr_pages += placed.len();
             let backing = Backing::new(
                 &me.device,
@@ -693,4 +695,20 @@ impl MiscDevice for TkFile {
         }
         Ok(())
     }
+}
+
+/// Whether a 4 KiB mapping made now may ever hold pages in ZONE_MOVABLE,
+/// which decides its vmas for good (shim_vma.c `tk_pfn_mkwrite()`): where
+/// its first pages landed does not say, since a rebalance moves pages to
+/// whatever nodes the file's policy names then and an offline to the
+/// nearest node with memory. So: whether any node with memory has
+/// ZONE_MOVABLE memory now. A rebalance of a mapping made without takes
+/// no page from ZONE_MOVABLE (memory onlined movable only later), and
+/// counts a page with no other room on its target node as `no_memory`.
+fn small_may_be_movable() -> bool {
+    use crate::shim::node;
+    (0..node::possible_nodes()).any(|nid| {
+        // SAFETY: the shim range-checks `nid`.
+        node::has_memory(nid) && unsafe { shim::tk_node_has_movable(nid as c_int) }
+    })
 }

@@ -130,6 +130,10 @@ pub(crate) struct Backing {
     movable: bool,
     /// Gigantic mode: a 4 KiB fault was logged (once per mapping).
     pte_noted: Atomic<bool>,
+    /// 4 KiB mode: the vmas that map it (the one of `mmap`, then
+    /// shim_vma.c's `open` and `close`: splits, fork, mremap, munmap).
+    /// A rebalance passes over a backing no vma maps any more.
+    vmas: Atomic<u64>,
     /// Its share of the global limit, given back last.
     _reservation: Reservation,
 }
@@ -167,6 +171,7 @@ impl Backing {
                 registered: false,
                 movable,
                 pte_noted: Atomic::new(false),
+                vmas: Atomic::new(1),
                 _reservation: reservation,
             }),
             GFP_KERNEL,
@@ -237,7 +242,11 @@ impl Backing {
         // A ready range of the pool, or one allocated and cleared now,
         // without the pages lock (the memory notifier takes it); dropped
         // (freed) on any failure below.
-        let range = match self.state.pool.take(nid) {
+        // Only where its vmas expect it: a vma set up without the
+        // movable_gigantic opt-in does not refuse long-term writable pins,
+        // so its GiB never comes from ZONE_MOVABLE, whatever the opt-in
+        // says now (a pin there would retry forever).
+        let range = match self.state.pool.take(nid, self.movable) {
             Some(r) => {
                 *plan.last.lock() = Some(LastClear {
                     elapsed_ns: 0,
@@ -247,7 +256,7 @@ impl Backing {
                 });
                 r
             }
-            None => populate_with(&plan.params, nid, GIGANTIC_PAGES, &plan.last)?,
+            None => populate_with(&plan.params, nid, GIGANTIC_PAGES, self.movable, &plan.last)?,
         };
         let pfn = range.pfn();
         let mut pages = self.pages.lock();
@@ -362,6 +371,12 @@ impl Backing {
         // `old` any more (its PTEs are gone, DMA pins were ruled out, its
         // references are frozen).
         unsafe { shim::tk_copy_page(new.as_ptr(), old) };
+        // The move commits: the charge goes with the contents, as the
+        // kernel's migration moves it, so the owner's cgroup pays nothing
+        // for it (and `new` was allocated uncharged).
+        // SAFETY: `old`'s references are frozen; `new` is ours alone, from
+        // `NodePage::alloc_on`/`alloc_away`.
+        unsafe { shim::tk_page_move_charge(old, new.as_ptr()) };
         // SAFETY: frozen just above; back to the backing's one reference,
         // which `replace` drops.
         unsafe { shim::tk_page_ref_unfreeze(old, 1) };
@@ -385,6 +400,9 @@ impl Backing {
     ) -> Result {
         let len = match &*self.pages.lock() {
             BackingPages::Gigantic(_) => return Err(EOPNOTSUPP),
+            // Nobody maps it any more: its pages wait for the release
+            // only, so none is moved or counted.
+            BackingPages::Small(_) if self.vmas.load(Relaxed) == 0 => return Ok(()),
             BackingPages::Small(p) => p.len(),
         };
         // The new pages of one batch, waiting for the zap.
@@ -561,6 +579,33 @@ unsafe extern "C" fn tk_mapping_fault(
     // `page` stays owned by the backing while we hold its lock, and a
     // mover must take the lock before it zaps and frees a page.
     unsafe { shim::tk_vm_insert_page(vma, addr, page) }
+}
+
+/// A vma of `backing` was made (shim_vma.c `tk_vm_open()`: a split,
+/// fork, mremap): counted.
+///
+/// # Safety
+///
+/// `backing` is the `vm_private_data` that `TkFile::mmap` gave a 4 KiB
+/// vma of a file that is not released: a live [`Backing`].
+#[no_mangle]
+unsafe extern "C" fn tk_mapping_vma_open(backing: *mut c_void) {
+    // SAFETY: see the function's safety section.
+    let b = unsafe { &*backing.cast::<Backing>() };
+    b.vmas.add(1, Relaxed);
+}
+
+/// A vma of `backing` is going (shim_vma.c `tk_vm_close()`).
+///
+/// # Safety
+///
+/// As [`tk_mapping_vma_open`].
+#[no_mangle]
+unsafe extern "C" fn tk_mapping_vma_close(backing: *mut c_void) {
+    // SAFETY: see the function's safety section.
+    let b = unsafe { &*backing.cast::<Backing>() };
+    // Each close pairs with the vma `mmap` counted or an open.
+    b.vmas.fetch_sub(1, Relaxed);
 }
 
 /// The gigantic fault handler's work (shim_vma.c `tk_gigantic_huge_fault()`):

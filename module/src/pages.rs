@@ -106,8 +106,8 @@ impl NodePage {
 
     /// A page on the nearest node with memory other than `nid`, to take
     /// the place of `old`, one of `nid`'s pages whose memory goes offline
-    /// (the target `do_migrate_range()` would pick), charged to `old`'s
-    /// memory cgroup. Not zeroed: the caller copies into it. `ENOMEM` on
+    /// (the target `do_migrate_range()` would pick), uncharged until the
+    /// move hands it `old`'s charge. Not zeroed: the caller copies into it. `ENOMEM` on
     /// failure.
     pub(crate) fn alloc_away(nid: usize, old: &NodePage) -> Result<NodePage> {
         let nid = c_int::try_from(nid).map_err(|_| EINVAL)?;
@@ -121,7 +121,8 @@ impl NodePage {
     }
 
     /// A page on `nid` and no other node, to take the place of `old` when
-    /// a rebalance moves it there, charged to `old`'s memory cgroup; from
+    /// a rebalance moves it there, uncharged until the move hands it
+    /// `old`'s charge; from
     /// ZONE_MOVABLE too only if `movable`. Not zeroed: the caller copies
     /// into it. `ENOMEM` on failure, also for a node without memory.
     pub(crate) fn alloc_on(nid: usize, old: &NodePage, movable: bool) -> Result<NodePage> {

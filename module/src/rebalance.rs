@@ -11,19 +11,24 @@
 //! on it move: the minimum. Each move is the one an offline makes
 //! (`Backing::move_page`: zap, freeze, copy, swap).
 //!
-//! The walk is paced (`rate_pages`), bounded (`budget_pages`) and killable;
-//! a page that cannot move is counted and left where it is, so a call
-//! never fails half-way for one page, and a later call finishes the job
-//! without moving any page twice.
+//! The walk is paced (`rate_pages`), bounded (`budget_pages`) and
+//! interruptible: its sleeps are `TASK_INTERRUPTIBLE`, and any signal ends
+//! the call before its next batch with `ERESTARTSYS` (a fatal one with
+//! `EINTR`), its counters written back. A stop signal and `SIGCONT`
+//! restart the call, as a handler installed with `SA_RESTART` does;
+//! another handler makes it return `EINTR`. A page that cannot move is
+//! counted and left where it is, so a call never fails half-way for one
+//! page, and a later (or restarted) call finishes the job without moving
+//! any page twice.
 
 use crate::mapping::{Backing, RebalanceCounts};
 use crate::pace::Next;
 use crate::shim;
-use crate::sync::fatal_signal_pending;
+use crate::sync::{fatal_signal_pending, signal_pending};
 use crate::uapi::{TkRebalance, TK_REBALANCE_F_DRY_RUN, TK_REBALANCE_F_WEIGHTS};
 use kernel::prelude::*;
 
-/// Longest single sleep of the pacing, so that a kill is seen promptly
+/// Longest single sleep of the pacing, so that a signal is seen promptly
 /// even if the sleep is not woken by it.
 const MAX_SLEEP_MS: u64 = 100;
 
@@ -50,7 +55,7 @@ impl Request {
 
 /// Walks `backings`, moving each misplaced page to `target(ilx)`, as
 /// `req` allows. The counters are written to `out` also when the walk is
-/// cut short by a fatal signal (`EINTR`), for the log.
+/// cut short by a signal (`ERESTARTSYS`, `EINTR` for a fatal one).
 pub(crate) fn run(
     backings: &[&Backing],
     target: impl Fn(u64) -> usize,
@@ -80,11 +85,16 @@ pub(crate) fn run(
 /// Called before each batch of moves: how many pages may move now (0 once
 /// the budget is spent: the walk then only counts; 1 at a time under a
 /// rate, after sleeping as long as the rate asks for the pages tried so
-/// far, `crate::pace::next`), or `EINTR` on a fatal signal.
+/// far, `crate::pace::next`), `EINTR` on a fatal signal, or
+/// `ERESTARTSYS` on any other: the walk is restartable, so it does not
+/// keep a stopped, traced or freezing task waiting out its pace.
 fn pace(req: &Request, start: u64, c: &RebalanceCounts) -> Result<u64> {
     loop {
         if fatal_signal_pending() {
             return Err(EINTR);
+        }
+        if signal_pending() {
+            return Err(ERESTARTSYS);
         }
         // SAFETY: no precondition.
         let now = unsafe { shim::tk_ktime_get_ns() };
@@ -99,7 +109,7 @@ fn pace(req: &Request, start: u64, c: &RebalanceCounts) -> Result<u64> {
             Next::WaitUntil(due) => {
                 let ms = ((due - now) / 1_000_000).clamp(1, MAX_SLEEP_MS);
                 // SAFETY: process context (an ioctl), no spinlock held.
-                unsafe { shim::tk_sleep_killable_ms(ms as u32) };
+                unsafe { shim::tk_sleep_interruptible_ms(ms as u32) };
             }
         }
     }

@@ -12,7 +12,9 @@
  */
 #include <linux/capability.h>
 #include <linux/cpumask.h>
+#include <linux/freezer.h>
 #include <linux/fs.h>
+#include <linux/kthread.h>
 #include <linux/module.h>
 #include <linux/mutex.h>
 #include <linux/pagemap.h>
@@ -268,47 +270,52 @@ gfp_t tk_gfp_highuser_movable(void)
 
 /*
  * An order-0 page from @nid's zonelist restricted to @nmask, kernel zones
- * first, then ZONE_MOVABLE if @movable, charged to @old's memory cgroup
- * (set_active_memcg(), as the kernel's migration keeps a folio's charge
- * with mem_cgroup_migrate()). __GFP_NORETRY: a charge the owner's cgroup
- * cannot take fails rather than reclaiming or OOM-killing there.
+ * first, then ZONE_MOVABLE if @movable, charged to nobody yet: a move
+ * keeps the page's charge, which tk_page_move_charge() hands from the old
+ * page to this one when the move commits, as the kernel's migration does
+ * with mem_cgroup_migrate(). A cgroup at memory.max thus pays nothing for
+ * a move, as for the kernel's own, and nothing is charged twice meanwhile.
  */
-static struct page *tk_alloc_page_charged(int nid, nodemask_t *nmask,
-					  struct page *old, bool movable,
-					  gfp_t extra)
+static struct page *tk_alloc_page_for(int nid, nodemask_t *nmask, bool movable, gfp_t extra)
 {
-	struct mem_cgroup *memcg = NULL, *prev;
 	struct folio *folio;
-	gfp_t gfp = __GFP_ACCOUNT | __GFP_NOWARN | extra;
+	gfp_t gfp = __GFP_NOWARN | extra;
 
-#ifdef CONFIG_MEMCG
-	rcu_read_lock();
-	memcg = folio_memcg(page_folio(old));
-	if (memcg && !css_tryget(&memcg->css))
-		memcg = NULL;
-	rcu_read_unlock();
-	if (memcg)
-		gfp |= __GFP_NORETRY;
-#endif
-	/* An uncharged page's replacement is not charged to the caller. */
-	if (!memcg)
-		gfp &= ~__GFP_ACCOUNT;
-	prev = set_active_memcg(memcg);
 	folio = __folio_alloc(GFP_KERNEL | gfp, 0, nid, nmask);
 	if (!folio && movable)
 		folio = __folio_alloc(GFP_HIGHUSER_MOVABLE | gfp, 0, nid, nmask);
-	set_active_memcg(prev);
-	mem_cgroup_put(memcg);
 	return folio ? &folio->page : NULL;
+}
+
+/*
+ * Hands @old's memory cgroup charge to @new, a page from
+ * tk_alloc_page_away() or tk_alloc_page_on() that takes @old's place.
+ * tierkit's pages are charged as kernel memory (__GFP_ACCOUNT): the
+ * charge is the obj_cgroup reference in memcg_data (MEMCG_DATA_KMEM),
+ * which moves whole, as mem_cgroup_migrate() moves a user folio's
+ * (commit to the new folio, clear the old); @old is then freed
+ * uncharged and @new uncharges at its own free. An uncharged @old leaves
+ * @new uncharged. Caller: @old's references frozen, @new not shared.
+ */
+void tk_page_move_charge(struct page *old, struct page *new)
+{
+#ifdef CONFIG_MEMCG
+	struct folio *o = page_folio(old), *n = page_folio(new);
+
+	if (WARN_ON_ONCE(n->memcg_data))
+		return;
+	n->memcg_data = o->memcg_data;
+	o->memcg_data = 0;
+#endif
 }
 
 /*
  * A replacement for @old, a page of @nid that is going offline: on the
  * nearest other node with memory, in @nid's zonelist order, as
  * do_migrate_range() picks (N_MEMORY without @nid; @nid itself if it is
- * the only one), charged to @old's memory cgroup: the mapping's owner
- * keeps paying for its page, and an offliner in a small cgroup is not
- * refused.
+ * the only one); @old's charge follows it (tk_page_move_charge()): the
+ * mapping's owner keeps paying for its page, and neither the owner's nor
+ * an offliner's cgroup limit refuses the move.
  */
 struct page *tk_alloc_page_away(int nid, struct page *old)
 {
@@ -317,14 +324,14 @@ struct page *tk_alloc_page_away(int nid, struct page *old)
 	node_clear(nid, nmask);
 	if (nodes_empty(nmask))
 		node_set(nid, nmask);
-	return tk_alloc_page_charged(nid, &nmask, old, true, 0);
+	return tk_alloc_page_for(nid, &nmask, true, 0);
 }
 
 /*
  * A page on @nid and nowhere else, to take the place of @old when a
- * rebalance moves it there, charged to @old's memory cgroup. From
- * ZONE_MOVABLE only if @movable: the mapping's vmas refuse long-term pins
- * only if they were set up with pages there (tk_vma_set_backing()). A
+ * rebalance moves it there; @old's charge follows it
+ * (tk_page_move_charge()). From ZONE_MOVABLE only if @movable: the
+ * mapping's vmas refuse long-term pins (tk_vma_set_backing()). A
  * move is optional, so as the kernel's NUMA-balancing migration
  * (alloc_misplaced_dst_folio()): no reclaim retries, no reserves, never
  * the OOM killer (__GFP_NORETRY), and only @nid (__GFP_THISNODE); a node
@@ -337,8 +344,8 @@ struct page *tk_alloc_page_on(int nid, struct page *old, bool movable)
 	if (nid < 0 || nid >= MAX_NUMNODES || !node_state(nid, N_MEMORY))
 		return NULL;
 	node_set(nid, nmask);
-	return tk_alloc_page_charged(nid, &nmask, old, movable,
-				     __GFP_THISNODE | __GFP_NORETRY | __GFP_NOMEMALLOC);
+	return tk_alloc_page_for(nid, &nmask, movable,
+				 __GFP_THISNODE | __GFP_NORETRY | __GFP_NOMEMALLOC);
 }
 
 /*
@@ -395,10 +402,14 @@ void tk_cond_resched(void)
 	cond_resched();
 }
 
-/* Sleeps up to @ms milliseconds; a fatal signal wakes it early. */
-void tk_sleep_killable_ms(unsigned int ms)
+/*
+ * Sleeps up to @ms milliseconds in TASK_INTERRUPTIBLE: any signal wakes it
+ * early, a stop signal finds the task in T, the freezer can freeze it, and
+ * it does not count in the load average.
+ */
+void tk_sleep_interruptible_ms(unsigned int ms)
 {
-	schedule_timeout_killable(msecs_to_jiffies(ms));
+	schedule_timeout_interruptible(msecs_to_jiffies(ms));
 }
 
 u64 tk_ktime_get_ns(void)
@@ -450,6 +461,23 @@ bool tk_fatal_signal_pending(void)
 int tk_mutex_lock_killable(struct mutex *lock)
 {
 	return mutex_lock_killable(lock);
+}
+
+int tk_mutex_lock_interruptible(struct mutex *lock)
+{
+	return mutex_lock_interruptible(lock);
+}
+
+/* set_freezable() for a kthread (kthreads are not freezable by default). */
+void tk_set_freezable(void)
+{
+	set_freezable();
+}
+
+/* kthread_freezable_should_stop(): freezes here if asked, then kthread_should_stop(). */
+bool tk_kthread_freezable_should_stop(void)
+{
+	return kthread_freezable_should_stop(NULL);
 }
 
 /* capable(CAP_SYS_ADMIN): gigantic mode and the clear benchmark need it. */

@@ -47,6 +47,7 @@ bool tk_node_has_movable(int nid);
 gfp_t tk_gfp_highuser_movable(void);
 struct page *tk_alloc_page_away(int nid, struct page *old);
 struct page *tk_alloc_page_on(int nid, struct page *old, bool movable);
+void tk_page_move_charge(struct page *old, struct page *new);
 bool tk_page_ref_freeze(struct page *page, int expected);
 void tk_page_ref_unfreeze(struct page *page, int count);
 void tk_copy_page(struct page *dst, struct page *src);
@@ -59,7 +60,7 @@ bool tk_signal_pending(void);
 void tk_free_contig(struct page *page, unsigned long nr_pages);
 void tk_cond_resched(void);
 u64 tk_ktime_get_ns(void);
-void tk_sleep_killable_ms(unsigned int ms);
+void tk_sleep_interruptible_ms(unsigned int ms);
 struct workqueue_struct *tk_alloc_workqueue(const char *name);
 
 gfp_t tk_gfp_noretry(void);
@@ -67,6 +68,9 @@ gfp_t tk_gfp_retry_mayfail(void);
 
 bool tk_fatal_signal_pending(void);
 int tk_mutex_lock_killable(struct mutex *lock);
+int tk_mutex_lock_interruptible(struct mutex *lock);
+void tk_set_freezable(void);
+bool tk_kthread_freezable_should_stop(void);
 bool tk_capable_sys_admin(void);
 unsigned long tk_totalram_pages(void);
 
@@ -79,12 +83,14 @@ void tk_debugfs_remove(struct dentry *d);
 int tk_mapping_fault(void *backing, struct vm_area_struct *vma, unsigned long addr,
 		     unsigned long pgoff);
 int tk_vm_insert_page(struct vm_area_struct *vma, unsigned long addr, struct page *page);
+/* Implemented in Rust (module/src/mapping.rs): a vma of @backing made, gone. */
+void tk_mapping_vma_open(void *backing);
+void tk_mapping_vma_close(void *backing);
 
 typedef int (*tk_mem_event_fn)(void *ctx, unsigned long start_pfn, unsigned long nr_pages);
 int tk_register_memory_notifier(tk_mem_event_fn cb, void *ctx);
 void tk_unregister_memory_notifier(void);
 void tk_vma_set_backing(struct vm_area_struct *vma, void *backing, bool movable);
-bool tk_page_in_movable_zone(struct page *page);
 
 /* Test fills (KUnit suites of clear/ and wi/). */
 void tk_memset64(void *addr, u64 value, size_t count);

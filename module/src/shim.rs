@@ -107,10 +107,10 @@ extern "C" {
 
     /// `cond_resched()`. Process context only, no spinlock held.
     pub(crate) fn tk_cond_resched();
-    /// `schedule_timeout_killable(msecs_to_jiffies(ms))`: sleeps up to `ms`
-    /// milliseconds, less on a fatal signal. Process context, no spinlock
+    /// `schedule_timeout_interruptible(msecs_to_jiffies(ms))`: sleeps up to
+    /// `ms` milliseconds, less on any signal. Process context, no spinlock
     /// held.
-    pub(crate) fn tk_sleep_killable_ms(ms: c_uint);
+    pub(crate) fn tk_sleep_interruptible_ms(ms: c_uint);
     /// `ktime_get_ns()`. No precondition.
     pub(crate) fn tk_ktime_get_ns() -> u64;
     /// `alloc_workqueue("%s", WQ_PERCPU | WQ_CPU_INTENSIVE, 0, name)`; NULL
@@ -129,6 +129,15 @@ extern "C" {
     /// `mutex_lock_killable(lock)`: 0 when locked, `-EINTR` on a fatal
     /// signal. `lock` must be an initialized mutex; process context.
     pub(crate) fn tk_mutex_lock_killable(lock: *mut bindings::mutex) -> c_int;
+    /// `mutex_lock_interruptible(lock)`: 0 when locked, `-EINTR` on any
+    /// signal. `lock` must be an initialized mutex; process context.
+    pub(crate) fn tk_mutex_lock_interruptible(lock: *mut bindings::mutex) -> c_int;
+    /// `set_freezable()`. Only in a kthread, for the current one.
+    pub(crate) fn tk_set_freezable();
+    /// `kthread_freezable_should_stop(NULL)`: freezes the current kthread
+    /// if the freezer asks, then `kthread_should_stop()`. Only in a
+    /// freezable kthread, no lock held.
+    pub(crate) fn tk_kthread_freezable_should_stop() -> bool;
     /// `capable(CAP_SYS_ADMIN)` of the current task. No precondition.
     pub(crate) fn tk_capable_sys_admin() -> bool;
     /// `totalram_pages()`. No precondition.
@@ -141,19 +150,24 @@ extern "C" {
     /// `GFP_HIGHUSER_MOVABLE`. No precondition.
     pub(crate) fn tk_gfp_highuser_movable() -> bindings::gfp_t;
     /// An order-0 page on the nearest node with memory other than `nid`
-    /// (`nid` itself if it is the only one), kernel zones first, charged
-    /// to the memory cgroup of `old` (a valid page); NULL on failure.
+    /// (`nid` itself if it is the only one), kernel zones first, to take
+    /// the place of `old` (a valid page), uncharged until
+    /// [`tk_page_move_charge`] hands it `old`'s charge; NULL on failure.
     /// Process context.
     pub(crate) fn tk_alloc_page_away(nid: c_int, old: *mut bindings::page) -> *mut bindings::page;
     /// An order-0 page on `nid` only (NULL for a node without memory),
-    /// kernel zones first, ZONE_MOVABLE too if `movable`, charged to the
-    /// memory cgroup of `old` (a valid page); NULL on failure. Process
-    /// context.
+    /// kernel zones first, ZONE_MOVABLE too if `movable`, to take the
+    /// place of `old` (a valid page), uncharged as for
+    /// [`tk_alloc_page_away`]; NULL on failure. Process context.
     pub(crate) fn tk_alloc_page_on(
         nid: c_int,
         old: *mut bindings::page,
         movable: bool,
     ) -> *mut bindings::page;
+    /// Hands `old`'s memory cgroup charge to `new` (see shim.c). `old`'s
+    /// references must be frozen; `new` an uncharged page from
+    /// [`tk_alloc_page_away`] or [`tk_alloc_page_on`] that no one else has.
+    pub(crate) fn tk_page_move_charge(old: *mut bindings::page, new: *mut bindings::page);
     /// `folio_ref_freeze(page_folio(page), expected)`. `page` must be a
     /// valid page its caller owns a reference to.
     pub(crate) fn tk_page_ref_freeze(page: *mut bindings::page, expected: c_int) -> bool;
@@ -225,7 +239,7 @@ extern "C" {
     /// maps `tk_mapping_page(backing, pgoff)` again) and `backing` as its
     /// `vm_private_data`. Only from `->mmap` (mmap lock held for writing);
     /// `backing` must stay valid as long as the vma can fault, i.e. until
-    /// the file is released. `movable`: some of its pages are in
+    /// the file is released. `movable`: its pages may be in
     /// ZONE_MOVABLE (the vma then refuses long-term writable pins with
     /// `EFAULT`, see shim_vma.c `tk_pfn_mkwrite()`).
     pub(crate) fn tk_vma_set_backing(
@@ -233,8 +247,6 @@ extern "C" {
         backing: *mut core::ffi::c_void,
         movable: bool,
     );
-    /// `page_zonenum(page) == ZONE_MOVABLE`. `page` must be a valid page.
-    pub(crate) fn tk_page_in_movable_zone(page: *mut bindings::page) -> bool;
 }
 
 // /dev/tierkit gigantic mappings: one PUD per GiB at first touch

@@ -60,11 +60,32 @@ static vm_fault_t tk_pfn_mkwrite(struct vm_fault *vmf)
 	return 0;
 }
 
+/*
+ * The backing counts its vmas (a rebalance passes over one that nobody
+ * maps any more): the vma of ->mmap, then each open (a split, fork's
+ * copy, mremap's new vma) and close. With a close hook the kernel never
+ * removes such a vma by merging it (can_merge_remove_vma()), so every
+ * vma that goes is closed.
+ */
+static void tk_vm_open(struct vm_area_struct *vma)
+{
+	tk_mapping_vma_open(vma->vm_private_data);
+}
+
+static void tk_vm_close(struct vm_area_struct *vma)
+{
+	tk_mapping_vma_close(vma->vm_private_data);
+}
+
 static const struct vm_operations_struct tk_vm_ops = {
+	.open = tk_vm_open,
+	.close = tk_vm_close,
 	.fault = tk_vm_fault,
 };
 
 static const struct vm_operations_struct tk_vm_ops_movable = {
+	.open = tk_vm_open,
+	.close = tk_vm_close,
 	.fault = tk_vm_fault,
 	.pfn_mkwrite = tk_pfn_mkwrite,
 };
@@ -72,18 +93,13 @@ static const struct vm_operations_struct tk_vm_ops_movable = {
 /*
  * Called at the end of ->mmap, with mmap_lock held for writing: the vma
  * gets tierkit's fault handler and @backing (see tk_mapping_page()).
- * @movable: some of its pages are in ZONE_MOVABLE (see tk_pfn_mkwrite()).
+ * @movable: its pages may be in ZONE_MOVABLE, now or after a rebalance or
+ * an offline moved them (see tk_pfn_mkwrite()).
  */
 void tk_vma_set_backing(struct vm_area_struct *vma, void *backing, bool movable)
 {
 	vma->vm_ops = movable ? &tk_vm_ops_movable : &tk_vm_ops;
 	vma->vm_private_data = backing;
-}
-
-/* Is @page in ZONE_MOVABLE? */
-bool tk_page_in_movable_zone(struct page *page)
-{
-	return page_zonenum(page) == ZONE_MOVABLE;
 }
 
 /* --- /dev/tierkit gigantic mappings: one PUD per GiB at first touch ------- */
@@ -200,6 +216,39 @@ void tk_file_use_dev_fops(struct file *file)
 }
 
 /*
+ * What @vmf's PUD slot holds now, read under the page-table lock: nothing,
+ * the PUD leaf of the GiB at @pfn (writable or not), or something else (a
+ * PMD table that a 4 KiB fault's pmd_alloc() put there).
+ */
+enum tk_pud_slot { TK_PUD_NONE, TK_PUD_OURS_RO, TK_PUD_OURS_RW, TK_PUD_TABLE };
+
+static enum tk_pud_slot tk_pud_slot(struct vm_fault *vmf, unsigned long pfn)
+{
+	spinlock_t *ptl = pud_lock(vmf->vma->vm_mm, vmf->pud);
+	pud_t pud = pudp_get(vmf->pud);
+	enum tk_pud_slot slot;
+
+	if (pud_none(pud))
+		slot = TK_PUD_NONE;
+	else if (pud_leaf(pud) && pud_pfn(pud) == pfn)
+		slot = pud_write(pud) ? TK_PUD_OURS_RW : TK_PUD_OURS_RO;
+	else
+		slot = TK_PUD_TABLE;
+	spin_unlock(ptl);
+	return slot;
+}
+
+/* Whether @vmf's PUD slot holds a page table, read under its lock. */
+static bool tk_pud_is_table(struct vm_fault *vmf)
+{
+	spinlock_t *ptl = pud_lock(vmf->vma->vm_mm, vmf->pud);
+	pud_t pud = pudp_get(vmf->pud);
+
+	spin_unlock(ptl);
+	return pud_present(pud) && !pud_leaf(pud);
+}
+
+/*
  * The first touch of a GiB (and a write to a GiB mapped read-only, see
  * wp_huge_pud()) comes here at PUD order: tk_gigantic_fault() (Rust,
  * mapping.rs) allocates and clears the GiB once, and it is mapped by one
@@ -209,12 +258,34 @@ void tk_file_use_dev_fops(struct file *file)
  * get_user_pages() takes its own references on that folio. Any failure is
  * SIGBUS for this GiB only. A smaller order falls back to
  * tk_gigantic_pte_fault().
+ *
+ * The clear sleeps for long, holding only the vma's lock (or mmap_lock
+ * for reading). Meanwhile the process's other threads may fault in the
+ * same GiB: after prctl(PR_SET_THP_DISABLE) (which takes mmap_lock for
+ * writing, not the vma's lock) or a MADV_DONTNEED, the kernel does not
+ * try the PUD and pmd_alloc()s a PMD table into the empty slot before it
+ * calls tk_gigantic_pte_fault(). So the slot is read again under the
+ * page-table lock after the sleep:
+ * - a PMD table: the GiB is mapped by 4 KiB PTEs of the same folio here
+ *   too (VM_FAULT_FALLBACK: the kernel walks into that table and calls
+ *   tk_gigantic_pte_fault());
+ * - empty: inserted with write == false. insert_pud() then installs the
+ *   PUD (vm_page_prot: writable unless the vma tracks writes) or, if a
+ *   table got there after the check, leaves the slot alone and the touch
+ *   faults again into the table. With write == true it would WARN
+ *   (pud_pfn() of a table is not our pfn).
+ * - our PUD, read-only, and the touch writes: made writable by
+ *   insert_pud(write == true), which is only reached after the lock just
+ *   saw our PUD there (between the two only a zap followed by a 4 KiB
+ *   fault's pmd_alloc() could change it, with no sleep in between).
  */
 static vm_fault_t tk_gigantic_huge_fault(struct vm_fault *vmf, unsigned int order)
 {
 	struct vm_area_struct *vma = vmf->vma;
 	unsigned long addr = vmf->address & PUD_MASK;
+	bool write = vmf->flags & FAULT_FLAG_WRITE;
 	unsigned long pgoff, pfn = 0;
+	vm_fault_t ret;
 
 	if (order != PUD_ORDER)
 		return VM_FAULT_FALLBACK;
@@ -223,7 +294,23 @@ static vm_fault_t tk_gigantic_huge_fault(struct vm_fault *vmf, unsigned int orde
 	pgoff = vma->vm_pgoff + ((addr - vma->vm_start) >> PAGE_SHIFT);
 	if (tk_gigantic_fault(vma->vm_private_data, pgoff, &pfn))
 		return VM_FAULT_SIGBUS;
-	return vmf_insert_pfn_pud(vmf, pfn, vmf->flags & FAULT_FLAG_WRITE);
+	switch (tk_pud_slot(vmf, pfn)) {
+	case TK_PUD_TABLE:
+		return VM_FAULT_FALLBACK;
+	case TK_PUD_NONE:
+		ret = vmf_insert_pfn_pud(vmf, pfn, false);
+		if (ret != VM_FAULT_NOPAGE || !write)
+			return ret;
+		/* Writable already, or still to be made so: look again. */
+		if (tk_pud_slot(vmf, pfn) != TK_PUD_OURS_RO)
+			return VM_FAULT_NOPAGE;
+		fallthrough;
+	case TK_PUD_OURS_RO:
+		return write ? vmf_insert_pfn_pud(vmf, pfn, true) : VM_FAULT_NOPAGE;
+	case TK_PUD_OURS_RW:
+	default:
+		return VM_FAULT_NOPAGE;
+	}
 }
 
 /*
@@ -254,6 +341,16 @@ static vm_fault_t tk_gigantic_pte_fault(struct vm_fault *vmf)
 	 */
 	if (tk_gigantic_pte_page(vma->vm_private_data, vmf->pgoff, addr, &page))
 		return VM_FAULT_SIGBUS;
+	/*
+	 * The GiB's first touch may have slept. The kernel put a PMD table
+	 * into the PUD slot before calling us, and nothing frees page tables
+	 * while we hold the vma, so the slot cannot have become a PUD leaf;
+	 * checked under the page-table lock all the same, since
+	 * vm_insert_page() would walk a leaf as a table. The PTE itself is
+	 * checked by vm_insert_page() under its lock (-EBUSY: mapped).
+	 */
+	if (!tk_pud_is_table(vmf))
+		return VM_FAULT_NOPAGE;
 	err = vm_insert_page(vma, addr, page);
 	if (err == 0 || err == -EBUSY)	/* -EBUSY: another fault mapped it */
 		return VM_FAULT_NOPAGE;

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Sleeping primitives that a fatal signal can interrupt.
+//! Sleeping primitives that a fatal signal, or any signal, can interrupt.
 //!
 //! The kernel crate of 7.3 has `Mutex::lock()` and
 //! `Completion::wait_for_completion()`, both uninterruptible: a task that
@@ -62,6 +62,22 @@ impl<T> KillableMutex<T> {
         let ret = unsafe { shim::tk_mutex_lock_killable(self.mutex.get()) };
         if ret != 0 {
             return Err(EINTR);
+        }
+        // INVARIANT: the mutex is held until the guard drops.
+        Ok(KillableGuard { lock: self })
+    }
+
+    /// `mutex_lock_interruptible()`: the guard, or `ERESTARTSYS` if any
+    /// signal arrived while waiting (nothing was changed, so the system
+    /// call may be restarted). For waits behind long work whose caller can
+    /// start again: a stop signal then finds the task in T, handlers run
+    /// and the freezer can freeze it.
+    pub(crate) fn lock_interruptible(&self) -> Result<KillableGuard<'_, T>> {
+        // SAFETY: By the type invariant, `mutex` is initialized; the shim
+        // only calls `mutex_lock_interruptible()`.
+        let ret = unsafe { shim::tk_mutex_lock_interruptible(self.mutex.get()) };
+        if ret != 0 {
+            return Err(ERESTARTSYS);
         }
         // INVARIANT: the mutex is held until the guard drops.
         Ok(KillableGuard { lock: self })
@@ -154,6 +170,12 @@ impl KillableCompletion {
         // SAFETY: By the type invariant, `inner` is initialized.
         unsafe { bindings::wait_for_completion(self.inner.get()) };
     }
+}
+
+/// `signal_pending(current)`: any signal, for waits that a restart undoes.
+pub(crate) fn signal_pending() -> bool {
+    // SAFETY: reads the current task's signal state; no precondition.
+    unsafe { shim::tk_signal_pending() }
 }
 
 /// `fatal_signal_pending(current)`. Long loops check it every

@@ -69,6 +69,32 @@ pub fn movable_spans(zoneinfo: &str) -> Vec<(u64, u64)> {
     out
 }
 
+/// Whether any node has ZONE_MOVABLE memory (a `zone Movable` whose
+/// `managed` count is not 0 in `/proc/zoneinfo`): a 4 KiB tierkit mapping
+/// made then refuses long-term writable pins, wherever its pages are
+/// (a rebalance or an offline may move them there).
+pub fn system_has_movable() -> io::Result<bool> {
+    let zi = std::fs::read_to_string("/proc/zoneinfo")?;
+    Ok(movable_managed(&zi) > 0)
+}
+
+/// The `managed` pages of every `zone Movable` of a zoneinfo text, summed.
+pub fn movable_managed(zoneinfo: &str) -> u64 {
+    let (mut in_movable, mut sum) = (false, 0u64);
+    for line in zoneinfo.lines() {
+        let t = line.trim();
+        if t.starts_with("Node ") {
+            in_movable = t.split_whitespace().last() == Some("Movable");
+        } else if in_movable {
+            let mut w = t.split_whitespace();
+            if let (Some("managed"), Some(v)) = (w.next(), w.next()) {
+                sum += v.parse::<u64>().unwrap_or(0);
+            }
+        }
+    }
+    sum
+}
+
 /// One way of taking references to user pages.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Caller {
@@ -440,5 +466,12 @@ mod tests {
         assert!(
             movable_spans("Node 0, zone   Normal\n        spanned 5\n  start_pfn: 0\n").is_empty()
         );
+    }
+
+    #[test]
+    fn movable_managed_of_zoneinfo() {
+        let zi = "Node 0, zone   Normal\n        managed  7\nNode 0, zone  Movable\n        managed  0\nNode 2, zone  Movable\n        present  9\n        managed  8\n";
+        assert_eq!(movable_managed(zi), 8);
+        assert_eq!(movable_managed("Node 0, zone   Normal\n        managed  7\n"), 0);
     }
 }

@@ -60,6 +60,7 @@ pub mod node_offline;
 pub mod pool;
 pub mod pool_hostile;
 pub mod pool_test;
+pub mod races;
 pub mod rebalance;
 pub mod report;
 pub mod rng;

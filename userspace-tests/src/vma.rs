@@ -189,7 +189,7 @@ pub fn fork_run(f: impl FnOnce() -> i32) -> io::Result<Exit> {
 }
 
 /// Forks a child that runs `f` and `_exit(f())`s; returns its pid.
-fn fork_child(f: impl FnOnce() -> i32) -> io::Result<libc::pid_t> {
+pub fn fork_child(f: impl FnOnce() -> i32) -> io::Result<libc::pid_t> {
     flush_stdio();
     // SAFETY: the test binaries are single-threaded; the child only runs
     // `f` and `_exit`s.

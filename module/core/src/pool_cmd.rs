@@ -106,15 +106,19 @@ pub enum Refill {
     Now(usize),
     /// Nothing is due before this time (ns); sleep until then or a kick.
     At(u64),
-    /// Every pool is full (or on a node without memory): sleep until a
-    /// kick.
+    /// Every pool of a node with memory is full, but a node without
+    /// memory now is short: sleep until a kick or a while (the node may
+    /// come back online, and nothing else wakes the thread then).
+    NoMemory,
+    /// Every pool is full: sleep until a kick.
     Idle,
 }
 
 /// Which node to fill next at time `now_ns`: among the nodes with memory
 /// whose pool is short of its target and not paused, the one with the
 /// fewest ready ranges (lowest id on a tie), so pools fill evenly;
-/// otherwise the earliest end of a pause, or idle.
+/// otherwise the earliest end of a pause; otherwise [`Refill::NoMemory`]
+/// if a node without memory is short, or idle.
 pub fn next_refill(nodes: &[PoolNode], now_ns: u64) -> Refill {
     let short = || {
         nodes
@@ -130,6 +134,7 @@ pub fn next_refill(nodes: &[PoolNode], now_ns: u64) -> Refill {
     }
     match short().map(|(_, n)| n.paused_until_ns).min() {
         Some(t) => Refill::At(t),
+        None if nodes.iter().any(|n| !n.has_memory && n.ready < n.target) => Refill::NoMemory,
         None => Refill::Idle,
     }
 }

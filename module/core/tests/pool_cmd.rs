@@ -67,7 +67,8 @@ proptest! {
 
     /// The choice is the model's: among nodes with memory, short and not
     /// paused, the fewest ready then lowest id; else the earliest pause
-    /// end among short nodes; else idle.
+    /// end among short nodes; else waiting for memory if a node without
+    /// memory is short; else idle.
     #[test]
     fn refill_matches_model(
         nodes in proptest::collection::vec((0u32..4, 0u32..4, 0u64..20, any::<bool>()), 0..8),
@@ -85,6 +86,9 @@ proptest! {
         let want = match (due.first(), short.first()) {
             (Some(&(_, i)), _) => Refill::Now(i),
             (None, Some((_, n))) => Refill::At(n.paused_until_ns),
+            (None, None) if nodes.iter().any(|n| !n.has_memory && n.ready < n.target) => {
+                Refill::NoMemory
+            }
             (None, None) => Refill::Idle,
         };
         prop_assert_eq!(next_refill(&nodes, now), want);
@@ -105,4 +109,10 @@ fn seed_cases() {
     };
     assert_eq!(next_refill(&[n(2, 1), n(2, 0)], 5), Refill::Now(1));
     assert_eq!(next_refill(&[n(1, 1), n(0, 0)], 5), Refill::Idle);
+    // A node that went offline short of its target is looked at again.
+    let offline = PoolNode {
+        has_memory: false,
+        ..n(2, 0)
+    };
+    assert_eq!(next_refill(&[n(1, 1), offline], 5), Refill::NoMemory);
 }

@@ -102,7 +102,7 @@ impl GiganticMode {
     /// [`populate_with`] with this file's parameters and a range of
     /// `nr_pages`, for tests.
     pub(crate) fn populate_pages(&mut self, nid: usize, nr_pages: u64) -> Result<GiganticRange> {
-        populate_with(&self.params, nid, nr_pages, &self.last)
+        populate_with(&self.params, nid, nr_pages, true, &self.last)
     }
 
     /// Counts `n` ranges reserved by a successful `mmap`.
@@ -134,7 +134,9 @@ impl GiganticMode {
 
 /// Allocates a range of `nr_pages` (2^18 for 1 GiB) on `nid` and clears it
 /// in parallel with `params` (unless `init_on_alloc` had the allocator
-/// zero it already), then records the clear in `last`. The caller
+/// zero it already), then records the clear in `last`. From ZONE_MOVABLE
+/// only if `may_be_movable` (see [`GiganticRange::alloc_for_mapping`]).
+/// The caller
 /// owns the range; nothing stays allocated on failure.
 ///
 /// Errors: as [`GiganticRange::alloc_pages`] and [`clear`] (`EINTR` when a
@@ -143,11 +145,12 @@ pub(crate) fn populate_with(
     params: &ClearParams,
     nid: usize,
     nr_pages: u64,
+    may_be_movable: bool,
     last: &LastSlot,
 ) -> Result<GiganticRange> {
     // SAFETY: no precondition.
     let t0 = unsafe { shim::tk_ktime_get_ns() };
-    let mut range = GiganticRange::alloc_pages(nid, nr_pages)?;
+    let mut range = GiganticRange::alloc_for_mapping(nid, nr_pages, may_be_movable)?;
     // With init_on_alloc on, the allocator zeroed the range inside
     // alloc_contig_frozen_pages(): clearing it again would only double
     // the time. `last` then says 0 workers and the allocation's time.

@@ -194,7 +194,15 @@ impl GiganticRange {
     /// [`alloc_pages`](Self::alloc_pages) that logs no `ENOMEM` (the
     /// pool's refill thread retries later and logs once itself).
     pub(crate) fn alloc_pages_quiet(nid: usize, nr_pages: u64) -> Result<Self> {
-        Self::alloc_pages_with(nid, nr_pages, false)
+        Self::alloc_pages_with(nid, nr_pages, false, true)
+    }
+
+    /// [`alloc_pages`](Self::alloc_pages) for a mapping whose vmas were
+    /// set up at `mmap`: from ZONE_MOVABLE only if `may_be_movable` (its
+    /// vmas refuse long-term writable pins) and the opt-in is on now, so a
+    /// GiB never lands where its vmas do not expect it.
+    pub(crate) fn alloc_for_mapping(nid: usize, nr_pages: u64, may_be_movable: bool) -> Result<Self> {
+        Self::alloc_pages_with(nid, nr_pages, true, may_be_movable)
     }
 
     /// `nr_pages` (a power of two up to [`MAX_RANGE_PAGES`]) physically
@@ -209,10 +217,10 @@ impl GiganticRange {
     /// one zone (`GFP_KERNEL` never takes `ZONE_MOVABLE`; with
     /// [`MOVABLE_GIGANTIC`] set, `__GFP_MOVABLE | __GFP_HIGHMEM` does).
     pub(crate) fn alloc_pages(nid: usize, nr_pages: u64) -> Result<Self> {
-        Self::alloc_pages_with(nid, nr_pages, true)
+        Self::alloc_pages_with(nid, nr_pages, true, true)
     }
 
-    fn alloc_pages_with(nid: usize, nr_pages: u64, log: bool) -> Result<Self> {
+    fn alloc_pages_with(nid: usize, nr_pages: u64, log: bool, may_be_movable: bool) -> Result<Self> {
         if nr_pages == 0 || !nr_pages.is_power_of_two() || nr_pages > MAX_RANGE_PAGES {
             pr_debug!("clear: bad range size of {} pages\n", nr_pages);
             return Err(EINVAL);
@@ -221,7 +229,7 @@ impl GiganticRange {
         // SAFETY: reads a static key / boot parameter.
         let zeroed = unsafe { shim::tk_init_on_alloc() };
         let folio = nr_pages == GIGANTIC_PAGES;
-        let movable = MOVABLE_GIGANTIC.load(Relaxed);
+        let movable = may_be_movable && MOVABLE_GIGANTIC.load(Relaxed);
         // Until the range is registered (or this fails), the notifier
         // refuses offlines of the node's memory.
         let _pending = if movable { Pending::new(nid) } else { None };
@@ -323,6 +331,12 @@ impl GiganticRange {
             zeroed,
             movable_slot,
         })
+    }
+
+    /// Whether it was taken with the `movable_gigantic` opt-in (it may be
+    /// in ZONE_MOVABLE).
+    pub(crate) fn taken_movable(&self) -> bool {
+        self.movable_slot.is_some()
     }
 
     /// Whether the allocator zeroed every page (`init_on_alloc` was on).

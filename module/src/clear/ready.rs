@@ -263,9 +263,15 @@ impl GiganticPool {
 
     /// A ready range of `nid`, cleared, if there is one; the refill thread
     /// is woken to replace it. The caller owns the range.
-    pub(crate) fn take(&self, nid: usize) -> Option<GiganticRange> {
+    /// `may_be_movable`: the taker's vmas refuse long-term writable pins,
+    /// so it may have a range taken with the `movable_gigantic` opt-in.
+    pub(crate) fn take(&self, nid: usize, may_be_movable: bool) -> Option<GiganticRange> {
         let mut st = self.state.lock();
-        let r = st.nodes.get_mut(nid)?.ready.pop()?;
+        let ready = &mut st.nodes.get_mut(nid)?.ready;
+        let i = ready
+            .iter()
+            .rposition(|r| may_be_movable || !r.taken_movable())?;
+        let r = ready.remove(i).ok()?;
         self.ready[nid].fetch_sub(1, Relaxed);
         self.taken.add(1, Relaxed);
         self.kick_locked(&mut st);
@@ -531,7 +537,9 @@ fn clear_slowly(range: &mut GiganticRange, stop: &dyn Fn() -> bool) -> Result {
 impl GiganticPool {
     /// How long the refill thread sleeps before it looks again, in
     /// jiffies: `None` when a range is due now; else until the earliest
-    /// pause ends (1 ms to 60 s), or `MAX_SCHEDULE_TIMEOUT` (until woken).
+    /// pause ends (1 ms to 60 s), [`PAUSE_NS`] while a short node has no
+    /// memory (the refill resumes within that once it is back online), or
+    /// `MAX_SCHEDULE_TIMEOUT` (until woken).
     pub(super) fn refill_wait(&self) -> Option<Jiffies> {
         match self.next() {
             Refill::Now(_) => None,
@@ -539,6 +547,7 @@ impl GiganticPool {
                 let ms = (t.saturating_sub(now_ns()) / 1_000_000).clamp(1, 60_000);
                 Some(msecs_to_jiffies(ms as u32))
             }
+            Refill::NoMemory => Some(msecs_to_jiffies((PAUSE_NS / 1_000_000) as u32)),
             Refill::Idle => Some(MAX_SCHEDULE_TIMEOUT as Jiffies),
         }
     }
@@ -654,7 +663,7 @@ mod tests {
         let full = p.next();
         let line = shown(&p);
         let ready = p.ready(0);
-        let r = p.take(0);
+        let r = p.take(0, true);
         let taken = r.as_ref().map(|r| (r.nid(), r.nr_pages(), all_zero(r)));
         let after = (p.ready(0), p.taken(), p.next());
         drop(r);
@@ -762,8 +771,8 @@ mod tests {
         let stopped = p.fill_one(0, &|| true);
         let after = p.ready(0);
         let missing = (
-            p.take(1).is_none() || node::has_memory(1),
-            p.take(999).is_none(),
+            p.take(1, true).is_none() || node::has_memory(1),
+            p.take(999, true).is_none(),
         );
         drop(p);
         assert!(filled);

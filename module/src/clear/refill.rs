@@ -124,9 +124,16 @@ unsafe extern "C" fn refill_thread(ctx: *mut c_void) -> c_int {
     // SAFETY: the current task is this kthread; `MAX_NICE` is a valid nice.
     unsafe { bindings::sched_set_normal(Task::current_raw(), bindings::MAX_NICE as c_int) };
     pool.set_refill_task();
+    // Freezable, as kthreads that allocate and write memory should be:
+    // suspend and hibernation freeze it between steps (the loop's
+    // kthread_freezable_should_stop()). Its wait is interruptible, so the
+    // freezer's wake-up reaches it.
+    // SAFETY: called in a kthread (this one).
+    unsafe { shim::tk_set_freezable() };
     // SAFETY: called in a kthread (this one).
     let stop = || unsafe { bindings::kthread_should_stop() };
-    while !stop() {
+    // SAFETY: called in this freezable kthread, no lock held.
+    while !unsafe { shim::tk_kthread_freezable_should_stop() } {
         match pool.refill_wait() {
             None => {
                 pool.refill_step(&stop);

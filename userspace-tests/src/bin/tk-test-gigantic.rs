@@ -23,7 +23,10 @@
 //! address, `mprotect`, `fork` (shared),
 //! `MADV_DONTNEED` (the same GiB comes back, contents kept), `VM_DONTDUMP`,
 //! and a 4 KiB fault (THP disabled in a child): the GiB's 4 KiB page
-//! mapped by a PTE, in the same GiB the parent maps by one PUD.
+//! mapped by a PTE, in the same GiB the parent maps by one PUD; and, in a
+//! child, one thread's `prctl(PR_SET_THP_DISABLE)` and 4 KiB touch while
+//! another thread's first touch clears the GiB: both writes land in the
+//! one GiB, mapped once, and the kernel does not warn.
 //!
 //! Then it fills the region with a pattern, closes the file (the range is
 //! freed), and maps a gigantic page on the same node again: fresh guest RAM
@@ -260,6 +263,26 @@ fn semantics(r: &mut Report, nid: u32) {
         }
     };
     dontdump_and_4k_fault(r, nid, &tk);
+    drop(tk);
+    prctl_race(r, nid);
+}
+
+/// On a fresh file: a thread's `prctl(PR_SET_THP_DISABLE)` and 4 KiB
+/// touch during another thread's first touch of the GiB
+/// (`races::prctl_during_first_touch`).
+fn prctl_race(r: &mut Report, nid: u32) {
+    let name = semantics_name(
+        nid,
+        "prctl(PR_SET_THP_DISABLE) and a touch by one thread during another's first touch: both writes in one GiB, mapped once",
+    );
+    let res = Tierkit::gigantic_on(nid)
+        .map_err(|e| format!("open: {}", errno_name(&e)))
+        .and_then(|tk| {
+            let m = Mapping::new(GIB, libc::MAP_SHARED, tk.fd(), 0)
+                .map_err(|e| format!("mmap: {}", errno_name(&e)))?;
+            userspace_tests::races::prctl_during_first_touch(&tk, &m, CHILD_LIMIT)
+        });
+    r.check_note(&name, res);
 }
 
 /// The name of a check of [`semantics`] on node `nid`.

@@ -251,10 +251,13 @@ fn callers(r: &mut Report, s: &Subject) {
             return;
         }
     };
-    // A page in ZONE_MOVABLE: long-term writable pins are refused.
+    // A page in ZONE_MOVABLE, or a 4 KiB mapping made while some node had
+    // such memory (a rebalance or an offline may move its pages there):
+    // long-term writable pins are refused.
     let movable = before
         .iter()
-        .any(|(pfn, _)| callers::pfn_in_movable(*pfn).unwrap_or(false));
+        .any(|(pfn, _)| callers::pfn_in_movable(*pfn).unwrap_or(false))
+        || (s.kind == Kind::Small && callers::system_has_movable().unwrap_or(false));
     for (k, c) in Caller::ALL.into_iter().enumerate() {
         let refused = movable && c == Caller::IoUring;
         let name = if refused {

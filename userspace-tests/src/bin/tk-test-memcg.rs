@@ -8,9 +8,14 @@
 //!   `__GFP_RETRY_MAYFAIL`, so the charge fails instead of the memcg OOM
 //!   killer running); no task is killed (`oom_kill` in `memory.events`
 //!   stays 0) and nothing stays charged.
-//! - Gigantic ranges are charged to no cgroup (they need CAP_SYS_ADMIN;
-//!   `alloc_contig_pages()` cannot charge): a mapped GiB leaves
-//!   `memory.current` within 16 MiB of where it was.
+//! - Gigantic ranges are charged to no cgroup (they need CAP_SYS_ADMIN,
+//!   as hugetlb's pool pages are uncharged unless the cgroup is mounted
+//!   with `memory_hugetlb_accounting`): a GiB made by a task whose
+//!   cgroup has 16 MiB of room leaves `memory.current` within 16 MiB of
+//!   where it was, and nobody is OOM-killed.
+//! - A rebalance keeps each page's charge (as the kernel's migration): a
+//!   task with 64 KiB of room left moves its 8 MiB from one node to two,
+//!   every misplaced page moves, `no_memory` 0, `memory.current` stays.
 //! - Offline keeps the owner's charge (where a node's memory is
 //!   `ZONE_MOVABLE`, as the cxl topology's CXL node): an owner in one
 //!   cgroup maps 16 MiB on that node; an offliner in a cgroup with
@@ -229,12 +234,17 @@ fn bounded(r: &mut Report, nid: u32) {
     r.check_note(&format!("node {nid}: mapping 128 MiB in a cgroup with memory.max 64 MiB is ENOMEM, nobody is OOM-killed"), res);
 }
 
-/// A gigantic GiB (CAP_SYS_ADMIN) is charged to no cgroup.
+/// A gigantic GiB (CAP_SYS_ADMIN) is charged to no cgroup: made by a
+/// task whose cgroup is at `memory.max`, it costs no OOM kill.
 fn gigantic_uncharged(r: &mut Report, nid: u32) {
-    let name = format!("node {nid}: a mapped gigantic GiB is charged to no cgroup");
+    let name = format!(
+        "node {nid}: a mapped gigantic GiB is charged to no cgroup; made at memory.max, nobody is OOM-killed"
+    );
     let res = (|| -> Result<String, String> {
         let cg = Cg::new("tk-owner")?;
         let base = cg.current()?;
+        cg.set("memory.max", &(base + 16 * MIB).to_string())?;
+        cg.set("memory.swap.max", "0").ok();
         let exit = vma::fork_run(|| {
             if !cg.join() {
                 return 2;
@@ -269,6 +279,10 @@ fn gigantic_uncharged(r: &mut Report, nid: u32) {
                 "the child: {e} (6: memory.current grew by more than 16 MiB)"
             )),
         }
+        .and_then(|note| match cg.read_u64("memory.events", Some("oom_kill"))? {
+            0 => Ok(note),
+            k => Err(format!("oom_kill {k} in a cgroup at memory.max")),
+        })
     })();
     match res {
         Err(e) if e.ends_with("(skip)") => {
@@ -278,6 +292,57 @@ fn gigantic_uncharged(r: &mut Report, nid: u32) {
             r.check_note(&name, res);
         }
     }
+}
+
+/// A task whose cgroup has 64 KiB of room left rebalances its 8 MiB from
+/// node `a` to `a` and `b`: a move keeps the page's charge (the kernel's
+/// migration moves it too), so every misplaced page moves, none counts as
+/// `no_memory`, `memory.current` stays and nobody is OOM-killed.
+fn rebalance_at_max(r: &mut Report, a: u32, b: u32) {
+    let res = (|| -> Result<String, String> {
+        let cg = Cg::new("tk-rebalance")?;
+        cg.set("memory.swap.max", "0").ok();
+        let pages = (8 * MIB / PAGE_SIZE as u64) as usize;
+        let exit = vma::fork_run(|| {
+            let Ok((tk, m)) = mapped_in(&cg, a, pages) else { return 2 };
+            // SAFETY: our mapping of `pages` pages.
+            unsafe { fill_pattern(m.as_ptr(), 0, pages, 3) };
+            let Ok(cur) = cg.current() else { return 3 };
+            if cg.set("memory.max", &(cur + 64 * 1024).to_string()).is_err() {
+                return 3;
+            }
+            let arg = tierkit_core::uapi::TkRebalance {
+                nodemask: (1 << a) | (1 << b),
+                ..Default::default()
+            };
+            let Ok(done) = tk.rebalance(arg) else { return 4 };
+            let half = pages as u64 / 2;
+            if done.misplaced != half || done.moved != half || done.no_memory != 0 {
+                eprintln!("rebalance at memory.max: {done:?}");
+                return 5;
+            }
+            // SAFETY: as above.
+            if unsafe { check_pattern(m.as_ptr(), 0, pages, 3) }.is_err() {
+                return 6;
+            }
+            match cg.current() {
+                Ok(after) if after <= cur + 64 * 1024 => 0,
+                _ => 7,
+            }
+        })
+        .map_err(|e| e.to_string())?;
+        let kills = cg.read_u64("memory.events", Some("oom_kill"))?;
+        match exit {
+            Exit::Code(0) if kills == 0 => Ok(format!("moved {} of {}; oom_kill 0", pages / 2, pages / 2)),
+            e => Err(format!(
+                "the child: {e} (5: not every page moved, see stderr; 6: data; 7: memory.current grew); oom_kill {kills}"
+            )),
+        }
+    })();
+    r.check_note(
+        &format!("nodes {a},{b}: a rebalance in a cgroup at memory.max moves every misplaced page, charges nothing more"),
+        res,
+    );
 }
 
 /// The owner's pages on `nid` go offline by an offliner in a tight cgroup.
@@ -554,6 +619,12 @@ fn main() -> ExitCode {
     charged(&mut r, first);
     bounded(&mut r, first);
     gigantic_uncharged(&mut r, first);
+    match topo.memory.get(1) {
+        Some(&second) => rebalance_at_max(&mut r, first, second),
+        None => {
+            r.skip("a rebalance at memory.max", "one node with memory");
+        }
+    }
     swap_under_pressure(&mut r, first);
     let movable: Vec<u32> = topo
         .memory

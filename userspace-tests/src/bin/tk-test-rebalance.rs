@@ -29,6 +29,13 @@
 //!   `tk-calibrate --apply PID` does: the minimum moves, `numa_maps`
 //!   shows the new placement, and the process finds its pages on the new
 //!   nodes with their contents;
+//! - SIGSTOP while one caller is paced and another waits for the file's
+//!   rebalance: both in T at once; after SIGCONT, SIGUSR1 handlers run
+//!   and both calls end with EINTR;
+//! - a mapping placed on the DRAM node alone and rebalanced to both
+//!   nodes moves every page bound for the memory-only node (on cxl, its
+//!   ZONE_MOVABLE), none counted as `no_memory`;
+//! - a mapping unmapped before the call is neither moved nor counted;
 //! - refusals: unknown flags and no policy (EINVAL), gigantic mode
 //!   (EOPNOTSUPP), a mask of nodes without memory (EINVAL).
 //!
@@ -89,6 +96,18 @@ fn main() -> ExitCode {
     r.check_note(
         "another process's mapping through pidfd_getfd (tk-calibrate --apply)",
         run.other_process(),
+    );
+    r.check_note(
+        "SIGSTOP during a paced call and a second caller's wait: T, handlers run, EINTR",
+        run.stopped(),
+    );
+    r.check_note(
+        "a mapping placed on the DRAM node alone, rebalanced to both nodes: every misplaced page moves",
+        run.widened(),
+    );
+    r.check_note(
+        "a mapping nobody maps any more is neither moved nor counted",
+        run.unmapped(),
     );
     refusals(&mut r, d, c);
     match saved {
@@ -266,6 +285,67 @@ impl Run<'_> {
             "B moved {}, A's {PAGES} pages all still mapped",
             r.moved
         ))
+    }
+
+    /// A file under {1,1} whose weights become {3,1} (hundreds of pages
+    /// misplaced): `races::stop_during_paced_rebalance`.
+    fn stopped(&self) -> Result<String, String> {
+        self.set(1, 1)?;
+        let (t, _m) = mapped_file(self.mask)?;
+        self.set(3, 1)?;
+        userspace_tests::races::stop_during_paced_rebalance(&t)
+    }
+
+    /// A mapping made with the DRAM node as the policy's only node, then
+    /// rebalanced with the nodemask of both nodes: whichever zone the
+    /// memory-only node has (a CXL node onlined movable has only
+    /// ZONE_MOVABLE), each page bound for it moves, none counts as
+    /// `no_memory`.
+    fn widened(&self) -> Result<String, String> {
+        let w11 = self.set(1, 1)?;
+        let (t, m) = mapped_file(1 << self.d)?;
+        for i in 0..PAGES {
+            write_word(&m, i, 0, pattern(i));
+        }
+        same_nodes(&m, &vec![self.d as i32; PAGES])?;
+        let want = self.expected(&w11);
+        let minimum = want.iter().filter(|&&n| n == self.c as i32).count() as u64;
+        let a = t
+            .rebalance(TkRebalance {
+                nodemask: self.mask,
+                ..Default::default()
+            })
+            .map_err(|e| format!("TK_IOC_REBALANCE: {e}"))?;
+        expect(
+            a.misplaced == minimum && a.moved == minimum && a.no_memory == 0,
+            &a,
+        )?;
+        same_nodes(&m, &want)?;
+        contents_pattern(&m)?;
+        Ok(format!("moved {minimum} of {minimum}"))
+    }
+
+    /// A file with two mappings under {1,1}; one is unmapped; after
+    /// {3,1} a rebalance looks at the mapped one's pages only.
+    fn unmapped(&self) -> Result<String, String> {
+        let w11 = self.set(1, 1)?;
+        let t = weighted_file(self.mask)?;
+        let kept = Mapping::new(PAGES * PAGE, libc::MAP_SHARED, t.fd(), 0)
+            .map_err(|e| format!("mmap: {e}"))?;
+        let gone = Mapping::new(PAGES * PAGE, libc::MAP_SHARED, t.fd(), (PAGES * PAGE) as u64)
+            .map_err(|e| format!("mmap: {e}"))?;
+        drop(gone);
+        let w31 = self.set(3, 1)?;
+        let minimum = differ(&self.expected(&w11), &self.expected(&w31)) as u64;
+        let a = t
+            .rebalance(TkRebalance::default())
+            .map_err(|e| format!("TK_IOC_REBALANCE: {e}"))?;
+        expect(
+            a.looked == PAGES as u64 && a.misplaced == minimum && a.moved == minimum,
+            &a,
+        )?;
+        same_nodes(&kept, &self.expected(&w31))?;
+        Ok(format!("looked at {} pages, moved {}", a.looked, a.moved))
     }
 
     /// A file placed under the global {1,1} is rebalanced to its own

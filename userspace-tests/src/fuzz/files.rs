@@ -403,7 +403,11 @@ impl Worker<'_> {
 
     pub(super) fn op_misc(&mut self, o: &mut Rng) {
         let f = self.pick_fd(o);
-        let what = o.below(12);
+        let what = o.below(14);
+        if what >= 12 {
+            self.op_race(o);
+            return;
+        }
         let n = *o.pick(&[0usize, 1, 64, 4096]);
         let arg = o.next_u64();
         let rw = self.arena.rw;

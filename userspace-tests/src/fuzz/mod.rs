@@ -26,6 +26,10 @@
 //! - `open`/`close`/`dup` of device and debugfs files, and `read`, `write`,
 //!   `lseek`, `fstat`, `poll`, `fcntl`, `fsync`, `ftruncate`, `fallocate`,
 //!   `flock` on them.
+//! - THP flipped while the other threads fault: `prctl(PR_SET_THP_DISABLE)`
+//!   for the process, `MADV_HUGEPAGE`/`MADV_NOHUGEPAGE` for a mapping; and
+//!   a paced `TK_IOC_REBALANCE` while a child stops and continues the
+//!   process (`races.rs`).
 //!
 //! Files are shared (opened by the parent before the fork: every process
 //! and thread uses them; one per process: its threads share it) and
@@ -84,6 +88,7 @@ mod ioctl;
 mod mm;
 mod payloads;
 mod procs;
+mod races;
 mod worker;
 
 pub use checked::*;
