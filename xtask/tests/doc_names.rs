@@ -275,7 +275,7 @@ fn every_kunit_case_and_tierkit_function_exists() {
 const KERNEL_CRATE_ITEMS: &[&str] = &["Queue::enqueue", "RawWorkItem::__enqueue"];
 
 /// Every name defined in the repository's Rust sources (functions,
-/// types, constants, modules, statics).
+/// types, constants, modules, statics, enum variants).
 fn defined_items(root: &Path) -> std::collections::HashSet<String> {
     let mut set = std::collections::HashSet::new();
     fn walk(d: &Path, set: &mut std::collections::HashSet<String>) {
@@ -288,6 +288,20 @@ fn defined_items(root: &Path) -> std::collections::HashSet<String> {
                 }
             } else if p.extension().is_some_and(|x| x == "rs") {
                 let text = fs::read_to_string(&p).unwrap_or_default();
+                // Enum variants: a capitalised name that starts a line and
+                // is followed by `,`, `(`, ` {` or ` =`.
+                for l in text.lines().map(str::trim) {
+                    let name: String = l
+                        .chars()
+                        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                        .collect();
+                    let rest = &l[name.len()..];
+                    if name.starts_with(|c: char| c.is_ascii_uppercase())
+                        && [",", "(", " {", " ="].iter().any(|t| rest.starts_with(t))
+                    {
+                        set.insert(name);
+                    }
+                }
                 let words: Vec<&str> = text
                     .split(|c: char| !(c.is_alphanumeric() || c == '_'))
                     .filter(|w| !w.is_empty())
