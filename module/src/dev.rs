@@ -661,7 +661,8 @@ impl MiscDevice for TkFile {
             let movable = raw
                 .iter()
                 .any(|&p| unsafe { shim::tk_page_in_movable_zone(p) });
-            st.nr_pages += placed.len();
+            let len = placed.len();
+            pages::movable::window_delay();
             let backing = Backing::new(
                 &me.device,
                 mapping,
@@ -671,6 +672,9 @@ impl MiscDevice for TkFile {
                 reservation,
                 movable,
             )?;
+            // Counted once nothing can fail any more: a failed mmap leaves
+            // the file's budget as it was.
+            st.nr_pages += len;
             (backing, movable)
         };
         let ptr = core::ptr::from_ref::<Backing>(&backing)

@@ -118,7 +118,7 @@ pub struct TestRun {
 /// emulated CXL memory): `--full` only.
 pub const SLOW_USER_TESTS: &str = "tk-test-faults,tk-test-fuzz,tk-test-lifecycle,\
 tk-test-hostile,tk-test-stress,tk-test-gigantic,tk-test-block-offline,tk-test-node-offline,\
-tk-test-pool,tk-test-pool-cxl,tk-test-pool-hostile";
+tk-test-pool,tk-test-pool-cxl,tk-test-pool-hostile,tk-test-offline-held,tk-test-close-scale";
 
 /// The KUnit suites of the quick runs: every `tierkit_*` suite but
 /// `tierkit_gigantic` (a full GiB filled, cleared and checked per node:

@@ -175,6 +175,18 @@ impl T {
 
     /// Offlines `block` with the time limit and records the attempt.
     pub fn offline(&mut self, what: &str, block: u64, pages: usize) -> Option<Timed> {
+        self.offline_within(what, block, pages, OFFLINE_LIMIT)
+    }
+
+    /// Offlines `block`, killing the writer after `limit`, and records the
+    /// attempt.
+    pub fn offline_within(
+        &mut self,
+        what: &str,
+        block: u64,
+        pages: usize,
+        limit: Duration,
+    ) -> Option<Timed> {
         if self.stuck {
             self.r.fail(
                 &format!("{what}: offline memory{block}"),
@@ -183,7 +195,7 @@ impl T {
             return None;
         }
         let zone = block_zone(block).unwrap_or_else(|| "?".into());
-        let t = match set_block_state(block, "offline", OFFLINE_LIMIT) {
+        let t = match set_block_state(block, "offline", limit) {
             Ok(t) => t,
             Err(e) => {
                 self.r.fail(
