@@ -88,6 +88,7 @@ void tk_unregister_memory_notifier(void);
 int tk_movable_track(struct page *page, unsigned long nr_pages);
 void tk_movable_put(struct page *page, unsigned long nr_pages);
 unsigned long tk_movable_busy(unsigned long start_pfn, unsigned long nr_pages);
+void tk_movable_offlining(unsigned long start_pfn, unsigned long nr_pages);
 unsigned long tk_movable_orphans(void);
 void tk_movable_exit(void);
 struct page *tk_pfn_to_online_page(unsigned long pfn);

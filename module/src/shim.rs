@@ -203,7 +203,7 @@ extern "C" {
     // tierkit's pages in ZONE_MOVABLE (shim_movable.c, pages/movable.rs).
     /// Counts the `nr_pages` pages from `page` (an order-0 page, or a
     /// folio's head) if they are in ZONE_MOVABLE: 0, `-ENOMEM`, or
-    /// `-EAGAIN` if an offline isolated their pageblock meanwhile (nothing
+    /// `-EAGAIN` if an offline is taking their range down (nothing
     /// counted then; the caller gives them back and allocates again).
     /// `page` must be a fresh allocation the caller owns.
     pub(crate) fn tk_movable_track(page: *mut bindings::page, nr_pages: c_ulong) -> c_int;

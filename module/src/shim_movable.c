@@ -15,7 +15,7 @@
  *   their block, or by a delayed work that looks once a second while there
  *   are any.
  *
- * Stays C: page_ref_freeze(), page_zonenum(), is_migrate_isolate_page(),
+ * Stays C: page_ref_freeze(), page_zonenum(),
  * pfn_to_section_nr() and the delayed work are static inlines and macros.
  * Declared in src/shim.h, called from src/pages/movable.rs.
  */
@@ -23,7 +23,6 @@
 #include <linux/memory_hotplug.h>
 #include <linux/mm.h>
 #include <linux/mmzone.h>
-#include <linux/page-isolation.h>
 #include <linux/page_ref.h>
 #include <linux/slab.h>
 #include <linux/spinlock.h>
@@ -33,6 +32,12 @@
 #include "shim.h"
 
 static DEFINE_XARRAY(tk_movable_counts);
+/*
+ * The pfns an offline is taking down, from its MEM_GOING_OFFLINE until its
+ * MEM_OFFLINE or MEM_CANCEL_OFFLINE (offlines are serialized by
+ * mem_hotplug_lock, so there is one at most); both 0 otherwise.
+ */
+static unsigned long tk_offlining_start, tk_offlining_end;
 static DEFINE_SPINLOCK(tk_orphan_lock);
 static LIST_HEAD(tk_orphans);
 static unsigned long tk_nr_orphans;
@@ -98,18 +103,17 @@ int tk_movable_track(struct page *page, unsigned long nr_pages)
 			return -ENOMEM;
 	tk_count_range(pfn, nr_pages, 1);
 	/*
-	 * An offline isolates its range, then its notifier reads the counts
-	 * (after a full barrier). Either it sees this page counted, or the
-	 * page's pageblock is seen isolated here: then the page is given
-	 * back and the caller allocates again (isolated pageblocks are not
-	 * allocated from).
+	 * An offline marks its range (tk_movable_offlining()), then its
+	 * notifier reads the counts, with a full barrier between. Either it
+	 * sees this page counted, or the range is seen marked here: then the
+	 * page is given back and the caller allocates again (the range is
+	 * isolated: nothing is allocated from it any more).
 	 */
 	smp_mb__after_atomic();
-	for (p = pfn; p < end; p += pageblock_nr_pages) {
-		if (is_migrate_isolate_page(pfn_to_page(p))) {
-			tk_count_range(pfn, nr_pages, -1);
-			return -EAGAIN;
-		}
+	if (pfn < READ_ONCE(tk_offlining_end) &&
+	    end > READ_ONCE(tk_offlining_start)) {
+		tk_count_range(pfn, nr_pages, -1);
+		return -EAGAIN;
 	}
 	return 0;
 }
@@ -197,6 +201,14 @@ static void tk_orphan_work_fn(struct work_struct *work)
 {
 	if (tk_orphans_reap(0, 0))
 		schedule_delayed_work(&tk_orphan_work, TK_ORPHAN_PERIOD);
+}
+
+void tk_movable_offlining(unsigned long start_pfn, unsigned long nr_pages)
+{
+	WRITE_ONCE(tk_offlining_start, start_pfn);
+	WRITE_ONCE(tk_offlining_end, start_pfn + nr_pages);
+	/* Pairs with the barrier in tk_movable_track(). */
+	smp_mb();
 }
 
 unsigned long tk_movable_busy(unsigned long start_pfn, unsigned long nr_pages)

@@ -135,7 +135,7 @@ impl Registry {
         // SAFETY: `xa` is initialized (type invariant); a backing's address
         // is aligned, so it is a pointer entry, not a value entry.
         let old = unsafe {
-            bindings::xa_store(self.xa.get(), id as usize, addr as *mut c_void, GFP_KERNEL.as_raw())
+            bindings::xa_store(self.xa.get(), id as usize, addr as *mut c_void, bindings::GFP_KERNEL)
         };
         // SAFETY: `old` is what xa_store() returned.
         kernel::error::to_result(unsafe { bindings::xa_err(old) })?;

@@ -27,8 +27,10 @@
 //! uncounted, and the notifier answers `EBUSY` at once for a block whose
 //! sections still count pages after the registered mappings moved theirs
 //! out ([`busy`]). A page allocated concurrently with an offline is either
-//! counted before the notifier reads the counts, or seen in an isolated
-//! pageblock and given back, and the allocation is made again.
+//! counted before the notifier reads the counts, or sees the range marked
+//! by the notifier (from `MEM_GOING_OFFLINE` until `MEM_OFFLINE` or
+//! `MEM_CANCEL_OFFLINE`) and is given back, and the allocation is made
+//! again (the range is isolated: it is not allocated from any more).
 //!
 //! Costs: O(1) per page (an atomic add on its section's counter; one
 //! allocation per section ever used, kept until module exit), O(orphans)
@@ -44,8 +46,8 @@ use crate::shim;
 use core::ptr::NonNull;
 use kernel::{bindings, ffi::c_ulong, prelude::*};
 
-/// Allocations made again when the page came from a pageblock an offline
-/// isolated meanwhile (a retry never gets such a page again).
+/// Allocations made again when the page came from a range an offline is
+/// taking down (isolated: a retry never gets such a page again).
 const ISOLATED_RETRIES: usize = 4;
 
 /// Makes `alloc()`'s page (NULL: `ENOMEM`) an owned, counted order-0 page,
