@@ -152,7 +152,8 @@ void tk_movable_put(struct page *page, unsigned long nr_pages)
 	list_add_tail(&page->lru, &tk_orphans);
 	tk_nr_orphans++;
 	spin_unlock(&tk_orphan_lock);
-	mod_delayed_work(system_wq, &tk_orphan_work, TK_ORPHAN_PERIOD);
+	/* Pending already: it looks within a period anyway. */
+	queue_delayed_work(system_dfl_wq, &tk_orphan_work, TK_ORPHAN_PERIOD);
 }
 
 /*
@@ -200,7 +201,8 @@ static unsigned long tk_orphans_reap(unsigned long start, unsigned long end)
 static void tk_orphan_work_fn(struct work_struct *work)
 {
 	if (tk_orphans_reap(0, 0))
-		schedule_delayed_work(&tk_orphan_work, TK_ORPHAN_PERIOD);
+		queue_delayed_work(system_dfl_wq, &tk_orphan_work,
+				   TK_ORPHAN_PERIOD);
 }
 
 void tk_movable_offlining(unsigned long start_pfn, unsigned long nr_pages)

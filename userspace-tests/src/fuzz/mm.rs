@@ -264,14 +264,17 @@ impl Worker<'_> {
     /// through a caller that takes references to them: vmsplice (FOLL_GET)
     /// and draining the pipe, process_vm_writev, O_DIRECT write and read
     /// of `/dev/ram0` (FOLL_PIN), io_uring buffer registration
-    /// (FOLL_LONGTERM). Every reference must come back: the run's end
-    /// checks holdings and free memory.
+    /// (FOLL_LONGTERM); or a new pipe or ring that keeps its references
+    /// (kept in the arena, the oldest of [`KEPT_MAX`] let go) while the
+    /// mapping and its file may go: the pages then outlive their file as
+    /// tierkit's orphans. Every reference must come back: the run's end
+    /// checks holdings, orphans and free memory.
     pub(super) fn op_gup(&mut self, o: &mut Rng) {
         let slot = o.below(MAP_SLOTS as u64) as usize;
         let Some(m) = self.maps[slot] else {
             return;
         };
-        let how = o.below(5);
+        let how = o.below(7);
         let first = (m.addr + o.below(m.len.max(1) as u64) as usize) & !(PAGE - 1);
         let len = o.range(1, 16) as usize * PAGE;
         let rw = self.arena.rw;
@@ -302,6 +305,8 @@ impl Worker<'_> {
                     unsafe { libc::process_vm_writev(libc::getpid(), &local, 1, &remote, 1, 0) };
                 ("gup process_vm_writev", sys_res(r as i64))
             }
+            5 => return self.keep_pipe(&iov),
+            6 => return self.keep_ring(iov),
             2 | 3 if self.arena.ramdisk < 0 => return,
             2 => {
                 let off = o.below(16) as i64 * PAGE as i64;
@@ -314,7 +319,7 @@ impl Worker<'_> {
                 let r = unsafe { libc::pread(self.arena.ramdisk, first as *mut c_void, len, off) };
                 ("gup O_DIRECT read", sys_res(r as i64))
             }
-            _ => {
+            4 => {
                 let Ok(ring) = io_uring::IoUring::new(2) else {
                     return;
                 };
@@ -328,8 +333,45 @@ impl Worker<'_> {
                     r.map_err(|e| e.raw_os_error().unwrap_or(0)),
                 )
             }
+            _ => return,
         };
         self.record(name, r);
+    }
+
+    /// Makes room in the arena's kept pipes and rings, then keeps `k`.
+    fn keep(&mut self, k: Kept) {
+        while self.arena.kept.len() >= KEPT_MAX {
+            self.arena.kept.pop_front();
+        }
+        self.arena.kept.push_back(k);
+    }
+
+    /// vmsplice `iov` into a new pipe that is kept undrained.
+    fn keep_pipe(&mut self, iov: &libc::iovec) {
+        let mut p = [0i32; 2];
+        // SAFETY: writes two fds into `p`.
+        if unsafe { libc::pipe2(p.as_mut_ptr(), libc::O_NONBLOCK | libc::O_CLOEXEC) } != 0 {
+            return;
+        }
+        // SAFETY: the kernel reads our own mapping (EFAULT past its end).
+        let r = sys_res(unsafe { libc::vmsplice(p[1], iov, 1, 0) } as i64);
+        self.record("gup vmsplice kept", r);
+        self.keep(Kept::Pipe(p));
+    }
+
+    /// Registers `iov` as a buffer of a new ring that is kept.
+    fn keep_ring(&mut self, iov: libc::iovec) {
+        let Ok(ring) = io_uring::IoUring::new(2) else {
+            return;
+        };
+        // SAFETY: the ring is kept or dropped with its registration; the
+        // kernel holds its own pins, whatever happens to the mapping.
+        let r = unsafe { ring.submitter().register_buffers(&[iov]) };
+        self.record(
+            "gup io_uring register kept",
+            r.map(|()| 0).map_err(|e| e.raw_os_error().unwrap_or(0)),
+        );
+        self.keep(Kept::Ring { _ring: ring });
     }
 
     /// fork(): the child inherits every mapping and file (copying the
