@@ -29,6 +29,7 @@ mod rebalance;
 mod report_all;
 #[cfg(test)]
 mod tests;
+mod scale_table;
 mod tkrun_table;
 mod wi;
 pub use clear::{clear_summary, clear_svg, ClearData, ClearRow, KernelSerial};
