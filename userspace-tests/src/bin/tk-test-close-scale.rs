@@ -8,7 +8,8 @@
 //! `close()` the file (its release frees every mapping's page and drops
 //! it from the memory notifier's registry). Four times the mappings must
 //! cost at most five times the time (times under 20 ms count as 20 ms:
-//! below that the guest's timer noise rules). The rows are printed in the
+//! below that the guest's timer noise rules; each time is the better of
+//! two rounds, as the guest shares its host's CPUs). The rows are printed in the
 //! JSON line (`rows`: mappings, munmap_s, close_s) for the benchmark table.
 
 use serde_json::json;
@@ -71,7 +72,12 @@ fn main() -> ExitCode {
     let mut rows = Vec::new();
     let mut times = Vec::new();
     for n in COUNTS {
-        match one(nid, n) {
+        // The better of two rounds: the guest shares its host's CPUs.
+        let best = one(nid, n).and_then(|(u1, c1)| {
+            let (u2, c2) = one(nid, n)?;
+            Ok((u1.min(u2), c1.min(c2)))
+        });
+        match best {
             Ok((u, c)) => {
                 r.ok_note(
                     &format!("{n} one-page mappings: munmap all, close"),

@@ -410,9 +410,12 @@ impl Worker<'_> {
     pub(super) fn op_big(&mut self, o: &mut Rng) {
         let nid = *o.pick(&self.env.mem_nodes);
         let slot = o.below(MAP_SLOTS as u64) as usize;
-        let kind = o.below(2);
+        let kind = o.below(3);
         self.big_left -= 1;
         self.res.big_used += 1;
+        if kind == 2 {
+            return self.op_offline(o);
+        }
         let t = match crate::tk::Tierkit::open() {
             Ok(t) => t,
             Err(e) => {
@@ -482,6 +485,53 @@ impl Worker<'_> {
                 }
                 _ => {}
             }
+        }
+    }
+
+    /// An offline of a random online ZONE_MOVABLE block (worker 0.0,
+    /// budgeted), racing the other workers' mmaps, bulk calls, pipes and
+    /// rings: it must end within 20 s, done or refused (EBUSY, or EINTR
+    /// and ENOMEM as `offline_pages()` answers), never spin; a block that
+    /// went offline is onlined again at once.
+    pub(super) fn op_offline(&mut self, o: &mut Rng) {
+        use crate::memblock::{block_state, block_zone, node_blocks, set_block_state, Outcome};
+        let blocks: Vec<u64> = self
+            .env
+            .mem_nodes
+            .iter()
+            .flat_map(|&n| node_blocks(n))
+            .filter(|&b| {
+                block_zone(b).as_deref() == Some("Movable")
+                    && block_state(b).as_deref() == Some("online")
+            })
+            .collect();
+        if blocks.is_empty() {
+            return;
+        }
+        let b = *o.pick(&blocks);
+        let limit = Duration::from_secs(20);
+        let Ok(t) = set_block_state(b, "offline", limit) else {
+            return;
+        };
+        let r = match t.outcome {
+            Outcome::Done => Ok(0),
+            Outcome::Failed(e) => Err(e),
+            Outcome::TimedOut { .. } => Err(libc::ETIMEDOUT),
+        };
+        self.record("offline a movable block", r);
+        match t.outcome {
+            Outcome::Done => {
+                let back = set_block_state(b, "online_movable", limit);
+                if !back.is_ok_and(|t| t.outcome == Outcome::Done) {
+                    self.fail(format!("offline race: memory{b} did not come online again"));
+                }
+            }
+            Outcome::Failed(e) if [libc::EBUSY, libc::EINTR, libc::ENOMEM].contains(&e) => {}
+            _ => self.fail(format!(
+                "offline race: offline of memory{b}: {} after {:.1} s",
+                t.outcome.describe(),
+                t.elapsed.as_secs_f64()
+            )),
         }
     }
 }
