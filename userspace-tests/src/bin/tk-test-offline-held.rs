@@ -22,7 +22,7 @@
 
 use std::collections::BTreeMap;
 use std::process::ExitCode;
-use userspace_tests::block_offline::{fmt_held, node_kind, total_held, Kind, T};
+use userspace_tests::block_offline::{node_kind, Kind, T};
 use userspace_tests::memblock::{self, Kmsg};
 use userspace_tests::offline_held::{pipe_case, window_case, Window};
 use userspace_tests::report::Report;
@@ -71,21 +71,7 @@ fn main() -> ExitCode {
     if !t.to_online.is_empty() {
         t.online_all("restore");
     }
-    let end = read_stats().unwrap_or_default();
-    t.r.check(
-        "everything put back: blocks online, nothing held",
-        if !t.to_online.is_empty() {
-            Err(format!("blocks still offline: {:?}", t.to_online.keys().collect::<Vec<_>>()))
-        } else if total_held(&end) != total_held(&start) {
-            Err(format!(
-                "held {} at the start, {} at the end",
-                fmt_held(&start, &topo.memory),
-                fmt_held(&end, &topo.memory)
-            ))
-        } else {
-            Ok(())
-        },
-    );
+    t.check_put_back("everything put back: blocks online, nothing held", &start, Ok(()));
     let offlines = std::mem::take(&mut t.offlines);
     t.r.set("offlines", serde_json::Value::Array(offlines));
     t.r.finish()

@@ -274,6 +274,30 @@ impl T {
         }
     }
 
+    /// The last check of a hotplug test: every block it took offline is
+    /// online again, `also` (another thing to put back) holds, and tierkit
+    /// holds what it held at `start`.
+    pub fn check_put_back(&mut self, name: &str, start: &[NodeStats], also: Result<(), String>) {
+        let end = read_stats().unwrap_or_default();
+        let res = if !self.to_online.is_empty() {
+            Err(format!(
+                "blocks still offline: {:?}",
+                self.to_online.keys().collect::<Vec<_>>()
+            ))
+        } else if also.is_err() {
+            also
+        } else if total_held(&end) != total_held(start) {
+            Err(format!(
+                "held {} at the start, {} at the end",
+                fmt_held(start, &self.topo.memory),
+                fmt_held(&end, &self.topo.memory)
+            ))
+        } else {
+            Ok(())
+        };
+        self.r.check(name, res);
+    }
+
     /// Sets the `movable_gigantic` opt-in.
     pub fn set_opt_in(&mut self, on: bool) -> Result<(), String> {
         let v = if on { "1" } else { "0" };
