@@ -5,9 +5,9 @@
 //! instead of hanging the test.
 
 use crate::block_offline::{all_pfns, fill_page, open_on, secs, PROMPT, T};
+use crate::errno_name;
 use crate::memblock::{blocks_of, node_blocks, Outcome};
 use crate::tk::{read_stats, Tierkit, TK_MODE_WEIGHTED_INTERLEAVE};
-use crate::errno_name;
 use crate::vma;
 use crate::weights::write_file;
 use std::path::Path;
@@ -60,7 +60,10 @@ fn refused_at_once(t: &mut T, what: &str, block: u64, pages: usize) {
             secs(PROMPT)
         )),
     };
-    t.r.check_note(&format!("{what}: offline memory{block} is EBUSY at once"), res);
+    t.r.check_note(
+        &format!("{what}: offline memory{block} is EBUSY at once"),
+        res,
+    );
 }
 
 /// vmsplice() 16 pages of a 4 KiB mapping into a pipe, leave it undrained,
@@ -76,7 +79,10 @@ pub fn pipe_case(t: &mut T, nid: u32) {
     let m = match tk.map(N, 0) {
         Ok(m) => m,
         Err(e) => {
-            t.r.fail(&format!("{WHAT}: mmap {N} pages on node {nid}"), errno_name(&e));
+            t.r.fail(
+                &format!("{WHAT}: mmap {N} pages on node {nid}"),
+                errno_name(&e),
+            );
             return;
         }
     };
@@ -86,11 +92,17 @@ pub fn pipe_case(t: &mut T, nid: u32) {
     let Some(pfns) = all_pfns(&mut t.r, WHAT, &m) else {
         return;
     };
-    let blocks = blocks_of(&pfns.iter().map(|&p| Some(p)).collect::<Vec<_>>(), t.block_bytes);
+    let blocks = blocks_of(
+        &pfns.iter().map(|&p| Some(p)).collect::<Vec<_>>(),
+        t.block_bytes,
+    );
     let mut fds = [0i32; 2];
     // SAFETY: pipe(2) writes two fds.
     if unsafe { libc::pipe(fds.as_mut_ptr()) } != 0 {
-        t.r.fail(&format!("{WHAT}: pipe"), std::io::Error::last_os_error().to_string());
+        t.r.fail(
+            &format!("{WHAT}: pipe"),
+            std::io::Error::last_os_error().to_string(),
+        );
         return;
     }
     let iov = libc::iovec {
@@ -145,7 +157,11 @@ pub fn pipe_case(t: &mut T, nid: u32) {
     for &(block, pages) in &blocks {
         let res = match t.offline_within(WHAT, block, pages, DEADLINE) {
             Some(o) if o.outcome == Outcome::Done => Ok(secs(o.elapsed)),
-            Some(o) => Err(format!("{} after {}", o.outcome.describe(), secs(o.elapsed))),
+            Some(o) => Err(format!(
+                "{} after {}",
+                o.outcome.describe(),
+                secs(o.elapsed)
+            )),
             None => continue,
         };
         t.r.check_note(&format!("{WHAT}: then memory{block} goes offline"), res);
@@ -267,7 +283,9 @@ pub fn window_case(t: &mut T, nid: u32, w: Window) {
         t.r.check_note(
             &format!("{what}: an offline of a block holding the pages is EBUSY at once"),
             match refused {
-                Some((b, o)) if o.outcome == Outcome::Failed(libc::EBUSY) && o.elapsed <= PROMPT => {
+                Some((b, o))
+                    if o.outcome == Outcome::Failed(libc::EBUSY) && o.elapsed <= PROMPT =>
+                {
                     Ok(format!("memory{b}: EBUSY after {}", secs(o.elapsed)))
                 }
                 Some((b, o)) => Err(format!(

@@ -27,9 +27,9 @@ mod doc;
 mod gigantic;
 mod rebalance;
 mod report_all;
+mod scale_table;
 #[cfg(test)]
 mod tests;
-mod scale_table;
 mod tkrun_table;
 mod wi;
 pub use clear::{clear_summary, clear_svg, ClearData, ClearRow, KernelSerial};

@@ -28,7 +28,6 @@
 //! reason. Everything is put back: blocks online, opt-in 0, nothing mapped.
 
 use serde_json::Value;
-use std::collections::BTreeMap;
 use std::process::ExitCode;
 use userspace_tests::block_offline::{
     gigantic_case, kernel_case, movable_case, node_kind, read_opt_in, Kind, T,
@@ -62,16 +61,7 @@ fn main() -> ExitCode {
         }
     };
     let start = read_stats().unwrap_or_default();
-    let mut t = T {
-        r,
-        topo: topo.clone(),
-        block_bytes,
-        to_online: BTreeMap::new(),
-        opt_in_set: false,
-        stuck: false,
-        offlines: Vec::new(),
-        kmsg,
-    };
+    let mut t = T::new(r, topo.clone(), block_bytes, kmsg);
 
     let cxl = topo.cxl_node();
     let kinds: Vec<(u32, Kind)> = topo.memory.iter().map(|&n| (n, node_kind(n))).collect();

@@ -20,7 +20,6 @@
 //! fails the check instead of hanging the test. Everything is put back:
 //! blocks online, the hook 0, nothing held.
 
-use std::collections::BTreeMap;
 use std::process::ExitCode;
 use userspace_tests::block_offline::{node_kind, Kind, T};
 use userspace_tests::memblock::{self, Kmsg};
@@ -38,12 +37,13 @@ fn main() -> ExitCode {
         return r.finish();
     };
     let cases = ["pipe", "mmap window", "bulk window"];
-    let movable = topo
-        .cxl_node()
-        .filter(|&c| node_kind(c) == Kind::Movable);
+    let movable = topo.cxl_node().filter(|&c| node_kind(c) == Kind::Movable);
     let Some(nid) = movable else {
         for c in cases {
-            r.skip(c, "no memory-only node all in ZONE_MOVABLE (--topology cxl)");
+            r.skip(
+                c,
+                "no memory-only node all in ZONE_MOVABLE (--topology cxl)",
+            );
         }
         return r.finish();
     };
@@ -55,23 +55,18 @@ fn main() -> ExitCode {
         }
     };
     let start = read_stats().unwrap_or_default();
-    let mut t = T {
-        r,
-        topo: topo.clone(),
-        block_bytes,
-        to_online: BTreeMap::new(),
-        opt_in_set: false,
-        stuck: false,
-        offlines: Vec::new(),
-        kmsg: Kmsg::open().ok(),
-    };
+    let mut t = T::new(r, topo.clone(), block_bytes, Kmsg::open().ok());
     pipe_case(&mut t, nid);
     window_case(&mut t, nid, Window::Mmap);
     window_case(&mut t, nid, Window::Bulk);
     if !t.to_online.is_empty() {
         t.online_all("restore");
     }
-    t.check_put_back("everything put back: blocks online, nothing held", &start, Ok(()));
+    t.check_put_back(
+        "everything put back: blocks online, nothing held",
+        &start,
+        Ok(()),
+    );
     let offlines = std::mem::take(&mut t.offlines);
     t.r.set("offlines", serde_json::Value::Array(offlines));
     t.r.finish()

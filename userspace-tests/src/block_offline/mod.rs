@@ -164,6 +164,20 @@ pub struct T {
 }
 
 impl T {
+    /// A test's state with nothing to put back yet.
+    pub fn new(r: Report, topo: Topology, block_bytes: u64, kmsg: Option<Kmsg>) -> T {
+        T {
+            r,
+            topo,
+            block_bytes,
+            to_online: BTreeMap::new(),
+            opt_in_set: false,
+            stuck: false,
+            offlines: Vec::new(),
+            kmsg,
+        }
+    }
+
     /// Kernel log lines since the last call.
     pub fn log(&self) -> Vec<String> {
         self.kmsg.as_ref().map(Kmsg::read_new).unwrap_or_default()

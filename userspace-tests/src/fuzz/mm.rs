@@ -371,7 +371,9 @@ impl Worker<'_> {
             "gup io_uring register kept",
             r.map(|()| 0).map_err(|e| e.raw_os_error().unwrap_or(0)),
         );
-        self.keep(Kept::Ring { _ring: ring });
+        self.keep(Kept::Ring {
+            _ring: Box::new(ring),
+        });
     }
 
     /// fork(): the child inherits every mapping and file (copying the

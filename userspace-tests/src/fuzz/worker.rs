@@ -43,7 +43,7 @@ pub(super) enum Kept {
     /// A pipe's read and write ends, with vmspliced pages in it.
     Pipe([i32; 2]),
     /// A ring with registered buffers.
-    Ring { _ring: io_uring::IoUring },
+    Ring { _ring: Box<io_uring::IoUring> },
 }
 
 /// Pipes and rings a worker keeps at once (the oldest goes first).

@@ -71,7 +71,10 @@ mod tests {
         ]});
         let md = markdown(&rec);
         assert!(md.contains("| 4096 | 0.010 | - | 0.050 | - |"), "{md}");
-        assert!(md.contains("| 16384 | 0.900 | 9.0 | 0.880 | 8.8 MISSED |"), "{md}");
+        assert!(
+            md.contains("| 16384 | 0.900 | 9.0 | 0.880 | 8.8 MISSED |"),
+            "{md}"
+        );
         assert!(markdown(&json!({})).is_empty());
     }
 }

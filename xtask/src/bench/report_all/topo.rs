@@ -137,7 +137,10 @@ impl Topo {
             t.wi = WiData::from_doc(&sub_doc(doc, "tk-bench-wi")).ok();
         }
         t.tkrun = records_of(doc, "tk-bench-run").into_iter().next().cloned();
-        t.scale = records_of(doc, "tk-test-close-scale").into_iter().next().cloned();
+        t.scale = records_of(doc, "tk-test-close-scale")
+            .into_iter()
+            .next()
+            .cloned();
         if !records_of(doc, "tk-bench-gigantic").is_empty() {
             match GiganticData::from_doc(&sub_doc(doc, "tk-bench-gigantic")) {
                 Ok(g) => t.gigantic = Some(g),
