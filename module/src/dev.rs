@@ -663,7 +663,8 @@ impl MiscDevice for TkFile {
             let raw = placed.raw_pages();
             insert_all(mixed, start, raw.len(), |k| raw.get(k).copied())?;
             let movable = small_may_be_movable();
-            st.nr_pages += placed.len();
+            let len = placed.len();
+            pages::movable::window_delay();
             let backing = Backing::new(
                 &me.device,
                 mapping,
@@ -673,6 +674,9 @@ impl MiscDevice for TkFile {
                 reservation,
                 movable,
             )?;
+            // Counted once nothing can fail any more: a failed mmap leaves
+            // the file's budget as it was.
+            st.nr_pages += len;
             (backing, movable)
         };
         let ptr = core::ptr::from_ref::<Backing>(&backing)

@@ -106,8 +106,8 @@ impl Drop for GiganticRanges {
 ///
 /// `mapping` is the `f_mapping` of the file that owns this value (the
 /// device inode's address space), alive as long as the file is. While
-/// `registered` is true, the address of this pinned value is in
-/// `state.mappings`.
+/// `reg_id` is not 0, the address of this pinned value is in
+/// `state.mappings` under that id.
 #[pin_data(PinnedDrop)]
 pub(crate) struct Backing {
     /// File page offset of the first page.
@@ -124,7 +124,8 @@ pub(crate) struct Backing {
     #[pin]
     fault_lock: KillableMutex<()>,
     state: Arc<DeviceState>,
-    registered: bool,
+    /// Its id in `state.mappings`, 0 until registered.
+    reg_id: u64,
     /// Whether its vmas were set up for pages in ZONE_MOVABLE (they then
     /// refuse long-term pins): a rebalance may take pages there only then.
     movable: bool,
@@ -168,7 +169,7 @@ impl Backing {
                 plan,
                 fault_lock <- KillableMutex::new((), c"tierkit_gigantic_fault", static_lock_class!()),
                 state: state.clone(),
-                registered: false,
+                reg_id: 0,
                 movable,
                 pte_noted: Atomic::new(false),
                 vmas: Atomic::new(1),
@@ -178,14 +179,14 @@ impl Backing {
         )?;
         let addr = core::ptr::from_ref::<Backing>(&b) as usize;
         let bp = b.as_mut();
-        let mark_registered = move || {
-            // SAFETY: `registered` is not structurally pinned; nothing
-            // moves. The notifier cannot look at `b` yet: it takes the
-            // registry lock, which `add` holds while this runs.
-            unsafe { bp.get_unchecked_mut().registered = true };
+        let mark_registered = move |id| {
+            // SAFETY: `reg_id` is not structurally pinned; nothing moves.
+            // The notifier cannot look at `b` yet: it takes the registry
+            // lock, which `add` holds while this runs.
+            unsafe { bp.get_unchecked_mut().reg_id = id };
         };
-        // SAFETY: `b` is pinned in its KBox and, once `registered` is set,
-        // its drop removes `addr` from the registry before it is freed.
+        // SAFETY: `b` is pinned in its KBox and, once `reg_id` is set, its
+        // drop removes that id from the registry before it is freed.
         unsafe { state.mappings.add(addr, mark_registered) }?;
         Ok(b)
     }
@@ -545,9 +546,8 @@ pub(crate) struct RebalanceCounts {
 #[pinned_drop]
 impl PinnedDrop for Backing {
     fn drop(self: Pin<&mut Self>) {
-        if self.registered {
-            let me = core::ptr::from_ref::<Backing>(&self) as usize;
-            self.state.mappings.remove(me);
+        if self.reg_id != 0 {
+            self.state.mappings.remove(self.reg_id);
         }
         // The pages, then the reservation, drop with the fields.
     }
@@ -704,9 +704,14 @@ fn going_offline(registry: &Registry, start: u64, nr: u64) -> Result {
     // Ranges no mapping holds (yet) too: a TK_IOC_CLEAR_BENCH range, a
     // GiB being cleared at its first touch. The kernel cannot migrate
     // them and would retry until the offlining task is killed.
-    // SAFETY: `start` is the first pfn of the block going offline,
-    // which has a struct page.
-    let nid = unsafe { shim::tk_page_to_nid(shim::tk_pfn_to_page(start as c_ulong)) };
+    // SAFETY: no precondition; the block going offline is still online
+    // until MEM_OFFLINE, so this finds its first page.
+    let first = unsafe { shim::tk_pfn_to_online_page(start as c_ulong) };
+    if first.is_null() {
+        return Ok(());
+    }
+    // SAFETY: an online pfn's struct page.
+    let nid = unsafe { shim::tk_page_to_nid(first) };
     if crate::clear::range::movable_pending(nid as usize) {
         pr_warn!(
                 "refusing to offline pfns {:#x}-{:#x}: tierkit is taking a 1 GiB range on node {} with movable_gigantic; try again\n",
@@ -727,11 +732,27 @@ fn going_offline(registry: &Registry, start: u64, nr: u64) -> Result {
         return Err(EBUSY);
     }
     registry.for_each(|addr| {
-        // SAFETY: a registered backing is alive while `for_each` holds the
-        // registry's lock (`Registry`'s type invariant).
+        // SAFETY: a registered backing is alive until `f` returns for it
+        // (`Registry`'s type invariant).
         let b = unsafe { &*(addr as *const Backing) };
         b.going_offline(start, start + nr)
-    })
+    })?;
+    // What no registered mapping answered for: pages of an mmap or a
+    // TK_IOC_BULK in progress, and pages a pipe, O_DIRECT, io_uring or a
+    // ptrace peek still holds after their file let go (see
+    // crate::pages::movable).
+    let held = crate::pages::movable::busy(start, nr);
+    if held != 0 {
+        crate::ratelimit::ratelimited!(
+            pr_warn,
+            "refusing to offline pfns {:#x}-{:#x}: {} tierkit pages there are not in a mapping yet or still held after their file let go (a pipe, O_DIRECT, io_uring, ptrace); try again\n",
+            start,
+            start + nr - 1,
+            held
+        );
+        return Err(EBUSY);
+    }
+    Ok(())
 }
 
 /// The registration of tierkit's memory notifier for `state`.

@@ -10,6 +10,7 @@
 //! allocation fails). The pages of a mapping go to `vm_insert_pages()` as
 //! one array ([`PlacedPages::raw_pages`]).
 
+pub(crate) mod movable;
 mod tests;
 
 use crate::interleave::{self, Nodemask, Selector, TaskState, Weights, MAX_NUMNODES};
@@ -24,7 +25,8 @@ use kernel::{bindings, ffi::c_int, page::PAGE_SIZE, prelude::*, sync::Arc};
 /// # Invariants
 ///
 /// `page` points to a valid `struct page` of an order-0 allocation that this
-/// object owns (one reference, freed on drop).
+/// object owns (one reference, given back on drop), counted by
+/// [`movable::own`] if it is in ZONE_MOVABLE.
 ///
 /// `repr(transparent)`: a `[NodePage]` has the layout of a `[*mut page]`
 /// (see [`PlacedPages::raw_pages`]).
@@ -56,12 +58,13 @@ impl NodePage {
             return Err(ENOMEM);
         }
         // SAFETY: `nid` is a node with memory; the flags allow sleeping,
-        // which is fine in the process context of every caller.
-        let page = unsafe { shim::tk_alloc_pages_node(nid as c_int, gfp, 0) };
-        // INVARIANT: a non-NULL result is a fresh order-0 page we now own.
-        NonNull::new(page)
-            .map(|page| NodePage { page })
-            .ok_or(ENOMEM)
+        // which is fine in the process context of every caller; each
+        // result is NULL or a fresh order-0 page.
+        let page = unsafe {
+            movable::own(|| shim::tk_alloc_pages_node(nid as c_int, gfp, 0))
+        }?;
+        // INVARIANT: an owned page, counted by `own`.
+        Ok(NodePage { page })
     }
 
     /// `GFP_KERNEL_ACCOUNT | __GFP_RETRY_MAYFAIL | extra` on `nid`, from the node's kernel zones
@@ -113,11 +116,9 @@ impl NodePage {
         let nid = c_int::try_from(nid).map_err(|_| EINVAL)?;
         // SAFETY: process context; `old` is a valid page `old` owns; the
         // shim allocates an order-0 page.
-        let page = unsafe { shim::tk_alloc_page_away(nid, old.as_ptr()) };
-        // INVARIANT: a non-NULL result is a fresh order-0 page we now own.
-        NonNull::new(page)
-            .map(|page| NodePage { page })
-            .ok_or(ENOMEM)
+        let page = unsafe { movable::own(|| shim::tk_alloc_page_away(nid, old.as_ptr())) }?;
+        // INVARIANT: an owned page, counted by `own`.
+        Ok(NodePage { page })
     }
 
     /// A page on `nid` and no other node, to take the place of `old` when
@@ -129,11 +130,10 @@ impl NodePage {
         let nid = c_int::try_from(nid).map_err(|_| EINVAL)?;
         // SAFETY: process context; `old` is a valid page `old` owns; the
         // shim range-checks `nid` and allocates an order-0 page.
-        let page = unsafe { shim::tk_alloc_page_on(nid, old.as_ptr(), movable) };
-        // INVARIANT: a non-NULL result is a fresh order-0 page we now own.
-        NonNull::new(page)
-            .map(|page| NodePage { page })
-            .ok_or(ENOMEM)
+        let page =
+            unsafe { movable::own(|| shim::tk_alloc_page_on(nid, old.as_ptr(), movable)) }?;
+        // INVARIANT: an owned page, counted by `own`.
+        Ok(NodePage { page })
     }
 
     /// `page_to_pfn()`.
@@ -200,10 +200,11 @@ impl NodePage {
 
 impl Drop for NodePage {
     fn drop(&mut self) {
-        // SAFETY: By the type invariant, we own this order-0 page. If it is also
-        // mapped into userspace, `vm_insert_page()` took its own reference,
-        // so this only drops ours.
-        unsafe { bindings::__free_pages(self.page.as_ptr(), 0) };
+        // SAFETY: By the type invariant, we own this order-0 page, made by
+        // `movable::own`. If it is also mapped into userspace,
+        // `vm_insert_page()` took its own reference; another holder (a
+        // pipe) keeps it an orphan of tierkit's until it lets go.
+        unsafe { movable::put(self.page) };
     }
 }
 
@@ -377,6 +378,7 @@ pub(crate) fn bulk_with(
             resched_killable(pages.0.len())?;
         }
     }
+    movable::window_delay();
     drop(pages);
     *task = next;
     Ok(())

@@ -90,6 +90,15 @@ void tk_mapping_vma_close(void *backing);
 typedef int (*tk_mem_event_fn)(void *ctx, unsigned long start_pfn, unsigned long nr_pages);
 int tk_register_memory_notifier(tk_mem_event_fn cb, void *ctx);
 void tk_unregister_memory_notifier(void);
+
+/* tierkit's pages in ZONE_MOVABLE (shim_movable.c, module/src/pages/movable.rs). */
+int tk_movable_track(struct page *page, unsigned long nr_pages);
+void tk_movable_put(struct page *page, unsigned long nr_pages);
+unsigned long tk_movable_busy(unsigned long start_pfn, unsigned long nr_pages);
+void tk_movable_offlining(unsigned long start_pfn, unsigned long nr_pages);
+unsigned long tk_movable_orphans(void);
+void tk_movable_exit(void);
+struct page *tk_pfn_to_online_page(unsigned long pfn);
 void tk_vma_set_backing(struct vm_area_struct *vma, void *backing, bool movable);
 
 /* Test fills (KUnit suites of clear/ and wi/). */

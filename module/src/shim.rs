@@ -215,6 +215,32 @@ extern "C" {
     /// be registered.
     pub(crate) fn tk_unregister_memory_notifier();
 
+    // tierkit's pages in ZONE_MOVABLE (shim_movable.c, pages/movable.rs).
+    /// Counts the `nr_pages` pages from `page` (an order-0 page, or a
+    /// folio's head) if they are in ZONE_MOVABLE: 0, `-ENOMEM`, or
+    /// `-EAGAIN` if an offline is taking their range down (nothing
+    /// counted then; the caller gives them back and allocates again).
+    /// `page` must be a fresh allocation the caller owns.
+    pub(crate) fn tk_movable_track(page: *mut bindings::page, nr_pages: c_ulong) -> c_int;
+    /// Gives back the caller's reference to `page` (order-0, or a folio's
+    /// head of `nr_pages`), counted by [`tk_movable_track`]: freed now if
+    /// it is the only one, else kept as an orphan until it is. The caller
+    /// must own that reference; `page` is not touched afterwards.
+    pub(crate) fn tk_movable_put(page: *mut bindings::page, nr_pages: c_ulong);
+    /// Frees the orphans of pfns `start..start + nr` that only tierkit
+    /// still holds and returns how many tierkit pages remain counted in the
+    /// sections of that range. Process context.
+    pub(crate) fn tk_movable_busy(start_pfn: c_ulong, nr_pages: c_ulong) -> c_ulong;
+    /// How many orphans tierkit keeps now. No precondition.
+    pub(crate) fn tk_movable_orphans() -> c_ulong;
+    /// Module exit: stops the orphan work and puts tierkit's reference of
+    /// every orphan. Nothing of tierkit's may be tracked or put afterwards.
+    pub(crate) fn tk_movable_exit();
+    /// `pfn_to_online_page(pfn)`: NULL for a pfn without a struct page or
+    /// in an offline section (whose memmap may be poisoned). No
+    /// precondition.
+    pub(crate) fn tk_pfn_to_online_page(pfn: c_ulong) -> *mut bindings::page;
+
     // debugfs files with an owner (module/src/debugfs.rs).
     /// `debugfs_create_dir(name, parent)`: a dentry or an `ERR_PTR`.
     /// `name` NUL-terminated; `parent` NULL or a live debugfs directory.

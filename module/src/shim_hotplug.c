@@ -22,17 +22,29 @@ static void *tk_mem_event_ctx;
  * MEM_GOING_OFFLINE runs after the range is isolated (nothing new is
  * allocated there) and before the kernel migrates what it can: tierkit
  * moves its own pages out of the range here, or refuses (notifier error:
- * the offline fails at once with that errno).
+ * the offline fails at once with that errno). From then until the offline
+ * ends or is cancelled, a tierkit page newly counted in the range is given
+ * back and allocated again (shim_movable.c).
  */
 static int tk_memory_notifier_call(struct notifier_block *nb,
 				   unsigned long action, void *data)
 {
 	struct memory_notify *mn = data;
 
-	if (action != MEM_GOING_OFFLINE)
+	switch (action) {
+	case MEM_GOING_OFFLINE:
+		/* Before anything is counted: see tk_movable_track(). */
+		tk_movable_offlining(mn->start_pfn, mn->nr_pages);
+		return notifier_from_errno(tk_mem_event_cb(tk_mem_event_ctx,
+							   mn->start_pfn,
+							   mn->nr_pages));
+	case MEM_OFFLINE:
+	case MEM_CANCEL_OFFLINE:
+		tk_movable_offlining(0, 0);
 		return NOTIFY_OK;
-	return notifier_from_errno(tk_mem_event_cb(tk_mem_event_ctx, mn->start_pfn,
-						   mn->nr_pages));
+	default:
+		return NOTIFY_OK;
+	}
 }
 
 static struct notifier_block tk_memory_nb = {

@@ -76,14 +76,19 @@ int tk_walk(unsigned long addr, unsigned long *pfn, int *nid)
 	level = TK_WALK_PTE;
 out:
 	mmap_read_unlock(mm);
-	if (*pfn && pfn_valid(*pfn))
-		*nid = page_to_nid(pfn_to_page(*pfn));
+	if (*pfn) {
+		struct page *page = tk_pfn_to_online_page(*pfn);
+
+		if (page)
+			*nid = page_to_nid(page);
+	}
 	return level;
 }
 
 /*
  * Who holds the folio of @pfn, for tests (TK_IOC_PAGE_REFS): -EINVAL if
- * @pfn has no struct page. A snapshot: the folio may be freed or split
+ * @pfn has no struct page or its section is offline (the memmap of an
+ * offline block is not to be read: DEBUG_VM poisons it). A snapshot: the folio may be freed or split
  * right after, so only fields that stay meaningful are read. The first
  * page of a free buddy block reports TK_PAGE_BUDDY, any other free page
  * a refcount of 0.
@@ -98,9 +103,9 @@ int tk_page_refs(unsigned long pfn, int *refcount, int *mapcount,
 	*order = 0;
 	*flags = 0;
 	*nid = NUMA_NO_NODE;
-	if (!pfn_valid(pfn))
+	page = tk_pfn_to_online_page(pfn);
+	if (!page)
 		return -EINVAL;
-	page = pfn_to_page(pfn);
 	*nid = page_to_nid(page);
 	if (PageBuddy(page)) {
 		*flags = TK_PAGE_BUDDY;

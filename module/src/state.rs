@@ -20,12 +20,15 @@ use crate::interleave::MAX_NUMNODES;
 use crate::shim::node::possible_nodes;
 use crate::wi::Wi;
 use kernel::{
-    fmt, new_mutex,
+    bindings,
+    ffi::c_void,
+    fmt, new_condvar, new_mutex,
     prelude::*,
     sync::{
         atomic::{Atomic, Relaxed},
-        Arc, Mutex,
+        Arc, CondVar, Mutex,
     },
+    types::Opaque,
 };
 
 /// The device's state (see the module docs).
@@ -63,57 +66,132 @@ impl DeviceState {
 }
 
 /// Every live mapping's [`crate::mapping::Backing`], by address, for the
-/// memory notifier.
+/// memory notifier: an xarray indexed by a registration id (ids grow and
+/// are never reused), so adding and removing a mapping cost O(log n) and a
+/// walk can drop the lock between mappings and resume after the last id it
+/// visited.
 ///
 /// # Invariants
 ///
-/// Every address in `backings` is that of a live, pinned `Backing`: only
-/// [`Registry::add`] puts one in, and its caller guarantees that the
-/// backing calls [`Registry::remove`] before it is freed. So whoever holds
-/// the lock may dereference every address it reads.
-#[pin_data]
+/// - `xa` is an initialized xarray. Every entry in it is the address of a
+///   live, pinned `Backing`: only [`Registry::add`] puts one in, and its
+///   caller guarantees that the backing calls [`Registry::remove`] before
+///   it is freed. So whoever holds `inner`'s lock may dereference every
+///   entry it reads.
+/// - While `inner.visiting` is a backing's id, a walker uses that backing
+///   without the lock, and [`Registry::remove`] of that id waits until
+///   the walker is done with it, so the backing is alive meanwhile.
+#[pin_data(PinnedDrop)]
 pub(crate) struct Registry {
-    /// Addresses of the registered backings.
     #[pin]
-    backings: Mutex<KVec<usize>>,
+    xa: Opaque<bindings::xarray>,
+    /// The next id, and the id a walker is using (0: none).
+    #[pin]
+    inner: Mutex<RegistryIds>,
+    /// Signalled when a walker is done with a backing.
+    #[pin]
+    visited: CondVar,
+    /// One walker at a time (offlines are serialized by the kernel's
+    /// `mem_hotplug_lock` already; KUnit callers are not).
+    #[pin]
+    walk: Mutex<()>,
 }
+
+/// The ids of a [`Registry`].
+pub(crate) struct RegistryIds {
+    next: u64,
+    visiting: u64,
+}
+
+// SAFETY: the xarray is only used through its own locking (and `inner`'s),
+// from any thread.
+unsafe impl Send for Registry {}
+// SAFETY: as above.
+unsafe impl Sync for Registry {}
 
 impl Registry {
     pub(crate) fn new() -> impl PinInit<Self> {
         pin_init!(Registry {
-            backings <- new_mutex!(KVec::new(), "tierkit_backings"),
+            // SAFETY: `xa` is valid while the closure is called.
+            xa <- Opaque::ffi_init(|xa| unsafe { bindings::xa_init_flags(xa, 0) }),
+            inner <- new_mutex!(RegistryIds { next: 1, visiting: 0 }, "tierkit_backings"),
+            visited <- new_condvar!("tierkit_backings_visited"),
+            walk <- new_mutex!((), "tierkit_backings_walk"),
         })
     }
 
-    /// Registers the backing at `addr`, then runs `then` with the lock
-    /// still held (so that no reader sees the backing before `then` has
-    /// marked it registered).
+    /// Registers the backing at `addr` and runs `then` with its id, with
+    /// the lock still held (so that no walker sees the backing before
+    /// `then` has marked it registered). The id is what [`Registry::remove`]
+    /// takes.
     ///
     /// # Safety
     ///
     /// `addr` is the address of a pinned `Backing` that stays alive until
-    /// it has called [`Registry::remove`] with the same address.
-    pub(crate) unsafe fn add(&self, addr: usize, then: impl FnOnce()) -> Result {
-        let mut list = self.backings.lock();
-        list.push(addr, GFP_KERNEL)?;
-        then();
+    /// it has called [`Registry::remove`] with the id given to `then`.
+    pub(crate) unsafe fn add(&self, addr: usize, then: impl FnOnce(u64)) -> Result {
+        let mut ids = self.inner.lock();
+        let id = ids.next;
+        // SAFETY: `xa` is initialized (type invariant); a backing's address
+        // is aligned, so it is a pointer entry, not a value entry.
+        let old = unsafe {
+            bindings::xa_store(self.xa.get(), id as usize, addr as *mut c_void, bindings::GFP_KERNEL)
+        };
+        // SAFETY: `old` is what xa_store() returned.
+        kernel::error::to_result(unsafe { bindings::xa_err(old) })?;
+        ids.next += 1;
+        then(id);
         Ok(())
     }
 
-    /// Removes the backing at `addr`; it is not looked at again after this
-    /// returns.
-    pub(crate) fn remove(&self, addr: usize) {
-        self.backings.lock().retain(|a| *a != addr);
-    }
-
-    /// Runs `f` on every registered backing's address, under the lock:
-    /// each is alive until `f` has returned for it (type invariant).
-    pub(crate) fn for_each(&self, mut f: impl FnMut(usize) -> Result) -> Result {
-        let list = self.backings.lock();
-        for &addr in list.iter() {
-            f(addr)?;
+    /// Removes the backing of id `id`; it is not looked at again after this
+    /// returns (a walker using it is waited for).
+    pub(crate) fn remove(&self, id: u64) {
+        let mut ids = self.inner.lock();
+        // SAFETY: `xa` is initialized (type invariant).
+        unsafe { bindings::xa_erase(self.xa.get(), id as usize) };
+        while ids.visiting == id {
+            self.visited.wait(&mut ids);
         }
-        Ok(())
+    }
+
+    /// Runs `f` on every registered backing's address, in id order, without
+    /// the lock: each is alive until `f` has returned for it (type
+    /// invariant). A backing registered during the walk may be skipped; its
+    /// pages were allocated before the walk began or are outside what the
+    /// walker looks for (the memory notifier's range is isolated).
+    pub(crate) fn for_each(&self, mut f: impl FnMut(usize) -> Result) -> Result {
+        let _one = self.walk.lock();
+        let mut index = 0usize;
+        loop {
+            let addr = {
+                let mut ids = self.inner.lock();
+                // SAFETY: `xa` is initialized (type invariant).
+                let p = unsafe {
+                    bindings::xa_find(self.xa.get(), &mut index, usize::MAX, bindings::XA_PRESENT)
+                };
+                if p.is_null() {
+                    return Ok(());
+                }
+                // INVARIANT: `remove` of this id now waits for us.
+                ids.visiting = index as u64;
+                p as usize
+            };
+            let res = f(addr);
+            self.inner.lock().visiting = 0;
+            self.visited.notify_all();
+            res?;
+            index = index.checked_add(1).ok_or(EOVERFLOW)?;
+        }
+    }
+}
+
+#[pinned_drop]
+impl PinnedDrop for Registry {
+    fn drop(self: Pin<&mut Self>) {
+        // SAFETY: `xa` is initialized; its entries are not owned (every
+        // backing removed itself before the state it holds could drop).
+        unsafe { bindings::xa_destroy(self.xa.get()) };
     }
 }
 
@@ -238,7 +316,9 @@ impl Stats {
     /// the cumulative number of gigantic faults that ended in SIGBUS,
     /// `gigantic_pool_taken` of faults served from `pool`'s ready ranges,
     /// `gigantic_pool_shrunk` of ranges its shrinker gave back,
-    /// `gigantic_pool_filling` the refills under way.
+    /// `gigantic_pool_filling` the refills under way, `orphans` of pages
+    /// (or 1 GiB folios) in ZONE_MOVABLE tierkit keeps because another
+    /// holder still has them (`crate::pages::movable`).
     pub(crate) fn show_limits(
         &self,
         f: &mut fmt::Formatter<'_>,
@@ -255,7 +335,8 @@ impl Stats {
         )?;
         writeln!(f, "gigantic_pool_taken {}", pool.taken())?;
         writeln!(f, "gigantic_pool_shrunk {}", pool.shrunk())?;
-        writeln!(f, "gigantic_pool_filling {}", pool.filling())
+        writeln!(f, "gigantic_pool_filling {}", pool.filling())?;
+        writeln!(f, "orphans {}", crate::pages::movable::orphans())
     }
 
     /// Counts `n` pages allocated on `nid`; `held` if a file keeps them.

@@ -80,6 +80,8 @@ struct TierKit {
     _test_dir: debugfs::DebugfsDir,
     _dev: Pin<KBox<dev::TkDevice>>,
     _debugfs: debugfs::DebugfsDir,
+    /// Last: tierkit's orphan pages, once nothing else can give one back.
+    _movable: pages::movable::MovableExit,
 }
 
 /// `movable_gigantic` read: "0" or "1".
@@ -173,6 +175,7 @@ impl kernel::Module for TierKit {
             _test_dir: test_dir,
             _dev: dev,
             _debugfs: debugfs,
+            _movable: pages::movable::MovableExit,
         })
     }
 }

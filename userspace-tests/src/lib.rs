@@ -57,6 +57,7 @@ pub mod lifecycle;
 pub mod memblock;
 pub mod node;
 pub mod node_offline;
+pub mod offline_held;
 pub mod pool;
 pub mod pool_hostile;
 pub mod pool_test;

@@ -27,6 +27,7 @@ mod doc;
 mod gigantic;
 mod rebalance;
 mod report_all;
+mod scale_table;
 #[cfg(test)]
 mod tests;
 mod tkrun_table;

@@ -173,6 +173,9 @@ pub(crate) struct GiganticRange {
     zeroed: bool,
     /// Its slot in [`MOVABLE_RANGES`] when taken with the opt-in.
     movable_slot: Option<usize>,
+    /// A folio counted by `tk_movable_track()`: given back through
+    /// `tk_movable_put()`, which keeps it while others hold it.
+    tracked: bool,
 }
 
 // SAFETY: the range is plain memory owned by this value; nothing ties it to
@@ -322,7 +325,7 @@ impl GiganticRange {
         };
         // INVARIANT: checked above: `nr_pages` contiguous pages of `nid`
         // from `alloc_contig_pages()`, mapped at `base`.
-        Ok(Self {
+        let mut range = Self {
             first,
             base,
             nr_pages,
@@ -330,7 +333,19 @@ impl GiganticRange {
             folio,
             zeroed,
             movable_slot,
-        })
+            tracked: false,
+        };
+        if folio {
+            // A folio may be mapped and so held by others after this value
+            // drops: counted for the memory notifier (crate::pages::movable)
+            // from now until it is back in the allocator.
+            // SAFETY: a fresh folio of `nr_pages` this value owns.
+            match unsafe { shim::tk_movable_track(first.as_ptr(), nr_pages as c_ulong) } {
+                0 => range.tracked = true,
+                _ => return Err(ENOMEM),
+            }
+        }
+        Ok(range)
     }
 
     /// Whether it was taken with the `movable_gigantic` opt-in (it may be
@@ -417,6 +432,15 @@ impl Drop for GiganticRange {
         if let Some(i) = self.movable_slot {
             // Before the pages go back: a new range may reuse them.
             MOVABLE_RANGES[i].store(0, Release);
+        }
+        if self.tracked {
+            // SAFETY: By the type invariant, `first` heads the folio of
+            // `nr_pages` pages this value holds one reference to, counted
+            // by `tk_movable_track()`; given back once here. Holders of
+            // other references (a pipe, O_DIRECT) keep it tierkit's orphan
+            // until they put them.
+            unsafe { shim::tk_movable_put(self.first.as_ptr(), self.nr_pages as c_ulong) };
+            return;
         }
         // SAFETY: By the type invariant, `first` heads `nr_pages` pages
         // from `tk_alloc_contig()` to which this value holds its

@@ -190,7 +190,12 @@ unsafe extern "C" fn shrink_count(
     usize::try_from(nid).map_or(0, |n| pool.count(n)) as c_ulong
 }
 
-/// The shrinker's `scan_objects`: frees ready ranges of `sc->nid`.
+/// The shrinker's `scan_objects`: frees ready ranges of `sc->nid`, at
+/// least one and as many as cover `sc->nr_to_scan` base pages, and reports
+/// in `sc->nr_scanned` every base page it freed: the shrinker core takes
+/// that from the pass's `total_scan`, so a pass asking for a few pages
+/// (kswapd at a low priority) frees one range, not the whole pool one
+/// `SHRINK_BATCH` at a time.
 ///
 /// # Safety
 ///
@@ -217,6 +222,70 @@ unsafe extern "C" fn shrink_scan(
     // `u64::MAX`: the pool was busy (try-lock), come back later.
     match usize::try_from(nid).map_or(0, |n| pool.scan(n, nr as u64)) {
         u64::MAX => shrink_stop,
-        freed => freed as c_ulong,
+        freed => {
+            // SAFETY: `sc` is the valid `shrink_control` of this call.
+            unsafe { (*sc).nr_scanned = freed.max(nr as u64) as c_ulong };
+            freed as c_ulong
+        }
+    }
+}
+
+/// KUnit suite of the shrinker's protocol with the shrinker core, on a
+/// test pool of small ranges (2 MiB) of node 0: the core's loop of
+/// `do_shrink_slab()` is played here, with the batch it uses.
+#[kunit_tests(tierkit_pool_shrinker)]
+mod tests {
+    use super::*;
+
+    /// Pages of a test range: 2 MiB.
+    const PAGES: u64 = 512;
+    /// `SHRINK_BATCH`: what the core asks per call.
+    const BATCH: u64 = 128;
+
+    /// `do_shrink_slab()`'s loop over `total_scan` base pages: the ranges
+    /// left ready on node 0 afterwards, and the `nr_scanned` reports.
+    fn one_pass(pool: &GiganticPool, total_scan: u64) -> (u64, KVec<u64>) {
+        // SAFETY: all-zero is a valid `shrinker` and `shrink_control`
+        // (plain integers, pointers and lists nobody walks here).
+        let mut s: bindings::shrinker = unsafe { core::mem::zeroed() };
+        s.private_data = core::ptr::from_ref(pool).cast_mut().cast();
+        let mut reports = KVec::new();
+        let mut left = total_scan as i64;
+        while left >= BATCH as i64 {
+            // SAFETY: as above.
+            let mut sc: bindings::shrink_control = unsafe { core::mem::zeroed() };
+            sc.nid = 0;
+            sc.nr_to_scan = BATCH as c_ulong;
+            sc.nr_scanned = BATCH as c_ulong;
+            // SAFETY: `s` names a live pool; `sc` is valid.
+            let ret = unsafe { shrink_scan(&mut s, &mut sc) };
+            if ret == bindings::SHRINK_STOP as c_ulong {
+                break;
+            }
+            let _ = reports.push(sc.nr_scanned as u64, GFP_KERNEL);
+            left -= sc.nr_scanned as i64;
+        }
+        (pool.ready(0), reports)
+    }
+
+    #[test]
+    fn a_small_pass_frees_one_range_not_the_pool() {
+        let never = || false;
+        let Ok(p) = KBox::pin_init(GiganticPool::new(PAGES, true), GFP_KERNEL) else {
+            return;
+        };
+        let mut filled = p.store(b"0 3").is_ok();
+        for _ in 0..3 {
+            filled &= p.fill_one(0, &never).is_ok();
+        }
+        // A pass of three batches: the core's figure for a pool of three
+        // ranges at a low priority is far below one range.
+        let (left, reports) = one_pass(&p, 3 * BATCH);
+        let _ = p.store(b"0 0");
+        drop(p);
+        assert!(filled);
+        assert_eq!(left, 2);
+        assert_eq!(reports.len(), 1);
+        assert_eq!(reports.first().copied(), Some(PAGES));
     }
 }

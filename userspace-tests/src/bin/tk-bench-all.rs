@@ -12,7 +12,9 @@
 //! 6. `tk-bench-rebalance` (a running triad's working set moved from the
 //!    HMAT weights to the measured ones);
 //! 7. `tk-bench-run` (tk-run against the kernel on unmodified programs,
-//!    with the calibration of step 4).
+//!    with the calibration of step 4);
+//! 8. `tk-test-close-scale` (munmap and close time against the number of
+//!    a file's mappings).
 //!
 //! The two that clear whole GiBs (`clear`, `gigantic`) do not run on a CXL
 //! topology by default: QEMU serves CXL memory access by access (about
@@ -25,7 +27,7 @@
 //! and time. Exit 0 iff every program exited 0.
 //!
 //! Flags: `--only a,b` (names without `tk-`/`tk-bench-`: clear, wi,
-//! gigantic, calibrate, workload, rebalance, run; naming `clear` or `gigantic` runs it on
+//! gigantic, calibrate, workload, rebalance, run, scale; naming `clear` or `gigantic` runs it on
 //! CXL too),
 //! `--with-cxl-clear`. In the guest the same come from the kernel command
 //! line (`cargo xtask bench --append ...`): `tierkit.bench=calibrate,workload`
@@ -82,6 +84,7 @@ fn main() -> ExitCode {
         ("workload", "tk-workload", vec!["--calibration", CAL]),
         ("rebalance", "tk-bench-rebalance", vec![]),
         ("run", "tk-bench-run", vec![]),
+        ("scale", "tk-test-close-scale", vec![]),
     ];
     let mut progs = Vec::new();
     for (key, name, a) in steps {

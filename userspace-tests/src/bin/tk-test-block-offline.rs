@@ -28,10 +28,9 @@
 //! reason. Everything is put back: blocks online, opt-in 0, nothing mapped.
 
 use serde_json::Value;
-use std::collections::BTreeMap;
 use std::process::ExitCode;
 use userspace_tests::block_offline::{
-    fmt_held, gigantic_case, kernel_case, movable_case, node_kind, read_opt_in, total_held, Kind, T,
+    gigantic_case, kernel_case, movable_case, node_kind, read_opt_in, Kind, T,
 };
 use userspace_tests::memblock::{self, Kmsg};
 use userspace_tests::report::Report;
@@ -62,16 +61,7 @@ fn main() -> ExitCode {
         }
     };
     let start = read_stats().unwrap_or_default();
-    let mut t = T {
-        r,
-        topo: topo.clone(),
-        block_bytes,
-        to_online: BTreeMap::new(),
-        opt_in_set: false,
-        stuck: false,
-        offlines: Vec::new(),
-        kmsg,
-    };
+    let mut t = T::new(r, topo.clone(), block_bytes, kmsg);
 
     let cxl = topo.cxl_node();
     let kinds: Vec<(u32, Kind)> = topo.memory.iter().map(|&n| (n, node_kind(n))).collect();
@@ -142,26 +132,16 @@ fn main() -> ExitCode {
             t.r.fail("restore: movable_gigantic back to 0", e);
         }
     }
-    let end = read_stats().unwrap_or_default();
     let opt = read_opt_in();
-    t.r.check(
+    let opt_ok = if opt.is_some() && opt.as_deref() != Some("0") {
+        Err(format!("movable_gigantic reads {opt:?}"))
+    } else {
+        Ok(())
+    };
+    t.check_put_back(
         "everything put back: blocks online, opt-in 0, nothing held",
-        if !t.to_online.is_empty() {
-            Err(format!(
-                "blocks still offline: {:?}",
-                t.to_online.keys().collect::<Vec<_>>()
-            ))
-        } else if opt.is_some() && opt.as_deref() != Some("0") {
-            Err(format!("movable_gigantic reads {opt:?}"))
-        } else if total_held(&end) != total_held(&start) {
-            Err(format!(
-                "held {} at the start, {} at the end",
-                fmt_held(&start, &topo.memory),
-                fmt_held(&end, &topo.memory)
-            ))
-        } else {
-            Ok(())
-        },
+        &start,
+        opt_ok,
     );
     let offlines = std::mem::take(&mut t.offlines);
     t.r.set("offlines", Value::Array(offlines));

@@ -164,6 +164,20 @@ pub struct T {
 }
 
 impl T {
+    /// A test's state with nothing to put back yet.
+    pub fn new(r: Report, topo: Topology, block_bytes: u64, kmsg: Option<Kmsg>) -> T {
+        T {
+            r,
+            topo,
+            block_bytes,
+            to_online: BTreeMap::new(),
+            opt_in_set: false,
+            stuck: false,
+            offlines: Vec::new(),
+            kmsg,
+        }
+    }
+
     /// Kernel log lines since the last call.
     pub fn log(&self) -> Vec<String> {
         self.kmsg.as_ref().map(Kmsg::read_new).unwrap_or_default()
@@ -175,6 +189,18 @@ impl T {
 
     /// Offlines `block` with the time limit and records the attempt.
     pub fn offline(&mut self, what: &str, block: u64, pages: usize) -> Option<Timed> {
+        self.offline_within(what, block, pages, OFFLINE_LIMIT)
+    }
+
+    /// Offlines `block`, killing the writer after `limit`, and records the
+    /// attempt.
+    pub fn offline_within(
+        &mut self,
+        what: &str,
+        block: u64,
+        pages: usize,
+        limit: Duration,
+    ) -> Option<Timed> {
         if self.stuck {
             self.r.fail(
                 &format!("{what}: offline memory{block}"),
@@ -183,7 +209,7 @@ impl T {
             return None;
         }
         let zone = block_zone(block).unwrap_or_else(|| "?".into());
-        let t = match set_block_state(block, "offline", OFFLINE_LIMIT) {
+        let t = match set_block_state(block, "offline", limit) {
             Ok(t) => t,
             Err(e) => {
                 self.r.fail(
@@ -260,6 +286,30 @@ impl T {
             }
             self.r.check_note(&name, res);
         }
+    }
+
+    /// The last check of a hotplug test: every block it took offline is
+    /// online again, `also` (another thing to put back) holds, and tierkit
+    /// holds what it held at `start`.
+    pub fn check_put_back(&mut self, name: &str, start: &[NodeStats], also: Result<(), String>) {
+        let end = read_stats().unwrap_or_default();
+        let res = if !self.to_online.is_empty() {
+            Err(format!(
+                "blocks still offline: {:?}",
+                self.to_online.keys().collect::<Vec<_>>()
+            ))
+        } else if also.is_err() {
+            also
+        } else if total_held(&end) != total_held(start) {
+            Err(format!(
+                "held {} at the start, {} at the end",
+                fmt_held(start, &self.topo.memory),
+                fmt_held(&end, &self.topo.memory)
+            ))
+        } else {
+            Ok(())
+        };
+        self.r.check(name, res);
     }
 
     /// Sets the `movable_gigantic` opt-in.

@@ -221,6 +221,24 @@ fn check_put_back(
             None => Err("cannot read stats".to_string()),
         },
     );
+    // Pages kept by the workers' pipes and rings after their files went
+    // are tierkit's orphans until then; freed within about a second.
+    let mut orphans = crate::offline_held::orphans();
+    for _ in 0..50 {
+        if orphans == Ok(0) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        orphans = crate::offline_held::orphans();
+    }
+    r.check(
+        "fuzz: every orphan page freed once its last holder let go",
+        match orphans {
+            Ok(0) => Ok(()),
+            Ok(n) => Err(format!("{n} orphans left after 5 s")),
+            Err(e) => Err(e),
+        },
+    );
     let restored = (|| -> anyhow::Result<()> {
         if !bw.is_empty() {
             crate::weights::write_file(&wd.bandwidth_path(), &bw)?;

@@ -264,14 +264,17 @@ impl Worker<'_> {
     /// through a caller that takes references to them: vmsplice (FOLL_GET)
     /// and draining the pipe, process_vm_writev, O_DIRECT write and read
     /// of `/dev/ram0` (FOLL_PIN), io_uring buffer registration
-    /// (FOLL_LONGTERM). Every reference must come back: the run's end
-    /// checks holdings and free memory.
+    /// (FOLL_LONGTERM); or a new pipe or ring that keeps its references
+    /// (kept in the arena, the oldest of [`KEPT_MAX`] let go) while the
+    /// mapping and its file may go: the pages then outlive their file as
+    /// tierkit's orphans. Every reference must come back: the run's end
+    /// checks holdings, orphans and free memory.
     pub(super) fn op_gup(&mut self, o: &mut Rng) {
         let slot = o.below(MAP_SLOTS as u64) as usize;
         let Some(m) = self.maps[slot] else {
             return;
         };
-        let how = o.below(5);
+        let how = o.below(7);
         let first = (m.addr + o.below(m.len.max(1) as u64) as usize) & !(PAGE - 1);
         let len = o.range(1, 16) as usize * PAGE;
         let rw = self.arena.rw;
@@ -302,6 +305,8 @@ impl Worker<'_> {
                     unsafe { libc::process_vm_writev(libc::getpid(), &local, 1, &remote, 1, 0) };
                 ("gup process_vm_writev", sys_res(r as i64))
             }
+            5 => return self.keep_pipe(&iov),
+            6 => return self.keep_ring(iov),
             2 | 3 if self.arena.ramdisk < 0 => return,
             2 => {
                 let off = o.below(16) as i64 * PAGE as i64;
@@ -314,7 +319,7 @@ impl Worker<'_> {
                 let r = unsafe { libc::pread(self.arena.ramdisk, first as *mut c_void, len, off) };
                 ("gup O_DIRECT read", sys_res(r as i64))
             }
-            _ => {
+            4 => {
                 let Ok(ring) = io_uring::IoUring::new(2) else {
                     return;
                 };
@@ -328,8 +333,47 @@ impl Worker<'_> {
                     r.map_err(|e| e.raw_os_error().unwrap_or(0)),
                 )
             }
+            _ => return,
         };
         self.record(name, r);
+    }
+
+    /// Makes room in the arena's kept pipes and rings, then keeps `k`.
+    fn keep(&mut self, k: Kept) {
+        while self.arena.kept.len() >= KEPT_MAX {
+            self.arena.kept.pop_front();
+        }
+        self.arena.kept.push_back(k);
+    }
+
+    /// vmsplice `iov` into a new pipe that is kept undrained.
+    fn keep_pipe(&mut self, iov: &libc::iovec) {
+        let mut p = [0i32; 2];
+        // SAFETY: writes two fds into `p`.
+        if unsafe { libc::pipe2(p.as_mut_ptr(), libc::O_NONBLOCK | libc::O_CLOEXEC) } != 0 {
+            return;
+        }
+        // SAFETY: the kernel reads our own mapping (EFAULT past its end).
+        let r = sys_res(unsafe { libc::vmsplice(p[1], iov, 1, 0) } as i64);
+        self.record("gup vmsplice kept", r);
+        self.keep(Kept::Pipe(p));
+    }
+
+    /// Registers `iov` as a buffer of a new ring that is kept.
+    fn keep_ring(&mut self, iov: libc::iovec) {
+        let Ok(ring) = io_uring::IoUring::new(2) else {
+            return;
+        };
+        // SAFETY: the ring is kept or dropped with its registration; the
+        // kernel holds its own pins, whatever happens to the mapping.
+        let r = unsafe { ring.submitter().register_buffers(&[iov]) };
+        self.record(
+            "gup io_uring register kept",
+            r.map(|()| 0).map_err(|e| e.raw_os_error().unwrap_or(0)),
+        );
+        self.keep(Kept::Ring {
+            _ring: Box::new(ring),
+        });
     }
 
     /// fork(): the child inherits every mapping and file (copying the
@@ -368,9 +412,12 @@ impl Worker<'_> {
     pub(super) fn op_big(&mut self, o: &mut Rng) {
         let nid = *o.pick(&self.env.mem_nodes);
         let slot = o.below(MAP_SLOTS as u64) as usize;
-        let kind = o.below(2);
+        let kind = o.below(3);
         self.big_left -= 1;
         self.res.big_used += 1;
+        if kind == 2 {
+            return self.op_offline(o);
+        }
         let t = match crate::tk::Tierkit::open() {
             Ok(t) => t,
             Err(e) => {
@@ -440,6 +487,53 @@ impl Worker<'_> {
                 }
                 _ => {}
             }
+        }
+    }
+
+    /// An offline of a random online ZONE_MOVABLE block (worker 0.0,
+    /// budgeted), racing the other workers' mmaps, bulk calls, pipes and
+    /// rings: it must end within 20 s, done or refused (EBUSY, or EINTR
+    /// and ENOMEM as `offline_pages()` answers), never spin; a block that
+    /// went offline is onlined again at once.
+    pub(super) fn op_offline(&mut self, o: &mut Rng) {
+        use crate::memblock::{block_state, block_zone, node_blocks, set_block_state, Outcome};
+        let blocks: Vec<u64> = self
+            .env
+            .mem_nodes
+            .iter()
+            .flat_map(|&n| node_blocks(n))
+            .filter(|&b| {
+                block_zone(b).as_deref() == Some("Movable")
+                    && block_state(b).as_deref() == Some("online")
+            })
+            .collect();
+        if blocks.is_empty() {
+            return;
+        }
+        let b = *o.pick(&blocks);
+        let limit = Duration::from_secs(20);
+        let Ok(t) = set_block_state(b, "offline", limit) else {
+            return;
+        };
+        let r = match t.outcome {
+            Outcome::Done => Ok(0),
+            Outcome::Failed(e) => Err(e),
+            Outcome::TimedOut { .. } => Err(libc::ETIMEDOUT),
+        };
+        self.record("offline a movable block", r);
+        match t.outcome {
+            Outcome::Done => {
+                let back = set_block_state(b, "online_movable", limit);
+                if !back.is_ok_and(|t| t.outcome == Outcome::Done) {
+                    self.fail(format!("offline race: memory{b} did not come online again"));
+                }
+            }
+            Outcome::Failed(e) if [libc::EBUSY, libc::EINTR, libc::ENOMEM].contains(&e) => {}
+            _ => self.fail(format!(
+                "offline race: offline of memory{b}: {} after {:.1} s",
+                t.outcome.describe(),
+                t.elapsed.as_secs_f64()
+            )),
         }
     }
 }

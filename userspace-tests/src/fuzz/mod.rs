@@ -18,7 +18,10 @@
 //!   head, tail), `mprotect`, `madvise` (`MADV_HWPOISON` and
 //!   `MADV_SOFT_OFFLINE` excepted), `mremap`, `msync`, and reads and writes
 //!   of the mapping through the kernel (`/proc/self/mem`, a pipe,
-//!   `process_vm_readv`), never by touching it (a fault would be a signal).
+//!   `process_vm_readv`), never by touching it (a fault would be a signal);
+//!   pipes filled by `vmsplice` and io_uring rings with registered buffers
+//!   kept past the call (up to 4 a worker), so that their pages outlive
+//!   their mappings and files (every orphan must be freed by the end).
 //! - Writes to tierkit's debugfs files (`nodeN`, `auto`, `bandwidth`,
 //!   `stats`): numbers valid and not, huge, signed, hex, octal, booleans,
 //!   bandwidth lines good and malformed, random bytes with NULs, empty and
@@ -48,7 +51,10 @@
 //! Memory: 4 KiB mappings are 1 to 16 pages and the pages of a mapping stay
 //! with its file until the file is closed, so a run holds at most a few
 //! hundred MB. Calls that take a GiB (a gigantic mmap, `TK_IOC_CLEAR_BENCH`
-//! of one range) are made only by worker 0.0, at most `--big` times.
+//! of one range) and offlines of a random ZONE_MOVABLE block (racing the
+//! other workers' mmaps and bulk calls; each must end within 20 s, and a
+//! block that went offline comes back at once) are made only by worker
+//! 0.0, at most `--big` times.
 //!
 //! Determinism: worker `p.t` draws from its own xoshiro256** stream seeded
 //! from (seed, p, t) by SplitMix64 (written out here, not taken from a

@@ -32,6 +32,33 @@ pub(super) struct Arena {
     pub(super) procmem: i32,
     /// `/dev/ram0` opened `O_DIRECT` (-1 where the kernel has no brd).
     pub(super) ramdisk: i32,
+    /// References to mapped pages kept past the calls that made them (a
+    /// pipe left undrained, an io_uring with registered buffers), so that
+    /// they may outlive their mappings and files; at most [`KEPT_MAX`].
+    pub(super) kept: std::collections::VecDeque<Kept>,
+}
+
+/// What [`Arena::kept`] keeps.
+pub(super) enum Kept {
+    /// A pipe's read and write ends, with vmspliced pages in it.
+    Pipe([i32; 2]),
+    /// A ring with registered buffers.
+    Ring { _ring: Box<io_uring::IoUring> },
+}
+
+/// Pipes and rings a worker keeps at once (the oldest goes first).
+pub(super) const KEPT_MAX: usize = 4;
+
+impl Drop for Kept {
+    fn drop(&mut self) {
+        if let Kept::Pipe(p) = self {
+            // SAFETY: our own pipe's fds.
+            unsafe {
+                libc::close(p[0]);
+                libc::close(p[1]);
+            }
+        }
+    }
 }
 
 impl Arena {
@@ -115,6 +142,7 @@ impl Arena {
             pipe,
             procmem,
             ramdisk,
+            kept: std::collections::VecDeque::new(),
         })
     }
 }

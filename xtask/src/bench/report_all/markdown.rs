@@ -12,7 +12,7 @@ use super::{Report, Row};
 use crate::bench::clear::clear_summary;
 use crate::bench::gigantic::gigantic_summary;
 use crate::bench::wi::wi_summary;
-use crate::bench::{rebalance, tkrun_table};
+use crate::bench::{rebalance, scale_table, tkrun_table};
 
 /// The policies in report order, as they appear in `rows`.
 fn policy_order(rows: &[Row]) -> Vec<String> {
@@ -121,6 +121,9 @@ impl Report {
             }
             if let Some(v) = &t.tkrun {
                 md.push_str(&tkrun_table::markdown(v));
+            }
+            if let Some(v) = &t.scale {
+                md.push_str(&scale_table::markdown(v));
             }
             if !t.programs.is_empty() {
                 let _ = writeln!(

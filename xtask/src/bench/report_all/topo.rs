@@ -33,6 +33,8 @@ pub(super) struct Topo {
     pub(super) rebalance: Vec<Value>,
     /// The `tk-bench-run` record (tk-run against the kernel).
     pub(super) tkrun: Option<Value>,
+    /// The `tk-test-close-scale` record (per-mapping cost).
+    pub(super) scale: Option<Value>,
     pub(super) notes: Vec<String>,
 }
 
@@ -135,6 +137,10 @@ impl Topo {
             t.wi = WiData::from_doc(&sub_doc(doc, "tk-bench-wi")).ok();
         }
         t.tkrun = records_of(doc, "tk-bench-run").into_iter().next().cloned();
+        t.scale = records_of(doc, "tk-test-close-scale")
+            .into_iter()
+            .next()
+            .cloned();
         if !records_of(doc, "tk-bench-gigantic").is_empty() {
             match GiganticData::from_doc(&sub_doc(doc, "tk-bench-gigantic")) {
                 Ok(g) => t.gigantic = Some(g),

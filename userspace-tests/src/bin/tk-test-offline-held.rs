@@ -1,0 +1,73 @@
+//! tk-test-offline-held: a ZONE_MOVABLE block that holds tierkit pages no
+//! registered mapping answers for is refused at once (`EBUSY`), never
+//! left to `offline_pages()`'s endless retry under `mem_hotplug_lock`
+//! (module/src/pages/movable.rs has the design). Needs a memory-only node
+//! all in ZONE_MOVABLE (`--topology cxl`, the default `online_movable`).
+//!
+//! - **pipe**: `vmsplice()` 16 pages of a 4 KiB mapping into a pipe, leave
+//!   it undrained, `munmap` and close the file: `orphans` in `limits` grows
+//!   by 16, the offline of each block holding them is EBUSY within 2 s;
+//!   closing the pipe frees them (`orphans` back to 0 within 5 s) and the
+//!   blocks then go offline and online again.
+//! - **mmap window**: a child maps 65,536 pages on the node while
+//!   `test/movable_register_delay_ms` holds it 10 s between inserting the
+//!   pages and registering the mapping; the node's blocks are offlined
+//!   (those that look like they hold the pages first, `TK_IOC_PAGE_REFS`)
+//!   until one refuses: EBUSY within 2 s; the child's mmap succeeds.
+//! - **bulk window**: the same with `TK_IOC_BULK` of 65,536 pages.
+//!
+//! Each offline runs in a child killed after 20 s, so a kernel that spins
+//! fails the check instead of hanging the test. Everything is put back:
+//! blocks online, the hook 0, nothing held.
+
+use std::process::ExitCode;
+use userspace_tests::block_offline::{node_kind, Kind, T};
+use userspace_tests::memblock::{self, Kmsg};
+use userspace_tests::offline_held::{pipe_case, window_case, Window};
+use userspace_tests::report::Report;
+use userspace_tests::tierkit_ready;
+use userspace_tests::tk::read_stats;
+
+const BIN: &str = "tk-test-offline-held";
+
+fn main() -> ExitCode {
+    userspace_tests::help!();
+    let mut r = Report::new(BIN, "test");
+    let Some(topo) = tierkit_ready(&mut r) else {
+        return r.finish();
+    };
+    let cases = ["pipe", "mmap window", "bulk window"];
+    let movable = topo.cxl_node().filter(|&c| node_kind(c) == Kind::Movable);
+    let Some(nid) = movable else {
+        for c in cases {
+            r.skip(
+                c,
+                "no memory-only node all in ZONE_MOVABLE (--topology cxl)",
+            );
+        }
+        return r.finish();
+    };
+    let block_bytes = match memblock::block_size() {
+        Ok(b) => b,
+        Err(e) => {
+            r.fail("memory block size", e.to_string());
+            return r.finish();
+        }
+    };
+    let start = read_stats().unwrap_or_default();
+    let mut t = T::new(r, topo.clone(), block_bytes, Kmsg::open().ok());
+    pipe_case(&mut t, nid);
+    window_case(&mut t, nid, Window::Mmap);
+    window_case(&mut t, nid, Window::Bulk);
+    if !t.to_online.is_empty() {
+        t.online_all("restore");
+    }
+    t.check_put_back(
+        "everything put back: blocks online, nothing held",
+        &start,
+        Ok(()),
+    );
+    let offlines = std::mem::take(&mut t.offlines);
+    t.r.set("offlines", serde_json::Value::Array(offlines));
+    t.r.finish()
+}
