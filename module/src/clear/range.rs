@@ -232,7 +232,14 @@ impl GiganticRange {
         // SAFETY: reads a static key / boot parameter.
         let zeroed = unsafe { shim::tk_init_on_alloc() };
         let folio = nr_pages == GIGANTIC_PAGES;
-        let movable = may_be_movable && MOVABLE_GIGANTIC.load(Relaxed);
+        // Taken as movable (registered for the memory notifier, and kept
+        // from vmas that accept long-term pins) only where it can land in
+        // ZONE_MOVABLE: with the opt-in, on a node that has such memory. A
+        // node without ZONE_MOVABLE gives kernel-zone memory either way.
+        // SAFETY: the shim range-checks `nid`.
+        let movable = may_be_movable
+            && MOVABLE_GIGANTIC.load(Relaxed)
+            && unsafe { shim::tk_node_has_movable(nid as c_int) };
         // Until the range is registered (or this fails), the notifier
         // refuses offlines of the node's memory.
         let _pending = if movable { Pending::new(nid) } else { None };
