@@ -2,20 +2,25 @@
 //! budget as it was (Documentation/ABI/testing/dev-tierkit: a call that
 //! fails leaves nothing behind; 262144 pages, 1 GiB, per file).
 //!
-//! One file, policy over every memory node. With `failslab` and
-//! `fail_page_alloc` set for systematic injection (see `faults`), a
-//! 32-page `mmap` is made with its 1st, 2nd, ... allocation failing
-//! (`fail-nth`) until one succeeds without an injected fault: every
-//! allocation of the call fails once, those of its pages, its page tables,
-//! its `Backing` and its registry entry among them. Then the file must
-//! still map exactly the rest of its budget (262144 minus the pages of the
-//! calls that succeeded) in one `mmap`, whose first and last pages read
-//! zero, and a further one-page `mmap` must fail with ENOMEM (the budget
-//! is exact, not merely larger). A budget that counted the pages of a
-//! failed call refuses the large `mmap` with ENOMEM.
+//! One file, policy over every memory node:
+//! 1. With `failslab` and `fail_page_alloc` set for systematic injection
+//!    (see `faults`), a 32-page `mmap` is made with its 1st, 2nd, ...
+//!    allocation failing (`fail-nth`) until one succeeds without an
+//!    injected fault.
+//! 2. The test hook `test/fail_next_backing` fails the next mapping's
+//!    `Backing::new()`, the last step of the mmap that can fail, after its
+//!    pages are taken and inserted; a 32-page `mmap` must then fail with
+//!    ENOMEM, the hook consumed. (Step 1 does not reach that point: the
+//!    sweep passes with the budget counted before it.)
+//! 3. The file must still map exactly the rest of its budget (262144
+//!    minus the pages of the calls that succeeded) in one `mmap`, whose
+//!    first and last pages read zero, and a further one-page `mmap` must
+//!    fail with ENOMEM (the budget is exact, not merely larger). A budget
+//!    that counted the pages of a failed call refuses the large `mmap`.
 //!
-//! Needs `CONFIG_FAILSLAB` and `CONFIG_FAIL_PAGE_ALLOC` (skipped without,
-//! as on Debian's kernel) and 1 GiB free over the memory nodes.
+//! Needs `CONFIG_FAILSLAB` and `CONFIG_FAIL_PAGE_ALLOC` and a test build
+//! of tierkit (skipped without, as on Debian's kernel), and 1 GiB free
+//! over the memory nodes.
 
 use std::process::ExitCode;
 use userspace_tests::errno_name;
@@ -25,6 +30,8 @@ use userspace_tests::tierkit_ready;
 use userspace_tests::tk::{Tierkit, TK_MODE_INTERLEAVE};
 
 const BIN: &str = "tk-test-mmap-budget";
+/// The test hook that fails the next `Backing::new()`.
+const FAIL_BACKING: &str = "/sys/kernel/debug/tierkit/test/fail_next_backing";
 /// The file's budget of 4 KiB pages (module/src/state.rs `FILE_PAGES`).
 const FILE_PAGES: usize = 1 << 18;
 /// Pages per stepped `mmap`.
@@ -65,6 +72,25 @@ fn sweep(tk: &Tierkit) -> Result<(usize, u32), String> {
     ))
 }
 
+/// Fails one 32-page `mmap` at `Backing::new()` through the test hook.
+fn fail_backing(tk: &Tierkit) -> Result<(), String> {
+    std::fs::write(FAIL_BACKING, "1").map_err(|e| format!("arming {FAIL_BACKING}: {e}"))?;
+    let res = tk.map(STEP_PAGES, 0);
+    let left = std::fs::read_to_string(FAIL_BACKING).unwrap_or_default();
+    let _ = std::fs::write(FAIL_BACKING, "0");
+    match res {
+        Ok(_) => Err("the mmap succeeded with Backing::new() failing".into()),
+        Err(e) if e.raw_os_error() != Some(libc::ENOMEM) => Err(format!(
+            "the mmap failed with {}, not ENOMEM",
+            errno_name(&e)
+        )),
+        Err(_) if left.trim() != "0" => {
+            Err(format!("the hook reads {left:?} after the mmap, not 0"))
+        }
+        Err(_) => Ok(()),
+    }
+}
+
 fn rest_maps(tk: &Tierkit, used: usize) -> Result<String, String> {
     let rest = FILE_PAGES - used;
     let m = tk.map(rest, 0).map_err(|e| {
@@ -103,6 +129,13 @@ fn main() -> ExitCode {
         r.skip(name, why);
         return r.finish();
     }
+    if !std::path::Path::new(FAIL_BACKING).exists() {
+        r.skip(
+            name,
+            format!("no {FAIL_BACKING} (not a test build of tierkit)"),
+        );
+        return r.finish();
+    }
     let tk = match Tierkit::open() {
         Ok(tk) => tk,
         Err(e) => {
@@ -127,7 +160,9 @@ fn main() -> ExitCode {
         if injected == 0 {
             return Err("no fault was injected".into());
         }
-        rest_maps(&tk, used).map(|s| format!("{injected} faults injected; {s}"))
+        fail_backing(&tk)?;
+        rest_maps(&tk, used)
+            .map(|s| format!("{injected} faults injected, one Backing::new() failed; {s}"))
     });
     r.check_note(name, res);
     r.finish()
