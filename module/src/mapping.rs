@@ -40,6 +40,14 @@ use kernel::{
     sync::{Arc, Mutex},
 };
 
+/// Test hook (`/sys/kernel/debug/tierkit/test/fail_next_backing`): when
+/// armed, the next [`Backing::new`] fails with `ENOMEM` before it
+/// allocates, as its allocation may (one shot; the hook disarms). Lets a
+/// test fail an `mmap` at that point, after its pages are taken and
+/// inserted. 0 in production.
+#[cfg(tierkit_test)]
+pub(crate) static FAIL_NEXT_BACKING: Atomic<u32> = Atomic::new(0);
+
 /// What a [`Backing`] holds.
 pub(crate) enum BackingPages {
     /// 4 KiB mode: page `i` at `pgoff + i`.
@@ -140,6 +148,10 @@ impl Backing {
         reservation: Reservation,
         movable: bool,
     ) -> Result<Pin<KBox<Self>>> {
+        #[cfg(tierkit_test)]
+        if FAIL_NEXT_BACKING.xchg(0, Relaxed) != 0 {
+            return Err(ENOMEM);
+        }
         let mut b = KBox::pin_init(
             pin_init!(Backing {
                 pgoff,

@@ -77,6 +77,8 @@ struct TierKit {
     #[cfg(tierkit_test)]
     _register_delay: debugfs::DebugfsFile<()>,
     #[cfg(tierkit_test)]
+    _fail_backing: debugfs::DebugfsFile<()>,
+    #[cfg(tierkit_test)]
     _test_dir: debugfs::DebugfsDir,
     _dev: Pin<KBox<dev::TkDevice>>,
     _debugfs: debugfs::DebugfsDir,
@@ -106,6 +108,26 @@ fn register_delay_store(_: &(), buf: &[u8]) -> Result {
         return Err(EINVAL);
     }
     clear::range::MOVABLE_REGISTER_DELAY_MS.store(ms, kernel::sync::atomic::Relaxed);
+    Ok(())
+}
+
+/// `test/fail_next_backing` read: "1" while armed, else "0".
+#[cfg(tierkit_test)]
+fn fail_backing_show(_: &(), f: &mut kernel::fmt::Formatter<'_>) -> kernel::fmt::Result {
+    let on = mapping::FAIL_NEXT_BACKING.load(kernel::sync::atomic::Relaxed);
+    writeln!(f, "{}", on)
+}
+
+/// `test/fail_next_backing` write: "1" arms, "0" disarms.
+#[cfg(tierkit_test)]
+fn fail_backing_store(_: &(), buf: &[u8]) -> Result {
+    let s = core::str::from_utf8(buf).map_err(|_| EINVAL)?.trim();
+    let on: u32 = match s {
+        "0" => 0,
+        "1" => 1,
+        _ => return Err(EINVAL),
+    };
+    mapping::FAIL_NEXT_BACKING.store(on, kernel::sync::atomic::Relaxed);
     Ok(())
 }
 
@@ -145,6 +167,14 @@ impl kernel::Module for TierKit {
             register_delay_show,
             Some(register_delay_store),
         )?;
+        #[cfg(tierkit_test)]
+        let fail_backing = test_dir.file(
+            c"fail_next_backing",
+            0o600,
+            (),
+            fail_backing_show,
+            Some(fail_backing_store),
+        )?;
         let mem_notifier = mapping::MemoryNotifier::register(device.clone())?;
         let gigantic_dir = debugfs::DebugfsDir::new(c"gigantic", Some(&debugfs))?;
         let pool_file = gigantic_dir.file(
@@ -171,6 +201,8 @@ impl kernel::Module for TierKit {
             _movable_gigantic: movable_gigantic,
             #[cfg(tierkit_test)]
             _register_delay: register_delay,
+            #[cfg(tierkit_test)]
+            _fail_backing: fail_backing,
             #[cfg(tierkit_test)]
             _test_dir: test_dir,
             _dev: dev,

@@ -56,11 +56,18 @@ const STAMP: &str = ".tierkit-extracted";
 
 /// Userspace tests that need what a kernel config may lack: the test, the
 /// Kconfig symbol it needs set, and what it does with it.
-pub const TESTS_NEED: &[(&str, &str, &str)] = &[(
-    "tk-test-faults",
-    "CONFIG_FAILSLAB",
-    "injects allocation failures through /sys/kernel/debug/failslab",
-)];
+pub const TESTS_NEED: &[(&str, &str, &str)] = &[
+    (
+        "tk-test-faults",
+        "CONFIG_FAILSLAB",
+        "injects allocation failures through /sys/kernel/debug/failslab",
+    ),
+    (
+        "tk-test-mmap-budget",
+        "CONFIG_FAILSLAB",
+        "fails a 4 KiB mmap's allocations through /sys/kernel/debug/failslab",
+    ),
+];
 
 /// The tests of [`TESTS_NEED`] that cannot run on a kernel with `config`,
 /// each with its reason.
@@ -357,7 +364,7 @@ kernel/drivers/dax/dax-cxl.ko.xz: kernel/drivers/dax/device_dax.ko.xz kernel/dri
         let names: Vec<&str> = u.iter().map(|(t, _)| *t).collect();
         // KUnit off is no reason: the reload tests then have no suite
         // filter to set (no suite runs at load).
-        assert_eq!(names, ["tk-test-faults"]);
+        assert_eq!(names, ["tk-test-faults", "tk-test-mmap-budget"]);
         assert!(u[0].1.contains("CONFIG_FAILSLAB off"), "{}", u[0].1);
         let full = crate::kconfig::parse_config("CONFIG_KUNIT=y\nCONFIG_FAILSLAB=y\n");
         assert!(unrunnable(&full).is_empty());

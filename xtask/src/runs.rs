@@ -119,7 +119,8 @@ macro_rules! slow_user_tests {
     () => {
         "tk-test-faults,tk-test-fuzz,tk-test-lifecycle,\
 tk-test-hostile,tk-test-stress,tk-test-gigantic,tk-test-block-offline,tk-test-node-offline,\
-tk-test-pool,tk-test-pool-cxl,tk-test-pool-hostile,tk-test-offline-held,tk-test-close-scale"
+tk-test-pool,tk-test-pool-cxl,tk-test-pool-hostile,tk-test-offline-held,tk-test-close-scale,\
+tk-test-mmap-budget"
     };
 }
 
