@@ -111,12 +111,14 @@ pub fn judge(d: &Deadline, rc: i32, e: Ending) -> Result<Option<String>, String>
     match d.expect {
         Expect::Pass if e.timeout.is_none() && e.left == 0 && rc == 0 => Ok(None),
         Expect::Pass => Err(how()),
-        Expect::Timeout if e.timeout.is_some() => {
-            Ok(Some(format!("{}, as this test of the runner expects", how())))
-        }
-        Expect::LeftBehind if e.timeout.is_none() && e.left > 0 => {
-            Ok(Some(format!("{}, as this test of the runner expects", how())))
-        }
+        Expect::Timeout if e.timeout.is_some() => Ok(Some(format!(
+            "{}, as this test of the runner expects",
+            how()
+        ))),
+        Expect::LeftBehind if e.timeout.is_none() && e.left > 0 => Ok(Some(format!(
+            "{}, as this test of the runner expects",
+            how()
+        ))),
         Expect::Timeout => Err(format!(
             "expected to be killed at its deadline of {} s; {}",
             d.secs,

@@ -119,7 +119,9 @@ pub fn prog_end_with(kind: ProgKind, name: &str, rc: i32, e: Ending) -> String {
 pub fn ending(args: &str) -> Ending {
     Ending {
         timeout: field(args, "timeout").and_then(|v| v.parse().ok()),
-        left: field(args, "left").and_then(|v| v.parse().ok()).unwrap_or(0),
+        left: field(args, "left")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0),
     }
 }
 

@@ -472,6 +472,9 @@ mod tests {
     fn movable_managed_of_zoneinfo() {
         let zi = "Node 0, zone   Normal\n        managed  7\nNode 0, zone  Movable\n        managed  0\nNode 2, zone  Movable\n        present  9\n        managed  8\n";
         assert_eq!(movable_managed(zi), 8);
-        assert_eq!(movable_managed("Node 0, zone   Normal\n        managed  7\n"), 0);
+        assert_eq!(
+            movable_managed("Node 0, zone   Normal\n        managed  7\n"),
+            0
+        );
     }
 }

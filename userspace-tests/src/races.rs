@@ -25,7 +25,11 @@ const B_BYTE: (usize, u8) = (7 * PAGE_SIZE + 3, 0x22);
 /// and the kernel must not warn (the harness fails the boot on a report).
 /// The parent, THP on, then reads both bytes through its own mapping.
 /// `limit` bounds the child. Returns what the child saw.
-pub fn prctl_during_first_touch(tk: &Tierkit, m: &Mapping, limit: Duration) -> Result<String, String> {
+pub fn prctl_during_first_touch(
+    tk: &Tierkit,
+    m: &Mapping,
+    limit: Duration,
+) -> Result<String, String> {
     let p = m.as_ptr() as usize;
     let res = vma::fork_run_within(limit, || {
         let a = std::thread::spawn(move || {
@@ -71,7 +75,9 @@ pub fn prctl_during_first_touch(tk: &Tierkit, m: &Mapping, limit: Duration) -> R
     let how = match res {
         Ok(Exit::Code(10)) => "B's touch came first: the GiB is mapped by PTEs in the child",
         Ok(Exit::Code(0)) => "A's PUD came first (the race was not met this time)",
-        Ok(Exit::Code(5)) => return Err("the two touches are not mapped to the same GiB once".into()),
+        Ok(Exit::Code(5)) => {
+            return Err("the two touches are not mapped to the same GiB once".into())
+        }
         Ok(e) => return Err(format!("the child: {e}, expected exit 0 or 10")),
         Err(e) => return Err(format!("the child: {e}")),
     };
@@ -158,7 +164,9 @@ fn all_in_state(pids: &[i32], want: char, limit: Duration) -> Result<(), String>
             return Ok(());
         }
         if t0.elapsed() > limit {
-            return Err(format!("states {states:?} after {limit:?}, expected {want}"));
+            return Err(format!(
+                "states {states:?} after {limit:?}, expected {want}"
+            ));
         }
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -219,7 +227,9 @@ pub fn stop_during_paced_rebalance(tk: &Tierkit) -> Result<String, String> {
         }
         for n in ["first", "second"] {
             if !read_within(usr.rd, limit) {
-                return Err(format!("the {n} SIGUSR1 handler did not run within {limit:?}"));
+                return Err(format!(
+                    "the {n} SIGUSR1 handler did not run within {limit:?}"
+                ));
             }
         }
         let t0 = Instant::now();
@@ -234,7 +244,9 @@ pub fn stop_during_paced_rebalance(tk: &Tierkit) -> Result<String, String> {
                 std::thread::sleep(Duration::from_millis(20));
             };
             if e != Exit::Code(0) {
-                return Err(format!("{n}: {e}, expected its call to end with EINTR (exit 0)"));
+                return Err(format!(
+                    "{n}: {e}, expected its call to end with EINTR (exit 0)"
+                ));
             }
         }
         Ok(format!(

@@ -37,22 +37,34 @@ fn the_runners_own_tests_end_as_expected_and_leave_nothing() {
     // /init's): not any test's leftover.
     let mut earlier = Command::new("sleep").arg("60").spawn().expect("sleep");
 
-    let (s, out, rc) = run("tk-test-runner-sleep", env!("CARGO_BIN_EXE_tk-test-runner-sleep"));
+    let (s, out, rc) = run(
+        "tk-test-runner-sleep",
+        env!("CARGO_BIN_EXE_tk-test-runner-sleep"),
+    );
     assert_eq!((s.ending.timeout, s.ending.left, rc), (Some(2), 0, 137));
     assert!(out.contains("printed before the deadline"), "{out}");
     assert!(!out.contains("woke up"), "{out}");
 
-    let (s, out, rc) = run("tk-test-runner-orphan", env!("CARGO_BIN_EXE_tk-test-runner-orphan"));
+    let (s, out, rc) = run(
+        "tk-test-runner-orphan",
+        env!("CARGO_BIN_EXE_tk-test-runner-orphan"),
+    );
     // The child in its group and the one that left it with setsid().
     assert_eq!((s.ending.timeout, s.ending.left, rc), (None, 2, 0));
     assert!(out.contains("in a session of its own"), "{out}");
 
-    let (s, out, _) = run("tk-test-runner-dwait", env!("CARGO_BIN_EXE_tk-test-runner-dwait"));
+    let (s, out, _) = run(
+        "tk-test-runner-dwait",
+        env!("CARGO_BIN_EXE_tk-test-runner-dwait"),
+    );
     assert_eq!((s.ending.timeout, s.ending.left), (Some(2), 0));
     assert!(out.contains("is in state D"), "{out}");
     assert!(!out.contains("the vfork wait ended"), "{out}");
 
-    assert!(earlier.try_wait().expect("wait").is_none(), "the earlier child was killed");
+    assert!(
+        earlier.try_wait().expect("wait").is_none(),
+        "the earlier child was killed"
+    );
     earlier.kill().expect("kill");
     earlier.wait().expect("reap");
 

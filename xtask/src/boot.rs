@@ -637,11 +637,10 @@ fn result(
     totals: Option<report::Totals>,
     run_dir: Option<PathBuf>,
 ) -> GuestResult {
-    let timed: Vec<(String, Duration)> =
-        report::timed_tests(&b.outcome.run, &b.outcome.user_tests)
-            .into_iter()
-            .map(|(ms, name)| (name, Duration::from_millis(ms)))
-            .collect();
+    let timed: Vec<(String, Duration)> = report::timed_tests(&b.outcome.run, &b.outcome.user_tests)
+        .into_iter()
+        .map(|(ms, name)| (name, Duration::from_millis(ms)))
+        .collect();
     GuestResult {
         ok: b.outcome.ok(),
         totals,

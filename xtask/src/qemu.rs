@@ -453,7 +453,14 @@ pub fn boot(
     run_dir: &Path,
     streamer: &mut Streamer,
 ) -> Result<GuestRun> {
-    boot_with("qemu-system-x86_64", kernel, initramfs, cfg, run_dir, streamer)
+    boot_with(
+        "qemu-system-x86_64",
+        kernel,
+        initramfs,
+        cfg,
+        run_dir,
+        streamer,
+    )
 }
 
 /// [`boot`] with `qemu` as the QEMU program (a stand-in in the tests).

@@ -498,7 +498,8 @@ pub fn junit_report(name: &str, run: &Run, extra: &[UserTest]) -> Report {
     let mut suite: Option<(TestSuite, u64, usize)> = None;
     let close = |report: &mut Report, (mut ts, ms, skipped): (TestSuite, u64, usize)| {
         ts.set_time(Duration::from_millis(ms));
-        ts.extra.insert("skipped".into(), skipped.to_string().into());
+        ts.extra
+            .insert("skipped".into(), skipped.to_string().into());
         report.add_test_suite(ts);
     };
     for r in records::walk(run, extra) {

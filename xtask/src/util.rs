@@ -122,10 +122,7 @@ pub fn lock(path: &Path, what: &str) -> Result<Lock> {
                 "" => String::new(),
                 p => format!(" (pid {p})"),
             };
-            say!(
-                "waiting for {what} of another run{pid}: {}",
-                path.display()
-            );
+            say!("waiting for {what} of another run{pid}: {}", path.display());
             f.lock()
                 .with_context(|| format!("locking {}", path.display()))?;
         }

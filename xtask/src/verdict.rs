@@ -17,8 +17,8 @@ use crate::ktap;
 use crate::profile::Profile;
 use crate::qemu::GuestRun;
 use crate::report::UserTest;
-use tierkit_protocol::deadline;
 pub use markers::{scan, Markers, ProgRun};
+use tierkit_protocol::deadline;
 
 /// The verdict of one boot.
 pub struct Outcome {

@@ -913,16 +913,30 @@ fn junit_maps_ktap_as_kunit_tool_does_with_time() {
         own.contains(r#"<failure message="the suite failed after its cases passed""#),
         "{own}"
     );
-    assert!(own.contains("free pages after the suite: 1020 below"), "{own}");
+    assert!(
+        own.contains("free pages after the suite: 1020 below"),
+        "{own}"
+    );
     assert!(junit_case(pool, "pool_fills").contains(r#"time="0.200""#));
 
     let wi = junit_suite(&xml, "tierkit_wi");
-    for attr in [r#"tests="3""#, r#"failures="1""#, r#"skipped="1""#, r#"errors="0""#] {
+    for attr in [
+        r#"tests="3""#,
+        r#"failures="1""#,
+        r#"skipped="1""#,
+        r#"errors="0""#,
+    ] {
         assert!(wi.contains(attr), "{attr}: {wi}");
     }
     let failed = junit_case(wi, "auto_weights");
-    assert!(failed.contains("<failure message=\"# auto_weights: ASSERTION FAILED"), "{failed}");
-    assert!(failed.contains("<system-out>") && failed.contains("w[1] == 5"), "{failed}");
+    assert!(
+        failed.contains("<failure message=\"# auto_weights: ASSERTION FAILED"),
+        "{failed}"
+    );
+    assert!(
+        failed.contains("<system-out>") && failed.contains("w[1] == 5"),
+        "{failed}"
+    );
     let skipped = junit_case(wi, "node_offline");
     assert!(
         skipped.contains(r#"<skipped message="no CXL node">no CXL node</skipped>"#),
@@ -933,12 +947,17 @@ fn junit_maps_ktap_as_kunit_tool_does_with_time() {
     assert_eq!(
         xml.matches("<testcase ").count() + xml.matches("<testsuite ").count(),
         xml.split('<')
-            .filter(|e| (e.starts_with("testcase ") || e.starts_with("testsuite "))
-                && e.contains(" time=\""))
+            .filter(
+                |e| (e.starts_with("testcase ") || e.starts_with("testsuite "))
+                    && e.contains(" time=\"")
+            )
             .count()
     );
     // The totals count the suite's own failure too, and the summary lists it.
-    assert_eq!(Totals::of(&run, &[]).to_string(), "tierkit: 3 passed, 2 failed, 1 skipped");
+    assert_eq!(
+        Totals::of(&run, &[]).to_string(),
+        "tierkit: 3 passed, 2 failed, 1 skipped"
+    );
     let summary = report::format_summary(&run, &[]);
     assert!(
         summary.contains("  FAIL tierkit_pool\n      # module: tierkit\n      # tierkit_pool: free pages after the suite"),
@@ -950,7 +969,10 @@ fn junit_maps_ktap_as_kunit_tool_does_with_time() {
         .to_string()
         .expect("serializes");
     let clear = junit_suite(&xml, "tierkit_clear");
-    assert!(clear.contains(r#"errors="2""#) && clear.contains(r#"failures="0""#), "{clear}");
+    assert!(
+        clear.contains(r#"errors="2""#) && clear.contains(r#"failures="0""#),
+        "{clear}"
+    );
     let crashed = junit_case(clear, "clear_gigantic_range");
     assert!(crashed.contains("<error message=\"crashed"), "{crashed}");
     assert!(

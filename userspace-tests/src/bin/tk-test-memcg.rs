@@ -279,10 +279,12 @@ fn gigantic_uncharged(r: &mut Report, nid: u32) {
                 "the child: {e} (6: memory.current grew by more than 16 MiB)"
             )),
         }
-        .and_then(|note| match cg.read_u64("memory.events", Some("oom_kill"))? {
-            0 => Ok(note),
-            k => Err(format!("oom_kill {k} in a cgroup at memory.max")),
-        })
+        .and_then(
+            |note| match cg.read_u64("memory.events", Some("oom_kill"))? {
+                0 => Ok(note),
+                k => Err(format!("oom_kill {k} in a cgroup at memory.max")),
+            },
+        )
     })();
     match res {
         Err(e) if e.ends_with("(skip)") => {
@@ -304,18 +306,25 @@ fn rebalance_at_max(r: &mut Report, a: u32, b: u32) {
         cg.set("memory.swap.max", "0").ok();
         let pages = (8 * MIB / PAGE_SIZE as u64) as usize;
         let exit = vma::fork_run(|| {
-            let Ok((tk, m)) = mapped_in(&cg, a, pages) else { return 2 };
+            let Ok((tk, m)) = mapped_in(&cg, a, pages) else {
+                return 2;
+            };
             // SAFETY: our mapping of `pages` pages.
             unsafe { fill_pattern(m.as_ptr(), 0, pages, 3) };
             let Ok(cur) = cg.current() else { return 3 };
-            if cg.set("memory.max", &(cur + 64 * 1024).to_string()).is_err() {
+            if cg
+                .set("memory.max", &(cur + 64 * 1024).to_string())
+                .is_err()
+            {
                 return 3;
             }
             let arg = tierkit_core::uapi::TkRebalance {
                 nodemask: (1 << a) | (1 << b),
                 ..Default::default()
             };
-            let Ok(done) = tk.rebalance(arg) else { return 4 };
+            let Ok(done) = tk.rebalance(arg) else {
+                return 4;
+            };
             let half = pages as u64 / 2;
             if done.misplaced != half || done.moved != half || done.no_memory != 0 {
                 eprintln!("rebalance at memory.max: {done:?}");

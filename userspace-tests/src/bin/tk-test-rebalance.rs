@@ -332,8 +332,13 @@ impl Run<'_> {
         let t = weighted_file(self.mask)?;
         let kept = Mapping::new(PAGES * PAGE, libc::MAP_SHARED, t.fd(), 0)
             .map_err(|e| format!("mmap: {e}"))?;
-        let gone = Mapping::new(PAGES * PAGE, libc::MAP_SHARED, t.fd(), (PAGES * PAGE) as u64)
-            .map_err(|e| format!("mmap: {e}"))?;
+        let gone = Mapping::new(
+            PAGES * PAGE,
+            libc::MAP_SHARED,
+            t.fd(),
+            (PAGES * PAGE) as u64,
+        )
+        .map_err(|e| format!("mmap: {e}"))?;
         drop(gone);
         let w31 = self.set(3, 1)?;
         let minimum = differ(&self.expected(&w11), &self.expected(&w31)) as u64;

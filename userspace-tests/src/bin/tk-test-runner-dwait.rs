@@ -56,7 +56,9 @@ fn main() {
             std::ptr::null_mut(),
         )
     };
-    println!("# tk-test-runner-dwait: the vfork wait ended (clone: {pid}): the runner did not kill it");
+    println!(
+        "# tk-test-runner-dwait: the vfork wait ended (clone: {pid}): the runner did not kill it"
+    );
 }
 
 extern "C" fn pause_forever(_: *mut libc::c_void) -> libc::c_int {

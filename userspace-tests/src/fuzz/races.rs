@@ -12,7 +12,8 @@ impl Worker<'_> {
             0 => {
                 let on = o.below(2) as libc::c_ulong;
                 // SAFETY: prctl with integer arguments only.
-                let r = sys_res(unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, on, 0, 0, 0) } as i64);
+                let r =
+                    sys_res(unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, on, 0, 0, 0) } as i64);
                 self.record("prctl PR_SET_THP_DISABLE", r);
                 if r.is_err() {
                     self.fail(format!("prctl(PR_SET_THP_DISABLE, {on}) -> {}", res_str(r)));
@@ -23,7 +24,8 @@ impl Worker<'_> {
                 let Some(m) = self.maps[slot] else { return };
                 let advice = *o.pick(&[libc::MADV_HUGEPAGE, libc::MADV_NOHUGEPAGE]);
                 // SAFETY: a mapping this worker made; advice changes no data.
-                let r = sys_res(unsafe { libc::madvise(m.addr as *mut c_void, m.len, advice) } as i64);
+                let r =
+                    sys_res(unsafe { libc::madvise(m.addr as *mut c_void, m.len, advice) } as i64);
                 self.record("madvise THP", r);
             }
             _ => self.stopped_rebalance(o),
@@ -70,7 +72,10 @@ impl Worker<'_> {
         // ERESTARTSYS..ERESTART_RESTARTBLOCK (512..=516) must never reach
         // userspace.
         if matches!(r, Err(e) if (512..=516).contains(&e)) {
-            self.fail(format!("paced rebalance under SIGSTOP/SIGCONT -> {}", res_str(r)));
+            self.fail(format!(
+                "paced rebalance under SIGSTOP/SIGCONT -> {}",
+                res_str(r)
+            ));
         }
     }
 }

@@ -70,7 +70,10 @@ mod tests {
         assert!(p.preempt.is_none());
         assert_eq!(p.deadline_scale, 1);
         assert_eq!(Params::parse("tierkit.deadline_scale=0").deadline_scale, 1);
-        assert_eq!(Params::parse("tierkit.deadline_scale=16").deadline_scale, 16);
+        assert_eq!(
+            Params::parse("tierkit.deadline_scale=16").deadline_scale,
+            16
+        );
     }
 
     #[test]

@@ -61,7 +61,11 @@ pub fn procs() -> Vec<Proc> {
         return Vec::new();
     };
     rd.flatten()
-        .filter(|e| e.file_name().to_str().is_some_and(|n| n.parse::<u32>().is_ok()))
+        .filter(|e| {
+            e.file_name()
+                .to_str()
+                .is_some_and(|n| n.parse::<u32>().is_ok())
+        })
         .filter_map(|e| parse_stat(&std::fs::read_to_string(e.path().join("stat")).ok()?))
         .collect()
 }
@@ -151,7 +155,11 @@ pub fn run(
             ));
         }
     }
-    let grace = if timeout.is_some() { Duration::ZERO } else { GRACE };
+    let grace = if timeout.is_some() {
+        Duration::ZERO
+    } else {
+        GRACE
+    };
     let left = s.kill_leftovers(grace, sink, &mut notes);
     s.drain(sink, &mut notes);
     Ok(Supervised {

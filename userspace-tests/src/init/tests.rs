@@ -452,7 +452,10 @@ fn deadlines_and_leftovers_are_killed_and_the_run_goes_on() {
     let mine: Vec<_> = super::supervise::procs()
         .into_iter()
         .filter(|p| p.comm == "sleep" && p.state != 'Z')
-        .filter(|p| std::fs::read_to_string(format!("/proc/{}/cmdline", p.pid)).is_ok_and(|c| c.contains("1000")))
+        .filter(|p| {
+            std::fs::read_to_string(format!("/proc/{}/cmdline", p.pid))
+                .is_ok_and(|c| c.contains("1000"))
+        })
         .collect();
     assert!(mine.is_empty(), "{mine:?}");
 }
@@ -463,7 +466,10 @@ fn deadlines_and_leftovers_are_killed_and_the_run_goes_on() {
 fn an_ordinary_test_that_leaves_a_child_fails() {
     let t = Tree::new("leftover");
     t.dir("/tmp");
-    t.script("tk-test-leaky", "sleep 1000 & sleep 1000 & echo 'ok - main part'");
+    t.script(
+        "tk-test-leaky",
+        "sleep 1000 & sleep 1000 & echo 'ok - main part'",
+    );
     let (mut init, _) = t.init("tierkit.mode=test");
     super::modes::run_mode(&mut init);
     assert_eq!(
@@ -483,7 +489,11 @@ fn a_kept_process_is_counted_but_not_killed() {
     std::fs::copy("/bin/sleep", &keep).unwrap();
     t.script(
         "tk-test-parks",
-        &format!("{} 1000 >/dev/null 2>&1 & echo $! > {}.pid", keep.display(), keep.display()),
+        &format!(
+            "{} 1000 >/dev/null 2>&1 & echo $! > {}.pid",
+            keep.display(),
+            keep.display()
+        ),
     );
     let (mut init, _) = t.init("tierkit.mode=test");
     super::modes::run_mode(&mut init);
@@ -492,7 +502,10 @@ fn a_kept_process_is_counted_but_not_killed() {
         Some("TIERKIT-USERTEST tk-test-parks rc=0 left=1")
     );
     let data = String::from_utf8_lossy(&init.out.data_bytes).into_owned();
-    assert!(data.contains("but for the 1 named \"tk-keep-alive\""), "{data}");
+    assert!(
+        data.contains("but for the 1 named \"tk-keep-alive\""),
+        "{data}"
+    );
     let pid: i32 = std::fs::read_to_string(format!("{}.pid", keep.display()))
         .unwrap()
         .trim()

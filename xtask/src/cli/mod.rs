@@ -312,17 +312,26 @@ mod tests {
         let names = |args: &[&str]| {
             let args: Vec<String> = ["test"].iter().chain(args).map(|s| s.to_string()).collect();
             let t = test_request(&parse_test(&args).unwrap()).unwrap();
-            (t.boots.len(), t.cmd_tests.iter().map(|c| c.name).collect::<Vec<_>>())
+            (
+                t.boots.len(),
+                t.cmd_tests.iter().map(|c| c.name).collect::<Vec<_>>(),
+            )
         };
         let all: Vec<&str> = cmd_tests::TESTS.iter().map(|c| c.name).collect();
         assert_eq!(names(&["--topology", "numa"]), (1, vec![]));
-        assert_eq!(names(&["--topology", "cxl", "--filter", "tk-test-vma"]), (1, vec![]));
+        assert_eq!(
+            names(&["--topology", "cxl", "--filter", "tk-test-vma"]),
+            (1, vec![])
+        );
         assert_eq!(names(&[]).1, all);
         assert_eq!(names(&["--ci"]).1, all);
         let (boots, numa) = names(&["--topology", "numa", "--filter", "xtask-*"]);
         assert_eq!(boots, 0);
         assert!(numa.contains(&"xtask-run-numactl") && !numa.contains(&"xtask-run-cxl-list"));
-        assert_eq!(names(&["--filter", "xtask-run-false"]), (0, vec!["xtask-run-false"]));
+        assert_eq!(
+            names(&["--filter", "xtask-run-false"]),
+            (0, vec!["xtask-run-false"])
+        );
     }
 
     /// What `matrix --shard` runs for each job of `--ci`: a boot job its one

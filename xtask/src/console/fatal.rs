@@ -41,7 +41,10 @@ pub fn early_reason(console: &str, qemu_stderr: &str) -> Option<String> {
         if reached_init(t) {
             before_init = false;
         }
-        let no_root = ["VFS: Cannot open root device", "No filesystem could mount root"];
+        let no_root = [
+            "VFS: Cannot open root device",
+            "No filesystem could mount root",
+        ];
         if t.starts_with("Failed to execute ") || no_root.iter().any(|p| t.starts_with(p)) {
             init_failed.get_or_insert(t);
         }
@@ -80,7 +83,9 @@ mod tests {
 
     #[test]
     fn a_panic_ends_the_boot_and_says_why_on_one_line() {
-        assert!(ends_boot("Kernel panic - not syncing: VFS: Unable to mount root fs on unknown-block(0,0)"));
+        assert!(ends_boot(
+            "Kernel panic - not syncing: VFS: Unable to mount root fs on unknown-block(0,0)"
+        ));
         assert!(!ends_boot("Run /init as init process"));
         let missing_root = "\
 [    0.930685] VFS: Cannot open root device \"vda\" or unknown-block(0,0): error -6

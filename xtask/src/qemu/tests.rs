@@ -255,10 +255,16 @@ fn streaming_shows_every_kind_of_report_whole() {
 #[test]
 fn a_slower_guest_scales_the_tests_deadlines() {
     let mut c = cfg(Mode::Test, None);
-    assert!(!kernel_cmdline(&c).unwrap().contains("tierkit.deadline_scale="));
+    assert!(!kernel_cmdline(&c)
+        .unwrap()
+        .contains("tierkit.deadline_scale="));
     c.job.deadline_scale = 16;
     let line = kernel_cmdline(&c).unwrap();
-    assert!(line.split_whitespace().any(|w| w == "tierkit.deadline_scale=16"), "{line}");
+    assert!(
+        line.split_whitespace()
+            .any(|w| w == "tierkit.deadline_scale=16"),
+        "{line}"
+    );
 }
 
 /// A guest that panics and does not exit (a panic before the kernel read

@@ -560,7 +560,11 @@ fn a_test_killed_at_its_deadline_fails_with_its_output_kept() {
     let t = &o.user_tests[0];
     assert_eq!((t.passed, t.rc), (false, 137));
     assert_eq!(t.reason.as_deref(), Some("timed out after 120 s"));
-    assert!(t.output_tail.contains("ok 1 - first half"), "{}", t.output_tail);
+    assert!(
+        t.output_tail.contains("ok 1 - first half"),
+        "{}",
+        t.output_tail
+    );
     // The same text in every report: JUnit's and KCIDB's message.
     let recs = crate::records::walk(&o.run, &o.user_tests);
     let r = recs.iter().find(|r| r.name == "tk-test-a").expect("record");
@@ -603,7 +607,11 @@ fn the_runners_own_tests_pass_only_with_their_expected_verdict() {
 #[test]
 fn the_boot_timeout_names_the_running_test_and_keeps_its_output() {
     let (c, d) = with_prog("tk-test-a", None, "ok 1 - before the hang\n");
-    let c = c.split("[    2.000000]").next().unwrap_or_default().to_string();
+    let c = c
+        .split("[    2.000000]")
+        .next()
+        .unwrap_or_default()
+        .to_string();
     let o = evaluate(&guest(&c, &d, true), true, None, Profile::Default);
     assert!(
         o.reasons
@@ -612,7 +620,11 @@ fn the_boot_timeout_names_the_running_test_and_keeps_its_output() {
         "{:?}",
         o.reasons
     );
-    let t = o.user_tests.iter().find(|t| t.name == "tk-test-a").expect("kept");
+    let t = o
+        .user_tests
+        .iter()
+        .find(|t| t.name == "tk-test-a")
+        .expect("kept");
     assert!(!t.passed);
     assert!(t.output_tail.contains("before the hang"));
     assert_eq!(

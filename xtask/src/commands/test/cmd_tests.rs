@@ -157,13 +157,13 @@ pub(crate) fn selected(g: &GuestFlags, profiles: &[profile::Profile], ci: bool) 
         g.topology.map(|k| k.name()),
         g.filter.as_deref(),
     )
-        .into_iter()
-        .filter(|t| {
-            g.filter
-                .as_deref()
-                .is_none_or(|f| tierkit_protocol::select::in_globs(f, t.name))
-        })
-        .collect()
+    .into_iter()
+    .filter(|t| {
+        g.filter
+            .as_deref()
+            .is_none_or(|f| tierkit_protocol::select::in_globs(f, t.name))
+    })
+    .collect()
 }
 
 /// The tests of a `test` with these flags, before `--filter`'s globs: all
