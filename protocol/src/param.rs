@@ -1,5 +1,5 @@
 //! The kernel command-line parameters of /init: xtask writes them
-//! (`xtask/src/qemu.rs`), /init reads them from `/proc/cmdline`.
+//! (`xtask/src/boot/qemu.rs`), /init reads them from `/proc/cmdline`.
 
 /// `tierkit.mode=run|test|bench-<name>|cmd|shell`.
 pub const MODE: &str = "tierkit.mode";

@@ -1,6 +1,6 @@
 """xtask's Python side: what only Python packages can check or generate.
 
-Run by xtask (xtask/src/pyenv.rs) with the venv's python, never by hand:
+Run by xtask (xtask/src/util/pyenv.rs) with the venv's python, never by hand:
 
   tierkit_tools.py kcidb-validate FILE...
       Validates each KCIDB file with kcidb_io.schema.LATEST.validate() and

@@ -7,7 +7,7 @@
 
 use std::path::PathBuf;
 use xtask::cli::check_args;
-use xtask::validate::Host;
+use xtask::util::validate::Host;
 
 /// A host with `gib` GiB of memory (`MemTotal`).
 fn host(gib: u64) -> Host {

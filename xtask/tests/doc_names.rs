@@ -1,5 +1,5 @@
 //! The documentation names only what exists: every repository path it
-//! gives (`xtask/src/runs.rs`, `module/src/clear/`, a crate's `src/...`,
+//! gives (`xtask/src/plan/runs.rs`, `module/src/clear/`, a crate's `src/...`,
 //! in text, code spans or the trees of ARCHITECTURE.md), every KUnit case
 //! (`tierkit_suite.case`), every tierkit function (`tk_...()`,
 //! `tierkit_...()`) and every Rust path (`first_use::BootPool`,
@@ -123,7 +123,7 @@ fn every_repository_path_exists() {
 #[test]
 fn path_finding() {
     let got: Vec<String> = paths(
-        "see `xtask/src/runs.rs`, src/offline/ and (module/src/clear/).\n\
+        "see `xtask/src/plan/runs.rs`, src/offline/ and (module/src/clear/).\n\
          not mm/mempolicy.c or /sys/module/x or rust/*.rmeta; xtask/src/*.rs\n\
          the kernel's scripts/sign-file, module/tierkit.ko\n",
     )
@@ -133,15 +133,15 @@ fn path_finding() {
     assert_eq!(
         got,
         [
-            "xtask/src/runs.rs",
+            "xtask/src/plan/runs.rs",
             "src/offline/",
             "module/src/clear/",
             "xtask/src/*.rs"
         ]
     );
     let root = repo_root();
-    assert!(path_exists(&root, "xtask/src/runs.rs"));
-    assert!(path_exists(&root, "src/runs.rs"));
+    assert!(path_exists(&root, "xtask/src/plan/runs.rs"));
+    assert!(path_exists(&root, "src/plan/runs.rs"));
     assert!(!path_exists(&root, "src/offline/"));
     assert!(path_exists(&root, "xtask/src/*.rs"));
     assert!(!path_exists(&root, "xtask/nope/*.rs"));
@@ -233,7 +233,7 @@ fn kunit_references() {
 #[test]
 fn every_kunit_case_and_tierkit_function_exists() {
     let root = repo_root();
-    let tests = xtask::names::Tests::of_tree(&root);
+    let tests = xtask::plan::names::Tests::of_tree(&root);
     let fns = defined_functions(&root);
     let mut missing = Vec::new();
     for d in doc_files(&root) {

@@ -493,7 +493,7 @@ fn number_after(text: &str, before: &str) -> Option<usize> {
 #[test]
 fn readme_first_run_matches_the_code() {
     use xtask::commands::test::cmd_tests::TESTS;
-    use xtask::runs::{FULL_RUNS, QUICK_RUNS};
+    use xtask::plan::runs::{FULL_RUNS, QUICK_RUNS};
     let text = fs::read_to_string(repo_root().join("README.md")).unwrap();
     let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
     assert_eq!(
@@ -527,7 +527,7 @@ fn readme_first_run_matches_the_code() {
         let on = |mem: u64| {
             xtask::cli::check_args(
                 ["cargo xtask", "run", "--topology", topology],
-                &xtask::validate::Host {
+                &xtask::util::validate::Host {
                     mem_total_gib: Some(mem),
                     cwd: Some(repo_root()),
                 },

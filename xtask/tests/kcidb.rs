@@ -4,7 +4,7 @@
 //! failure) are written as `cargo xtask test` writes them, one file per
 //! boot and their combination, and every file must pass
 //! `kcidb_io.schema.LATEST.validate()` in xtask's venv
-//! (`xtask/src/pyenv.rs`, made on first use: python3 with venv and PyPI
+//! (`xtask/src/util/pyenv.rs`, made on first use: python3 with venv and PyPI
 //! needed; anything missing fails the test with what to install).
 //!
 //! The same validator must refuse documents broken on purpose (a status
@@ -15,10 +15,10 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use xtask::kcidb::{self, Document};
-use xtask::profile::{KernelKind, Profile};
-use xtask::pyenv;
-use xtask::records::{self, Outcome};
+use xtask::judge::records::{self, Outcome};
+use xtask::kernels::profile::{KernelKind, Profile};
+use xtask::report::kcidb::{self, Document};
+use xtask::util::pyenv;
 
 /// Per-boot documents of the synthetic boots, and their files.
 fn synthetic(dir: &Path) -> (Vec<Document>, Vec<PathBuf>) {
@@ -202,14 +202,14 @@ fn real_runs_are_valid_kcidb() {
             continue;
         }
         let log = std::fs::read(dir.join("console.log")).unwrap();
-        let run = xtask::ktap::Run::parse(&String::from_utf8_lossy(&log));
+        let run = xtask::judge::ktap::Run::parse(&String::from_utf8_lossy(&log));
         let results: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(dir.join("results.json")).unwrap())
                 .unwrap();
-        let users: Vec<xtask::report::UserTest> =
+        let users: Vec<xtask::report::summary::UserTest> =
             serde_json::from_value(results["userspace"].clone()).unwrap();
         // The same totals as the run reported.
-        let t = xtask::report::Totals::of(&run, &users);
+        let t = xtask::report::summary::Totals::of(&run, &users);
         assert_eq!(serde_json::to_value(t).unwrap(), results["totals"], "{job}");
         let (p, k) = match (job.contains("-debug"), job.ends_with("-debian")) {
             (true, _) => (Profile::Debug, KernelKind::Tierkit),
@@ -220,7 +220,7 @@ fn real_runs_are_valid_kcidb() {
         let run_name = job.trim_end_matches("-debian").trim_end_matches("-debug");
         if let Ok(written) = std::fs::read_to_string(dir.join("junit.xml")) {
             let mut xml = Vec::new();
-            xtask::report::junit_report(&format!("tierkit-{run_name}"), &run, &users)
+            xtask::report::summary::junit_report(&format!("tierkit-{run_name}"), &run, &users)
                 .serialize(&mut xml)
                 .unwrap();
             assert!(

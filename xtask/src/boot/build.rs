@@ -5,9 +5,9 @@ use anyhow::Result;
 use std::path::Path;
 use std::time::Duration;
 
-use crate::kernel::{self, KernelRequest};
+use crate::kernels::kernel::{self, KernelRequest};
 use crate::util::Timer;
-use crate::{initramfs, module, userspace};
+use crate::{kernels::initramfs, kernels::module, kernels::userspace};
 
 /// Everything built for a boot.
 pub(crate) struct Built {
@@ -50,13 +50,13 @@ pub(crate) fn build_all(
     std::fs::create_dir_all(dir)?;
     // Debian's brd, CXL, DAX, kmem and 9p drivers are modules: /init loads them.
     let pre = match &kb.debian {
-        Some(d) => crate::debian::pre_modules(d, cxl, share)?,
+        Some(d) => crate::kernels::debian::pre_modules(d, cxl, share)?,
         None => Vec::new(),
     };
     // tk-run's library and test programs, numactl and glibc, in every
     // initramfs; `extra`'s files replace them where both have one.
-    let mut tk = crate::guest_tools::GuestFiles::new();
-    crate::tkrun::add_guest_files(&mut tk)?;
+    let mut tk = crate::kernels::guest_tools::GuestFiles::new();
+    crate::kernels::tkrun::add_guest_files(&mut tk)?;
     let extra = initramfs::merge(tk.entries(), extra);
     let ir = initramfs::build(dir, &info, &m, &bins, &pre, extra)?;
     times.push(("initramfs", t.elapsed()));

@@ -7,24 +7,26 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::util;
-use crate::{kernel, profile, qemu, report, say, verdict};
+use crate::{boot::qemu, judge::verdict, kernels::kernel, kernels::profile, report::summary, say};
 
 /// Writes a test boot's `kcidb.json` (validated: an invalid one is a
 /// `[harness] kcidb` failure of the boot), `results.json` and `junit.xml`.
 pub(super) fn write_test_results(
     run_dir: &Path,
-    boot: &crate::kcidb::Boot,
+    boot: &crate::report::kcidb::Boot,
     outcome: &mut verdict::Outcome,
 ) -> Result<()> {
     let results = run_dir.join("results.json");
     let junit = run_dir.join("junit.xml");
     let kcidb = run_dir.join("kcidb.json");
-    if let Some(f) = crate::kcidb::write_boot(&kcidb, boot, &outcome.run, &outcome.user_tests) {
+    if let Some(f) =
+        crate::report::kcidb::write_boot(&kcidb, boot, &outcome.run, &outcome.user_tests)
+    {
         outcome.reasons.push(f.output_tail.clone());
         outcome.user_tests.push(f);
     }
-    report::write_json(&results, &outcome.run, &outcome.user_tests)?;
-    report::write_junit(
+    summary::write_json(&results, &outcome.run, &outcome.user_tests)?;
+    summary::write_junit(
         &junit,
         &format!("tierkit-{}", boot.run),
         &outcome.run,
@@ -47,8 +49,8 @@ pub(super) fn kcidb_boot(
     kb: &kernel::KernelBuild,
     start_time: String,
     boot_time: Duration,
-) -> crate::kcidb::Boot {
-    crate::kcidb::Boot {
+) -> crate::report::kcidb::Boot {
+    crate::report::kcidb::Boot {
         job: run_dir
             .file_name()
             .and_then(|n| n.to_str())
@@ -60,7 +62,7 @@ pub(super) fn kcidb_boot(
         topology: cfg.topology.kind.name().to_string(),
         topology_detail: cfg.topology.describe(),
         accel: format!("{:?}", cfg.accel).to_lowercase(),
-        kernel_source: crate::kcidb::KernelSource {
+        kernel_source: crate::report::kcidb::KernelSource {
             name: match cfg.kernel.kind {
                 profile::KernelKind::Debian => format!("Debian linux-image-{}", kb.version),
                 _ => kb
@@ -86,7 +88,7 @@ pub(crate) fn no_kunit_line(k: profile::KernelKind) -> String {
 /// What the guest kernel saw (its `TIERKIT-TOPO` lines: nodes, memory,
 /// CPUs, access0/access1 performance, CXL regions, weighted-interleave
 /// weights), and how long the CXL regions took to come online.
-pub(super) fn print_guest_view(kind: crate::topology::TopologyKind, m: &verdict::Markers) {
+pub(super) fn print_guest_view(kind: crate::plan::topology::TopologyKind, m: &verdict::Markers) {
     if m.topology.is_empty() {
         return;
     }

@@ -11,9 +11,9 @@ use std::ffi::OsString;
 use super::flags::{clap_error_line, Cli, Cmd, LavaArgs};
 use crate::boot::{self, BootRequest};
 use crate::commands::{in_guest, lava, matrix, merge};
-use crate::profile::{KernelKind, Profile};
-use crate::validate::Host;
-use crate::{kernel, names};
+use crate::kernels::profile::{KernelKind, Profile};
+use crate::util::validate::Host;
+use crate::{kernels::kernel, plan::names};
 
 /// Parses `args` (the program name first) and checks every value and
 /// every boot they ask for, as [`super::main`] does before any work, without
@@ -69,7 +69,9 @@ pub(super) fn validate(cli: &Cli, host: &Host) -> std::result::Result<(), String
         }
         Cmd::Module(m) => {
             if let Some(dir) = &m.kdir {
-                return crate::kdir::inspect(dir).map(|_| ()).map_err(one_line);
+                return crate::kernels::kdir::inspect(dir)
+                    .map(|_| ())
+                    .map_err(one_line);
             }
             &m.kernel
         }

@@ -8,13 +8,13 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use crate::boot::qemu;
 use crate::boot::GuestFlags;
 use crate::commands::in_guest;
+use crate::kernels::profile::{KernelKind, Profile};
 use crate::matrix::{self, Selection, Shard};
-use crate::profile::{KernelKind, Profile};
-use crate::qemu;
-use crate::topology::{CxlDevice, CxlInterleave, Perf, TopologyKind};
-use crate::{util, validate};
+use crate::plan::topology::{CxlDevice, CxlInterleave, Perf, TopologyKind};
+use crate::{util, util::validate};
 
 const ABOUT: &str = "Build Linux 7.3 with Rust and the tierkit module, boot it in QEMU with a \
 CPU-less memory node, and report the results.";
@@ -103,7 +103,7 @@ pub(super) enum Cmd {
     /// Run all tests: host tests, then boot with KUnit and the userspace
     /// tests (/bin/tk-test-*); print a summary and write JSON and JUnit XML.
     ///
-    /// Without --topology it boots the quick runs (xtask/src/runs.rs,
+    /// Without --topology it boots the quick runs (xtask/src/plan/runs.rs,
     /// QUICK_RUNS): numa (every tierkit KUnit suite, the userspace tests
     /// but the slow ones) and cxl (placement on the CXL node in
     /// ZONE_MOVABLE). --full (CI) boots numa-full and cxl-full (the whole
@@ -210,8 +210,8 @@ pub(super) struct ModuleArgs {
 pub(super) struct GuestArgs {
     #[command(flatten)]
     pub(super) kernel: KernelArgs,
-    /// Guest NUMA topology, an entry of TOPOLOGIES (xtask/src/topology/spec.rs)
-    /// [default: numa; `test`: the runs of xtask/src/runs.rs].
+    /// Guest NUMA topology, an entry of TOPOLOGIES (xtask/src/plan/topology/spec.rs)
+    /// [default: numa; `test`: the runs of xtask/src/plan/runs.rs].
     #[arg(long, value_parser = TopologyKind::value_parser())]
     pub(super) topology: Option<TopologyKind>,
     /// Guest CPUs in total (numa2 splits them over its two CPU nodes).
@@ -357,11 +357,11 @@ pub(super) struct TestArgs {
     /// Everything: the whole suite on numa and cxl, with the slow
     /// reliability tests and the 1 GiB work on CXL memory, plus short runs
     /// with the CXL node as kernel memory, with one region across two CXL
-    /// devices, and with init_on_alloc=1 (xtask/src/runs.rs, FULL_RUNS).
+    /// devices, and with init_on_alloc=1 (xtask/src/plan/runs.rs, FULL_RUNS).
     /// CI runs this (see --ci). Without it: the quick runs (QUICK_RUNS).
     #[arg(long)]
     pub(super) full: bool,
-    /// What .ci/run boots (xtask/src/runs.rs, ci_boots): the default
+    /// What .ci/run boots (xtask/src/plan/runs.rs, ci_boots): the default
     /// profile's full runs, then the debug profile's whole suite on numa
     /// and its quick cxl run, then Debian's kernel (--kernel debian) on the
     /// quick numa and cxl runs; one combined totals line. Overrides --full,
@@ -502,7 +502,7 @@ pub(super) struct SelectArgs {
         conflicts_with_all = ["ci", "full", "profile", "kernel_kind", "topology"]
     )]
     pub(super) matrix: Option<matrix::Named>,
-    /// The boots of `cargo xtask test --ci` (xtask/src/runs.rs, ci_boots);
+    /// The boots of `cargo xtask test --ci` (xtask/src/plan/runs.rs, ci_boots);
     /// the default when no other of these flags is given.
     #[arg(long, conflicts_with_all = ["full", "profile", "kernel_kind", "topology"])]
     pub(super) ci: bool,

@@ -9,6 +9,7 @@ use clap::Parser;
 use std::ffi::OsString;
 use std::process::ExitCode;
 
+use crate::boot::qemu::Mode;
 use crate::boot::{BootRequest, KernelRequest};
 use crate::commands::bench::{self as bench_cmd, BenchRequest};
 use crate::commands::lava::LavaRequest;
@@ -17,11 +18,10 @@ use crate::commands::run::RunRequest;
 use crate::commands::shell::ShellRequest;
 use crate::commands::test::{cmd_tests, Boot, TestBoot, TestRequest};
 use crate::commands::{self, in_guest, matrix};
-use crate::profile::{KernelKind, Profile};
-use crate::qemu::Mode;
-use crate::topology::TopologyKind;
-use crate::validate::Host;
-use crate::{report, setup, util};
+use crate::kernels::profile::{KernelKind, Profile};
+use crate::plan::topology::TopologyKind;
+use crate::util::validate::Host;
+use crate::{report::summary, util, util::setup};
 
 mod check;
 mod flags;
@@ -67,7 +67,7 @@ pub fn main() -> ExitCode {
             }
             if is_test {
                 // CI reads this line; a build or boot error is a failure too.
-                println!("{}", report::Totals::ONE_FAILURE);
+                println!("{}", summary::Totals::ONE_FAILURE);
             }
             ExitCode::FAILURE
         }

@@ -1,14 +1,14 @@
 //! `cargo xtask bench`: one benchmark (one boot), or with no name every
 //! benchmark, one boot per topology, and the report
-//! ([`crate::bench::Report`]).
+//! ([`crate::report::bench::Report`]).
 
 use anyhow::Result;
 use serde_json::Value;
 use std::process::ExitCode;
 
-use crate::bench::{Report, RunMeta, TopoRun, ALL};
 use crate::boot::{self, BootRequest};
-use crate::topology::TopologyKind;
+use crate::plan::topology::TopologyKind;
+use crate::report::bench::{Report, RunMeta, TopoRun, ALL};
 use crate::util::{fmt_dur, Timer};
 use crate::{say, util};
 

@@ -5,7 +5,7 @@ use anyhow::Result;
 use std::process::ExitCode;
 
 use crate::boot::{build_all, KernelRequest};
-use crate::{say, setup, util};
+use crate::{say, util, util::setup};
 
 /// `cargo xtask build`: `kernels` one after the other.
 pub(crate) fn run(kernels: &[KernelRequest]) -> Result<ExitCode> {

@@ -22,14 +22,14 @@
 //!   puts the terminal in raw mode and restores it, and xtask restores the
 //!   termios it saw before as well, should QEMU die. /init starts busybox sh
 //!   with job control (`setsid cttyhack`); its exit powers the guest off.
-//! - The guest tools ([`crate::guest_tools::TOOLS`]: numactl, numastat, cxl,
+//! - The guest tools ([`crate::kernels::guest_tools::TOOLS`]: numactl, numastat, cxl,
 //!   daxctl, ndctl) are in these initramfs images only (11.7 MB), not in
 //!   those of `test`, `bench` and the demos.
 
+use crate::boot::qemu::{GuestConfig, Mode};
 use crate::boot::{self, BootRequest};
-use crate::qemu::{GuestConfig, Mode};
 use crate::util::{self, fmt_dur, Timer};
-use crate::{guest_tools, say, setup};
+use crate::{kernels::guest_tools, say, util::setup};
 use anyhow::{Context, Result};
 use std::ffi::OsString;
 use std::fs;
@@ -214,7 +214,7 @@ pub fn share_args(dir: &Path) -> Vec<String> {
     ]
 }
 
-/// `args` (of [`crate::qemu::qemu_args`]) with the console on QEMU's stdio for a
+/// `args` (of [`crate::boot::qemu::qemu_args`]) with the console on QEMU's stdio for a
 /// person: serial and monitor multiplexed (`-serial mon:stdio`; Ctrl-A x
 /// quits), Ctrl-C to the guest (`signal=off`), and a copy in `log`.
 pub fn interactive_console(args: Vec<String>, log: &Path) -> Vec<String> {
@@ -289,7 +289,7 @@ pub fn judge(console: &str, data: &str, timed_out: bool, status_tag: &str) -> En
         .lines()
         .find(|l| l.contains("Kernel panic - not syncing"))
     {
-        return Ended::Panic(crate::printk::split_seconds(l).1.trim().to_string());
+        return Ended::Panic(crate::judge::printk::split_seconds(l).1.trim().to_string());
     }
     if timed_out {
         return Ended::Timeout;

@@ -5,7 +5,7 @@ use anyhow::Result;
 use std::process::ExitCode;
 
 use crate::boot::KernelRequest;
-use crate::{kernel, setup};
+use crate::{kernels::kernel, util::setup};
 
 /// `cargo xtask kernel`: `kernels` one after the other.
 pub(crate) fn run(kernels: &[KernelRequest]) -> Result<ExitCode> {

@@ -18,8 +18,8 @@ use tierkit_protocol::marker;
 
 use super::matrix::{Job, JobKind, Shard};
 use crate::boot::{self, BootRequest, GuestFlags};
-use crate::pyenv::Venv;
-use crate::{qemu, say, util};
+use crate::util::pyenv::Venv;
+use crate::{boot::qemu, say, util};
 
 /// `cargo xtask lava` as asked: the picked jobs, each with its one boot.
 pub struct LavaRequest {
@@ -244,7 +244,7 @@ fn plan_built(
     req: &BootRequest,
     dir: &Path,
     artifact_url: Option<&str>,
-    kernel: Option<&crate::kernel::KernelBuild>,
+    kernel: Option<&crate::kernels::kernel::KernelBuild>,
 ) -> Result<Spec> {
     let mut cfg = boot::plan(req, qemu::Accel::Tcg)?;
     if let Some(kb) = kernel {
@@ -268,7 +268,7 @@ pub(crate) fn cmd_lava(l: LavaRequest) -> Result<ExitCode> {
         .out
         .clone()
         .unwrap_or_else(|| util::out_dir().join("lava"));
-    crate::setup::ensure()?;
+    crate::util::setup::ensure()?;
     let venv = Venv::ensure()?;
     for (job, req) in &l.jobs {
         let dir = out.join(&job.id);

@@ -13,10 +13,10 @@ use std::process::ExitCode;
 use super::test::{self as testing, cmd_tests, Boot, TestRequest};
 use crate::merge::{self, Combined};
 // What `merge --expect` reads and writes too.
+use crate::kernels::profile::{KernelKind, Profile};
 pub use crate::merge::{read_job_ids, write_missing};
-use crate::profile::{KernelKind, Profile};
-use crate::report::{self, UserTest};
-use crate::topology::TopologyKind;
+use crate::plan::topology::TopologyKind;
+use crate::report::summary::{self, UserTest};
 use crate::{say, util};
 
 /// Which boots: the flags `test` selects its boots with.
@@ -114,7 +114,7 @@ pub enum JobKind {
 
 /// The id of the job of the `run -- CMD` and `shell` tests (its results
 /// are in `target/tierkit/test-xtask-cmd/`).
-pub const CMD_JOB: &str = crate::kcidb::CMD_JOB;
+pub const CMD_JOB: &str = crate::report::kcidb::CMD_JOB;
 
 /// One job: one boot, or the tests of `run -- CMD` and `shell`, as an
 /// independent command.
@@ -179,8 +179,8 @@ pub fn jobs(sel: &Selection, boots: &[Boot]) -> Vec<Job> {
 /// `linux-source-7.3` (built by xtask) or Debian's release.
 fn kernel_version(k: KernelKind) -> String {
     match k {
-        KernelKind::Debian => crate::debian::RELEASE.into(),
-        KernelKind::Tierkit => crate::kernel::DEFAULT_PACKAGE.into(),
+        KernelKind::Debian => crate::kernels::debian::RELEASE.into(),
+        KernelKind::Tierkit => crate::kernels::kernel::DEFAULT_PACKAGE.into(),
     }
 }
 
@@ -194,7 +194,7 @@ fn job_command(id: String, args: Vec<String>) -> Job {
     Job {
         command: argv
             .iter()
-            .map(|a| crate::validate::shell_quote(a))
+            .map(|a| crate::util::validate::shell_quote(a))
             .collect::<Vec<_>>()
             .join(" "),
         id,
@@ -383,7 +383,7 @@ pub(crate) fn run_shard(s: Shard, all: &[(Job, TestRequest)]) -> Result<ExitCode
             .join(", ")
     );
     let wall = util::Timer::start();
-    crate::setup::ensure()?;
+    crate::util::setup::ensure()?;
     let mut errors: Vec<(String, String)> = Vec::new();
     let mut all_results = Vec::new();
     for (job, t) in picked {
@@ -413,7 +413,7 @@ pub(crate) fn run_shard(s: Shard, all: &[(Job, TestRequest)]) -> Result<ExitCode
     }
     if let Some(f) = harness {
         say!("FAIL: {}", f.output_tail);
-        totals = totals + report::Totals::ONE_FAILURE;
+        totals = totals + summary::Totals::ONE_FAILURE;
     }
     testing::time_table(None, &all_results).report(wall.elapsed(), &dest);
     println!("{totals}");

@@ -13,8 +13,8 @@ use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use crate::report::{Totals, UserTest};
-use crate::{kcidb, say, util};
+use crate::report::summary::{Totals, UserTest};
+use crate::{report::kcidb, say, util};
 
 /// One boot's results on disk.
 #[derive(Clone, Debug)]
@@ -311,7 +311,7 @@ pub fn check_args(roots: &[PathBuf], out: Option<&Path>, expect: Option<&Path>) 
 }
 
 /// The results of a job that left none: `results.json`, `junit.xml` and
-/// `kcidb.json` ([`crate::kcidb::missing_document`]) in `to` with one
+/// `kcidb.json` ([`crate::report::kcidb::missing_document`]) in `to` with one
 /// failure, `[harness] boot`, saying `why`.
 pub fn write_missing(to: &Path, id: &str, why: String) -> Result<()> {
     std::fs::create_dir_all(to)?;
@@ -324,17 +324,21 @@ pub fn write_missing(to: &Path, id: &str, why: String) -> Result<()> {
         duration_ms: 0,
         reason: None,
     };
-    let run = crate::ktap::Run::default();
+    let run = crate::judge::ktap::Run::default();
     let failures = std::slice::from_ref(&failure);
-    crate::report::write_json(&to.join("results.json"), &run, failures)?;
-    crate::report::write_junit(
+    crate::report::summary::write_json(&to.join("results.json"), &run, failures)?;
+    crate::report::summary::write_junit(
         &to.join("junit.xml"),
         &format!("tierkit-{id}"),
         &run,
         failures,
     )?;
-    let doc = crate::kcidb::missing_document(&crate::kcidb::Source::of_repo(), id, &failure);
-    crate::kcidb::write(&to.join("kcidb.json"), &doc)
+    let doc = crate::report::kcidb::missing_document(
+        &crate::report::kcidb::Source::of_repo(),
+        id,
+        &failure,
+    );
+    crate::report::kcidb::write(&to.join("kcidb.json"), &doc)
 }
 
 /// The job ids of a `cargo xtask matrix` JSON file: `{"jobs": [...]}` or

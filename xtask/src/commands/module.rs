@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use crate::boot::KernelRequest;
-use crate::{module, say, setup};
+use crate::{kernels::module, say, util::setup};
 
 /// `cargo xtask module` as asked.
 pub enum ModuleRequest {
@@ -20,7 +20,7 @@ pub enum ModuleRequest {
 pub(crate) fn run(m: ModuleRequest) -> Result<ExitCode> {
     match m {
         ModuleRequest::Kdir(dir) => {
-            let ko = crate::kdir::cmd_module(&dir)?;
+            let ko = crate::kernels::kdir::cmd_module(&dir)?;
             println!("{}", ko.display());
         }
         ModuleRequest::Kernels(kernels) => {

@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use super::in_guest::{follow, judge, prepare, report};
+use crate::boot::qemu;
 use crate::boot::{self, BootRequest};
-use crate::qemu;
 use crate::util::{self, Timer};
 
 /// `cargo xtask run` as asked.

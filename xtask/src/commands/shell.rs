@@ -9,8 +9,8 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use super::in_guest::{interactive_console, judge, prepare, report};
+use crate::boot::qemu;
 use crate::boot::BootRequest;
-use crate::qemu;
 use crate::say;
 use crate::util::Timer;
 

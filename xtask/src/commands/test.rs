@@ -1,5 +1,5 @@
 //! `cargo xtask test`: the host tests, then the boots of
-//! [`crate::runs`] for each profile, then the tests of `run -- CMD` and
+//! [`crate::plan::runs`] for each profile, then the tests of `run -- CMD` and
 //! `shell` ([`cmd_tests`]), and the combined totals.
 
 use anyhow::{Context, Result};
@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use crate::boot::{self, BootRequest, GuestFlags, GuestResult};
 use crate::util::{self, fmt_dur, Timer};
-use crate::{profile, report, runs, say, setup, timings};
+use crate::{kernels::profile, plan::runs, report::summary, report::timings, say, util::setup};
 
 pub mod cmd_tests;
 
@@ -60,7 +60,7 @@ pub(crate) fn run(t: TestRequest) -> Result<ExitCode> {
         None
     };
     let rounds = t.repeat.max(1);
-    let mut sum = report::Totals::default();
+    let mut sum = summary::Totals::default();
     for round in 1..=rounds {
         if rounds > 1 {
             println!();
@@ -236,7 +236,7 @@ fn test_all(
     host: Option<(bool, Duration)>,
     t: TestRequest,
     wall: &Timer,
-) -> Result<(bool, report::Totals)> {
+) -> Result<(bool, summary::Totals)> {
     if let ([one], true) = (&t.boots[..], t.cmd_tests.is_empty()) {
         let mut req = one.req.clone();
         req.host = host;
@@ -252,7 +252,7 @@ fn test_all(
         results.push(run_cmd_tests(t.cmd_kernel, t.cmd_kvm, &t.cmd_tests));
     }
     println!();
-    let mut all = report::Totals::default();
+    let mut all = summary::Totals::default();
     for (label, r) in &results {
         let t = r.totals.unwrap_or_default();
         all = all + t;
@@ -267,7 +267,7 @@ fn test_all(
     if let Some(f) = crate::merge::write_combined_kcidb(&dirs, &util::out_dir().join("kcidb.json"))
     {
         say!("FAIL: {}", f.output_tail);
-        all = all + report::Totals::ONE_FAILURE;
+        all = all + summary::Totals::ONE_FAILURE;
         ok = false;
     }
     time_table(host, &results).report(wall.elapsed(), &util::out_dir());
@@ -291,7 +291,10 @@ pub(crate) fn run_cmd_tests(
     let r = match cmd_tests::run_all(kvm, kernel, tests) {
         Ok(tests) => GuestResult {
             ok: tests.iter().all(|t| t.passed),
-            totals: Some(report::Totals::of(&crate::ktap::Run::default(), &tests)),
+            totals: Some(summary::Totals::of(
+                &crate::judge::ktap::Run::default(),
+                &tests,
+            )),
             boot: Some(t.elapsed()),
             cxl_setup: None,
             run_dir: Some(crate::util::out_dir().join("test-xtask-cmd")),
@@ -375,7 +378,7 @@ pub(crate) fn run_boots(
                 for cause in e.chain().skip(1) {
                     eprintln!("  caused by: {cause}");
                 }
-                println!("{}", report::Totals::ONE_FAILURE.labelled(&label));
+                println!("{}", summary::Totals::ONE_FAILURE.labelled(&label));
                 GuestResult::failed(format!("{e:#}"))
             }
         };
@@ -387,7 +390,7 @@ pub(crate) fn run_boots(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::profile::{KernelKind, Profile};
+    use crate::kernels::profile::{KernelKind, Profile};
 
     #[test]
     fn labels_name_the_kernel_and_profile_unless_default() {

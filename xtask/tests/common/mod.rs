@@ -8,10 +8,10 @@
 
 use std::path::{Path, PathBuf};
 
-use xtask::kcidb::{self, Boot, KernelSource, Source};
-use xtask::ktap::Run;
-use xtask::profile::{KernelKind, Profile};
-use xtask::report::{self, UserTest};
+use xtask::judge::ktap::Run;
+use xtask::kernels::profile::{KernelKind, Profile};
+use xtask::report::kcidb::{self, Boot, KernelSource, Source};
+use xtask::report::summary::{self, UserTest};
 
 /// The console logs the synthetic boots take in turn.
 pub const LOGS: &[&str] = &[
@@ -105,8 +105,8 @@ pub fn boot(job: &str, run: &str, profile: Profile, kernel: KernelKind) -> Boot 
 /// `cargo xtask test` does for a run directory.
 pub fn write_boot(dir: &Path, b: &Boot, run: &Run, extra: &[UserTest]) {
     std::fs::create_dir_all(dir).unwrap();
-    report::write_json(&dir.join("results.json"), run, extra).unwrap();
-    report::write_junit(
+    summary::write_json(&dir.join("results.json"), run, extra).unwrap();
+    summary::write_junit(
         &dir.join("junit.xml"),
         &format!("tierkit-{}", b.job),
         run,

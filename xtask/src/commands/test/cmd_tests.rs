@@ -24,10 +24,10 @@
 
 use crate::boot::GuestFlags;
 use crate::commands::in_guest;
-use crate::report::{self, Totals, UserTest};
-use crate::topology::{Topology, TopologyKind, TopologyOpts};
+use crate::plan::topology::{Topology, TopologyKind, TopologyOpts};
+use crate::report::summary::{self, Totals, UserTest};
 use crate::util::{self, fmt_dur, Timer};
-use crate::{profile, say};
+use crate::{kernels::profile, say};
 use anyhow::{bail, Context, Result};
 use std::fs;
 use std::path::Path;
@@ -218,7 +218,7 @@ pub(crate) fn run_all(
     let _ = fs::remove_dir_all(&share);
     fs::create_dir_all(&share)?;
     let mut out = Vec::new();
-    let start_time = crate::kcidb::now_rfc3339();
+    let start_time = crate::report::kcidb::now_rfc3339();
     for (i, t) in tests.iter().enumerate() {
         say!(
             "xtask run/shell test {}/{}: {} ({})",
@@ -255,10 +255,10 @@ pub(crate) fn run_all(
             reason: None,
         });
     }
-    let run = crate::ktap::Run::default();
+    let run = crate::judge::ktap::Run::default();
     // KCIDB as for a boot: validated, an invalid file a failure.
     let topologies: Vec<(&str, &str)> = tests.iter().map(|t| (t.name, t.topology)).collect();
-    if let Some(f) = crate::kcidb::write_cmd_tests(
+    if let Some(f) = crate::report::kcidb::write_cmd_tests(
         &dir.join("kcidb.json"),
         kernel,
         &topologies,
@@ -267,8 +267,8 @@ pub(crate) fn run_all(
     ) {
         out.push(f);
     }
-    report::write_json(&dir.join("results.json"), &run, &out)?;
-    report::write_junit(&dir.join("junit.xml"), "tierkit-xtask-cmd", &run, &out)?;
+    summary::write_json(&dir.join("results.json"), &run, &out)?;
+    summary::write_junit(&dir.join("junit.xml"), "tierkit-xtask-cmd", &run, &out)?;
     let t = Totals::of(&run, &out);
     say!(
         "xtask run/shell tests: {} passed, {} failed (results: {})",
@@ -282,7 +282,7 @@ pub(crate) fn run_all(
 fn shown(t: &CmdTest) -> String {
     let mut v = vec![t.args[0], "--topology", t.topology];
     v.extend(&t.args[1..]);
-    format!("cargo xtask {}", crate::validate::shell_join(v))
+    format!("cargo xtask {}", crate::util::validate::shell_join(v))
 }
 
 /// The child's arguments: the test's, with the topology and the guest
@@ -490,13 +490,13 @@ fn shell_test(
     dir: &Path,
 ) -> Result<(i32, String)> {
     let sock = format!("tierkit-test-{}", std::process::id());
-    let args = crate::validate::shell_join(
+    let args = crate::util::validate::shell_join(
         std::iter::once(exe.to_str().context("xtask's path is not UTF-8")?)
             .chain(child_args(kvm, kernel, t).iter().map(String::as_str)),
     );
     let script = format!(
         "{args} 2>{}; rc=$?; m=$(stty -a | tr ' ;' '\\n\\n' | grep -x -e icanon -e -icanon -e echo -e -echo | tr '\\n' ' '); echo \"xtask-exit=$rc tty-modes: $m\"; exec sleep 600",
-        crate::validate::shell_quote(&dir.join("xtask-shell.stderr").display().to_string())
+        crate::util::validate::shell_quote(&dir.join("xtask-shell.stderr").display().to_string())
     );
     let share_s = share.display().to_string();
     tmux(
