@@ -49,80 +49,8 @@ impl Mode {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Accel {
-    Kvm,
-    Tcg,
-}
-
-/// Why KVM can't be used here, or `None` when it can.
-pub fn kvm_problem() -> Option<String> {
-    if !Path::new("/dev/kvm").exists() {
-        return Some("no /dev/kvm".into());
-    }
-    if Path::new("/sys/module/kvm_pvm").exists() {
-        return Some("/dev/kvm is PVM (kvm_pvm), which cannot boot a stock kernel".into());
-    }
-    if !Path::new("/sys/module/kvm_intel").exists() && !Path::new("/sys/module/kvm_amd").exists() {
-        return Some("/dev/kvm exists but neither kvm_intel nor kvm_amd is loaded".into());
-    }
-    if let Err(e) = fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open("/dev/kvm")
-    {
-        return Some(format!(
-            "cannot open /dev/kvm read-write ({e}); add yourself to group kvm"
-        ));
-    }
-    None
-}
-
-/// KVM when it really works (or `--kvm`), else TCG with a one-line note.
-pub fn choose_accel(force: Option<bool>) -> Accel {
-    match force {
-        Some(true) => {
-            if let Some(p) = kvm_problem() {
-                say!("warning: --kvm given although {p}");
-            }
-            Accel::Kvm
-        }
-        Some(false) => {
-            say!("note: using TCG (--no-kvm)");
-            Accel::Tcg
-        }
-        None => match kvm_problem() {
-            None => Accel::Kvm,
-            Some(p) => {
-                say!("note: using TCG, not KVM: {p}");
-                Accel::Tcg
-            }
-        },
-    }
-}
-
-/// How hot-added memory (the CXL node of `--topology cxl`) is onlined:
-/// `memhp_default_state=online_movable` or `online_kernel`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum CxlOnline {
-    /// ZONE_MOVABLE, as `daxctl reconfigure-device --mode=system-ram` and
-    /// the usual auto-online rules do on real systems: it can be offlined
-    /// again, and the kernel refuses long-term pins there.
-    Movable,
-    /// ZONE_NORMAL: kernel allocations may land there; it cannot be
-    /// offlined while they do.
-    Kernel,
-}
-
-impl CxlOnline {
-    /// The `memhp_default_state=` value.
-    pub fn as_param(self) -> &'static str {
-        match self {
-            CxlOnline::Movable => "online_movable",
-            CxlOnline::Kernel => "online_kernel",
-        }
-    }
-}
+pub use crate::plan::accel::{choose_accel, kvm_problem, Accel};
+pub use crate::plan::topology::CxlOnline;
 
 /// What the guest is asked to do, and how QEMU runs it: the part of a
 /// boot's request ([`crate::boot::BootRequest`]) that this stage reads.

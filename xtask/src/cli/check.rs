@@ -158,7 +158,10 @@ fn check_filter(cmd: &Cmd) -> std::result::Result<(), String> {
             .guest
             .filter
             .as_deref()
-            .map_or(Ok(()), |f| names::Tests::here().check_test_filter(f)),
+            .map_or(Ok(()), |f| {
+                let xtask = crate::commands::test::cmd_tests::TESTS.iter().map(|t| t.name);
+                names::Tests::here().with_xtask(xtask).check_test_filter(f)
+            }),
         Cmd::Run(r) if r.cmd.is_empty() => r.guest.filter.as_deref().map_or(Ok(()), |f| {
             names::Tests::here().check_demo_filter(f, r.kunit)
         }),

@@ -11,7 +11,30 @@
 //! log, and a `userspace` group.
 
 use crate::judge::ktap::{Run, Status};
-use crate::report::summary::UserTest;
+use serde::{Deserialize, Serialize};
+
+/// One userspace test run by `/init` in the guest, reported by the marker
+/// line `TIERKIT-USERTEST name rc=N`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UserTest {
+    pub name: String,
+    pub passed: bool,
+    /// It passed without checking anything: every check it reported was a
+    /// skip (its `TIERKIT-JSON` line has `passed: 0, skipped: N > 0`), e.g.
+    /// `tk-test-cxl` on a topology without CXL devices. Counts as skipped.
+    #[serde(default)]
+    pub skipped: bool,
+    /// The exit code.
+    pub rc: i32,
+    /// The last lines of the test's output.
+    pub output_tail: String,
+    pub duration_ms: u64,
+    /// Why it failed when its exit code does not say it (`timed out after
+    /// 120 s`, `left 2 process(es) running after it exited`, `did not
+    /// finish: ...`), or how a test of the runner met its expected verdict.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
 
 /// What a record came to. Maps to JUnit (success, skipped, failure, error)
 /// and to KCIDB's statuses (`PASS`, `SKIP`, `FAIL`, `ERROR`).

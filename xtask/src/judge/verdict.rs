@@ -15,8 +15,8 @@ mod tests;
 use crate::boot::qemu::GuestRun;
 use crate::judge::console::{self, Phases};
 use crate::judge::ktap;
+use crate::judge::records::UserTest;
 use crate::kernels::profile::Profile;
-use crate::report::summary::UserTest;
 pub use markers::{scan, Markers, ProgRun};
 use tierkit_protocol::deadline;
 

@@ -2,7 +2,7 @@
 //! from trixie-backports) as the guest kernel, as a user's machine runs it.
 //!
 //! - its packages come through the private apt configuration
-//!   ([`kernel::apt_download`]) into `apt/debs-debian/` (cached) and are
+//!   ([`source::apt_download`]) into `apt/debs-debian/` (cached) and are
 //!   extracted into `debian/<release>/` (vmlinuz, the modules, the headers;
 //!   `depmod` writes the modules.dep Debian's postinst would);
 //! - tierkit.ko is built against the headers as `cargo xtask module --kdir`
@@ -19,7 +19,7 @@
 //!   the kernel refuses a region commit in a VM).
 
 use crate::kernels::kdir::{self, Prepared};
-use crate::kernels::kernel;
+use crate::kernels::source;
 use crate::say;
 use crate::util;
 use anyhow::{bail, Context, Result};
@@ -194,7 +194,7 @@ fn extract() -> Result<PathBuf> {
         .filter(|p| find_deb(&debs, p).is_none())
         .collect();
     if !missing.is_empty() {
-        kernel::apt_download(&cache, &missing, &debs, &missing.join(" "))?;
+        source::apt_download(&cache, &missing, &debs, &missing.join(" "))?;
     }
     let tmp = cache
         .join("debian")

@@ -179,6 +179,25 @@ pub fn cache_key(version: &str, config_text: &str) -> String {
     format!("{version}-{}", config_hash(config_text))
 }
 
+/// Kbuild's quiet output: `  CC      mm/page_alloc.o`.
+pub fn is_kbuild_step(line: &str) -> bool {
+    let Some(rest) = line.strip_prefix("  ") else {
+        return false;
+    };
+    let tag: String = rest.chars().take_while(|c| !c.is_whitespace()).collect();
+    !tag.is_empty()
+        && tag.len() <= 8
+        && tag.chars().all(|c| {
+            c.is_ascii_uppercase()
+                || c.is_ascii_digit()
+                || c == '-'
+                || c == '_'
+                || c == '['
+                || c == ']'
+        })
+        && rest.len() > tag.len()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -257,5 +276,19 @@ mod tests {
         let k = cache_key("7.3.4", "abc");
         assert_eq!(k, "7.3.4-ba7816bf8f01");
         assert_eq!(config_hash("abc").len(), 12);
+    }
+
+    #[test]
+    fn kbuild_steps() {
+        assert!(is_kbuild_step("  CC      mm/page_alloc.o"));
+        assert!(is_kbuild_step("  RUSTC L rust/core.o"));
+        assert!(is_kbuild_step("  HOSTCC  scripts/basic/fixdep"));
+        assert!(is_kbuild_step("  YACC    scripts/kconfig/parser.tab.[ch]"));
+        assert!(!is_kbuild_step("make[1]: Entering directory '/x'"));
+        assert!(!is_kbuild_step(
+            "Kernel: arch/x86/boot/bzImage is ready  (#1)"
+        ));
+        assert!(!is_kbuild_step("  "));
+        assert!(!is_kbuild_step("warning: unused"));
     }
 }

@@ -27,31 +27,15 @@ use std::process::Command;
 mod build;
 mod cache;
 mod config;
-mod source;
 
-pub use build::{build, is_kbuild_step};
+pub use super::source::{check_custom_source, source, KernelSource, DEFAULT_PACKAGE};
+pub use build::build;
 pub use config::{configure, fragments};
-pub(crate) use source::apt_download;
-pub use source::{check_custom_source, source};
 
-/// Debian's package with the default kernel source.
-pub const DEFAULT_PACKAGE: &str = "linux-source-7.3";
 /// Marks a finished build; written only after `make` succeeded.
 pub const STAMP: &str = ".tierkit-built";
 const ARCH: &str = "ARCH=x86_64";
 const LLVM: &str = "LLVM=1";
-
-/// A kernel source tree.
-#[derive(Clone, Debug)]
-pub struct KernelSource {
-    pub dir: PathBuf,
-    /// `make kernelversion`, e.g. `7.3.4`.
-    pub version: String,
-    /// Given with `--kernel-src` (the user's tree may change between runs).
-    pub custom: bool,
-    /// Names the scratch dir: `linux-source-7.3` or `custom-<hash of path>`.
-    pub id: String,
-}
 
 /// The final, checked `.config` for a source.
 #[derive(Clone, Debug)]

@@ -13,5 +13,6 @@ pub mod kdir;
 pub mod kernel;
 pub mod module;
 pub mod profile;
+pub mod source;
 pub mod tkrun;
 pub mod userspace;

@@ -12,8 +12,9 @@
 //! keeps KVM (with a warning), and `$TIERKIT_CXL_KVM` overrides the
 //! version check: `1` keeps KVM, `0` always falls back.
 
-use crate::boot::qemu::Accel;
 use crate::say;
+use std::fs;
+use std::path::Path;
 
 /// The first QEMU release after March 2026, 11.0.0. Whether the fix made
 /// it into 11.0 could not be checked here (the series was posted on
@@ -105,6 +106,58 @@ pub fn for_boot(accel: Accel, forced: bool, cxl: bool) -> Accel {
         say!("{n}");
     }
     a
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Accel {
+    Kvm,
+    Tcg,
+}
+
+/// Why KVM can't be used here, or `None` when it can.
+pub fn kvm_problem() -> Option<String> {
+    if !Path::new("/dev/kvm").exists() {
+        return Some("no /dev/kvm".into());
+    }
+    if Path::new("/sys/module/kvm_pvm").exists() {
+        return Some("/dev/kvm is PVM (kvm_pvm), which cannot boot a stock kernel".into());
+    }
+    if !Path::new("/sys/module/kvm_intel").exists() && !Path::new("/sys/module/kvm_amd").exists() {
+        return Some("/dev/kvm exists but neither kvm_intel nor kvm_amd is loaded".into());
+    }
+    if let Err(e) = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/kvm")
+    {
+        return Some(format!(
+            "cannot open /dev/kvm read-write ({e}); add yourself to group kvm"
+        ));
+    }
+    None
+}
+
+/// KVM when it really works (or `--kvm`), else TCG with a one-line note.
+pub fn choose_accel(force: Option<bool>) -> Accel {
+    match force {
+        Some(true) => {
+            if let Some(p) = kvm_problem() {
+                say!("warning: --kvm given although {p}");
+            }
+            Accel::Kvm
+        }
+        Some(false) => {
+            say!("note: using TCG (--no-kvm)");
+            Accel::Tcg
+        }
+        None => match kvm_problem() {
+            None => Accel::Kvm,
+            Some(p) => {
+                say!("note: using TCG, not KVM: {p}");
+                Accel::Tcg
+            }
+        },
+    }
 }
 
 #[cfg(test)]

@@ -8,8 +8,8 @@
 //! tests (fault injection, fuzzer, stress, load/unload cycles, hostile
 //! inputs) and the 1 GiB work on emulated CXL memory; CI runs `--full`.
 
-use crate::boot::qemu::CxlOnline;
 use crate::kernels::profile::{KernelKind, Profile};
+use crate::plan::topology::CxlOnline;
 use crate::plan::topology::{CxlInterleave, TopologyKind};
 
 /// Which tests one boot runs.

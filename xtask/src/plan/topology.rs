@@ -27,6 +27,29 @@ mod cxl;
 mod perf;
 mod qemu_args;
 mod spec;
+/// How hot-added memory (the CXL node of `--topology cxl`) is onlined:
+/// `memhp_default_state=online_movable` or `online_kernel`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum CxlOnline {
+    /// ZONE_MOVABLE, as `daxctl reconfigure-device --mode=system-ram` and
+    /// the usual auto-online rules do on real systems: it can be offlined
+    /// again, and the kernel refuses long-term pins there.
+    Movable,
+    /// ZONE_NORMAL: kernel allocations may land there; it cannot be
+    /// offlined while they do.
+    Kernel,
+}
+
+impl CxlOnline {
+    /// The `memhp_default_state=` value.
+    pub fn as_param(self) -> &'static str {
+        match self {
+            CxlOnline::Movable => "online_movable",
+            CxlOnline::Kernel => "online_kernel",
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests;
 

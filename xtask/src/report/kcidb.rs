@@ -20,9 +20,9 @@ use serde::{Deserialize, Serialize};
 use std::path::Path;
 
 use crate::judge::ktap::Run;
+use crate::judge::records::UserTest;
 use crate::judge::records::{self, Outcome, Record};
 use crate::kernels::profile::{KernelKind, Profile};
-use crate::report::summary::UserTest;
 use crate::util;
 
 /// The KCIDB origin of everything tierkit reports.

@@ -6,7 +6,7 @@
 use super::toolchain::{in_root, toolchain_root, ROOT_SUITE};
 use super::{parse_rust_export_header, parse_symvers, plan, rust_exports, Headers, Plan, STAMP};
 use crate::kernels::kconfig;
-use crate::kernels::kernel;
+use crate::kernels::source;
 use crate::say;
 use crate::util::{self, show_cmd};
 use anyhow::{bail, Context, Result};
@@ -176,7 +176,7 @@ fn rebuild_debian(
     let c = make(&["prepare", "modules_prepare"])?;
     let shown = show_cmd(&c);
     let res = util::run_logged(c, &log, |l| {
-        if kernel::is_kbuild_step(l) {
+        if kconfig::is_kbuild_step(l) {
             pb.set_message(l.trim().to_string())
         }
     });
@@ -208,8 +208,8 @@ fn rebuild_debian(
 
 /// The kernel source of the private apt configuration, which must be the
 /// version of the kernel `h` is for: the Rust metadata must come from it.
-fn kernel_own_source(h: &Headers) -> Result<kernel::KernelSource> {
-    let mut src = kernel::source(None)?;
+fn kernel_own_source(h: &Headers) -> Result<source::KernelSource> {
+    let mut src = source::source(None)?;
     // Paths in the root are the real ones (see root_binds).
     src.dir = src.dir.canonicalize().unwrap_or(src.dir);
     let v = format!("{}.{}.{}", h.version.0, h.version.1, h.version.2);
@@ -217,7 +217,7 @@ fn kernel_own_source(h: &Headers) -> Result<kernel::KernelSource> {
         bail!(
             "kernel {} is {v}, but {} holds {} ({}): the Rust metadata must come from the kernel's own source",
             h.release,
-            kernel::DEFAULT_PACKAGE,
+            source::DEFAULT_PACKAGE,
             src.version,
             src.dir.display()
         );

@@ -2,7 +2,7 @@
 //! bindgen: [`ROOT_PACKAGES`]), made once with mmdebstrap, and commands run
 //! inside it ([`in_root`]).
 
-use crate::kernels::kernel;
+use crate::kernels::source;
 use crate::say;
 use crate::util;
 use anyhow::{bail, Context, Result};
@@ -138,7 +138,7 @@ fn root_binds() -> Result<Vec<PathBuf>> {
     let mut v = vec![cache.clone()];
     if let Ok(real) = cache
         .join("src")
-        .join(kernel::DEFAULT_PACKAGE)
+        .join(source::DEFAULT_PACKAGE)
         .canonicalize()
     {
         if !real.starts_with(&cache) {

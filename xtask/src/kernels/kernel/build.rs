@@ -4,31 +4,13 @@
 
 use super::cache::{self, Stamp, ARTIFACTS};
 use super::{kmake, KernelBuild, KernelConfig, STAMP};
+use crate::kernels::kconfig::is_kbuild_step;
 use crate::say;
 use crate::util::{self, show_cmd};
 use anyhow::{bail, Context, Result};
 use std::fs;
 use std::path::Path;
 use std::time::{Duration, Instant};
-
-/// Kbuild's quiet output: `  CC      mm/page_alloc.o`.
-pub fn is_kbuild_step(line: &str) -> bool {
-    let Some(rest) = line.strip_prefix("  ") else {
-        return false;
-    };
-    let tag: String = rest.chars().take_while(|c| !c.is_whitespace()).collect();
-    !tag.is_empty()
-        && tag.len() <= 8
-        && tag.chars().all(|c| {
-            c.is_ascii_uppercase()
-                || c.is_ascii_digit()
-                || c == '-'
-                || c == '_'
-                || c == '['
-                || c == ']'
-        })
-        && rest.len() > tag.len()
-}
 
 /// Builds the kernel into `kernels/<key>/` unless a finished build is there.
 pub fn build(cfg: &KernelConfig) -> Result<KernelBuild> {
@@ -195,19 +177,5 @@ mod tests {
         assert_eq!(step_count(812, 1850), "812/~1850 steps");
         assert_eq!(step_count(1850, 1850), "1850/~1850 steps");
         assert_eq!(step_count(2022, 1850), "2022 steps (estimate was ~1850)");
-    }
-
-    #[test]
-    fn kbuild_steps() {
-        assert!(is_kbuild_step("  CC      mm/page_alloc.o"));
-        assert!(is_kbuild_step("  RUSTC L rust/core.o"));
-        assert!(is_kbuild_step("  HOSTCC  scripts/basic/fixdep"));
-        assert!(is_kbuild_step("  YACC    scripts/kconfig/parser.tab.[ch]"));
-        assert!(!is_kbuild_step("make[1]: Entering directory '/x'"));
-        assert!(!is_kbuild_step(
-            "Kernel: arch/x86/boot/bzImage is ready  (#1)"
-        ));
-        assert!(!is_kbuild_step("  "));
-        assert!(!is_kbuild_step("warning: unused"));
     }
 }

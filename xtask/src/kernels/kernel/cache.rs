@@ -119,7 +119,10 @@ pub(super) fn reuse(cfg: &KernelConfig, out: &Path, built: bool) -> Result<bool>
             .find(|l| !l.trim().is_empty())
             .is_some_and(|l| l.trim() == "done")
         {
-            let steps = log.lines().filter(|l| super::is_kbuild_step(l)).count() as u64;
+            let steps = log
+                .lines()
+                .filter(|l| crate::kernels::kconfig::is_kbuild_step(l))
+                .count() as u64;
             write_stamp(
                 out,
                 &Stamp {

@@ -2,7 +2,6 @@
 //! private apt configuration (never the system's), or the user's
 //! `--kernel-src` tree, checked without touching it.
 
-use super::{KernelSource, DEFAULT_PACKAGE};
 use crate::kernels::kconfig;
 use crate::say;
 use crate::util;
@@ -10,6 +9,21 @@ use anyhow::{bail, Context, Result};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+/// Debian's package with the default kernel source.
+pub const DEFAULT_PACKAGE: &str = "linux-source-7.3";
+
+/// A kernel source tree.
+#[derive(Clone, Debug)]
+pub struct KernelSource {
+    pub dir: PathBuf,
+    /// `make kernelversion`, e.g. `7.3.4`.
+    pub version: String,
+    /// Given with `--kernel-src` (the user's tree may change between runs).
+    pub custom: bool,
+    /// Names the scratch dir: `linux-source-7.3` or `custom-<hash of path>`.
+    pub id: String,
+}
 
 /// The private apt configuration's only source.
 const APT_SOURCE: &str = "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian trixie-backports main\n";
