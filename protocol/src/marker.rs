@@ -42,7 +42,7 @@ pub const SHELL: &str = "SHELL";
 pub const JSON: &str = "JSON";
 
 /// The kinds of guest programs /init runs with start and end markers.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum ProgKind {
     /// `tk-test-*` (`tierkit.mode=test`).
     UserTest,
@@ -149,6 +149,150 @@ pub fn field<'a>(args: &'a str, key: &str) -> Option<&'a str> {
         .find_map(|w| w.strip_prefix(key)?.strip_prefix('='))
 }
 
+/// The steps of /init with a start marker and an `rc=` end marker.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Step {
+    Insmod,
+    Rmmod,
+    /// `run -- CMD`'s command.
+    Cmd,
+    /// `shell`'s shell.
+    Shell,
+}
+
+impl Step {
+    pub const ALL: [Step; 4] = [Step::Insmod, Step::Rmmod, Step::Cmd, Step::Shell];
+
+    /// Its tag: `INSMOD`, `RMMOD`, `CMD`, `SHELL`.
+    pub fn tag(self) -> &'static str {
+        match self {
+            Step::Insmod => INSMOD,
+            Step::Rmmod => RMMOD,
+            Step::Cmd => CMD,
+            Step::Shell => SHELL,
+        }
+    }
+
+    pub fn from_tag(tag: &str) -> Option<Step> {
+        Step::ALL.into_iter().find(|s| s.tag() == tag)
+    }
+}
+
+/// A marker line read: the one reader of what /init says, for every user
+/// on the host (the verdict, the live console, the phases of a run, the
+/// judge of `run -- CMD` and `shell`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Marker<'a> {
+    /// `BOOT mode=M kernel=R cpus=N`.
+    Boot(&'a str),
+    /// `CXL what`: a step of the CXL region assembly (`setup`, `ready`, ...).
+    Cxl(&'a str),
+    /// `TOPO what`.
+    Topo(&'a str),
+    KmemleakBaseline,
+    KmemleakScan,
+    /// `KMEMLEAK leaks=N` (`None`: no readable count).
+    Kmemleak {
+        leaks: Option<u32>,
+    },
+    /// `<STEP>-START`.
+    Start(Step),
+    /// `<STEP> rc=N` (`None`: no readable status).
+    End {
+        step: Step,
+        rc: Option<i32>,
+    },
+    /// `<KIND>-START name`.
+    ProgStart {
+        kind: ProgKind,
+        name: &'a str,
+    },
+    /// `<KIND> name rc=N[ timeout=S][ left=K]`.
+    ProgEnd {
+        kind: ProgKind,
+        name: &'a str,
+        rc: Option<i32>,
+        ending: Ending,
+    },
+    /// `DONE fails=N` (0 when the count is missing).
+    Done {
+        fails: u32,
+    },
+    /// `ERROR what`.
+    Error(&'a str),
+    /// `NOTE what`.
+    Note(&'a str),
+    /// `JSON {...}`: the JSON text.
+    Json(&'a str),
+    /// A `TIERKIT-` tag this side does not know.
+    Other {
+        tag: &'a str,
+        args: &'a str,
+    },
+}
+
+/// The marker text in a console or data-channel line: from `TIERKIT-`
+/// (after a printk prefix or other output) to the end, without trailing
+/// white space.
+pub fn locate(line: &str) -> Option<&str> {
+    line.find(PREFIX).map(|i| line[i..].trim_end())
+}
+
+impl<'a> Marker<'a> {
+    /// The marker of a console or data-channel line ([`locate`], then
+    /// [`Marker::parse`]).
+    pub fn find(line: &'a str) -> Option<Marker<'a>> {
+        Marker::parse(locate(line)?)
+    }
+
+    /// A marker text (`TIERKIT-<TAG> [args]`, from its start) read.
+    pub fn parse(text: &'a str) -> Option<Marker<'a>> {
+        let (tag, args) = split(text)?;
+        let args = args.trim_end();
+        let first = args.split_whitespace().next().unwrap_or("");
+        let rc = || field(args, "rc").and_then(|v| v.parse().ok());
+        if let Some(t) = tag.strip_suffix("-START") {
+            if let Some(kind) = ProgKind::from_tag(t) {
+                return Some(Marker::ProgStart { kind, name: first });
+            }
+            if let Some(step) = Step::from_tag(t) {
+                return Some(Marker::Start(step));
+            }
+        }
+        if let Some(kind) = ProgKind::from_tag(tag) {
+            let ending = ending(args);
+            return Some(Marker::ProgEnd {
+                kind,
+                name: first,
+                rc: rc(),
+                ending,
+            });
+        }
+        if let Some(step) = Step::from_tag(tag) {
+            return Some(Marker::End { step, rc: rc() });
+        }
+        Some(match tag {
+            BOOT => Marker::Boot(args),
+            CXL => Marker::Cxl(args),
+            TOPO => Marker::Topo(args),
+            KMEMLEAK_BASELINE => Marker::KmemleakBaseline,
+            KMEMLEAK_SCAN => Marker::KmemleakScan,
+            KMEMLEAK => Marker::Kmemleak {
+                leaks: field(args, "leaks").and_then(|v| v.parse().ok()),
+            },
+            DONE => Marker::Done {
+                fails: field(args, "fails")
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(0),
+            },
+            ERROR => Marker::Error(args),
+            NOTE => Marker::Note(args),
+            JSON => Marker::Json(args),
+            _ => Marker::Other { tag, args },
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -180,5 +324,93 @@ mod tests {
         assert_eq!(ending("tk-test-x rc=0"), Ending::default());
         let plain = prog_end_with(ProgKind::Demo, "d", 0, Ending::default());
         assert_eq!(plain, prog_end(ProgKind::Demo, "d", 0));
+    }
+
+    /// Every line /init writes reads back as what it says.
+    #[test]
+    fn markers_read_back() {
+        fn m(l: &str) -> Marker<'_> {
+            Marker::find(l).unwrap()
+        }
+        assert_eq!(
+            m("[    1.0] TIERKIT-BOOT mode=test cpus=2"),
+            Marker::Boot("mode=test cpus=2")
+        );
+        assert_eq!(m(&line(&start(INSMOD), "")), Marker::Start(Step::Insmod));
+        assert_eq!(
+            m(&rc_line(RMMOD, -1)),
+            Marker::End {
+                step: Step::Rmmod,
+                rc: Some(-1)
+            }
+        );
+        assert_eq!(
+            m(&rc_line(CMD, 3)),
+            Marker::End {
+                step: Step::Cmd,
+                rc: Some(3)
+            }
+        );
+        assert_eq!(
+            m("TIERKIT-SHELL rc=x"),
+            Marker::End {
+                step: Step::Shell,
+                rc: None
+            }
+        );
+        assert_eq!(
+            m(&prog_start(ProgKind::Demo, "tk-demo")),
+            Marker::ProgStart {
+                kind: ProgKind::Demo,
+                name: "tk-demo"
+            }
+        );
+        let e = Ending {
+            timeout: Some(5),
+            left: 1,
+        };
+        assert_eq!(
+            m(&format!(
+                "junk {}\r\n",
+                prog_end_with(ProgKind::UserTest, "tk-test-a", 9, e)
+            )),
+            Marker::ProgEnd {
+                kind: ProgKind::UserTest,
+                name: "tk-test-a",
+                rc: Some(9),
+                ending: e
+            }
+        );
+        assert_eq!(m(&done(2)), Marker::Done { fails: 2 });
+        assert_eq!(m("TIERKIT-DONE"), Marker::Done { fails: 0 });
+        assert_eq!(
+            m(&line(KMEMLEAK, "leaks=4")),
+            Marker::Kmemleak { leaks: Some(4) }
+        );
+        assert_eq!(m(&line(KMEMLEAK_SCAN, "")), Marker::KmemleakScan);
+        assert_eq!(m(&line(KMEMLEAK_BASELINE, "")), Marker::KmemleakBaseline);
+        assert_eq!(m(&line(CXL, "setup x")), Marker::Cxl("setup x"));
+        assert_eq!(
+            m(&line(TOPO, "preempt: full")),
+            Marker::Topo("preempt: full")
+        );
+        assert_eq!(m(&line(ERROR, "share: no")), Marker::Error("share: no"));
+        assert_eq!(m(&line(NOTE, "n")), Marker::Note("n"));
+        assert_eq!(m(&line(JSON, "{\"a\":1}")), Marker::Json("{\"a\":1}"));
+        assert_eq!(
+            m("TIERKIT-NEW x"),
+            Marker::Other {
+                tag: "NEW",
+                args: "x"
+            }
+        );
+        assert_eq!(Marker::find("no marker here"), None);
+        assert_eq!(
+            locate("[ 1.0] TIERKIT-DONE fails=0  \n"),
+            Some("TIERKIT-DONE fails=0")
+        );
+        for s in Step::ALL {
+            assert_eq!(Step::from_tag(s.tag()), Some(s));
+        }
     }
 }

@@ -344,3 +344,33 @@ fn every_folder_is_a_stage() {
         }
     }
 }
+
+/// `/init`'s markers are read one way, by the protocol crate's
+/// `Marker::find`: no file of `src/` looks for a `TIERKIT-` text itself.
+#[test]
+fn markers_are_read_by_the_protocol_crate() {
+    let mut files = Vec::new();
+    rust_files(&src(), &mut files);
+    let mut bad = Vec::new();
+    for f in files.into_iter().filter(|f| !f.ends_with("tests.rs")) {
+        let text = fs::read_to_string(&f).unwrap();
+        // Test modules build marker lines as /init would.
+        let code = text.split("#[cfg(test)]").next().unwrap_or("");
+        for (no, l) in code.lines().enumerate() {
+            let reads = [
+                "find(\"TIERKIT-",
+                "contains(\"TIERKIT-",
+                "starts_with(\"TIERKIT-",
+                "strip_prefix(\"TIERKIT-",
+            ];
+            if reads.iter().any(|r| l.contains(r)) {
+                bad.push(format!("{}:{}: {}", f.display(), no + 1, l.trim()));
+            }
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "marker text read by hand:\n{}",
+        bad.join("\n")
+    );
+}

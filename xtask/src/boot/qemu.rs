@@ -19,6 +19,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
+use tierkit_protocol::marker::{self, Marker};
 use tierkit_protocol::param;
 
 /// What the guest's /init does (`tierkit.mode=`).
@@ -323,16 +324,11 @@ impl Streamer {
         if self.reports_only && !self.verbose {
             return None;
         }
-        if let Some(i) = text.find("TIERKIT-") {
-            let m = &text[i..];
-            if m.contains("-START ") {
-                self.in_program = true;
-            } else if m.starts_with("TIERKIT-USERTEST ")
-                || m.starts_with("TIERKIT-DEMO ")
-                || m.starts_with("TIERKIT-BENCH ")
-            {
-                self.in_program = false;
-            }
+        let marker = Marker::find(text);
+        match marker {
+            Some(Marker::ProgStart { .. }) => self.in_program = true,
+            Some(Marker::ProgEnd { .. }) => self.in_program = false,
+            _ => {}
         }
         if self.verbose {
             return Some(raw.to_string());
@@ -340,22 +336,20 @@ impl Streamer {
         if ts.is_none() {
             // Not a printk record: userspace output (or firmware noise).
             // TIERKIT-JSON records are for the harness (bench/*.json).
-            let show = self.in_program && self.show_userspace && !text.contains("TIERKIT-JSON");
+            let json = matches!(marker, Some(Marker::Json(_)));
+            let show = self.in_program && self.show_userspace && !json;
             return show.then(|| format!("  {text}"));
         }
         if t.starts_with("Command line:") {
             // Printed again as "Kernel command line:".
             return None;
         }
-        if let Some(i) = text.find("TIERKIT-") {
-            let m = &text[i..];
-            if let Some(topo) = m.strip_prefix("TIERKIT-TOPO ") {
-                return Some(format!("  topology: {topo}"));
-            }
-            if m.starts_with("TIERKIT-JSON") {
-                return None;
-            }
-            return Some(format!("  {m}"));
+        if let Some(m) = marker {
+            return match m {
+                Marker::Topo(topo) => Some(format!("  topology: {topo}")),
+                Marker::Json(_) => None,
+                _ => marker::locate(text).map(|m| format!("  {m}")),
+            };
         }
         let ktap_result = t.starts_with("ok ") || t.starts_with("not ok ");
         // Kernel reports are handled above, by the table in console.rs.
@@ -470,7 +464,7 @@ fn boot_with(
                 if !clean.ends_with('\n') {
                     console.push('\n');
                 }
-                if clean.contains("TIERKIT-DONE") {
+                if matches!(Marker::find(&clean), Some(Marker::Done { .. })) {
                     done_at = Some(Instant::now());
                 }
                 if panic_at.is_none()

@@ -39,7 +39,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tierkit_protocol::marker;
+use tierkit_protocol::marker::{self, Marker, Step};
 
 /// The virtio-9p mount tag of the shared working directory.
 pub const SHARE_TAG: &str = "tierkit-cwd";
@@ -271,18 +271,22 @@ impl Ended {
 /// Judges a boot from its console and data channel (`/init`'s markers are
 /// in both; the shell's console shows only warnings and worse).
 ///
-/// `status_tag` is the marker tag that carries the command's status
-/// ([`marker::CMD`] or [`marker::SHELL`]); every marker text is built by
-/// the protocol crate, as /init writes it.
-pub fn judge(console: &str, data: &str, timed_out: bool, status_tag: &str) -> Ended {
+/// `status` is the step whose end marker carries the command's status
+/// ([`Step::Cmd`] or [`Step::Shell`]); every line is read by the protocol
+/// crate's [`Marker::find`], as /init writes it.
+pub fn judge(console: &str, data: &str, timed_out: bool, status: Step) -> Ended {
     // The data channel first: in a shell the console also has what was typed.
-    let lines = || data.lines().chain(console.lines());
-    // What follows the marker `TIERKIT-<tag> <args>` on its first line.
-    let marker = |tag: &str, args: &str| {
-        let head = marker::line(tag, args);
-        lines().find_map(|l| {
-            let i = l.find(&head)?;
-            Some(l[i + head.len()..].trim_end().to_string())
+    let markers = || data.lines().chain(console.lines()).filter_map(Marker::find);
+    let error = |prefix: &str| {
+        markers().find_map(|m| match m {
+            Marker::Error(e) => e.strip_prefix(prefix).map(str::to_string),
+            _ => None,
+        })
+    };
+    let end = |step: Step| {
+        markers().find_map(|m| match m {
+            Marker::End { step: s, rc } if s == step => Some(rc),
+            _ => None,
         })
     };
     if let Some(l) = console
@@ -294,26 +298,26 @@ pub fn judge(console: &str, data: &str, timed_out: bool, status_tag: &str) -> En
     if timed_out {
         return Ended::Timeout;
     }
-    if marker(marker::BOOT, "").is_none() {
+    if !markers().any(|m| matches!(m, Marker::Boot(_))) {
         return Ended::NoStatus("the guest never reached /init".into());
     }
-    if let Some(e) = marker(marker::ERROR, "cxl step=") {
+    if let Some(e) = error("cxl step=") {
         return Ended::Setup(format!("CXL setup failed at step {e}"));
     }
-    if let Some(e) = marker(marker::ERROR, "share: ") {
+    if let Some(e) = error("share: ") {
         return Ended::Setup(e);
     }
-    if let Some(rc) = marker(marker::INSMOD, "rc=").filter(|rc| rc != "0") {
+    if let Some(rc) = end(Step::Insmod).filter(|rc| *rc != Some(0)) {
         let ko = tierkit_protocol::param::files::TIERKIT_KO;
-        let why =
-            marker(marker::ERROR, &format!("insmod {ko} ")).unwrap_or_else(|| format!("rc={rc}"));
+        let rc = rc.map_or("rc=?".to_string(), |rc| format!("rc={rc}"));
+        let why = error(&format!("insmod {ko} ")).unwrap_or(rc);
         return Ended::Insmod(format!("insmod tierkit.ko {why}"));
     }
-    match marker(status_tag, "rc=").and_then(|r| r.parse().ok()) {
+    match end(status).flatten() {
         Some(rc) => Ended::Status(rc),
         None => Ended::NoStatus(format!(
             "the guest stopped before the command's status came ({}; did it power off?)",
-            marker::line(status_tag, "")
+            marker::line(status.tag(), "")
         )),
     }
 }
@@ -527,7 +531,7 @@ mod tests {
     #[test]
     fn verdicts() {
         let boot = "[ 1.0] TIERKIT-BOOT mode=cmd\n[ 2.0] TIERKIT-INSMOD rc=0\n";
-        let j = |c: &str, t| judge(c, "", t, marker::CMD);
+        let j = |c: &str, t| judge(c, "", t, Step::Cmd);
         assert_eq!(
             j(&format!("{boot}[ 3.0] TIERKIT-CMD rc=3\n"), false),
             Ended::Status(3)
@@ -553,6 +557,6 @@ mod tests {
         assert_eq!(j(&share, false).code(), exit::SETUP);
         // The shell's markers come on the data channel.
         let data = "TIERKIT-BOOT mode=shell\nTIERKIT-INSMOD rc=0\nTIERKIT-SHELL rc=7\n";
-        assert_eq!(judge("", data, false, marker::SHELL), Ended::Status(7));
+        assert_eq!(judge("", data, false, Step::Shell), Ended::Status(7));
     }
 }

@@ -54,7 +54,7 @@ fn run_cmd(req: &BootRequest, argv: &[OsString]) -> Result<u8> {
         &guest.console,
         &guest.data,
         guest.timed_out,
-        tierkit_protocol::marker::CMD,
+        tierkit_protocol::marker::Step::Cmd,
     );
     report("run", &ended, t.elapsed(), &r.run_dir);
     Ok(ended.code())

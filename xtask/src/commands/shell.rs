@@ -83,7 +83,7 @@ pub(crate) fn run(s: ShellRequest) -> Result<u8> {
         &console,
         &read(&data_log),
         timed_out,
-        tierkit_protocol::marker::SHELL,
+        tierkit_protocol::marker::Step::Shell,
     );
     report("shell", &ended, t.elapsed(), &r.run_dir);
     Ok(ended.code())

@@ -28,6 +28,7 @@ pub mod fatal;
 
 use serde::Serialize;
 use std::fmt;
+use tierkit_protocol::marker::{Marker, ProgKind, Step};
 
 /// What kind of kernel report a console line starts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -405,40 +406,34 @@ impl Phases {
     /// Feeds one console line (1-based `no`); returns the new phase if the
     /// line starts one.
     pub fn observe(&mut self, no: usize, line: &str) -> Option<&str> {
-        let i = line.find("TIERKIT-")?;
-        let m = line[i + "TIERKIT-".len()..].trim_end();
-        let (tag, rest) = m.split_once(' ').unwrap_or((m, ""));
-        let name = rest.split_whitespace().next().unwrap_or("");
-        let what = |kind: &str| match kind {
-            "USERTEST" => "userspace test",
-            "DEMO" => "demo",
-            _ => "benchmark",
+        let what = |kind: ProgKind| match kind {
+            ProgKind::UserTest => "userspace test",
+            ProgKind::Demo => "demo",
+            ProgKind::Bench => "benchmark",
         };
-        let label = match tag {
-            "BOOT" => "/init, before insmod".to_string(),
-            "CXL" if rest.starts_with("setup") => "CXL region setup in /init".to_string(),
-            "CXL" if rest.starts_with("ready") => "/init, before insmod".to_string(),
-            "KMEMLEAK-BASELINE" => "kmemleak baseline scan before insmod".to_string(),
-            "INSMOD-START" => "insmod tierkit.ko (module init, KUnit suites)".to_string(),
-            "INSMOD" => "after insmod".to_string(),
-            "RMMOD-START" => "rmmod tierkit".to_string(),
-            "RMMOD" => "after rmmod".to_string(),
-            "KMEMLEAK-SCAN" => {
+        let label = match Marker::find(line)? {
+            Marker::Boot(_) => "/init, before insmod".to_string(),
+            Marker::Cxl(rest) if rest.starts_with("setup") => {
+                "CXL region setup in /init".to_string()
+            }
+            Marker::Cxl(rest) if rest.starts_with("ready") => "/init, before insmod".to_string(),
+            Marker::KmemleakBaseline => "kmemleak baseline scan before insmod".to_string(),
+            Marker::Start(Step::Insmod) => {
+                "insmod tierkit.ko (module init, KUnit suites)".to_string()
+            }
+            Marker::End {
+                step: Step::Insmod, ..
+            } => "after insmod".to_string(),
+            Marker::Start(Step::Rmmod) => "rmmod tierkit".to_string(),
+            Marker::End {
+                step: Step::Rmmod, ..
+            } => "after rmmod".to_string(),
+            Marker::KmemleakScan => {
                 "kmemleak scan after rmmod (the leak may come from any earlier phase)".to_string()
             }
-            t => {
-                if let Some(kind) = t.strip_suffix("-START") {
-                    if matches!(kind, "USERTEST" | "DEMO" | "BENCH") {
-                        format!("{} {name}", what(kind))
-                    } else {
-                        return None;
-                    }
-                } else if matches!(t, "USERTEST" | "DEMO" | "BENCH") {
-                    format!("after {} {name}", what(t))
-                } else {
-                    return None;
-                }
-            }
+            Marker::ProgStart { kind, name } => format!("{} {name}", what(kind)),
+            Marker::ProgEnd { kind, name, .. } => format!("after {} {name}", what(kind)),
+            _ => return None,
         };
         self.marks.push((no, label));
         self.marks.last().map(|(_, l)| l.as_str())

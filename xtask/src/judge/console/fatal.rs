@@ -11,6 +11,7 @@
 
 use super::{classify, CrashKind};
 use std::time::Duration;
+use tierkit_protocol::marker::Marker;
 
 /// How long the guest may go on after a panic line.
 pub const AFTER_PANIC: Duration = Duration::from_secs(5);
@@ -21,10 +22,10 @@ pub fn ends_boot(text: &str) -> bool {
 }
 
 /// The first console line that marks /init's start: the kernel's `Run
-/// /init as init process`, or any marker of /init.
+/// /init as init process`, or /init's `TIERKIT-BOOT`.
 fn reached_init(text: &str) -> bool {
     let t = text.trim_start();
-    t.starts_with("Run /") || t.contains("TIERKIT-BOOT")
+    t.starts_with("Run /") || matches!(Marker::find(t), Some(Marker::Boot(_)))
 }
 
 /// Why a boot failed before /init, on one line: the panic's message with

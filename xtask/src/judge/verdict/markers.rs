@@ -6,7 +6,7 @@
 
 use crate::judge::printk;
 use std::collections::BTreeMap;
-use tierkit_protocol::marker::{self, ProgKind};
+use tierkit_protocol::marker::{self, Marker, ProgKind, Step};
 
 /// One guest program run by /init (`TIERKIT-<KIND>-START name` ...
 /// `TIERKIT-<KIND> name rc=N`).
@@ -74,90 +74,73 @@ impl Markers {
     }
 }
 
-/// Marker kinds of guest programs run by /init.
-fn is_prog_kind(k: &str) -> bool {
-    ProgKind::from_tag(k).is_some()
-}
-
-fn rc_of(s: &str) -> Option<i32> {
-    marker::field(s, "rc").and_then(|v| v.parse().ok())
-}
-
 /// Reads markers from the console (timestamps, order with KTAP) and program
-/// output from the data channel.
+/// output from the data channel, each line by [`Marker::find`].
 pub fn scan(console: &str, data: &str) -> Markers {
     let mut m = Markers::default();
-    let mut by_name: BTreeMap<String, usize> = BTreeMap::new();
+    let mut by_name: BTreeMap<(ProgKind, String), usize> = BTreeMap::new();
     for line in console.lines() {
         let (ts, text) = printk::split_seconds(line);
-        let Some(i) = text.find(marker::PREFIX) else {
+        let Some(marker) = Marker::find(text) else {
             continue;
         };
-        let Some((tag, rest)) = marker::split(text[i..].trim_end()) else {
-            continue;
-        };
-        match tag {
-            marker::BOOT => m.booted = true,
-            marker::INSMOD => m.insmod_rc = rc_of(rest),
-            marker::RMMOD => m.rmmod_rc = rc_of(rest),
-            marker::DONE => {
-                m.done = Some(
-                    marker::field(rest, "fails")
-                        .and_then(|v| v.parse().ok())
-                        .unwrap_or(0),
-                )
+        match marker {
+            Marker::Boot(_) => m.booted = true,
+            Marker::End {
+                step: Step::Insmod,
+                rc,
+            } => m.insmod_rc = rc,
+            Marker::End {
+                step: Step::Rmmod,
+                rc,
+            } => m.rmmod_rc = rc,
+            Marker::Done { fails } => m.done = Some(fails as i32),
+            Marker::Error(e) => m.errors.push(e.to_string()),
+            Marker::Note(n) => m.notes.push(n.to_string()),
+            Marker::Topo(t) => m.topology.push(t.to_string()),
+            Marker::Cxl(c) => m.cxl.push((ts, c.to_string())),
+            Marker::Kmemleak { leaks } => m.kmemleak_leaks = leaks,
+            Marker::ProgStart { kind, name } => {
+                by_name.insert((kind, name.to_string()), m.progs.len());
+                m.progs.push(ProgRun {
+                    kind: kind.tag().to_string(),
+                    name: name.to_string(),
+                    start_s: ts,
+                    ..Default::default()
+                });
             }
-            marker::ERROR => m.errors.push(rest.to_string()),
-            marker::NOTE => m.notes.push(rest.to_string()),
-            marker::TOPO => m.topology.push(rest.to_string()),
-            marker::CXL => m.cxl.push((ts, rest.to_string())),
-            marker::KMEMLEAK => {
-                m.kmemleak_leaks = marker::field(rest, "leaks").and_then(|v| v.parse().ok())
-            }
-            _ => {
-                if let Some(kind) = tag.strip_suffix("-START").filter(|k| is_prog_kind(k)) {
-                    let name = rest
-                        .split_whitespace()
-                        .next()
-                        .unwrap_or_default()
-                        .to_string();
-                    by_name.insert(format!("{kind}/{name}"), m.progs.len());
-                    m.progs.push(ProgRun {
-                        kind: kind.to_string(),
-                        name,
-                        start_s: ts,
-                        ..Default::default()
-                    });
-                } else if is_prog_kind(tag) {
-                    let name = rest.split_whitespace().next().unwrap_or_default();
-                    if let Some(&i) = by_name.get(&format!("{tag}/{name}")) {
-                        m.progs[i].rc = rc_of(rest);
-                        m.progs[i].ending = marker::ending(rest);
-                        m.progs[i].end_s = ts;
-                    }
+            Marker::ProgEnd {
+                kind,
+                name,
+                rc,
+                ending,
+            } => {
+                if let Some(&i) = by_name.get(&(kind, name.to_string())) {
+                    m.progs[i].rc = rc;
+                    m.progs[i].ending = ending;
+                    m.progs[i].end_s = ts;
                 }
             }
+            _ => {}
         }
     }
     // The data channel: START/end markers delimit each program's output.
     let mut cur: Option<usize> = None;
     for line in data.lines() {
-        if let Some((tag, args)) = marker::split(line) {
-            let name = args.split_whitespace().next().unwrap_or_default();
-            if let Some(kind) = tag.strip_suffix("-START").filter(|k| is_prog_kind(k)) {
-                cur = by_name.get(&format!("{kind}/{name}")).copied();
+        match Marker::find(line) {
+            Some(Marker::ProgStart { kind, name }) => {
+                cur = by_name.get(&(kind, name.to_string())).copied();
                 continue;
             }
-            if is_prog_kind(tag) {
+            Some(Marker::ProgEnd { .. }) => {
                 cur = None;
                 continue;
             }
+            _ => {}
         }
         let Some(i) = cur else { continue };
         let p = &mut m.progs[i];
-        let json = marker::line(marker::JSON, "");
-        if let Some(j) = line.find(&format!("{json} ")) {
-            let js = &line[j + json.len() + 1..];
+        if let Some(Marker::Json(js)) = Marker::find(line) {
             match serde_json::from_str(js) {
                 Ok(v) => p.json.push(v),
                 Err(_) => p.bad_json.push(js.to_string()),
