@@ -1,6 +1,7 @@
 //! The protocol between the harness (`cargo xtask`, on the host) and the
 //! guest's `/init` (`tk-init` of `userspace-tests`), defined once for both
-//! sides. No dependencies: the guest builds it static.
+//! sides, and read one way. Its only dependencies are serde and the
+//! module's pure core; the guest builds it static.
 //!
 //! - [`marker`]: every line /init reports starts with `TIERKIT-`; it goes
 //!   to `/dev/kmsg` (a printk record, ordered with the kernel's own output
@@ -17,10 +18,19 @@
 //!   the kernel's `glob_match()`).
 //! - [`cmd`]: `/etc/tierkit/cmd`, the command of `cargo xtask run -- CMD`
 //!   and the terminal of `cargo xtask shell`.
+//! - [`rows`]: the benchmark report's rows, as `tk-workload` emits them
+//!   and `cargo xtask bench` reads them.
+//! - [`kmsg`]: the kernel's own report lines of an injected fault, read
+//!   on the serial console by xtask and on `/dev/kmsg` by the guest tests.
+//! - [`model`]: the bandwidth model the guest's calibration and workloads
+//!   predict with and the report checks against.
 
 pub mod cmd;
 pub mod cxl;
 pub mod deadline;
+pub mod kmsg;
 pub mod marker;
+pub mod model;
 pub mod param;
+pub mod rows;
 pub mod select;

@@ -1,7 +1,8 @@
 //! tierkit's pure algorithms, with no dependency on the `kernel` crate.
 //!
 //! Every file under `src/` except this one is also compiled into `tierkit.ko`
-//! (see `module/src/tierkit.rs`, which includes them with `#[path]`), so these
+//! (see `module/src/tierkit.rs`, which includes them with `#[path]`;
+//! `tests/compiled_into_module.rs` checks it), so these
 //! files use `core::` only, allocate nothing, and carry no crate-level
 //! attributes. On the host they are tested with proptest against plain
 //! reference models written straight from the kernel's code.
@@ -12,8 +13,6 @@ extern crate std;
 
 pub mod chunks;
 pub mod interleave;
-pub mod kmsg;
-pub mod model;
 pub mod pace;
 pub mod pool_cmd;
 pub mod uapi;

@@ -40,7 +40,7 @@
 use serde_json::json;
 use std::process::ExitCode;
 use tierkit_core::interleave::Nodemask;
-use tierkit_core::model::{self, Regime};
+use tierkit_protocol::model::{self, Regime};
 use userspace_tests::node::{fmt_mask, nodes_of, parse_list};
 use userspace_tests::report::Report;
 use userspace_tests::weights::WeightDir;

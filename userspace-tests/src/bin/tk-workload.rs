@@ -20,7 +20,7 @@
 //! for 1..T threads plus pages/s delivered by tierkit's mmap against the
 //! kernel's page-by-page faults and `MAP_POPULATE`.
 //!
-//! Predictions: the model (`tierkit_core::model`) in the calibration's
+//! Predictions: the model (`tierkit_protocol::model`) in the calibration's
 //! regime, on the pages per node each working set really got
 //! (move_pages), from the nodes' costs measured **in the same rounds** as
 //! the workloads, each on its own working set bound to the node (so that

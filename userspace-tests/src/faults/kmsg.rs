@@ -120,7 +120,7 @@ pub fn crash_lines(lines: &[String]) -> Vec<String> {
         .collect()
 }
 
-pub use tierkit_core::kmsg::InjectedDumps;
+pub use tierkit_protocol::kmsg::InjectedDumps;
 
 /// The message KUnit's module notifier prints when an allocation of its
 /// suite filter fails (lib/kunit/test.c `kunit_module_init`).

@@ -1,5 +1,5 @@
 //! The rows of the benchmark report ([`Row`]): the definition is the
-//! `tierkit-rows` crate (`userspace-tests/rows`), which xtask's report
+//! protocol crate's `rows` (`protocol/src/rows.rs`), which xtask's report
 //! reads too.
 
-pub use tierkit_rows::*;
+pub use tierkit_protocol::rows::*;

@@ -221,7 +221,7 @@ pub fn classify(text: &str) -> Option<CrashKind> {
 /// `</TASK>` or after [`InjectedDumps::MAX_DUMP_LINES`] lines. The guest
 /// tests read `/dev/kmsg` with the same machine
 /// (userspace-tests/src/faults.rs `InjectedDumps`).
-pub use tierkit_core::kmsg::InjectedDumps;
+pub use tierkit_protocol::kmsg::InjectedDumps;
 
 /// [`classify`] through an [`InjectedDumps`] tracker.
 pub trait ClassifyInjected {

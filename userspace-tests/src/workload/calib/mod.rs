@@ -44,7 +44,7 @@ use crate::sys::monotonic_ns;
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use tierkit_core::interleave::{bw_from_coords, Nodemask, Weights};
-use tierkit_core::model::{self, Rates, Regime};
+use tierkit_protocol::model::{self, Rates, Regime};
 
 mod figures;
 mod latency;

@@ -27,7 +27,7 @@ use crate::workload::{amounts_of, fmt_pages, fmt_size, in_guest, Placement, Regi
 use crate::*;
 use anyhow::{anyhow, Context, Result};
 use serde_json::json;
-use tierkit_core::model;
+use tierkit_protocol::model;
 
 #[derive(Clone, Debug)]
 pub struct Settings {

@@ -69,7 +69,7 @@ pub struct RunMeta {
 
 /// A row of `tk-workload`: one definition with the guest's
 /// (`userspace_tests::workload::rows::Row`).
-pub use tierkit_rows::Row;
+pub use tierkit_protocol::rows::Row;
 
 /// A target of the issue, checked on one run.
 #[derive(Clone, Debug, PartialEq, Serialize)]

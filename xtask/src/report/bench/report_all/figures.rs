@@ -3,7 +3,7 @@
 
 /// 4.69 M, 3150, 12.5, 0.050: the rows' own number format, so that the
 /// report and the guest's tables print a figure alike.
-pub use tierkit_rows::fmt_num as num;
+pub use tierkit_protocol::rows::fmt_num as num;
 
 pub(super) fn fmt_w(w: &Option<Vec<(u32, u8)>>) -> String {
     match w {

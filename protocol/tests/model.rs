@@ -4,7 +4,7 @@
 //! straight from the definitions.
 use proptest::prelude::*;
 use tierkit_core::interleave::{Nodemask, Weights, MAX_NUMNODES};
-use tierkit_core::model::*;
+use tierkit_protocol::model::*;
 
 // ---------------------------------------------------------------------------
 // Plain references

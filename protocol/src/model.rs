@@ -28,7 +28,7 @@
 //! compiled into `tierkit.ko` (the kernel has no floating point). It uses
 //! `core::` only and allocates nothing, like the rest of the crate.
 
-use crate::interleave::{Nodemask, Weights, MAX_NUMNODES};
+use tierkit_core::interleave::{Nodemask, Weights, MAX_NUMNODES};
 
 /// How per-node times combine (see the module documentation).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
