@@ -76,10 +76,13 @@ fn boot_all(runs_dir: &Path, jobs: &[Job]) -> Totals {
                 .collect();
             let doc = kcidb::cmd_tests_document(
                 &common::source(),
-                xtask::kernels::profile::KernelKind::Tierkit,
-                &topologies,
+                &xtask::judge::facts::CmdTestsFacts::decide(
+                    xtask::kernels::profile::KernelKind::Tierkit,
+                    &topologies,
+                    &users,
+                    kcidb::now_rfc3339(),
+                ),
                 &users,
-                kcidb::now_rfc3339(),
             );
             std::fs::create_dir_all(&dir).unwrap();
             summary::write_json(&dir.join("results.json"), &ktap, &users).unwrap();

@@ -343,6 +343,10 @@ pub(crate) struct GuestResult {
     pub(crate) run_dir: Option<PathBuf>,
     /// Why it could not be built or booted.
     pub(crate) error: Option<String>,
+    /// Why a report of it could not be written or is not valid (KCIDB):
+    /// the report's own problem, which fails the command but leaves the
+    /// verdict and its totals as the judge made them.
+    pub(crate) report_problem: Option<String>,
     /// Its steps and their times (`host tests`, `kernel`, `module`,
     /// `guest binaries`, `initramfs`, `guest`), for the time table.
     pub(crate) phases: Vec<(String, Duration)>,
@@ -360,6 +364,7 @@ impl GuestResult {
             cxl_setup: None,
             run_dir: None,
             error: Some(error),
+            report_problem: None,
             phases: Vec::new(),
             slow_tests: Vec::new(),
         }
@@ -512,39 +517,18 @@ fn boot_and_judge(
     let start_time = crate::report::kcidb::now_rfc3339();
     let guest = qemu::boot(&b.kernel, &b.initramfs, cfg, run_dir, &mut streamer)?;
     let boot_time = t.elapsed();
-    let mut outcome = verdict::evaluate(
+    let harness = verdict::Harness {
+        skips: harness_skips.to_vec(),
+        host_tests_failed: matches!(req.host, Some((false, _)))
+            .then(|| util::out_dir().join("host-tests.log")),
+    };
+    let outcome = verdict::judge(
         &guest,
         req.job.kunit,
         req.job.filter.describe().as_deref(),
         req.kernel.profile,
+        &harness,
     );
-    for (t, why) in harness_skips {
-        outcome.user_tests.push(summary::UserTest {
-            name: t.to_string(),
-            passed: true,
-            skipped: true,
-            rc: 0,
-            output_tail: format!("ok - {t} # SKIP {why}"),
-            duration_ms: 0,
-            reason: None,
-        });
-    }
-    if let Some((false, _)) = req.host {
-        let msg = format!(
-            "host tests failed (see {})",
-            util::out_dir().join("host-tests.log").display()
-        );
-        outcome.reasons.push(msg.clone());
-        outcome.user_tests.push(summary::UserTest {
-            name: "[harness] host tests".into(),
-            passed: false,
-            skipped: false,
-            rc: 1,
-            output_tail: msg,
-            duration_ms: 0,
-            reason: None,
-        });
-    }
     let mut times = b.times.clone();
     if let Some((_, d)) = req.host {
         times.insert(0, ("host tests", d));
@@ -602,7 +586,7 @@ pub(crate) fn run(req: BootRequest) -> Result<GuestResult> {
     if !req.job.kunit && req.job.mode != Mode::Test {
         return Ok(report_program_run(&req, &booted, &total));
     }
-    let boot = results::kcidb_boot(
+    let facts = crate::judge::facts::Boot::of(
         &run_dir,
         req.dir_name.unwrap_or(req.kind().name()),
         &cfg,
@@ -610,8 +594,14 @@ pub(crate) fn run(req: BootRequest) -> Result<GuestResult> {
         std::mem::take(&mut booted.start_time),
         booted.boot_time,
     );
-    results::write_test_results(&run_dir, &boot, &mut booted.outcome)?;
-    Ok(report_test_run(&req, &booted, run_dir, &total))
+    let problem = results::write_test_results(&run_dir, &facts, &booted.outcome)?;
+    let mut r = report_test_run(&req, &booted, run_dir, &total);
+    if let Some(p) = problem {
+        say!("error: the KCIDB report: {p}");
+        r.ok = false;
+        r.report_problem = Some(p);
+    }
+    Ok(r)
 }
 
 impl BootRequest {
@@ -653,6 +643,7 @@ fn result(
         cxl_setup: b.outcome.markers.cxl_setup_secs(),
         run_dir: run_dir.filter(|_| req.job.mode == Mode::Test),
         error: None,
+        report_problem: None,
         phases: b.times.iter().map(|(n, d)| (n.to_string(), *d)).collect(),
         slow_tests: crate::report::timings::slow_tests(&timed),
     }

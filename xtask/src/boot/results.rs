@@ -4,31 +4,28 @@
 
 use anyhow::Result;
 use std::path::Path;
-use std::time::Duration;
 
 use crate::util;
-use crate::{boot::qemu, judge::verdict, kernels::kernel, kernels::profile, report::summary, say};
+use crate::{boot::qemu, judge::verdict, kernels::profile, report::summary, say};
 
-/// Writes a test boot's `kcidb.json` (validated: an invalid one is a
-/// `[harness] kcidb` failure of the boot), `results.json` and `junit.xml`.
+/// Writes a test boot's `kcidb.json` (validated), `results.json` and
+/// `junit.xml`, all from the judge's outcome and facts, which they leave as
+/// they are; `Some` problem when the KCIDB file is not valid or could not
+/// be written (the report's own, told as such).
 pub(super) fn write_test_results(
     run_dir: &Path,
-    boot: &crate::report::kcidb::Boot,
-    outcome: &mut verdict::Outcome,
-) -> Result<()> {
+    facts: &crate::judge::facts::Boot,
+    outcome: &verdict::Outcome,
+) -> Result<Option<String>> {
     let results = run_dir.join("results.json");
     let junit = run_dir.join("junit.xml");
     let kcidb = run_dir.join("kcidb.json");
-    if let Some(f) =
-        crate::report::kcidb::write_boot(&kcidb, boot, &outcome.run, &outcome.user_tests)
-    {
-        outcome.reasons.push(f.output_tail.clone());
-        outcome.user_tests.push(f);
-    }
+    let problem =
+        crate::report::kcidb::write_boot(&kcidb, facts, &outcome.run, &outcome.user_tests);
     summary::write_json(&results, &outcome.run, &outcome.user_tests)?;
     summary::write_junit(
         &junit,
-        &format!("tierkit-{}", boot.run),
+        &format!("tierkit-{}", facts.run),
         &outcome.run,
         &outcome.user_tests,
     )?;
@@ -38,44 +35,7 @@ pub(super) fn write_test_results(
         junit.display(),
         kcidb.display()
     );
-    Ok(())
-}
-
-/// The boot as its KCIDB file tells it (`run_dir` named `test-<job>`).
-pub(super) fn kcidb_boot(
-    run_dir: &Path,
-    run: &str,
-    cfg: &qemu::GuestConfig,
-    kb: &kernel::KernelBuild,
-    start_time: String,
-    boot_time: Duration,
-) -> crate::report::kcidb::Boot {
-    crate::report::kcidb::Boot {
-        job: run_dir
-            .file_name()
-            .and_then(|n| n.to_str())
-            .map_or("", |n| n.trim_start_matches("test-"))
-            .to_string(),
-        run: run.to_string(),
-        profile: cfg.kernel.profile,
-        kernel: cfg.kernel.kind,
-        topology: cfg.topology.kind.name().to_string(),
-        topology_detail: cfg.topology.describe(),
-        accel: format!("{:?}", cfg.accel).to_lowercase(),
-        kernel_source: crate::report::kcidb::KernelSource {
-            name: match cfg.kernel.kind {
-                profile::KernelKind::Debian => format!("Debian linux-image-{}", kb.version),
-                _ => kb
-                    .src
-                    .file_name()
-                    .map_or("linux".into(), |n| n.to_string_lossy().into_owned()),
-            },
-            version: kb.version.clone(),
-        },
-        kernel_key: kb.key.clone(),
-        start_time,
-        duration_secs: boot_time.as_secs_f64(),
-    }
+    Ok(problem)
 }
 
 /// The summary's line for a kernel without KUnit: not a failure.

@@ -110,6 +110,46 @@ impl Findings {
     }
 }
 
+/// What the harness knows of a boot besides its console: the tests this
+/// kernel could not run (skips, with their reasons) and whether the host
+/// tests failed.
+#[derive(Clone, Debug, Default)]
+pub struct Harness {
+    pub skips: Vec<(&'static str, String)>,
+    /// `Some(log)`: the host tests failed; their log.
+    pub host_tests_failed: Option<std::path::PathBuf>,
+}
+
+/// The one verdict of a boot: [`evaluate`] of its console, with what the
+/// harness knows ([`Harness`]). Nothing after this adds to it: the
+/// reports only write it.
+pub fn judge(
+    guest: &GuestRun,
+    kunit: bool,
+    filter: Option<&str>,
+    profile: Profile,
+    harness: &Harness,
+) -> Outcome {
+    let mut outcome = evaluate(guest, kunit, filter, profile);
+    for (t, why) in &harness.skips {
+        outcome.user_tests.push(UserTest {
+            name: t.to_string(),
+            passed: true,
+            skipped: true,
+            rc: 0,
+            output_tail: format!("ok - {t} # SKIP {why}"),
+            duration_ms: 0,
+            reason: None,
+        });
+    }
+    if let Some(log) = &harness.host_tests_failed {
+        let msg = format!("host tests failed (see {})", log.display());
+        outcome.reasons.push(msg.clone());
+        outcome.user_tests.push(harness_failure("host tests", msg));
+    }
+    outcome
+}
+
 /// Judges a boot: KTAP (via [`ktap::Run::verdict`]) plus the /init protocol.
 /// `kunit`: KUnit ran (not `kunit.enable=0`), so the module's suites must
 /// report. `filter` is `--filter`: with it, a run without KUnit suites is

@@ -72,12 +72,6 @@ pub struct CheckoutMisc {
     pub kernel_sources: Vec<KernelSource>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct KernelSource {
-    pub name: String,
-    pub version: String,
-}
-
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Build {
     pub checkout_id: String,
@@ -189,42 +183,7 @@ pub fn https_url(remote: &str) -> Option<String> {
     (!host.is_empty() && !path.is_empty()).then(|| format!("https://{host}/{path}"))
 }
 
-/// One boot, as the report needs it.
-#[derive(Clone, Debug)]
-pub struct Boot {
-    /// The job's id (`cargo xtask matrix`): the run directory's name after
-    /// `test-`, e.g. `numa-full`, `numa-full-debug`, `cxl-debian`.
-    pub job: String,
-    /// The run of `xtask/src/plan/runs.rs`, e.g. `numa-full`.
-    pub run: String,
-    pub profile: Profile,
-    pub kernel: KernelKind,
-    /// `numa`, `cxl`, ...
-    pub topology: String,
-    /// The topology as `Topology::describe` tells it.
-    pub topology_detail: String,
-    /// `kvm` or `tcg`.
-    pub accel: String,
-    /// The kernel's source (`linux-source-7.3`, a `--kernel-src` tree's
-    /// name, Debian's image) and `uname -r` version.
-    pub kernel_source: KernelSource,
-    /// The kernel's cache key and config hash.
-    pub kernel_key: String,
-    /// When the boot started (RFC 3339, UTC) and how long it took.
-    pub start_time: String,
-    pub duration_secs: f64,
-}
-
-impl Boot {
-    /// The build's name: the profile, or the kernel for a kernel tierkit
-    /// did not build.
-    pub fn build_name(&self) -> &'static str {
-        match self.kernel {
-            KernelKind::Tierkit => self.profile.name(),
-            k => k.name(),
-        }
-    }
-}
+pub use crate::judge::facts::{Boot, CmdTestsFacts, KernelSource};
 
 /// Now, as KCIDB's `date-time`.
 pub fn now_rfc3339() -> String {
@@ -443,34 +402,17 @@ pub fn read(path: &Path) -> Result<Document> {
     serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))
 }
 
-/// The `[harness] kcidb` failure: why a KCIDB file could not be written
-/// or is invalid, counted like a failed userspace test.
-pub fn harness_failure(why: String) -> UserTest {
-    UserTest {
-        name: "[harness] kcidb".into(),
-        passed: false,
-        skipped: false,
-        rc: 1,
-        output_tail: why,
-        duration_ms: 0,
-        reason: None,
-    }
-}
-
 /// Writes one boot's `kcidb.json` to `path` and validates it with
-/// kcidb-io ([`crate::util::pyenv::validate_kcidb`]); `Some` failure to count
-/// when that did not work.
-pub fn write_boot(path: &Path, boot: &Boot, run: &Run, extra: &[UserTest]) -> Option<UserTest> {
+/// kcidb-io ([`crate::util::pyenv::validate_kcidb`]); `Some` problem when
+/// that did not work: the report's own, which leaves the verdict as it is.
+pub fn write_boot(path: &Path, boot: &Boot, run: &Run, extra: &[UserTest]) -> Option<String> {
     // The KUnit cases' excerpts come from the console log beside it.
     let console = std::fs::read(path.with_file_name("console.log"))
         .ok()
         .map(|b| String::from_utf8_lossy(&b).into_owned());
     let doc = document_with_console(&Source::of_repo(), boot, run, extra, console.as_deref());
     if let Err(e) = write(path, &doc) {
-        return Some(harness_failure(format!(
-            "writing {}: {e:#}",
-            path.display()
-        )));
+        return Some(format!("writing {}: {e:#}", path.display()));
     }
     let failure = check_files(&[path]);
     if failure.is_none() {
@@ -485,25 +427,25 @@ pub fn write_boot(path: &Path, boot: &Boot, run: &Run, extra: &[UserTest]) -> Op
     failure
 }
 
-/// Validates KCIDB files; `Some` failure naming each invalid one (or why
+/// Validates KCIDB files; `Some` problem naming each invalid one (or why
 /// the validator could not run).
-pub fn check_files(files: &[&Path]) -> Option<UserTest> {
+pub fn check_files(files: &[&Path]) -> Option<String> {
     match crate::util::pyenv::validate_kcidb(files) {
         Ok(bad) if bad.is_empty() => None,
-        Ok(bad) => Some(harness_failure(
+        Ok(bad) => Some(
             bad.iter()
                 .map(|(f, why)| format!("{} is not valid KCIDB v5.3: {why}", f.display()))
                 .collect::<Vec<_>>()
                 .join("\n"),
-        )),
-        Err(e) => Some(harness_failure(format!(
+        ),
+        Err(e) => Some(format!(
             "could not validate {}: {e:#}",
             files
                 .iter()
                 .map(|f| f.display().to_string())
                 .collect::<Vec<_>>()
                 .join(", ")
-        ))),
+        )),
     }
 }
 
@@ -545,75 +487,18 @@ pub fn missing_document(src: &Source, job: &str, failure: &UserTest) -> Document
     doc
 }
 
-/// The job of the `run -- CMD` and `shell` tests ([`crate::cmd_tests`]).
-pub const CMD_JOB: &str = "xtask-cmd";
+pub use crate::judge::facts::CMD_JOB;
 
 /// The KCIDB document of the `run -- CMD` and `shell` tests: each a test
-/// (`userspace.<name>`) of the default build of `kernel`, with the
-/// topology it booted (`topologies`: test name -> topology) in its `misc`
+/// (`userspace.<name>`) of the default build of the facts' kernel, with the
+/// topology and accelerator of its boot ([`CmdTestsFacts`]) in its `misc`
 /// and environment.
-pub fn cmd_tests_document(
-    src: &Source,
-    kernel: KernelKind,
-    topologies: &[(&str, &str)],
-    tests: &[UserTest],
-    start_time: String,
-) -> Document {
-    let version = match kernel {
-        KernelKind::Debian => crate::kernels::debian::RELEASE.to_string(),
-        KernelKind::Tierkit => util::cache_dir()
-            .ok()
-            .and_then(|c| {
-                let m = c
-                    .join("src")
-                    .join(crate::kernels::kernel::DEFAULT_PACKAGE)
-                    .join("Makefile");
-                crate::kernels::kconfig::makefile_version(&std::fs::read_to_string(m).ok()?).ok()
-            })
-            .unwrap_or_else(|| "unknown".into()),
-    };
-    let name = match kernel {
-        KernelKind::Debian => format!("Debian linux-image-{version}"),
-        KernelKind::Tierkit => crate::kernels::kernel::DEFAULT_PACKAGE.to_string(),
-    };
-    // The accelerator each test's boot got: KVM when this host has it,
-    // but on cxl only with a QEMU that has the fix (crate::plan::accel).
-    let base = if crate::boot::qemu::kvm_problem().is_none() {
-        crate::boot::qemu::Accel::Kvm
-    } else {
-        crate::boot::qemu::Accel::Tcg
-    };
-    let qemu = util::cmd_stdout("qemu-system-x86_64", &["--version"])
-        .and_then(|v| crate::plan::accel::parse_qemu_version(&v));
-    let env = std::env::var(crate::plan::accel::OVERRIDE_ENV).ok();
-    let accel_of = |topology: &str| {
-        let (a, _) =
-            crate::plan::accel::decide(base, false, topology == "cxl", qemu, env.as_deref());
-        format!("{a:?}").to_lowercase()
-    };
-    let accel = accel_of("numa");
-    let boot = Boot {
-        job: CMD_JOB.into(),
-        run: CMD_JOB.into(),
-        profile: Profile::Default,
-        kernel,
-        topology: String::new(),
-        topology_detail: String::new(),
-        accel,
-        kernel_source: KernelSource { name, version },
-        kernel_key: String::new(),
-        start_time,
-        duration_secs: tests.iter().map(|t| t.duration_ms as f64 / 1000.0).sum(),
-    };
-    let mut doc = document(src, &boot, &Run::default(), tests);
+pub fn cmd_tests_document(src: &Source, facts: &CmdTestsFacts, tests: &[UserTest]) -> Document {
+    let mut doc = document(src, &facts.boot, &Run::default(), tests);
     for t in &mut doc.tests {
         let name = t.misc.name.trim_start_matches("[harness] ");
-        let topology = topologies
-            .iter()
-            .find(|(n, _)| *n == name)
-            .map_or("numa", |(_, k)| *k);
+        let (topology, accel) = facts.of(name);
         t.misc.topology = topology.into();
-        let accel = accel_of(topology);
         t.environment.comment = format!(
             "QEMU x86_64 ({accel}): the default {topology} topology, booted by `cargo xtask run`/`shell`"
         );
@@ -623,22 +508,12 @@ pub fn cmd_tests_document(
 }
 
 /// Writes the `run -- CMD` and `shell` tests' `kcidb.json` to `path`
-/// ([`cmd_tests_document`]; `start_time`: when the first began) and
-/// validates it; `Some` failure to count
-/// when that did not work.
-pub fn write_cmd_tests(
-    path: &Path,
-    kernel: KernelKind,
-    topologies: &[(&str, &str)],
-    tests: &[UserTest],
-    start_time: String,
-) -> Option<UserTest> {
-    let doc = cmd_tests_document(&Source::of_repo(), kernel, topologies, tests, start_time);
+/// ([`cmd_tests_document`]) and validates it; `Some` problem (its own,
+/// not a test's) when that did not work.
+pub fn write_cmd_tests(path: &Path, facts: &CmdTestsFacts, tests: &[UserTest]) -> Option<String> {
+    let doc = cmd_tests_document(&Source::of_repo(), facts, tests);
     if let Err(e) = write(path, &doc) {
-        return Some(harness_failure(format!(
-            "writing {}: {e:#}",
-            path.display()
-        )));
+        return Some(format!("writing {}: {e:#}", path.display()));
     }
     check_files(&[path])
 }

@@ -206,12 +206,13 @@ pub fn filter_is_theirs(filter: Option<&str>) -> bool {
     filter.is_some_and(|f| f.split(',').all(|p| p.starts_with("xtask-")))
 }
 
-/// Runs `tests` (on `--kernel`'s kernel) and returns them as harness tests.
+/// Runs `tests` (on `--kernel`'s kernel) and returns them as harness
+/// tests, with the KCIDB report's problem if it has one.
 pub(crate) fn run_all(
     kvm: Option<bool>,
     kernel: profile::KernelKind,
     tests: &[CmdTest],
-) -> Result<Vec<UserTest>> {
+) -> Result<(Vec<UserTest>, Option<String>)> {
     let exe = std::env::current_exe().context("where is this xtask binary?")?;
     let dir = util::out_dir().join("test-xtask-cmd");
     let share = dir.join("share");
@@ -256,16 +257,13 @@ pub(crate) fn run_all(
         });
     }
     let run = crate::judge::ktap::Run::default();
-    // KCIDB as for a boot: validated, an invalid file a failure.
+    // KCIDB as for a boot: the facts decided once, the file validated; an
+    // invalid file is the report's own problem, not a test's failure.
     let topologies: Vec<(&str, &str)> = tests.iter().map(|t| (t.name, t.topology)).collect();
-    if let Some(f) = crate::report::kcidb::write_cmd_tests(
-        &dir.join("kcidb.json"),
-        kernel,
-        &topologies,
-        &out,
-        start_time,
-    ) {
-        out.push(f);
+    let facts = crate::judge::facts::CmdTestsFacts::decide(kernel, &topologies, &out, start_time);
+    let problem = crate::report::kcidb::write_cmd_tests(&dir.join("kcidb.json"), &facts, &out);
+    if let Some(p) = &problem {
+        say!("error: the KCIDB report of the run/shell tests: {p}");
     }
     summary::write_json(&dir.join("results.json"), &run, &out)?;
     summary::write_junit(&dir.join("junit.xml"), "tierkit-xtask-cmd", &run, &out)?;
@@ -276,7 +274,7 @@ pub(crate) fn run_all(
         t.failed,
         dir.join("results.json").display()
     );
-    Ok(out)
+    Ok((out, problem))
 }
 
 fn shown(t: &CmdTest) -> String {
