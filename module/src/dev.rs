@@ -83,7 +83,7 @@ pub(crate) const MAX_BULK_PAGES: u64 = 1 << 20;
 /// charged for (`alloc_contig_pages()` refuses `__GFP_ACCOUNT`).
 fn require_sys_admin() -> Result {
     // SAFETY: no precondition.
-    if unsafe { shim::tk_capable_sys_admin() } {
+    if unsafe { bindings::capable(bindings::CAP_SYS_ADMIN as c_int) } {
         Ok(())
     } else {
         Err(EPERM)

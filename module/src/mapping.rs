@@ -308,8 +308,7 @@ impl Backing {
             if (i + 1) % crate::sync::SIGNAL_CHECK_PAGES == 0 {
                 // SAFETY: process context, only sleeping locks held.
                 unsafe { shim::tk_cond_resched() };
-                // SAFETY: no precondition.
-                if unsafe { shim::tk_signal_pending() } {
+                if crate::sync::signal_pending() {
                     return Err(EINTR);
                 }
             }
@@ -336,7 +335,9 @@ impl Backing {
         // SAFETY: By the type invariant, `mapping` is the live address
         // space of the file that owns `self`. Faults on this page wait for
         // the lock we hold, so none maps `old` again after the zap.
-        unsafe { shim::tk_unmap_mapping_page(self.mapping, (self.pgoff + i as u64) as c_ulong) };
+        unsafe {
+            bindings::unmap_mapping_pages(self.mapping, (self.pgoff + i as u64) as c_ulong, 1, true)
+        };
         Self::swap_in(p, i, new)
     }
 
@@ -472,10 +473,11 @@ impl Backing {
         // for the lock the caller holds, so none maps an old page again
         // after the zap.
         unsafe {
-            shim::tk_unmap_mapping_pages(
+            bindings::unmap_mapping_pages(
                 self.mapping,
                 (self.pgoff + first as u64) as c_ulong,
                 (last - first + 1) as c_ulong,
+                true,
             )
         };
         while let Some((k, new)) = ready.pop() {

@@ -150,7 +150,7 @@ impl NodePage {
     /// `page_to_nid()`.
     pub(crate) fn nid(&self) -> usize {
         // SAFETY: By the type invariant, `self.page` is a valid page.
-        unsafe { shim::tk_page_to_nid(self.page.as_ptr()) as usize }
+        unsafe { bindings::page_to_nid(self.page.as_ptr()) as usize }
     }
 
     /// The page's bytes through its direct-map address. x86_64 has no

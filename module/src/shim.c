@@ -1,14 +1,22 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * tierkit C shim: one-line wrappers around static inline functions and
- * macros that Rust cannot call (nodes, CPUs, pages, gfp flags, scheduling).
- * Each wrapper is declared in src/shim.h and src/shim.rs with the same
- * signature; keep the three in sync. The shim's other files each hold one
- * job: shim_hotplug.c (the memory notifier), shim_debugfs.c,
- * shim_vma.c (vm_operations, gigantic mappings), shim_pool.c (what the
- * pool needs from C) and shim_walk.c (test interfaces). What the 7.3
- * bindings reach is Rust: the pool's kthread and shrinker
- * (clear/refill.rs), the node notifier (wi/debugfs.rs).
+ * tierkit's C boundary, the general part: what the 7.3 kernel crate and its
+ * bindings do not reach (nodes and CPUs, pages and folios, gfp flags,
+ * scheduling). Most functions wrap one static inline or macro; some hold
+ * logic that needs many of them at once (the allocation of a replacement
+ * page with a nodemask, the contiguous allocation of a gigantic range,
+ * the move of a memory cgroup charge). Each says on the line above it
+ * which missing binding keeps it here. Declared in src/shim.h and
+ * src/shim.rs with the same signature; keep the three in sync. The shim's
+ * other files each hold one job: shim_hotplug.c (the memory notifier),
+ * shim_debugfs.c, shim_vma.c (vm_operations, gigantic mappings),
+ * shim_pool.c (what the pool needs from C), shim_movable.c (ZONE_MOVABLE
+ * bookkeeping) and shim_walk.c (test interfaces). What the kernel crate
+ * reaches is Rust: the pool's kthread and shrinker (clear/refill.rs), the
+ * node notifier (wi/debugfs.rs), nr_cpu_ids, signal_pending(),
+ * numa_nearest_node(),
+ * page_to_nid(), capable(), unmap_mapping_pages() and
+ * kthread_freezable_should_stop().
  */
 #include <linux/capability.h>
 #include <linux/cpumask.h>
@@ -43,17 +51,14 @@
 
 /* --- nodes and CPUs ------------------------------------------------------ */
 
-unsigned int tk_nr_cpu_ids(void)
-{
-	return nr_cpu_ids;
-}
-
+/* In C: cpu_online() is a cpumask inline; kernel::cpu has only nr_cpu_ids() and CpuId. */
 bool tk_cpu_online(int cpu)
 {
 	return cpu >= 0 && cpu < nr_cpu_ids && cpu_online(cpu);
 }
 
 /* Next online CPU of @nid after @prev (-1 to start); >= nr_cpu_ids at the end. */
+/* In C: cpumask_of_node() is an arch macro; kernel::cpumask cannot name a node's mask. */
 int tk_node_next_cpu(int nid, int prev)
 {
 	const struct cpumask *m = cpumask_of_node(nid);
@@ -66,35 +71,34 @@ int tk_node_next_cpu(int nid, int prev)
 	}
 }
 
+/* In C: nr_cpus_node() and cpumask_of_node() are macros; no node API in the kernel crate. */
 unsigned int tk_nr_cpus_node(int nid)
 {
 	return cpumask_weight_and(cpumask_of_node(nid), cpu_online_mask);
 }
 
+/* In C: nr_node_ids is a macro when MAX_NUMNODES is 1; no node API in the kernel crate. */
 int tk_nr_node_ids(void)
 {
 	return nr_node_ids;
 }
 
+/* In C: node_online() is a node_state() inline; no node API in the kernel crate. */
 bool tk_node_online(int nid)
 {
 	return nid >= 0 && nid < nr_node_ids && node_online(nid);
 }
 
+/* In C: node_state(N_MEMORY) is an inline; no node API in the kernel crate. */
 bool tk_node_has_memory(int nid)
 {
 	return nid >= 0 && nid < nr_node_ids && node_state(nid, N_MEMORY);
 }
 
+/* In C: node_state(N_CPU) is an inline; no node API in the kernel crate. */
 bool tk_node_has_cpu(int nid)
 {
 	return nid >= 0 && nid < nr_node_ids && node_state(nid, N_CPU);
-}
-
-/* numa_nearest_node(nid, N_CPU): the node whose CPUs are nearest @nid. */
-int tk_nearest_cpu_node(int nid)
-{
-	return numa_nearest_node(nid, N_CPU);
 }
 
 /*
@@ -108,6 +112,7 @@ int tk_nearest_cpu_node(int nid)
  * once the list's high mark has grown) then moves pages from one term to
  * the other instead of showing as a drop.
  */
+/* In C: NODE_DATA() and zone_page_state() are a macro and an inline; no zone binding. */
 unsigned long tk_node_free_pages(int nid)
 {
 	unsigned long sum = 0;
@@ -130,38 +135,39 @@ unsigned long tk_node_free_pages(int nid)
 /* --- pages --------------------------------------------------------------- */
 
 /* alloc_pages_node() with __GFP_THISNODE: never falls back to another node. */
+/* In C: alloc_pages_node() is an inline; kernel::page::Page::alloc_page takes no node or order. */
 struct page *tk_alloc_pages_node(int nid, gfp_t gfp, unsigned int order)
 {
 	return alloc_pages_node(nid, gfp | __GFP_THISNODE | __GFP_NOWARN, order);
 }
 
+/* In C: page_to_pfn() is a memory-model macro with no Rust helper. */
 unsigned long tk_page_to_pfn(const struct page *page)
 {
 	return page_to_pfn(page);
 }
 
+/* In C: pfn_to_page() is a memory-model macro with no Rust helper. */
 struct page *tk_pfn_to_page(unsigned long pfn)
 {
 	return pfn_to_page(pfn);
 }
 
+/* In C: page_address() of a raw struct page: the kernel crate reaches it only through its own Page. */
 void *tk_page_address(const struct page *page)
 {
 	return page_address(page);
 }
 
-int tk_page_to_nid(const struct page *page)
-{
-	return page_to_nid(page);
-}
-
 /* The kernel's own clear_pages(): rep stosb / rep stosq / unrolled movq. */
+/* In C: clear_pages() is an x86 inline (alternatives); no Rust helper. */
 void tk_clear_pages(void *addr, unsigned int npages)
 {
 	clear_pages(addr, npages);
 }
 
 /* Which clear_pages() variant the alternatives picked on this CPU. */
+/* In C: boot_cpu_has() and the X86_FEATURE_* bits are macros; no Rust binding. */
 const char *tk_clear_pages_variant(void)
 {
 	if (boot_cpu_has(X86_FEATURE_ERMS))
@@ -172,6 +178,7 @@ const char *tk_clear_pages_variant(void)
 }
 
 /* Is init_on_alloc on? Then the allocator zeroes what it hands out. */
+/* In C: want_init_on_alloc() is a static-key inline; no Rust helper. */
 bool tk_init_on_alloc(void)
 {
 	return want_init_on_alloc(GFP_KERNEL);
@@ -194,6 +201,7 @@ bool tk_init_on_alloc(void)
  * post_alloc_hook() (tk_init_on_alloc() tells the caller so, and the
  * caller does not clear it again).
  */
+/* In C: alloc_contig_pages() is an alloc_hooks() macro; no Rust binding. */
 struct page *tk_alloc_contig(unsigned long nr_pages, int nid, bool movable, bool folio)
 {
 	/*
@@ -220,6 +228,7 @@ struct page *tk_alloc_contig(unsigned long nr_pages, int nid, bool movable, bool
 /* Drops the reference tk_alloc_contig() gave: the range goes back to the
  * buddy allocator now, or, for a folio that GUP still holds (a pipe after
  * vmsplice, an O_DIRECT request in flight), when the last holder puts it. */
+/* In C: PageHead(), page_folio() and folio_put() are macros and inlines with no Rust helper. */
 void tk_free_contig(struct page *page, unsigned long nr_pages)
 {
 	if (PageHead(page))
@@ -229,6 +238,7 @@ void tk_free_contig(struct page *page, unsigned long nr_pages)
 }
 
 /* References to the folio of @page (a test and debug read-out). */
+/* In C: page_folio() and folio_ref_count() are inlines with no Rust helper. */
 int tk_folio_ref_count(struct page *page)
 {
 	return folio_ref_count(page_folio(page));
@@ -240,6 +250,7 @@ int tk_folio_ref_count(struct page *page)
  * as another holder would take them; GUP_PIN_COUNTING_BIAS of them is how
  * a FOLL_PIN of an order-0 page counts.
  */
+/* In C: page_ref_add() is an inline with no Rust helper. */
 void tk_test_page_ref_add(struct page *page, int nr)
 {
 	if (nr >= 0)
@@ -248,6 +259,7 @@ void tk_test_page_ref_add(struct page *page, int nr)
 		folio_ref_sub(page_folio(page), -nr);
 }
 
+/* In C: GUP_PIN_COUNTING_BIAS, read where the pin helpers are (folio inlines with no Rust helper). */
 int tk_test_pin_bias(void)
 {
 	return GUP_PIN_COUNTING_BIAS;
@@ -255,6 +267,7 @@ int tk_test_pin_bias(void)
 #endif
 
 /* Does @nid have memory in ZONE_MOVABLE (e.g. hotplugged online_movable)? */
+/* In C: NODE_DATA() and zone_managed_pages() are a macro and an inline; no zone binding. */
 bool tk_node_has_movable(int nid)
 {
 	if (!tk_node_online(nid) || !NODE_DATA(nid))
@@ -263,6 +276,7 @@ bool tk_node_has_movable(int nid)
 }
 
 /* GFP_HIGHUSER_MOVABLE: a user page that may come from ZONE_MOVABLE. */
+/* In C: GFP_HIGHUSER_MOVABLE combines __GFP_* macros bindgen does not evaluate. */
 gfp_t tk_gfp_highuser_movable(void)
 {
 	return GFP_HIGHUSER_MOVABLE;
@@ -276,6 +290,7 @@ gfp_t tk_gfp_highuser_movable(void)
  * with mem_cgroup_migrate(). A cgroup at memory.max thus pays nothing for
  * a move, as for the kernel's own, and nothing is charged twice meanwhile.
  */
+/* In C: __folio_alloc() is an alloc_hooks() macro; no Rust binding. */
 static struct page *tk_alloc_page_for(int nid, nodemask_t *nmask, bool movable, gfp_t extra)
 {
 	struct folio *folio;
@@ -297,6 +312,7 @@ static struct page *tk_alloc_page_for(int nid, nodemask_t *nmask, bool movable, 
  * uncharged and @new uncharges at its own free. An uncharged @old leaves
  * @new uncharged. Caller: @old's references frozen, @new not shared.
  */
+/* In C: page_folio() is an inline, and memcg_data exists only under CONFIG_MEMCG (#ifdef). */
 void tk_page_move_charge(struct page *old, struct page *new)
 {
 #ifdef CONFIG_MEMCG
@@ -317,6 +333,7 @@ void tk_page_move_charge(struct page *old, struct page *new)
  * mapping's owner keeps paying for its page, and neither the owner's nor
  * an offliner's cgroup limit refuses the move.
  */
+/* In C: builds a nodemask (nodemask_t macros) for the allocator; no nodemask binding. */
 struct page *tk_alloc_page_away(int nid, struct page *old)
 {
 	nodemask_t nmask = node_states[N_MEMORY];
@@ -337,6 +354,7 @@ struct page *tk_alloc_page_away(int nid, struct page *old)
  * the OOM killer (__GFP_NORETRY), and only @nid (__GFP_THISNODE); a node
  * without a free page leaves the page where it is.
  */
+/* In C: the allocator with a node and gfp flags: alloc_hooks() macros, no Rust binding. */
 struct page *tk_alloc_page_on(int nid, struct page *old, bool movable)
 {
 	nodemask_t nmask = NODE_MASK_NONE;
@@ -356,47 +374,34 @@ struct page *tk_alloc_page_on(int nid, struct page *old, bool movable)
  * pfn walker) could still be used to write the old page after the copy.
  * false: somebody holds one; the page was not touched.
  */
+/* In C: page_ref_freeze() is an inline with no Rust helper. */
 bool tk_page_ref_freeze(struct page *page, int expected)
 {
 	return folio_ref_freeze(page_folio(page), expected);
 }
 
+/* In C: page_ref_unfreeze() is an inline with no Rust helper. */
 void tk_page_ref_unfreeze(struct page *page, int count)
 {
 	folio_ref_unfreeze(page_folio(page), count);
 }
 
+/* In C: copy_highpage() is an inline with no Rust helper. */
 void tk_copy_page(struct page *dst, struct page *src)
 {
 	copy_highpage(dst, src);
 }
 
 /* A page someone may be doing DMA to (FOLL_PIN): it must not be moved. */
+/* In C: folio_maybe_dma_pinned() and page_folio() are inlines with no Rust helper. */
 bool tk_page_maybe_dma_pinned(struct page *page)
 {
 	return folio_maybe_dma_pinned(page_folio(page));
 }
 
-/* Zap every PTE of @mapping's mappings that maps file page @pgoff. */
-void tk_unmap_mapping_page(struct address_space *mapping, unsigned long pgoff)
-{
-	unmap_mapping_pages(mapping, pgoff, 1, true);
-}
-
-/* @nr pages from @pgoff: one walk and one TLB flush for all of them. */
-void tk_unmap_mapping_pages(struct address_space *mapping, unsigned long pgoff,
-			    unsigned long nr)
-{
-	unmap_mapping_pages(mapping, pgoff, nr, true);
-}
-
-bool tk_signal_pending(void)
-{
-	return signal_pending(current);
-}
-
 /* --- scheduling, time, workqueues ---------------------------------------- */
 
+/* In C: cond_resched() is a macro (preempt model); the kernel crate has no binding for it. */
 void tk_cond_resched(void)
 {
 	cond_resched();
@@ -407,16 +412,19 @@ void tk_cond_resched(void)
  * early, a stop signal finds the task in T, the freezer can freeze it, and
  * it does not count in the load average.
  */
+/* In C: schedule_timeout_interruptible() with msecs_to_jiffies(): no interruptible sleep in kernel::time. */
 void tk_sleep_interruptible_ms(unsigned int ms)
 {
 	schedule_timeout_interruptible(msecs_to_jiffies(ms));
 }
 
+/* In C: ktime_get_ns() is an inline, and kernel::time::Instant keeps its nanoseconds private. */
 u64 tk_ktime_get_ns(void)
 {
 	return ktime_get_ns();
 }
 
+/* In C: alloc_workqueue() is a variadic macro; kernel::workqueue offers only the system queues. */
 struct workqueue_struct *tk_alloc_workqueue(const char *name)
 {
 	/*
@@ -438,12 +446,14 @@ struct workqueue_struct *tk_alloc_workqueue(const char *name)
  * for a charge past memory.max, try_charge_memcg() then fails the charge
  * instead of running the memcg OOM killer.
  */
+/* In C: __GFP_RETRY_MAYFAIL is a macro over ___GFP_* bits bindgen does not evaluate. */
 gfp_t tk_gfp_retry_mayfail(void)
 {
 	return __GFP_RETRY_MAYFAIL;
 }
 
 /* __GFP_NORETRY, which the Rust bindings do not export. */
+/* In C: __GFP_NORETRY is a macro over ___GFP_* bits bindgen does not evaluate. */
 gfp_t tk_gfp_noretry(void)
 {
 	return __GFP_NORETRY;
@@ -452,41 +462,34 @@ gfp_t tk_gfp_noretry(void)
 /* --- reliability: signals, locks, capabilities, limits ------------------- */
 
 /* fatal_signal_pending(current): long loops back out when this is true. */
+/* In C: fatal_signal_pending() is an inline; kernel::task offers only signal_pending(). */
 bool tk_fatal_signal_pending(void)
 {
 	return fatal_signal_pending(current);
 }
 
 /* mutex_lock_killable() is a macro under CONFIG_DEBUG_LOCK_ALLOC. */
+/* In C: mutex_lock_killable() is a macro under CONFIG_DEBUG_LOCK_ALLOC; kernel::sync::Mutex has no killable lock. */
 int tk_mutex_lock_killable(struct mutex *lock)
 {
 	return mutex_lock_killable(lock);
 }
 
+/* In C: mutex_lock_interruptible() is a macro under CONFIG_DEBUG_LOCK_ALLOC; kernel::sync::Mutex has none. */
 int tk_mutex_lock_interruptible(struct mutex *lock)
 {
 	return mutex_lock_interruptible(lock);
 }
 
 /* set_freezable() for a kthread (kthreads are not freezable by default). */
+/* In C: set_freezable(): <linux/freezer.h> is not in the kernel crate's bindings. */
 void tk_set_freezable(void)
 {
 	set_freezable();
 }
 
-/* kthread_freezable_should_stop(): freezes here if asked, then kthread_should_stop(). */
-bool tk_kthread_freezable_should_stop(void)
-{
-	return kthread_freezable_should_stop(NULL);
-}
-
-/* capable(CAP_SYS_ADMIN): gigantic mode and the clear benchmark need it. */
-bool tk_capable_sys_admin(void)
-{
-	return capable(CAP_SYS_ADMIN);
-}
-
 /* totalram_pages(): the base of tierkit's global limit. */
+/* In C: totalram_pages() is an inline over an atomic; no Rust helper. */
 unsigned long tk_totalram_pages(void)
 {
 	return totalram_pages();
@@ -499,6 +502,7 @@ unsigned long tk_totalram_pages(void)
  * exported memset() uses `rep stosb` on CPUs with FSRS, which QEMU's TCG
  * runs one byte at a time.
  */
+/* In C: memset64() is an x86 inline (rep stosq); no Rust helper. */
 void tk_memset64(void *addr, u64 value, size_t count)
 {
 	memset64(addr, value, count);

@@ -19,7 +19,6 @@ struct tk_dbg_attr {
 	void *ctx;
 };
 
-unsigned int tk_nr_cpu_ids(void);
 bool tk_cpu_online(int cpu);
 int tk_node_next_cpu(int nid, int prev);
 unsigned int tk_nr_cpus_node(int nid);
@@ -27,13 +26,11 @@ int tk_nr_node_ids(void);
 bool tk_node_online(int nid);
 bool tk_node_has_memory(int nid);
 bool tk_node_has_cpu(int nid);
-int tk_nearest_cpu_node(int nid);
 unsigned long tk_node_free_pages(int nid);
 struct page *tk_alloc_pages_node(int nid, gfp_t gfp, unsigned int order);
 unsigned long tk_page_to_pfn(const struct page *page);
 struct page *tk_pfn_to_page(unsigned long pfn);
 void *tk_page_address(const struct page *page);
-int tk_page_to_nid(const struct page *page);
 void tk_clear_pages(void *addr, unsigned int npages);
 const char *tk_clear_pages_variant(void);
 bool tk_init_on_alloc(void);
@@ -53,10 +50,6 @@ void tk_page_ref_unfreeze(struct page *page, int count);
 void tk_copy_page(struct page *dst, struct page *src);
 bool tk_page_maybe_dma_pinned(struct page *page);
 struct address_space;
-void tk_unmap_mapping_page(struct address_space *mapping, unsigned long pgoff);
-void tk_unmap_mapping_pages(struct address_space *mapping, unsigned long pgoff,
-			    unsigned long nr);
-bool tk_signal_pending(void);
 void tk_free_contig(struct page *page, unsigned long nr_pages);
 void tk_cond_resched(void);
 u64 tk_ktime_get_ns(void);
@@ -70,8 +63,6 @@ bool tk_fatal_signal_pending(void);
 int tk_mutex_lock_killable(struct mutex *lock);
 int tk_mutex_lock_interruptible(struct mutex *lock);
 void tk_set_freezable(void);
-bool tk_kthread_freezable_should_stop(void);
-bool tk_capable_sys_admin(void);
 unsigned long tk_totalram_pages(void);
 
 struct dentry *tk_debugfs_dir(const char *name, struct dentry *parent);

@@ -2,10 +2,14 @@
 
 //! Declarations of the C shim in `shim.c` and `shim_*.c`.
 //!
-//! Each function is a one-line wrapper around a `static inline` function or a
-//! macro of the kernel that bindgen cannot export, or C glue that needs a
-//! structure bindgen cannot build (vm_operations, notifier blocks, the
-//! pool's kthread and shrinker). Signatures must match `shim.h` exactly.
+//! What the 7.3 kernel crate and its bindings do not reach: wrappers around
+//! `static inline` functions and macros bindgen cannot export, C logic that
+//! needs many of them at once (replacement pages with a nodemask, gigantic
+//! ranges, memory cgroup charges), and C glue for structures the crate has
+//! no vtable for (vm_operations, file operations that pin the module, the
+//! memory notifier). Each C function says on the line above it which
+//! missing binding keeps it in C. The pool's kthread and shrinker and the
+//! node notifier are Rust. Signatures must match `shim.h` exactly.
 
 use kernel::bindings;
 use kernel::ffi::{c_char, c_int, c_uint, c_ulong};
@@ -14,9 +18,6 @@ use kernel::ffi::{c_char, c_int, c_uint, c_ulong};
 // rustc calls FFI-unsafe; only pointers to it cross the boundary.
 #[expect(improper_ctypes)]
 extern "C" {
-    /// `nr_cpu_ids`: one more than the highest possible CPU id. No
-    /// precondition.
-    pub(crate) fn tk_nr_cpu_ids() -> c_uint;
     /// `cpu_online(cpu)`, false for ids out of range. No precondition.
     pub(crate) fn tk_cpu_online(cpu: c_int) -> bool;
     /// `cpumask_next(prev, cpumask_of_node(nid))`, skipping offline CPUs:
@@ -37,10 +38,6 @@ extern "C" {
     /// `node_state(nid, N_CPU)`, false for ids out of range. No
     /// precondition.
     pub(crate) fn tk_node_has_cpu(nid: c_int) -> bool;
-    /// `numa_nearest_node(nid, N_CPU)`: `nid` if it has CPUs, else the node
-    /// with CPUs nearest it (`nid` itself if there is none). `nid` must be
-    /// an online node.
-    pub(crate) fn tk_nearest_cpu_node(nid: c_int) -> c_int;
     /// Free pages of the zones of `NODE_DATA(nid)`:
     /// `zone_page_state_snapshot(.., NR_FREE_PAGES)` plus the pages on the
     /// zones' per-CPU free lists; 0 for an offline or out-of-range node.
@@ -63,8 +60,6 @@ extern "C" {
     /// `page_address(page)`: its direct-map address (x86_64 has no
     /// highmem). `page` must be a valid `struct page`.
     pub(crate) fn tk_page_address(page: *const bindings::page) -> *mut core::ffi::c_void;
-    /// `page_to_nid(page)`. `page` must be a valid `struct page`.
-    pub(crate) fn tk_page_to_nid(page: *const bindings::page) -> c_int;
     /// `clear_pages(addr, npages)`, the kernel's own page clearing (rep
     /// stosb, rep stosq or unrolled stores). `addr` must be the kernel address of `npages` writable,
     /// page-aligned pages that nothing else accesses meanwhile.
@@ -134,12 +129,6 @@ extern "C" {
     pub(crate) fn tk_mutex_lock_interruptible(lock: *mut bindings::mutex) -> c_int;
     /// `set_freezable()`. Only in a kthread, for the current one.
     pub(crate) fn tk_set_freezable();
-    /// `kthread_freezable_should_stop(NULL)`: freezes the current kthread
-    /// if the freezer asks, then `kthread_should_stop()`. Only in a
-    /// freezable kthread, no lock held.
-    pub(crate) fn tk_kthread_freezable_should_stop() -> bool;
-    /// `capable(CAP_SYS_ADMIN)` of the current task. No precondition.
-    pub(crate) fn tk_capable_sys_admin() -> bool;
     /// `totalram_pages()`. No precondition.
     pub(crate) fn tk_totalram_pages() -> c_ulong;
 
@@ -178,18 +167,6 @@ extern "C" {
     pub(crate) fn tk_copy_page(dst: *mut bindings::page, src: *mut bindings::page);
     /// `folio_maybe_dma_pinned(page_folio(page))`. `page` valid.
     pub(crate) fn tk_page_maybe_dma_pinned(page: *mut bindings::page) -> bool;
-    /// `unmap_mapping_pages(mapping, pgoff, 1, true)`. `mapping` must be a
-    /// live address space (that of an open file).
-    pub(crate) fn tk_unmap_mapping_page(mapping: *mut bindings::address_space, pgoff: c_ulong);
-    /// `unmap_mapping_pages(mapping, pgoff, nr, true)`: one walk and one
-    /// TLB flush for `nr` pages. `mapping` as above.
-    pub(crate) fn tk_unmap_mapping_pages(
-        mapping: *mut bindings::address_space,
-        pgoff: c_ulong,
-        nr: c_ulong,
-    );
-    /// `signal_pending(current)`. No precondition.
-    pub(crate) fn tk_signal_pending() -> bool;
     /// `vm_insert_page(vma, addr, page)`: for the fault handler. `vma` is
     /// the faulting VM_MIXEDMAP vma, `page` a page the caller keeps alive.
     pub(crate) fn tk_vm_insert_page(

@@ -24,6 +24,7 @@
  * (fops_get() in full_proxy_open_regular()), so rmmod is refused while one
  * is open. The show/store callbacks are Rust's (module/src/debugfs.rs).
  */
+/* In C: a seq_file show callback of the C file_operations below. */
 static int tk_dbg_show(struct seq_file *m, void *v)
 {
 	const struct tk_dbg_attr *a = m->private;
@@ -31,6 +32,7 @@ static int tk_dbg_show(struct seq_file *m, void *v)
 	return a->show(a->ctx, m);
 }
 
+/* In C: single_open() for the C file_operations, which carry .owner (the 7.3 debugfs files do not). */
 static int tk_dbg_open(struct inode *inode, struct file *file)
 {
 	int ret = single_open(file, tk_dbg_show, inode->i_private);
@@ -45,6 +47,7 @@ static int tk_dbg_open(struct inode *inode, struct file *file)
 }
 
 /* A write is taken whole, at most a page, NUL-terminated (as sysfs). */
+/* In C: the write callback of the C file_operations below. */
 static ssize_t tk_dbg_write(struct file *file, const char __user *ubuf,
 			    size_t len, loff_t *ppos)
 {
@@ -82,12 +85,14 @@ static const struct file_operations tk_dbg_rw_fops = {
 	.release = single_release,
 };
 
+/* In C: debugfs_create_dir() for the files below, whose file_operations must stay C. */
 struct dentry *tk_debugfs_dir(const char *name, struct dentry *parent)
 {
 	return debugfs_create_dir(name, parent);
 }
 
 /* Read-only when @attr has no store callback. */
+/* In C: debugfs_create_file() with file_operations that pin the module (.owner), which kernel::debugfs lacks. */
 struct dentry *tk_debugfs_file(const char *name, umode_t mode,
 			       struct dentry *parent, struct tk_dbg_attr *attr)
 {
@@ -96,6 +101,7 @@ struct dentry *tk_debugfs_file(const char *name, umode_t mode,
 }
 
 /* debugfs_remove(): recursive; waits for callbacks in flight. */
+/* In C: debugfs_remove() of the dentries made here. */
 void tk_debugfs_remove(struct dentry *d)
 {
 	debugfs_remove(d);

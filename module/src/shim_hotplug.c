@@ -26,6 +26,7 @@ static void *tk_mem_event_ctx;
  * ends or is cancelled, a tierkit page newly counted in the range is given
  * back and allocated again (shim_movable.c).
  */
+/* In C: struct memory_notify and MEM_* come from <linux/memory.h>, not in the 7.3 bindings. */
 static int tk_memory_notifier_call(struct notifier_block *nb,
 				   unsigned long action, void *data)
 {
@@ -53,6 +54,7 @@ static struct notifier_block tk_memory_nb = {
 };
 
 /* One registration at a time: @cb(@ctx, start_pfn, nr_pages) until unregistered. */
+/* In C: register_memory_notifier(): <linux/memory.h> is not in the 7.3 bindings. */
 int tk_register_memory_notifier(tk_mem_event_fn cb, void *ctx)
 {
 	tk_mem_event_cb = cb;
@@ -60,6 +62,7 @@ int tk_register_memory_notifier(tk_mem_event_fn cb, void *ctx)
 	return register_memory_notifier(&tk_memory_nb);
 }
 
+/* In C: unregister_memory_notifier(): <linux/memory.h> is not in the 7.3 bindings. */
 void tk_unregister_memory_notifier(void)
 {
 	unregister_memory_notifier(&tk_memory_nb);

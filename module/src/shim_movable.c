@@ -48,12 +48,14 @@ static DECLARE_DELAYED_WORK(tk_orphan_work, tk_orphan_work_fn);
 /* How long the orphan work waits before it looks again. */
 #define TK_ORPHAN_PERIOD HZ
 
+/* In C: page_zonenum() is an inline with no Rust helper. */
 static bool tk_is_movable(struct page *page)
 {
 	return page_zonenum(page) == ZONE_MOVABLE;
 }
 
 /* The counter of @pfn's section; made (GFP_KERNEL) if @create. */
+/* In C: pfn_to_section_nr() is a macro; the xarray of counters is kept beside it. */
 static atomic_long_t *tk_section_count(unsigned long pfn, bool create)
 {
 	unsigned long sec = pfn_to_section_nr(pfn);
@@ -78,6 +80,7 @@ static atomic_long_t *tk_section_count(unsigned long pfn, bool create)
 }
 
 /* Adds @delta to the counts of pfns @pfn..@pfn + @nr (counters exist). */
+/* In C: walks sections with the SECTION macros; no Rust binding. */
 static void tk_count_range(unsigned long pfn, unsigned long nr, long delta)
 {
 	unsigned long end = pfn + nr;
@@ -92,6 +95,7 @@ static void tk_count_range(unsigned long pfn, unsigned long nr, long delta)
 	}
 }
 
+/* In C: page_zonenum() and the per-section counts (macros) above. */
 int tk_movable_track(struct page *page, unsigned long nr_pages)
 {
 	unsigned long pfn = page_to_pfn(page), end = pfn + nr_pages, p;
@@ -119,6 +123,7 @@ int tk_movable_track(struct page *page, unsigned long nr_pages)
 }
 
 /* Drops tierkit's reference to @page if it is the only one: true if freed. */
+/* In C: page_ref_freeze() and folio_put() are inlines with no Rust helper. */
 static bool tk_try_free(struct page *page, unsigned long nr_pages)
 {
 	struct folio *folio = page_folio(page);
@@ -135,6 +140,7 @@ static bool tk_try_free(struct page *page, unsigned long nr_pages)
 	return true;
 }
 
+/* In C: page_ref_freeze() and the orphan list, under the section macros above. */
 void tk_movable_put(struct page *page, unsigned long nr_pages)
 {
 	if (!tk_is_movable(page)) {
@@ -160,6 +166,7 @@ void tk_movable_put(struct page *page, unsigned long nr_pages)
  * Frees the orphans in pfns @start..@end (all if @end is 0) whose only
  * reference left is tierkit's. Returns how many orphans are left in total.
  */
+/* In C: page_ref_freeze() on the orphans: an inline with no Rust helper. */
 static unsigned long tk_orphans_reap(unsigned long start, unsigned long end)
 {
 	struct page *page, *next;
@@ -198,6 +205,7 @@ static unsigned long tk_orphans_reap(unsigned long start, unsigned long end)
 	return left;
 }
 
+/* In C: a delayed_work callback: DECLARE_DELAYED_WORK and the timer macros have no binding. */
 static void tk_orphan_work_fn(struct work_struct *work)
 {
 	if (tk_orphans_reap(0, 0))
@@ -205,6 +213,7 @@ static void tk_orphan_work_fn(struct work_struct *work)
 				   TK_ORPHAN_PERIOD);
 }
 
+/* In C: queues the orphan reap: delayed_work macros have no binding. */
 void tk_movable_offlining(unsigned long start_pfn, unsigned long nr_pages)
 {
 	WRITE_ONCE(tk_offlining_start, start_pfn);
@@ -213,6 +222,7 @@ void tk_movable_offlining(unsigned long start_pfn, unsigned long nr_pages)
 	smp_mb();
 }
 
+/* In C: pfn_to_section_nr() over a range: macros with no Rust binding. */
 unsigned long tk_movable_busy(unsigned long start_pfn, unsigned long nr_pages)
 {
 	unsigned long end = start_pfn + nr_pages, pfn, busy = 0;
@@ -230,6 +240,7 @@ unsigned long tk_movable_busy(unsigned long start_pfn, unsigned long nr_pages)
 	return busy;
 }
 
+/* In C: reads the orphan count kept by the C code above. */
 unsigned long tk_movable_orphans(void)
 {
 	unsigned long n;
@@ -240,6 +251,7 @@ unsigned long tk_movable_orphans(void)
 	return n;
 }
 
+/* In C: cancel_delayed_work_sync() of the C delayed work above. */
 void tk_movable_exit(void)
 {
 	struct page *page, *next;
@@ -276,6 +288,7 @@ void tk_movable_exit(void)
  * walker of the module goes through this (an offline section's memmap is
  * poisoned under DEBUG_VM).
  */
+/* In C: pfn_to_online_page() is a macro over the section macros; no Rust helper. */
 struct page *tk_pfn_to_online_page(unsigned long pfn)
 {
 	return pfn_to_online_page(pfn);

@@ -23,6 +23,7 @@
  * kernel zones, and ZONE_MOVABLE too with @movable (tierkit's
  * movable_gigantic opt-in), as tk_alloc_contig() scans them.
  */
+/* In C: NODE_DATA() and zone_managed_pages() are a macro and an inline; no zone binding. */
 unsigned long tk_node_gigantic_capacity(int nid, bool movable)
 {
 	unsigned long pages = 0;
@@ -36,6 +37,7 @@ unsigned long tk_node_gigantic_capacity(int nid, bool movable)
 }
 
 /* Lets the current task run only on the CPUs of node @cpu_node. */
+/* In C: cpumask_of_node() is an arch macro; kernel::cpumask cannot name a node's mask. */
 void tk_bind_to_node_cpus(int cpu_node)
 {
 	if (tk_node_online(cpu_node) && node_state(cpu_node, N_CPU))
@@ -43,6 +45,7 @@ void tk_bind_to_node_cpus(int cpu_node)
 }
 
 /* SHRINKER_NUMA_AWARE: BIT(2), a macro bindgen cannot evaluate. */
+/* In C: SHRINKER_NUMA_AWARE is a macro bindgen cannot evaluate. */
 unsigned int tk_shrinker_numa_aware(void)
 {
 	return SHRINKER_NUMA_AWARE;

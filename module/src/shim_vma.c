@@ -25,6 +25,7 @@
  * after the PTE was zapped (MADV_DONTNEED, or the kernel dropping it). The
  * file still holds the page, so the fault maps the same page again.
  */
+/* In C: a vm_operations_struct callback: the 7.3 crate has no vm_operations vtable. */
 static vm_fault_t tk_vm_fault(struct vm_fault *vmf)
 {
 	int err = tk_mapping_fault(vmf->vma->vm_private_data, vmf->vma,
@@ -36,6 +37,7 @@ static vm_fault_t tk_vm_fault(struct vm_fault *vmf)
 }
 
 /* vm_insert_page() for tk_mapping_fault(), which holds the page's lock. */
+/* In C: vm_insert_page() from the C fault path above (the kernel crate's needs its VmaMixedMap). */
 int tk_vm_insert_page(struct vm_area_struct *vma, unsigned long addr, struct page *page)
 {
 	return vm_insert_page(vma, addr, page);
@@ -55,6 +57,7 @@ int tk_vm_insert_page(struct vm_area_struct *vma, unsigned long addr, struct pag
  * tierkit maps no special PTEs in these vmas, so this is never called for
  * one; it lets a write fault map the pfn writable as without it.
  */
+/* In C: a vm_operations_struct callback: the 7.3 crate has no vm_operations vtable. */
 static vm_fault_t tk_pfn_mkwrite(struct vm_fault *vmf)
 {
 	return 0;
@@ -67,11 +70,13 @@ static vm_fault_t tk_pfn_mkwrite(struct vm_fault *vmf)
  * removes such a vma by merging it (can_merge_remove_vma()), so every
  * vma that goes is closed.
  */
+/* In C: a vm_operations_struct callback: the 7.3 crate has no vm_operations vtable. */
 static void tk_vm_open(struct vm_area_struct *vma)
 {
 	tk_mapping_vma_open(vma->vm_private_data);
 }
 
+/* In C: a vm_operations_struct callback: the 7.3 crate has no vm_operations vtable. */
 static void tk_vm_close(struct vm_area_struct *vma)
 {
 	tk_mapping_vma_close(vma->vm_private_data);
@@ -96,6 +101,7 @@ static const struct vm_operations_struct tk_vm_ops_movable = {
  * @movable: its pages may be in ZONE_MOVABLE, now or after a rebalance or
  * an offline moved them (see tk_pfn_mkwrite()).
  */
+/* In C: sets vm_ops and vm_flags: vm_flags_set() is an inline and vm_ops a C table. */
 void tk_vma_set_backing(struct vm_area_struct *vma, void *backing, bool movable)
 {
 	vma->vm_ops = movable ? &tk_vm_ops_movable : &tk_vm_ops;
@@ -124,6 +130,7 @@ static bool tk_dev_fops_ready;
  * aligned get the usual search; gigantic mmap then refuses an unaligned
  * start (EINVAL).
  */
+/* In C: a file_operations callback over mm_get_unmapped_area(); no binding for the hook. */
 static unsigned long tk_get_unmapped_area(struct file *filp, unsigned long addr,
 					  unsigned long len, unsigned long pgoff,
 					  unsigned long flags)
@@ -172,6 +179,7 @@ out:
  */
 static struct lock_class_key tk_mapping_invalidate_key;
 
+/* In C: replaces file->f_mapping with an address_space of its own: struct field work on C types with inline initialisers. */
 int tk_file_own_mapping(struct file *file)
 {
 	struct address_space *m = kmalloc(sizeof(*m), GFP_KERNEL);
@@ -190,6 +198,7 @@ int tk_file_own_mapping(struct file *file)
 }
 
 /* In ->release: the address space tk_file_own_mapping() gave @file. */
+/* In C: releases the address_space made by tk_file_own_mapping(). */
 void tk_file_put_mapping(struct file *file)
 {
 	struct address_space *m = file->f_mapping;
@@ -201,6 +210,7 @@ void tk_file_put_mapping(struct file *file)
 	}
 }
 
+/* In C: swaps file->f_op for the C file_operations with get_unmapped_area; no vtable for it in the kernel crate. */
 void tk_file_use_dev_fops(struct file *file)
 {
 	mutex_lock(&tk_dev_fops_lock);
@@ -222,6 +232,7 @@ void tk_file_use_dev_fops(struct file *file)
  */
 enum tk_pud_slot { TK_PUD_NONE, TK_PUD_OURS_RO, TK_PUD_OURS_RW, TK_PUD_TABLE };
 
+/* In C: pud_offset() and the pud_* accessors are macros and inlines. */
 static enum tk_pud_slot tk_pud_slot(struct vm_fault *vmf, unsigned long pfn)
 {
 	spinlock_t *ptl = pud_lock(vmf->vma->vm_mm, vmf->pud);
@@ -239,6 +250,7 @@ static enum tk_pud_slot tk_pud_slot(struct vm_fault *vmf, unsigned long pfn)
 }
 
 /* Whether @vmf's PUD slot holds a page table, read under its lock. */
+/* In C: pud_present() and pud_leaf() are inlines with no Rust helper. */
 static bool tk_pud_is_table(struct vm_fault *vmf)
 {
 	spinlock_t *ptl = pud_lock(vmf->vma->vm_mm, vmf->pud);
@@ -279,6 +291,7 @@ static bool tk_pud_is_table(struct vm_fault *vmf)
  *   saw our PUD there (between the two only a zap followed by a 4 KiB
  *   fault's pmd_alloc() could change it, with no sleep in between).
  */
+/* In C: a vm_operations_struct huge_fault callback: no vtable in the 7.3 crate. */
 static vm_fault_t tk_gigantic_huge_fault(struct vm_fault *vmf, unsigned int order)
 {
 	struct vm_area_struct *vma = vmf->vma;
@@ -324,6 +337,7 @@ static vm_fault_t tk_gigantic_huge_fault(struct vm_fault *vmf, unsigned int orde
  * reference on the GiB's folio and its rmap, both dropped by the zap.
  * Contents, node and lifetime are the GiB's; only the page size differs.
  */
+/* In C: a vm_operations_struct callback: no vtable in the 7.3 crate. */
 static vm_fault_t tk_gigantic_pte_fault(struct vm_fault *vmf)
 {
 	struct vm_area_struct *vma = vmf->vma;
@@ -358,6 +372,7 @@ static vm_fault_t tk_gigantic_pte_fault(struct vm_fault *vmf)
 }
 
 /* As device-dax: a gigantic vma splits (munmap, mprotect, mremap) only at GiB boundaries. */
+/* In C: a vm_operations_struct may_split callback: no vtable in the 7.3 crate. */
 static int tk_gigantic_may_split(struct vm_area_struct *vma, unsigned long addr)
 {
 	return IS_ALIGNED(addr, PUD_SIZE) ? 0 : -EINVAL;
@@ -368,6 +383,7 @@ static int tk_gigantic_may_split(struct vm_area_struct *vma, unsigned long addr)
  * first by tk_get_unmapped_area() (before any page table moves); this is
  * a second line.
  */
+/* In C: a vm_operations_struct mremap callback: no vtable in the 7.3 crate. */
 static int tk_gigantic_mremap(struct vm_area_struct *vma)
 {
 	return IS_ALIGNED(vma->vm_start, PUD_SIZE) ? 0 : -EINVAL;
@@ -394,6 +410,7 @@ static const struct vm_operations_struct tk_gigantic_vm_ops_movable = {
  * lets the PUD fault happen with transparent_hugepage=madvise too.
  * @movable: its GiBs may come from ZONE_MOVABLE (see tk_pfn_mkwrite()).
  */
+/* In C: sets the C vm_operations and vm_flags_set() (an inline). */
 void tk_vma_set_gigantic(struct vm_area_struct *vma, void *backing, bool movable)
 {
 	vm_flags_set(vma, VM_HUGEPAGE);

@@ -23,6 +23,7 @@
  * mmap lock (read) with a vma covering @addr keeps the tables down to
  * the PMD.
  */
+/* In C: pgd_offset() ... pmd_offset() and the leaf tests are macros and inlines. */
 int tk_walk(unsigned long addr, unsigned long *pfn, int *nid)
 {
 	struct mm_struct *mm = current->mm;
@@ -93,6 +94,7 @@ out:
  * page of a free buddy block reports TK_PAGE_BUDDY, any other free page
  * a refcount of 0.
  */
+/* In C: folio_ref_count(), folio_mapcount() and pfn_to_online_page() are inlines and macros. */
 int tk_page_refs(unsigned long pfn, int *refcount, int *mapcount,
 		 unsigned int *order, int *nid, unsigned int *flags)
 {

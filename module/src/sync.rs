@@ -174,8 +174,7 @@ impl KillableCompletion {
 
 /// `signal_pending(current)`: any signal, for waits that a restart undoes.
 pub(crate) fn signal_pending() -> bool {
-    // SAFETY: reads the current task's signal state; no precondition.
-    unsafe { shim::tk_signal_pending() }
+    kernel::current!().signal_pending()
 }
 
 /// `fatal_signal_pending(current)`. Long loops check it every

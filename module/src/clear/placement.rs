@@ -59,7 +59,7 @@ pub(crate) fn local_cpu_node(nid: usize) -> Option<usize> {
         return Some(nid);
     }
     // SAFETY: `nid` is an online node.
-    let near = unsafe { shim::tk_nearest_cpu_node(nid as c_int) };
+    let near = unsafe { bindings::numa_nearest_node(nid as c_int, bindings::node_states_N_CPU) };
     // numa_nearest_node() returns `nid` itself when no node has CPUs.
     if near < 0 || node::nr_cpus(near as usize) == 0 {
         return None;
@@ -90,8 +90,7 @@ pub(crate) fn remote_cpu_node(nid: usize) -> Option<usize> {
 /// belong to (-1 for [`Placement::Any`]).
 /// Online CPUs (`num_online_cpus()`): the most workers any clear can use.
 pub(crate) fn nr_online_cpus() -> u32 {
-    // SAFETY: reads a variable fixed after boot.
-    let ids = unsafe { shim::tk_nr_cpu_ids() };
+    let ids = kernel::cpu::nr_cpu_ids();
     // SAFETY: the shim range-checks `cpu`.
     (0..ids)
         .filter(|&cpu| unsafe { shim::tk_cpu_online(cpu as c_int) })
@@ -127,16 +126,14 @@ impl CpuSet {
                 loop {
                     // SAFETY: `n` is an online node.
                     cpu = unsafe { shim::tk_node_next_cpu(n as c_int, cpu) };
-                    // SAFETY: reads a variable fixed after boot.
-                    if cpu < 0 || cpu as u32 >= unsafe { shim::tk_nr_cpu_ids() } {
+                    if cpu < 0 || cpu as u32 >= kernel::cpu::nr_cpu_ids() {
                         break;
                     }
                     cpus.push(cpu as u32, GFP_KERNEL)?;
                 }
             }
             None => {
-                // SAFETY: reads a variable fixed after boot.
-                let ids = unsafe { shim::tk_nr_cpu_ids() };
+                let ids = kernel::cpu::nr_cpu_ids();
                 for cpu in 0..ids {
                     // SAFETY: the shim range-checks `cpu`.
                     if unsafe { shim::tk_cpu_online(cpu as c_int) } {

@@ -283,8 +283,8 @@ impl GiganticRange {
             let pfn = shim::tk_page_to_pfn(first.as_ptr());
             let last = shim::tk_pfn_to_page(pfn + (nr_pages - 1) as c_ulong);
             (
-                shim::tk_page_to_nid(first.as_ptr()),
-                shim::tk_page_to_nid(last),
+                bindings::page_to_nid(first.as_ptr()),
+                bindings::page_to_nid(last),
                 shim::tk_page_address(first.as_ptr()),
             )
         };

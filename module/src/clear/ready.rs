@@ -561,7 +561,13 @@ impl GiganticPool {
         // Uncounted after fill_one, which has then added or freed its range.
         let _filling = Filling(&self.filling);
         // SAFETY: `nid` has memory (next_refill), so it is an online node.
-        unsafe { shim::tk_bind_to_node_cpus(shim::tk_nearest_cpu_node(nid as c_int)) };
+        unsafe {
+            let near = kernel::bindings::numa_nearest_node(
+                nid as c_int,
+                kernel::bindings::node_states_N_CPU,
+            );
+            shim::tk_bind_to_node_cpus(near)
+        };
         // Failures pause the node and are logged by fill_one.
         let _ = self.fill_one(nid, stop);
     }

@@ -133,7 +133,7 @@ unsafe extern "C" fn refill_thread(ctx: *mut c_void) -> c_int {
     // SAFETY: called in a kthread (this one).
     let stop = || unsafe { bindings::kthread_should_stop() };
     // SAFETY: called in this freezable kthread, no lock held.
-    while !unsafe { shim::tk_kthread_freezable_should_stop() } {
+    while !unsafe { bindings::kthread_freezable_should_stop(core::ptr::null_mut()) } {
         match pool.refill_wait() {
             None => {
                 pool.refill_step(&stop);

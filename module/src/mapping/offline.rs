@@ -30,6 +30,7 @@ use super::Backing;
 use crate::shim;
 use crate::state::{DeviceState, Registry};
 use kernel::{
+    bindings,
     ffi::{c_int, c_ulong, c_void},
     prelude::*,
     sync::Arc,
@@ -48,7 +49,7 @@ fn going_offline(registry: &Registry, start: u64, nr: u64) -> Result {
         return Ok(());
     }
     // SAFETY: an online pfn's struct page.
-    let nid = unsafe { shim::tk_page_to_nid(first) };
+    let nid = unsafe { bindings::page_to_nid(first) };
     if crate::clear::range::movable_pending(nid as usize) {
         pr_warn!(
                 "refusing to offline pfns {:#x}-{:#x}: tierkit is taking a 1 GiB range on node {} with movable_gigantic; try again\n",
