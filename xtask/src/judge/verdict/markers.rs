@@ -124,10 +124,12 @@ pub fn scan(console: &str, data: &str) -> Markers {
             _ => {}
         }
     }
-    // The data channel: START/end markers delimit each program's output.
+    // The data channel: START/end markers, which /init writes at the start
+    // of a line, delimit each program's output (a program may print marker
+    // text inside its own lines).
     let mut cur: Option<usize> = None;
     for line in data.lines() {
-        match Marker::find(line) {
+        match Marker::parse(line) {
             Some(Marker::ProgStart { kind, name }) => {
                 cur = by_name.get(&(kind, name.to_string())).copied();
                 continue;
@@ -189,9 +191,11 @@ mod tests {
             .enumerate()
             .map(|(i, l)| format!("[    {i}.000000] {l}\n"))
             .collect();
+        // A program's own line that quotes an end marker is its output.
         let data = format!(
-            "{}\nok - x\n{} {{\"a\":1}}\n{}\n",
+            "{}\nok - x\nexpected {}\n{} {{\"a\":1}}\n{}\n",
             lines[5],
+            lines[6],
             line(marker::JSON, ""),
             lines[6]
         );
@@ -214,5 +218,6 @@ mod tests {
         assert_eq!((p.ending.timeout, p.ending.left), (Some(9), 1));
         assert_eq!(p.json.len(), 1);
         assert_eq!(p.output[0], "ok - x");
+        assert_eq!(p.output.len(), 3, "{:?}", p.output);
     }
 }
