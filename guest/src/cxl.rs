@@ -254,11 +254,8 @@ pub fn parse_wanted(v: &str) -> Option<Vec<WantedRegion>> {
 /// The regions the harness asked for (`tierkit.cxl=` in `/proc/cmdline`):
 /// `None` without the parameter, `Some(Err)` if it is malformed.
 pub fn wanted_regions() -> Option<Result<Vec<WantedRegion>, String>> {
-    let cmdline = fs::read_to_string("/proc/cmdline").ok()?;
-    let v = cmdline
-        .split_whitespace()
-        .find_map(|w| w.strip_prefix(CXL_PARAM)?.strip_prefix('='))?;
-    Some(parse_wanted(v).ok_or_else(|| format!("{CXL_PARAM}={v}: malformed")))
+    let v = crate::kernel::kernel_param(CXL_PARAM)?;
+    Some(parse_wanted(&v).ok_or_else(|| format!("{CXL_PARAM}={v}: malformed")))
 }
 
 /// The nodes backed by CXL regions (through their dax devices), ascending.

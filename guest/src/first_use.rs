@@ -42,7 +42,7 @@
 //! on its first use, and tierkit (`alloc_contig_pages()` returns the GiB
 //! it freed last) and hugetlb (the same pool page) then reuse warm memory.
 
-use crate::errno_name;
+use crate::errno::errno_name;
 use crate::node::Topology;
 use crate::pool;
 use crate::report::Report;

@@ -4,7 +4,7 @@
 //!
 //! ```ignore
 //! fn main() -> ExitCode {
-//!     userspace_tests::help!();
+//!     crate::help!();
 //!     ...
 //! }
 //! ```

@@ -207,7 +207,7 @@ impl Outcome {
     pub fn describe(&self) -> String {
         match *self {
             Outcome::Done => "done".into(),
-            Outcome::Failed(e) => crate::errno_name(&io::Error::from_raw_os_error(e)),
+            Outcome::Failed(e) => crate::errno::errno_name(&io::Error::from_raw_os_error(e)),
             Outcome::TimedOut { reaped: true } => "timed out (child killed)".into(),
             Outcome::TimedOut { reaped: false } => {
                 "timed out (child killed but still stuck in the kernel)".into()

@@ -51,13 +51,13 @@ pub fn parse_pool(s: &str) -> anyhow::Result<Vec<PoolLine>> {
 
 /// Whether the module has the pool file.
 pub fn present() -> bool {
-    crate::ensure_debugfs();
+    crate::kernel::ensure_debugfs();
     std::path::Path::new(POOL_PATH).exists()
 }
 
 /// Reads and parses [`POOL_PATH`].
 pub fn read() -> anyhow::Result<Vec<PoolLine>> {
-    crate::ensure_debugfs();
+    crate::kernel::ensure_debugfs();
     parse_pool(&std::fs::read_to_string(POOL_PATH)?)
 }
 
@@ -90,7 +90,7 @@ pub fn write(text: &str) -> io::Result<()> {
 /// One `write(2)` of `b` to the pool file (any bytes, for hostile
 /// input); `Ok` is the count the module took.
 pub fn write_bytes(b: &[u8]) -> io::Result<usize> {
-    crate::ensure_debugfs();
+    crate::kernel::ensure_debugfs();
     std::fs::OpenOptions::new()
         .write(true)
         .open(POOL_PATH)?
@@ -106,7 +106,7 @@ pub fn snapshot() -> Result<Vec<PoolLine>, String> {
 /// line is checked before any is applied).
 pub fn refused_unchanged(b: &[u8], errno: i32) -> Result<(), String> {
     let before = snapshot()?;
-    crate::expect_errno(write_bytes(b), errno)?;
+    crate::errno::expect_errno(write_bytes(b), errno)?;
     let after = snapshot()?;
     if after != before {
         return Err(format!("the file changed: {before:?} -> {after:?}"));
@@ -211,7 +211,7 @@ impl Target {
         let t = Target::set(nid, count).map_err(|e| {
             format!(
                 "write `{nid} {count}` to {POOL_PATH}: {}",
-                crate::errno_name(&e)
+                crate::errno::errno_name(&e)
             )
         })?;
         let d = wait_for(nid, count, count, fill_timeout(nid) * count.max(1) as u32)?;

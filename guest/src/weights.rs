@@ -79,7 +79,7 @@ impl WeightDir {
             let d = WeightDir::new(p);
             return d.path.is_dir().then_some(d);
         }
-        crate::ensure_debugfs();
+        crate::kernel::ensure_debugfs();
         TIERKIT_WI_DIRS
             .iter()
             .map(WeightDir::new)

@@ -6,8 +6,8 @@
 
 use std::process::Command;
 use std::time::Duration;
+use tierkit_guest::init::supervise;
 use tierkit_protocol::deadline;
-use userspace_tests::init::supervise;
 
 fn run(name: &str, bin: &str) -> (supervise::Supervised, String, i32) {
     let d = deadline::of(name);

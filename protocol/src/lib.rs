@@ -1,5 +1,5 @@
 //! The protocol between the harness (`cargo xtask`, on the host) and the
-//! guest's `/init` (`tk-init` of `userspace-tests`), defined once for both
+//! guest's `/init` (`tk-init` of `tierkit-guest`), defined once for both
 //! sides. No dependencies: the guest builds it static.
 //!
 //! - [`marker`]: every line /init reports starts with `TIERKIT-`; it goes

@@ -17,6 +17,7 @@ use std::path::Path;
 const TOPS: &[&str] = &[
     "module/",
     "xtask/",
+    "guest/",
     "userspace-tests/",
     "protocol/",
     "scripts/",
@@ -32,6 +33,7 @@ const CRATES: &[&str] = &[
     "module",
     "module/core",
     "xtask",
+    "guest",
     "userspace-tests",
     "protocol",
     "tkrun",

@@ -1,53 +1,24 @@
-//! tk-bench-rebalance: a running STREAM triad's working set moved from the
-//! HMAT weights to the measured ones while it runs, measured side by side
-//! in one run.
-//!
-//! 1. Calibrate the DRAM node and the memory-only node (as tk-calibrate
-//!    does) and compute the kernel's auto weights from HMAT and from the
-//!    measurement.
-//! 2. Map the working set through `/dev/tierkit` under the HMAT weights;
-//!    a thread runs the triad on it without pause.
-//! 3. Set the measured weights and `TK_IOC_REBALANCE` the file while the
-//!    triad runs: pages moved against the minimum (the pages whose node
-//!    the new weights change, by tierkit-core's reference model), the move
-//!    time and MB/s against the target node's calibrated copy bandwidth,
-//!    and the triad's MB/s before, during and after.
-//! 4. Two fresh working sets placed with the measured weights, measured in
-//!    alternating blocks with the rebalanced one ("after" and "fresh"; the
-//!    second fresh one gives the run's noise floor: how far identical
-//!    placements differ).
-//! 5. The same weight change on an anonymous working set under the
-//!    kernel's `MPOL_WEIGHTED_INTERLEAVE` and `mbind(MPOL_MF_MOVE)`: how
-//!    many pages the kernel moves and how many end off the new weights'
-//!    node.
-//!
-//! One row per topology in the `TIERKIT-JSON` line (`rows`, workload
-//! `rebalance`, MB/s, with `moved`, `minimum`, `before`, `during`,
-//! `after`, `fresh`, `move_ms`, `move_mbps`, `copy_mbps`, `mbind_moved`,
-//! `mbind_misplaced`). Checks: moved == minimum; the working set's data
-//! intact (STREAM's own check); every page on its new node. tierkit's and
-//! the kernel's weights are put back at the end.
-//!
-//! Flags: `--size BYTES` (working set, default 24M), `--seconds S` per
-//! phase (default 1.5).
+//! The logic of `tk-bench-rebalance`; what it does and how it is used are the doc of
+//! `src/bin/tk-bench-rebalance.rs` (its `--help`).
 
+use crate::interleave::{expected_seq, fmt_weights, weight_table};
+use crate::node;
+use crate::ready::{tierkit_ready, tierkit_weight_dir};
+use crate::report::Report;
+use crate::sys::{self, monotonic_ns, PAGE_SIZE};
+use crate::tools::workload::calib::{self, weights_from_bandwidth, Calibration, Opts};
+use crate::tools::workload::kernels::{Arrays, Bw};
+use crate::tools::workload::{settle, Flags, Placement, Region};
+use crate::weights::WeightDir;
 use serde_json::json;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use tierkit_core::uapi::TkRebalance;
-use userspace_tests::report::Report;
-use userspace_tests::sys::{self, monotonic_ns, PAGE_SIZE};
-use userspace_tests::weights::WeightDir;
-use userspace_tests::workload::calib::{self, weights_from_bandwidth, Calibration, Opts};
-use userspace_tests::workload::kernels::{Arrays, Bw};
-use userspace_tests::workload::{settle, Flags, Placement, Region};
-use userspace_tests::*;
 
 const BIN: &str = "tk-bench-rebalance";
 
-fn main() -> ExitCode {
-    userspace_tests::help!();
+pub fn main() -> ExitCode {
     let flags = match Flags::from_args(BIN, &[], &["size", "seconds"]) {
         Ok(f) => f,
         Err(code) => return code,
@@ -453,7 +424,7 @@ fn mbind_move(
 /// `cxl` where a CXL region's node exists, else `numa` (`cargo xtask
 /// bench` relabels rows from the boot anyway).
 fn topology_name() -> &'static str {
-    if userspace_tests::cxl::cxl_nodes().is_empty() {
+    if crate::cxl::cxl_nodes().is_empty() {
         "numa"
     } else {
         "cxl"

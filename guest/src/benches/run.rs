@@ -1,46 +1,18 @@
-//! tk-bench-run: tk-run against the kernel on unmodified programs, for
-//! `cargo xtask bench` (run by tk-bench-all after tk-calibrate). One
-//! `TIERKIT-JSON` record with two tables:
-//!
-//! - `placement`: the triad (`tk-stream`) under `numactl
-//!   --weighted-interleave` with the kernel's global weights (THP off),
-//!   under `tk-run --weights` with the same weights, and under `tk-run
-//!   --weights measured` (tk-calibrate's result, if there is one): pages
-//!   of its arrays where the address rule puts them (each run fails unless
-//!   every page is), and triad MB/s; `tk-run --weights` fails unless its
-//!   best MB/s is within the noise of numactl's (the larger of the spread
-//!   of each one's repeats and [`NOISE_FLOOR`]);
-//! - `first_use`: time from malloc of 1 GiB - 4 KiB (tk-run: 1 GiB, the
-//!   least the library makes gigantic; each tk-run row fails unless its
-//!   chunk is GiB aligned) until every 4 KiB
-//!   page was written once (`tk-stream -f`), on the local node: the
-//!   kernel's 4 KiB pages, hugetlb 1 GiB pages (glibc's
-//!   `glibc.malloc.hugetlb` tunable), `tk-run --gigantic` and `tk-run
-//!   --gigantic --pool 1` (which fails unless its first touch took the
-//!   pre-cleared GiB: `gigantic_pool_taken` + 1);
-//! - `fork`: fork's cost with a written block of `--fork-mib` MiB
-//!   (`tkrun-check -f`), the kernel's memory against `tk-run` (whose row
-//!   fails unless the block is tierkit's): the time until `fork()`
-//!   returns in the parent, until the child has exited and been reaped,
-//!   and the memory the child's start took (MemAvailable before the fork
-//!   less in the child).
-//!
-//! Flags: `--elements N` per triad array (default 2097152), `--rounds R`
-//! (3), `--repeat K` (2: each triad run K times, alternating, the best
-//! kept), `--no-first-use`, `--fork-mib M` (256; 0: no fork rows).
+//! The logic of `tk-bench-run`; what it does and how it is used are the doc of
+//! `src/bin/tk-bench-run.rs` (its `--help`).
 
+use crate::first_use::{BootPool, HugePage};
+use crate::report::Report;
+use crate::tools::run::check::{
+    agreement, backing, blocks, page_nodes, run, start, CHECK, NUMACTL, STREAM, TK_RUN,
+};
+use crate::tools::run::CALIBRATION_PATH;
+use crate::tools::workload::Flags;
+use crate::weights::WeightDir;
+use crate::{interleave::weight_table, node::Topology, pool};
 use serde_json::{json, Value};
 use std::path::Path;
 use std::process::ExitCode;
-use userspace_tests::first_use::{BootPool, HugePage};
-use userspace_tests::report::Report;
-use userspace_tests::tkrun::check::{
-    agreement, backing, blocks, page_nodes, run, start, CHECK, NUMACTL, STREAM, TK_RUN,
-};
-use userspace_tests::tkrun::CALIBRATION_PATH;
-use userspace_tests::weights::WeightDir;
-use userspace_tests::workload::Flags;
-use userspace_tests::{node::Topology, pool, weight_table};
 
 const BIN: &str = "tk-bench-run";
 /// The least relative difference between tk-run's and numactl's best
@@ -249,10 +221,9 @@ fn placement_once(r: &mut Report, topo: &Topology, n: &str, rounds: &str) -> Vec
 
 /// The weights `tk-run --weights measured` resolves to.
 fn measured_weights(topo: &Topology) -> Vec<(u32, u8)> {
-    let a =
-        userspace_tests::tkrun::Args::parse(["--weights", "measured", "--", "x"].map(String::from));
+    let a = crate::tools::run::Args::parse(["--weights", "measured", "--", "x"].map(String::from));
     a.ok()
-        .and_then(|a| userspace_tests::tkrun::resolve(&a, topo, 0).ok())
+        .and_then(|a| crate::tools::run::resolve(&a, topo, 0).ok())
         .map(|r| r.weights)
         .unwrap_or_default()
 }
@@ -409,8 +380,8 @@ fn gigantic_chunk(r: &mut Report, name: &str, row: &Value) {
 
 /// tierkit's `gigantic_pool_taken` (first touches served from the pool).
 fn pool_taken() -> Option<u64> {
-    let l = userspace_tests::vma::read_limits().ok()?;
-    userspace_tests::vma::limit(&l, "gigantic_pool_taken")
+    let l = crate::vma::read_limits().ok()?;
+    crate::vma::limit(&l, "gigantic_pool_taken")
 }
 
 fn hugetlb_free(nid: u32) -> Option<u64> {
@@ -436,7 +407,7 @@ fn fork_rows(r: &mut Report, topo: &Topology, mib: &str) -> Vec<Value> {
         (
             "tk-run",
             vec![TK_RUN, "--weights", w.as_str(), "--", CHECK, "-f", mib],
-            userspace_tests::tk::DEV_PATH,
+            crate::tk::DEV_PATH,
         ),
     ];
     let mut rows = Vec::new();
@@ -479,8 +450,7 @@ fn fork_rows(r: &mut Report, topo: &Topology, mib: &str) -> Vec<Value> {
     rows
 }
 
-fn main() -> ExitCode {
-    userspace_tests::help!();
+pub fn main() -> ExitCode {
     let flags = match Flags::from_args(
         BIN,
         &["no-first-use"],
@@ -490,7 +460,7 @@ fn main() -> ExitCode {
         Err(code) => return code,
     };
     let mut r = Report::new(BIN, "bench");
-    let Some(topo) = userspace_tests::tierkit_ready(&mut r) else {
+    let Some(topo) = crate::ready::tierkit_ready(&mut r) else {
         return r.finish();
     };
     let n = flags.get("elements").unwrap_or("2097152").to_string();

@@ -1,35 +1,18 @@
-//! tk-bench-wi: pages per second delivered to userspace, side by side in
-//! one run on the same guest:
-//!
-//! - tierkit: `mmap` of `/dev/tierkit` (MAP_SHARED, weighted interleave),
-//!   which allocates, zeroes and inserts every page during the call;
-//! - an anonymous private mapping under the kernel's
-//!   MPOL_WEIGHTED_INTERLEAVE, under MPOL_INTERLEAVE, and under the default
-//!   (local) policy, each with MADV_NOHUGEPAGE and faulted page by page.
-//!
-//! Each variant is timed from the `mmap` call until one byte of every page
-//! has been written (for tierkit that write hits pages already mapped; for
-//! the anonymous mappings it is the fault that allocates and zeroes).
-//! `munmap` and freeing are not timed. Variants run round-robin, `reps`
-//! times; the table shows the median and best rate and the ratio of
-//! tierkit's median to each. Weights are the kernel's current ones (its
-//! auto weights on an HMAT topology), copied to tierkit; the kernel's are
-//! not changed.
-//!
-//! Usage: `tk-bench-wi [MIB [REPS]]` (default 64 MiB, 5 repetitions).
-//! ns per node selection is benchmarked on the host (module/core benches).
+//! The logic of `tk-bench-wi`; what it does and how it is used are the doc of
+//! `src/bin/tk-bench-wi.rs` (its `--help`).
 
+use crate::interleave::{expected_seq, fmt_weights, per_node_counts, weight_table};
+use crate::kernel::thp_note;
+use crate::node;
+use crate::node::fmt_mask;
+use crate::ready::{read_topology, tierkit_weight_dir};
+use crate::report::Report;
+use crate::sys::{monotonic_ns, Mapping, MPOL_INTERLEAVE, MPOL_WEIGHTED_INTERLEAVE, PAGE_SIZE};
+use crate::tk::{Tierkit, TK_MODE_WEIGHTED_INTERLEAVE};
+use crate::weights::WeightDir;
 use clap::Parser;
 use serde_json::json;
 use std::process::ExitCode;
-use userspace_tests::node::fmt_mask;
-use userspace_tests::report::Report;
-use userspace_tests::sys::{
-    monotonic_ns, Mapping, MPOL_INTERLEAVE, MPOL_WEIGHTED_INTERLEAVE, PAGE_SIZE,
-};
-use userspace_tests::tk::{Tierkit, TK_MODE_WEIGHTED_INTERLEAVE};
-use userspace_tests::weights::WeightDir;
-use userspace_tests::*;
 
 const BIN: &str = "tk-bench-wi";
 
@@ -139,8 +122,7 @@ struct Args {
     reps: usize,
 }
 
-fn main() -> ExitCode {
-    userspace_tests::help!();
+pub fn main() -> ExitCode {
     let args = Args::parse();
     let (mib, reps) = (args.mib, args.reps.max(1));
     let nr_pages = mib * (1 << 20) / PAGE_SIZE;

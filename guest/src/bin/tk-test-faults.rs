@@ -63,21 +63,8 @@
 //! The weight table (`auto`, weights, bandwidth) is put back as it was.
 
 use std::process::ExitCode;
-use userspace_tests::faults::sweep::run;
-use userspace_tests::report::Report;
-use userspace_tests::{read_topology, tierkit_weight_dir};
-
-const BIN: &str = "tk-test-faults";
 
 fn main() -> ExitCode {
-    userspace_tests::help!();
-    let mut r = Report::new(BIN, "test");
-    let Some(topo) = read_topology(&mut r) else {
-        return r.finish();
-    };
-    let Some(wd) = tierkit_weight_dir(&mut r) else {
-        return r.finish();
-    };
-    run(&mut r, &topo, wd);
-    r.finish()
+    tierkit_guest::help!();
+    tierkit_guest::tests::faults::main()
 }

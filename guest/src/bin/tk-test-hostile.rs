@@ -35,41 +35,8 @@
 //! every topology the kill tests use the first node with CPUs and memory.
 
 use std::process::ExitCode;
-use userspace_tests::hostile::{
-    arguments_checked_first, gigantic_map_past_memory, is_cxl_node, limits, sigkill_honoured,
-    small_pages_past_memory,
-};
-use userspace_tests::report::Report;
-use userspace_tests::vma;
-
-const BIN: &str = "tk-test-hostile";
 
 fn main() -> ExitCode {
-    userspace_tests::help!();
-    let mut r = Report::new(BIN, "test");
-    let Some(topo) = userspace_tests::tierkit_ready(&mut r) else {
-        return r.finish();
-    };
-    let Some(dram) = topo.dram_node() else {
-        r.fail("topology", "no node with CPUs and memory");
-        return r.finish();
-    };
-
-    arguments_checked_first(&mut r, &topo, dram);
-    gigantic_map_past_memory(&mut r, dram, 8);
-    if let Some(m) = topo.memory_only().first().copied() {
-        if is_cxl_node(m) {
-            r.skip(
-                &format!("out of memory: gigantic mmap past node {m}'s memory"),
-                "CXL node: clearing its GiBs under QEMU costs ~45 s each (Documentation/dev-tools/topologies.md, Slow memory); node 0 covers it",
-            );
-        } else {
-            let gib = vma::node_memtotal_kb(m).map_or(3, |kb| kb / (1 << 20) + 1);
-            gigantic_map_past_memory(&mut r, m, gib as usize);
-        }
-    }
-    small_pages_past_memory(&mut r, &topo);
-    sigkill_honoured(&mut r, dram);
-    limits(&mut r, &topo);
-    r.finish()
+    tierkit_guest::help!();
+    tierkit_guest::tests::hostile::main()
 }

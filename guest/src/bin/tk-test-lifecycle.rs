@@ -46,21 +46,8 @@
 //! within 1% of the start.
 
 use std::process::ExitCode;
-use userspace_tests::lifecycle::run;
-use userspace_tests::report::Report;
-use userspace_tests::{read_topology, tierkit_weight_dir};
-
-const BIN: &str = "tk-test-lifecycle";
 
 fn main() -> ExitCode {
-    userspace_tests::help!();
-    let mut r = Report::new(BIN, "test");
-    let Some(topo) = read_topology(&mut r) else {
-        return r.finish();
-    };
-    let Some(wd) = tierkit_weight_dir(&mut r) else {
-        return r.finish();
-    };
-    run(&mut r, topo.memory_mask(), &wd);
-    r.finish()
+    tierkit_guest::help!();
+    tierkit_guest::tests::lifecycle::main()
 }

@@ -50,75 +50,8 @@
 //! node onlined as kernel memory). Everything is put back on every path.
 
 use std::process::ExitCode;
-use userspace_tests::node_offline::{
-    movable_blocks, offline_before_registration, offline_during_clear, offline_during_rebalance,
-    offline_with_reference, put_back, run,
-};
-use userspace_tests::report::Report;
-use userspace_tests::tierkit_ready;
-use userspace_tests::tk::{read_stats, stats_of};
-
-const BIN: &str = "tk-test-node-offline";
 
 fn main() -> ExitCode {
-    userspace_tests::help!();
-    let mut r = Report::new(BIN, "test");
-    let Some(topo) = tierkit_ready(&mut r) else {
-        return r.finish();
-    };
-    let (Some(dram), Some(c)) = (topo.dram_node(), topo.cxl_node()) else {
-        r.skip("node lifecycle", "no DRAM node and memory-only node");
-        return r.finish();
-    };
-    let blocks = match movable_blocks(c) {
-        Ok(b) => b,
-        Err(why) => {
-            r.skip("node lifecycle: offline every block of the CXL node", why);
-            return r.finish();
-        }
-    };
-    let start = read_stats().unwrap_or_default();
-    let mut left = run(&mut r, dram, c, &blocks);
-    if left.is_empty() {
-        left = offline_during_clear(&mut r, c, &blocks);
-    }
-    put_back(
-        &mut r,
-        &blocks,
-        &left,
-        "restore: online the blocks left offline",
-    );
-    let mut left = offline_before_registration(&mut r, c, &blocks);
-    left.extend(offline_with_reference(&mut r, c));
-    put_back(
-        &mut r,
-        &blocks,
-        &left,
-        "restore: online the blocks left offline (registration window)",
-    );
-    let left = offline_during_rebalance(&mut r, dram, c, &blocks);
-    put_back(
-        &mut r,
-        &blocks,
-        &left,
-        "restore: online the blocks left offline (rebalance)",
-    );
-    let end = read_stats().unwrap_or_default();
-    r.check(
-        "everything put back: held pages as at the start",
-        if stats_of(&end, c).1 == stats_of(&start, c).1
-            && stats_of(&end, dram).1 == stats_of(&start, dram).1
-        {
-            Ok(())
-        } else {
-            Err(format!(
-                "held on node {c}: {} -> {}, on node {dram}: {} -> {}",
-                stats_of(&start, c).1,
-                stats_of(&end, c).1,
-                stats_of(&start, dram).1,
-                stats_of(&end, dram).1
-            ))
-        },
-    );
-    r.finish()
+    tierkit_guest::help!();
+    tierkit_guest::tests::node_offline::main()
 }

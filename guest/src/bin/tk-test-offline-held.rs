@@ -21,53 +21,8 @@
 //! blocks online, the hook 0, nothing held.
 
 use std::process::ExitCode;
-use userspace_tests::block_offline::{node_kind, Kind, T};
-use userspace_tests::memblock::{self, Kmsg};
-use userspace_tests::offline_held::{pipe_case, window_case, Window};
-use userspace_tests::report::Report;
-use userspace_tests::tierkit_ready;
-use userspace_tests::tk::read_stats;
-
-const BIN: &str = "tk-test-offline-held";
 
 fn main() -> ExitCode {
-    userspace_tests::help!();
-    let mut r = Report::new(BIN, "test");
-    let Some(topo) = tierkit_ready(&mut r) else {
-        return r.finish();
-    };
-    let cases = ["pipe", "mmap window", "bulk window"];
-    let movable = topo.cxl_node().filter(|&c| node_kind(c) == Kind::Movable);
-    let Some(nid) = movable else {
-        for c in cases {
-            r.skip(
-                c,
-                "no memory-only node all in ZONE_MOVABLE (--topology cxl)",
-            );
-        }
-        return r.finish();
-    };
-    let block_bytes = match memblock::block_size() {
-        Ok(b) => b,
-        Err(e) => {
-            r.fail("memory block size", e.to_string());
-            return r.finish();
-        }
-    };
-    let start = read_stats().unwrap_or_default();
-    let mut t = T::new(r, topo.clone(), block_bytes, Kmsg::open().ok());
-    pipe_case(&mut t, nid);
-    window_case(&mut t, nid, Window::Mmap);
-    window_case(&mut t, nid, Window::Bulk);
-    if !t.to_online.is_empty() {
-        t.online_all("restore");
-    }
-    t.check_put_back(
-        "everything put back: blocks online, nothing held",
-        &start,
-        Ok(()),
-    );
-    let offlines = std::mem::take(&mut t.offlines);
-    t.r.set("offlines", serde_json::Value::Array(offlines));
-    t.r.finish()
+    tierkit_guest::help!();
+    tierkit_guest::tests::offline_held::main()
 }

@@ -3,15 +3,15 @@
 //! filling one range takes tens of seconds; numa's memory-only node
 //! otherwise; skipped without one): filling, the memory it takes, refused
 //! writes, a first touch served from the pool, the refill and emptying
-//! (`userspace_tests::pool_test`; the shrinker and `rmmod` are
+//! (`tierkit_guest::tests::pool`; the shrinker and `rmmod` are
 //! `tk-test-pool`'s). In `SLOW_USER_TESTS`: `cargo xtask test --full`.
 //!
 //! Exit 0 if every check passed.
 
 use std::process::ExitCode;
-use userspace_tests::pool_test::{self, Which};
+use tierkit_guest::tests::pool::{self, Which};
 
 fn main() -> ExitCode {
-    userspace_tests::help!();
-    pool_test::main("tk-test-pool-cxl", Which::MemoryOnly)
+    tierkit_guest::help!();
+    pool::main("tk-test-pool-cxl", Which::MemoryOnly)
 }

@@ -43,73 +43,8 @@
 //! Exit 0 if every check passed.
 
 use std::process::ExitCode;
-use userspace_tests::faults::{self, Kmsg};
-use userspace_tests::first_use::BootPool;
-use userspace_tests::pool::{self, POOL_PATH};
-use userspace_tests::pool_hostile::{
-    odd_writes, offline_mid_refill, open_fd_pins, rmmod_mid_refill, storm,
-};
-use userspace_tests::pool_test::memory_back;
-use userspace_tests::report::Report;
 
 fn main() -> ExitCode {
-    userspace_tests::help!();
-    let mut r = Report::new("tk-test-pool-hostile", "test");
-    let Some(topo) = userspace_tests::tierkit_ready(&mut r) else {
-        return r.finish();
-    };
-    let Some(nid) = topo.dram_node() else {
-        r.skip(
-            "the pool against a hostile user",
-            "no node with memory and CPUs",
-        );
-        return r.finish();
-    };
-    if !pool::present() {
-        r.fail("the pool file exists", format!("no {POOL_PATH}"));
-        return r.finish();
-    }
-    let kmsg = Kmsg::open_at_end();
-    let boot = BootPool::release(nid);
-    if let Some(n) = boot.restore {
-        r.note(format!(
-            "node {nid}: {n} boot-time 1 GiB hugetlb page(s) handed back for the test"
-        ));
-    }
-    let start_kb = match pool::quiet_free_kb(nid) {
-        Ok(kb) => kb,
-        Err(e) => {
-            r.fail("free memory", e);
-            return r.finish();
-        }
-    };
-    odd_writes(&mut r, &topo, nid);
-    open_fd_pins(&mut r, nid);
-    storm(&mut r, nid, start_kb);
-    let loaded = rmmod_mid_refill(&mut r, &topo, nid, start_kb);
-    if loaded {
-        r.check_note(
-            "at the end the node's free memory is back",
-            memory_back(nid, start_kb),
-        );
-        offline_mid_refill(&mut r, &topo);
-    }
-    match kmsg {
-        Ok(k) => {
-            let crashes = faults::crash_lines(&k.drain());
-            r.check(
-                "the kernel printed no oops, BUG or WARNING meanwhile",
-                if crashes.is_empty() {
-                    Ok(())
-                } else {
-                    Err(format!("{crashes:?}"))
-                },
-            );
-        }
-        Err(e) => {
-            r.fail("open /dev/kmsg", e.to_string());
-        }
-    }
-    drop(boot);
-    r.finish()
+    tierkit_guest::help!();
+    tierkit_guest::tests::pool_hostile::main()
 }

@@ -44,7 +44,7 @@ pub struct Assembly {
     win: Option<usize>,
     port: Option<PathBuf>,
     /// The kernel's log since the set-up began (`None` in tests).
-    kmsg: Option<crate::faults::Kmsg>,
+    kmsg: Option<crate::tests::faults::Kmsg>,
     dmesg: Vec<String>,
     /// Every sysfs write, in order: (path below the root, value).
     pub writes: Vec<(String, String)>,
@@ -128,7 +128,7 @@ fn count(c: &Path, prefix: &str) -> usize {
 impl Assembly {
     pub fn new(init: &Init) -> Assembly {
         let kmsg = (init.root.0 == Path::new("/"))
-            .then(crate::faults::Kmsg::open_at_end)
+            .then(crate::tests::faults::Kmsg::open_at_end)
             .and_then(Result::ok);
         Assembly {
             c: init.root.at(CXL_DEVICES),

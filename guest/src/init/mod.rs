@@ -20,6 +20,8 @@
 //! fake tree in a temporary directory in the host tests; module loading
 //! goes through [`Kernel`], which the tests replace.
 
+use std::panic::AssertUnwindSafe;
+
 pub mod cmdline;
 pub mod cxl_setup;
 pub mod kmemleak;
@@ -130,11 +132,11 @@ impl Kernel for GuestKernel {
     fn insmod(&mut self, ko: &Path) -> io::Result<()> {
         use std::os::fd::AsRawFd;
         let f = std::fs::File::open(ko)?;
-        crate::faults::finit_module(f.as_raw_fd(), "", 0)
+        crate::tests::faults::finit_module(f.as_raw_fd(), "", 0)
     }
 
     fn rmmod(&mut self, name: &str) -> io::Result<()> {
-        crate::faults::delete_module(name, libc::O_NONBLOCK)
+        crate::tests::faults::delete_module(name, libc::O_NONBLOCK)
     }
 }
 
@@ -166,7 +168,7 @@ impl Init {
             kernel: Box::new(GuestKernel),
             fails: 0,
             wait_scale: 1,
-            module: crate::faults::TIERKIT_MODULE,
+            module: crate::tests::faults::TIERKIT_MODULE,
         }
     }
 
@@ -253,4 +255,55 @@ impl Init {
         self.mark(&line);
         self.fails
     }
+}
+
+/// Powers off; reboots if that fails (`poweroff -f`, `reboot -f`). Never
+/// returns: PID 1 must not exit.
+fn power_off() -> ! {
+    // SAFETY: sync(2) takes no arguments.
+    unsafe { libc::sync() };
+    // SAFETY: reboot(2) with a valid command; it returns only on failure.
+    unsafe { libc::reboot(libc::RB_POWER_OFF) };
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    // SAFETY: as above.
+    unsafe { libc::reboot(libc::RB_AUTOBOOT) };
+    loop {
+        std::thread::sleep(std::time::Duration::from_secs(3600));
+    }
+}
+
+/// `tk-init`'s `main`.
+pub fn main() {
+    if std::process::id() != 1 {
+        eprintln!("tk-init is the guest's /init (PID 1): it mounts, loads modules and powers off");
+        std::process::exit(2);
+    }
+    // PID 1 inherits every orphan anyway; a subreaper says so to the
+    // runner (`init::supervise`), which finds a test's escaped children
+    // among its own.
+    // SAFETY: prctl(2) with an int argument.
+    unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1) };
+    std::env::set_var("PATH", "/bin:/sbin:/usr/bin:/usr/sbin");
+    std::env::set_var("HOME", "/root");
+    mounts::mount_all();
+    let mut init = Init::guest();
+    std::env::set_var("TIERKIT_MODE", &init.params.mode);
+    if let Some(info) = init.root.read(tierkit_protocol::param::files::BUILD_INFO) {
+        println!("tierkit /init: {info}");
+    }
+    let ran = std::panic::catch_unwind(AssertUnwindSafe(|| init.run()));
+    if let Err(p) = ran {
+        let why = p
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_default();
+        let mut out = crate::init::Out::guest();
+        out.mark(&tierkit_protocol::marker::line(
+            tierkit_protocol::marker::ERROR,
+            &format!("/init panicked: {why}"),
+        ));
+        out.mark(&tierkit_protocol::marker::done(init.fails + 1));
+    }
+    power_off();
 }

@@ -1,26 +1,13 @@
-//! tk-test-close-scale: the cost of tierkit's per-mapping work does not
-//! grow with the number of mappings the device has (no device-wide list
-//! walked per item; module/src/state.rs `Registry`).
-//!
-//! One file, policy on the first node with CPUs, gets 4,096, 16,384 and
-//! 65,536 one-page mappings (vm.max_map_count raised for the last, put
-//! back after); for each count: the time to `munmap` them all, then to
-//! `close()` the file (its release frees every mapping's page and drops
-//! it from the memory notifier's registry). Four times the mappings must
-//! make the close, tierkit's work, cost at most five times the time (times
-//! under 100 ms count as 100 ms: below that the guest's noise rules, as it
-//! shares its host's CPUs; each time is the best of three rounds). The
-//! munmap times are shown, not asserted: munmap runs no tierkit code (the
-//! kernel's own cost of removing a vma). The rows are printed in the
-//! //! JSON line (`rows`: mappings, munmap_s, close_s) for the benchmark table.
+//! The logic of `tk-test-close-scale`; what it checks and how it is used are the doc of
+//! `src/bin/tk-test-close-scale.rs` (its `--help`).
 
+use crate::ready::tierkit_ready;
+use crate::report::Report;
+use crate::tk::{Tierkit, TK_MODE_INTERLEAVE};
+use crate::{errno::errno_name, weights::write_file};
 use serde_json::json;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
-use userspace_tests::report::Report;
-use userspace_tests::tierkit_ready;
-use userspace_tests::tk::{Tierkit, TK_MODE_INTERLEAVE};
-use userspace_tests::{errno_name, weights::write_file};
 
 const BIN: &str = "tk-test-close-scale";
 const COUNTS: [usize; 3] = [4_096, 16_384, 65_536];
@@ -33,13 +20,8 @@ const DEBUG_COUNTS: [usize; 2] = [4_096, 16_384];
 
 /// The counts this kernel gets: [`DEBUG_COUNTS`] on the debug profile.
 fn counts() -> &'static [usize] {
-    let cmdline = std::fs::read_to_string("/proc/cmdline").unwrap_or_default();
-    let debug = format!(
-        "{}={}",
-        tierkit_protocol::param::PROFILE,
-        tierkit_protocol::param::PROFILE_DEBUG
-    );
-    if cmdline.split_whitespace().any(|w| w == debug) {
+    use tierkit_protocol::param::{PROFILE, PROFILE_DEBUG};
+    if crate::kernel::kernel_param(PROFILE).as_deref() == Some(PROFILE_DEBUG) {
         &DEBUG_COUNTS
     } else {
         &COUNTS
@@ -78,8 +60,7 @@ fn ratio(small: Duration, big: Duration) -> f64 {
     big.max(FLOOR).as_secs_f64() / small.max(FLOOR).as_secs_f64()
 }
 
-fn main() -> ExitCode {
-    userspace_tests::help!();
+pub fn main() -> ExitCode {
     let mut r = Report::new(BIN, "test");
     let Some(topo) = tierkit_ready(&mut r) else {
         return r.finish();

@@ -1,43 +1,20 @@
-//! tk-test-cxl: the memory-only node of `--topology cxl` really is CXL
-//! memory, brought up through the kernel's CXL stack.
-//!
-//! The regions are the ones the harness asked for (`tierkit.cxl=` on the
-//! kernel command line: per fixed memory window its size, and with
-//! `--cxl-interleave` its ways and granularity), and every memdev is the
-//! target of exactly one region (one per device, or WAYS devices in one
-//! interleaved region).
-//!
-//! For every CXL region (`/sys/bus/cxl/devices/region*`):
-//! - it is a committed RAM region;
-//! - its dax device is bound to kmem, as large as the region, and its
-//!   `target_node` is a node with memory (N_MEMORY) and no CPUs;
-//! - that node holds exactly the region: its memory blocks lie inside the
-//!   region's host physical range and add up to its size, and its MemTotal
-//!   matches (less the memmap, at most 1/64, should it sit on the node);
-//! - the region has access1 performance (from the generic port's HMAT
-//!   entries, the device's CDAT and the link), and the kernel's
-//!   weighted-interleave auto weights are there for the node and are what
-//!   `reduce_interleave_weights` makes of that bandwidth;
-//! - one of its memory blocks goes offline and comes back online (memory
-//!   hot-remove and hot-add on the CXL node).
-//!
-//! Without CXL devices (the numa topologies) every check is a `# SKIP`.
+//! The logic of `tk-test-cxl`; what it checks and how it is used are the doc of
+//! `src/bin/tk-test-cxl.rs` (its `--help`).
 
+use crate::cxl::{parse_num, wanted_regions, CxlBus, Region};
+use crate::memblock;
+use crate::node::{access1_bandwidth, Topology, NODE_SYSFS};
+use crate::report::Report;
+use crate::weights::WeightDir;
 use std::fs;
 use std::path::Path;
 use std::process::ExitCode;
 use tierkit_core::interleave::{Nodemask, Weights, MAX_NUMNODES};
-use userspace_tests::cxl::{parse_num, wanted_regions, CxlBus, Region};
-use userspace_tests::memblock;
-use userspace_tests::node::{access1_bandwidth, Topology, NODE_SYSFS};
-use userspace_tests::report::Report;
-use userspace_tests::weights::WeightDir;
 
 const BIN: &str = "tk-test-cxl";
 const MEMORY_SYSFS: &str = "/sys/devices/system/memory";
 
-fn main() -> ExitCode {
-    userspace_tests::help!();
+pub fn main() -> ExitCode {
     let mut r = Report::new(BIN, "test");
     let bus = CxlBus::default();
     let regions = bus.regions();
@@ -173,7 +150,7 @@ fn memdevs_in_regions(
 fn regions_as_asked(
     bus: &CxlBus,
     regions: &[Region],
-    want: &[userspace_tests::cxl::WantedRegion],
+    want: &[crate::cxl::WantedRegion],
 ) -> Result<String, String> {
     if regions.len() != want.len() {
         return Err(format!(

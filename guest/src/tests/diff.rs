@@ -1,43 +1,22 @@
-//! tk-test-diff: the differential. For the same weights, nodemask and ilx,
-//! tierkit places every page on the node the kernel's own
-//! MPOL_WEIGHTED_INTERLEAVE (and MPOL_INTERLEAVE) places it.
-//!
-//! Kernel side: the same weights written to
-//! `/sys/kernel/mm/mempolicy/weighted_interleave/nodeN`; a private
-//! anonymous mapping with MADV_NOHUGEPAGE (a THP fault would shift the ilx
-//! by the folio order, mm/mempolicy.c `get_vma_policy`), `mbind`, faulted
-//! page by page in address order, then `move_pages(2)` with nodes = NULL.
-//! Its ilx is `vm_pgoff + (addr - vm_start) >> PAGE_SHIFT` (get_vma_policy)
-//! with `vm_pgoff = addr >> PAGE_SHIFT` for an anonymous private mapping
-//! (mm/mmap.c do_mmap, mm/vma.c), i.e. `addr >> 12` for every page.
-//!
-//! tierkit side: `/dev/tierkit` mapped at file offset = the anonymous
-//! mapping's address, so page i has the same ilx (Documentation/ABI/testing/
-//! dev-tierkit). The two node sequences must be equal page by page, and
-//! equal to tierkit-core's reference walk.
-//!
-//! Also: a shared anonymous (shmem) mapping, whose ilx is `i_ino + index`
-//! (mm/shmem.c shmem_get_policy), against tierkit at offset i_ino; and the
-//! auto weights: tierkit fed the HMAT bandwidth the kernel used
-//! (`nodeN/access1/initiators`, or for a CXL node its region's `access1`)
-//! computes the kernel's auto weights.
-//!
-//! The kernel's weights and `auto` are restored at the end.
+//! The logic of `tk-test-diff`; what it checks and how it is used are the doc of
+//! `src/bin/tk-test-diff.rs` (its `--help`).
 
-use std::process::ExitCode;
-use userspace_tests::node::{access1_bandwidth, fmt_mask, Topology};
-use userspace_tests::report::Report;
-use userspace_tests::sys::{
-    self, Mapping, MPOL_INTERLEAVE, MPOL_WEIGHTED_INTERLEAVE, PAGE_SHIFT, PAGE_SIZE,
+use crate::interleave::{
+    compare_nodes, compare_seqs, expected_seq, picture, weight_sets, WeightSet,
 };
-use userspace_tests::tk::{Tierkit, TK_MODE_INTERLEAVE, TK_MODE_WEIGHTED_INTERLEAVE};
-use userspace_tests::weights::WeightDir;
-use userspace_tests::*;
+use crate::kernel::thp_note;
+use crate::node::{access1_bandwidth, fmt_mask, Topology};
+use crate::ready::{read_topology, tierkit_weight_dir};
+use crate::report::Report;
+use crate::sys::{self, Mapping, MPOL_INTERLEAVE, MPOL_WEIGHTED_INTERLEAVE, PAGE_SHIFT, PAGE_SIZE};
+use crate::tk::{Tierkit, TK_MODE_INTERLEAVE, TK_MODE_WEIGHTED_INTERLEAVE};
+use crate::weights;
+use crate::weights::WeightDir;
+use std::process::ExitCode;
 
 const BIN: &str = "tk-test-diff";
 
-fn main() -> ExitCode {
-    userspace_tests::help!();
+pub fn main() -> ExitCode {
     let mut r = Report::new(BIN, "test");
     let Some(topo) = read_topology(&mut r) else {
         return r.finish();

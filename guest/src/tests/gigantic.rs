@@ -1,57 +1,17 @@
-//! tk-test-gigantic: a parallel-cleared gigantic region from `/dev/tierkit`
-//! is all zero, on the right node, one physically contiguous, naturally
-//! aligned GiB, made at its first touch and mapped by one PUD.
-//!
-//! For each node with memory: open `/dev/tierkit`, set a single-node policy
-//! (`TK_IOC_SET_POLICY`), switch to gigantic mode (`TK_IOC_SET_GIGANTIC`),
-//! `mmap` 1 GiB `MAP_SHARED`, and check
-//!
-//! - `mmap` returns a GiB-aligned address and maps nothing yet
-//!   (`TK_IOC_WALK`: no page table entry), and no clear happened yet;
-//! - every byte is zero (a full scan: the first touch clears the GiB);
-//! - `TK_IOC_WALK` at every 4 KiB page: a PUD leaf maps it, its pfn is
-//!   first pfn + page index, the first pfn is 1 GiB aligned, its node is
-//!   the policy's (`/proc/self/pagemap` cannot show this: reading it
-//!   splits, i.e. zaps, the PUD; `move_pages(2)` finds no struct page
-//!   behind a special PUD);
-//! - `TK_IOC_SET_GIGANTIC` with `TK_GIGANTIC_F_QUERY` reports the clear
-//!   (node, workers, time), and changing parameters after `mmap` is `EBUSY`.
-//!
-//! On the first node, the semantics of Documentation/ABI/testing/dev-tierkit
-//! (VMA operations): `MAP_POPULATE`, partial `munmap`/`mprotect`/`mremap`
-//! (`EINVAL`), `mremap` to an unaligned (`EINVAL`) and an aligned new
-//! address, `mprotect`, `fork` (shared),
-//! `MADV_DONTNEED` (the same GiB comes back, contents kept), `VM_DONTDUMP`,
-//! and a 4 KiB fault (THP disabled in a child): the GiB's 4 KiB page
-//! mapped by a PTE, in the same GiB the parent maps by one PUD; and, in a
-//! child, one thread's `prctl(PR_SET_THP_DISABLE)` and 4 KiB touch while
-//! another thread's first touch clears the GiB: both writes land in the
-//! one GiB, mapped once, and the kernel does not warn.
-//!
-//! Then it fills the region with a pattern, closes the file (the range is
-//! freed), and maps a gigantic page on the same node again: fresh guest RAM
-//! is zero anyway, but a range that held the pattern must come back zero
-//! only because tierkit cleared it. The second round reports whether the
-//! same range came back.
-//!
-//! Last, on the memory-only node with the least free memory (not an
-//! emulated CXL node, where a clear takes minutes; skipped where there is
-//! none), with every GiB it can give taken: a 4 KiB fault (THP disabled) of one more GiB is SIGBUS at
-//! once and counted, never a fault retried without end.
-//!
-//! Exit 0 if every check passed.
+//! The logic of `tk-test-gigantic`; what it checks and how it is used are the doc of
+//! `src/bin/tk-test-gigantic.rs` (its `--help`).
 
+use crate::node::Topology;
+use crate::report::Report;
+use crate::sys::{self, monotonic_ns, Mapping, PAGE_SIZE};
+use crate::tk::{MovableGigantic, Tierkit, TK_MODE_INTERLEAVE};
+use crate::vma::{self, Exit};
+use crate::{errno::errno_name, errno::expect_errno};
 use std::process::ExitCode;
 use tierkit_core::uapi::{
     TkGigantic, TK_GIGANTIC_BYTES, TK_PLACE_LOCAL, TK_THREADS_AUTO, TK_WALK_NONE, TK_WALK_PTE,
     TK_WALK_PUD,
 };
-use userspace_tests::node::Topology;
-use userspace_tests::report::Report;
-use userspace_tests::sys::{self, monotonic_ns, Mapping, PAGE_SIZE};
-use userspace_tests::tk::{MovableGigantic, Tierkit, TK_MODE_INTERLEAVE};
-use userspace_tests::vma::{self, Exit};
-use userspace_tests::{errno_name, expect_errno};
 
 const BIN: &str = "tk-test-gigantic";
 const GIB: usize = TK_GIGANTIC_BYTES as usize;
@@ -131,7 +91,7 @@ fn round(r: &mut Report, nid: u32, tag: &str, fill: bool) -> Option<Seen> {
     let t0 = monotonic_ns();
     // In a child: a GiB that cannot be made is SIGBUS for the toucher.
     // SAFETY: `m` is a live mapping of ours.
-    if let Err(e) = unsafe { userspace_tests::vma::make_gigantic(m.as_ptr(), m.len()) } {
+    if let Err(e) = unsafe { crate::vma::make_gigantic(m.as_ptr(), m.len()) } {
         r.fail(&name("the first touch makes the GiB"), e);
         return None;
     }
@@ -153,9 +113,7 @@ fn round(r: &mut Report, nid: u32, tag: &str, fill: bool) -> Option<Seen> {
     // With init_on_alloc on, the allocator's zeroing is the clear: no
     // workers, no CPU node (Documentation/ABI/testing/dev-tierkit).
     let by_allocator = |q: &TkGigantic| {
-        q.last_workers == 0
-            && q.last_cpu_node == -1
-            && userspace_tests::init_on_alloc() == Some(true)
+        q.last_workers == 0 && q.last_cpu_node == -1 && crate::kernel::init_on_alloc() == Some(true)
     };
     r.check_note(
         &name("TK_GIGANTIC_F_QUERY reports the clear"),
@@ -280,7 +238,7 @@ fn prctl_race(r: &mut Report, nid: u32) {
         .and_then(|tk| {
             let m = Mapping::new(GIB, libc::MAP_SHARED, tk.fd(), 0)
                 .map_err(|e| format!("mmap: {}", errno_name(&e)))?;
-            userspace_tests::races::prctl_during_first_touch(&tk, &m, CHILD_LIMIT)
+            crate::tests::races::prctl_during_first_touch(&tk, &m, CHILD_LIMIT)
         });
     r.check_note(&name, res);
 }
@@ -683,8 +641,7 @@ fn no_gib_left(r: &mut Report, nid: u32) {
     r.check_note(&name, res);
 }
 
-fn main() -> ExitCode {
-    userspace_tests::help!();
+pub fn main() -> ExitCode {
     let mut r = Report::new(BIN, "test");
     if !Tierkit::present() {
         r.fail(
@@ -739,7 +696,7 @@ fn main() -> ExitCode {
     // allocations alone; with the least free memory, it has the fewest
     // GiBs to take. Not an emulated CXL node, where QEMU serves each
     // access of a clear on its own (a GiB takes minutes there).
-    let cxl = userspace_tests::cxl::cxl_nodes();
+    let cxl = crate::cxl::cxl_nodes();
     match topo
         .memory_only()
         .into_iter()

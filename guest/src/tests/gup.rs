@@ -1,51 +1,18 @@
-//! tk-test-gup: every way the kernel takes a reference to a tierkit page
-//! gives it back, and no page of a tierkit range leaves its owner while it
-//! is mapped.
-//!
-//! Subjects, each a region of 16 pages (on a GiB, across a 2 MiB line):
-//! - a 4 KiB-mode mapping on every memory node;
-//! - a gigantic GiB on the first memory node, mapped by one PUD;
-//! - the same with the GiB taken from the pre-cleared pool;
-//! - a gigantic GiB touched with THP disabled (`MADV_NOHUGEPAGE`): mapped
-//!   by 4 KiB PTEs of the same GiB folio; then THP on again,
-//!   `MADV_DONTNEED`, and every later touch still works.
-//!
-//! Callers (`userspace_tests::callers`): vmsplice, process_vm_readv and
-//! process_vm_writev, /proc/self/mem, ptrace PEEKDATA/POKEDATA, O_DIRECT
-//! on `/dev/ram0`, io_uring registered buffers with WRITE_FIXED and
-//! READ_FIXED, read/write(2) (where a region's pages are in ZONE_MOVABLE,
-//! the io_uring registration must be refused with EFAULT at once instead:
-//! a long-term pin there would retry its migration forever). After each,
-//! the region holds what it should
-//! and every page's folio (`TK_IOC_PAGE_REFS`) has the references,
-//! mapcount and order it had before, and is neither free nor anonymous.
-//!
-//! The reuse check, on every subject: vmsplice 16 pages, drain and close
-//! the pipe, then a child allocates 64 MiB of anonymous memory bound to
-//! the node and fills it. The region must still hold its data, the child
-//! its own, and the region's pages their folio. (With a GiB of order-0
-//! pages under a special PUD, slow GUP counted all 16 references on page 0
-//! and the release freed pages 1-15 while still mapped: the child got
-//! them.) While the pipe holds the pages, their folio holds 16 more
-//! references (one folio for the GiB).
-//!
-//! At the end every mapping is gone: tierkit's stats show nothing held on
-//! the nodes, and the nodes' free memory is back.
-//!
-//! Exit 0 if every check passed.
+//! The logic of `tk-test-gup`; what it checks and how it is used are the doc of
+//! `src/bin/tk-test-gup.rs` (its `--help`).
 
+use crate::report::Report;
+use crate::sys::{self, Mapping, PAGE_SIZE};
+use crate::tests::callers::{self, Caller};
+use crate::tests::faults::MemSnapshot;
+use crate::tk::{self, MovableGigantic, Tierkit, TK_MODE_INTERLEAVE};
+use crate::vma::{self, check_pattern, fill_pattern, Exit};
+use crate::{errno::errno_name, pool};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 use tierkit_core::uapi::{
     TkPageRefs, TK_GIGANTIC_BYTES, TK_PAGE_ANON, TK_PAGE_BUDDY, TK_WALK_PTE, TK_WALK_PUD,
 };
-use userspace_tests::callers::{self, Caller};
-use userspace_tests::faults::MemSnapshot;
-use userspace_tests::report::Report;
-use userspace_tests::sys::{self, Mapping, PAGE_SIZE};
-use userspace_tests::tk::{self, MovableGigantic, Tierkit, TK_MODE_INTERLEAVE};
-use userspace_tests::vma::{self, check_pattern, fill_pattern, Exit};
-use userspace_tests::{errno_name, pool};
 
 const BIN: &str = "tk-test-gup";
 const GIB: usize = TK_GIGANTIC_BYTES as usize;
@@ -423,15 +390,14 @@ fn thp_toggle(r: &mut Report, s: &Subject) {
     );
 }
 
-fn main() -> ExitCode {
-    userspace_tests::help!();
+pub fn main() -> ExitCode {
     let mut r = Report::new(BIN, "test");
-    let Some(topo) = userspace_tests::tierkit_ready(&mut r) else {
+    let Some(topo) = crate::ready::tierkit_ready(&mut r) else {
         return r.finish();
     };
     let _movable =
         MovableGigantic::enable().map_err(|e| r.fail("enable movable_gigantic", e.to_string()));
-    userspace_tests::faults::drain_slab();
+    crate::tests::faults::drain_slab();
     let snap0 = MemSnapshot::take().ok();
     let first = topo.memory.first().copied().unwrap_or(0);
     for &nid in &topo.memory {
@@ -485,7 +451,7 @@ fn main() -> ExitCode {
     if let Some(before) = snap0 {
         let t0 = Instant::now();
         let res = loop {
-            userspace_tests::faults::drain_slab();
+            crate::tests::faults::drain_slab();
             let after = MemSnapshot::take().map_err(|e| e.to_string());
             let lost = after.as_ref().map(|a| before.losses(a, 8192, 64 << 10));
             match lost {

@@ -1,48 +1,15 @@
-//! tk-test-memcg: tierkit's 4 KiB pages under memory cgroups (v2).
-//!
-//! - Charged: a task in a cgroup that maps 32 MiB in 4 KiB mode raises the
-//!   cgroup's `memory.current` by at least that much; after `munmap` and
-//!   `close` it is back.
-//! - Bounded: a task in a cgroup with `memory.max` = 64 MiB that maps
-//!   128 MiB gets `ENOMEM` from `mmap` (tierkit allocates with
-//!   `__GFP_RETRY_MAYFAIL`, so the charge fails instead of the memcg OOM
-//!   killer running); no task is killed (`oom_kill` in `memory.events`
-//!   stays 0) and nothing stays charged.
-//! - Gigantic ranges are charged to no cgroup (they need CAP_SYS_ADMIN,
-//!   as hugetlb's pool pages are uncharged unless the cgroup is mounted
-//!   with `memory_hugetlb_accounting`): a GiB made by a task whose
-//!   cgroup has 16 MiB of room leaves `memory.current` within 16 MiB of
-//!   where it was, and nobody is OOM-killed.
-//! - A rebalance keeps each page's charge (as the kernel's migration): a
-//!   task with 64 KiB of room left moves its 8 MiB from one node to two,
-//!   every misplaced page moves, `no_memory` 0, `memory.current` stays.
-//! - Offline keeps the owner's charge (where a node's memory is
-//!   `ZONE_MOVABLE`, as the cxl topology's CXL node): an owner in one
-//!   cgroup maps 16 MiB on that node; an offliner in a cgroup with
-//!   `memory.max` = 4 MiB offlines every block holding those pages. The
-//!   offline succeeds, tierkit moves the pages to another node, the
-//!   owner's `memory.current` stays where it was, the offliner's stays
-//!   under its limit, and the owner's data is intact. The blocks come
-//!   back online after.
-//!
-//! - Swap (where the kernel has zram and swap, as Debian's): a task in a
-//!   cgroup with `memory.max` = 32 MiB maps 8 MiB of tierkit pages and
-//!   writes 64 MiB of anonymous memory twice over, with a 256 MiB zram
-//!   swap device on: the anonymous pages swap out and back intact
-//!   (`pswpout`, `pswpin`), tierkit's pages (not on the LRU, never
-//!   reclaimed) keep their pfns and data, and nobody is OOM-killed.
-//!
-//! Exit 0 if every check passed.
+//! The logic of `tk-test-memcg`; what it checks and how it is used are the doc of
+//! `src/bin/tk-test-memcg.rs` (its `--help`).
 
+use crate::memblock;
+use crate::report::Report;
+use crate::sys::PAGE_SIZE;
+use crate::tk::{Tierkit, TK_MODE_INTERLEAVE};
+use crate::vma::{self, check_pattern, fill_pattern, Exit};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
-use userspace_tests::memblock;
-use userspace_tests::report::Report;
-use userspace_tests::sys::PAGE_SIZE;
-use userspace_tests::tk::{Tierkit, TK_MODE_INTERLEAVE};
-use userspace_tests::vma::{self, check_pattern, fill_pattern, Exit};
 
 const BIN: &str = "tk-test-memcg";
 const CGROUP: &str = "/sys/fs/cgroup";
@@ -132,11 +99,7 @@ fn cgroup2_ready() -> Result<bool, String> {
 
 /// In a child: joins `cg` and maps `pages` 4 KiB pages on `nid`. `Err` is
 /// the child's exit code: 2 cgroup, 3 open, 4 policy, 5 mmap, 12 ENOMEM.
-fn mapped_in(
-    cg: &Cg,
-    nid: u32,
-    pages: usize,
-) -> Result<(Tierkit, userspace_tests::sys::Mapping), i32> {
+fn mapped_in(cg: &Cg, nid: u32, pages: usize) -> Result<(Tierkit, crate::sys::Mapping), i32> {
     if !cg.join() {
         return Err(2);
     }
@@ -252,8 +215,7 @@ fn gigantic_uncharged(r: &mut Report, nid: u32) {
             let Ok(tk) = Tierkit::gigantic_on(nid) else {
                 return 3;
             };
-            let Ok(m) = userspace_tests::sys::Mapping::new(1 << 30, libc::MAP_SHARED, tk.fd(), 0)
-            else {
+            let Ok(m) = crate::sys::Mapping::new(1 << 30, libc::MAP_SHARED, tk.fd(), 0) else {
                 return 4;
             };
             // SAFETY: our mapping; the first touch happens in a child.
@@ -554,13 +516,13 @@ fn swap_under_pressure(r: &mut Report, nid: u32) {
             };
             // SAFETY: the child's own writable tierkit mapping.
             unsafe { fill_pattern(m.as_ptr(), 0, m.nr_pages(), 0x31) };
-            let pfns = |m: &userspace_tests::sys::Mapping| -> Vec<Option<u64>> {
+            let pfns = |m: &crate::sys::Mapping| -> Vec<Option<u64>> {
                 (0..m.nr_pages())
                     .map(|i| vma::pagemap_pfn(m.addr() + i * PAGE_SIZE).ok().flatten())
                     .collect()
             };
             let before = pfns(&m);
-            let Ok(anon) = userspace_tests::sys::Mapping::anon((64 * MIB) as usize) else {
+            let Ok(anon) = crate::sys::Mapping::anon((64 * MIB) as usize) else {
                 return 20;
             };
             for round in 0..2u64 {
@@ -604,10 +566,9 @@ fn swap_under_pressure(r: &mut Report, nid: u32) {
     r.check_note(&name, res);
 }
 
-fn main() -> ExitCode {
-    userspace_tests::help!();
+pub fn main() -> ExitCode {
     let mut r = Report::new(BIN, "test");
-    let Some(topo) = userspace_tests::tierkit_ready(&mut r) else {
+    let Some(topo) = crate::ready::tierkit_ready(&mut r) else {
         return r.finish();
     };
     match cgroup2_ready() {

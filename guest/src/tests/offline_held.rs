@@ -4,13 +4,18 @@
 //! killed at its deadline), so a kernel that spins fails the check
 //! instead of hanging the test.
 
-use crate::block_offline::{all_pfns, fill_page, open_on, secs, PROMPT, T};
-use crate::errno_name;
+use crate::errno::errno_name;
+use crate::memblock::{self, Kmsg};
 use crate::memblock::{blocks_of, node_blocks, Outcome};
+use crate::ready::tierkit_ready;
+use crate::report::Report;
+use crate::tests::block_offline::{all_pfns, fill_page, open_on, secs, PROMPT, T};
+use crate::tests::block_offline::{node_kind, Kind};
 use crate::tk::{read_stats, Tierkit, TK_MODE_WEIGHTED_INTERLEAVE};
 use crate::vma;
 use crate::weights::write_file;
 use std::path::Path;
+use std::process::ExitCode;
 use std::time::{Duration, Instant};
 use tierkit_core::uapi::{TK_PAGE_ANON, TK_PAGE_BUDDY};
 
@@ -323,4 +328,48 @@ fn child(nid: u32, w: Window) -> std::io::Result<()> {
         }
     }
     Ok(())
+}
+
+const BIN: &str = "tk-test-offline-held";
+
+/// `tk-test-offline-held`'s `main`.
+pub fn main() -> ExitCode {
+    let mut r = Report::new(BIN, "test");
+    let Some(topo) = tierkit_ready(&mut r) else {
+        return r.finish();
+    };
+    let cases = ["pipe", "mmap window", "bulk window"];
+    let movable = topo.cxl_node().filter(|&c| node_kind(c) == Kind::Movable);
+    let Some(nid) = movable else {
+        for c in cases {
+            r.skip(
+                c,
+                "no memory-only node all in ZONE_MOVABLE (--topology cxl)",
+            );
+        }
+        return r.finish();
+    };
+    let block_bytes = match memblock::block_size() {
+        Ok(b) => b,
+        Err(e) => {
+            r.fail("memory block size", e.to_string());
+            return r.finish();
+        }
+    };
+    let start = read_stats().unwrap_or_default();
+    let mut t = T::new(r, topo.clone(), block_bytes, Kmsg::open().ok());
+    pipe_case(&mut t, nid);
+    window_case(&mut t, nid, Window::Mmap);
+    window_case(&mut t, nid, Window::Bulk);
+    if !t.to_online.is_empty() {
+        t.online_all("restore");
+    }
+    t.check_put_back(
+        "everything put back: blocks online, nothing held",
+        &start,
+        Ok(()),
+    );
+    let offlines = std::mem::take(&mut t.offlines);
+    t.r.set("offlines", serde_json::Value::Array(offlines));
+    t.r.finish()
 }

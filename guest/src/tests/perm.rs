@@ -1,29 +1,16 @@
-//! tk-test-perm: who may use tierkit (the documented decision: root only).
-//!
-//! - `/dev/tierkit` is root-only (0600) and every file under
-//!   `/sys/kernel/debug/tierkit/` has no group or other permissions (0600
-//!   or 0400).
-//! - As `nobody` (uid/gid 65534, in a forked child): opening
-//!   `/dev/tierkit` and every tierkit debugfs file, for reading and for
-//!   writing, fails with `EACCES`. To test the files' own modes and not
-//!   only debugfs' root-only mount, the debugfs root is made traversable
-//!   (0755) for the duration if it is not, and restored after.
-//! - With `/dev/tierkit` made 0666 by root (restored to its mode after):
-//!   `nobody` may open it, `TK_IOC_SET_POLICY`, mmap in 4 KiB mode,
-//!   `TK_IOC_BULK` and `TK_IOC_TASK_NEXT`; entering gigantic mode
-//!   (`TK_IOC_SET_GIGANTIC` without the QUERY flag) and
-//!   `TK_IOC_CLEAR_BENCH` are `EPERM` (CAP_SYS_ADMIN); the QUERY flag works.
+//! The logic of `tk-test-perm`; what it checks and how it is used are the doc of
+//! `src/bin/tk-test-perm.rs` (its `--help`).
 
+use crate::report::Report;
+use crate::tk::{self, Tierkit, TK_MODE_WEIGHTED_INTERLEAVE};
+use crate::vma::{self, Exit};
+use crate::{errno::errno_name, errno::expect_errno};
 use std::fs;
 use std::io::Read;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use tierkit_core::uapi::{TkGigantic, TK_GIGANTIC_F_QUERY, TK_PLACE_LOCAL};
-use userspace_tests::report::Report;
-use userspace_tests::tk::{self, Tierkit, TK_MODE_WEIGHTED_INTERLEAVE};
-use userspace_tests::vma::{self, Exit};
-use userspace_tests::{errno_name, expect_errno};
 
 const BIN: &str = "tk-test-perm";
 const NOBODY: u32 = 65534;
@@ -140,10 +127,9 @@ fn open_errno(path: &Path, write: bool) -> Result<String, String> {
     expect_errno(r, libc::EACCES).map(|_| String::new())
 }
 
-fn main() -> ExitCode {
-    userspace_tests::help!();
+pub fn main() -> ExitCode {
     let mut r = Report::new(BIN, "test");
-    let Some(topo) = userspace_tests::tierkit_ready(&mut r) else {
+    let Some(topo) = crate::ready::tierkit_ready(&mut r) else {
         return r.finish();
     };
     // SAFETY: getuid has no memory effects.

@@ -1,24 +1,17 @@
-//! tk-test-placement: every page tierkit's mmap hands out sits on the node
-//! the kernel's `weighted_interleave_nid` (mm/mempolicy.c) picks for its
-//! ilx, and is zero; and bad inputs are refused.
-//!
-//! For each weight set of `userspace_tests::weight_sets` (the issue's {3,1}
-//! on DRAM and the first memory-only node, 255s, single-node masks): write
-//! the weights to tierkit's weight files, `TK_IOC_SET_POLICY`, mmap
-//! `/dev/tierkit` MAP_SHARED at a page offset, touch nothing, ask
-//! `move_pages(2)` (nodes = NULL) where each page is, compare page by page
-//! with tierkit-core's reference walk for ilx = offset + i, then read every
-//! byte. Also: `/sys/kernel/debug/tierkit/stats` counts the pages, and
-//! gives them back when the file is gone; MPOL_INTERLEAVE mode; the
-//! effective nodemask; MAP_PRIVATE, an empty mask, a bad mode and bad
-//! weights are refused with EINVAL and leave the old weight in place.
+//! The logic of `tk-test-placement`; what it checks and how it is used are the doc of
+//! `src/bin/tk-test-placement.rs` (its `--help`).
 
+use crate::errno::expect_errno;
+use crate::interleave::{
+    compare_nodes, expected_seq, per_node_counts, picture, weight_sets, WeightSet,
+};
+use crate::node::fmt_mask;
+use crate::ready::{read_topology, tierkit_weight_dir};
+use crate::report::Report;
+use crate::sys;
+use crate::tk::{self, Tierkit, TK_MODE_INTERLEAVE, TK_MODE_WEIGHTED_INTERLEAVE};
+use crate::weights::WeightDir;
 use std::process::ExitCode;
-use userspace_tests::node::fmt_mask;
-use userspace_tests::report::Report;
-use userspace_tests::tk::{self, Tierkit, TK_MODE_INTERLEAVE, TK_MODE_WEIGHTED_INTERLEAVE};
-use userspace_tests::weights::WeightDir;
-use userspace_tests::*;
 
 const BIN: &str = "tk-test-placement";
 
@@ -26,8 +19,7 @@ const BIN: &str = "tk-test-placement";
 /// typical anonymous-mapping address (vm_pgoff up to 2^35).
 const OFFSETS: [u64; 4] = [0, 5, 12_345, 0x0007_f123_4567];
 
-fn main() -> ExitCode {
-    userspace_tests::help!();
+pub fn main() -> ExitCode {
     let mut r = Report::new(BIN, "test");
     let Some(topo) = read_topology(&mut r) else {
         return r.finish();

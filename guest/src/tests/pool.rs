@@ -39,14 +39,14 @@
 //! handed back to the buddy allocator for the test and reserved again
 //! after.
 
-use crate::faults::{self, KunitFilter, TierkitWeights};
 use crate::first_use::BootPool;
 use crate::node::Topology;
 use crate::pool::{self, Target, POOL_PATH};
 use crate::report::Report;
+use crate::tests::faults::{self, KunitFilter, TierkitWeights};
 use crate::tk::{self, MovableGigantic, Tierkit};
 use crate::vma;
-use crate::{errno_name, expect_errno};
+use crate::{errno::errno_name, errno::expect_errno};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 use tierkit_core::uapi::TK_GIGANTIC_BYTES;
@@ -340,7 +340,7 @@ fn shrink(r: &mut Report, nid: u32, start_kb: u64) {
 /// Step 8: `rmmod` with a ready range gives the memory back; load again.
 fn reload(r: &mut Report, topo: &Topology, nid: u32, start_kb: u64) {
     let name = |what: &str| format!("node {nid}: {what}");
-    let Some(wd) = crate::tierkit_weight_dir(r) else {
+    let Some(wd) = crate::ready::tierkit_weight_dir(r) else {
         return;
     };
     let table = match TierkitWeights::save(&wd) {
@@ -404,7 +404,7 @@ fn reload(r: &mut Report, topo: &Topology, nid: u32, start_kb: u64) {
 /// Runs the checks of `which` as binary `bin`.
 pub fn main(bin: &str, which: Which) -> ExitCode {
     let mut r = Report::new(bin, "test");
-    let Some(topo) = crate::tierkit_ready(&mut r) else {
+    let Some(topo) = crate::ready::tierkit_ready(&mut r) else {
         return r.finish();
     };
     let nid = match which {

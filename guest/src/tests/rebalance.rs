@@ -1,56 +1,18 @@
-//! tk-test-rebalance: `TK_IOC_REBALANCE` moves exactly the pages of a live
-//! mapping whose node changes under new weights, and nothing is lost.
-//!
-//! On a DRAM node and a memory-only node (numa: node 1; cxl: the CXL
-//! node), with an 8 MiB mapping placed under tierkit weights {1,1}:
-//! - after the weights become {3,1}, a dry run counts the pages whose node
-//!   changes (the minimum, from tierkit-core's reference model) and moves
-//!   none;
-//! - the rebalance, with a thread writing every page meanwhile (each round
-//!   to a word of its own), moves exactly the minimum; every page is then
-//!   on the node the new weights give its ilx (move_pages), its pattern and
-//!   every round's write are there, and the per-node `held` statistics
-//!   moved by the same counts;
-//! - a second call moves nothing;
-//! - a budget stops the moves at the budget, and the next call moves the
-//!   rest;
-//! - a child paced at 50 pages/s is killed once it has moved a page; the
-//!   pages it moved stay moved, and the parent's call moves the remainder
-//!   only;
-//! - a new nodemask ({DRAM} only) moves every page to DRAM, and the task
-//!   path follows it;
-//! - the file's own weights {1,3} given to the rebalance
-//!   (`TK_REBALANCE_F_WEIGHTS`) move its pages to them, and tierkit's
-//!   global table is untouched;
-//! - a rebalance of one file zaps no other file's page: another file
-//!   mapped at the same offsets keeps every page mapped
-//!   (`/proc/self/pagemap`), on its node;
-//! - another process's mapping, taken over with `pidfd_getfd` as
-//!   `tk-calibrate --apply PID` does: the minimum moves, `numa_maps`
-//!   shows the new placement, and the process finds its pages on the new
-//!   nodes with their contents;
-//! - SIGSTOP while one caller is paced and another waits for the file's
-//!   rebalance: both in T at once; after SIGCONT, SIGUSR1 handlers run
-//!   and both calls end with EINTR;
-//! - a mapping placed on the DRAM node alone and rebalanced to both
-//!   nodes moves every page bound for the memory-only node (on cxl, its
-//!   ZONE_MOVABLE), none counted as `no_memory`;
-//! - a mapping unmapped before the call is neither moved nor counted;
-//! - refusals: unknown flags and no policy (EINVAL), gigantic mode
-//!   (EOPNOTSUPP), a mask of nodes without memory (EINVAL).
-//!
-//! tierkit's weights are put back at the end.
+//! The logic of `tk-test-rebalance`; what it checks and how it is used are the doc of
+//! `src/bin/tk-test-rebalance.rs` (its `--help`).
 
+use crate::interleave::{expected_seq, weight_table};
+use crate::node;
+use crate::ready::{tierkit_ready, tierkit_weight_dir};
+use crate::report::Report;
+use crate::sys::Mapping;
+use crate::tk::{self, Tierkit, TK_MODE_WEIGHTED_INTERLEAVE};
+use crate::weights::WeightDir;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tierkit_core::uapi::{TkRebalance, TK_REBALANCE_F_DRY_RUN, TK_REBALANCE_F_WEIGHTS};
-use userspace_tests::report::Report;
-use userspace_tests::sys::Mapping;
-use userspace_tests::tk::{self, Tierkit, TK_MODE_WEIGHTED_INTERLEAVE};
-use userspace_tests::weights::WeightDir;
-use userspace_tests::*;
 
 const BIN: &str = "tk-test-rebalance";
 /// Pages of the mapping under test (8 MiB).
@@ -61,8 +23,7 @@ fn pattern(i: usize) -> u64 {
     0xa5a5_0000_0000_0000 | i as u64
 }
 
-fn main() -> ExitCode {
-    userspace_tests::help!();
+pub fn main() -> ExitCode {
     let mut r = Report::new(BIN, "test");
     let Some(topo) = tierkit_ready(&mut r) else {
         return r.finish();
@@ -293,7 +254,7 @@ impl Run<'_> {
         self.set(1, 1)?;
         let (t, _m) = mapped_file(self.mask)?;
         self.set(3, 1)?;
-        userspace_tests::races::stop_during_paced_rebalance(&t)
+        crate::tests::races::stop_during_paced_rebalance(&t)
     }
 
     /// A mapping made with the DRAM node as the policy's only node, then
@@ -430,7 +391,7 @@ impl Run<'_> {
             wait_for(ready_r)?;
             let after = self.expected(&self.set(3, 1)?);
             let minimum = differ(&before, &after) as u64;
-            let files = userspace_tests::rebalance::apply(pid, TkRebalance::default())
+            let files = crate::tools::rebalance::apply(pid, TkRebalance::default())
                 .map_err(|e| format!("apply: {e}"))?;
             let moved: u64 = files.iter().map(|a| a.result.moved).sum();
             if files.len() != 1 || moved != minimum {
@@ -439,7 +400,7 @@ impl Run<'_> {
                     files.len()
                 ));
             }
-            let p = userspace_tests::rebalance::placement(pid).map_err(|e| e.to_string())?;
+            let p = crate::tools::rebalance::placement(pid).map_err(|e| e.to_string())?;
             let want_c = after.iter().filter(|&&n| n == self.c as i32).count() as u64;
             Ok((moved, p, want_c))
         })();
@@ -461,7 +422,7 @@ impl Run<'_> {
         }
         Ok(format!(
             "moved {moved}; numa_maps after the moves {}",
-            userspace_tests::rebalance::fmt_placement(&p)
+            crate::tools::rebalance::fmt_placement(&p)
         ))
     }
 

@@ -1,31 +1,22 @@
-//! tk-test-run: tk-run on unmodified, dynamically linked programs
-//! (Documentation/dev-tools/tk-run.md): bad flags refused before the
-//! program starts; the triad's malloc'd arrays placed page by page as the
-//! weights say (move_pages on its pid), with no global weight table
-//! touched; the same arrays under `numactl --weighted-interleave` and the
-//! kernel's weights set alike (THP off), side by side; what tkrun-check
-//! does to its memory (realloc across the threshold, mremap, partial
-//! munmap, MAP_FIXED, fork, threads) behaving as anonymous memory; and
-//! `--gigantic`: a 1 GiB malloc is one gigantic range, every byte zero;
-//! `--weights auto`: the kernel's auto (HMAT) weights, the triad placed by
-//! them; `--gigantic --pool 1`: the first touch served from the pool.
+//! The logic of `tk-test-run`; what it checks and how it is used are the doc of
+//! `src/bin/tk-test-run.rs` (its `--help`).
 
-use std::path::Path;
-use std::process::ExitCode;
-use userspace_tests::report::Report;
-use userspace_tests::tk;
-use userspace_tests::tkrun::check::{
+use crate::report::Report;
+use crate::tk;
+use crate::tools::run::check::{
     agreement, backing, blocks, mapping_of, page_nodes, run, start, Held, CHECK, NUMACTL, STREAM,
     TK_RUN,
 };
-use userspace_tests::tkrun::{resolve, Args, LIB_PATH};
-use userspace_tests::weights::{RestoreOnDrop, WeightDir};
-use userspace_tests::{node::Topology, pool, tierkit_ready, vma, weight_table};
+use crate::tools::run::{resolve, Args, LIB_PATH};
+use crate::weights::{RestoreOnDrop, WeightDir};
+use crate::{interleave::weight_table, node::Topology, pool, ready::tierkit_ready, vma};
+use std::path::Path;
+use std::process::ExitCode;
 
 /// Elements per triad array: 8 MiB each, 2048 pages; 2 MiB with a CXL
 /// node, whose memory QEMU serves access by access (tens of MB/s).
 fn elements() -> &'static str {
-    if userspace_tests::cxl::cxl_nodes().is_empty() {
+    if crate::cxl::cxl_nodes().is_empty() {
         "1048576"
     } else {
         "262144"
@@ -426,7 +417,7 @@ fn gigantic_total() -> u64 {
 /// tests do: under the debug profile the early boot allocations otherwise
 /// leave node 0 no free naturally aligned GiB, and the first touch is SIGBUS.
 fn gigantic(r: &mut Report) {
-    let _boot = userspace_tests::first_use::BootPool::release(0);
+    let _boot = crate::first_use::BootPool::release(0);
     let before = gigantic_total();
     let h = match start(&[TK_RUN, "--gigantic", "--", CHECK, "-g", "1024"], false) {
         Ok(h) => h,
@@ -571,7 +562,7 @@ fn pool_taken() -> Result<u64, String> {
 /// (`gigantic_pool_taken` grows by one), every byte zero. The targets
 /// tk-run set are put back to 0 afterwards.
 fn gigantic_pool(r: &mut Report) {
-    let _boot = userspace_tests::first_use::BootPool::release(0);
+    let _boot = crate::first_use::BootPool::release(0);
     let targets = |p: &[pool::PoolLine]| -> Vec<u32> {
         p.iter().filter(|l| l.target > 0).map(|l| l.nid).collect()
     };
@@ -653,8 +644,7 @@ fn gigantic_pool(r: &mut Report) {
     );
 }
 
-fn main() -> ExitCode {
-    userspace_tests::help!();
+pub fn main() -> ExitCode {
     let mut r = Report::new("tk-test-run", "test");
     let Some(topo) = tierkit_ready(&mut r) else {
         return r.finish();

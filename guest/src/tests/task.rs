@@ -1,31 +1,21 @@
-//! tk-test-task: the task path (`TK_IOC_TASK_NEXT`, mm/mempolicy.c
-//! `weighted_interleave_nodes`) and the bulk path (`TK_IOC_BULK`,
-//! `alloc_pages_bulk_weighted_interleave`) through the module, against
-//! tierkit-core's model (`TaskState::next`, `bulk_split`).
-//!
-//! - The example: fresh {0,1} weights {3,1}, 10 pages in bulk ->
-//!   8 on DRAM, 2 on CXL, resume (DRAM, 1); then three single steps go
-//!   DRAM, CXL, DRAM.
-//! - A fresh task path walks 0,0,0,1,0,0,0,1.
-//! - For each weight set, a pseudo-random mix of bulk sizes and task steps,
-//!   with a weight change and a policy reset in the middle, compared call
-//!   by call: per-node counts, `il_prev`, `il_weight`, and each node.
-//! - Bad counts and a file without a weighted policy are refused.
+//! The logic of `tk-test-task`; what it checks and how it is used are the doc of
+//! `src/bin/tk-test-task.rs` (its `--help`).
 
+use crate::errno::expect_errno;
+use crate::interleave::{weight_sets, weight_table, WeightSet};
+use crate::ready::{read_topology, tierkit_weight_dir};
+use crate::report::Report;
+use crate::rng::XorShift;
+use crate::sys;
+use crate::tk::{Tierkit, TK_MODE_INTERLEAVE, TK_MODE_WEIGHTED_INTERLEAVE};
+use crate::weights::WeightDir;
 use std::process::ExitCode;
 use tierkit_core::interleave::{bulk_split, Nodemask, TaskState, Weights, MAX_NUMNODES};
 use tierkit_core::uapi::{TkTaskNext, TK_IOC_TASK_NEXT, TK_TASK_NEXT_MAX};
-use userspace_tests::report::Report;
-use userspace_tests::rng::XorShift;
-use userspace_tests::sys;
-use userspace_tests::tk::{Tierkit, TK_MODE_INTERLEAVE, TK_MODE_WEIGHTED_INTERLEAVE};
-use userspace_tests::weights::WeightDir;
-use userspace_tests::*;
 
 const BIN: &str = "tk-test-task";
 
-fn main() -> ExitCode {
-    userspace_tests::help!();
+pub fn main() -> ExitCode {
     let mut r = Report::new(BIN, "test");
     let Some(topo) = read_topology(&mut r) else {
         return r.finish();

@@ -1,53 +1,18 @@
-//! tk-calibrate: measure each memory node from its nearest CPUs, print the
-//! figures next to HMAT's (or the CXL region's) with the weights each
-//! gives, and set tierkit's weights from the measurement.
-//!
-//! Per node: read, write and triad bandwidth (and STREAM's copy, scale and
-//! add) with T threads and the load latency by pointer chase, each the
-//! best of a few rounds (see `userspace_tests::workload::calib`), then a
-//! probe that tells the parallel regime (hardware: nodes serve traffic at
-//! once) from the serial one (emulation: every access paid in turn).
-//!
-//! Then, with tierkit loaded:
-//! - **auto from measurement** (default): writes the measured read and
-//!   write bandwidth to tierkit's `bandwidth` file and sets `auto`, so
-//!   tierkit's weights follow the kernel's own formula
-//!   (`reduce_interleave_weights`) on measured instead of firmware figures;
-//! - **optimized** (`--optimize WORKLOAD`, one of `lookup`, `copy`,
-//!   `scale`, `add`, `triad`/`stream`): writes the weights the bandwidth
-//!   model recommends for that workload in the measured regime (any of
-//!   1..255; nodes may be left out: the nodemask to pass to
-//!   `TK_IOC_SET_POLICY` is printed and saved).
-//!
-//! **`--apply PID`**: after the weights are set, every `/dev/tierkit` file
-//! of process PID is rebalanced to them (`TK_IOC_REBALANCE`: only the pages
-//! whose node changes move, while the process runs), and the placement of
-//! its tierkit mappings before and after (`/proc/PID/numa_maps`) and the
-//! moves are printed. Needs the weights written (not with `--no-write`).
-//!
-//! The calibration is saved as JSON (`--out`, default
-//! `/tmp/tierkit-calibration.json`) for `tk-workload --calibration`.
-//!
-//! Flags: `--size BYTES` per node (default 16M in tierkit's guest, 1G
-//! elsewhere: use more than the last-level cache), `--threads T` (default:
-//! every CPU of the node nearest to the memory; 1 in tierkit's guest, on a
-//! shared host), `--duration SECS` per
-//! block (0.15 in the guest, 1 elsewhere), `--rounds R` (3), `--nodes 0,2`,
-//! `--regime parallel|serial` (skip the probe), `--no-write` (measure and
-//! print only), `--optimize WORKLOAD`, `--apply PID`, `--out FILE`,
-//! `--no-settle` (no TLB settle before each timed block).
+//! The logic of `tk-calibrate`; what it does and how it is used are the doc of
+//! `src/bin/tk-calibrate.rs` (its `--help`).
 
+use crate::interleave::fmt_weights;
+use crate::node::{fmt_mask, nodes_of, parse_list};
+use crate::ready::{read_topology, tierkit_weight_dir};
+use crate::report::Report;
+use crate::tools::workload::calib::{self, weights_from_bandwidth, Calibration, Opts, Workload};
+use crate::tools::workload::rows::fmt_num;
+use crate::tools::workload::{self, Flags};
+use crate::weights::WeightDir;
 use serde_json::json;
 use std::process::ExitCode;
 use tierkit_core::interleave::Nodemask;
 use tierkit_core::model::{self, Regime};
-use userspace_tests::node::{fmt_mask, nodes_of, parse_list};
-use userspace_tests::report::Report;
-use userspace_tests::weights::WeightDir;
-use userspace_tests::workload::calib::{self, weights_from_bandwidth, Calibration, Opts, Workload};
-use userspace_tests::workload::rows::fmt_num;
-use userspace_tests::workload::Flags;
-use userspace_tests::*;
 
 const BIN: &str = "tk-calibrate";
 const KNOWN: &[&str] = &[
@@ -80,8 +45,7 @@ fn pairs(mask: u64, w: &[u8; 64]) -> Vec<(u32, u8)> {
         .collect()
 }
 
-fn main() -> ExitCode {
-    userspace_tests::help!();
+pub fn main() -> ExitCode {
     let flags = match Flags::from_args_or_usage(BIN, &["no-write", "no-settle"], KNOWN, usage) {
         Ok(f) => f,
         Err(code) => return code,
@@ -424,7 +388,7 @@ fn set_tierkit_weights(
 
 /// `--apply PID`: rebalances PID's tierkit files to the weights just set.
 fn apply_to(r: &mut Report, pid: i32) {
-    use userspace_tests::rebalance::{self, fmt_placement};
+    use crate::tools::rebalance::{self, fmt_placement};
     let before = rebalance::placement(pid);
     let res = rebalance::apply(pid, Default::default());
     let after = rebalance::placement(pid);

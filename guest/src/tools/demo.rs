@@ -1,29 +1,18 @@
-//! tk-demo: what `cargo xtask run` shows on the default DRAM + CXL guest.
-//!
-//! 1. Weighted placement. tierkit gets the kernel's auto weights: from the
-//!    same HMAT bandwidth the kernel used (`nodeN/access1/initiators`,
-//!    written to tierkit's `bandwidth` file, then `auto=true`), or else a
-//!    copy of the kernel's weights. A `/dev/tierkit` mapping over the
-//!    memory nodes is then queried with move_pages(2): per-node counts and
-//!    a picture of the first 64 pages, next to the kernel's own
-//!    MPOL_WEIGHTED_INTERLEAVE for the same ilx.
-//! 2. Gigantic clearing (`TK_IOC_CLEAR_BENCH`): a 1 GiB range on each node
-//!    cleared with 1 worker, then with the worker count tierkit picks, and
-//!    the speedup. Skipped with a note where the ioctl or the memory is
-//!    missing.
-//!
-//! Usage: `tk-demo [PAGES]` (default 1024).
+//! The logic of `tk-demo`; what it does and how it is used are the doc of
+//! `src/bin/tk-demo.rs` (its `--help`).
 
+use crate::errno::errno_name;
+use crate::interleave::{compare_nodes, expected_seq, fmt_weights, per_node_counts, picture};
+use crate::node::{access1_bandwidth, fmt_mask, Topology};
+use crate::report::Report;
+use crate::sys::{Mapping, MPOL_WEIGHTED_INTERLEAVE, PAGE_SHIFT, PAGE_SIZE};
+use crate::tk::{self, Tierkit, TK_MODE_WEIGHTED_INTERLEAVE};
+use crate::weights::{WeightDir, WeightSnapshot};
+use crate::{node, weights};
 use clap::Parser;
 use serde_json::json;
 use std::process::ExitCode;
 use tierkit_core::uapi::{TK_PLACE_LOCAL, TK_THREADS_AUTO};
-use userspace_tests::node::{access1_bandwidth, fmt_mask, Topology};
-use userspace_tests::report::Report;
-use userspace_tests::sys::{Mapping, MPOL_WEIGHTED_INTERLEAVE, PAGE_SHIFT, PAGE_SIZE};
-use userspace_tests::tk::{self, Tierkit, TK_MODE_WEIGHTED_INTERLEAVE};
-use userspace_tests::weights::{WeightDir, WeightSnapshot};
-use userspace_tests::*;
 
 const BIN: &str = "tk-demo";
 const PICTURE_PAGES: usize = 64;
@@ -37,8 +26,7 @@ struct Args {
     pages: usize,
 }
 
-fn main() -> ExitCode {
-    userspace_tests::help!();
+pub fn main() -> ExitCode {
     let nr_pages = Args::parse().pages.max(1);
     let mut r = Report::new(BIN, "demo");
     let topo = match Topology::read() {

@@ -1,21 +1,10 @@
-//! tk-fuzz: tierkit's syscall fuzzer (see `userspace_tests::fuzz`), for
-//! runs by hand in the guest:
-//!
-//! ```text
-//! tk-fuzz                                  # 100000 calls, a fresh seed
-//! tk-fuzz --seed 0x1234 --calls 1000000 --seconds 600 --procs 4 --threads 4
-//! tk-fuzz --seed 0x1234 --only 1.2         # replay worker 1.2's calls alone
-//! ```
-//!
-//! It prints the seed and the command that repeats the run, one line per
-//! check and a `TIERKIT-JSON` summary, puts tierkit's weight table back, and
-//! exits 1 if any check failed. `tk-test-fuzz` runs it with fixed bounds in
-//! `cargo xtask test`.
+//! The logic of `tk-fuzz`; what it does and how it is used are the doc of
+//! `src/bin/tk-fuzz.rs` (its `--help`).
 
+use crate::report::Report;
+use crate::tests::fuzz::{checked_run, Config};
 use clap::Parser;
 use std::process::ExitCode;
-use userspace_tests::fuzz::{checked_run, Config};
-use userspace_tests::report::Report;
 
 /// Random calls against /dev/tierkit and tierkit's debugfs files.
 #[derive(Parser, Debug)]
@@ -76,11 +65,11 @@ fn parse_worker(s: &str) -> Result<(u32, u32), String> {
 }
 
 fn fresh_seed() -> u64 {
-    let mut x = userspace_tests::sys::monotonic_ns() ^ (u64::from(std::process::id()) << 40);
-    userspace_tests::fuzz::splitmix64(&mut x)
+    let mut x = crate::sys::monotonic_ns() ^ (u64::from(std::process::id()) << 40);
+    crate::tests::fuzz::splitmix64(&mut x)
 }
 
-fn main() -> ExitCode {
+pub fn main() -> ExitCode {
     let a = Args::parse();
     let mut r = Report::new("tk-fuzz", "test");
     let cfg = Config {

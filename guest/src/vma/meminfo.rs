@@ -101,6 +101,6 @@ pub fn limit(limits: &[(String, u64)], key: &str) -> Option<u64> {
 
 /// Reads and parses [`LIMITS_PATH`].
 pub fn read_limits() -> anyhow::Result<Vec<(String, u64)>> {
-    crate::ensure_debugfs();
+    crate::kernel::ensure_debugfs();
     parse_limits(&std::fs::read_to_string(LIMITS_PATH)?)
 }

@@ -341,7 +341,7 @@ pub fn parse_holdings(stats: &str, limits: Option<&str>) -> Result<BTreeMap<Stri
 
 /// [`parse_holdings`] of the live files.
 pub fn holdings() -> Result<BTreeMap<String, u64>> {
-    crate::ensure_debugfs();
+    crate::kernel::ensure_debugfs();
     let s = fs::read_to_string(crate::tk::STATS_PATH)
         .with_context(|| format!("reading {}", crate::tk::STATS_PATH))?;
     let l = fs::read_to_string(LIMITS_PATH).ok();

@@ -32,9 +32,13 @@ mod mem;
 mod modules;
 pub mod sweep;
 
+use self::sweep::run;
+use crate::report::Report;
+use crate::{ready::read_topology, ready::tierkit_weight_dir};
 pub use kmsg::*;
 pub use mem::*;
 pub use modules::*;
+use std::process::ExitCode;
 
 #[cfg(test)]
 mod tests;
@@ -176,7 +180,7 @@ impl FaultKnobs {
     /// directory of debugfs's fault-injection knobs is missing
     /// (`CONFIG_FAILSLAB`, `CONFIG_FAIL_PAGE_ALLOC` off, as on Debian's).
     pub fn missing() -> Option<String> {
-        crate::ensure_debugfs();
+        crate::kernel::ensure_debugfs();
         [FAILSLAB_DIR, FAIL_PAGE_ALLOC_DIR]
             .into_iter()
             .find(|d| !Path::new(d).is_dir())
@@ -192,7 +196,7 @@ impl FaultKnobs {
     /// `CONFIG_FAULT_INJECTION_DEBUG_FS`) or if a `probability` is not 0
     /// (then faults would be injected into every task, not only ours).
     pub fn systematic(verbose: u32) -> Result<FaultKnobs> {
-        crate::ensure_debugfs();
+        crate::kernel::ensure_debugfs();
         let mut k = FaultKnobs { saved: Vec::new() };
         for dir in [FAILSLAB_DIR, FAIL_PAGE_ALLOC_DIR] {
             let p = Path::new(dir).join("probability");
@@ -278,4 +282,19 @@ impl Drop for FaultKnobs {
             eprintln!("# restoring fault-injection knobs: {e:#}");
         }
     }
+}
+
+const BIN: &str = "tk-test-faults";
+
+/// `tk-test-faults`'s `main`.
+pub fn main() -> ExitCode {
+    let mut r = Report::new(BIN, "test");
+    let Some(topo) = read_topology(&mut r) else {
+        return r.finish();
+    };
+    let Some(wd) = tierkit_weight_dir(&mut r) else {
+        return r.finish();
+    };
+    run(&mut r, &topo, wd);
+    r.finish()
 }

@@ -10,7 +10,7 @@ pub(super) fn wi_state(wd: &crate::weights::WeightDir) -> anyhow::Result<String>
 }
 
 pub(super) fn held() -> Option<BTreeMap<String, u64>> {
-    crate::faults::holdings().ok()
+    crate::tests::faults::holdings().ok()
 }
 
 /// Runs the fuzzer with `cfg` and records in `r`: the ABI checks of every
@@ -50,7 +50,7 @@ pub fn checked_run(r: &mut crate::report::Report, cfg: &Config, min_calls: u64) 
         }
     };
     note_config(r, cfg, &env);
-    let kmsg = crate::faults::Kmsg::open_at_end().ok();
+    let kmsg = crate::tests::faults::Kmsg::open_at_end().ok();
     let out = match run(cfg, &env) {
         Ok(o) => o,
         Err(e) => {
@@ -116,7 +116,7 @@ fn check_outcome(
     r: &mut crate::report::Report,
     out: &Outcome,
     min_calls: u64,
-    kmsg: Option<crate::faults::Kmsg>,
+    kmsg: Option<crate::tests::faults::Kmsg>,
 ) -> (u64, BTreeMap<String, u64>) {
     let calls = out.calls();
     r.note(format!(
@@ -172,7 +172,7 @@ fn check_outcome(
     );
     if let Some(k) = kmsg {
         let lines = k.drain();
-        let bad = crate::faults::crash_lines(&lines);
+        let bad = crate::tests::faults::crash_lines(&lines);
         r.check(
             "fuzz: no kernel report meanwhile",
             if bad.is_empty() {
@@ -216,20 +216,20 @@ fn check_put_back(
             Some(h) if h == base => Ok(()),
             Some(h) => Err(format!(
                 "tierkit still holds memory: {}",
-                crate::faults::holdings_diff(&base, &h).join(", ")
+                crate::tests::faults::holdings_diff(&base, &h).join(", ")
             )),
             None => Err("cannot read stats".to_string()),
         },
     );
     // Pages kept by the workers' pipes and rings after their files went
     // are tierkit's orphans until then; freed within about a second.
-    let mut orphans = crate::offline_held::orphans();
+    let mut orphans = crate::tests::offline_held::orphans();
     for _ in 0..50 {
         if orphans == Ok(0) {
             break;
         }
         std::thread::sleep(Duration::from_millis(100));
-        orphans = crate::offline_held::orphans();
+        orphans = crate::tests::offline_held::orphans();
     }
     r.check(
         "fuzz: every orphan page freed once its last holder let go",

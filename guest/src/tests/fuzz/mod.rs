@@ -74,7 +74,7 @@
 //! `payloads.rs`, the processes, threads and status board ([`run`]) in
 //! `procs.rs`, and [`checked_run`] in `checked.rs`.
 
-pub use crate::errno_str;
+pub use crate::errno::errno_str;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::ffi::{c_void, CString};
@@ -95,6 +95,7 @@ mod mm;
 mod payloads;
 mod procs;
 mod races;
+pub mod suite;
 mod worker;
 
 pub use checked::*;

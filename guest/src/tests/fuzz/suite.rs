@@ -1,34 +1,14 @@
-//! tk-test-fuzz: the fuzzer (`userspace_tests::fuzz`, also `tk-fuzz`) with
-//! fixed bounds, in `cargo xtask test`.
-//!
-//! - A run of [`CALLS`] calls with seed [`SEED`] by [`PROCS`] processes x
-//!   [`THREADS`] threads on shared and separate files, bounded by
-//!   [`SECONDS`], with [`BIG`] GiB-sized calls; every result checked where
-//!   the ABI fixes it, at least 100,000 calls, tierkit's held pages and
-//!   weight table back afterwards (see `fuzz::checked_run`).
-//! - Replay: worker 1.1's stream of the same seed run alone, twice (what
-//!   `tk-fuzz --only 1.1` does), makes the same calls with the same
-//!   results, call for call counted by kind and outcome: a failing seed
-//!   reproduces.
-//! - Differential fuzzing of the weight files: [`DIFF_WRITES`] random
-//!   payloads (the fuzzer's, and NULs, empty and page-sized writes) written
-//!   with `write(2)` to a fresh open of the kernel's
-//!   `/sys/kernel/mm/mempolicy/weighted_interleave/{nodeN,auto}` and of
-//!   tierkit's debugfs mirror, which promises the same formats and errors
-//!   (Documentation/ABI/testing/debugfs-tierkit): the result (bytes or
-//!   errno) and the weights and `auto` read back afterwards must be the
-//!   same. Both tables are put back afterwards.
-//! - Regression cases: minimal inputs the fuzzer found, each as a named
-//!   check (see [`regressions`]).
+//! The logic of `tk-test-fuzz`; what it checks and how it is used are the doc of
+//! `src/bin/tk-test-fuzz.rs` (its `--help`).
 
+use crate::report::Report;
+use crate::tests::fuzz::{
+    auto_payload, checked_run, errno_str, random_payload, run, weight_payload, Config, Env, Rng,
+};
+use crate::weights::{write_file, WeightDir};
 use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
-use userspace_tests::fuzz::{
-    auto_payload, checked_run, errno_str, random_payload, run, weight_payload, Config, Env, Rng,
-};
-use userspace_tests::report::Report;
-use userspace_tests::weights::{write_file, WeightDir};
 
 const BIN: &str = "tk-test-fuzz";
 /// "tierkit1" in ASCII: fixed, so that every run makes the same calls.
@@ -46,8 +26,7 @@ const MIN_CALLS: u64 = 100_000;
 /// Payloads of the differential phase.
 const DIFF_WRITES: usize = 600;
 
-fn main() -> ExitCode {
-    userspace_tests::help!();
+pub fn main() -> ExitCode {
     let mut r = Report::new(BIN, "test");
     let cfg = Config {
         seed: SEED,

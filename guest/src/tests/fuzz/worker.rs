@@ -133,7 +133,11 @@ impl Arena {
             return Err(io::Error::last_os_error());
         }
         let procmem = open_c("/proc/self/mem", libc::O_RDWR)?;
-        let ramdisk = open_c(crate::callers::RAM_DISK, libc::O_RDWR | libc::O_DIRECT).unwrap_or(-1);
+        let ramdisk = open_c(
+            crate::tests::callers::RAM_DISK,
+            libc::O_RDWR | libc::O_DIRECT,
+        )
+        .unwrap_or(-1);
         Ok(Arena {
             rw,
             ro,

@@ -19,7 +19,8 @@ use crate::report::Report;
 use crate::sys::{monotonic_ns, PAGE_SIZE};
 use crate::tk::{self, Tierkit, TK_MODE_INTERLEAVE, TK_MODE_WEIGHTED_INTERLEAVE};
 use crate::vma::{self, sleep_ms, Spawned};
-use crate::{cxl, errno_name, expect_errno};
+use crate::{cxl, errno::errno_name, errno::expect_errno};
+use std::process::ExitCode;
 use tierkit_core::uapi::{
     TkGigantic, TK_GIGANTIC_BYTES, TK_GIGANTIC_F_QUERY, TK_PLACE_LOCAL, TK_PLACE_REMOTE,
 };
@@ -161,4 +162,36 @@ fn memfree_back(nid: u32, base_kb: Option<u64>) -> Result<String, String> {
 /// 45 s per GiB written, see Documentation/dev-tools/topologies.md, "Slow memory").
 pub fn is_cxl_node(nid: u32) -> bool {
     cxl::CxlBus::default().region_of_node(nid).is_some()
+}
+
+const BIN: &str = "tk-test-hostile";
+
+/// `tk-test-hostile`'s `main`.
+pub fn main() -> ExitCode {
+    let mut r = Report::new(BIN, "test");
+    let Some(topo) = crate::ready::tierkit_ready(&mut r) else {
+        return r.finish();
+    };
+    let Some(dram) = topo.dram_node() else {
+        r.fail("topology", "no node with CPUs and memory");
+        return r.finish();
+    };
+
+    arguments_checked_first(&mut r, &topo, dram);
+    gigantic_map_past_memory(&mut r, dram, 8);
+    if let Some(m) = topo.memory_only().first().copied() {
+        if is_cxl_node(m) {
+            r.skip(
+                &format!("out of memory: gigantic mmap past node {m}'s memory"),
+                "CXL node: clearing its GiBs under QEMU costs ~45 s each (Documentation/dev-tools/topologies.md, Slow memory); node 0 covers it",
+            );
+        } else {
+            let gib = vma::node_memtotal_kb(m).map_or(3, |kb| kb / (1 << 20) + 1);
+            gigantic_map_past_memory(&mut r, m, gib as usize);
+        }
+    }
+    small_pages_past_memory(&mut r, &topo);
+    sigkill_honoured(&mut r, dram);
+    limits(&mut r, &topo);
+    r.finish()
 }

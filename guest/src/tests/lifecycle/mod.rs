@@ -10,13 +10,14 @@ mod run;
 pub use load_sweep::*;
 pub use run::*;
 
-use crate::errno_name;
-use crate::faults::{
+use crate::errno::errno_name;
+use crate::ready::{read_topology, tierkit_weight_dir};
+use crate::report::Report;
+use crate::tests::faults::{
     crash_lines, finit_module, injected_faults, load_tierkit as load, module_line,
     unload_tierkit as unload, ConsoleLevel, FailNth, FaultKnobs, Kmsg, KunitFilter, MemSnapshot,
     TierkitWeights, KUNIT_FILTER_ENOMEM, TIERKIT_KO, TIERKIT_MODULE,
 };
-use crate::report::Report;
 use crate::tk::{self, Tierkit, TK_MODE_WEIGHTED_INTERLEAVE};
 use crate::weights::WeightDir;
 use serde_json::json;
@@ -24,6 +25,7 @@ use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd;
 use std::path::Path;
+use std::process::ExitCode;
 use std::time::Instant;
 
 pub const MODULE: &str = TIERKIT_MODULE;
@@ -327,4 +329,19 @@ mod tests {
         );
         assert_eq!(trace_of(&lines, 0).len(), lines.len());
     }
+}
+
+const BIN: &str = "tk-test-lifecycle";
+
+/// `tk-test-lifecycle`'s `main`.
+pub fn main() -> ExitCode {
+    let mut r = Report::new(BIN, "test");
+    let Some(topo) = read_topology(&mut r) else {
+        return r.finish();
+    };
+    let Some(wd) = tierkit_weight_dir(&mut r) else {
+        return r.finish();
+    };
+    run(&mut r, topo.memory_mask(), &wd);
+    r.finish()
 }

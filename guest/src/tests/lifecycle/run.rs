@@ -43,7 +43,7 @@ pub fn run(r: &mut Report, mem_mask: u64, wd: &WeightDir) {
                 "KUnit suites off for the reloads",
                 format!(
                     "writing {}: {e}; every load would run all suites (~25 s), not cycling",
-                    crate::faults::KUNIT_FILTER_GLOB
+                    crate::tests::faults::KUNIT_FILTER_GLOB
                 ),
             );
             None

@@ -17,6 +17,7 @@ pub use whole_node::*;
 
 use crate::memblock::{block_state, block_zone, node_blocks, set_block_state, Kmsg, Outcome};
 use crate::node::{mask_of, parse_list, NODE_SYSFS};
+use crate::ready::tierkit_ready;
 use crate::report::Report;
 use crate::sys::{Mapping, PAGE_SIZE};
 use crate::tk::{
@@ -24,9 +25,10 @@ use crate::tk::{
     TK_MODE_WEIGHTED_INTERLEAVE,
 };
 use crate::weights::{KERNEL_WI_DIR, TIERKIT_WI_DIRS};
-use crate::{errno_name, expect_errno};
+use crate::{errno::errno_name, errno::expect_errno};
 use std::collections::BTreeSet;
 use std::path::Path;
+use std::process::ExitCode;
 use std::time::Duration;
 use tierkit_core::uapi::{
     TkRebalance, TK_POLICY_F_WEIGHTS, TK_REBALANCE_F_DRY_RUN, TK_REBALANCE_F_WEIGHTS,
@@ -173,4 +175,69 @@ pub fn put_back(r: &mut Report, blocks: &[u64], left: &[u64], what: &str) {
     if !still.is_empty() {
         set_all(r, what, &still, "online_movable");
     }
+}
+
+const BIN: &str = "tk-test-node-offline";
+
+/// `tk-test-node-offline`'s `main`.
+pub fn main() -> ExitCode {
+    let mut r = Report::new(BIN, "test");
+    let Some(topo) = tierkit_ready(&mut r) else {
+        return r.finish();
+    };
+    let (Some(dram), Some(c)) = (topo.dram_node(), topo.cxl_node()) else {
+        r.skip("node lifecycle", "no DRAM node and memory-only node");
+        return r.finish();
+    };
+    let blocks = match movable_blocks(c) {
+        Ok(b) => b,
+        Err(why) => {
+            r.skip("node lifecycle: offline every block of the CXL node", why);
+            return r.finish();
+        }
+    };
+    let start = read_stats().unwrap_or_default();
+    let mut left = run(&mut r, dram, c, &blocks);
+    if left.is_empty() {
+        left = offline_during_clear(&mut r, c, &blocks);
+    }
+    put_back(
+        &mut r,
+        &blocks,
+        &left,
+        "restore: online the blocks left offline",
+    );
+    let mut left = offline_before_registration(&mut r, c, &blocks);
+    left.extend(offline_with_reference(&mut r, c));
+    put_back(
+        &mut r,
+        &blocks,
+        &left,
+        "restore: online the blocks left offline (registration window)",
+    );
+    let left = offline_during_rebalance(&mut r, dram, c, &blocks);
+    put_back(
+        &mut r,
+        &blocks,
+        &left,
+        "restore: online the blocks left offline (rebalance)",
+    );
+    let end = read_stats().unwrap_or_default();
+    r.check(
+        "everything put back: held pages as at the start",
+        if stats_of(&end, c).1 == stats_of(&start, c).1
+            && stats_of(&end, dram).1 == stats_of(&start, dram).1
+        {
+            Ok(())
+        } else {
+            Err(format!(
+                "held on node {c}: {} -> {}, on node {dram}: {} -> {}",
+                stats_of(&start, c).1,
+                stats_of(&end, c).1,
+                stats_of(&start, dram).1,
+                stats_of(&end, dram).1
+            ))
+        },
+    );
+    r.finish()
 }

@@ -12,19 +12,22 @@ pub use refill::*;
 pub use storm::*;
 pub use writes::*;
 
-use crate::faults::{self, KunitFilter, TierkitWeights};
-use crate::fuzz::Rng;
+use crate::first_use::BootPool;
 use crate::memblock::{self, Outcome};
 use crate::node::Topology;
 use crate::pool::{self, POOL_PATH};
-use crate::pool_test::memory_back;
 use crate::report::Report;
+use crate::tests::faults::Kmsg;
+use crate::tests::faults::{self, KunitFilter, TierkitWeights};
+use crate::tests::fuzz::Rng;
+use crate::tests::pool::memory_back;
 use crate::tk::MovableGigantic;
 use crate::tk::Tierkit;
-use crate::{errno_name, expect_errno, vma};
+use crate::{errno::errno_name, errno::expect_errno, vma};
 use std::fs::OpenOptions;
 use std::io::{Seek, SeekFrom, Write};
 use std::os::unix::fs::FileExt;
+use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -71,4 +74,66 @@ pub fn taken(r: &mut Report, what: &str, nid: u32, b: &[u8], want: u64, pwrite_a
     })();
     let _ = pool::set_target(nid, 0);
     r.check(what, res);
+}
+
+/// `tk-test-pool-hostile`'s `main`.
+pub fn main() -> ExitCode {
+    let mut r = Report::new("tk-test-pool-hostile", "test");
+    let Some(topo) = crate::ready::tierkit_ready(&mut r) else {
+        return r.finish();
+    };
+    let Some(nid) = topo.dram_node() else {
+        r.skip(
+            "the pool against a hostile user",
+            "no node with memory and CPUs",
+        );
+        return r.finish();
+    };
+    if !pool::present() {
+        r.fail("the pool file exists", format!("no {POOL_PATH}"));
+        return r.finish();
+    }
+    let kmsg = Kmsg::open_at_end();
+    let boot = BootPool::release(nid);
+    if let Some(n) = boot.restore {
+        r.note(format!(
+            "node {nid}: {n} boot-time 1 GiB hugetlb page(s) handed back for the test"
+        ));
+    }
+    let start_kb = match pool::quiet_free_kb(nid) {
+        Ok(kb) => kb,
+        Err(e) => {
+            r.fail("free memory", e);
+            return r.finish();
+        }
+    };
+    odd_writes(&mut r, &topo, nid);
+    open_fd_pins(&mut r, nid);
+    storm(&mut r, nid, start_kb);
+    let loaded = rmmod_mid_refill(&mut r, &topo, nid, start_kb);
+    if loaded {
+        r.check_note(
+            "at the end the node's free memory is back",
+            memory_back(nid, start_kb),
+        );
+        offline_mid_refill(&mut r, &topo);
+    }
+    match kmsg {
+        Ok(k) => {
+            let crashes = faults::crash_lines(&k.drain());
+            r.check(
+                "the kernel printed no oops, BUG or WARNING meanwhile",
+                if crashes.is_empty() {
+                    Ok(())
+                } else {
+                    Err(format!("{crashes:?}"))
+                },
+            );
+        }
+        Err(e) => {
+            r.fail("open /dev/kmsg", e.to_string());
+        }
+    }
+    drop(boot);
+    r.finish()
 }

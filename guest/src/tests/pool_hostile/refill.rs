@@ -19,7 +19,7 @@ pub fn pool_threads() -> Vec<u32> {
 
 /// Step 4. Returns false if tierkit could not be loaded again.
 pub fn rmmod_mid_refill(r: &mut Report, topo: &Topology, nid: u32, start_kb: u64) -> bool {
-    let Some(wd) = crate::tierkit_weight_dir(r) else {
+    let Some(wd) = crate::ready::tierkit_weight_dir(r) else {
         return true;
     };
     let table = match TierkitWeights::save(&wd) {

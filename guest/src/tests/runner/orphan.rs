@@ -1,9 +1,5 @@
-//! tk-test-runner-orphan: a test of /init's runner, not of tierkit. It
-//! forks two children that never exit and exits 0 at once: one stays in
-//! its process group, the other leaves it with setsid() (and so is found
-//! only as /init's orphan). Both hold its output pipe. The runner must
-//! find and kill both, report `left=2` and go on to the next test; xtask
-//! counts a test that left processes behind as this test's pass.
+//! The logic of `tk-test-runner-orphan`; what it checks and how it is used are the doc of
+//! `src/bin/tk-test-runner-orphan.rs` (its `--help`).
 
 /// Forks a child that pauses forever (after setsid() with `escape`).
 fn child(escape: bool) -> libc::pid_t {
@@ -24,8 +20,7 @@ fn child(escape: bool) -> libc::pid_t {
     pid
 }
 
-fn main() {
-    userspace_tests::help!();
+pub fn main() {
     let kept = child(false);
     let escaped = child(true);
     println!(

@@ -1,11 +1,7 @@
-//! tk-test-runner-sleep: a test of /init's runner, not of tierkit. It
-//! prints a line, then sleeps far past its deadline (2 s,
-//! `tierkit_protocol::deadline`). The runner must kill its process group
-//! at the deadline, keep the line, report `timeout=2` and go on to the
-//! next test; xtask counts that verdict as this test's pass.
+//! The logic of `tk-test-runner-sleep`; what it checks and how it is used are the doc of
+//! `src/bin/tk-test-runner-sleep.rs` (its `--help`).
 
-fn main() {
-    userspace_tests::help!();
+pub fn main() {
     println!("# tk-test-runner-sleep: printed before the deadline; sleeping for an hour");
     std::thread::sleep(std::time::Duration::from_secs(3600));
     println!("# tk-test-runner-sleep: woke up: the runner did not kill it");

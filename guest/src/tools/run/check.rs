@@ -3,7 +3,7 @@
 //! `numactl`, reading what they print, and looking at their pages from
 //! outside (`move_pages(2)` on their pid).
 
-use crate::expected_wi_nid;
+use crate::interleave::expected_wi_nid;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::process::CommandExt;
 use std::process::{Child, ChildStdin, Command, Stdio};

@@ -90,13 +90,13 @@ pub(super) fn clear_child(nid: u32, cfg: &Config, deadline: Instant) -> i32 {
             Err(e) if matches!(e.raw_os_error(), Some(libc::ENOMEM) | Some(libc::EBUSY)) => {
                 println!(
                     "# clear node {nid}: no free GiB ({})",
-                    crate::errno_name(&e)
+                    crate::errno::errno_name(&e)
                 );
                 send("clear clears_no_gib 1");
                 std::thread::sleep(Duration::from_millis(200));
             }
             Err(e) => {
-                println!("# clear node {nid}: {}", crate::errno_name(&e));
+                println!("# clear node {nid}: {}", crate::errno::errno_name(&e));
                 return 1;
             }
         }
@@ -120,7 +120,7 @@ pub(super) fn offline_child(blocks: &[u64], cfg: &Config, deadline: Instant, see
         };
         let what = match t.outcome {
             Outcome::Done => "done".to_string(),
-            Outcome::Failed(e) => crate::errno_name(&std::io::Error::from_raw_os_error(e)),
+            Outcome::Failed(e) => crate::errno::errno_name(&std::io::Error::from_raw_os_error(e)),
             Outcome::TimedOut { .. } => "timeout".to_string(),
         };
         println!(

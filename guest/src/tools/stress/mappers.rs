@@ -232,7 +232,7 @@ pub(super) fn round_race_close(
             Err(e) if res.is_ok() => {
                 res = Err(format!(
                     "mmap racing close: {}",
-                    crate::errno_name(&std::io::Error::from_raw_os_error(e))
+                    crate::errno::errno_name(&std::io::Error::from_raw_os_error(e))
                 ))
             }
             Err(_) => {}
@@ -294,7 +294,13 @@ pub(super) fn round_race_munmap(
     let bad: Vec<String> = fails
         .iter()
         .filter(|(first, n, _)| first + n <= keep)
-        .map(|(first, n, e)| format!("pages {first}..{}: {}", first + n, crate::errno_name(e)))
+        .map(|(first, n, e)| {
+            format!(
+                "pages {first}..{}: {}",
+                first + n,
+                crate::errno::errno_name(e)
+            )
+        })
         .collect();
     // SAFETY: the head 0..keep is still mapped.
     let r = unsafe { verify(base, 0..keep, pat, "after the racing munmap/close") };

@@ -32,12 +32,12 @@
 //! for); the mappers in `mappers.rs`, the other children in
 //! `children.rs`, the checks after the run in `checks.rs`.
 
-use crate::faults::{self, Kmsg, MemSnapshot};
 use crate::memblock::{self, Outcome};
 use crate::node::{fmt_mask, mask_of, Topology};
 use crate::report::Report;
 use crate::rng::XorShift;
 use crate::sys::PAGE_SIZE;
+use crate::tests::faults::{self, Kmsg, MemSnapshot};
 use crate::tk::{self, Tierkit, TK_MODE_INTERLEAVE, TK_MODE_WEIGHTED_INTERLEAVE};
 use crate::weights::{RestoreOnDrop, WeightDir};
 use serde_json::{json, Value};
@@ -49,9 +49,12 @@ mod checks;
 mod children;
 mod mappers;
 
+use crate::ready::read_topology;
 use checks::*;
 pub use children::*;
+use clap::Parser;
 use mappers::*;
+use std::process::ExitCode;
 
 /// What a run does and how long.
 #[derive(Clone, Debug)]
@@ -130,7 +133,7 @@ fn spawn(f: impl FnOnce() -> i32) -> i32 {
 }
 /// Runs the stress run on `topo` and records its checks in `r`.
 pub fn run(r: &mut Report, topo: &Topology, cfg: &Config) {
-    crate::ensure_debugfs();
+    crate::kernel::ensure_debugfs();
     if !Tierkit::present() {
         r.fail(
             "open /dev/tierkit",
@@ -139,7 +142,7 @@ pub fn run(r: &mut Report, topo: &Topology, cfg: &Config) {
         return;
     }
     let kmsg = Kmsg::open_at_end().ok();
-    let Some(wd) = crate::tierkit_weight_dir(r) else {
+    let Some(wd) = crate::ready::tierkit_weight_dir(r) else {
         return;
     };
     let snap = match wd.snapshot() {
@@ -333,4 +336,61 @@ fn wait_kids(kids: &mut [Kid], cfg: &Config, start: Instant, deadline: Instant) 
         }
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// The stress run: concurrent mappers, weight writes, clears and memory
+/// blocks going offline.
+#[derive(Parser)]
+struct Args {
+    /// Wall time of the concurrent phase, in seconds.
+    #[arg(long, default_value_t = 20)]
+    seconds: u64,
+    /// The seed (decimal or 0x hex); default from the clock.
+    #[arg(long, value_parser = parse_u64)]
+    seed: Option<u64>,
+    /// Rounds per mapper at most.
+    #[arg(long, default_value_t = 200)]
+    map_rounds: u32,
+    /// Clears per node at most.
+    #[arg(long, default_value_t = 3)]
+    clear_rounds: u32,
+    /// Largest mapping, in 4 KiB pages (at least 17).
+    #[arg(long, default_value_t = 1024)]
+    max_pages: usize,
+    /// Do not offline memory blocks.
+    #[arg(long)]
+    no_offline: bool,
+    /// Time limit of each block offline/online, in seconds.
+    #[arg(long, default_value_t = 20)]
+    offline_limit: u64,
+}
+
+fn parse_u64(s: &str) -> Result<u64, String> {
+    match s.strip_prefix("0x") {
+        Some(h) => u64::from_str_radix(h, 16),
+        None => s.parse(),
+    }
+    .map_err(|e| e.to_string())
+}
+
+/// `tk-stress`'s `main`.
+pub fn main() -> ExitCode {
+    let a = Args::parse();
+    let mut r = Report::new("tk-stress", "test");
+    let Some(topo) = read_topology(&mut r) else {
+        return r.finish();
+    };
+    let cfg = Config {
+        seconds: a.seconds,
+        map_rounds: a.map_rounds,
+        clear_rounds: a.clear_rounds,
+        max_pages: a.max_pages.max(17),
+        offline: !a.no_offline,
+        offline_limit: Duration::from_secs(a.offline_limit),
+        seed: a.seed,
+        weight_rounds: u32::MAX,
+        ..Config::suite()
+    };
+    run(&mut r, &topo, &cfg);
+    r.finish()
 }

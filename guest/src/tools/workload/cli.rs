@@ -1,78 +1,20 @@
-//! tk-workload: what placement does to real work. One working set per
-//! policy, three kernels, measured side by side in one run, each figure
-//! next to the bandwidth model's prediction from the calibrated costs.
-//!
-//! Policies (`--policies`, default all that apply):
-//! - `local`: the default policy (the threads run on the DRAM node's CPUs);
-//! - `bind:N` for every memory node;
-//! - `kernel-interleave`: `MPOL_INTERLEAVE` over the memory nodes;
-//! - `kernel-weighted-hmat`: `MPOL_WEIGHTED_INTERLEAVE` with the kernel's
-//!   own weights (auto weights from HMAT/CDAT);
-//! - `tierkit-weighted-hmat`: `/dev/tierkit` with the same weights;
-//! - `tierkit-auto-measured`: `/dev/tierkit`, weights from the kernel's
-//!   formula on the measured bandwidth (written to tierkit's `bandwidth`);
-//! - `tierkit-optimized`: `/dev/tierkit` with the nodemask and weights the
-//!   model recommends for the workload.
-//!
-//! Kernels (`--workloads lookup,stream,fault`; see
-//! `userspace_tests::workload::kernels`): XSBench-style lookups/s,
-//! STREAM-style copy/scale/add/triad MB/s, and page_fault2-style faults/s
-//! for 1..T threads plus pages/s delivered by tierkit's mmap against the
-//! kernel's page-by-page faults and `MAP_POPULATE`.
-//!
-//! Predictions: the model (`tierkit_core::model`) in the calibration's
-//! regime, on the pages per node each working set really got
-//! (move_pages), from the nodes' costs measured **in the same rounds** as
-//! the workloads, each on its own working set bound to the node (so that
-//! the machine's load drifting between the calibration and the workloads
-//! does not count as model error; `predicted_calibration` in the rows is
-//! the same model on `tk-calibrate`'s figures). STREAM kernels use each
-//! node's bandwidth for the same kernel. The lookup uses the calibrated latency, anchored at
-//! the lookup rate measured on the DRAM node (`bind:<dram>`, whose
-//! prediction is therefore exact by construction): node i's rate is that
-//! times `lat_dram / lat_i`, except on a node without locality (QEMU's
-//! CXL window, where a streamed word costs about as much as a random
-//! load), where each of the lookup's loads is paid in turn, a random one
-//! at the node's latency and one that follows in the same lines at a word
-//! of its read bandwidth (see `Calibration::lookup_rates`).
-//!
-//! The calibration comes from `--calibration FILE` (tk-calibrate's
-//! `--out`), else it is measured first. tierkit's weights and bandwidth
-//! table are put back at the end.
-//!
-//! Measurements run side by side: every policy's working set is allocated
-//! first, then `--rounds` rounds visit them in turn. Every block of a
-//! policy does the same work (the same lookups, passes, chase), timed in
-//! chunks of about 0.1 to a few ms, and each chunk's best time over the
-//! blocks counts (`kernels::ChunkMins`: interference only ever slows a
-//! chunk down, and a drift in the machine's load hits every policy
-//! alike). Deliveries
-//! (pages/s) take the median of `--reps` round-robin repetitions.
-//!
-//! Flags: `--threads T` for the lookup and STREAM (default: the DRAM
-//! node's CPUs; 1 in tierkit's guest, where a block of T threads needs T
-//! host CPUs free at once and the host is shared), `--fault-threads N`
-//! (page_fault2 runs 1..N; default the DRAM node's CPUs), `--duration
-//! SECS` per policy and round (STREAM: a quarter per kernel), `--rounds R`, `--lookup-size`, `--stream-size`,
-//! `--fault-size`, `--map-size` (bytes, `16M`), `--nuclides N`, `--reps R`
-//! (deliveries), `--topology NAME` (the label in the rows), `--no-settle`
-//! (no TLB settle before each timed block). Defaults are
-//! small in tierkit's guest (`$TIERKIT_MODE` set) and larger elsewhere.
+//! The logic of `tk-workload`; what it does and how it is used are the doc of
+//! `src/bin/tk-workload.rs` (its `--help`).
 
+use crate::interleave::fmt_weights;
+use crate::node::{fmt_mask, nodes_of, Topology};
+use crate::ready::read_topology;
+use crate::report::Report;
+use crate::sys::{self, PAGE_SIZE};
+use crate::tools::workload::calib::{self, Calibration, Opts, Workload};
+use crate::tools::workload::compare::{fault, lookup, pairs, stream, Ctx, InRun, Policy, Settings};
+use crate::tools::workload::rows;
+use crate::tools::workload::Flags;
+use crate::weights::WeightDir;
+use crate::{cxl, tk, weights};
 use anyhow::{Context, Result};
 use serde_json::json;
 use std::process::ExitCode;
-use userspace_tests::node::{fmt_mask, nodes_of, Topology};
-use userspace_tests::report::Report;
-use userspace_tests::sys::{self, PAGE_SIZE};
-use userspace_tests::weights::WeightDir;
-use userspace_tests::workload::calib::{self, Calibration, Opts, Workload};
-use userspace_tests::workload::compare::{
-    fault, lookup, pairs, stream, Ctx, InRun, Policy, Settings,
-};
-use userspace_tests::workload::rows;
-use userspace_tests::workload::Flags;
-use userspace_tests::*;
 
 const BIN: &str = "tk-workload";
 
@@ -102,13 +44,12 @@ fn usage() {
     );
 }
 
-fn main() -> ExitCode {
-    userspace_tests::help!();
+pub fn main() -> ExitCode {
     let flags = match Flags::from_args_or_usage(BIN, &["no-settle"], KNOWN, usage) {
         Ok(f) => f,
         Err(code) => return code,
     };
-    workload::set_settle(!flags.has("no-settle"));
+    super::set_settle(!flags.has("no-settle"));
     let mut r = Report::new(BIN, "bench");
     let Some((s, workloads)) = settings(&mut r, &flags) else {
         return r.finish();
@@ -138,7 +79,7 @@ fn main() -> ExitCode {
     });
     let kernel_w = WeightDir::kernel().and_then(|k| k.table().ok());
 
-    let cpus = workload::node_cpus(topo.dram_node().unwrap_or(dram));
+    let cpus = super::node_cpus(topo.dram_node().unwrap_or(dram));
     let threads = if s.threads == 0 {
         cpus.len().max(1)
     } else {

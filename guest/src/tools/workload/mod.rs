@@ -18,6 +18,7 @@
 //! only when `$TIERKIT_MODE` is set (the guest's `/init` sets it).
 
 pub mod calib;
+pub mod cli;
 pub mod compare;
 pub mod kernels;
 pub mod rows;
@@ -374,7 +375,7 @@ impl Region {
     /// (negative statuses under -1).
     pub fn node_pages(&self) -> Result<Vec<(i32, usize)>> {
         let nodes = self.map.page_nodes().context("move_pages")?;
-        Ok(crate::per_node_counts(&nodes))
+        Ok(crate::interleave::per_node_counts(&nodes))
     }
 
     /// The node of each page, by move_pages(2) (negative: a status).

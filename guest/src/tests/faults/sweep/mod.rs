@@ -15,14 +15,14 @@ pub use step::*;
 pub use tester::*;
 pub use touch::*;
 
-use crate::errno_name;
-use crate::faults::{
-    crash_lines, holdings, holdings_diff, injected_faults, Armed, FailNth, FaultKnobs, Kmsg,
-    MemSnapshot,
-};
+use crate::errno::errno_name;
 use crate::node::Topology;
 use crate::report::Report;
 use crate::sys::PAGE_SIZE;
+use crate::tests::faults::{
+    crash_lines, holdings, holdings_diff, injected_faults, Armed, FailNth, FaultKnobs, Kmsg,
+    MemSnapshot,
+};
 use crate::tk::{self, Tierkit, TK_MODE_INTERLEAVE, TK_MODE_WEIGHTED_INTERLEAVE};
 use crate::vma::{fork_run, Exit};
 use crate::weights::{write_file, WeightDir, WeightSnapshot};

@@ -1,7 +1,7 @@
 //! The XSBench-style lookup kernel under every policy.
 
 use super::*;
-use crate::workload::kernels::XsView;
+use crate::tools::workload::kernels::XsView;
 
 pub fn lookup(
     ctx: &Ctx,

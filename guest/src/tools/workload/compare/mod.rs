@@ -15,16 +15,16 @@ pub use stream::*;
 use crate::node::{nodes_of, Topology};
 use crate::report::Report;
 use crate::sys::{self, PAGE_SIZE};
-use crate::weights::WeightDir;
-use crate::workload::calib::Chase;
-use crate::workload::calib::{Calibration, Workload};
-use crate::workload::kernels::{
+use crate::tools::workload;
+use crate::tools::workload::calib::Chase;
+use crate::tools::workload::calib::{Calibration, Workload};
+use crate::tools::workload::kernels::{
     self, deliver, lookup_rate, page_fault2, run_lookups, Bw, ChunkMins, Delivery, Stream,
     TaskPolicy, XsData, XsParams,
 };
-use crate::workload::rows::{self, Row};
-use crate::workload::{amounts_of, fmt_pages, fmt_size, in_guest, Placement, Region};
-use crate::*;
+use crate::tools::workload::rows::{self, Row};
+use crate::tools::workload::{amounts_of, fmt_pages, fmt_size, in_guest, Placement, Region};
+use crate::weights::WeightDir;
 use anyhow::{anyhow, Context, Result};
 use serde_json::json;
 use tierkit_core::model;

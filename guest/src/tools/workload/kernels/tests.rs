@@ -1,5 +1,5 @@
 use super::*;
-use crate::workload::Placement;
+use crate::tools::workload::Placement;
 
 fn small() -> XsData {
     XsData::generate(XsParams {

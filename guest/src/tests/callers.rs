@@ -153,7 +153,7 @@ impl Caller {
         let check = || unsafe { check_pattern(base, 0, pages, seed) };
         // SAFETY: as above; `region` is only read while nothing writes.
         let region = || unsafe { std::slice::from_raw_parts(base, len) }.to_vec();
-        let e = |what: &str, err: io::Error| format!("{what}: {}", crate::errno_name(&err));
+        let e = |what: &str, err: io::Error| format!("{what}: {}", crate::errno::errno_name(&err));
         match self {
             Caller::Vmsplice => {
                 let got = vma::vmsplice_read(base as usize, len).map_err(|x| e("vmsplice", x))?;
