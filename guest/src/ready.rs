@@ -57,3 +57,11 @@ pub fn tierkit_weight_dir(r: &mut Report) -> Option<weights::WeightDir> {
     }
     wd
 }
+
+/// [`read_topology`], then [`tierkit_weight_dir`]: the start of a test of
+/// tierkit's weights. `None` (the failed check recorded) if either fails.
+pub fn topology_and_weights(r: &mut Report) -> Option<(Topology, weights::WeightDir)> {
+    let topo = read_topology(r)?;
+    let wd = tierkit_weight_dir(r)?;
+    Some((topo, wd))
+}

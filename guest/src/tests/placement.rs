@@ -6,7 +6,7 @@ use crate::interleave::{
     compare_nodes, expected_seq, per_node_counts, picture, weight_sets, WeightSet,
 };
 use crate::node::fmt_mask;
-use crate::ready::{read_topology, tierkit_weight_dir};
+use crate::ready::topology_and_weights;
 use crate::report::Report;
 use crate::sys;
 use crate::tk::{self, Tierkit, TK_MODE_INTERLEAVE, TK_MODE_WEIGHTED_INTERLEAVE};
@@ -21,10 +21,7 @@ const OFFSETS: [u64; 4] = [0, 5, 12_345, 0x0007_f123_4567];
 
 pub fn main() -> ExitCode {
     let mut r = Report::new(BIN, "test");
-    let Some(topo) = read_topology(&mut r) else {
-        return r.finish();
-    };
-    let Some(wd) = tierkit_weight_dir(&mut r) else {
+    let Some((topo, wd)) = topology_and_weights(&mut r) else {
         return r.finish();
     };
     let saved = wd.snapshot();

@@ -3,7 +3,7 @@
 
 use crate::errno::expect_errno;
 use crate::interleave::{weight_sets, weight_table, WeightSet};
-use crate::ready::{read_topology, tierkit_weight_dir};
+use crate::ready::topology_and_weights;
 use crate::report::Report;
 use crate::rng::XorShift;
 use crate::sys;
@@ -17,10 +17,7 @@ const BIN: &str = "tk-test-task";
 
 pub fn main() -> ExitCode {
     let mut r = Report::new(BIN, "test");
-    let Some(topo) = read_topology(&mut r) else {
-        return r.finish();
-    };
-    let Some(wd) = tierkit_weight_dir(&mut r) else {
+    let Some((topo, wd)) = topology_and_weights(&mut r) else {
         return r.finish();
     };
     let saved = wd.snapshot();

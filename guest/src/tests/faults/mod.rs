@@ -33,8 +33,8 @@ mod modules;
 pub mod sweep;
 
 use self::sweep::run;
+use crate::ready::topology_and_weights;
 use crate::report::Report;
-use crate::{ready::read_topology, ready::tierkit_weight_dir};
 pub use kmsg::*;
 pub use mem::*;
 pub use modules::*;
@@ -289,10 +289,7 @@ const BIN: &str = "tk-test-faults";
 /// `tk-test-faults`'s `main`.
 pub fn main() -> ExitCode {
     let mut r = Report::new(BIN, "test");
-    let Some(topo) = read_topology(&mut r) else {
-        return r.finish();
-    };
-    let Some(wd) = tierkit_weight_dir(&mut r) else {
+    let Some((topo, wd)) = topology_and_weights(&mut r) else {
         return r.finish();
     };
     run(&mut r, &topo, wd);

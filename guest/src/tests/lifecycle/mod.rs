@@ -11,7 +11,7 @@ pub use load_sweep::*;
 pub use run::*;
 
 use crate::errno::errno_name;
-use crate::ready::{read_topology, tierkit_weight_dir};
+use crate::ready::topology_and_weights;
 use crate::report::Report;
 use crate::tests::faults::{
     crash_lines, finit_module, injected_faults, load_tierkit as load, module_line,
@@ -336,10 +336,7 @@ const BIN: &str = "tk-test-lifecycle";
 /// `tk-test-lifecycle`'s `main`.
 pub fn main() -> ExitCode {
     let mut r = Report::new(BIN, "test");
-    let Some(topo) = read_topology(&mut r) else {
-        return r.finish();
-    };
-    let Some(wd) = tierkit_weight_dir(&mut r) else {
+    let Some((topo, wd)) = topology_and_weights(&mut r) else {
         return r.finish();
     };
     run(&mut r, topo.memory_mask(), &wd);
