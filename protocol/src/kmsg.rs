@@ -2,7 +2,7 @@
 
 //! What the kernel prints, read line by line: shared by the harness (the
 //! serial console, xtask/src/judge/console.rs) and the guest tests (`/dev/kmsg`,
-//! userspace-tests/src/faults.rs). Not compiled into the module.
+//! guest/src/tests/faults/kmsg.rs).
 
 /// Tracks, line by line, whether kernel messages belong to the report of
 /// an injected fault: the `FAULT_INJECTION: forcing a failure.` line and
@@ -13,7 +13,7 @@
 /// injected page allocation failure. A dump must start within
 /// [`InjectedDumps::AFTER_LINES`] lines of the fault's report and is at
 /// most [`InjectedDumps::MAX_DUMP_LINES`] lines long. Used on the serial console by
-/// xtask/src/judge/console.rs and on `/dev/kmsg` by userspace-tests/src/faults.rs.
+/// xtask/src/judge/console.rs and on `/dev/kmsg` by guest/src/tests/faults/kmsg.rs.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct InjectedDumps {
     state: DumpState,

@@ -1,5 +1,5 @@
 //! The protocol between the harness (`cargo xtask`, on the host) and the
-//! guest's `/init` (`tk-init` of `userspace-tests`), defined once for both
+//! guest's `/init` (`tk-init` of `tierkit-guest`), defined once for both
 //! sides, and read one way. Its only dependencies are serde and the
 //! module's pure core; the guest builds it static.
 //!

@@ -2,7 +2,7 @@
 //! (fault rows also per `variant`), as `tk-workload` emits them in its
 //! `TIERKIT-JSON` line under `rows` and `cargo xtask bench` collects them
 //! into `target/tierkit/report/report.json`. One definition for both
-//! sides: the guest's `userspace_tests::workload::rows` re-exports it, and
+//! sides: the guest's `tierkit_guest::tools::workload::rows` re-exports it, and
 //! xtask's report reads it, without depending on the guest crate.
 
 use serde::{Deserialize, Serialize};

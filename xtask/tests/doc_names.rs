@@ -17,7 +17,7 @@ use std::path::Path;
 const TOPS: &[&str] = &[
     "module/",
     "xtask/",
-    "userspace-tests/",
+    "guest/",
     "protocol/",
     "scripts/",
     "kconfig/",
@@ -32,10 +32,9 @@ const CRATES: &[&str] = &[
     "module",
     "module/core",
     "xtask",
-    "userspace-tests",
+    "guest",
     "protocol",
     "tkrun",
-    "rows",
 ];
 
 fn is_path_char(c: char) -> bool {

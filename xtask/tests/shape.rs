@@ -48,10 +48,16 @@ fn sources(root: &Path) -> Vec<PathBuf> {
         .collect()
 }
 
-/// Whether `rel` is a host test file under a `tests/` directory.
+/// Whether `rel` is a host test file under a `tests/` directory (a crate's
+/// integration tests, not a `src/tests/` module such as the guest's tests).
 fn under_tests_dir(rel: &Path) -> bool {
-    rel.parent()
-        .is_some_and(|d| d.components().any(|c| c.as_os_str() == "tests"))
+    rel.parent().is_some_and(|d| {
+        let parts: Vec<_> = d.components().map(|c| c.as_os_str()).collect();
+        parts
+            .iter()
+            .enumerate()
+            .any(|(i, c)| *c == "tests" && (i == 0 || parts[i - 1] != "src"))
+    })
 }
 
 /// A function's name and its first and last line (1-based).
@@ -245,4 +251,13 @@ fn c_function_lengths_follow_kernel_style() {
             },
         ]
     );
+}
+
+#[test]
+fn only_integration_test_dirs_are_excepted() {
+    assert!(under_tests_dir(Path::new("guest/tests/help.rs")));
+    assert!(under_tests_dir(Path::new("xtask/tests/doc_tree/mod.rs")));
+    assert!(!under_tests_dir(Path::new("guest/src/tests/mm.rs")));
+    assert!(!under_tests_dir(Path::new("guest/src/tests/fuzz/suite.rs")));
+    assert!(!under_tests_dir(Path::new("guest/src/tests/faults/tests.rs")));
 }

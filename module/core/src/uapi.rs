@@ -1,6 +1,6 @@
 //! The userspace ABI of `/dev/tierkit`: ioctl numbers and argument layouts.
 //!
-//! Shared verbatim by the module and by `userspace-tests`, so both sides agree
+//! Shared verbatim by the module and by `tierkit-guest`, so both sides agree
 //! by construction. Documented for users in `Documentation/ABI/testing/dev-tierkit`.
 //! The errors below are each ioctl's own; every ioctl can also fail with
 //! `ENOTTY` (an unknown command), `EFAULT` (the argument cannot be read or

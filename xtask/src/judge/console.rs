@@ -220,7 +220,7 @@ pub fn classify(text: &str) -> Option<CrashKind> {
 /// [`InjectedDumps::AFTER_LINES`] lines of the fault's report and ends at
 /// `</TASK>` or after [`InjectedDumps::MAX_DUMP_LINES`] lines. The guest
 /// tests read `/dev/kmsg` with the same machine
-/// (userspace-tests/src/faults.rs `InjectedDumps`).
+/// (guest/src/tests/faults/kmsg.rs `InjectedDumps`).
 pub use tierkit_protocol::kmsg::InjectedDumps;
 
 /// [`classify`] through an [`InjectedDumps`] tracker.
@@ -384,7 +384,7 @@ pub fn is_reporting_frame(frame: &str) -> bool {
 // ---------------------------------------------------------------------------
 
 /// Where a console line falls in the run, from the markers /init prints
-/// (`userspace-tests/src/init/`): boot, CXL setup, insmod (module init and the KUnit
+/// (`guest/src/init/`): boot, CXL setup, insmod (module init and the KUnit
 /// suites), each userspace test, rmmod, the kmemleak scan. The KUnit case
 /// itself comes from the KTAP stream ([`crate::judge::ktap::Run::test_at_line`]).
 #[derive(Clone, Debug, Default)]

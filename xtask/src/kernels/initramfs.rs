@@ -1,8 +1,8 @@
 //! The guest's initramfs: a newc cpio written in Rust (no root needed).
 //!
 //! Layout:
-//! - `/init`: the `tk-init` guest binary (`userspace-tests/src/bin/tk-init.rs`,
-//!   its steps in `userspace-tests/src/init/`);
+//! - `/init`: the `tk-init` guest binary (`guest/src/bin/tk-init.rs`,
+//!   its steps in `guest/src/init/`);
 //! - `/etc/tierkit/build-info`: what the guest was built from, one line
 //!   (/init prints it on the console);
 //! - `/bin/busybox` (static) and a symlink for each of its applets (the

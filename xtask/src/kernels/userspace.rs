@@ -1,4 +1,4 @@
-//! The guest's userspace binaries: every `[[bin]]` of the `userspace-tests`
+//! The guest's userspace binaries: every `[[bin]]` of the `tierkit-guest`
 //! crate, built static (`+crt-static`) so the initramfs needs no libc.
 
 use crate::say;
@@ -17,7 +17,7 @@ pub struct GuestBinary {
     pub path: PathBuf,
 }
 
-/// Builds `userspace-tests` for the guest and returns its binaries.
+/// Builds `tierkit-guest` for the guest and returns its binaries.
 pub fn build() -> Result<Vec<GuestBinary>> {
     let root = util::repo_root();
     let target_dir = util::target_dir().join("guest");
@@ -28,7 +28,7 @@ pub fn build() -> Result<Vec<GuestBinary>> {
             "build",
             "--release",
             "-p",
-            "userspace-tests",
+            "tierkit-guest",
             "--target",
             GUEST_TARGET,
         ])

@@ -1,7 +1,7 @@
 //! The names a command line refers to in the guest, known before anything
 //! is built or booted: the tests and demos `--filter` selects from (the
 //! KUnit suites and cases of module/src, the `tk-test-*` and `tk-demo*`
-//! binaries of userspace-tests/src/bin, the `xtask-*` tests), and the
+//! binaries of guest/src/bin, the `xtask-*` tests), and the
 //! programs `run -- CMD` can name (the guest's /bin, busybox's applets,
 //! Debian's tools, or a file of the shared directory).
 //!
@@ -99,7 +99,7 @@ impl Tests {
             .filter_map(|f| fs::read_to_string(f).ok())
             .flat_map(|t| kunit_suites(&t))
             .collect();
-        let bin = root.join("userspace-tests/src/bin");
+        let bin = root.join("guest/src/bin");
         Tests {
             kunit,
             user: bins(&bin, "tk-test-"),
@@ -202,7 +202,7 @@ pub fn guest_programs(root: &Path) -> Option<Vec<String>> {
         .collect();
     v.push("/bin/busybox".to_string());
     v.extend(
-        bins(&root.join("userspace-tests/src/bin"), "tk-")
+        bins(&root.join("guest/src/bin"), "tk-")
             .into_iter()
             .map(|b| format!("/bin/{b}")),
     );

@@ -12,7 +12,7 @@
 //! (nodes 1..=n in QEMU, memory-less, CPU-less) carries the HMAT latency and
 //! bandwidth from node 0 to the host bridge. The guest kernel's CXL drivers
 //! assemble each device into a RAM region (the guest's /init does that, see
-//! `userspace-tests/src/init/cxl_setup.rs`); the region's dax device is onlined by kmem as a new
+//! `guest/src/init/cxl_setup.rs`); the region's dax device is onlined by kmem as a new
 //! CPU-less node whose number the kernel picks (a CFMWS window without SRAT
 //! memory gets a fresh node), and whose performance the kernel computes from
 //! the generic port's HMAT entries plus the device's CDAT and link.

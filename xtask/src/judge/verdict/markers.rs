@@ -1,7 +1,7 @@
 //! The markers /init prints on the console (`TIERKIT-BOOT`, `TIERKIT-INSMOD
 //! rc=N`, `TIERKIT-<KIND>-START name` ... `TIERKIT-<KIND> name rc=N`,
 //! `TIERKIT-DONE`, ...; defined in [`tierkit_protocol::marker`], printed by
-//! `userspace-tests/src/init/`) and the programs' output on the data
+//! `guest/src/init/`) and the programs' output on the data
 //! channel, read into [`Markers`].
 
 use crate::judge::printk;

@@ -8,7 +8,7 @@ use super::perf::*;
 
 /// One guest topology, described once: adding a topology is one entry of
 /// [`TOPOLOGIES`] (plus, for new hardware, its QEMU arguments in
-/// [`super::Topology::qemu_args`] and its guest set-up in the guest's /init (`userspace-tests/src/init/`)).
+/// [`super::Topology::qemu_args`] and its guest set-up in the guest's /init (`guest/src/init/`)).
 #[derive(Debug)]
 pub struct TopologySpec {
     /// Its `--topology` name.

@@ -68,7 +68,7 @@ pub struct RunMeta {
 }
 
 /// A row of `tk-workload`: one definition with the guest's
-/// (`userspace_tests::workload::rows::Row`).
+/// (`tierkit_guest::tools::workload::rows::Row`).
 pub use tierkit_protocol::rows::Row;
 
 /// A target of the issue, checked on one run.

@@ -1,0 +1,10 @@
+//! The `tk-bench-*` benchmarks run by `cargo xtask bench`, one module each:
+//! `tk-bench-NAME` is `NAME::main`, with its doc and `--help` in
+//! `src/bin/tk-bench-NAME.rs`.
+
+pub mod all;
+pub mod clear;
+pub mod gigantic;
+pub mod rebalance;
+pub mod run;
+pub mod wi;

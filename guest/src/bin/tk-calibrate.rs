@@ -1,0 +1,45 @@
+//! tk-calibrate: measure each memory node from its nearest CPUs, print the
+//! figures next to HMAT's (or the CXL region's) with the weights each
+//! gives, and set tierkit's weights from the measurement.
+//!
+//! Per node: read, write and triad bandwidth (and STREAM's copy, scale and
+//! add) with T threads and the load latency by pointer chase, each the
+//! best of a few rounds (see `crate::tools::workload::calib`), then a
+//! probe that tells the parallel regime (hardware: nodes serve traffic at
+//! once) from the serial one (emulation: every access paid in turn).
+//!
+//! Then, with tierkit loaded:
+//! - **auto from measurement** (default): writes the measured read and
+//!   write bandwidth to tierkit's `bandwidth` file and sets `auto`, so
+//!   tierkit's weights follow the kernel's own formula
+//!   (`reduce_interleave_weights`) on measured instead of firmware figures;
+//! - **optimized** (`--optimize WORKLOAD`, one of `lookup`, `copy`,
+//!   `scale`, `add`, `triad`/`stream`): writes the weights the bandwidth
+//!   model recommends for that workload in the measured regime (any of
+//!   1..255; nodes may be left out: the nodemask to pass to
+//!   `TK_IOC_SET_POLICY` is printed and saved).
+//!
+//! **`--apply PID`**: after the weights are set, every `/dev/tierkit` file
+//! of process PID is rebalanced to them (`TK_IOC_REBALANCE`: only the pages
+//! whose node changes move, while the process runs), and the placement of
+//! its tierkit mappings before and after (`/proc/PID/numa_maps`) and the
+//! moves are printed. Needs the weights written (not with `--no-write`).
+//!
+//! The calibration is saved as JSON (`--out`, default
+//! `/tmp/tierkit-calibration.json`) for `tk-workload --calibration`.
+//!
+//! Flags: `--size BYTES` per node (default 16M in tierkit's guest, 1G
+//! elsewhere: use more than the last-level cache), `--threads T` (default:
+//! every CPU of the node nearest to the memory; 1 in tierkit's guest, on a
+//! shared host), `--duration SECS` per
+//! block (0.15 in the guest, 1 elsewhere), `--rounds R` (3), `--nodes 0,2`,
+//! `--regime parallel|serial` (skip the probe), `--no-write` (measure and
+//! print only), `--optimize WORKLOAD`, `--apply PID`, `--out FILE`,
+//! `--no-settle` (no TLB settle before each timed block).
+
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    tierkit_guest::help!();
+    tierkit_guest::tools::calibrate::main()
+}

@@ -1,0 +1,30 @@
+//! tk-run: run an unmodified, dynamically linked program with tierkit's
+//! placement (Documentation/dev-tools/tk-run.md).
+//!
+//!   tk-run [--weights auto|measured|N:W[,N:W...]] [--threshold SIZE]
+//!          [--gigantic [--pool N]] [--calibration FILE] [--lib PATH]
+//!          [--verbose] -- PROGRAM [ARGS...]
+//!
+//! Anonymous private mmaps and malloc chunks of at least SIZE (default 2M)
+//! come from /dev/tierkit, placed by weighted interleave with these weights
+//! for this program alone (a per-file policy: no global weight table is
+//! written). `--weights auto` (the default): tierkit's auto weights from
+//! the firmware's bandwidth (HMAT/CDAT access1); `measured`: those of
+//! tk-calibrate's saved result (`--calibration`, default
+//! /tmp/tierkit-calibration.json); `N:W,...`: these nodes and weights.
+//! `--gigantic`: chunks of 1 GiB or more (rounded up to whole GiBs) are
+//! tierkit's gigantic pages, cleared by its workers at first touch (needs
+//! CAP_SYS_ADMIN); without `--weights` they go to the local node.
+//! `--pool N`: first keep N pre-cleared GiBs ready on each node they use.
+//! The library is `--lib` (default /lib/tierkit/libtkrun.so), set in
+//! LD_PRELOAD; children of the program inherit it.
+//!
+//! Exit status: the program's; 2 for a refused flag or setting (one line
+//! on stderr, before the program starts); 127 if it cannot be started.
+
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    tierkit_guest::help!();
+    tierkit_guest::tools::run::main()
+}

@@ -1,0 +1,8 @@
+//! Tests of /init's runner itself ([`crate::init::supervise`]): what it
+//! does with a test that sleeps past its deadline ([`sleep`]), one that
+//! leaves an orphan behind ([`orphan`]), and one stuck in an uninterruptible
+//! wait ([`dwait`]).
+
+pub mod dwait;
+pub mod orphan;
+pub mod sleep;

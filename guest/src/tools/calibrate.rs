@@ -1,0 +1,453 @@
+//! The logic of `tk-calibrate`; what it does and how it is used are the doc of
+//! `src/bin/tk-calibrate.rs` (its `--help`).
+
+use crate::interleave::fmt_weights;
+use crate::node::{fmt_mask, nodes_of, parse_list};
+use crate::ready::{read_topology, tierkit_weight_dir};
+use crate::report::Report;
+use crate::tools::workload::calib::{self, weights_from_bandwidth, Calibration, Opts, Workload};
+use crate::tools::workload::rows::fmt_num;
+use crate::tools::workload::{self, Flags};
+use crate::weights::WeightDir;
+use serde_json::json;
+use std::process::ExitCode;
+use tierkit_core::interleave::Nodemask;
+use tierkit_protocol::model::{self, Regime};
+
+const BIN: &str = "tk-calibrate";
+const KNOWN: &[&str] = &[
+    "size",
+    "threads",
+    "duration",
+    "rounds",
+    "nodes",
+    "regime",
+    "no-write",
+    "optimize",
+    "out",
+    "apply",
+    "no-settle",
+];
+
+fn usage() {
+    println!(
+        "usage: {BIN} [--size 16M] [--threads T] [--duration SECS] [--rounds 3] [--nodes 0,2] \
+         [--regime parallel|serial] [--no-write] [--optimize lookup|copy|scale|add|triad] \
+         [--apply PID] [--out FILE] [--no-settle]"
+    );
+}
+
+/// `(node, weight)` of the nodes of `mask` in a 64-entry table.
+fn pairs(mask: u64, w: &[u8; 64]) -> Vec<(u32, u8)> {
+    nodes_of(mask)
+        .into_iter()
+        .map(|n| (n, w[n as usize]))
+        .collect()
+}
+
+pub fn main() -> ExitCode {
+    let flags = match Flags::from_args_or_usage(BIN, &["no-write", "no-settle"], KNOWN, usage) {
+        Ok(f) => f,
+        Err(code) => return code,
+    };
+    workload::set_settle(!flags.has("no-settle"));
+    let mut r = Report::new(BIN, "bench");
+    let Options {
+        opts,
+        forced,
+        optimize,
+        apply,
+        out,
+    } = match options(&mut r, &flags) {
+        Ok(o) => o,
+        Err(None) => return r.finish(),
+        Err(Some(code)) => return code,
+    };
+
+    let Some(topo) = read_topology(&mut r) else {
+        return r.finish();
+    };
+    let memory = topo.memory_mask();
+    r.note(format!(
+        "{} per node, {} rounds of {} s blocks, threads {}",
+        workload::fmt_size(opts.size),
+        opts.rounds,
+        opts.duration,
+        if opts.threads == 0 {
+            "= CPUs of the nearest node".to_string()
+        } else {
+            opts.threads.to_string()
+        }
+    ));
+    let mut cal = {
+        let mut log = |s: String| r.note(s);
+        match calib::calibrate(&topo, &opts, &mut log) {
+            Ok(c) => c,
+            Err(e) => {
+                r.fail("calibrate", format!("{e:#}"));
+                return r.finish();
+            }
+        }
+    };
+    if let Some(g) = forced {
+        cal.regime = g.name().into();
+    }
+    r.ok_note(
+        "calibrate",
+        format!(
+            "{} node(s) in {:.1} s, regime {}",
+            cal.nodes.len(),
+            cal.elapsed_s,
+            cal.regime
+        ),
+    );
+    for l in cal.table(memory) {
+        r.note(l);
+    }
+
+    // The weights each source gives, with the kernel's formula.
+    let mask = cal.mask();
+    let hmat = cal.hmat_entries();
+    let w_hmat = (!hmat.is_empty()).then(|| weights_from_bandwidth(&hmat, memory));
+    let w_meas = weights_from_bandwidth(&cal.measured_entries(), memory);
+    let kernel = WeightDir::kernel().and_then(|k| k.table().ok());
+    r.note(format!(
+        "weights: HMAT {}, measured {}, the kernel's table {}",
+        w_hmat.map_or("-".into(), |w| fmt_weights(&pairs(mask, &w))),
+        fmt_weights(&pairs(mask, &w_meas)),
+        kernel.map_or("-".into(), |w| fmt_weights(&pairs(mask, &w)))
+    ));
+    let expect = expectations(&mut r, &cal, w_hmat, &w_meas);
+
+    // Set tierkit's weights.
+    let optimized = if flags.has("no-write") {
+        r.skip("write tierkit's bandwidth", "--no-write");
+        serde_json::Value::Null
+    } else if let Some(tw) = tierkit_weight_dir(&mut r) {
+        set_tierkit_weights(&mut r, &tw, &cal, &w_meas, optimize)
+    } else {
+        serde_json::Value::Null
+    };
+
+    if let Some(pid) = apply {
+        apply_to(&mut r, pid);
+    }
+
+    match cal.save(&out) {
+        Ok(()) => r.ok_note("save", out.clone()),
+        Err(e) => r.fail("save", format!("{e:#}")),
+    };
+    r.set(
+        "calibration",
+        serde_json::to_value(&cal).unwrap_or_default(),
+    );
+    r.set(
+        "weights",
+        json!({
+            "nodemask": nodes_of(mask),
+            "hmat": w_hmat.map(|w| pairs(mask, &w)),
+            "measured": pairs(mask, &w_meas),
+            "kernel": kernel.map(|w| pairs(mask, &w)),
+        }),
+    );
+    r.set("expected", json!(expect));
+    r.set("optimized", optimized);
+    r.finish()
+}
+
+/// What the flags ask for.
+struct Options {
+    opts: Opts,
+    /// `--regime`: the regime forced (no probe).
+    forced: Option<Regime>,
+    /// `--optimize`: the workload to set optimized weights for.
+    optimize: Option<Workload>,
+    /// `--apply`: the process to rebalance.
+    apply: Option<i32>,
+    /// `--out`: where the calibration is saved.
+    out: String,
+}
+
+/// The options from the flags. On a bad value: `Err(None)` with the
+/// `flags` check failed in `r`, or `Err(Some(code))` to exit with (the
+/// usage printed).
+fn options(r: &mut Report, flags: &Flags) -> Result<Options, Option<ExitCode>> {
+    let mut opts = Opts::defaults();
+    let parsed = (|| -> anyhow::Result<()> {
+        opts.size = flags.size_or("size", opts.size)?;
+        opts.threads = flags.parse_or("threads", opts.threads)?;
+        opts.duration = flags.parse_or("duration", opts.duration)?;
+        opts.rounds = flags.parse_or("rounds", opts.rounds)?.max(1);
+        if let Some(n) = flags.get("nodes") {
+            opts.nodes = Some(parse_list(n)?);
+        }
+        Ok(())
+    })();
+    if let Err(e) = parsed {
+        r.fail("flags", format!("{e:#}"));
+        return Err(None);
+    }
+    let forced = match flags.get("regime") {
+        None => None,
+        Some(s) => match Regime::from_name(s) {
+            Some(g) => Some(g),
+            None => {
+                r.fail("flags", format!("--regime {s:?}: parallel or serial"));
+                return Err(None);
+            }
+        },
+    };
+    let optimize = match flags.get("optimize") {
+        None => None,
+        Some(s) => match Workload::from_name(s) {
+            Some(w) if w != Workload::Read => Some(w),
+            _ => {
+                r.fail(
+                    "flags",
+                    format!("--optimize {s:?}: lookup, copy, scale, add or triad"),
+                );
+                return Err(None);
+            }
+        },
+    };
+    let apply = match flags.get("apply").map(str::parse::<i32>) {
+        None => None,
+        Some(Ok(pid)) if pid > 0 && !flags.has("no-write") => Some(pid),
+        Some(_) => {
+            eprintln!("{BIN}: --apply takes a process id, and the weights written (no --no-write)");
+            usage();
+            return Err(Some(ExitCode::from(2)));
+        }
+    };
+    opts.probe = forced.is_none();
+    let out = flags
+        .get("out")
+        .unwrap_or("/tmp/tierkit-calibration.json")
+        .to_string();
+    Ok(Options {
+        opts,
+        forced,
+        optimize,
+        apply,
+        out,
+    })
+}
+
+/// What the model expects of each weight set (HMAT's `w_hmat`, the
+/// measured `w_meas`, the optimized one), per workload: noted, and given
+/// for the JSON line.
+fn expectations(
+    r: &mut Report,
+    cal: &Calibration,
+    w_hmat: Option<[u8; 64]>,
+    w_meas: &[u8; 64],
+) -> Vec<serde_json::Value> {
+    let mask = cal.mask();
+    // What the model expects of each weight set, per workload.
+    let regime = cal.regime();
+    let mut expect = Vec::new();
+    r.note(format!(
+        "model ({}): predicted throughput, relative to the best single node",
+        regime.name()
+    ));
+    for w in [Workload::Lookup, Workload::Copy, Workload::Triad] {
+        let rates = cal.rates(w);
+        let best1 = nodes_of(mask)
+            .iter()
+            .map(|&n| rates[n as usize])
+            .fold(0.0, f64::max);
+        let rel = |x: f64| if best1 > 0.0 { x / best1 } else { 0.0 };
+        let pred = |t: &[u8; 64]| {
+            model::predict(
+                regime,
+                &rates,
+                Nodemask(mask),
+                &tierkit_core::interleave::Weights::from_table(*t),
+            )
+        };
+        let rec = cal.recommend(w);
+        let ph = w_hmat.map(|t| pred(&t));
+        let pm = pred(w_meas);
+        r.note(format!(
+            "  {:<7} HMAT weights {:>6}  measured weights {:>6}  optimized {:>6} {} {}",
+            w.name(),
+            ph.map_or("-".into(), |p| format!("{:.3}", rel(p))),
+            format!("{:.3}", rel(pm)),
+            rec.map_or("-".into(), |c| format!("{:.3}", rel(c.throughput))),
+            rec.map_or(String::new(), |c| fmt_mask(c.mask.0)),
+            rec.map_or(String::new(), |c| fmt_weights(&pairs(c.mask.0, &c.weights))),
+        ));
+        expect.push(json!({
+            "workload": w.name(),
+            "hmat": ph,
+            "measured": pm,
+            "optimized": rec.map(|c| c.throughput),
+            "optimized_nodemask": rec.map(|c| nodes_of(c.mask.0)),
+            "optimized_weights": rec.map(|c| pairs(c.mask.0, &c.weights)),
+            "unit": if w == Workload::Lookup { "relative to node 0" } else { "MB/s" },
+        }));
+    }
+    expect
+}
+
+/// tierkit's bandwidth written (its auto weights checked against the
+/// kernel's formula on the measured figures, `w_meas`), and with
+/// `optimize` the optimized weights set. Gives those for the JSON line.
+fn set_tierkit_weights(
+    r: &mut Report,
+    tw: &WeightDir,
+    cal: &Calibration,
+    w_meas: &[u8; 64],
+    optimize: Option<Workload>,
+) -> serde_json::Value {
+    let mask = cal.mask();
+    let regime = cal.regime();
+    let mut optimized = serde_json::Value::Null;
+    let entries = cal.measured_entries();
+    let res = tw
+        .write_bandwidth(&entries)
+        .map_err(|e| anyhow::anyhow!("writing {}: {e}", tw.bandwidth_path().display()))
+        .and_then(|_| {
+            tw.write_auto_str("true")
+                .map_err(|e| anyhow::anyhow!("writing true to auto: {e}"))
+        })
+        .and_then(|_| tw.table());
+    match res {
+        Ok(t) => {
+            let got = pairs(mask, &t);
+            let want = pairs(mask, w_meas);
+            r.check_note(
+                "tierkit auto weights from the measured bandwidth",
+                if got == want {
+                    Ok(format!(
+                        "{} (bandwidth {})",
+                        fmt_weights(&got),
+                        entries
+                            .iter()
+                            .map(|(n, rd, wr)| format!("{n}: {rd}/{wr}"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ))
+                } else {
+                    Err(format!(
+                        "tierkit reads {}, the kernel's formula gives {}",
+                        fmt_weights(&got),
+                        fmt_weights(&want)
+                    ))
+                },
+            );
+        }
+        Err(e) => {
+            r.fail(
+                "tierkit auto weights from the measured bandwidth",
+                format!("{e:#}"),
+            );
+        }
+    }
+    if let Some(w) = optimize {
+        match cal.recommend(w) {
+            Some(rec) => {
+                let p = pairs(rec.mask.0, &rec.weights);
+                match tw.set_weights(&p) {
+                    Ok(()) => {
+                        r.ok_note(
+                            &format!("optimized weights for {}", w.name()),
+                            format!(
+                                "nodemask {} weights {} (predicted {}; pass the nodemask to TK_IOC_SET_POLICY)",
+                                fmt_mask(rec.mask.0),
+                                fmt_weights(&p),
+                                fmt_num(rec.throughput)
+                            ),
+                        );
+                        optimized = json!({
+                            "workload": w.name(),
+                            "nodemask": nodes_of(rec.mask.0),
+                            "weights": p,
+                            "predicted": rec.throughput,
+                            "regime": regime.name(),
+                        });
+                    }
+                    Err(e) => {
+                        r.fail(
+                            &format!("optimized weights for {}", w.name()),
+                            format!("{e:#}"),
+                        );
+                    }
+                }
+            }
+            None => {
+                r.fail(
+                    &format!("optimized weights for {}", w.name()),
+                    "no node has a usable figure",
+                );
+            }
+        }
+    }
+    optimized
+}
+
+/// `--apply PID`: rebalances PID's tierkit files to the weights just set.
+fn apply_to(r: &mut Report, pid: i32) {
+    use crate::tools::rebalance::{self, fmt_placement};
+    let before = rebalance::placement(pid);
+    let res = rebalance::apply(pid, Default::default());
+    let after = rebalance::placement(pid);
+    let name = format!("rebalance the tierkit mappings of process {pid}");
+    match res {
+        Ok(files) if files.is_empty() => {
+            // Nothing moved: never a success. Say why.
+            let why = match &before {
+                Ok(p) if !p.is_empty() => format!(
+                    "it maps /dev/tierkit ({} pages) but holds no tierkit file to rebalance \
+                     (a tk-run program: its library closes each file once mapped); nothing moved",
+                    p.values().sum::<u64>()
+                ),
+                Ok(_) => "it has no /dev/tierkit mapping with pages; nothing moved".into(),
+                Err(e) => format!("its numa_maps: {e}; nothing moved"),
+            };
+            r.fail(&name, why);
+        }
+        Ok(files) => {
+            let moved: u64 = files.iter().map(|a| a.result.moved).sum();
+            let misplaced: u64 = files.iter().map(|a| a.result.misplaced).sum();
+            let stayed: u64 = files
+                .iter()
+                .map(|a| a.result.no_memory + a.result.busy)
+                .sum();
+            let ms: u64 = files.iter().map(|a| a.result.elapsed_ns).sum::<u64>() / 1_000_000;
+            let show = |p: &std::io::Result<std::collections::BTreeMap<u32, u64>>| {
+                p.as_ref().map_or_else(|e| e.to_string(), fmt_placement)
+            };
+            r.check_note(
+                &name,
+                if moved + stayed == misplaced {
+                    Ok(format!(
+                        "{} file(s): moved {moved} of {misplaced} misplaced pages in {ms} ms ({stayed} stayed); pages per node before {}, after {}",
+                        files.len(),
+                        show(&before),
+                        show(&after)
+                    ))
+                } else {
+                    Err(format!(
+                        "moved {moved} + stayed {stayed} != misplaced {misplaced}"
+                    ))
+                },
+            );
+            r.set(
+                "rebalance",
+                json!({
+                    "pid": pid,
+                    "moved": moved,
+                    "misplaced": misplaced,
+                    "stayed": stayed,
+                    "elapsed_ms": ms,
+                    "before": before.ok(),
+                    "after": after.ok(),
+                }),
+            );
+        }
+        Err(e) => {
+            r.fail(&name, e.to_string());
+        }
+    }
+}
