@@ -33,6 +33,9 @@ pub struct ProgRun {
 #[derive(Clone, Debug, Default)]
 pub struct Markers {
     pub booted: bool,
+    /// The printk time of each marker that starts or ends a phase of the
+    /// boot ([`PHASE_TAGS`]), in order.
+    pub stamps: Vec<(String, f64)>,
     pub insmod_rc: Option<i32>,
     pub rmmod_rc: Option<i32>,
     /// `TIERKIT-DONE fails=N`.
@@ -83,6 +86,10 @@ fn rc_of(s: &str) -> Option<i32> {
     marker::field(s, "rc").and_then(|v| v.parse().ok())
 }
 
+/// The markers whose times split a boot into phases
+/// ([`crate::timings::guest_parts`]).
+pub const PHASE_TAGS: [&str; 5] = ["BOOT", "INSMOD-START", "INSMOD", "RMMOD-START", "DONE"];
+
 /// Reads markers from the console (timestamps, order with KTAP) and program
 /// output from the data channel.
 pub fn scan(console: &str, data: &str) -> Markers {
@@ -96,6 +103,9 @@ pub fn scan(console: &str, data: &str) -> Markers {
         let Some((tag, rest)) = marker::split(text[i..].trim_end()) else {
             continue;
         };
+        if let Some(t) = ts.filter(|_| PHASE_TAGS.contains(&tag)) {
+            m.stamps.push((tag.to_string(), t));
+        }
         match tag {
             marker::BOOT => m.booted = true,
             marker::INSMOD => m.insmod_rc = rc_of(rest),
@@ -194,6 +204,7 @@ mod tests {
                 marker::Ending {
                     timeout: Some(9),
                     left: 1,
+                    ..Default::default()
                 },
             ),
             line(marker::ERROR, "cxl step=commit: no"),
