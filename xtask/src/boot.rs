@@ -344,6 +344,8 @@ pub(crate) struct GuestResult {
     pub(crate) phases: Vec<(String, Duration)>,
     /// Its tests that took longest ([`crate::timings::slow_tests`]).
     pub(crate) slow_tests: Vec<(String, Duration)>,
+    /// Its guest's phases ([`crate::timings::guest_parts`]).
+    pub(crate) guest_parts: Vec<(String, Duration)>,
 }
 
 impl GuestResult {
@@ -358,6 +360,7 @@ impl GuestResult {
             error: Some(error),
             phases: Vec::new(),
             slow_tests: Vec::new(),
+            guest_parts: Vec::new(),
         }
     }
 }
@@ -650,6 +653,7 @@ fn result(
         error: None,
         phases: b.times.iter().map(|(n, d)| (n.to_string(), *d)).collect(),
         slow_tests: crate::timings::slow_tests(&timed),
+        guest_parts: crate::timings::guest_parts(&b.outcome.markers.stamps, b.boot_time),
     }
 }
 
