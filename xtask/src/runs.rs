@@ -134,7 +134,7 @@ pub const SLOW_USER_TESTS: &str = slow_user_tests!();
 /// [`LOOP_LEAVES`] as a literal, for `concat!`.
 macro_rules! loop_leaves {
     () => {
-        "tk-test-gup,tk-test-memcg,tk-test-mm,tk-test-run"
+        "tk-test-gup,tk-test-memcg,tk-test-mm,tk-test-run,tk-test-runner-*"
     };
 }
 
@@ -144,8 +144,10 @@ macro_rules! loop_leaves {
 /// takes 10-25 s, by design: `tk-test-mm` gives NUMA balancing,
 /// khugepaged, ksmd and DAMON seconds each to act, `tk-test-gup`,
 /// `tk-test-run` and `tk-test-memcg` make and check gigantic GiBs (the
-/// last under a cgroup with 16 MiB of room). Together they were most of
-/// the quick numa guest. Debian's kernel in CI runs them on numa
+/// last under a cgroup with 16 MiB of room); and the runner's own tests
+/// (`tk-test-runner-*`: /init's deadlines, leftovers and wait, 11 s
+/// together, which test /init rather than the module). Together they were
+/// most of the quick numa guest. Debian's kernel in CI runs them on numa
 /// too ([`QUICK_NUMA_WHOLE`]).
 pub const LOOP_LEAVES: &str = loop_leaves!();
 
@@ -182,7 +184,7 @@ pub const QUICK_RUNS: &[TestRun] = &[
         cxl_interleave: None,
         only: Some(Selection {
             kunit: "tierkit_wi*",
-            user: "tk-test-cxl,tk-test-placement,tk-test-gup,tk-test-memcg,tk-test-mm,tk-test-run,tk-test-rebalance",
+            user: "tk-test-cxl,tk-test-placement,tk-test-gup,tk-test-memcg,tk-test-mm,tk-test-run,tk-test-rebalance,tk-test-runner-*",
             skip: "",
         }),
         debug: true,
