@@ -101,9 +101,16 @@ pub struct Ending {
     pub timeout: Option<u32>,
     /// Processes it left running when it exited, killed by /init.
     pub left: usize,
+    /// What it held (its processes, tierkit's pages and files) was not
+    /// given back within the bound after it was killed
+    /// ([`crate::deadline::SETTLE_SECS`]).
+    pub unreleased: bool,
+    /// Whole seconds /init waited after it for its processes to be reaped
+    /// and tierkit's counters to come back (0: less than a second).
+    pub waited: u32,
 }
 
-/// `TIERKIT-<KIND> name rc=N[ timeout=S][ left=K]`.
+/// `TIERKIT-<KIND> name rc=N[ timeout=S][ left=K][ unreleased=1][ waited=W]`.
 pub fn prog_end_with(kind: ProgKind, name: &str, rc: i32, e: Ending) -> String {
     let mut args = format!("{name} rc={rc}");
     if let Some(s) = e.timeout {
@@ -111,6 +118,12 @@ pub fn prog_end_with(kind: ProgKind, name: &str, rc: i32, e: Ending) -> String {
     }
     if e.left > 0 {
         args.push_str(&format!(" left={}", e.left));
+    }
+    if e.unreleased {
+        args.push_str(" unreleased=1");
+    }
+    if e.waited > 0 {
+        args.push_str(&format!(" waited={}", e.waited));
     }
     line(kind.tag(), &args)
 }
@@ -120,6 +133,10 @@ pub fn ending(args: &str) -> Ending {
     Ending {
         timeout: field(args, "timeout").and_then(|v| v.parse().ok()),
         left: field(args, "left")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0),
+        unreleased: field(args, "unreleased") == Some("1"),
+        waited: field(args, "waited")
             .and_then(|v| v.parse().ok())
             .unwrap_or(0),
     }
@@ -317,9 +334,14 @@ mod tests {
         let t = Ending {
             timeout: Some(2),
             left: 3,
+            unreleased: true,
+            waited: 30,
         };
         let l = prog_end_with(ProgKind::UserTest, "tk-test-x", 137, t);
-        assert_eq!(l, "TIERKIT-USERTEST tk-test-x rc=137 timeout=2 left=3");
+        assert_eq!(
+            l,
+            "TIERKIT-USERTEST tk-test-x rc=137 timeout=2 left=3 unreleased=1 waited=30"
+        );
         assert_eq!(ending(split(&l).unwrap().1), t);
         assert_eq!(ending("tk-test-x rc=0"), Ending::default());
         let plain = prog_end_with(ProgKind::Demo, "d", 0, Ending::default());
@@ -368,6 +390,8 @@ mod tests {
         let e = Ending {
             timeout: Some(5),
             left: 1,
+            unreleased: true,
+            waited: 3,
         };
         assert_eq!(
             m(&format!(

@@ -30,6 +30,7 @@ pub mod modules;
 pub mod mounts;
 pub mod out;
 pub mod runner;
+pub mod settle;
 pub mod supervise;
 pub mod topology;
 

@@ -3,9 +3,10 @@
 //! channel, between `TIERKIT-<KIND>-START NAME` and `TIERKIT-<KIND> NAME
 //! rc=N` (a killed program: 128+signal, as sh reports it; `timeout=S` and
 //! `left=K` when /init killed it at its deadline or killed what it left
-//! running, [`super::supervise`]).
+//! running, [`super::supervise`]; `unreleased=1` when what a killed test
+//! held did not come back, [`super::settle`]).
 
-use super::{supervise, Init};
+use super::{settle, supervise, Init};
 use std::io::Write;
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::os::unix::fs::PermissionsExt;
@@ -66,11 +67,24 @@ fn reaps_orphans() -> bool {
     std::process::id() == 1 || (r == 0 && on != 0)
 }
 
+/// What /init waits for after a test ([`settle::wait`]): tierkit's
+/// counters from before it, and the most it waits.
+pub struct Settle {
+    pub base: Option<settle::Holdings>,
+    pub bound: Duration,
+}
+
 /// Runs `cmd` under [`supervise::run`] (its own process group, killed at
 /// `deadline`, nothing left behind), copying its output to the console
 /// (our stdout) and the data channel, /init's notes about it last; its sh
-/// status (127 or 126 if it could not start) and how it ended.
-pub fn run_copying(init: &mut Init, cmd: Command, deadline: Option<Duration>) -> (i32, Ending) {
+/// status (127 or 126 if it could not start) and how it ended. With
+/// `after`, waits for what it held to come back first ([`settle`]).
+pub fn run_copying(
+    init: &mut Init,
+    cmd: Command,
+    deadline: Option<Duration>,
+    after: Option<Settle>,
+) -> (i32, Ending) {
     let prog = cmd.get_program().to_string_lossy().into_owned();
     let copy = init.out.has_data();
     let stdout = std::io::stdout();
@@ -81,8 +95,9 @@ pub fn run_copying(init: &mut Init, cmd: Command, deadline: Option<Duration>) ->
             out.data(b);
         }
     };
-    let ran = supervise::run(cmd, deadline, reaps_orphans(), &mut sink);
-    let s = match ran {
+    let orphans = reaps_orphans();
+    let ran = supervise::run(cmd, deadline, orphans, &mut sink);
+    let mut s = match ran {
         Ok(s) => s,
         Err(e) => {
             let l = format!("sh: {prog}: {}\n", super::errno_text(&e));
@@ -95,6 +110,13 @@ pub fn run_copying(init: &mut Init, cmd: Command, deadline: Option<Duration>) ->
             return (rc, Ending::default());
         }
     };
+    if let Some(a) = after {
+        let o = settle::wait(&init.root, a.base.as_ref(), &s, a.bound, &mut || {
+            supervise::reap_ended(s.pid, orphans)
+        });
+        s.ending = settle::with_outcome(s.ending, &o);
+        s.notes.extend(o.notes);
+    }
     let name = prog.rsplit('/').next().unwrap_or(&prog);
     for n in &s.notes {
         sink(format!("tk-init: {name}: {n}\n").as_bytes());
@@ -112,8 +134,19 @@ pub fn run_prog(init: &mut Init, kind: ProgKind, name: &str) -> i32 {
     let mut cmd = Command::new(init.root.at(&format!("/bin/{name}")));
     cmd.current_dir(init.root.at("/tmp")).stdin(Stdio::null());
     let d = deadline::of(name);
-    let secs = (kind == ProgKind::UserTest).then(|| d.secs_at(init.params.deadline_scale));
-    let (rc, ending) = run_copying(init, cmd, secs.map(|s| Duration::from_secs(s.into())));
+    let test = kind == ProgKind::UserTest;
+    let scale = init.params.deadline_scale;
+    let secs = test.then(|| d.secs_at(scale));
+    let after = test.then(|| Settle {
+        base: settle::holdings(&init.root),
+        bound: Duration::from_secs(d.settle_secs_at(scale).into()),
+    });
+    let (rc, ending) = run_copying(
+        init,
+        cmd,
+        secs.map(|s| Duration::from_secs(s.into())),
+        after,
+    );
     init.mark(&marker::prog_end_with(kind, name, rc, ending));
     let passed = if kind == ProgKind::UserTest {
         deadline::judge(&d, rc, ending).is_ok()

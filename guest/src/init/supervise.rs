@@ -85,6 +85,10 @@ pub fn leftovers(all: &[Proc], pgid: i32, me: i32, main: i32, orphans: bool) -> 
 /// How a supervised program ended.
 #[derive(Debug)]
 pub struct Supervised {
+    /// Its pid, which is also its process group's id.
+    pub pid: i32,
+    /// The processes it left behind that /init killed.
+    pub killed: BTreeSet<i32>,
     /// Its exit status; `None` if it never went away (killed, and stuck).
     pub status: Option<ExitStatus>,
     pub ending: Ending,
@@ -160,13 +164,32 @@ pub fn run(
     } else {
         GRACE
     };
-    let left = s.kill_leftovers(grace, sink, &mut notes);
+    let (left, killed) = s.kill_leftovers(grace, sink, &mut notes);
     s.drain(sink, &mut notes);
     Ok(Supervised {
+        pid: main,
+        killed,
         status: s.status,
-        ending: Ending { timeout, left },
+        ending: Ending {
+            timeout,
+            left,
+            ..Ending::default()
+        },
         notes,
     })
+}
+
+/// Reaps every child of /init that ended (`orphans`), or only `pid`.
+pub fn reap_ended(pid: i32, orphans: bool) {
+    let which = if orphans { -1 } else { pid };
+    loop {
+        let mut st = 0;
+        // SAFETY: waitpid writes the status into our local.
+        let r = unsafe { libc::waitpid(which, &mut st, libc::WNOHANG) };
+        if r <= 0 || !orphans {
+            return;
+        }
+    }
 }
 
 /// `kill(pid, SIGKILL)` (a negative `pid`: a process group).
@@ -280,13 +303,13 @@ impl Sup {
     }
 
     /// Kills what the program left running once `grace` has passed; how
-    /// many processes that was.
+    /// many processes that was, and the pids it killed.
     fn kill_leftovers(
         &mut self,
         grace: Duration,
         sink: &mut dyn FnMut(&[u8]),
         notes: &mut Vec<String>,
-    ) -> usize {
+    ) -> (usize, BTreeSet<i32>) {
         let me = std::process::id() as i32;
         let t = Instant::now();
         let mut left: BTreeSet<i32> = BTreeSet::new();
@@ -341,7 +364,8 @@ impl Sup {
                 }
             ));
         }
-        left.len()
+        let killed = left.difference(&kept).copied().collect();
+        (left.len(), killed)
     }
 
     /// Reads the pipe to its end, for at most [`DRAIN`]: a process /init

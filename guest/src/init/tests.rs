@@ -517,3 +517,109 @@ fn a_kept_process_is_counted_but_not_killed() {
     unsafe { libc::kill(pid, libc::SIGKILL) };
     assert!(alive, "it was killed: {stat}");
 }
+
+/// tierkit's counters in a fake tree: `held` pages on node 0.
+fn fake_stats(t: &super::fake::Tree, held: u64) {
+    t.file(
+        "/sys/kernel/debug/tierkit/stats",
+        &format!("node allocated held gigantic pool\n0 9000 {held} 0 0\n"),
+    );
+    t.file(
+        "/sys/kernel/debug/tierkit/limits",
+        &format!("held_pages {held}\norphans 0\ngigantic_pool_filling 0\n"),
+    );
+}
+
+/// A killed test whose pages come back seconds after the kill: /init
+/// waits for them before the next test, and says how long.
+#[test]
+fn a_killed_tests_pages_are_waited_for_before_the_next_test() {
+    let t = Tree::new("settle");
+    t.dir("/tmp");
+    fake_stats(&t, 0);
+    let stats = t.p("/sys/kernel/debug/tierkit/stats");
+    // It takes 4096 pages and is killed at its deadline of 2 s; the pages
+    // come back 3 s later (from the host, as a process that takes seconds
+    // to exit would give them back).
+    t.script(
+        "tk-test-runner-release",
+        &format!(
+            "sed -i 's/^0 9000 0 /0 9000 4096 /' {}; echo 'holding'; sleep 1000",
+            stats.display()
+        ),
+    );
+    t.script(
+        "tk-test-z",
+        &format!("cat {}; echo 'ok - after it'", stats.display()),
+    );
+    let back = {
+        let t2 = t.p("/");
+        std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_secs(5));
+            let f = |abs: &str| t2.join(abs.trim_start_matches('/'));
+            std::fs::write(
+                f("/sys/kernel/debug/tierkit/stats"),
+                "node allocated held gigantic pool\n0 9000 0 0 0\n",
+            )
+            .unwrap();
+        })
+    };
+    let (mut init, _) = t.init("tierkit.mode=test");
+    super::modes::run_mode(&mut init);
+    back.join().unwrap();
+    let l = &init.out.lines;
+    let end = l
+        .iter()
+        .find(|x| x.starts_with("TIERKIT-USERTEST tk-test-runner-release "))
+        .expect("its end marker");
+    assert!(
+        end.starts_with("TIERKIT-USERTEST tk-test-runner-release rc=137 timeout=2 waited="),
+        "{l:#?}"
+    );
+    assert!(!end.contains("unreleased"), "{end}");
+    assert_eq!(init.fails, 0, "{l:#?}");
+    let data = String::from_utf8_lossy(&init.out.data_bytes).into_owned();
+    assert!(
+        data.contains("tk-init: tk-test-runner-release: waited "),
+        "{data}"
+    );
+    // The next test saw the pages back.
+    assert!(data.contains("0 9000 0 0 0\nok - after it"), "{data}");
+}
+
+/// A killed test whose pages never come back fails, whatever it
+/// expected, with what is missing named; the next test runs.
+#[test]
+fn a_killed_test_whose_pages_never_come_back_fails() {
+    let t = Tree::new("unreleased");
+    t.dir("/tmp");
+    fake_stats(&t, 0);
+    let stats = t.p("/sys/kernel/debug/tierkit/stats");
+    t.script(
+        "tk-test-runner-sleep",
+        &format!(
+            "sed -i 's/^0 9000 0 /0 9000 4096 /' {}; sleep 1000",
+            stats.display()
+        ),
+    );
+    t.script("tk-test-z", "echo 'ok - after it'");
+    let (mut init, _) = t.init("tierkit.mode=test");
+    super::modes::run_mode(&mut init);
+    let l = &init.out.lines;
+    assert!(
+        l.iter().any(|x| x.starts_with(
+            "TIERKIT-USERTEST tk-test-runner-sleep rc=137 timeout=2 unreleased=1 waited=10"
+        )),
+        "{l:#?}"
+    );
+    assert_eq!(
+        l.last().map(String::as_str),
+        Some("TIERKIT-USERTEST tk-test-z rc=0")
+    );
+    assert_eq!(init.fails, 1);
+    let data = String::from_utf8_lossy(&init.out.data_bytes).into_owned();
+    assert!(
+        data.contains("tk-init: tk-test-runner-sleep: what it held did not come back within 10 s after it was killed: tierkit node0 held Some(0) -> Some(4096)"),
+        "{data}"
+    );
+}

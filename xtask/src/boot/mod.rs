@@ -352,6 +352,8 @@ pub(crate) struct GuestResult {
     pub(crate) phases: Vec<(String, Duration)>,
     /// Its tests that took longest ([`crate::report::timings::slow_tests`]).
     pub(crate) slow_tests: Vec<(String, Duration)>,
+    /// Its guest's phases ([`crate::report::timings::guest_parts`]).
+    pub(crate) guest_parts: Vec<(String, Duration)>,
 }
 
 impl GuestResult {
@@ -367,6 +369,7 @@ impl GuestResult {
             report_problem: None,
             phases: Vec::new(),
             slow_tests: Vec::new(),
+            guest_parts: Vec::new(),
         }
     }
 }
@@ -646,6 +649,7 @@ fn result(
         report_problem: None,
         phases: b.times.iter().map(|(n, d)| (n.to_string(), *d)).collect(),
         slow_tests: crate::report::timings::slow_tests(&timed),
+        guest_parts: crate::report::timings::guest_parts(&b.outcome.markers.stamps, b.boot_time),
     }
 }
 

@@ -103,6 +103,7 @@ pub(crate) fn time_table(
         for (step, d) in r.phases.iter().filter(|(s, _)| s != "host tests") {
             table.step(label, step, *d);
         }
+        table.parts(label, &r.guest_parts);
         table.tests(label, &r.slow_tests);
     }
     table
@@ -309,6 +310,7 @@ pub(crate) fn run_cmd_tests(
                 })
                 .collect(),
             slow_tests: Vec::new(),
+            guest_parts: Vec::new(),
         },
         Err(e) => {
             eprintln!("\nerror (xtask run/shell): {e:#}");

@@ -134,17 +134,20 @@ pub const SLOW_USER_TESTS: &str = slow_user_tests!();
 /// [`LOOP_LEAVES`] as a literal, for `concat!`.
 macro_rules! loop_leaves {
     () => {
-        "tk-test-gup,tk-test-mm,tk-test-run"
+        "tk-test-gup,tk-test-memcg,tk-test-mm,tk-test-run,tk-test-runner-*"
     };
 }
 
 /// The userspace tests the quick numa run leaves, besides the slow ones,
 /// to the quick cxl run (so a plain `cargo xtask test` still runs them)
 /// and to numa-full (so CI runs them on numa, on both profiles): each
-/// takes 14-24 s, by design: `tk-test-mm` gives NUMA balancing,
-/// khugepaged, ksmd and DAMON seconds each to act, `tk-test-gup` and
-/// `tk-test-run` make and check gigantic GiBs. Together they were two
-/// thirds of the quick numa guest. Debian's kernel in CI runs them on numa
+/// takes 10-25 s, by design: `tk-test-mm` gives NUMA balancing,
+/// khugepaged, ksmd and DAMON seconds each to act, `tk-test-gup`,
+/// `tk-test-run` and `tk-test-memcg` make and check gigantic GiBs (the
+/// last under a cgroup with 16 MiB of room); and the runner's own tests
+/// (`tk-test-runner-*`: /init's deadlines, leftovers and wait, 11 s
+/// together, which test /init rather than the module). Together they were
+/// most of the quick numa guest. Debian's kernel in CI runs them on numa
 /// too ([`QUICK_NUMA_WHOLE`]).
 pub const LOOP_LEAVES: &str = loop_leaves!();
 
@@ -181,7 +184,7 @@ pub const QUICK_RUNS: &[TestRun] = &[
         cxl_interleave: None,
         only: Some(Selection {
             kunit: "tierkit_wi*",
-            user: "tk-test-cxl,tk-test-placement,tk-test-gup,tk-test-memcg,tk-test-mm,tk-test-run,tk-test-rebalance",
+            user: "tk-test-cxl,tk-test-placement,tk-test-gup,tk-test-memcg,tk-test-mm,tk-test-run,tk-test-rebalance,tk-test-runner-*",
             skip: "",
         }),
         debug: true,

@@ -40,6 +40,43 @@ pub struct Row {
     pub kind: Kind,
 }
 
+/// A guest's phases from the printk times of its markers (`stamps`, as
+/// [`crate::judge::verdict::markers::Markers::stamps`]) and its wall time
+/// `guest`: the kernel's boot to /init (`TIERKIT-BOOT`), /init's set-up
+/// (CXL regions, topology, kmemleak baseline) to insmod, insmod with the
+/// KUnit suites, the userspace tests (to rmmod), rmmod and the rest to
+/// `TIERKIT-DONE`, and what the kernel's clock does not see (QEMU's start,
+/// firmware, power-off). Phases whose markers are missing are left out.
+pub fn guest_parts(stamps: &[(String, f64)], guest: Duration) -> Vec<(String, Duration)> {
+    let at = |tag: &str| stamps.iter().find(|(t, _)| t == tag).map(|(_, s)| *s);
+    let span = |a: Option<f64>, b: Option<f64>| match (a, b) {
+        (Some(a), Some(b)) if b >= a => Some(Duration::from_secs_f64(b - a)),
+        _ => None,
+    };
+    let (boot, done) = (at("BOOT"), at("DONE"));
+    let parts = [
+        ("phase: kernel to /init", span(Some(0.0), boot)),
+        ("phase: /init set-up", span(boot, at("INSMOD-START"))),
+        (
+            "phase: insmod and KUnit",
+            span(at("INSMOD-START"), at("INSMOD")),
+        ),
+        (
+            "phase: userspace tests",
+            span(at("INSMOD"), at("RMMOD-START")),
+        ),
+        ("phase: rmmod to the end", span(at("RMMOD-START"), done)),
+        (
+            "phase: QEMU start and exit",
+            done.map(|d| guest.saturating_sub(Duration::from_secs_f64(d))),
+        ),
+    ];
+    parts
+        .into_iter()
+        .filter_map(|(n, d)| Some((n.to_string(), d?)))
+        .collect()
+}
+
 /// The rows of one `cargo xtask test`, in the order they ran.
 #[derive(Clone, Debug, Default)]
 pub struct Table {
@@ -55,6 +92,18 @@ impl Table {
             time,
             kind: Kind::Step,
         });
+    }
+
+    /// The phases of `boot`'s guest ([`guest_parts`]), under its row.
+    pub fn parts(&mut self, boot: &str, parts: &[(String, Duration)]) {
+        for (name, time) in parts {
+            self.rows.push(Row {
+                boot: boot.to_string(),
+                step: name.clone(),
+                time: *time,
+                kind: Kind::Test,
+            });
+        }
     }
 
     /// The slow tests of `boot` ([`slow_tests`]), under its guest's row.
@@ -189,6 +238,40 @@ mod tests {
         assert_eq!(j["rows"][1]["boot"], "numa");
         assert_eq!(j["rows"][3]["kind"], "test");
         assert_eq!(j["rows"][3]["secs"], 9.0);
+    }
+
+    #[test]
+    fn a_guest_splits_into_phases_at_its_markers() {
+        let st = |v: &[(&str, f64)]| -> Vec<(String, f64)> {
+            v.iter().map(|(t, s)| (t.to_string(), *s)).collect()
+        };
+        let stamps = st(&[
+            ("BOOT", 3.5),
+            ("INSMOD-START", 4.0),
+            ("INSMOD", 12.0),
+            ("RMMOD-START", 27.0),
+            ("DONE", 27.5),
+        ]);
+        let p = guest_parts(&stamps, s(30));
+        let got: Vec<(&str, f64)> = p
+            .iter()
+            .map(|(n, d)| (n.as_str(), d.as_secs_f64()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("phase: kernel to /init", 3.5),
+                ("phase: /init set-up", 0.5),
+                ("phase: insmod and KUnit", 8.0),
+                ("phase: userspace tests", 15.0),
+                ("phase: rmmod to the end", 0.5),
+                ("phase: QEMU start and exit", 2.5),
+            ]
+        );
+        // A boot that never reached rmmod: the phases it had.
+        let p = guest_parts(&stamps[..3], s(600));
+        assert_eq!(p.len(), 3);
+        assert!(guest_parts(&[], s(5)).is_empty());
     }
 
     #[test]

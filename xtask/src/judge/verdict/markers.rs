@@ -33,6 +33,9 @@ pub struct ProgRun {
 #[derive(Clone, Debug, Default)]
 pub struct Markers {
     pub booted: bool,
+    /// The printk time of each marker that starts or ends a phase of the
+    /// boot ([`PHASE_TAGS`]), in order.
+    pub stamps: Vec<(String, f64)>,
     pub insmod_rc: Option<i32>,
     pub rmmod_rc: Option<i32>,
     /// `TIERKIT-DONE fails=N`.
@@ -74,6 +77,24 @@ impl Markers {
     }
 }
 
+/// The markers whose times split a boot into phases
+/// ([`crate::report::timings::guest_parts`]).
+pub const PHASE_TAGS: [&str; 5] = ["BOOT", "INSMOD-START", "INSMOD", "RMMOD-START", "DONE"];
+
+/// The phase tag of `marker`, if its time is one of [`PHASE_TAGS`].
+fn phase_tag(marker: &Marker) -> Option<&'static str> {
+    match marker {
+        Marker::Boot(_) => Some("BOOT"),
+        Marker::Start(Step::Insmod) => Some("INSMOD-START"),
+        Marker::End {
+            step: Step::Insmod, ..
+        } => Some("INSMOD"),
+        Marker::Start(Step::Rmmod) => Some("RMMOD-START"),
+        Marker::Done { .. } => Some("DONE"),
+        _ => None,
+    }
+}
+
 /// Reads markers from the console (timestamps, order with KTAP) and program
 /// output from the data channel, each line by [`Marker::find`].
 pub fn scan(console: &str, data: &str) -> Markers {
@@ -84,6 +105,9 @@ pub fn scan(console: &str, data: &str) -> Markers {
         let Some(marker) = Marker::find(text) else {
             continue;
         };
+        if let (Some(t), Some(tag)) = (ts, phase_tag(&marker)) {
+            m.stamps.push((tag.to_string(), t));
+        }
         match marker {
             Marker::Boot(_) => m.booted = true,
             Marker::End {
@@ -179,6 +203,7 @@ mod tests {
                 marker::Ending {
                     timeout: Some(9),
                     left: 1,
+                    ..Default::default()
                 },
             ),
             line(marker::ERROR, "cxl step=commit: no"),

@@ -609,6 +609,23 @@ fn the_runners_own_tests_pass_only_with_their_expected_verdict() {
     assert!(evaluate(&guest(&c, &d, false), true, None, Profile::Default).ok());
     let (c, d) = with_prog("tk-test-runner-orphan", Some("rc=0"), out);
     assert!(!evaluate(&guest(&c, &d, false), true, None, Profile::Default).ok());
+    // Killed, and /init waited for what it held: a pass; without the
+    // wait, or with what it held never back, a failure.
+    let release = |args| {
+        let (c, d) = with_prog("tk-test-runner-release", Some(args), out);
+        evaluate(&guest(&c, &d, false), true, None, Profile::Default)
+    };
+    assert!(release("rc=137 timeout=2 left=1 waited=3").ok());
+    assert!(!release("rc=137 timeout=2 left=1").ok());
+    let o = release("rc=137 timeout=2 left=1 unreleased=1 waited=10");
+    assert!(!o.ok());
+    assert_eq!(
+        o.user_tests[0].reason.as_deref(),
+        Some(tierkit_protocol::deadline::UNRELEASED)
+    );
+    // An ordinary test whose pages never came back fails for it.
+    let (c, d) = with_prog("tk-test-vma", Some("rc=137 timeout=120 unreleased=1"), out);
+    assert!(!evaluate(&guest(&c, &d, false), true, None, Profile::Default).ok());
 }
 
 #[test]
