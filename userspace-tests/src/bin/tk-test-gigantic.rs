@@ -32,7 +32,9 @@
 //! freed), and maps a gigantic page on the same node again: fresh guest RAM
 //! is zero anyway, but a range that held the pattern must come back zero
 //! only because tierkit cleared it. The second round reports whether the
-//! same range came back.
+//! same range came back. On an emulated CXL node (a GiB's clear, fill and
+//! scan take minutes under QEMU) one round without the pattern: the KUnit
+//! `tierkit_clear` matrices clear patterned ranges of that node.
 //!
 //! Last, on the memory-only node with the least free memory (not an
 //! emulated CXL node, where a clear takes minutes; skipped where there is
@@ -713,8 +715,23 @@ fn main() -> ExitCode {
     };
     let mut pfn_reused = Vec::new();
     let mut semantics_done = false;
+    let cxl = userspace_tests::cxl::cxl_nodes();
     for &nid in &topo.memory {
         if nid >= 64 {
+            continue;
+        }
+        // On emulated CXL memory QEMU serves each access of a clear, a
+        // fill and a scan on its own: a GiB costs minutes. One round there
+        // proves the GiB is made on the node, zero, by one PUD; that a
+        // range holding a pattern comes back zero only by tierkit's clear
+        // is proven by round 2 on the other nodes, and on CXL memory by
+        // the KUnit `tierkit_clear` matrices (pattern, clear, every byte
+        // checked on 8 MiB ranges of CPU-less nodes).
+        if cxl.contains(&nid) {
+            round(&mut r, nid, "round 1", false);
+            r.note(format!(
+                "node {nid}: emulated CXL memory, one round (no pattern, no round 2)"
+            ));
             continue;
         }
         let Some(first) = round(&mut r, nid, "round 1", true) else {
@@ -739,7 +756,6 @@ fn main() -> ExitCode {
     // allocations alone; with the least free memory, it has the fewest
     // GiBs to take. Not an emulated CXL node, where QEMU serves each
     // access of a clear on its own (a GiB takes minutes there).
-    let cxl = userspace_tests::cxl::cxl_nodes();
     match topo
         .memory_only()
         .into_iter()
