@@ -33,13 +33,7 @@ const DEBUG_COUNTS: [usize; 2] = [4_096, 16_384];
 
 /// The counts this kernel gets: [`DEBUG_COUNTS`] on the debug profile.
 fn counts() -> &'static [usize] {
-    let cmdline = std::fs::read_to_string("/proc/cmdline").unwrap_or_default();
-    let debug = format!(
-        "{}={}",
-        tierkit_protocol::param::PROFILE,
-        tierkit_protocol::param::PROFILE_DEBUG
-    );
-    if cmdline.split_whitespace().any(|w| w == debug) {
+    if userspace_tests::init::cmdline::debug_profile() {
         &DEBUG_COUNTS
     } else {
         &COUNTS
