@@ -32,7 +32,9 @@
 //! freed), and maps a gigantic page on the same node again: fresh guest RAM
 //! is zero anyway, but a range that held the pattern must come back zero
 //! only because tierkit cleared it. The second round reports whether the
-//! same range came back.
+//! same range came back. On an emulated CXL node (a GiB's clear, fill and
+//! scan take minutes under QEMU) one round without the pattern: the KUnit
+//! `tierkit_clear` matrices clear patterned ranges of that node.
 //!
 //! Last, on the memory-only node with the least free memory (not an
 //! emulated CXL node, where a clear takes minutes; skipped where there is

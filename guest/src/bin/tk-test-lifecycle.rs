@@ -1,7 +1,9 @@
 //! tk-test-lifecycle: unloading and loading tierkit, over and over, with
 //! and without its files held, and with faults injected into the load.
 //!
-//! - [`CYCLES`] cycles of `delete_module(2)` + `finit_module(2)` of
+//! - `CYCLES` cycles (`DEBUG_CYCLES` on the debug kernel, where KASAN and
+//!   kmemleak catch at once what many cycles show the default kernel) of
+//!   `delete_module(2)` + `finit_module(2)` of
 //!   `/lib/modules/tierkit.ko`. Every cycle checks that the loaded module
 //!   works (open, `TK_IOC_SET_POLICY`, a mapping that reads zero, its
 //!   debugfs files) and that an unloaded one left nothing behind

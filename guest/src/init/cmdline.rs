@@ -55,6 +55,13 @@ impl Params {
     }
 }
 
+/// Whether this kernel is the debug profile's (`tierkit.profile=debug` on
+/// the running kernel's command line): tests that repeat work size it to
+/// what KASAN, lockdep and kmemleak make each round cost.
+pub fn debug_profile() -> bool {
+    std::fs::read_to_string("/proc/cmdline").is_ok_and(|c| Params::parse(&c).debug)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

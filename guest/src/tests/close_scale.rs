@@ -20,8 +20,7 @@ const DEBUG_COUNTS: [usize; 2] = [4_096, 16_384];
 
 /// The counts this kernel gets: [`DEBUG_COUNTS`] on the debug profile.
 fn counts() -> &'static [usize] {
-    use tierkit_protocol::param::{PROFILE, PROFILE_DEBUG};
-    if crate::kernel::kernel_param(PROFILE).as_deref() == Some(PROFILE_DEBUG) {
+    if crate::init::cmdline::debug_profile() {
         &DEBUG_COUNTS
     } else {
         &COUNTS

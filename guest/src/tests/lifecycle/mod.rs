@@ -37,6 +37,22 @@ pub const DEBUGFS_DIR: &str = "/sys/kernel/debug/tierkit";
 /// Unload/load cycles.
 pub const CYCLES: u32 = 100;
 
+/// Unload/load cycles on the debug kernel (`tierkit.profile=debug`): each
+/// load there costs about ten times as much (KASAN, lockdep), and KASAN and
+/// kmemleak report a use after free or a leak at its first occurrence, which
+/// the default kernel needs many cycles to show in free memory. Every kind
+/// of hold is still held twice.
+pub const DEBUG_CYCLES: u32 = 20;
+
+/// The cycles this kernel gets: [`DEBUG_CYCLES`] on the debug profile.
+pub fn cycles() -> u32 {
+    if crate::init::cmdline::debug_profile() {
+        DEBUG_CYCLES
+    } else {
+        CYCLES
+    }
+}
+
 /// A KUnit filter no suite matches.
 pub const NO_SUITES: &str = "tk-lifecycle-runs-no-kunit-suite";
 

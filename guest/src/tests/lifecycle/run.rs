@@ -120,7 +120,7 @@ pub fn phases(r: &mut Report, mem_mask: u64, start: &MemSnapshot) {
     load_injection(r, mem_mask, start);
 }
 
-/// [`CYCLES`] unload/load cycles, each holding something across an unload
+/// [`cycles`] unload/load cycles, each holding something across an unload
 /// attempt: one check for the cycles, one per kind of hold.
 fn unload_cycles(r: &mut Report, mem_mask: u64) {
     let t0 = Instant::now();
@@ -128,7 +128,8 @@ fn unload_cycles(r: &mut Report, mem_mask: u64) {
     let mut debugfs_unloads = Vec::new();
     let mut counts = std::collections::BTreeMap::new();
     let mut done = 0;
-    for i in 0..CYCLES {
+    let cycles = cycles();
+    for i in 0..cycles {
         match cycle(i, mem_mask, &mut debugfs_unloads) {
             Ok(h) => *counts.entry(h.name()).or_insert(0u32) += 1,
             Err(e) => {
@@ -155,7 +156,7 @@ fn unload_cycles(r: &mut Report, mem_mask: u64) {
         Hold::WeightFile,
     ] {
         let name = if h == Hold::Nothing {
-            format!("{CYCLES} unload/load cycles")
+            format!("{cycles} unload/load cycles")
         } else {
             format!("unload refused with {} held, done once released", h.name())
         };
