@@ -95,6 +95,7 @@ mod mm;
 mod payloads;
 mod procs;
 mod races;
+mod scheduled;
 mod worker;
 
 pub use checked::*;
@@ -102,6 +103,7 @@ pub use files::*;
 pub use ioctl::*;
 pub use payloads::*;
 pub use procs::*;
+pub use scheduled::{check_races, race_child_if_asked, Race, RACES, RACE_CHILD_ENV};
 use worker::*;
 
 #[cfg(test)]
@@ -140,6 +142,8 @@ pub struct Config {
     /// Write to the debugfs weight files (changes tierkit's weight table
     /// meanwhile; [`run`]'s caller restores it).
     pub debugfs_writes: bool,
+    /// Make the scheduled races ([`Race`]).
+    pub races: bool,
 }
 
 /// What the fuzzer needs to know about the machine.
@@ -156,6 +160,9 @@ pub struct Env {
     /// writes can be undone by writing it back (entries cannot be
     /// removed); without, only invalid ones are made.
     pub bandwidth_ok: bool,
+    /// A node with an online ZONE_MOVABLE block at discovery: the
+    /// offline races are made there.
+    pub movable: Option<u32>,
 }
 
 impl Env {
@@ -177,11 +184,13 @@ impl Env {
             .collect();
         let cpus = std::fs::read_to_string("/sys/devices/system/cpu/online")
             .context("reading cpu/online")?;
+        let mem_nodes: Vec<u32> = topo.memory.iter().copied().filter(|&n| n < 64).collect();
         Ok(Env {
+            movable: scheduled::movable_node(&mem_nodes),
             online_cpus: crate::node::parse_list(&cpus)?.len() as u32,
             bandwidth_ok: topo.memory.iter().all(|n| covered.contains(n)),
             mem_mask: topo.memory_mask(),
-            mem_nodes: topo.memory.iter().copied().filter(|&n| n < 64).collect(),
+            mem_nodes,
             nr_node_ids,
             wi,
         })
@@ -201,6 +210,19 @@ pub struct WorkerResult {
     pub nr_failures: u64,
     pub big_used: u32,
     pub seconds: f64,
+    /// `race | outcome` -> runs of the scheduled races.
+    pub races: BTreeMap<String, u64>,
+}
+
+impl WorkerResult {
+    /// Runs of the race named `name`, whatever their outcome.
+    pub fn races_of(&self, name: &str) -> u64 {
+        self.races
+            .iter()
+            .filter(|(k, _)| k.split(" | ").next() == Some(name))
+            .map(|(_, v)| v)
+            .sum()
+    }
 }
 
 /// The whole run.
@@ -235,6 +257,16 @@ impl Outcome {
         let mut m = BTreeMap::new();
         for w in &self.workers {
             for (k, v) in &w.results {
+                *m.entry(k.clone()).or_default() += v;
+            }
+        }
+        m
+    }
+    /// Summed `race | outcome` counts of the scheduled races.
+    pub fn races(&self) -> BTreeMap<String, u64> {
+        let mut m = BTreeMap::new();
+        for w in &self.workers {
+            for (k, v) in &w.races {
                 *m.entry(k.clone()).or_default() += v;
             }
         }
