@@ -33,6 +33,12 @@
 //!   for the process, `MADV_HUGEPAGE`/`MADV_NOHUGEPAGE` for a mapping; and
 //!   a paced `TK_IOC_REBALANCE` while a child stops and continues the
 //!   process (`races.rs`).
+//! - Scheduled races, set up on purpose so that every run makes each
+//!   (`scheduled.rs`): THP flips during 4 KiB faults and during a GiB's
+//!   first touch, stop/continue/SIGUSR1 during paced rebalances, pipes and
+//!   io_uring buffers outliving their files, offlines during a 4 KiB mmap
+//!   and a `TK_IOC_BULK`; each counted by outcome, and the run fails if
+//!   one that the machine can run never ran.
 //!
 //! Files are shared (opened by the parent before the fork: every process
 //! and thread uses them; one per process: its threads share it) and

@@ -99,7 +99,7 @@ impl Race {
 }
 
 /// The environment variable that makes `tk-fuzz` and `tk-test-fuzz` a
-/// race child: `thp-4k`, `thp-gigantic NID`, `stop-paced FROM TO`.
+/// race child: `thp-4k NID`, `thp-gigantic NID`, `stop-paced FROM TO`.
 pub const RACE_CHILD_ENV: &str = "TK_FUZZ_RACE_CHILD";
 /// The race child's answer on stdout: `ran: ...`, `skip: ...`, `fail: ...`.
 const RACE_LINE: &str = "TK-FUZZ-RACE";
@@ -135,17 +135,15 @@ pub fn race_child_if_asked() {
 fn race_child(spec: &str) -> Ran {
     let w: Vec<&str> = spec.split_whitespace().collect();
     let nid = |i: usize| w.get(i).and_then(|s| s.parse::<u32>().ok());
-    let open = |mode_mask: Option<u64>| -> Result<Tierkit, String> {
+    let open = |mask: u64| -> Result<Tierkit, String> {
         let t = Tierkit::open().map_err(|e| format!("open: {e}"))?;
-        if let Some(mask) = mode_mask {
-            t.set_policy(TK_MODE_INTERLEAVE, mask)
-                .map_err(|e| format!("TK_IOC_SET_POLICY: {e}"))?;
-        }
+        t.set_policy(TK_MODE_INTERLEAVE, mask)
+            .map_err(|e| format!("TK_IOC_SET_POLICY: {e}"))?;
         Ok(t)
     };
     match (w.first().copied(), nid(1), nid(2)) {
-        (Some("thp-4k"), _, _) => {
-            let res = open(None).and_then(|t| {
+        (Some("thp-4k"), Some(n), _) => {
+            let res = open(1 << n).and_then(|t| {
                 let m = t.map(64, 0).map_err(|e| format!("mmap: {e}"))?;
                 crate::races::thp_flips_during_faults(&m, 16)
             });
@@ -173,7 +171,7 @@ fn race_child(spec: &str) -> Ran {
             }
         }
         (Some("stop-paced"), Some(a), Some(b)) => {
-            let res = open(Some(1 << a)).and_then(|t| {
+            let res = open(1 << a).and_then(|t| {
                 let m = t.map(256, 0).map_err(|e| format!("mmap: {e}"))?;
                 m.touch_pages();
                 crate::races::stop_during_paced_rebalance_to(&t, 1 << b)
@@ -273,7 +271,7 @@ impl Worker<'_> {
         self.race_no += 1;
         let t0 = Instant::now();
         let ran = match race {
-            Race::Thp4k => run_child("thp-4k"),
+            Race::Thp4k => run_child(&format!("thp-4k {}", self.env.mem_nodes[0])),
             Race::ThpGigantic => run_child(&format!("thp-gigantic {}", self.env.mem_nodes[0])),
             Race::StopPaced => match (self.env.mem_nodes.first(), self.env.mem_nodes.last()) {
                 (Some(a), Some(b)) if a != b => run_child(&format!("stop-paced {a} {b}")),
