@@ -27,7 +27,7 @@
 //! GiB that cannot be made ends only the child.
 
 use super::*;
-use crate::tk::{Tierkit, TK_MODE_INTERLEAVE};
+use crate::tk::{Tierkit, TK_MODE_INTERLEAVE, TK_MODE_WEIGHTED_INTERLEAVE};
 
 /// The races, in the order they are dealt to the workers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -386,11 +386,17 @@ impl Worker<'_> {
         let wait_ms = o.below(30);
         // 0 before the call, 1 inside it, 2 after.
         let phase = AtomicU32::new(0);
+        // The bulk path serves weighted interleave only.
+        let mode = if bulk {
+            TK_MODE_WEIGHTED_INTERLEAVE
+        } else {
+            TK_MODE_INTERLEAVE
+        };
         let limit = Duration::from_secs(20);
         let (call, offline, overlap) = std::thread::scope(|s| {
             let h = s.spawn(|| -> Result<(), String> {
                 let t = Tierkit::open()
-                    .and_then(|t| t.set_policy(TK_MODE_INTERLEAVE, 1 << nid).map(|_| t))
+                    .and_then(|t| t.set_policy(mode, 1 << nid).map(|_| t))
                     .map_err(|e| format!("a file on node {nid}: {e}"))?;
                 phase.store(1, Ordering::SeqCst);
                 let r = if bulk {
