@@ -253,14 +253,20 @@ pub(super) fn movable_node(mem_nodes: &[u32]) -> Option<u32> {
 
 impl Worker<'_> {
     /// The next race this worker owes, if one is due: the first after 100
-    /// calls, then one every 40th of its quota (early, so that a run the
-    /// time bound stops still made each), each race at most [`Race::most`]
-    /// times.
+    /// calls, each of its other races 10 calls after the one before (so
+    /// that a run the time bound stops early, as on a slow debug kernel,
+    /// still made each), then one every 40th of its quota, each race at
+    /// most [`Race::most`] times.
     pub(super) fn race_if_due(&mut self, o: &mut Rng, quota: u64) {
         if !self.cfg.races || self.res.calls < self.next_race || self.races.is_empty() {
             return;
         }
-        self.next_race = self.res.calls + (quota / 40).max(100);
+        self.next_race = self.res.calls
+            + if (self.race_no as usize) + 1 < self.races.len() {
+                10
+            } else {
+                (quota / 40).max(100)
+            };
         let n = self.races.len();
         let Some(race) = (0..n)
             .map(|k| self.races[(self.race_no as usize + k) % n])
