@@ -2,7 +2,9 @@
 //! call or a fault of theirs: run by `tk-test-gigantic` (a `prctl` and a
 //! 4 KiB touch during the first touch of a GiB) and `tk-test-rebalance`
 //! (stop, continue and a handled signal during a paced rebalance and
-//! during the wait of a second caller behind it).
+//! during the wait of a second caller behind it), and by `tk-fuzz`'s
+//! scheduled races (those two, and THP flipped while another thread faults
+//! 4 KiB pages).
 
 use crate::sys::{self, Mapping, PAGE_SIZE};
 use crate::tk::Tierkit;
@@ -179,12 +181,20 @@ fn all_in_state(pids: &[i32], want: char, limit: Duration) -> Result<(), String>
 /// are interruptible); after SIGCONT, SIGUSR1 runs both handlers within
 /// 2 s and both calls end with EINTR (the handlers have no SA_RESTART).
 pub fn stop_during_paced_rebalance(tk: &Tierkit) -> Result<String, String> {
+    stop_during_paced_rebalance_to(tk, 0)
+}
+
+/// [`stop_during_paced_rebalance`] with the calls' `nodemask` (0: the
+/// file's policy; a node the pages are not on makes every page
+/// misplaced).
+pub fn stop_during_paced_rebalance_to(tk: &Tierkit, nodemask: u64) -> Result<String, String> {
     let pipe = || Pipe::new().map_err(|e| format!("pipe: {e}"));
     let (ready, usr) = (pipe()?, pipe()?);
     let limit = Duration::from_secs(2);
     let paced = || {
         tk.rebalance(TkRebalance {
             rate_pages: 2,
+            nodemask,
             ..Default::default()
         })
     };
@@ -261,4 +271,95 @@ pub fn stop_during_paced_rebalance(tk: &Tierkit) -> Result<String, String> {
         }
     }
     res
+}
+
+/// The word written to page `i` of a mapping in round `round` of
+/// [`thp_flips_during_faults`].
+fn flip_word(round: u32, i: usize) -> u64 {
+    (u64::from(round) << 32) | i as u64 | 0x5a00_0000_0000_0000
+}
+
+/// On the 4 KiB mapping `m` of a tierkit file (shared, read-write): one
+/// thread zaps the whole mapping (`MADV_DONTNEED`) and faults every page
+/// again by touching it, `rounds` times, while another thread flips
+/// `prctl(PR_SET_THP_DISABLE)` and `MADV_HUGEPAGE`/`MADV_NOHUGEPAGE` on
+/// the mapping as fast as it can. Every fault must map the file's page
+/// again: after each zap every page still holds the word of the round
+/// before. Leaves THP enabled for the process.
+pub fn thp_flips_during_faults(m: &Mapping, rounds: u32) -> Result<String, String> {
+    use std::sync::atomic::{AtomicBool, AtomicU64};
+    let (p, len, pages) = (m.addr(), m.len(), m.nr_pages());
+    let stop = AtomicBool::new(false);
+    let flips = AtomicU64::new(0);
+    let flip_err = AtomicI32::new(0);
+    let res = std::thread::scope(|s| {
+        s.spawn(|| {
+            let mut i = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                // SAFETY: prctl with integer arguments only.
+                let r = unsafe {
+                    libc::prctl(libc::PR_SET_THP_DISABLE, (i & 1) as libc::c_ulong, 0, 0, 0)
+                };
+                if r != 0 {
+                    flip_err.store(
+                        std::io::Error::last_os_error().raw_os_error().unwrap_or(0),
+                        Ordering::Relaxed,
+                    );
+                }
+                let advice = if i & 2 == 0 {
+                    libc::MADV_HUGEPAGE
+                } else {
+                    libc::MADV_NOHUGEPAGE
+                };
+                // SAFETY: advice on our own mapping changes no data (the
+                // answer, EINVAL for a mapping THP cannot back, is moot).
+                unsafe { libc::madvise(p as *mut libc::c_void, len, advice) };
+                i += 1;
+                flips.store(i, Ordering::Relaxed);
+                std::thread::yield_now();
+            }
+        });
+        let res = (|| {
+            for round in 0..rounds {
+                // SAFETY: our own shared mapping; its pages stay with the
+                // file and are mapped again at the next fault.
+                if unsafe { libc::madvise(p as *mut libc::c_void, len, libc::MADV_DONTNEED) } != 0 {
+                    return Err(format!(
+                        "MADV_DONTNEED: errno {}",
+                        std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
+                    ));
+                }
+                for i in 0..pages {
+                    let w = (p + i * PAGE_SIZE) as *mut u64;
+                    // SAFETY: in bounds of our live read-write mapping.
+                    let old = unsafe { std::ptr::read_volatile(w) };
+                    let want = if round == 0 {
+                        0
+                    } else {
+                        flip_word(round - 1, i)
+                    };
+                    if old != want {
+                        return Err(format!(
+                            "round {round}: page {i} reads {old:#x} after the zap, expected {want:#x}"
+                        ));
+                    }
+                    // SAFETY: as above.
+                    unsafe { std::ptr::write_volatile(w, flip_word(round, i)) };
+                }
+            }
+            Ok(())
+        })();
+        stop.store(true, Ordering::Relaxed);
+        res
+    });
+    // SAFETY: prctl with integer arguments only.
+    unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, 0 as libc::c_ulong, 0, 0, 0) };
+    res?;
+    match flip_err.load(Ordering::Relaxed) {
+        0 => Ok(format!(
+            "{rounds} rounds of {pages} faults, {} THP flips meanwhile",
+            flips.load(Ordering::Relaxed)
+        )),
+        e => Err(format!("prctl(PR_SET_THP_DISABLE): errno {e}")),
+    }
 }

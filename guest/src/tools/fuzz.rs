@@ -43,6 +43,11 @@ struct Args {
     /// Leave the debugfs weight files alone (read them only).
     #[arg(long)]
     no_debugfs_writes: bool,
+    /// Make no scheduled races (THP flips during faults, stop signals
+    /// during paced rebalances, pipes and rings outliving their files,
+    /// offlines during mmap and bulk calls).
+    #[arg(long)]
+    no_races: bool,
     /// Fail unless at least this many calls were made.
     #[arg(long, default_value_t = 0)]
     min_calls: u64,
@@ -70,6 +75,7 @@ fn fresh_seed() -> u64 {
 }
 
 pub fn main() -> ExitCode {
+    crate::tests::fuzz::race_child_if_asked();
     let a = Args::parse();
     let mut r = Report::new("tk-fuzz", "test");
     let cfg = Config {
@@ -81,6 +87,7 @@ pub fn main() -> ExitCode {
         big: a.big,
         only: a.only,
         debugfs_writes: !a.no_debugfs_writes,
+        races: !a.no_races,
     };
     if let Some((p, t)) = cfg.only {
         if p >= cfg.procs || t >= cfg.threads {

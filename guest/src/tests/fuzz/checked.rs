@@ -59,6 +59,7 @@ pub fn checked_run(r: &mut crate::report::Report, cfg: &Config, min_calls: u64) 
         }
     };
     let (calls, results) = check_outcome(r, &out, min_calls, kmsg);
+    check_races(r, cfg, &env, &out);
     let saved = Saved {
         snap,
         bw,
@@ -282,4 +283,5 @@ fn set_figures(
     r.set("threads", json!(cfg.threads));
     r.set("results", json!(results));
     r.set("unexpected", json!(out.nr_failures()));
+    r.set("races", json!(out.races()));
 }

@@ -339,7 +339,7 @@ impl Worker<'_> {
     }
 
     /// Makes room in the arena's kept pipes and rings, then keeps `k`.
-    fn keep(&mut self, k: Kept) {
+    pub(super) fn keep(&mut self, k: Kept) {
         while self.arena.kept.len() >= KEPT_MAX {
             self.arena.kept.pop_front();
         }

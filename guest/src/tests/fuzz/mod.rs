@@ -33,6 +33,12 @@
 //!   for the process, `MADV_HUGEPAGE`/`MADV_NOHUGEPAGE` for a mapping; and
 //!   a paced `TK_IOC_REBALANCE` while a child stops and continues the
 //!   process (`races.rs`).
+//! - Scheduled races, set up on purpose so that every run makes each
+//!   (`scheduled.rs`): THP flips during 4 KiB faults and during a GiB's
+//!   first touch, stop/continue/SIGUSR1 during paced rebalances, pipes and
+//!   io_uring buffers outliving their files, offlines during a 4 KiB mmap
+//!   and a `TK_IOC_BULK`; each counted by outcome, and the run fails if
+//!   one that the machine can run never ran.
 //!
 //! Files are shared (opened by the parent before the fork: every process
 //! and thread uses them; one per process: its threads share it) and
@@ -96,6 +102,7 @@ mod payloads;
 mod procs;
 mod races;
 pub mod suite;
+mod scheduled;
 mod worker;
 
 pub use checked::*;
@@ -103,6 +110,7 @@ pub use files::*;
 pub use ioctl::*;
 pub use payloads::*;
 pub use procs::*;
+pub use scheduled::{check_races, race_child_if_asked, Race, RACES, RACE_CHILD_ENV};
 use worker::*;
 
 #[cfg(test)]
@@ -141,6 +149,8 @@ pub struct Config {
     /// Write to the debugfs weight files (changes tierkit's weight table
     /// meanwhile; [`run`]'s caller restores it).
     pub debugfs_writes: bool,
+    /// Make the scheduled races ([`Race`]).
+    pub races: bool,
 }
 
 /// What the fuzzer needs to know about the machine.
@@ -157,6 +167,9 @@ pub struct Env {
     /// writes can be undone by writing it back (entries cannot be
     /// removed); without, only invalid ones are made.
     pub bandwidth_ok: bool,
+    /// A node with an online ZONE_MOVABLE block at discovery: the
+    /// offline races are made there.
+    pub movable: Option<u32>,
 }
 
 impl Env {
@@ -178,11 +191,13 @@ impl Env {
             .collect();
         let cpus = std::fs::read_to_string("/sys/devices/system/cpu/online")
             .context("reading cpu/online")?;
+        let mem_nodes: Vec<u32> = topo.memory.iter().copied().filter(|&n| n < 64).collect();
         Ok(Env {
+            movable: scheduled::movable_node(&mem_nodes),
             online_cpus: crate::node::parse_list(&cpus)?.len() as u32,
             bandwidth_ok: topo.memory.iter().all(|n| covered.contains(n)),
             mem_mask: topo.memory_mask(),
-            mem_nodes: topo.memory.iter().copied().filter(|&n| n < 64).collect(),
+            mem_nodes,
             nr_node_ids,
             wi,
         })
@@ -202,6 +217,19 @@ pub struct WorkerResult {
     pub nr_failures: u64,
     pub big_used: u32,
     pub seconds: f64,
+    /// `race | outcome` -> runs of the scheduled races.
+    pub races: BTreeMap<String, u64>,
+}
+
+impl WorkerResult {
+    /// Runs of the race named `name`, whatever their outcome.
+    pub fn races_of(&self, name: &str) -> u64 {
+        self.races
+            .iter()
+            .filter(|(k, _)| k.split(" | ").next() == Some(name))
+            .map(|(_, v)| v)
+            .sum()
+    }
 }
 
 /// The whole run.
@@ -236,6 +264,16 @@ impl Outcome {
         let mut m = BTreeMap::new();
         for w in &self.workers {
             for (k, v) in &w.results {
+                *m.entry(k.clone()).or_default() += v;
+            }
+        }
+        m
+    }
+    /// Summed `race | outcome` counts of the scheduled races.
+    pub fn races(&self) -> BTreeMap<String, u64> {
+        let mut m = BTreeMap::new();
+        for w in &self.workers {
+            for (k, v) in &w.races {
                 *m.entry(k.clone()).or_default() += v;
             }
         }

@@ -117,6 +117,13 @@ pub(super) fn proc_main(
                         op_seed: 0,
                         big_left: if p == 0 && t == 0 { cfg.big } else { 0 },
                         board,
+                        races: Race::dealt(
+                            env,
+                            (p * cfg.threads + t) as usize,
+                            (cfg.procs * cfg.threads) as usize,
+                        ),
+                        next_race: 100,
+                        race_no: 0,
                     };
                     w.run(Rng::new(worker_seed(cfg.seed, p, t)), quota, deadline);
                     w.res

@@ -17,6 +17,9 @@ const SEED: u64 = 0x7469_6572_6b69_7431;
 /// (the run stops at the count, not before it, unless [`SECONDS`] is up);
 /// under the debug kernel every call costs about 0.4 ms of the run.
 const CALLS: u64 = 105_000;
+/// The run's time bound; the run stops at [`CALLS`] long before it on a
+/// quiet host (the races add their own time: a GiB's first touch, paced
+/// rebalances, offlines on cxl).
 const SECONDS: f64 = 240.0;
 const PROCS: u32 = 2;
 const THREADS: u32 = 2;
@@ -27,6 +30,7 @@ const MIN_CALLS: u64 = 100_000;
 const DIFF_WRITES: usize = 600;
 
 pub fn main() -> ExitCode {
+    crate::tests::fuzz::race_child_if_asked();
     let mut r = Report::new(BIN, "test");
     let cfg = Config {
         seed: SEED,
@@ -37,6 +41,7 @@ pub fn main() -> ExitCode {
         big: BIG,
         only: None,
         debugfs_writes: true,
+        races: true,
     };
     checked_run(&mut r, &cfg, MIN_CALLS);
     replay(&mut r, &cfg);
@@ -76,6 +81,7 @@ fn replay(r: &mut Report, base: &Config) {
         calls: 8000,
         big: 0,
         only: Some((1, 1)),
+        races: false,
         ..base.clone()
     };
     let mut runs = Vec::new();

@@ -60,6 +60,7 @@ fn payload_classes() {
         wi: PathBuf::from("/nonexistent"),
         online_cpus: 2,
         bandwidth_ok: true,
+        movable: None,
     };
     for _ in 0..200 {
         let (p, c) = bandwidth_payload(&mut r, &env);
@@ -93,4 +94,28 @@ fn structs_round_trip() {
     assert_eq!((q.mode, q.flags, q.nodemask, q.weights[63]), (1, 2, 3, 4));
     let short: TkBulk = get(&buf[..4]);
     assert_eq!(short.nr_pages, 1);
+}
+
+#[test]
+fn races_dealt_once_each() {
+    let mut env = Env {
+        mem_nodes: vec![0, 2],
+        mem_mask: 0b101,
+        nr_node_ids: 3,
+        wi: PathBuf::from("/nonexistent"),
+        online_cpus: 2,
+        bandwidth_ok: true,
+        movable: None,
+    };
+    // Without a movable block, no offline race is owed.
+    assert_eq!(Race::here(&env).len(), RACES.len() - 2);
+    env.movable = Some(2);
+    for n in [1usize, 2, 4, 7, 9] {
+        let mut all: Vec<Race> = (0..n).flat_map(|i| Race::dealt(&env, i, n)).collect();
+        assert_eq!(all.len(), RACES.len(), "{n} workers");
+        for r in RACES {
+            all.retain(|&x| x != r);
+        }
+        assert!(all.is_empty());
+    }
 }

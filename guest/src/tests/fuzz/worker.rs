@@ -200,6 +200,11 @@ pub(super) struct Worker<'a> {
     pub(super) op_seed: u64,
     pub(super) big_left: u32,
     pub(super) board: &'a Board,
+    /// The scheduled races this worker makes ([`Race::dealt`]), the
+    /// calls after which the next is due, and how many it made.
+    pub(super) races: Vec<Race>,
+    pub(super) next_race: u64,
+    pub(super) race_no: u32,
 }
 
 pub(super) fn errno() -> i32 {
@@ -340,6 +345,9 @@ impl Worker<'_> {
         let slot = self.board.slot(self.index);
         while self.res.calls < quota && Instant::now() < deadline {
             self.op_seed = stream.next_u64();
+            // A race draws from its own stream, so that the random ops'
+            // draws are the same with races or without.
+            self.race_if_due(&mut Rng::new(self.op_seed ^ 0x7261_6365), quota);
             let mut o = Rng::new(self.op_seed);
             let mut kind = o.weighted(&[330, 150, 120, 50, 150, 120, 80]);
             if self.big_left > 0 && o.chance(1, 2000) {
