@@ -4,6 +4,9 @@
 //! killed at its deadline), so a kernel that spins fails the check
 //! instead of hanging the test.
 
+pub mod in_flight;
+pub mod scale;
+
 use crate::block_offline::{all_pfns, fill_page, open_on, secs, PROMPT, T};
 use crate::errno_name;
 use crate::memblock::{blocks_of, node_blocks, Outcome};
@@ -154,8 +157,14 @@ pub fn pipe_case(t: &mut T, nid: u32) {
             }
         }),
     );
-    for &(block, pages) in &blocks {
-        let res = match t.offline_within(WHAT, block, pages, DEADLINE) {
+    goes_offline(t, WHAT, &blocks);
+}
+
+/// Once nothing holds tierkit's pages: each of `blocks` goes offline
+/// (within [`DEADLINE`]), then every block is onlined again.
+fn goes_offline(t: &mut T, what: &str, blocks: &[(u64, usize)]) {
+    for &(block, pages) in blocks {
+        let res = match t.offline_within(what, block, pages, DEADLINE) {
             Some(o) if o.outcome == Outcome::Done => Ok(secs(o.elapsed)),
             Some(o) => Err(format!(
                 "{} after {}",
@@ -164,9 +173,9 @@ pub fn pipe_case(t: &mut T, nid: u32) {
             )),
             None => continue,
         };
-        t.r.check_note(&format!("{WHAT}: then memory{block} goes offline"), res);
+        t.r.check_note(&format!("{what}: then memory{block} goes offline"), res);
     }
-    t.online_all(WHAT);
+    t.online_all(what);
 }
 
 /// What a window case runs in its child.
