@@ -12,11 +12,23 @@
 //! shares its host's CPUs; each time is the best of three rounds). The
 //! munmap times are shown, not asserted: munmap runs no tierkit code (the
 //! kernel's own cost of removing a vma). The rows are printed in the
-//! //! JSON line (`rows`: mappings, munmap_s, close_s) for the benchmark table.
+//! JSON line (`rows`: mappings, munmap_s, close_s) for the benchmark table.
+//!
+//! Offline (where a memory-only node is all ZONE_MOVABLE, as the cxl
+//! topology's): with the same counts of one-page mappings registered (their
+//! pages on the first node with CPUs), a page of another file on the
+//! movable node is kept by a pipe after its file let go; the offline of its
+//! block is `EBUSY` (the notifier looked at every mapping first), and once
+//! the pipe is closed the offline is done; the block is onlined again.
+//! Each time is the best of three; ×4 mappings must cost at most ×5 for
+//! both (the same floor). JSON: `offline_rows` (mappings, refused_s,
+//! offline_s).
 
 use serde_json::json;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
+use userspace_tests::block_offline::{node_kind, Kind};
+use userspace_tests::offline_held::scale::offline_row;
 use userspace_tests::report::Report;
 use userspace_tests::tierkit_ready;
 use userspace_tests::tk::{Tierkit, TK_MODE_INTERLEAVE};
@@ -150,5 +162,80 @@ fn main() -> ExitCode {
         );
     }
     r.set("rows", serde_json::Value::Array(rows));
+    offline_rows(&mut r, nid, &topo);
     r.finish()
+}
+
+/// The offline rows (see the file's doc): skipped without a memory-only
+/// node all in ZONE_MOVABLE.
+fn offline_rows(r: &mut Report, dram: u32, topo: &userspace_tests::node::Topology) {
+    const WHAT: &str = "offline of a movable block against the mappings";
+    let movable = topo.cxl_node().filter(|&c| node_kind(c) == Kind::Movable);
+    let Some(cxl) = movable else {
+        r.skip(
+            WHAT,
+            "no memory-only node all in ZONE_MOVABLE (--topology cxl)",
+        );
+        return;
+    };
+    let old_max = std::fs::read_to_string(MAX_MAP_COUNT).unwrap_or_default();
+    let _ = write_file(std::path::Path::new(MAX_MAP_COUNT), "200000");
+    let mut rows = Vec::new();
+    for &n in counts() {
+        match offline_row(dram, cxl, n) {
+            Ok(row) => {
+                r.ok_note(
+                    &format!("{n} one-page mappings: offline of a held block, then freed"),
+                    format!(
+                        "EBUSY {:.3} s, offline {:.3} s",
+                        row.refused.as_secs_f64(),
+                        row.offline.as_secs_f64()
+                    ),
+                );
+                rows.push(row);
+            }
+            Err(e) => {
+                r.fail(
+                    &format!("{n} one-page mappings: offline of a held block, then freed"),
+                    e,
+                );
+            }
+        }
+    }
+    if !old_max.trim().is_empty() {
+        let _ = write_file(std::path::Path::new(MAX_MAP_COUNT), old_max.trim());
+    }
+    for w in rows.windows(2) {
+        let (a, b) = (w[0], w[1]);
+        for (what, x, y) in [
+            ("EBUSY answer", a.refused, b.refused),
+            ("offline", a.offline, b.offline),
+        ] {
+            let q = ratio(x, y);
+            r.check(
+                &format!(
+                    "{what}: ×{} mappings ({} -> {}) costs at most ×{MAX_RATIO}",
+                    b.mappings / a.mappings,
+                    a.mappings,
+                    b.mappings
+                ),
+                if q <= MAX_RATIO {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "×{q:.1}: {:.3} s -> {:.3} s",
+                        x.as_secs_f64(),
+                        y.as_secs_f64()
+                    ))
+                },
+            );
+        }
+    }
+    let json = rows
+        .iter()
+        .map(|row| {
+            json!({"mappings": row.mappings, "refused_s": row.refused.as_secs_f64(), "offline_s": row.offline.as_secs_f64()})
+        })
+        .collect();
+    r.set("offline_rows", serde_json::Value::Array(json));
 }
