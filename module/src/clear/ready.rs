@@ -626,4 +626,4 @@ impl GiganticPool {
     }
 }
 
-mod tests;
+mod kunit;
