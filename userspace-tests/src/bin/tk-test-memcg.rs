@@ -306,9 +306,9 @@ fn gigantic_uncharged(r: &mut Report, nid: u32) {
 /// The room is real: before `memory.max` is set, a write of
 /// `memory.high` = 0 drains the cgroup's per-CPU charge stocks (up to
 /// `MEMCG_CHARGE_BATCH`, 64 pages, per CPU, counted in `memory.current`)
-/// and reclaims what it can, and `memory.high` goes back to `max`. A move
-/// that charged its new page before the old one was freed (a batch of 32)
-/// finds 16 pages and counts the rest `no_memory`.
+/// and reclaims what it can, and `memory.high` goes back to `max`. (The
+/// code that charged the new page before freeing the old one still passed
+/// this: see Documentation/dev-tools/reliability.md, memory cgroups.)
 fn rebalance_at_max(r: &mut Report, a: u32, b: u32) {
     /// The cgroup's room left: 16 pages, half a move batch.
     const ROOM: u64 = 64 * 1024;
