@@ -28,10 +28,9 @@ use serde_json::json;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 use userspace_tests::block_offline::{node_kind, Kind};
-use userspace_tests::offline_held::scale::offline_row;
+use userspace_tests::offline_held::scale::{offline_row, one_page_mappings};
 use userspace_tests::report::Report;
 use userspace_tests::tierkit_ready;
-use userspace_tests::tk::{Tierkit, TK_MODE_INTERLEAVE};
 use userspace_tests::{errno_name, weights::write_file};
 
 const BIN: &str = "tk-test-close-scale";
@@ -66,18 +65,7 @@ const MAX_RATIO: f64 = 5.0;
 /// Maps `n` one-page mappings of a fresh file on `nid`, then times the
 /// munmap of all and the close: (munmap, close).
 fn one(nid: u32, n: usize) -> Result<(Duration, Duration), String> {
-    let tk = Tierkit::open().map_err(|e| format!("open: {}", errno_name(&e)))?;
-    tk.set_policy(TK_MODE_INTERLEAVE, 1u64 << nid)
-        .map_err(|e| format!("TK_IOC_SET_POLICY: {}", errno_name(&e)))?;
-    let mut maps = Vec::with_capacity(n);
-    for i in 0..n {
-        let m = tk
-            .map(1, i as u64)
-            .map_err(|e| format!("mmap {i} of {n}: {}", errno_name(&e)))?;
-        // SAFETY: one writable page.
-        unsafe { m.as_ptr().write(1) };
-        maps.push(m);
-    }
+    let (tk, maps) = one_page_mappings(nid, n)?;
     let t0 = Instant::now();
     drop(maps);
     let munmap = t0.elapsed();

@@ -12,7 +12,7 @@
 //! anonymous page and waits in `handle_userfault()` with the pins held,
 //! until the test resolves the fault (`UFFDIO_ZEROPAGE`).
 
-use super::{goes_offline, orphans, refused_at_once, wait_orphans};
+use super::{goes_offline, orphaned_and_refused, orphans, wait_orphans};
 use crate::block_offline::{fill_page, open_on, T};
 use crate::callers::RAM_DISK;
 use crate::errno_name;
@@ -256,20 +256,7 @@ pub fn in_flight_case(t: &mut T, nid: u32, h: Holder) {
     buf.unmap_tierkit();
     drop(tk);
     if held {
-        t.r.check_note(
-            &format!("{what}: after munmap and close the pages are tierkit's orphans"),
-            before.and_then(|b| {
-                let now = orphans()?;
-                if now >= b + N as u64 {
-                    Ok(format!("orphans {b} -> {now}"))
-                } else {
-                    Err(format!("orphans {b} -> {now}, expected {N} more"))
-                }
-            }),
-        );
-        for &(block, pages) in &blocks {
-            refused_at_once(t, what, block, pages);
-        }
+        orphaned_and_refused(t, what, before, N, &blocks);
     }
     let resolved = buf.resolve();
     let done = caller

@@ -127,20 +127,7 @@ pub fn pipe_case(t: &mut T, nid: u32) {
     drop(m);
     drop(tk);
     if spliced {
-        t.r.check_note(
-            &format!("{WHAT}: after munmap and close the pages are tierkit's orphans"),
-            base.and_then(|b| {
-                let now = orphans()?;
-                if now >= b + N as u64 {
-                    Ok(format!("orphans {b} -> {now}"))
-                } else {
-                    Err(format!("orphans {b} -> {now}, expected {N} more"))
-                }
-            }),
-        );
-        for &(block, pages) in &blocks {
-            refused_at_once(t, WHAT, block, pages);
-        }
+        orphaned_and_refused(t, WHAT, base, N, &blocks);
     }
     // SAFETY: our own pipe's fds.
     unsafe {
@@ -158,6 +145,32 @@ pub fn pipe_case(t: &mut T, nid: u32) {
         }),
     );
     goes_offline(t, WHAT, &blocks);
+}
+
+/// After munmap and close while another holder keeps `n` pages: `orphans`
+/// grew from `base` by at least `n`, and each of `blocks` is refused at
+/// once.
+fn orphaned_and_refused(
+    t: &mut T,
+    what: &str,
+    base: Result<u64, String>,
+    n: usize,
+    blocks: &[(u64, usize)],
+) {
+    t.r.check_note(
+        &format!("{what}: after munmap and close the pages are tierkit's orphans"),
+        base.and_then(|b| {
+            let now = orphans()?;
+            if now >= b + n as u64 {
+                Ok(format!("orphans {b} -> {now}"))
+            } else {
+                Err(format!("orphans {b} -> {now}, expected {n} more"))
+            }
+        }),
+    );
+    for &(block, pages) in blocks {
+        refused_at_once(t, what, block, pages);
+    }
 }
 
 /// Once nothing holds tierkit's pages: each of `blocks` goes offline

@@ -7,6 +7,7 @@
 use super::{orphans, wait_orphans, DEADLINE};
 use crate::errno_name;
 use crate::memblock::{block_of_pfn, block_size, pagemap_pfns, set_block_state, Outcome};
+use crate::sys::Mapping;
 use crate::tk::{Tierkit, TK_MODE_INTERLEAVE};
 use std::time::Duration;
 
@@ -99,13 +100,11 @@ fn round(cxl: u32, block_bytes: u64) -> Result<(Duration, Duration), String> {
     Ok((refused, t.elapsed))
 }
 
-/// With `n` one-page mappings of one file on `dram` (registered, none in
-/// the block), the offline times of a block of `cxl` (all ZONE_MOVABLE),
-/// best of [`ROUNDS`].
-pub fn offline_row(dram: u32, cxl: u32, n: usize) -> Result<OfflineRow, String> {
-    let block_bytes = block_size().map_err(|e| format!("memory block size: {e}"))?;
+/// A fresh file with its policy on `nid` and `n` one-page mappings of
+/// it, each page touched.
+pub fn one_page_mappings(nid: u32, n: usize) -> Result<(Tierkit, Vec<Mapping>), String> {
     let tk = Tierkit::open().map_err(|e| format!("open: {}", errno_name(&e)))?;
-    tk.set_policy(TK_MODE_INTERLEAVE, 1u64 << dram)
+    tk.set_policy(TK_MODE_INTERLEAVE, 1u64 << nid)
         .map_err(|e| format!("TK_IOC_SET_POLICY: {}", errno_name(&e)))?;
     let mut maps = Vec::with_capacity(n);
     for i in 0..n {
@@ -116,6 +115,15 @@ pub fn offline_row(dram: u32, cxl: u32, n: usize) -> Result<OfflineRow, String> 
         unsafe { m.as_ptr().write(1) };
         maps.push(m);
     }
+    Ok((tk, maps))
+}
+
+/// With `n` one-page mappings of one file on `dram` (registered, none in
+/// the block), the offline times of a block of `cxl` (all ZONE_MOVABLE),
+/// best of [`ROUNDS`].
+pub fn offline_row(dram: u32, cxl: u32, n: usize) -> Result<OfflineRow, String> {
+    let block_bytes = block_size().map_err(|e| format!("memory block size: {e}"))?;
+    let (_tk, _maps) = one_page_mappings(dram, n)?;
     let mut row = OfflineRow {
         mappings: n,
         refused: Duration::MAX,
