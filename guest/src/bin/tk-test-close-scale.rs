@@ -12,7 +12,17 @@
 //! shares its host's CPUs; each time is the best of three rounds). The
 //! munmap times are shown, not asserted: munmap runs no tierkit code (the
 //! kernel's own cost of removing a vma). The rows are printed in the
-//! //! JSON line (`rows`: mappings, munmap_s, close_s) for the benchmark table.
+//! JSON line (`rows`: mappings, munmap_s, close_s) for the benchmark table.
+//!
+//! Offline (where a memory-only node is all ZONE_MOVABLE, as the cxl
+//! topology's): with the same counts of one-page mappings registered (their
+//! pages on the first node with CPUs), a page of another file on the
+//! movable node is kept by a pipe after its file let go; the offline of its
+//! block is `EBUSY` (the notifier looked at every mapping first), and once
+//! the pipe is closed the offline is done; the block is onlined again.
+//! Each time is the best of three; ×4 mappings must cost at most ×5 for
+//! both (the same floor). JSON: `offline_rows` (mappings, refused_s,
+//! offline_s).
 
 use std::process::ExitCode;
 

@@ -14,8 +14,10 @@
 //!   cgroup has 16 MiB of room leaves `memory.current` within 16 MiB of
 //!   where it was, and nobody is OOM-killed.
 //! - A rebalance keeps each page's charge (as the kernel's migration): a
-//!   task with 64 KiB of room left moves its 8 MiB from one node to two,
-//!   every misplaced page moves, `no_memory` 0, `memory.current` stays.
+//!   task with 64 KiB of room left (its per-CPU charge stocks drained by a
+//!   write of `memory.high`, so that the room is all there is) moves its
+//!   8 MiB from one node to two, every misplaced page moves, `no_memory`
+//!   0, `memory.current` stays.
 //! - Offline keeps the owner's charge (where a node's memory is
 //!   `ZONE_MOVABLE`, as the cxl topology's CXL node): an owner in one
 //!   cgroup maps 16 MiB on that node; an offliner in a cgroup with

@@ -15,6 +15,23 @@
 //!   (those that look like they hold the pages first, `TK_IOC_PAGE_REFS`)
 //!   until one refuses: EBUSY within 2 s; the child's mmap succeeds.
 //! - **bulk window**: the same with `TK_IOC_BULK` of 65,536 pages.
+//! - **O_DIRECT in flight**, **process_vm_readv in flight**, **io_uring
+//!   read in flight**: 16 pages of a 4 KiB mapping, followed by an
+//!   anonymous page registered with userfaultfd, are the buffer of a
+//!   `pread` of `/dev/ram0` opened `O_DIRECT`, the source of a
+//!   `process_vm_readv` into that page, or the buffer of an io_uring
+//!   `IORING_OP_READ` of `/dev/ram0`: the call pins the 16 pages and waits
+//!   in the fault on the last page. `munmap` and close: `orphans` grows by
+//!   16, each block's offline is EBUSY within 2 s; the fault resolved
+//!   (`UFFDIO_ZEROPAGE`), the call returns every byte, the orphans are
+//!   freed within 5 s and the blocks go offline. (`PTRACE_PEEKDATA` and
+//!   `/proc/PID/mem` hold a page only for the copy into a kernel buffer,
+//!   with no sleep between the reference and its put:
+//!   `__access_remote_vm()`.)
+//! - **io_uring fixed buffer**: `IORING_REGISTER_BUFFERS` over 16 pages on
+//!   the node is `EFAULT` (a long-term writable pin in ZONE_MOVABLE,
+//!   refused), so no registered buffer holds them: after `munmap` and close
+//!   no orphan is left and the blocks go offline.
 //!
 //! Each offline runs in a child killed after 20 s, so a kernel that spins
 //! fails the check instead of hanging the test. Everything is put back:

@@ -3,11 +3,12 @@
 
 use crate::ready::tierkit_ready;
 use crate::report::Report;
-use crate::tk::{Tierkit, TK_MODE_INTERLEAVE};
 use crate::{errno::errno_name, weights::write_file};
 use serde_json::json;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
+use crate::tests::block_offline::{node_kind, Kind};
+use crate::tests::offline_held::scale::{offline_row, one_page_mappings};
 
 const BIN: &str = "tk-test-close-scale";
 const COUNTS: [usize; 3] = [4_096, 16_384, 65_536];
@@ -35,18 +36,7 @@ const MAX_RATIO: f64 = 5.0;
 /// Maps `n` one-page mappings of a fresh file on `nid`, then times the
 /// munmap of all and the close: (munmap, close).
 fn one(nid: u32, n: usize) -> Result<(Duration, Duration), String> {
-    let tk = Tierkit::open().map_err(|e| format!("open: {}", errno_name(&e)))?;
-    tk.set_policy(TK_MODE_INTERLEAVE, 1u64 << nid)
-        .map_err(|e| format!("TK_IOC_SET_POLICY: {}", errno_name(&e)))?;
-    let mut maps = Vec::with_capacity(n);
-    for i in 0..n {
-        let m = tk
-            .map(1, i as u64)
-            .map_err(|e| format!("mmap {i} of {n}: {}", errno_name(&e)))?;
-        // SAFETY: one writable page.
-        unsafe { m.as_ptr().write(1) };
-        maps.push(m);
-    }
+    let (tk, maps) = one_page_mappings(nid, n)?;
     let t0 = Instant::now();
     drop(maps);
     let munmap = t0.elapsed();
@@ -130,5 +120,80 @@ pub fn main() -> ExitCode {
         );
     }
     r.set("rows", serde_json::Value::Array(rows));
+    offline_rows(&mut r, nid, &topo);
     r.finish()
+}
+
+/// The offline rows (see the file's doc): skipped without a memory-only
+/// node all in ZONE_MOVABLE.
+fn offline_rows(r: &mut Report, dram: u32, topo: &crate::node::Topology) {
+    const WHAT: &str = "offline of a movable block against the mappings";
+    let movable = topo.cxl_node().filter(|&c| node_kind(c) == Kind::Movable);
+    let Some(cxl) = movable else {
+        r.skip(
+            WHAT,
+            "no memory-only node all in ZONE_MOVABLE (--topology cxl)",
+        );
+        return;
+    };
+    let old_max = std::fs::read_to_string(MAX_MAP_COUNT).unwrap_or_default();
+    let _ = write_file(std::path::Path::new(MAX_MAP_COUNT), "200000");
+    let mut rows = Vec::new();
+    for &n in counts() {
+        match offline_row(dram, cxl, n) {
+            Ok(row) => {
+                r.ok_note(
+                    &format!("{n} one-page mappings: offline of a held block, then freed"),
+                    format!(
+                        "EBUSY {:.3} s, offline {:.3} s",
+                        row.refused.as_secs_f64(),
+                        row.offline.as_secs_f64()
+                    ),
+                );
+                rows.push(row);
+            }
+            Err(e) => {
+                r.fail(
+                    &format!("{n} one-page mappings: offline of a held block, then freed"),
+                    e,
+                );
+            }
+        }
+    }
+    if !old_max.trim().is_empty() {
+        let _ = write_file(std::path::Path::new(MAX_MAP_COUNT), old_max.trim());
+    }
+    for w in rows.windows(2) {
+        let (a, b) = (w[0], w[1]);
+        for (what, x, y) in [
+            ("EBUSY answer", a.refused, b.refused),
+            ("offline", a.offline, b.offline),
+        ] {
+            let q = ratio(x, y);
+            r.check(
+                &format!(
+                    "{what}: ×{} mappings ({} -> {}) costs at most ×{MAX_RATIO}",
+                    b.mappings / a.mappings,
+                    a.mappings,
+                    b.mappings
+                ),
+                if q <= MAX_RATIO {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "×{q:.1}: {:.3} s -> {:.3} s",
+                        x.as_secs_f64(),
+                        y.as_secs_f64()
+                    ))
+                },
+            );
+        }
+    }
+    let json = rows
+        .iter()
+        .map(|row| {
+            json!({"mappings": row.mappings, "refused_s": row.refused.as_secs_f64(), "offline_s": row.offline.as_secs_f64()})
+        })
+        .collect();
+    r.set("offline_rows", serde_json::Value::Array(json));
 }

@@ -258,11 +258,20 @@ fn gigantic_uncharged(r: &mut Report, nid: u32) {
     }
 }
 
-/// A task whose cgroup has 64 KiB of room left rebalances its 8 MiB from
-/// node `a` to `a` and `b`: a move keeps the page's charge (the kernel's
-/// migration moves it too), so every misplaced page moves, none counts as
-/// `no_memory`, `memory.current` stays and nobody is OOM-killed.
+/// A task whose cgroup has 64 KiB (16 pages) of room left rebalances its
+/// 8 MiB from node `a` to `a` and `b`: a move keeps the page's charge (the
+/// kernel's migration moves it too), so every misplaced page moves, none
+/// counts as `no_memory`, `memory.current` stays and nobody is OOM-killed.
+///
+/// The room is real: before `memory.max` is set, a write of
+/// `memory.high` = 0 drains the cgroup's per-CPU charge stocks (up to
+/// `MEMCG_CHARGE_BATCH`, 64 pages, per CPU, counted in `memory.current`)
+/// and reclaims what it can, and `memory.high` goes back to `max`. (The
+/// code that charged the new page before freeing the old one still passed
+/// this: see Documentation/dev-tools/reliability.md, memory cgroups.)
 fn rebalance_at_max(r: &mut Report, a: u32, b: u32) {
+    /// The cgroup's room left: 16 pages, half a move batch.
+    const ROOM: u64 = 64 * 1024;
     let res = (|| -> Result<String, String> {
         let cg = Cg::new("tk-rebalance")?;
         cg.set("memory.swap.max", "0").ok();
@@ -273,11 +282,14 @@ fn rebalance_at_max(r: &mut Report, a: u32, b: u32) {
             };
             // SAFETY: our mapping of `pages` pages.
             unsafe { fill_pattern(m.as_ptr(), 0, pages, 3) };
+            if cg.set("memory.high", "0").is_err() || cg.set("memory.high", "max").is_err() {
+                return 3;
+            }
+            // drain_all_stock() drains the other CPUs' stocks from a work
+            // item: let it run.
+            vma::sleep_ms(200);
             let Ok(cur) = cg.current() else { return 3 };
-            if cg
-                .set("memory.max", &(cur + 64 * 1024).to_string())
-                .is_err()
-            {
+            if cg.set("memory.max", &(cur + ROOM).to_string()).is_err() {
                 return 3;
             }
             let arg = tierkit_core::uapi::TkRebalance {
@@ -297,14 +309,14 @@ fn rebalance_at_max(r: &mut Report, a: u32, b: u32) {
                 return 6;
             }
             match cg.current() {
-                Ok(after) if after <= cur + 64 * 1024 => 0,
+                Ok(after) if after <= cur + ROOM => 0,
                 _ => 7,
             }
         })
         .map_err(|e| e.to_string())?;
         let kills = cg.read_u64("memory.events", Some("oom_kill"))?;
         match exit {
-            Exit::Code(0) if kills == 0 => Ok(format!("moved {} of {}; oom_kill 0", pages / 2, pages / 2)),
+            Exit::Code(0) if kills == 0 => Ok(format!("moved {} of {} with {} KiB of room; oom_kill 0", pages / 2, pages / 2, ROOM >> 10)),
             e => Err(format!(
                 "the child: {e} (5: not every page moved, see stderr; 6: data; 7: memory.current grew); oom_kill {kills}"
             )),

@@ -138,7 +138,16 @@ unsafe extern "C" fn memory_event(
 ) -> c_int {
     // SAFETY: see the function's safety section.
     let state = unsafe { &*ctx.cast::<DeviceState>() };
-    // Ready ranges of the pool are nobody's yet: give them back first.
+    // The pool's refill of the node pauses and gives up a range it is
+    // filling, so that it cannot race this offline (or its retry) with a
+    // new range; ready ranges of the pool are nobody's yet: give them back.
+    // SAFETY: no precondition; the block is online until MEM_OFFLINE.
+    let first = unsafe { shim::tk_pfn_to_online_page(start_pfn) };
+    if !first.is_null() {
+        // SAFETY: an online pfn's struct page.
+        let nid = unsafe { shim::tk_page_to_nid(first) };
+        state.pool.offlining(nid as usize);
+    }
     state
         .pool
         .release_in(start_pfn as u64, (start_pfn + nr_pages) as u64);

@@ -34,7 +34,7 @@ pub struct ProgRun {
 pub struct Markers {
     pub booted: bool,
     /// The printk time of each marker that starts or ends a phase of the
-    /// boot ([`PHASE_TAGS`]), in order.
+    /// boot ([`phase_tag`]), in order.
     pub stamps: Vec<(String, f64)>,
     pub insmod_rc: Option<i32>,
     pub rmmod_rc: Option<i32>,
@@ -77,11 +77,9 @@ impl Markers {
     }
 }
 
-/// The markers whose times split a boot into phases
-/// ([`crate::report::timings::guest_parts`]).
-pub const PHASE_TAGS: [&str; 5] = ["BOOT", "INSMOD-START", "INSMOD", "RMMOD-START", "DONE"];
-
-/// The phase tag of `marker`, if its time is one of [`PHASE_TAGS`].
+/// The phase tag of `marker`, if its time splits a boot into phases
+/// ([`crate::report::timings::guest_parts`]): `BOOT`, `INSMOD-START`,
+/// `INSMOD`, `RMMOD-START`, `DONE`.
 fn phase_tag(marker: &Marker) -> Option<&'static str> {
     match marker {
         Marker::Boot(_) => Some("BOOT"),
