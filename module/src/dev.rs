@@ -8,6 +8,7 @@
 use crate::chunks::GIGANTIC_PAGES;
 use crate::clear::{self, gigantic::GiganticMode};
 use crate::interleave::{self, TaskState, MAX_NUMNODES};
+use crate::mapping::cow::Snapshot;
 use crate::mapping::{Backing, BackingPages, GiganticPlan, GiganticRanges};
 use crate::pages;
 use crate::shim;
@@ -67,6 +68,8 @@ unsafe impl AsBytes for TkPageRefs {}
 unsafe impl FromBytes for TkRebalance {}
 // SAFETY: as above.
 unsafe impl AsBytes for TkRebalance {}
+
+mod snapshot;
 
 /// The most 4 KiB pages one open file holds (1 GiB): a single `mmap` above
 /// it is `EINVAL`, one that would take the file past it is `ENOMEM`.
@@ -131,6 +134,10 @@ struct FileState {
     nr_pages: usize,
     /// Gigantic mode (`TK_IOC_SET_GIGANTIC`): its parameters and counters.
     gigantic: Option<GiganticMode>,
+    /// `TK_IOC_SNAPSHOT`s waiting for the child's `mmap` of this file.
+    snapshots: KVec<Snapshot>,
+    /// A snapshot's file: each `mmap` takes one, its vmas copy on write.
+    cow: bool,
 }
 
 /// An open `/dev/tierkit`.
@@ -562,6 +569,8 @@ impl MiscDevice for TkFile {
                     mappings: KVec::new(),
                     nr_pages: 0,
                     gigantic: None,
+                    snapshots: KVec::new(),
+                    cow: false,
                 }, c"tierkit_file", static_lock_class!()),
                 rebalancing <- KillableMutex::new((), c"tierkit_rebalance", static_lock_class!()),
                 gigantic: Atomic::new(false),
@@ -596,6 +605,7 @@ impl MiscDevice for TkFile {
             uapi::TK_IOC_SET_GIGANTIC => me.set_gigantic(arg),
             uapi::TK_IOC_CLEAR_BENCH => clear_bench(arg),
             uapi::TK_IOC_REBALANCE => me.rebalance(arg),
+            uapi::TK_IOC_SNAPSHOT => me.snapshot(arg),
             #[cfg(tierkit_test)]
             uapi::TK_IOC_WALK => walk(arg),
             #[cfg(tierkit_test)]
@@ -635,6 +645,21 @@ impl MiscDevice for TkFile {
         vma.set_dontexpand();
         vma.set_dontdump();
         let gigantic = st.gigantic.is_some();
+        if st.cow {
+            let backing = me.mmap_snapshot(&mut st, vma, pgoff, nr_pages, mapping)?;
+            let ptr = core::ptr::from_ref::<Backing>(&backing)
+                .cast_mut()
+                .cast::<c_void>();
+            st.mappings
+                .push_within_capacity(backing)
+                .map_err(|_| ENOMEM)?;
+            st.mapped = true;
+            // SAFETY: in ->mmap with the mmap lock held for writing, on a
+            // VM_MIXEDMAP vma; `ptr` is the boxed `Backing` the file's
+            // state now owns until release, after every vma of it.
+            unsafe { shim::tk_vma_set_cow(vma.as_ptr(), ptr) };
+            return Ok(());
+        }
         // Whether its pages may be in ZONE_MOVABLE: a gigantic mapping's
         // GiBs with the movable_gigantic opt-in on a node that has such
         // memory (its first touches then honour this, see

@@ -416,6 +416,49 @@ fn semantics(r: &mut Report, w: &[(u32, u8)]) {
     }
 }
 
+/// `tkrun-check -c 64` under tk-run: fork is a copy-on-write snapshot
+/// (a writer thread's words from one moment, none from after the fork)
+/// and copies nothing (the child's start takes under a quarter of the
+/// block), on blocks that are tierkit's.
+fn fork_cow(r: &mut Report, w: &[(u32, u8)]) {
+    let wa = arg(w);
+    let (code, out, err) = match run(&[TK_RUN, "--weights", &wa, "--", CHECK, "-c", "64"]) {
+        Ok(x) => x,
+        Err(e) => {
+            r.fail("tkrun-check -c: start", e.to_string());
+            return;
+        }
+    };
+    let lines: Vec<String> = out.lines().map(String::from).collect();
+    for l in &lines {
+        if let Some(name) = l.strip_prefix("ok ") {
+            r.ok(&format!("tkrun-check -c: {name}"));
+        } else if let Some(rest) = l.strip_prefix("not ok ") {
+            let (name, why) = rest.split_once(": ").unwrap_or((rest, ""));
+            r.fail(&format!("tkrun-check -c: {name}"), why);
+        }
+    }
+    for name in ["cow-snapshot", "cow-cost"] {
+        let got = backing(&lines, name).unwrap_or("(no line)");
+        r.check(
+            &format!("tkrun-check -c: {name} block is tierkit's"),
+            if got == tk::DEV_PATH {
+                Ok(())
+            } else {
+                Err(format!("backed by {got}"))
+            },
+        );
+    }
+    r.check(
+        "tkrun-check -c: exit 0, PASSED",
+        if code == 0 && out.contains("PASSED") {
+            Ok(())
+        } else {
+            Err(format!("exit {code}, stderr {err:?}"))
+        },
+    );
+}
+
 fn gigantic_total() -> u64 {
     tk::read_stats().map_or(0, |s| s.iter().filter_map(|n| n.gigantic).sum())
 }
@@ -673,6 +716,7 @@ fn main() -> ExitCode {
     placement(&mut r, &w);
     numactl(&mut r, &w);
     semantics(&mut r, &w);
+    fork_cow(&mut r, &w);
     gigantic(&mut r);
     auto_weights(&mut r, &topo);
     gigantic_pool(&mut r);
