@@ -645,27 +645,17 @@ impl MiscDevice for TkFile {
         vma.set_dontexpand();
         vma.set_dontdump();
         let gigantic = st.gigantic.is_some();
-        if st.cow {
-            let backing = me.mmap_snapshot(&mut st, vma, pgoff, nr_pages, mapping)?;
-            let ptr = core::ptr::from_ref::<Backing>(&backing)
-                .cast_mut()
-                .cast::<c_void>();
-            st.mappings
-                .push_within_capacity(backing)
-                .map_err(|_| ENOMEM)?;
-            st.mapped = true;
-            // SAFETY: in ->mmap with the mmap lock held for writing, on a
-            // VM_MIXEDMAP vma; `ptr` is the boxed `Backing` the file's
-            // state now owns until release, after every vma of it.
-            unsafe { shim::tk_vma_set_cow(vma.as_ptr(), ptr) };
-            return Ok(());
-        }
         // Whether its pages may be in ZONE_MOVABLE: a gigantic mapping's
         // GiBs with the movable_gigantic opt-in on a node that has such
         // memory (its first touches then honour this, see
         // `GiganticRange::alloc_for_mapping`), a 4 KiB one's wherever a
         // rebalance or an offline may move them (see small_may_be_movable).
-        let (backing, movable) = if gigantic {
+        // A snapshot's file: its vmas copy on write, and refuse long-term
+        // writable pins whatever `movable` says (write notified).
+        let cow = st.cow;
+        let (backing, movable) = if cow {
+            (me.mmap_snapshot(&mut st, vma, pgoff, nr_pages, mapping)?, true)
+        } else if gigantic {
             me.mmap_gigantic(&mut st, vma, policy, pgoff, nr_pages, mapping)?
         } else {
             if nr_pages == 0 || nr_pages > MAX_FILE_PAGES {
@@ -716,7 +706,9 @@ impl MiscDevice for TkFile {
         // file's state, which keeps it until the file is released, after
         // every vma of the file is gone.
         unsafe {
-            if gigantic {
+            if cow {
+                shim::tk_vma_set_cow(vma.as_ptr(), ptr);
+            } else if gigantic {
                 shim::tk_vma_set_gigantic(vma.as_ptr(), ptr, movable);
             } else {
                 shim::tk_vma_set_backing(vma.as_ptr(), ptr, movable);

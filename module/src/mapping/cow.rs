@@ -128,7 +128,7 @@ pub(crate) fn snapshot(
             return Err(EINVAL);
         }
         source(file)?;
-        let n = ((vend as usize).min(end) - a) >> PAGE_SHIFT;
+        let n = (vend.min(end) - a) >> PAGE_SHIFT;
         // SAFETY: a 4 KiB tierkit vma's `vm_private_data` is a live
         // `Backing` of its file, which the vma keeps open while the mmap
         // lock we hold keeps the vma.

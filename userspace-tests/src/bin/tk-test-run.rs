@@ -340,6 +340,21 @@ fn numactl(r: &mut Report, w: &[(u32, u8)]) {
     );
 }
 
+/// tkrun-check's `ok NAME` and `not ok NAME: WHY` lines in `out` as checks
+/// named `PREFIX: NAME`; every line of `out`.
+fn check_lines(r: &mut Report, prefix: &str, out: &str) -> Vec<String> {
+    let lines: Vec<String> = out.lines().map(String::from).collect();
+    for l in &lines {
+        if let Some(name) = l.strip_prefix("ok ") {
+            r.ok(&format!("{prefix}: {name}"));
+        } else if let Some(rest) = l.strip_prefix("not ok ") {
+            let (name, why) = rest.split_once(": ").unwrap_or((rest, ""));
+            r.fail(&format!("{prefix}: {name}"), why);
+        }
+    }
+    lines
+}
+
 /// tkrun-check under tk-run: its own checks, and which blocks are tierkit's.
 fn semantics(r: &mut Report, w: &[(u32, u8)]) {
     let wa = arg(w);
@@ -350,15 +365,7 @@ fn semantics(r: &mut Report, w: &[(u32, u8)]) {
             return;
         }
     };
-    let lines: Vec<String> = out.lines().map(String::from).collect();
-    for l in &lines {
-        if let Some(name) = l.strip_prefix("ok ") {
-            r.ok(&format!("tkrun-check: {name}"));
-        } else if let Some(rest) = l.strip_prefix("not ok ") {
-            let (name, why) = rest.split_once(": ").unwrap_or((rest, ""));
-            r.fail(&format!("tkrun-check: {name}"), why);
-        }
-    }
+    let lines = check_lines(r, "tkrun-check", &out);
     let tierkit = [
         "malloc",
         "calloc",
@@ -429,15 +436,7 @@ fn fork_cow(r: &mut Report, w: &[(u32, u8)]) {
             return;
         }
     };
-    let lines: Vec<String> = out.lines().map(String::from).collect();
-    for l in &lines {
-        if let Some(name) = l.strip_prefix("ok ") {
-            r.ok(&format!("tkrun-check -c: {name}"));
-        } else if let Some(rest) = l.strip_prefix("not ok ") {
-            let (name, why) = rest.split_once(": ").unwrap_or((rest, ""));
-            r.fail(&format!("tkrun-check -c: {name}"), why);
-        }
-    }
+    let lines = check_lines(r, "tkrun-check -c", &out);
     for name in ["cow-snapshot", "cow-cost"] {
         let got = backing(&lines, name).unwrap_or("(no line)");
         r.check(
