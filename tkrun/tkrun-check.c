@@ -20,8 +20,13 @@
  *                             then "waiting" and a line on stdin to end)
  *        tkrun-check -f MIB  (fork's cost with a block of MIB, every page
  *                             written: "fork_ms", "fork_exit_ms" (fork to
- *                             the child's exit, reaped) and "fork_child_kib"
- *                             (MemAvailable the child's start took))
+ *                             the child's exit, reaped), "fork_child_kib"
+ *                             (MemAvailable the child's start took),
+ *                             "fork_rss_kib" (the parent's VmRSS) and
+ *                             "fork_child_rss_kib" (the child's at start))
+ *        tkrun-check -c MIB  (fork as a snapshot under a writer thread, and
+ *                             a fork that copies nothing, with blocks of
+ *                             MIB: tkrun-fork.c)
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -38,10 +43,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tkrun-check.h"
+
 static size_t big;
 static int failed;
 
-static void check(const char *name, int ok, const char *why)
+void check(const char *name, int ok, const char *why)
 {
 	if (ok) {
 		printf("ok %s\n", name);
@@ -79,7 +86,7 @@ static void backing(const void *addr, char *out, size_t n)
 	fclose(f);
 }
 
-static void show(const char *name, const void *addr)
+void show(const char *name, const void *addr)
 {
 	char b[256];
 
@@ -688,66 +695,15 @@ static void shell_pipeline(void)
 	free(w.p);
 }
 
-static long mem_available_kib(void)
-{
-	FILE *f = fopen("/proc/meminfo", "r");
-	char line[128];
-	long kib = -1;
-
-	while (f && fgets(line, sizeof(line), f))
-		if (sscanf(line, "MemAvailable: %ld kB", &kib) == 1)
-			break;
-	if (f)
-		fclose(f);
-	return kib;
-}
-
-static double now_ms(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
-}
-
-/* fork's time and memory with a written block of mib MiB. */
-static int fork_cost(size_t mib)
-{
-	size_t n = mib << 20;
-	char *p = malloc(n);
-	int fds[2], st = 0;
-	long before, child = -1;
-
-	if (!p || pipe(fds))
-		return 1;
-	for (size_t i = 0; i < n; i += 4096)
-		p[i] = (char)i;
-	show("fork-cost", p);
-	before = mem_available_kib();
-	double t0 = now_ms();
-	pid_t pid = fork();
-
-	if (pid == 0) {
-		long now = mem_available_kib();
-		ssize_t w = write(fds[1], &now, sizeof(now));
-
-		_exit(w == sizeof(now) ? 0 : 1);
-	}
-	double t1 = now_ms();
-
-	if (pid < 0 || read(fds[0], &child, sizeof(child)) != sizeof(child) || waitpid(pid, &st, 0) != pid)
-		return 1;
-	double t2 = now_ms();
-
-	printf("fork_ms %.3f\nfork_exit_ms %.3f\nfork_child_kib %ld\n", t1 - t0, t2 - t0, before - child);
-	free(p);
-	return !WIFEXITED(st) || WEXITSTATUS(st) != 0;
-}
-
 int main(int argc, char **argv)
 {
 	if (argc > 2 && strcmp(argv[1], "-f") == 0)
 		return fork_cost((size_t)atoi(argv[2]));
+	if (argc > 2 && strcmp(argv[1], "-c") == 0) {
+		cow_checks((size_t)atoi(argv[2]));
+		printf("%s\n", failed ? "FAILED" : "PASSED");
+		return failed;
+	}
 	if (argc > 2 && strcmp(argv[1], "-g") == 0)
 		return one_block((size_t)atoi(argv[2]));
 	big = (size_t)(argc > 1 ? atoi(argv[1]) : 4) << 20;

@@ -8,6 +8,7 @@
 use crate::chunks::GIGANTIC_PAGES;
 use crate::clear::{self, gigantic::GiganticMode};
 use crate::interleave::{self, TaskState, MAX_NUMNODES};
+use crate::mapping::cow::Snapshot;
 use crate::mapping::{Backing, BackingPages, GiganticPlan, GiganticRanges};
 use crate::pages;
 use crate::shim;
@@ -67,6 +68,8 @@ unsafe impl AsBytes for TkPageRefs {}
 unsafe impl FromBytes for TkRebalance {}
 // SAFETY: as above.
 unsafe impl AsBytes for TkRebalance {}
+
+mod snapshot;
 
 /// The most 4 KiB pages one open file holds (1 GiB): a single `mmap` above
 /// it is `EINVAL`, one that would take the file past it is `ENOMEM`.
@@ -131,6 +134,10 @@ struct FileState {
     nr_pages: usize,
     /// Gigantic mode (`TK_IOC_SET_GIGANTIC`): its parameters and counters.
     gigantic: Option<GiganticMode>,
+    /// `TK_IOC_SNAPSHOT`s waiting for the child's `mmap` of this file.
+    snapshots: KVec<Snapshot>,
+    /// A snapshot's file: each `mmap` takes one, its vmas copy on write.
+    cow: bool,
 }
 
 /// An open `/dev/tierkit`.
@@ -562,6 +569,8 @@ impl MiscDevice for TkFile {
                     mappings: KVec::new(),
                     nr_pages: 0,
                     gigantic: None,
+                    snapshots: KVec::new(),
+                    cow: false,
                 }, c"tierkit_file", static_lock_class!()),
                 rebalancing <- KillableMutex::new((), c"tierkit_rebalance", static_lock_class!()),
                 gigantic: Atomic::new(false),
@@ -596,6 +605,7 @@ impl MiscDevice for TkFile {
             uapi::TK_IOC_SET_GIGANTIC => me.set_gigantic(arg),
             uapi::TK_IOC_CLEAR_BENCH => clear_bench(arg),
             uapi::TK_IOC_REBALANCE => me.rebalance(arg),
+            uapi::TK_IOC_SNAPSHOT => me.snapshot(arg),
             #[cfg(tierkit_test)]
             uapi::TK_IOC_WALK => walk(arg),
             #[cfg(tierkit_test)]
@@ -640,7 +650,12 @@ impl MiscDevice for TkFile {
         // memory (its first touches then honour this, see
         // `GiganticRange::alloc_for_mapping`), a 4 KiB one's wherever a
         // rebalance or an offline may move them (see small_may_be_movable).
-        let (backing, movable) = if gigantic {
+        // A snapshot's file: its vmas copy on write, and refuse long-term
+        // writable pins whatever `movable` says (write notified).
+        let cow = st.cow;
+        let (backing, movable) = if cow {
+            (me.mmap_snapshot(&mut st, vma, pgoff, nr_pages, mapping)?, true)
+        } else if gigantic {
             me.mmap_gigantic(&mut st, vma, policy, pgoff, nr_pages, mapping)?
         } else {
             if nr_pages == 0 || nr_pages > MAX_FILE_PAGES {
@@ -691,7 +706,9 @@ impl MiscDevice for TkFile {
         // file's state, which keeps it until the file is released, after
         // every vma of the file is gone.
         unsafe {
-            if gigantic {
+            if cow {
+                shim::tk_vma_set_cow(vma.as_ptr(), ptr);
+            } else if gigantic {
                 shim::tk_vma_set_gigantic(vma.as_ptr(), ptr, movable);
             } else {
                 shim::tk_vma_set_backing(vma.as_ptr(), ptr, movable);

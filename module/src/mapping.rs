@@ -19,6 +19,7 @@
 //!
 //! What happens to the pages when their memory goes offline: [`offline`].
 
+pub(crate) mod cow;
 mod offline;
 mod tests;
 
@@ -547,8 +548,12 @@ impl PinnedDrop for Backing {
 }
 
 /// The fault handler's work (shim_vma.c `tk_vm_fault()`): maps the page of
-/// `backing` at file page offset `pgoff` at `addr` of `vma`. Returns 0, or
-/// a negative errno (`-EFAULT` if the mapping has no such page: SIGBUS).
+/// `backing` at file page offset `pgoff` at `addr` of `vma`. A page still
+/// shared with a fork's snapshot ([`cow`]) is first made this backing's
+/// own copy, unless the vma is a copy-on-write one (`TK_FAULT_COW`, its
+/// PTEs write-protected until `page_mkwrite`) and the fault reads. Returns
+/// 0, or a negative errno (`-EFAULT` if the mapping has no such page:
+/// SIGBUS; `-ENOMEM` if no copy could be had).
 ///
 /// # Safety
 ///
@@ -561,10 +566,17 @@ unsafe extern "C" fn tk_mapping_fault(
     vma: *mut bindings::vm_area_struct,
     addr: c_ulong,
     pgoff: c_ulong,
+    flags: kernel::ffi::c_uint,
 ) -> c_int {
     // SAFETY: see the function's safety section.
     let b = unsafe { &*backing.cast::<Backing>() };
-    let pages = b.pages.lock();
+    let mut pages = b.pages.lock();
+    let cow_read = flags & cow::FAULT_COW != 0 && flags & cow::FAULT_WRITE == 0;
+    if !cow_read {
+        if let Err(e) = b.unshare(&mut pages, pgoff as u64) {
+            return e.to_errno();
+        }
+    }
     let Some(page) = b.page(&pages, pgoff as u64) else {
         return EFAULT.to_errno();
     };

@@ -20,13 +20,17 @@ use crate::sync::{resched_every, resched_killable};
 use core::ptr::NonNull;
 use kernel::{bindings, ffi::c_int, page::PAGE_SIZE, prelude::*, sync::Arc};
 
-/// An owned order-0 page allocated on a given node.
+/// An owned order-0 page allocated on a given node, or a share of one.
 ///
 /// # Invariants
 ///
 /// `page` points to a valid `struct page` of an order-0 allocation that this
-/// object owns (one reference, given back on drop), counted by
-/// [`movable::own`] if it is in ZONE_MOVABLE.
+/// object holds one reference of, given back on drop. The allocation is
+/// counted once by [`movable::own`] if it is in ZONE_MOVABLE. Several
+/// `NodePage`s may hold the same page after a fork ([`NodePage::share`]):
+/// its share count (shim_vma.c `tk_page_share()`) is their number less
+/// one, and only the last to drop gives the page back through
+/// [`movable::put`]; the others drop a plain reference.
 ///
 /// `repr(transparent)`: a `[NodePage]` has the layout of a `[*mut page]`
 /// (see [`PlacedPages::raw_pages`]).
@@ -107,6 +111,19 @@ impl NodePage {
         Self::alloc_user(nid, 0)
     }
 
+    /// A page on `nid` for a copy-on-write copy (module/src/mapping/cow.rs),
+    /// charged to the faulting task's memory cgroup; from ZONE_MOVABLE only
+    /// if `movable` (the backing's vmas refuse long-term pins). Not zeroed:
+    /// the caller copies into it. `ENOMEM` on failure.
+    pub(crate) fn alloc_copy(nid: usize, movable: bool) -> Result<NodePage> {
+        if movable {
+            return Self::alloc_uninit(nid);
+        }
+        // SAFETY: no precondition.
+        let extra = unsafe { shim::tk_gfp_retry_mayfail() };
+        Self::alloc_gfp(nid, bindings::GFP_KERNEL_ACCOUNT | extra)
+    }
+
     /// A page on the nearest node with memory other than `nid`, to take
     /// the place of `old`, one of `nid`'s pages whose memory goes offline
     /// (the target `do_migrate_range()` would pick), uncharged until the
@@ -134,6 +151,25 @@ impl NodePage {
             unsafe { movable::own(|| shim::tk_alloc_page_on(nid, old.as_ptr(), movable)) }?;
         // INVARIANT: an owned page, counted by `own`.
         Ok(NodePage { page })
+    }
+
+    /// Another holder of the same page, for a fork's copy-on-write
+    /// snapshot (module/src/mapping/cow.rs): takes a reference and counts
+    /// the share. Neither holder may write the page while it is shared.
+    pub(crate) fn share(&self) -> NodePage {
+        // SAFETY: By the type invariant, `self.page` is a valid page we
+        // hold a reference of; the shim takes another.
+        unsafe { shim::tk_page_share(self.page.as_ptr()) };
+        // INVARIANT: a new reference, and the share counted.
+        NodePage { page: self.page }
+    }
+
+    /// Whether another [`NodePage`] holds this page too (see
+    /// [`share`](Self::share)). Only a holder can make it shared, so
+    /// `false` stays true while the caller keeps others from sharing it.
+    pub(crate) fn is_shared(&self) -> bool {
+        // SAFETY: By the type invariant, `self.page` is a valid page.
+        unsafe { shim::tk_page_shared(self.page.as_ptr()) }
     }
 
     /// `page_to_pfn()`.
@@ -200,10 +236,16 @@ impl NodePage {
 
 impl Drop for NodePage {
     fn drop(&mut self) {
-        // SAFETY: By the type invariant, we own this order-0 page, made by
-        // `movable::own`. If it is also mapped into userspace,
-        // `vm_insert_page()` took its own reference; another holder (a
-        // pipe) keeps it an orphan of tierkit's until it lets go.
+        // SAFETY: By the type invariant we hold a reference. Shared: the
+        // shim drops it and one share (another `NodePage` still holds the
+        // page and its count).
+        if unsafe { shim::tk_page_unshare(self.page.as_ptr()) } {
+            return;
+        }
+        // SAFETY: By the type invariant, we are the last holder of this
+        // order-0 page, made by `movable::own`. If it is also mapped into
+        // userspace, `vm_insert_page()` took its own reference; another
+        // holder (a pipe) keeps it an orphan of tierkit's until it lets go.
         unsafe { movable::put(self.page) };
     }
 }
@@ -249,6 +291,24 @@ impl PlacedPages {
             self.state.stats.add(nid, 1, true);
             drop(old);
         }
+    }
+
+    /// No pages yet, room for `cap`: a fork's snapshot
+    /// (module/src/mapping/cow.rs) fills it with [`push`](Self::push).
+    pub(crate) fn with_capacity(state: &Arc<DeviceState>, cap: usize) -> Result<PlacedPages> {
+        Ok(PlacedPages {
+            pages: KVVec::with_capacity(cap, GFP_KERNEL)?,
+            state: state.clone(),
+        })
+    }
+
+    /// Appends `page`, counted as held on its node. `ENOMEM` beyond the
+    /// capacity.
+    pub(crate) fn push(&mut self, page: NodePage) -> Result {
+        let nid = page.nid();
+        self.pages.push_within_capacity(page).map_err(|_| ENOMEM)?;
+        self.state.stats.add(nid, 1, true);
+        Ok(())
     }
 
     /// The pages as an array of `struct page *`, for `vm_insert_pages()`.

@@ -70,9 +70,21 @@ struct dentry *tk_debugfs_file(const char *name, umode_t mode,
 			       struct dentry *parent, struct tk_dbg_attr *attr);
 void tk_debugfs_remove(struct dentry *d);
 
-/* Implemented in Rust (module/src/dev.rs): map the page at @pgoff, or -errno. */
+/* Implemented in Rust (module/src/mapping.rs): map the page at @pgoff, or -errno. */
+#define TK_FAULT_WRITE 1	/* a write fault */
+#define TK_FAULT_COW 2		/* a copy-on-write vma (tk_vma_set_cow()) */
 int tk_mapping_fault(void *backing, struct vm_area_struct *vma, unsigned long addr,
-		     unsigned long pgoff);
+		     unsigned long pgoff, unsigned int flags);
+/* Implemented in Rust (module/src/mapping/cow.rs): 0, -EAGAIN (copied), -errno. */
+int tk_mapping_mkwrite(void *backing, unsigned long pgoff, struct page *page);
+void tk_page_share(struct page *page);
+bool tk_page_unshare(struct page *page);
+bool tk_page_shared(struct page *page);
+void tk_vma_set_cow(struct vm_area_struct *vma, void *backing);
+int tk_mmap_read_lock_current(void);
+void tk_mmap_read_unlock_current(void);
+void *tk_vma_backing_at(unsigned long addr, unsigned long *pgoff, unsigned long *end,
+			void **file_private);
 int tk_vm_insert_page(struct vm_area_struct *vma, unsigned long addr, struct page *page);
 /* Implemented in Rust (module/src/mapping.rs): a vma of @backing made, gone. */
 void tk_mapping_vma_open(void *backing);

@@ -174,6 +174,34 @@ extern "C" {
         addr: c_ulong,
         page: *mut bindings::page,
     ) -> c_int;
+    /// Takes a reference to `page` and counts one more share of it
+    /// (shim_vma.c, `page->private`). `page` must be a tierkit order-0
+    /// page the caller holds a reference of.
+    pub(crate) fn tk_page_share(page: *mut bindings::page);
+    /// If `page` is shared, drops one share and the caller's reference
+    /// and returns true; else false and nothing changed. The caller holds
+    /// a reference of `page`, a tierkit order-0 page.
+    pub(crate) fn tk_page_unshare(page: *mut bindings::page) -> bool;
+    /// Whether `page` (a tierkit order-0 page) has a share count above 0.
+    pub(crate) fn tk_page_shared(page: *mut bindings::page) -> bool;
+    /// Gives `vma` the copy-on-write `vm_operations_struct` (write
+    /// notified: `page_mkwrite`) and `backing` as its `vm_private_data`.
+    /// As [`tk_vma_set_backing`]: only from `->mmap`.
+    pub(crate) fn tk_vma_set_cow(vma: *mut bindings::vm_area_struct, backing: *mut core::ffi::c_void);
+    /// `mmap_read_lock_killable(current->mm)`: 0 or `-EINTR`. Process
+    /// context with an mm, no mmap lock of it held.
+    pub(crate) fn tk_mmap_read_lock_current() -> c_int;
+    /// Releases what [`tk_mmap_read_lock_current`] took.
+    pub(crate) fn tk_mmap_read_unlock_current();
+    /// With current's mmap lock held: the `vm_private_data` of the 4 KiB
+    /// tierkit vma at `addr` (NULL if there is none), the file page offset
+    /// of `addr`, the vma's end and its file's `private_data`.
+    pub(crate) fn tk_vma_backing_at(
+        addr: c_ulong,
+        pgoff: *mut c_ulong,
+        end: *mut c_ulong,
+        file_private: *mut *mut core::ffi::c_void,
+    ) -> *mut core::ffi::c_void;
     /// `register_memory_notifier()` of a notifier that calls `cb(ctx,
     /// start_pfn, nr_pages)` on `MEM_GOING_OFFLINE` and fails the offline
     /// with the negative errno `cb` returns. One registration at a time;

@@ -25,11 +25,20 @@
  * after the PTE was zapped (MADV_DONTNEED, or the kernel dropping it). The
  * file still holds the page, so the fault maps the same page again.
  */
+static const struct vm_operations_struct tk_vm_ops_cow;
+
 /* In C: a vm_operations_struct callback: the 7.3 crate has no vm_operations vtable. */
 static vm_fault_t tk_vm_fault(struct vm_fault *vmf)
 {
-	int err = tk_mapping_fault(vmf->vma->vm_private_data, vmf->vma,
-				   vmf->address & PAGE_MASK, vmf->pgoff);
+	unsigned int flags = 0;
+	int err;
+
+	if (vmf->flags & FAULT_FLAG_WRITE)
+		flags |= TK_FAULT_WRITE;
+	if (vmf->vma->vm_ops == &tk_vm_ops_cow)
+		flags |= TK_FAULT_COW;
+	err = tk_mapping_fault(vmf->vma->vm_private_data, vmf->vma,
+			       vmf->address & PAGE_MASK, vmf->pgoff, flags);
 
 	if (err == 0 || err == -EBUSY)	/* -EBUSY: another fault mapped it */
 		return VM_FAULT_NOPAGE;
@@ -94,6 +103,115 @@ static const struct vm_operations_struct tk_vm_ops_movable = {
 	.fault = tk_vm_fault,
 	.pfn_mkwrite = tk_pfn_mkwrite,
 };
+
+/* --- copy-on-write after fork (module/src/mapping/cow.rs) ---------------- */
+
+/*
+ * A fork's snapshot (TK_IOC_SNAPSHOT) makes a page held by two backings,
+ * the parent's and the child's. Its share count, the number of holders
+ * less one, lives in page->private: tierkit's pages are neither in the
+ * page cache nor on the LRU, so the field is the owner's (the allocator
+ * hands it over 0, and it is 0 again when the last holder frees it; the
+ * orphan list of shim_movable.c uses it only after the last holder let
+ * go). Each holder has its own page reference. Only a holder can add a
+ * share, under its backing's lock.
+ */
+static atomic_long_t *tk_share_count(struct page *page)
+{
+	BUILD_BUG_ON(sizeof(atomic_long_t) != sizeof(page->private));
+	return (atomic_long_t *)&page->private;
+}
+
+void tk_page_share(struct page *page)
+{
+	get_page(page);
+	atomic_long_inc(tk_share_count(page));
+}
+
+/* true: @page was shared; one share and the caller's reference are gone. */
+bool tk_page_unshare(struct page *page)
+{
+	if (atomic_long_dec_if_positive(tk_share_count(page)) < 0)
+		return false;
+	put_page(page);
+	return true;
+}
+
+bool tk_page_shared(struct page *page)
+{
+	return atomic_long_read(tk_share_count(page)) != 0;
+}
+
+/*
+ * A write to a page a copy-on-write vma maps read-only (its vm_ops has
+ * page_mkwrite, so the kernel keeps its PTEs write-protected until then,
+ * vma_wants_writenotify()). tk_mapping_mkwrite() (Rust) copies the page
+ * if it is still shared, replaces it in the backing and zaps it (-EAGAIN:
+ * the fault is retried and maps the copy); 0: the page is the backing's
+ * alone, and the kernel makes this PTE writable (finish_mkwrite_fault()
+ * re-checks it under the page-table lock). The folio has no mapping, so
+ * it is returned locked (do_page_mkwrite() would retry forever).
+ */
+static vm_fault_t tk_vm_page_mkwrite(struct vm_fault *vmf)
+{
+	int err = tk_mapping_mkwrite(vmf->vma->vm_private_data, vmf->pgoff, vmf->page);
+
+	if (err == 0) {
+		folio_lock(page_folio(vmf->page));
+		return VM_FAULT_LOCKED;
+	}
+	if (err == -EAGAIN)
+		return VM_FAULT_NOPAGE;
+	return err == -ENOMEM ? VM_FAULT_OOM : VM_FAULT_SIGBUS;
+}
+
+/*
+ * The vmas of a fork's snapshot (a file whose mmap took a snapshot): write
+ * notified, so every PTE a fault maps is read-only until page_mkwrite.
+ * Like the movable ops, they refuse long-term writable pins.
+ */
+static const struct vm_operations_struct tk_vm_ops_cow = {
+	.open = tk_vm_open,
+	.close = tk_vm_close,
+	.fault = tk_vm_fault,
+	.page_mkwrite = tk_vm_page_mkwrite,
+};
+
+void tk_vma_set_cow(struct vm_area_struct *vma, void *backing)
+{
+	vma->vm_ops = &tk_vm_ops_cow;
+	vma->vm_private_data = backing;
+}
+
+int tk_mmap_read_lock_current(void)
+{
+	return mmap_read_lock_killable(current->mm);
+}
+
+void tk_mmap_read_unlock_current(void)
+{
+	mmap_read_unlock(current->mm);
+}
+
+/*
+ * With current's mmap_lock held: the backing of the 4 KiB tierkit vma of
+ * current at @addr, the file page offset of @addr in it, the vma's end and
+ * its file's private data (the TkFile); NULL if no such vma is there.
+ */
+void *tk_vma_backing_at(unsigned long addr, unsigned long *pgoff, unsigned long *end,
+			void **file_private)
+{
+	struct vm_area_struct *vma = vma_lookup(current->mm, addr);
+
+	if (!vma || !vma->vm_file ||
+	    (vma->vm_ops != &tk_vm_ops && vma->vm_ops != &tk_vm_ops_movable &&
+	     vma->vm_ops != &tk_vm_ops_cow))
+		return NULL;
+	*pgoff = vma->vm_pgoff + ((addr - vma->vm_start) >> PAGE_SHIFT);
+	*end = vma->vm_end;
+	*file_private = vma->vm_file->private_data;
+	return vma->vm_private_data;
+}
 
 /*
  * Called at the end of ->mmap, with mmap_lock held for writing: the vma

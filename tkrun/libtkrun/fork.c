@@ -1,32 +1,43 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * libtkrun.so's fork handlers (pthread_atfork): the child's tierkit
- * ranges made private copies before fork() returns in the parent.
+ * ranges made copy-on-write snapshots of the parent's, or private copies
+ * before fork() returns in the parent.
  */
 #define _GNU_SOURCE
 #include "libtkrun.h"
 
+#include <fcntl.h>
 #include <linux/futex.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
 
 /* --- fork ---------------------------------------------------------------
  * A tierkit mapping is MAP_SHARED: after a plain fork parent and child
- * would see each other's writes. The child therefore copies every range
+ * would see each other's writes. So the prepare handler asks tierkit for
+ * a copy-on-write snapshot of each 4 KiB range (TK_IOC_SNAPSHOT, one
+ * ioctl per <= 1 GiB piece, all into one new file): from then on the
+ * pages are shared copy-on-write between the parent's mapping and the
+ * snapshot, and nothing either side writes reaches the other. The child
+ * maps the snapshot over each range; no page is copied until one side
+ * writes it (the parent: touches it) while the other still shares it.
+ * Parts under MADV_DONTFORK are not in the child (the kernel left them
+ * out), parts under MADV_WIPEONFORK get fresh tierkit memory (zero), every
+ * part keeps its protection and key.
+ *
+ * A range tierkit cannot snapshot (a gigantic one, a kernel without the
+ * ioctl, a test device, no file descriptor left) is copied by the child
  * into fresh tierkit memory (same offsets, so the same nodes) before
  * fork() returns in the parent, which waits for it: nothing the parent's
- * forking thread writes after fork() reaches the child. Parts under
- * MADV_DONTFORK are not in the child (the kernel left them out), parts
- * under MADV_WIPEONFORK get fresh tierkit memory (zero), every part keeps
- * its protection and key.
- *
- * The wait needs no file descriptor (a process at RLIMIT_NOFILE forks
- * too): a shared page the child writes its pid to, then "done" (a futex);
- * the parent also stops waiting when the child has exited (waitid with
- * WNOWAIT, which leaves it to be reaped) or is no longer its child.
+ * forking thread writes after fork() reaches the child. The wait needs no
+ * file descriptor (a process at RLIMIT_NOFILE forks too): a shared page
+ * the child writes its pid to, then "done" (a futex); the parent also
+ * stops waiting when the child has exited (waitid with WNOWAIT, which
+ * leaves it to be reaped) or is no longer its child.
  */
 struct fork_sync {
 	atomic_int done;
@@ -35,12 +46,44 @@ struct fork_sync {
 
 static struct fork_sync *fork_sync;
 static int fork_locked;
+static int snap_fd = -1;
+
+/* Entry r's snapshot into snap_fd, piece by piece: 1 if every piece is. */
+static int snapshot_entry(const struct range *r)
+{
+	for (size_t d = 0; d < r->len; d += PIECE) {
+		struct tk_snapshot s = { .addr = r->start + d,
+					 .len = r->len - d < PIECE ? r->len - d : PIECE };
+
+		if (ioctl(snap_fd, TK_IOC_SNAPSHOT, &s))
+			return 0;
+	}
+	return 1;
+}
 
 void fork_prepare(void)
 {
+	int wait = 0;
+
 	fork_locked = lock_table();
 	fork_sync = NULL;
+	snap_fd = -1;
 	if (!fork_locked || nranges == 0)
+		return;
+	if (cfg.device == dev_tierkit)
+		snap_fd = open(cfg.device, O_RDWR | O_CLOEXEC);
+	for (int i = 0; i < nranges; i++) {
+		struct range *r = &ranges[i];
+
+		r->snap = 0;
+		if (r->dontfork || r->wipe)
+			continue; /* the child reads nothing of the parent's */
+		if (snap_fd >= 0 && !r->giga && snapshot_entry(r))
+			r->snap = 1;
+		else
+			wait = 1;
+	}
+	if (!wait)
 		return;
 	void *p = sys_mmap(NULL, PAGE, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 
@@ -76,7 +119,38 @@ void fork_parent(void)
 	if (s)
 		sys_munmap(s, PAGE);
 	fork_sync = NULL;
+	if (snap_fd >= 0)
+		close(snap_fd);
+	snap_fd = -1;
 	unlock_table();
+}
+
+/* The child's snapshot of entry r (fork_prepare() took it): mapped at a
+ * free address piece by piece, with the part's protection and key, then
+ * moved over the shared mapping. 0, or -1 with nothing changed. */
+static int map_snapshot(const struct range *r)
+{
+	uintptr_t t = reserve(r->len, PAGE);
+
+	if (!t)
+		return -1;
+	for (size_t d = 0; d < r->len; d += PIECE) {
+		size_t n = r->len - d < PIECE ? r->len - d : PIECE;
+
+		if (sys_mmap((void *)(t + d), n, r->prot, MAP_SHARED | MAP_FIXED, snap_fd,
+			     (off_t)(r->off + d)) == MAP_FAILED) {
+			sys_munmap((void *)t, r->len);
+			return -1;
+		}
+	}
+	if (r->pkey >= 0)
+		sys_protect((void *)t, r->len, r->prot, r->pkey);
+	for (size_t d = 0; d < r->len; d += PIECE) {
+		size_t n = r->len - d < PIECE ? r->len - d : PIECE;
+
+		sys_mremap((void *)(t + d), n, n, MREMAP_MAYMOVE | MREMAP_FIXED, (void *)(r->start + d));
+	}
+	return 0;
 }
 
 /* The child's own copy of entry r (table lock held, other threads gone). */
@@ -138,8 +212,12 @@ void fork_child(void)
 			table_del(i--);
 			continue;
 		}
-		copy_entry(&ranges[i]);
+		if (!ranges[i].snap || map_snapshot(&ranges[i]))
+			copy_entry(&ranges[i]);
 	}
+	if (snap_fd >= 0)
+		close(snap_fd);
+	snap_fd = -1;
 	if (s) {
 		atomic_store(&s->done, 1);
 		syscall(SYS_futex, &s->done, FUTEX_WAKE, 1, NULL, NULL, 0);

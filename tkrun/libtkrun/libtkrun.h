@@ -23,7 +23,7 @@
  *   malloc.c  the malloc family
  *   mmap.c    the mmap, munmap and mremap interposers
  *   advice.c  the madvise, mprotect, pkey_mprotect and msync interposers
- *   fork.c    the fork handlers (the child's private copies)
+ *   fork.c    the fork handlers (copy-on-write snapshots, or copies)
  */
 #ifndef TKRUN_LIBTKRUN_H
 #define TKRUN_LIBTKRUN_H
@@ -143,6 +143,7 @@ struct range {
 	uint8_t giga;
 	uint8_t dontfork; /* MADV_DONTFORK: the child has none of it */
 	uint8_t wipe;     /* MADV_WIPEONFORK: the child's reads zero */
+	uint8_t snap;     /* during a fork: its copy-on-write snapshot is taken */
 };
 
 extern pthread_mutex_t table_lock;

@@ -434,6 +434,8 @@ fn fork_rows(r: &mut Report, topo: &Topology, mib: &str) -> Vec<Value> {
             "fork_ms": field("fork_ms "),
             "fork_exit_ms": field("fork_exit_ms "),
             "child_kib": field("fork_child_kib "),
+            "rss_kib": field("fork_rss_kib "),
+            "child_rss_kib": field("fork_child_rss_kib "),
         });
         r.check_note(
             &name,
@@ -453,8 +455,8 @@ fn fork_rows(r: &mut Report, topo: &Topology, mib: &str) -> Vec<Value> {
 pub fn main() -> ExitCode {
     let flags = match Flags::from_args(
         BIN,
-        &["no-first-use"],
-        &["elements", "rounds", "repeat", "no-first-use", "fork-mib"],
+        &["no-first-use", "fork-only"],
+        &["elements", "rounds", "repeat", "no-first-use", "fork-only", "fork-mib"],
     ) {
         Ok(f) => f,
         Err(code) => return code,
@@ -469,14 +471,16 @@ pub fn main() -> ExitCode {
         .get("repeat")
         .and_then(|x| x.parse().ok())
         .unwrap_or(2);
-    let mut rows = placement(&mut r, &topo, &n, &rounds, repeat);
-    same_throughput(&mut r, &mut rows);
-    r.set("placement", json!(rows));
-    if !flags.has("no-first-use") {
+    if !flags.has("fork-only") {
+        let mut rows = placement(&mut r, &topo, &n, &rounds, repeat);
+        same_throughput(&mut r, &mut rows);
+        r.set("placement", json!(rows));
+    }
+    if !flags.has("no-first-use") && !flags.has("fork-only") {
         let rows = first_use(&mut r, &topo);
         r.set("first_use", json!(rows));
     }
-    let mib = flags.get("fork-mib").unwrap_or("256").to_string();
+    let mib = flags.get("fork-mib").unwrap_or("4096").to_string();
     if mib != "0" {
         let rows = fork_rows(&mut r, &topo, &mib);
         r.set("fork", json!(rows));

@@ -22,12 +22,16 @@
 //!   (`tkrun-check -f`), the kernel's memory against `tk-run` (whose row
 //!   fails unless the block is tierkit's): the time until `fork()`
 //!   returns in the parent, until the child has exited and been reaped,
-//!   and the memory the child's start took (MemAvailable before the fork
-//!   less in the child).
+//!   the memory the child's start took (MemAvailable before the fork
+//!   less in the child), and the resident memory (VmRSS) of the parent
+//!   before the fork and of the child at its start. tk-run forks with a
+//!   copy-on-write snapshot: neither its time nor its memory grows with
+//!   the block.
 //!
 //! Flags: `--elements N` per triad array (default 2097152), `--rounds R`
 //! (3), `--repeat K` (2: each triad run K times, alternating, the best
-//! kept), `--no-first-use`, `--fork-mib M` (256; 0: no fork rows).
+//! kept), `--no-first-use`, `--fork-mib M` (4096, a 4 GiB process; 0: no
+//! fork rows), `--fork-only` (the fork rows alone).
 
 use std::process::ExitCode;
 

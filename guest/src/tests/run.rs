@@ -331,6 +331,21 @@ fn numactl(r: &mut Report, w: &[(u32, u8)]) {
     );
 }
 
+/// tkrun-check's `ok NAME` and `not ok NAME: WHY` lines in `out` as checks
+/// named `PREFIX: NAME`; every line of `out`.
+fn check_lines(r: &mut Report, prefix: &str, out: &str) -> Vec<String> {
+    let lines: Vec<String> = out.lines().map(String::from).collect();
+    for l in &lines {
+        if let Some(name) = l.strip_prefix("ok ") {
+            r.ok(&format!("{prefix}: {name}"));
+        } else if let Some(rest) = l.strip_prefix("not ok ") {
+            let (name, why) = rest.split_once(": ").unwrap_or((rest, ""));
+            r.fail(&format!("{prefix}: {name}"), why);
+        }
+    }
+    lines
+}
+
 /// tkrun-check under tk-run: its own checks, and which blocks are tierkit's.
 fn semantics(r: &mut Report, w: &[(u32, u8)]) {
     let wa = arg(w);
@@ -341,15 +356,7 @@ fn semantics(r: &mut Report, w: &[(u32, u8)]) {
             return;
         }
     };
-    let lines: Vec<String> = out.lines().map(String::from).collect();
-    for l in &lines {
-        if let Some(name) = l.strip_prefix("ok ") {
-            r.ok(&format!("tkrun-check: {name}"));
-        } else if let Some(rest) = l.strip_prefix("not ok ") {
-            let (name, why) = rest.split_once(": ").unwrap_or((rest, ""));
-            r.fail(&format!("tkrun-check: {name}"), why);
-        }
-    }
+    let lines = check_lines(r, "tkrun-check", &out);
     let tierkit = [
         "malloc",
         "calloc",
@@ -405,6 +412,41 @@ fn semantics(r: &mut Report, w: &[(u32, u8)]) {
     if !err.is_empty() {
         r.note(format!("tkrun-check stderr: {}", err.trim()));
     }
+}
+
+/// `tkrun-check -c 64` under tk-run: fork is a copy-on-write snapshot
+/// (a writer thread's words from one moment, none from after the fork)
+/// and copies nothing (the child's start takes under a quarter of the
+/// block), on blocks that are tierkit's.
+fn fork_cow(r: &mut Report, w: &[(u32, u8)]) {
+    let wa = arg(w);
+    let (code, out, err) = match run(&[TK_RUN, "--weights", &wa, "--", CHECK, "-c", "64"]) {
+        Ok(x) => x,
+        Err(e) => {
+            r.fail("tkrun-check -c: start", e.to_string());
+            return;
+        }
+    };
+    let lines = check_lines(r, "tkrun-check -c", &out);
+    for name in ["cow-snapshot", "cow-cost"] {
+        let got = backing(&lines, name).unwrap_or("(no line)");
+        r.check(
+            &format!("tkrun-check -c: {name} block is tierkit's"),
+            if got == tk::DEV_PATH {
+                Ok(())
+            } else {
+                Err(format!("backed by {got}"))
+            },
+        );
+    }
+    r.check(
+        "tkrun-check -c: exit 0, PASSED",
+        if code == 0 && out.contains("PASSED") {
+            Ok(())
+        } else {
+            Err(format!("exit {code}, stderr {err:?}"))
+        },
+    );
 }
 
 fn gigantic_total() -> u64 {
@@ -663,6 +705,7 @@ pub fn main() -> ExitCode {
     placement(&mut r, &w);
     numactl(&mut r, &w);
     semantics(&mut r, &w);
+    fork_cow(&mut r, &w);
     gigantic(&mut r);
     auto_weights(&mut r, &topo);
     gigantic_pool(&mut r);

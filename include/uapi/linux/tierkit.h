@@ -174,4 +174,17 @@ struct tk_rebalance {
 #define TK_IOC_PAGE_REFS	_IOWR(TIERKIT_IOC_MAGIC, 7, struct tk_page_refs)
 #define TK_IOC_REBALANCE	_IOWR(TIERKIT_IOC_MAGIC, 8, struct tk_rebalance)
 
+/*
+ * TK_IOC_SNAPSHOT, on a new file: a copy-on-write snapshot of the caller's
+ * 4 KiB tierkit mappings at addr..addr + len for a child it is about to
+ * fork, which maps the file at the same offset and length (see
+ * Documentation/ABI/testing/dev-tierkit).
+ */
+struct tk_snapshot {
+	__u64 addr;			/* in: page aligned */
+	__u64 len;			/* in: bytes, at most 1 GiB */
+};
+
+#define TK_IOC_SNAPSHOT		_IOWR(TIERKIT_IOC_MAGIC, 9, struct tk_snapshot)
+
 #endif /* _UAPI_LINUX_TIERKIT_H */

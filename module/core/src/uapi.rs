@@ -385,6 +385,39 @@ impl Default for TkRebalance {
 /// [`TkRebalance`].
 pub const TK_IOC_REBALANCE: u32 = iowr(8, core::mem::size_of::<TkRebalance>());
 
+// ---------------------------------------------------------------------------
+// Copy-on-write for fork (owner: module/src/mapping/cow.rs)
+// ---------------------------------------------------------------------------
+
+/// Argument of [`TK_IOC_SNAPSHOT`], called on a new file (no policy or the
+/// same as the source's, nothing mapped): a copy-on-write snapshot of the
+/// caller's 4 KiB tierkit mappings at `addr..addr + len` (page aligned, at
+/// most 1 GiB, one or more vmas whose file offsets follow on), for a
+/// child the caller is about to fork. Every page gets a second holder, the
+/// snapshot, and the caller's PTEs there are zapped: from then on neither
+/// side's writes reach the other. The new file takes the source's policy.
+/// The child maps the new file `MAP_SHARED` at the same file offset with
+/// the same length (one `mmap` per snapshot; a file may hold several); that
+/// `mmap` allocates nothing, and a write to a page either side still shares
+/// copies it on the same node, charged to the writer's memory cgroup. The
+/// snapshot reserves its full size of the global limit; a page that may be
+/// pinned for DMA is copied at once. A snapshot no `mmap` took goes with
+/// the file.
+///
+/// Errors: `EINVAL` for a bad range, an address that is not a 4 KiB
+/// tierkit mapping (gigantic ones too), a hole, offsets that do not follow
+/// on, a source with another policy, or a file already mapped; `ENOMEM`
+/// past the global limit; `EINTR` on a fatal signal.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TkSnapshot {
+    pub addr: u64,
+    pub len: u64,
+}
+
+/// A copy-on-write snapshot for a fork. See [`TkSnapshot`].
+pub const TK_IOC_SNAPSHOT: u32 = iowr(9, core::mem::size_of::<TkSnapshot>());
+
 // The layouts are the ABI, and the module's `FromBytes`/`AsBytes` impls
 // (module/src/dev.rs) rely on them having no padding: each size below is
 // the sum of the field sizes, checked at compile time in the kernel build
@@ -406,6 +439,8 @@ const _: () = assert!(core::mem::size_of::<TkPageRefs>() == 32); // 8 + 6 * 4
 const _: () = assert!(TK_IOC_PAGE_REFS == 0xc020_b907);
 const _: () = assert!(core::mem::size_of::<TkRebalance>() == 136); // 4 + 4 + 2 * 8 + 64 + 6 * 8
 const _: () = assert!(TK_IOC_REBALANCE == 0xc088_b908);
+const _: () = assert!(core::mem::size_of::<TkSnapshot>() == 16); // 2 * 8
+const _: () = assert!(TK_IOC_SNAPSHOT == 0xc010_b909);
 
 #[cfg(test)]
 mod clear_abi_tests {

@@ -181,6 +181,10 @@ fn rust_structs() -> BTreeMap<String, (usize, Vec<Field>)> {
             }),
         ),
     );
+    m.insert(
+        "tk_snapshot".to_string(),
+        (size_of::<TkSnapshot>(), fields!(TkSnapshot { addr, len })),
+    );
     m
 }
 
@@ -219,6 +223,7 @@ fn rust_constants() -> BTreeMap<String, u64> {
         ("TK_REBALANCE_F_DRY_RUN", u64::from(TK_REBALANCE_F_DRY_RUN)),
         ("TK_REBALANCE_F_WEIGHTS", u64::from(TK_REBALANCE_F_WEIGHTS)),
         ("TK_IOC_REBALANCE", u64::from(TK_IOC_REBALANCE)),
+        ("TK_IOC_SNAPSHOT", u64::from(TK_IOC_SNAPSHOT)),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_string(), v))

@@ -130,6 +130,47 @@ mod moves {
         Ok(())
     }
 
+    /// A fork's snapshot (`mapping::cow`): a page held by two
+    /// `PlacedPages` has two references and is shared; a move leaves it
+    /// (a reference beside the backing's); when one holder lets go the
+    /// other has it alone, with one reference and its contents; and the
+    /// last holder's drop frees it (the statistics count each holder).
+    #[test]
+    fn a_shared_page_stays_put_and_goes_with_its_last_holder() -> Result {
+        let (a, b) = two_nodes()?;
+        let state = DeviceState::new()?;
+        let mut p = placed_on(&state, a)?;
+        let mut q = PlacedPages::with_capacity(&state, PAGES)?;
+        for pg in p.pages() {
+            q.push(pg.share())?;
+        }
+        let refs = |x: &PlacedPages, n: c_int| {
+            x.pages()
+                .iter()
+                // SAFETY: valid pages `x` keeps allocated.
+                .filter(|pg| unsafe { shim::tk_folio_ref_count(pg.as_ptr()) } == n)
+                .count()
+        };
+        let shared = p.pages().iter().filter(|pg| pg.is_shared()).count();
+        let two_refs = refs(&p, 2);
+        let held_both = state.stats.held(a);
+        let new = NodePage::alloc_on(b, &p.pages()[0], true)?;
+        let moved = !matches!(Backing::swap_in(&mut p, 0, new), Err(Stayed::Referenced));
+        drop(p);
+        let alone = q.pages().iter().filter(|pg| !pg.is_shared()).count();
+        let one_ref = refs(&q, 1);
+        let intact = (0..PAGES).filter(|&i| kept(&q, i)).count();
+        let held_one = state.stats.held(a);
+        drop(q);
+        let held_none = state.stats.held(a);
+        assert_eq!((shared, two_refs), (PAGES, PAGES));
+        assert!(!moved);
+        assert_eq!((alone, one_ref, intact), (PAGES, PAGES, PAGES));
+        assert_eq!(held_both, 2 * PAGES as u64);
+        assert_eq!((held_one, held_none), (PAGES as u64, 0));
+        Ok(())
+    }
+
     #[test]
     fn a_target_node_without_memory_gives_no_page() -> Result {
         let (a, _) = two_nodes()?;

@@ -41,7 +41,7 @@ const PARTS: &[(&[&str], &str, &[&str], &str)] = &[
     ),
     (&["tk-stream.c"], "tk-stream", &[], "/usr/bin/tk-stream"),
     (
-        &["tkrun-check.c"],
+        &["tkrun-check.c", "tkrun-fork.c"],
         "tkrun-check",
         &["-pthread"],
         "/usr/bin/tkrun-check",

@@ -1,0 +1,258 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Copy-on-write between a process's 4 KiB tierkit mappings and its
+//! forked child's (`TK_IOC_SNAPSHOT`, see
+//! Documentation/ABI/testing/dev-tierkit).
+//!
+//! A tierkit mapping is `MAP_SHARED` of a device, so the kernel's fork
+//! would share it. Before the fork, the parent (libtkrun's `pthread_atfork`
+//! prepare handler) asks for a *snapshot* of each range into a new file:
+//! every page of the range gets a second holder, the snapshot
+//! ([`NodePage::share`]: a page reference and a share count), and the
+//! parent's PTEs of the range are zapped, all under the backing's lock.
+//! The child maps the snapshot at the same file offsets; that mmap inserts
+//! nothing and its vmas are copy-on-write ones (shim_vma.c
+//! `tk_vma_set_cow()`): a fault maps a page read-only, and a write to a
+//! page that is still shared copies it ([`Backing::unshare`]) into a new
+//! page on the same node, charged to the writer's memory cgroup. The
+//! parent's own vmas are not write notified (they keep accepting
+//! long-term pins): its first touch of a page after the fork, read or
+//! write, copies the page if the child still shares it, and maps its own
+//! page writable. A page stops being shared when all but one holder copied
+//! it or let go (the child's exit or exec): the last holder then maps it
+//! without a copy.
+//!
+//! So no write of either side reaches the other after the parent's zap,
+//! including the parent's other threads' (their next write faults and
+//! waits for the lock). A fork costs a page reference per page and the
+//! zap, no copy; each side pays a copy per page it touches while the
+//! other still shares it (the parent also for a read). A page that may be
+//! pinned for DMA is copied for the child at once, as fork copies a pinned
+//! anonymous page.
+//!
+//! A shared page is never moved: a rebalance counts it busy and an
+//! offline of its memory is refused (`EBUSY`), as for any page with a
+//! reference beside its backing's (`Backing::swap_in` freezes the
+//! references). Each holder counts it in the statistics and the global
+//! limit: a snapshot reserves its full size, what the child may come to
+//! hold.
+
+use super::{Backing, BackingPages};
+use crate::pages::{NodePage, PlacedPages};
+use crate::shim;
+use crate::state::{DeviceState, Reservation, Stats};
+use crate::sync::resched_killable;
+use kernel::{
+    bindings,
+    error::to_result,
+    ffi::{c_int, c_ulong, c_void},
+    page::{PAGE_SHIFT, PAGE_SIZE},
+    prelude::*,
+    sync::Arc,
+};
+
+/// shim.h `TK_FAULT_WRITE`: the fault writes.
+pub(crate) const FAULT_WRITE: u32 = 1;
+/// shim.h `TK_FAULT_COW`: the vma is a copy-on-write one.
+pub(crate) const FAULT_COW: u32 = 2;
+
+/// A snapshot waiting for the child's `mmap` of its file: the pages of
+/// file page offsets `pgoff..pgoff + pages.len()`.
+pub(crate) struct Snapshot {
+    pub(crate) pgoff: u64,
+    pub(crate) pages: PlacedPages,
+    /// Some page may be in ZONE_MOVABLE (a source backing was so).
+    pub(crate) movable: bool,
+    pub(crate) reservation: Reservation,
+}
+
+/// Current's mmap lock, held for reading while this lives.
+struct MmapRead;
+
+impl MmapRead {
+    fn lock() -> Result<Self> {
+        // SAFETY: an ioctl: process context with an mm, no mmap lock held.
+        to_result(unsafe { shim::tk_mmap_read_lock_current() })?;
+        Ok(MmapRead)
+    }
+}
+
+impl Drop for MmapRead {
+    fn drop(&mut self) {
+        // SAFETY: taken by `lock`.
+        unsafe { shim::tk_mmap_read_unlock_current() };
+    }
+}
+
+/// `TK_IOC_SNAPSHOT`'s work: a snapshot of the caller's 4 KiB tierkit
+/// mappings at `addr..addr + len` (page aligned, at most `max_pages`,
+/// contiguous file offsets, possibly several vmas and backings). `source`
+/// is called with each vma's file (`private_data`) first, under the mmap
+/// lock, and may refuse it.
+///
+/// Errors: `EINVAL` for a bad range, a hole, an address that is not a 4 KiB
+/// tierkit mapping or offsets that do not follow on; `ENOMEM` past the
+/// global limit or for a copy of a pinned page; `EINTR` on a fatal signal
+/// or while waiting for the mmap lock; `source`'s. On any error nothing is
+/// left shared and the caller's PTEs that were zapped fault in again.
+pub(crate) fn snapshot(
+    state: &Arc<DeviceState>,
+    addr: usize,
+    len: usize,
+    max_pages: usize,
+    mut source: impl FnMut(*mut c_void) -> Result,
+) -> Result<Snapshot> {
+    let nr = len >> PAGE_SHIFT;
+    let end = addr.checked_add(len).ok_or(EINVAL)?;
+    if addr % PAGE_SIZE != 0 || len % PAGE_SIZE != 0 || nr == 0 || nr > max_pages {
+        return Err(EINVAL);
+    }
+    let reservation = Stats::reserve(state, nr as u64)?;
+    let mut out = PlacedPages::with_capacity(state, nr)?;
+    let (mut first, mut movable) = (0u64, false);
+    let _mm = MmapRead::lock()?;
+    let mut a = addr;
+    while a < end {
+        let (mut pgoff, mut vend): (c_ulong, c_ulong) = (0, 0);
+        let mut file: *mut c_void = core::ptr::null_mut();
+        // SAFETY: current's mmap lock is held (`_mm`); the pointers are to
+        // locals.
+        let b = unsafe { shim::tk_vma_backing_at(a as c_ulong, &mut pgoff, &mut vend, &mut file) };
+        if b.is_null() {
+            return Err(EINVAL);
+        }
+        let pgoff = pgoff as u64;
+        if out.len() == 0 {
+            first = pgoff;
+        } else if pgoff != first + out.len() as u64 {
+            return Err(EINVAL);
+        }
+        source(file)?;
+        let n = (vend.min(end) - a) >> PAGE_SHIFT;
+        // SAFETY: a 4 KiB tierkit vma's `vm_private_data` is a live
+        // `Backing` of its file, which the vma keeps open while the mmap
+        // lock we hold keeps the vma.
+        let b = unsafe { &*b.cast::<Backing>() };
+        movable |= b.movable;
+        b.share_range(pgoff, n, &mut out)?;
+        a += n << PAGE_SHIFT;
+    }
+    Ok(Snapshot {
+        pgoff: first,
+        pages: out,
+        movable,
+        reservation,
+    })
+}
+
+impl Backing {
+    /// Appends a holder of each of this backing's pages at file page
+    /// offsets `pgoff..pgoff + n` to `out` (a copy for a page that may be
+    /// pinned for DMA), then zaps their PTEs: from then on this backing's
+    /// vmas map them again only through the fault handler, which copies a
+    /// shared page first (or, in a copy-on-write vma, maps it read-only).
+    fn share_range(&self, pgoff: u64, n: usize, out: &mut PlacedPages) -> Result {
+        let mut pages = self.pages.lock();
+        let BackingPages::Small(p) = &mut *pages else {
+            return Err(EINVAL);
+        };
+        let start =
+            usize::try_from(pgoff.checked_sub(self.pgoff).ok_or(EINVAL)?).map_err(|_| EINVAL)?;
+        let mine = p.pages().get(start..start + n).ok_or(EINVAL)?;
+        for (j, cur) in mine.iter().enumerate() {
+            // SAFETY: `cur` is a page `p` owns.
+            let page = if unsafe { shim::tk_page_maybe_dma_pinned(cur.as_ptr()) } {
+                let new = NodePage::alloc_copy(cur.nid(), self.movable)?;
+                // SAFETY: both pages are valid; `new` is ours alone.
+                unsafe { shim::tk_copy_page(new.as_ptr(), cur.as_ptr()) };
+                new
+            } else {
+                cur.share()
+            };
+            out.push(page)?;
+            resched_killable(j + 1)?;
+        }
+        // SAFETY: By the type invariant, `mapping` is the live address
+        // space of the file that owns `self`. A fault on these pages waits
+        // for the lock we hold, then sees them shared.
+        unsafe { shim::tk_unmap_mapping_pages(self.mapping, pgoff as c_ulong, n as c_ulong) };
+        Ok(())
+    }
+
+    /// Whether the page at file page offset `pgoff` is shared.
+    fn shared_at(pages: &BackingPages, idx: usize) -> bool {
+        match pages {
+            BackingPages::Small(p) => p.pages().get(idx).is_some_and(NodePage::is_shared),
+            BackingPages::Gigantic(_) => false,
+        }
+    }
+
+    /// Makes the page at file page offset `pgoff` this backing's alone
+    /// (caller holds the lock, `pages` is its contents): if it is shared, a
+    /// copy on the same node takes its place (the old page's PTEs in this
+    /// file's vmas are zapped first) and this backing's share of the old
+    /// page goes. Nothing for a page that is not shared or not there.
+    /// `ENOMEM` when no page can be had.
+    pub(super) fn unshare(&self, pages: &mut BackingPages, pgoff: u64) -> Result {
+        let Some(k) = pgoff
+            .checked_sub(self.pgoff)
+            .and_then(|i| usize::try_from(i).ok())
+        else {
+            return Ok(());
+        };
+        if !Self::shared_at(pages, k) {
+            return Ok(());
+        }
+        let BackingPages::Small(p) = pages else {
+            return Ok(());
+        };
+        let Some(cur) = p.pages().get(k) else {
+            return Ok(());
+        };
+        let new = NodePage::alloc_copy(cur.nid(), self.movable)?;
+        // SAFETY: both pages are valid, `new` is ours alone. Nobody writes
+        // `cur`: no writable PTE maps a shared page (this backing's are
+        // read-only or gone, the other holders see it shared too).
+        unsafe { shim::tk_copy_page(new.as_ptr(), cur.as_ptr()) };
+        // SAFETY: By the type invariant, `mapping` is the live address
+        // space of the file that owns `self`; a fault waits for our lock.
+        unsafe { shim::tk_unmap_mapping_page(self.mapping, pgoff as c_ulong) };
+        p.replace(k, new);
+        Ok(())
+    }
+}
+
+/// The `page_mkwrite` of a copy-on-write vma (shim_vma.c
+/// `tk_vm_page_mkwrite()`): a write to `page`, mapped read-only at file
+/// page offset `pgoff` of `backing`. 0: the page is the backing's alone
+/// (the kernel makes the PTE writable); `-EAGAIN`: it was copied, or
+/// replaced meanwhile, and its PTE zapped (the fault is retried);
+/// `-ENOMEM`, `-EFAULT` (no such page).
+///
+/// # Safety
+///
+/// `backing` is the `vm_private_data` of the faulting copy-on-write vma,
+/// of a file that is not released: a live [`Backing`].
+#[no_mangle]
+unsafe extern "C" fn tk_mapping_mkwrite(
+    backing: *mut c_void,
+    pgoff: c_ulong,
+    page: *mut bindings::page,
+) -> c_int {
+    // SAFETY: see the function's safety section.
+    let b = unsafe { &*backing.cast::<Backing>() };
+    let mut pages = b.pages.lock();
+    match b.page(&pages, pgoff as u64) {
+        Some(p) if p == page => {}
+        Some(_) => return EAGAIN.to_errno(),
+        None => return EFAULT.to_errno(),
+    }
+    let idx = (pgoff as u64).wrapping_sub(b.pgoff) as usize;
+    if !Backing::shared_at(&pages, idx) {
+        return 0;
+    }
+    match b.unshare(&mut pages, pgoff as u64) {
+        Ok(()) => EAGAIN.to_errno(),
+        Err(e) => e.to_errno(),
+    }
+}

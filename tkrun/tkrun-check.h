@@ -1,0 +1,17 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* tkrun-check's parts (tkrun-check.c, tkrun-fork.c). */
+#ifndef TKRUN_CHECK_H
+#define TKRUN_CHECK_H
+
+#include <stddef.h>
+
+/* One "ok NAME" or "not ok NAME: WHY" line; a failure fails the run. */
+void check(const char *name, int ok, const char *why);
+/* "backing NAME PATH": what /proc/self/maps says holds addr. */
+void show(const char *name, const void *addr);
+/* -f MIB: fork's time and memory with a written block of MIB. */
+int fork_cost(size_t mib);
+/* -c MIB: fork is a snapshot, and copies nothing, with blocks of MIB. */
+void cow_checks(size_t mib);
+
+#endif
