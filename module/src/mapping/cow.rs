@@ -175,7 +175,7 @@ impl Backing {
         // SAFETY: By the type invariant, `mapping` is the live address
         // space of the file that owns `self`. A fault on these pages waits
         // for the lock we hold, then sees them shared.
-        unsafe { shim::tk_unmap_mapping_pages(self.mapping, pgoff as c_ulong, n as c_ulong) };
+        unsafe { bindings::unmap_mapping_pages(self.mapping, pgoff as c_ulong, n as c_ulong, true) };
         Ok(())
     }
 
@@ -216,7 +216,7 @@ impl Backing {
         unsafe { shim::tk_copy_page(new.as_ptr(), cur.as_ptr()) };
         // SAFETY: By the type invariant, `mapping` is the live address
         // space of the file that owns `self`; a fault waits for our lock.
-        unsafe { shim::tk_unmap_mapping_page(self.mapping, pgoff as c_ulong) };
+        unsafe { bindings::unmap_mapping_pages(self.mapping, pgoff as c_ulong, 1, true) };
         p.replace(k, new);
         Ok(())
     }

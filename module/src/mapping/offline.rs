@@ -145,7 +145,7 @@ unsafe extern "C" fn memory_event(
     let first = unsafe { shim::tk_pfn_to_online_page(start_pfn) };
     if !first.is_null() {
         // SAFETY: an online pfn's struct page.
-        let nid = unsafe { shim::tk_page_to_nid(first) };
+        let nid = unsafe { bindings::page_to_nid(first) };
         state.pool.offlining(nid as usize);
     }
     state
