@@ -25,8 +25,9 @@
 //! - a rebalance of one file zaps no other file's page: another file
 //!   mapped at the same offsets keeps every page mapped
 //!   (`/proc/self/pagemap`), on its node;
-//! - another process's mapping, taken over with `pidfd_getfd` as
-//!   `tk-calibrate --apply PID` does: the minimum moves, `numa_maps`
+//! - another process's mapping, its file taken by address
+//!   (`TK_IOC_MAPPED_FILE`) as `tk-calibrate --apply PID` does: the
+//!   minimum moves, `numa_maps`
 //!   shows the new placement, and the process finds its pages on the new
 //!   nodes with their contents;
 //! - SIGSTOP while one caller is paced and another waits for the file's
@@ -94,7 +95,7 @@ fn main() -> ExitCode {
     );
     // With no tierkit file open here, so that the child has only its own.
     r.check_note(
-        "another process's mapping through pidfd_getfd (tk-calibrate --apply)",
+        "another process's mapping through TK_IOC_MAPPED_FILE (tk-calibrate --apply)",
         run.other_process(),
     );
     r.check_note(
@@ -430,13 +431,13 @@ impl Run<'_> {
             wait_for(ready_r)?;
             let after = self.expected(&self.set(3, 1)?);
             let minimum = differ(&before, &after) as u64;
-            let files = userspace_tests::rebalance::apply(pid, TkRebalance::default())
+            let rep = userspace_tests::rebalance::apply(pid, TkRebalance::default())
                 .map_err(|e| format!("apply: {e}"))?;
-            let moved: u64 = files.iter().map(|a| a.result.moved).sum();
-            if files.len() != 1 || moved != minimum {
+            let moved = rep.total().moved;
+            if rep.files.len() != 1 || moved != minimum {
                 return Err(format!(
                     "{} file(s), moved {moved}, expected one file and {minimum}",
-                    files.len()
+                    rep.files.len()
                 ));
             }
             let p = userspace_tests::rebalance::placement(pid).map_err(|e| e.to_string())?;
