@@ -19,12 +19,13 @@
 
 use serde_json::Value;
 use std::os::unix::process::CommandExt;
-use std::path::Path;
 use std::process::{Command, ExitCode};
 use userspace_tests::report::{Report, JSON_PREFIX};
-use userspace_tests::tkrun::check::{agreement, blocks, page_nodes, start, Held, STREAM, TK_RUN};
+use userspace_tests::tkrun::check::{
+    agreement, blocks, guest_ready, page_nodes, start, Held, STREAM, TK_RUN,
+};
 use userspace_tests::tkrun::LIB_PATH;
-use userspace_tests::{tierkit_ready, weight_table};
+use userspace_tests::weight_table;
 
 const CALIBRATE: &str = "/bin/tk-calibrate";
 /// `CAP_SYS_ADMIN` (include/uapi/linux/capability.h).
@@ -283,15 +284,9 @@ fn run(r: &mut Report, d: u32, s: u32) {
 fn main() -> ExitCode {
     userspace_tests::help!();
     let mut r = Report::new("tk-test-run-apply", "test");
-    let Some(topo) = tierkit_ready(&mut r) else {
+    let Some(topo) = guest_ready(&mut r, &[TK_RUN, STREAM, LIB_PATH, CALIBRATE]) else {
         return r.finish();
     };
-    for p in [TK_RUN, STREAM, LIB_PATH, CALIBRATE] {
-        if !Path::new(p).exists() {
-            r.fail("tk-run in the guest", format!("no {p} in the initramfs"));
-            return r.finish();
-        }
-    }
     let Some(d) = topo.dram_node().or_else(|| topo.memory.first().copied()) else {
         r.fail("nodes", "no node with memory");
         return r.finish();

@@ -15,12 +15,12 @@ use std::process::ExitCode;
 use userspace_tests::report::Report;
 use userspace_tests::tk;
 use userspace_tests::tkrun::check::{
-    agreement, backing, blocks, mapping_of, page_nodes, run, start, Held, CHECK, NUMACTL, STREAM,
-    TK_RUN,
+    agreement, backing, blocks, guest_ready, mapping_of, page_nodes, run, start, Held, CHECK,
+    NUMACTL, STREAM, TK_RUN,
 };
 use userspace_tests::tkrun::{resolve, Args, LIB_PATH};
 use userspace_tests::weights::{RestoreOnDrop, WeightDir};
-use userspace_tests::{node::Topology, pool, tierkit_ready, vma, weight_table};
+use userspace_tests::{node::Topology, pool, vma, weight_table};
 
 /// Elements per triad array: 8 MiB each, 2048 pages; 2 MiB with a CXL
 /// node, whose memory QEMU serves access by access (tens of MB/s).
@@ -656,15 +656,9 @@ fn gigantic_pool(r: &mut Report) {
 fn main() -> ExitCode {
     userspace_tests::help!();
     let mut r = Report::new("tk-test-run", "test");
-    let Some(topo) = tierkit_ready(&mut r) else {
+    let Some(topo) = guest_ready(&mut r, &[TK_RUN, STREAM, CHECK, LIB_PATH]) else {
         return r.finish();
     };
-    for p in [TK_RUN, STREAM, CHECK, LIB_PATH] {
-        if !Path::new(p).exists() {
-            r.fail("tk-run in the guest", format!("no {p} in the initramfs"));
-            return r.finish();
-        }
-    }
     let Some(w) = weights_of(&topo) else {
         r.fail("weights", "no node with memory");
         return r.finish();

@@ -14,6 +14,19 @@ pub const STREAM: &str = "/usr/bin/tk-stream";
 pub const CHECK: &str = "/usr/bin/tkrun-check";
 pub const NUMACTL: &str = "/usr/bin/numactl";
 
+/// tierkit and the topology ([`crate::tierkit_ready`]) and every file of
+/// `parts` in the initramfs, or the checks failed in `r` and `None`.
+pub fn guest_ready(r: &mut crate::report::Report, parts: &[&str]) -> Option<crate::node::Topology> {
+    let topo = crate::tierkit_ready(r)?;
+    match parts.iter().find(|p| !std::path::Path::new(p).exists()) {
+        Some(p) => {
+            r.fail("tk-run in the guest", format!("no {p} in the initramfs"));
+            None
+        }
+        None => Some(topo),
+    }
+}
+
 /// A program started with piped stdio, read up to its "waiting" line.
 pub struct Held {
     pub child: Child,
