@@ -42,7 +42,7 @@ impl Tierkit {
     }
 
     /// An open `/dev/tierkit` file from its fd (e.g. another process's,
-    /// taken with `pidfd_getfd`).
+    /// taken with `TK_IOC_MAPPED_FILE`).
     pub fn from_fd(fd: std::os::fd::OwnedFd) -> Tierkit {
         Tierkit {
             file: File::from(fd),
