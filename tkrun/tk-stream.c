@@ -9,7 +9,9 @@
  *   -n  elements per array (default 4194304: 32 MiB each)
  *   -r  timed rounds, the best is reported (default 5)
  *   -w  after the rounds, print "waiting" and wait for a line on stdin
- *       before freeing (so another process can look at the pages)
+ *       before freeing (so another process can look at the pages, or
+ *       move them), then check every element and print
+ *       "held check ok|FAILED, N of ELEMENTS elements wrong"
  *   -f  time to first use instead: malloc BYTES and write one byte in
  *       every 4 KiB page; prints "first-use NS ns BYTES bytes ADDR"
  * Output: one "array NAME ADDR BYTES" line per array, then
@@ -123,6 +125,17 @@ int main(int argc, char **argv)
 	       ok ? "ok" : "FAILED");
 	fflush(stdout);
 	hold(wait);
+	if (wait) {
+		/* Every element again: the pages may have moved meanwhile. */
+		size_t bad = 0;
+
+		for (size_t i = 0; i < n; i++)
+			if (b[i] != 2.0 || c[i] != 0.5 * (double)(i & 1023) ||
+			    a[i] != b[i] + s * c[i])
+				bad++;
+		printf("held check %s, %zu of %zu elements wrong\n", bad ? "FAILED" : "ok", bad, n);
+		ok = ok && !bad;
+	}
 	free(a);
 	free(b);
 	free(c);

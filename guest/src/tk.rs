@@ -5,10 +5,11 @@ use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::fd::AsRawFd;
 use tierkit_core::uapi::{
-    TkBulk, TkClearBench, TkGigantic, TkPageRefs, TkPolicy, TkRebalance, TkTaskNext, TkWalk,
-    TIERKIT_MAX_NODES, TK_GIGANTIC_BYTES, TK_GIGANTIC_F_QUERY, TK_IOC_BULK, TK_IOC_CLEAR_BENCH,
-    TK_IOC_PAGE_REFS, TK_IOC_REBALANCE, TK_IOC_SET_GIGANTIC, TK_IOC_SET_POLICY, TK_IOC_TASK_NEXT,
-    TK_IOC_WALK, TK_PLACE_LOCAL, TK_TASK_NEXT_MAX, TK_THREADS_AUTO, TK_WALK_PUD,
+    TkBulk, TkClearBench, TkGigantic, TkMappedFile, TkPageRefs, TkPolicy, TkRebalance, TkTaskNext,
+    TkWalk, TIERKIT_MAX_NODES, TK_GIGANTIC_BYTES, TK_GIGANTIC_F_QUERY, TK_IOC_BULK,
+    TK_IOC_CLEAR_BENCH, TK_IOC_MAPPED_FILE, TK_IOC_PAGE_REFS, TK_IOC_REBALANCE,
+    TK_IOC_SET_GIGANTIC, TK_IOC_SET_POLICY, TK_IOC_TASK_NEXT, TK_IOC_WALK, TK_PLACE_LOCAL,
+    TK_TASK_NEXT_MAX, TK_THREADS_AUTO, TK_WALK_PUD,
 };
 
 pub use tierkit_core::uapi::{TK_MODE_INTERLEAVE, TK_MODE_WEIGHTED_INTERLEAVE};
@@ -41,7 +42,7 @@ impl Tierkit {
     }
 
     /// An open `/dev/tierkit` file from its fd (e.g. another process's,
-    /// taken with `pidfd_getfd`).
+    /// taken with `TK_IOC_MAPPED_FILE`).
     pub fn from_fd(fd: std::os::fd::OwnedFd) -> Tierkit {
         Tierkit {
             file: File::from(fd),
@@ -108,6 +109,22 @@ impl Tierkit {
         // SAFETY: TK_IOC_REBALANCE is _IOWR(.., TkRebalance).
         unsafe { sys::ioctl(self.fd(), TK_IOC_REBALANCE, &mut a)? };
         Ok(a)
+    }
+
+    /// `TK_IOC_MAPPED_FILE`: the tierkit file process `pid` maps at `addr`
+    /// (the same open file as that mapping's), and the argument as the
+    /// module filled it (the vma's bounds, the file's id).
+    pub fn mapped_file(&self, pid: i32, addr: u64) -> io::Result<(Tierkit, TkMappedFile)> {
+        let mut a = TkMappedFile {
+            pid,
+            addr,
+            ..Default::default()
+        };
+        // SAFETY: TK_IOC_MAPPED_FILE is _IOWR(.., TkMappedFile).
+        let fd = unsafe { sys::ioctl(self.fd(), TK_IOC_MAPPED_FILE, &mut a)? };
+        // SAFETY: the call returned a new descriptor, ours to close.
+        let fd = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+        Ok((Tierkit::from_fd(fd), a))
     }
 
     /// `TK_IOC_SET_GIGANTIC` (gigantic mode for later mmaps, or a query of

@@ -15,22 +15,23 @@ use crate::shim;
 use crate::state::{DeviceState, Stats, FILE_GIGANTIC, FILE_PAGES};
 use crate::sync::{resched_killable, KillableMutex};
 use crate::uapi::{
-    self, TkBulk, TkClearBench, TkGigantic, TkPageRefs, TkPolicy, TkRebalance, TkTaskNext,
-    TkWalk,
+    self, TkBulk, TkClearBench, TkGigantic, TkMappedFile, TkPageRefs, TkPolicy, TkRebalance,
+    TkTaskNext, TkWalk,
 };
 use crate::wi::{Mode, Policy};
+use core::ptr::NonNull;
 use kernel::{
     bindings, container_of,
     error::to_result,
     ffi::{c_int, c_ulong, c_void},
-    fs::File,
+    fs::{file::FileDescriptorReservation, File},
     miscdevice::{MiscDevice, MiscDeviceOptions, MiscDeviceRegistration},
     mm::virt::{flags as vm_flags, VmaMixedMap, VmaNew},
     page::{PAGE_SHIFT, PAGE_SIZE},
     prelude::*,
     static_lock_class,
     sync::atomic::{Atomic, Relaxed},
-    sync::Arc,
+    sync::{aref::ARef, Arc},
     transmute::{AsBytes, FromBytes},
     uaccess::UserSlice,
 };
@@ -66,6 +67,10 @@ unsafe impl FromBytes for TkPageRefs {}
 unsafe impl AsBytes for TkPageRefs {}
 // SAFETY: `repr(C)`, integers and a byte array, no padding (uapi.rs).
 unsafe impl FromBytes for TkRebalance {}
+// SAFETY: `repr(C)`, integers only, no padding (4 + 4 + 4 * 8, uapi.rs).
+unsafe impl FromBytes for TkMappedFile {}
+// SAFETY: as above.
+unsafe impl AsBytes for TkMappedFile {}
 // SAFETY: as above.
 unsafe impl AsBytes for TkRebalance {}
 
@@ -550,6 +555,38 @@ fn clear_bench(arg: usize) -> Result<isize> {
     Ok(0)
 }
 
+/// `TK_IOC_MAPPED_FILE`: a new descriptor (`O_CLOEXEC`) for the tierkit
+/// file another process maps at an address (`shim_vma.c`
+/// `tk_mapped_file()`), so that its pages can be rebalanced though the
+/// process holds no descriptor of it. `CAP_SYS_ADMIN` only: the caller
+/// gets another process's memory. The result is written back before the
+/// descriptor is installed, so a failed write-back leaves no descriptor.
+fn mapped_file(arg: usize) -> Result<isize> {
+    require_sys_admin()?;
+    let (mut reader, mut writer) =
+        UserSlice::new(UserPtr::from_addr(arg), size_of::<TkMappedFile>()).reader_writer();
+    let mut m: TkMappedFile = reader.read()?;
+    if m.flags != 0 || m.pid <= 0 {
+        return Err(EINVAL);
+    }
+    let addr = c_ulong::try_from(m.addr).map_err(|_| EINVAL)?;
+    let (mut start, mut end, mut id): (c_ulong, c_ulong, u64) = (0, 0, 0);
+    // SAFETY: process context; the out pointers are to locals.
+    let raw = unsafe { shim::tk_mapped_file(m.pid, addr, &mut start, &mut end, &mut id) };
+    let raw = NonNull::new(kernel::error::from_err_ptr(raw)?).ok_or(EINVAL)?;
+    // SAFETY: `tk_mapped_file()` returned a valid file with a reference
+    // that is now ours (`File` is `struct file`, transparent). A tierkit
+    // file has no read/write, so no `fdget_pos` caller uses its position
+    // without `f_pos_lock`.
+    let file: ARef<File> = unsafe { ARef::from_raw(raw.cast()) };
+    let fd = FileDescriptorReservation::get_unused_fd_flags(bindings::O_CLOEXEC)?;
+    (m.start, m.end, m.id) = (start as u64, end as u64, id);
+    writer.write(&m)?;
+    let n = fd.reserved_fd();
+    fd.fd_install(file);
+    Ok(n as isize)
+}
+
 #[vtable]
 impl MiscDevice for TkFile {
     type Ptr = Pin<KBox<Self>>;
@@ -606,6 +643,7 @@ impl MiscDevice for TkFile {
             uapi::TK_IOC_CLEAR_BENCH => clear_bench(arg),
             uapi::TK_IOC_REBALANCE => me.rebalance(arg),
             uapi::TK_IOC_SNAPSHOT => me.snapshot(arg),
+            uapi::TK_IOC_MAPPED_FILE => mapped_file(arg),
             #[cfg(tierkit_test)]
             uapi::TK_IOC_WALK => walk(arg),
             #[cfg(tierkit_test)]

@@ -112,6 +112,8 @@ struct file;
 void tk_file_use_dev_fops(struct file *file);
 int tk_file_own_mapping(struct file *file);
 void tk_file_put_mapping(struct file *file);
+struct file *tk_mapped_file(int pid, unsigned long addr, unsigned long *start,
+			    unsigned long *end, u64 *id);
 void tk_vma_set_gigantic(struct vm_area_struct *vma, void *backing, bool movable);
 /* Implemented in Rust (mapping.rs): the pfn of the GiB at @pgoff, or -errno. */
 int tk_gigantic_fault(void *backing, unsigned long pgoff, unsigned long *pfn);

@@ -295,6 +295,21 @@ extern "C" {
     /// Frees the address space [`tk_file_own_mapping`] gave `file`, in its
     /// `->release` (no vma of it is left); nothing if it has none.
     pub(crate) fn tk_file_put_mapping(file: *mut bindings::file);
+    /// The `/dev/tierkit` file that process `pid` (in the caller's pid
+    /// namespace) maps at `addr`, with a reference the caller owns, the
+    /// bounds of that vma in `start`/`end` and the file's id (unique per
+    /// open since the module was loaded) in `id`; or an `ERR_PTR`:
+    /// `-ESRCH` (no such process or no mm), `-ENOENT` (nothing mapped
+    /// there), `-ENODEV` (not a tierkit mapping), `-EINTR` (a fatal signal
+    /// while waiting for its mmap_lock). Process context; the three out
+    /// pointers must be valid for writes.
+    pub(crate) fn tk_mapped_file(
+        pid: c_int,
+        addr: c_ulong,
+        start: *mut c_ulong,
+        end: *mut c_ulong,
+        id: *mut u64,
+    ) -> *mut bindings::file;
     /// Gives `vma` the gigantic `vm_operations_struct` (PUD `huge_fault`,
     /// 4 KiB pages of the GiB for smaller faults, splits and moves only at GiB
     /// boundaries), `VM_HUGEPAGE`, and `backing` as its `vm_private_data`.

@@ -13,6 +13,8 @@
 #include <linux/mutex.h>
 #include <linux/pagemap.h>
 #include <linux/pgtable.h>
+#include <linux/pid.h>
+#include <linux/sched/task.h>
 #include <linux/sched/mm.h>
 #include <linux/slab.h>
 
@@ -297,13 +299,29 @@ out:
  */
 static struct lock_class_key tk_mapping_invalidate_key;
 
+/*
+ * The address space with the file's id: a number no other open of
+ * /dev/tierkit since the module was loaded has, which TK_IOC_MAPPED_FILE
+ * returns so that a caller can tell whether two mappings are one file
+ * (every file shares the device inode, so st_ino cannot tell).
+ */
+struct tk_file_mapping {
+	struct address_space m;
+	u64 id;
+};
+
+static atomic64_t tk_file_ids = ATOMIC64_INIT(0);
+
 /* In C: replaces file->f_mapping with an address_space of its own: struct field work on C types with inline initialisers. */
 int tk_file_own_mapping(struct file *file)
 {
-	struct address_space *m = kmalloc(sizeof(*m), GFP_KERNEL);
+	struct tk_file_mapping *fm = kmalloc(sizeof(*fm), GFP_KERNEL);
+	struct address_space *m;
 
-	if (!m)
+	if (!fm)
 		return -ENOMEM;
+	fm->id = atomic64_inc_return(&tk_file_ids);
+	m = &fm->m;
 	address_space_init_once(m);
 	m->a_ops = &empty_aops;
 	m->host = file_inode(file);
@@ -324,8 +342,60 @@ void tk_file_put_mapping(struct file *file)
 	if (m && m != file_inode(file)->i_mapping) {
 		WARN_ON_ONCE(mapping_mapped(m));
 		file->f_mapping = file_inode(file)->i_mapping;
-		kfree(m);
+		kfree(container_of(m, struct tk_file_mapping, m));
 	}
+}
+
+/*
+ * TK_IOC_MAPPED_FILE: the /dev/tierkit file that process @pid (a number in
+ * the caller's pid namespace) maps at @addr, with a reference (the same
+ * open file as the mapping's, as pidfd_getfd() hands over an fd's), the
+ * bounds of that vma and the file's id. A /dev/tierkit file is one whose
+ * f_op is tk_dev_fops (tk_file_use_dev_fops() gives it at open). @pid
+ * may name any thread of the process.
+ * ERR_PTR: -ESRCH no such process, or it has no mm any more (exiting, a
+ * zombie, a kernel thread); -ENOENT nothing mapped at @addr; -ENODEV a
+ * mapping that is not tierkit's; -EINTR a fatal signal while waiting for
+ * the process's mmap_lock. The caller checks the privilege.
+ */
+struct file *tk_mapped_file(int pid, unsigned long addr, unsigned long *start,
+			    unsigned long *end, u64 *id)
+{
+	struct vm_area_struct *vma;
+	struct task_struct *task;
+	struct mm_struct *mm;
+	struct file *f;
+	struct pid *p;
+
+	p = find_get_pid(pid);
+	if (!p)
+		return ERR_PTR(-ESRCH);
+	task = get_pid_task(p, PIDTYPE_PID);
+	put_pid(p);
+	if (!task)
+		return ERR_PTR(-ESRCH);
+	mm = get_task_mm(task);
+	put_task_struct(task);
+	if (!mm)
+		return ERR_PTR(-ESRCH);
+	if (mmap_read_lock_killable(mm)) {
+		mmput(mm);
+		return ERR_PTR(-EINTR);
+	}
+	vma = find_vma(mm, addr);
+	if (!vma || vma->vm_start > addr) {
+		f = ERR_PTR(-ENOENT);
+	} else if (!vma->vm_file || vma->vm_file->f_op != &tk_dev_fops) {
+		f = ERR_PTR(-ENODEV);
+	} else {
+		f = get_file(vma->vm_file);
+		*start = vma->vm_start;
+		*end = vma->vm_end;
+		*id = container_of(f->f_mapping, struct tk_file_mapping, m)->id;
+	}
+	mmap_read_unlock(mm);
+	mmput(mm);
+	return f;
 }
 
 /* In C: swaps file->f_op for the C file_operations with get_unmapped_area; no vtable for it in the kernel crate. */

@@ -4,7 +4,7 @@
 //!
 //! Per node: read, write and triad bandwidth (and STREAM's copy, scale and
 //! add) with T threads and the load latency by pointer chase, each the
-//! best of a few rounds (see `crate::tools::workload::calib`), then a
+//! best of a few rounds (see `tierkit_guest::tools::workload::calib`), then a
 //! probe that tells the parallel regime (hardware: nodes serve traffic at
 //! once) from the serial one (emulation: every access paid in turn).
 //!
@@ -19,11 +19,18 @@
 //!   1..255; nodes may be left out: the nodemask to pass to
 //!   `TK_IOC_SET_POLICY` is printed and saved).
 //!
-//! **`--apply PID`**: after the weights are set, every `/dev/tierkit` file
-//! of process PID is rebalanced to them (`TK_IOC_REBALANCE`: only the pages
-//! whose node changes move, while the process runs), and the placement of
-//! its tierkit mappings before and after (`/proc/PID/numa_maps`) and the
-//! moves are printed. Needs the weights written (not with `--no-write`).
+//! **`--apply PID`**: every `/dev/tierkit` file process PID maps (a tk-run
+//! program's too) gets the new weights as its own and is rebalanced to
+//! them (`TK_IOC_REBALANCE`: only the pages whose node changes move, while
+//! the process runs); the moves and the placement of its tierkit mappings
+//! before and after (`/proc/PID/numa_maps`) are printed, and the totals
+//! are in the JSON line (`rebalance`). The weights: `--weights N:W,...`
+//! (then nothing is measured and no global table is written), else the
+//! optimized ones with `--optimize`, else the measured ones. The exit
+//! status is non-zero, with the reason, unless every misplaced page moved:
+//! no such process or it exited meanwhile, no tierkit mapping, no
+//! CAP_SYS_ADMIN, a page that could not move, a gigantic file (its GiBs
+//! stay). See `tierkit_guest::tools::rebalance`.
 //!
 //! The calibration is saved as JSON (`--out`, default
 //! `/tmp/tierkit-calibration.json`) for `tk-workload --calibration`.
@@ -34,8 +41,9 @@
 //! shared host), `--duration SECS` per
 //! block (0.15 in the guest, 1 elsewhere), `--rounds R` (3), `--nodes 0,2`,
 //! `--regime parallel|serial` (skip the probe), `--no-write` (measure and
-//! print only), `--optimize WORKLOAD`, `--apply PID`, `--out FILE`,
-//! `--no-settle` (no TLB settle before each timed block).
+//! print only), `--optimize WORKLOAD`, `--apply PID`, `--weights N:W,...`
+//! (with `--apply`), `--out FILE`, `--no-settle` (no TLB settle before
+//! each timed block).
 
 use std::process::ExitCode;
 

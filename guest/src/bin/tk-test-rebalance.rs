@@ -25,8 +25,9 @@
 //! - a rebalance of one file zaps no other file's page: another file
 //!   mapped at the same offsets keeps every page mapped
 //!   (`/proc/self/pagemap`), on its node;
-//! - another process's mapping, taken over with `pidfd_getfd` as
-//!   `tk-calibrate --apply PID` does: the minimum moves, `numa_maps`
+//! - another process's mapping, its file taken by address
+//!   (`TK_IOC_MAPPED_FILE`) as `tk-calibrate --apply PID` does: the
+//!   minimum moves, `numa_maps`
 //!   shows the new placement, and the process finds its pages on the new
 //!   nodes with their contents;
 //! - SIGSTOP while one caller is paced and another waits for the file's

@@ -34,6 +34,7 @@ pub mod pool_hostile;
 pub mod races;
 pub mod rebalance;
 pub mod run;
+pub mod run_apply;
 pub mod runner;
 pub mod stress;
 pub mod task;

@@ -55,7 +55,7 @@ pub fn main() -> ExitCode {
     );
     // With no tierkit file open here, so that the child has only its own.
     r.check_note(
-        "another process's mapping through pidfd_getfd (tk-calibrate --apply)",
+        "another process's mapping through TK_IOC_MAPPED_FILE (tk-calibrate --apply)",
         run.other_process(),
     );
     r.check_note(
@@ -391,13 +391,13 @@ impl Run<'_> {
             wait_for(ready_r)?;
             let after = self.expected(&self.set(3, 1)?);
             let minimum = differ(&before, &after) as u64;
-            let files = crate::tools::rebalance::apply(pid, TkRebalance::default())
+            let rep = crate::tools::rebalance::apply(pid, TkRebalance::default())
                 .map_err(|e| format!("apply: {e}"))?;
-            let moved: u64 = files.iter().map(|a| a.result.moved).sum();
-            if files.len() != 1 || moved != minimum {
+            let moved = rep.total().moved;
+            if rep.files.len() != 1 || moved != minimum {
                 return Err(format!(
                     "{} file(s), moved {moved}, expected one file and {minimum}",
-                    files.len()
+                    rep.files.len()
                 ));
             }
             let p = crate::tools::rebalance::placement(pid).map_err(|e| e.to_string())?;

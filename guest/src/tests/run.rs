@@ -4,12 +4,12 @@
 use crate::report::Report;
 use crate::tk;
 use crate::tools::run::check::{
-    agreement, backing, blocks, mapping_of, page_nodes, run, start, Held, CHECK, NUMACTL, STREAM,
+    agreement, backing, blocks, guest_ready, mapping_of, page_nodes, run, start, Held, CHECK, NUMACTL, STREAM,
     TK_RUN,
 };
 use crate::tools::run::{resolve, Args, LIB_PATH};
 use crate::weights::{RestoreOnDrop, WeightDir};
-use crate::{interleave::weight_table, node::Topology, pool, ready::tierkit_ready, vma};
+use crate::{interleave::weight_table, node::Topology, pool, vma};
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -688,15 +688,9 @@ fn gigantic_pool(r: &mut Report) {
 
 pub fn main() -> ExitCode {
     let mut r = Report::new("tk-test-run", "test");
-    let Some(topo) = tierkit_ready(&mut r) else {
+    let Some(topo) = guest_ready(&mut r, &[TK_RUN, STREAM, CHECK, LIB_PATH]) else {
         return r.finish();
     };
-    for p in [TK_RUN, STREAM, CHECK, LIB_PATH] {
-        if !Path::new(p).exists() {
-            r.fail("tk-run in the guest", format!("no {p} in the initramfs"));
-            return r.finish();
-        }
-    }
     let Some(w) = weights_of(&topo) else {
         r.fail("weights", "no node with memory");
         return r.finish();

@@ -26,6 +26,7 @@ const KNOWN: &[&str] = &[
     "optimize",
     "out",
     "apply",
+    "weights",
     "no-settle",
 ];
 
@@ -33,7 +34,7 @@ fn usage() {
     println!(
         "usage: {BIN} [--size 16M] [--threads T] [--duration SECS] [--rounds 3] [--nodes 0,2] \
          [--regime parallel|serial] [--no-write] [--optimize lookup|copy|scale|add|triad] \
-         [--apply PID] [--out FILE] [--no-settle]"
+         [--apply PID [--weights N:W,...]] [--out FILE] [--no-settle]"
     );
 }
 
@@ -57,6 +58,7 @@ pub fn main() -> ExitCode {
         forced,
         optimize,
         apply,
+        weights,
         out,
     } = match options(&mut r, &flags) {
         Ok(o) => o,
@@ -68,6 +70,23 @@ pub fn main() -> ExitCode {
         return r.finish();
     };
     let memory = topo.memory_mask();
+    if let (Some(pid), Some(w)) = (apply, &weights) {
+        // Explicit weights: nothing to measure, no global table written.
+        let bad: Vec<u32> = w
+            .iter()
+            .map(|&(n, _)| n)
+            .filter(|&n| memory & (1 << n) == 0)
+            .collect();
+        if bad.is_empty() {
+            apply_to(&mut r, pid, w);
+        } else {
+            r.fail(
+                "flags",
+                format!("--weights: node(s) {bad:?} have no memory"),
+            );
+        }
+        return r.finish();
+    }
     r.note(format!(
         "{} per node, {} rounds of {} s blocks, threads {}",
         workload::fmt_size(opts.size),
@@ -130,7 +149,12 @@ pub fn main() -> ExitCode {
     };
 
     if let Some(pid) = apply {
-        apply_to(&mut r, pid);
+        // The weights just set, as the process's files' own.
+        let w = optimize
+            .and_then(|w| cal.recommend(w))
+            .map_or_else(|| pairs(mask, &w_meas), |c| pairs(c.mask.0, &c.weights));
+        let w: Vec<(u32, u8)> = w.into_iter().filter(|&(_, w)| w > 0).collect();
+        apply_to(&mut r, pid, &w);
     }
 
     match cal.save(&out) {
@@ -164,6 +188,9 @@ struct Options {
     optimize: Option<Workload>,
     /// `--apply`: the process to rebalance.
     apply: Option<i32>,
+    /// `--weights`: the weights to rebalance it to (then nothing is
+    /// measured).
+    weights: Option<Vec<(u32, u8)>>,
     /// `--out`: where the calibration is saved.
     out: String,
 }
@@ -210,14 +237,23 @@ fn options(r: &mut Report, flags: &Flags) -> Result<Options, Option<ExitCode>> {
             }
         },
     };
+    let refuse = |why: String| {
+        eprintln!("{BIN}: {why}");
+        usage();
+        Err(Some(ExitCode::from(2)))
+    };
     let apply = match flags.get("apply").map(str::parse::<i32>) {
         None => None,
-        Some(Ok(pid)) if pid > 0 && !flags.has("no-write") => Some(pid),
-        Some(_) => {
-            eprintln!("{BIN}: --apply takes a process id, and the weights written (no --no-write)");
-            usage();
-            return Err(Some(ExitCode::from(2)));
-        }
+        Some(Ok(pid)) if pid > 0 => Some(pid),
+        Some(_) => return refuse("--apply takes a process id".into()),
+    };
+    let weights = match flags.get("weights") {
+        None => None,
+        Some(_) if apply.is_none() => return refuse("--weights goes with --apply PID".into()),
+        Some(s) => match crate::tools::run::parse_weights(s) {
+            Ok(w) => Some(w),
+            Err(e) => return refuse(e.0),
+        },
     };
     opts.probe = forced.is_none();
     let out = flags
@@ -229,6 +265,7 @@ fn options(r: &mut Report, flags: &Flags) -> Result<Options, Option<ExitCode>> {
         forced,
         optimize,
         apply,
+        weights,
         out,
     })
 }
@@ -386,68 +423,103 @@ fn set_tierkit_weights(
     optimized
 }
 
-/// `--apply PID`: rebalances PID's tierkit files to the weights just set.
-fn apply_to(r: &mut Report, pid: i32) {
+/// `--apply PID`: gives every tierkit file PID maps `weights` as its own
+/// and rebalances it; a failed check (exit status non-zero) with the
+/// reason unless every misplaced page moved.
+fn apply_to(r: &mut Report, pid: i32, weights: &[(u32, u8)]) {
     use crate::tools::rebalance::{self, fmt_placement};
+    let name = format!(
+        "rebalance the tierkit mappings of process {pid} to {}",
+        fmt_weights(weights)
+    );
     let before = rebalance::placement(pid);
-    let res = rebalance::apply(pid, Default::default());
+    let res = rebalance::apply(pid, rebalance::to_weights(weights));
     let after = rebalance::placement(pid);
-    let name = format!("rebalance the tierkit mappings of process {pid}");
-    match res {
-        Ok(files) if files.is_empty() => {
-            // Nothing moved: never a success. Say why.
-            let why = match &before {
-                Ok(p) if !p.is_empty() => format!(
-                    "it maps /dev/tierkit ({} pages) but holds no tierkit file to rebalance \
-                     (a tk-run program: its library closes each file once mapped); nothing moved",
-                    p.values().sum::<u64>()
-                ),
-                Ok(_) => "it has no /dev/tierkit mapping with pages; nothing moved".into(),
-                Err(e) => format!("its numa_maps: {e}; nothing moved"),
-            };
-            r.fail(&name, why);
-        }
-        Ok(files) => {
-            let moved: u64 = files.iter().map(|a| a.result.moved).sum();
-            let misplaced: u64 = files.iter().map(|a| a.result.misplaced).sum();
-            let stayed: u64 = files
-                .iter()
-                .map(|a| a.result.no_memory + a.result.busy)
-                .sum();
-            let ms: u64 = files.iter().map(|a| a.result.elapsed_ns).sum::<u64>() / 1_000_000;
-            let show = |p: &std::io::Result<std::collections::BTreeMap<u32, u64>>| {
-                p.as_ref().map_or_else(|e| e.to_string(), fmt_placement)
-            };
-            r.check_note(
-                &name,
-                if moved + stayed == misplaced {
-                    Ok(format!(
-                        "{} file(s): moved {moved} of {misplaced} misplaced pages in {ms} ms ({stayed} stayed); pages per node before {}, after {}",
-                        files.len(),
-                        show(&before),
-                        show(&after)
-                    ))
-                } else {
-                    Err(format!(
-                        "moved {moved} + stayed {stayed} != misplaced {misplaced}"
-                    ))
-                },
-            );
-            r.set(
-                "rebalance",
-                json!({
-                    "pid": pid,
-                    "moved": moved,
-                    "misplaced": misplaced,
-                    "stayed": stayed,
-                    "elapsed_ms": ms,
-                    "before": before.ok(),
-                    "after": after.ok(),
-                }),
-            );
-        }
+    let rep = match res {
+        Ok(rep) => rep,
         Err(e) => {
-            r.fail(&name, e.to_string());
+            r.fail(&name, format!("{e}; nothing more moved"));
+            return;
         }
+    };
+    let t = rep.total();
+    let (giga, giga_bytes) = rep.gigantic();
+    let show = |p: &std::io::Result<std::collections::BTreeMap<u32, u64>>| {
+        p.as_ref().map_or_else(|e| e.to_string(), fmt_placement)
+    };
+    r.set(
+        "rebalance",
+        json!({
+            "pid": pid,
+            "weights": weights,
+            "files": rep.files.len(),
+            "mappings": rep.files.iter().map(|a| a.mappings).sum::<usize>(),
+            "bytes": rep.files.iter().map(|a| a.bytes).sum::<u64>(),
+            "looked": t.looked,
+            "misplaced": t.misplaced,
+            "moved": t.moved,
+            "no_memory": t.no_memory,
+            "busy": t.busy,
+            "gigantic_files": giga,
+            "gigantic_bytes": giga_bytes,
+            "gone_mappings": rep.gone_mappings,
+            "elapsed_ms": t.elapsed_ns / 1_000_000,
+            "before": before.as_ref().ok(),
+            "after": after.as_ref().ok(),
+        }),
+    );
+    let summary = format!(
+        "{} file(s) in {} mapping(s): moved {} of {} misplaced pages ({} looked at) in {} ms; \
+         mapped pages per node before {}, after {} (a moved page is mapped again at its next touch)",
+        rep.files.len(),
+        rep.files.iter().map(|a| a.mappings).sum::<usize>(),
+        t.moved,
+        t.misplaced,
+        t.looked,
+        t.elapsed_ns / 1_000_000,
+        show(&before),
+        show(&after)
+    );
+    let mut why = Vec::new();
+    if rep.files.is_empty() {
+        why.push(format!(
+            "process {pid} maps no /dev/tierkit memory{}",
+            if rep.gone_mappings > 0 {
+                " any more (its mappings went while they were being taken)"
+            } else {
+                ""
+            }
+        ));
+    }
+    if t.no_memory > 0 {
+        why.push(format!(
+            "{} page(s) stayed: no free page on the target node",
+            t.no_memory
+        ));
+    }
+    if t.busy > 0 {
+        why.push(format!(
+            "{} page(s) stayed: pinned or referenced (DMA, ptrace)",
+            t.busy
+        ));
+    }
+    if t.moved + t.no_memory + t.busy != t.misplaced {
+        why.push(format!(
+            "moved {} + stayed {} != misplaced {} (stopped early?)",
+            t.moved,
+            t.no_memory + t.busy,
+            t.misplaced
+        ));
+    }
+    if giga > 0 {
+        why.push(format!(
+            "{giga} gigantic file(s) ({} GiB) stay where they are: tierkit does not move 1 GiB pages",
+            giga_bytes >> 30
+        ));
+    }
+    if why.is_empty() {
+        r.ok_note(&name, summary);
+    } else {
+        r.fail(&name, format!("{}; {summary}", why.join("; ")));
     }
 }

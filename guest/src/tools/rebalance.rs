@@ -1,54 +1,34 @@
-//! Rebalancing another process's `/dev/tierkit` mappings
-//! (`tk-calibrate --apply PID`): its tierkit files are found in
-//! `/proc/PID/fd`, taken over with `pidfd_getfd(2)` (the same open file,
-//! so the same policy and mappings; opening `/proc/PID/fd/N` would open the
-//! device anew), and given `TK_IOC_REBALANCE`. Placement before and after
-//! is read from `/proc/PID/numa_maps`.
+//! Rebalancing another process's tierkit memory (`tk-calibrate --apply
+//! PID`): its `/dev/tierkit` mappings are read from `/proc/PID/maps`, the
+//! open file of each is taken with `TK_IOC_MAPPED_FILE` (the same open
+//! file as the mapping's, whether or not the process still holds a
+//! descriptor of it: tk-run's library closes each once mapped), once per
+//! file (by the id the call returns: every tierkit file shares the device
+//! inode, so the inode cannot tell), and each is given `TK_IOC_REBALANCE`
+//! with the new weights, one descriptor open at a time. Placement before
+//! and after is read from `/proc/PID/numa_maps`.
 
-use crate::tk::Tierkit;
+use crate::tk::{self, Tierkit};
 use std::collections::BTreeMap;
 use std::io;
-use std::os::fd::{FromRawFd, OwnedFd};
-use tierkit_core::uapi::TkRebalance;
+use tierkit_core::uapi::{TkRebalance, TK_REBALANCE_F_WEIGHTS};
 
-/// The fd numbers of `pid` that are open on `/dev/tierkit`.
-pub fn tierkit_fds(pid: i32) -> io::Result<Vec<i32>> {
-    let mut fds = Vec::new();
-    for e in std::fs::read_dir(format!("/proc/{pid}/fd"))? {
-        let e = e?;
-        let Ok(target) = std::fs::read_link(e.path()) else {
-            continue;
-        };
-        if target.as_os_str() == crate::tk::DEV_PATH {
-            if let Some(n) = e.file_name().to_str().and_then(|s| s.parse().ok()) {
-                fds.push(n);
+/// `(start, end)` of the `/dev/tierkit` lines of a `/proc/PID/maps` text.
+pub fn parse_maps(text: &str) -> Vec<(u64, u64)> {
+    text.lines()
+        .filter_map(|l| {
+            let mut f = l.split_whitespace();
+            let range = f.next()?;
+            if f.nth(4)? != tk::DEV_PATH {
+                return None;
             }
-        }
-    }
-    fds.sort_unstable();
-    Ok(fds)
-}
-
-/// `pidfd_getfd(pidfd_open(pid), fd)`: the same open file as `pid`'s `fd`.
-/// Needs ptrace access to `pid` (root has it).
-pub fn grab(pid: i32, fd: i32) -> io::Result<Tierkit> {
-    // SAFETY: plain syscalls with integer arguments.
-    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-    if pidfd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: a new fd we own.
-    let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd as i32) };
-    use std::os::fd::AsRawFd;
-    // SAFETY: as above.
-    let got = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), fd, 0) };
-    if got < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: a new fd we own.
-    Ok(Tierkit::from_fd(unsafe {
-        OwnedFd::from_raw_fd(got as i32)
-    }))
+            let (s, e) = range.split_once('-')?;
+            Some((
+                u64::from_str_radix(s, 16).ok()?,
+                u64::from_str_radix(e, 16).ok()?,
+            ))
+        })
+        .collect()
 }
 
 /// Pages per node of the `/dev/tierkit` mappings in a `numa_maps` text
@@ -88,26 +68,167 @@ pub fn fmt_placement(p: &BTreeMap<u32, u64>) -> String {
         .join(" ")
 }
 
-/// One file's rebalance: its fd in the target and what the call did.
-#[derive(Clone, Copy, Debug)]
-pub struct Applied {
-    pub fd: i32,
-    pub result: TkRebalance,
+/// A [`TkRebalance`] that makes a file's policy weighted interleave over
+/// the nodes of `weights` with these weights (its own table, as
+/// `TK_POLICY_F_WEIGHTS` sets it), whatever it had.
+pub fn to_weights(weights: &[(u32, u8)]) -> TkRebalance {
+    let mut a = TkRebalance {
+        flags: TK_REBALANCE_F_WEIGHTS,
+        ..Default::default()
+    };
+    for &(n, w) in weights {
+        a.nodemask |= 1 << n;
+        a.weights[n as usize] = w;
+    }
+    a
 }
 
-/// Rebalances every `/dev/tierkit` file of `pid` with `arg`.
-pub fn apply(pid: i32, arg: TkRebalance) -> io::Result<Vec<Applied>> {
-    let mut out = Vec::new();
-    for fd in tierkit_fds(pid)? {
-        let t = grab(pid, fd)?;
-        let result = match t.rebalance(arg) {
-            // A file without a policy has nothing placed: nothing to do.
-            Err(e) if e.raw_os_error() == Some(libc::EINVAL) && arg.flags == 0 => continue,
-            // Gigantic mode: its GiBs stay where mmap put them.
-            Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => continue,
-            r => r?,
+/// What happened to one open tierkit file of the process.
+#[derive(Clone, Copy, Debug)]
+pub enum Outcome {
+    /// `TK_IOC_REBALANCE`'s counters.
+    Rebalanced(TkRebalance),
+    /// A file in gigantic mode: its GiBs stay on the nodes chosen at mmap
+    /// (`EOPNOTSUPP`).
+    Gigantic,
+}
+
+/// One open file: its id, its mappings in the process and the outcome.
+#[derive(Clone, Copy, Debug)]
+pub struct Applied {
+    pub id: u64,
+    /// Its mappings in the process, and their bytes.
+    pub mappings: usize,
+    pub bytes: u64,
+    pub outcome: Outcome,
+}
+
+/// Why nothing (or not all) could be done.
+#[derive(Debug)]
+pub enum ApplyError {
+    /// No such process, or it exited before or while its files were taken.
+    Gone(String),
+    /// The caller lacks `CAP_SYS_ADMIN`.
+    NotPermitted,
+    /// Anything else, with what was being done.
+    Other(String),
+}
+
+impl std::fmt::Display for ApplyError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ApplyError::Gone(s) | ApplyError::Other(s) => f.write_str(s),
+            ApplyError::NotPermitted => f.write_str(
+                "taking another process's tierkit files needs CAP_SYS_ADMIN (run as root)",
+            ),
+        }
+    }
+}
+
+/// What [`apply`] did: the files, and the mappings that went away between
+/// reading `/proc/PID/maps` and taking their file (unmapped meanwhile).
+#[derive(Debug, Default)]
+pub struct Report {
+    pub files: Vec<Applied>,
+    pub gone_mappings: usize,
+}
+
+impl Report {
+    /// The sum of the counters of the rebalanced files.
+    pub fn total(&self) -> TkRebalance {
+        let mut t = TkRebalance::default();
+        for a in &self.files {
+            if let Outcome::Rebalanced(r) = a.outcome {
+                t.looked += r.looked;
+                t.misplaced += r.misplaced;
+                t.moved += r.moved;
+                t.no_memory += r.no_memory;
+                t.busy += r.busy;
+                t.elapsed_ns += r.elapsed_ns;
+            }
+        }
+        t
+    }
+
+    /// Files in gigantic mode and their bytes.
+    pub fn gigantic(&self) -> (usize, u64) {
+        self.files
+            .iter()
+            .filter(|a| matches!(a.outcome, Outcome::Gigantic))
+            .fold((0, 0), |(n, b), a| (n + 1, b + a.bytes))
+    }
+}
+
+/// Rebalances every tierkit file `pid` maps with `arg` (see the module's
+/// doc). An error before any file was rebalanced leaves everything as it
+/// was; one after leaves the files done so far rebalanced.
+pub fn apply(pid: i32, arg: TkRebalance) -> Result<Report, ApplyError> {
+    let gone = |what: &str| ApplyError::Gone(format!("process {pid} {what}"));
+    let maps = match std::fs::read_to_string(format!("/proc/{pid}/maps")) {
+        Ok(t) => t,
+        Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ESRCH)) => {
+            return Err(gone("does not exist"))
+        }
+        Err(e) => return Err(ApplyError::Other(format!("/proc/{pid}/maps: {e}"))),
+    };
+    let ranges = parse_maps(&maps);
+    let mut out = Report::default();
+    if ranges.is_empty() {
+        return Ok(out);
+    }
+    let ctl = Tierkit::open().map_err(|e| ApplyError::Other(format!("{}: {e}", tk::DEV_PATH)))?;
+    let mut seen: BTreeMap<u64, usize> = BTreeMap::new();
+    for (i, &(start, _)) in ranges.iter().enumerate() {
+        let (file, m) = match ctl.mapped_file(pid, start) {
+            Ok(x) => x,
+            Err(e) => match e.raw_os_error() {
+                Some(libc::ESRCH) => {
+                    return Err(gone(&format!(
+                        "exited while its tierkit files were being taken ({i} of {} \
+                         mappings done, {} file(s) rebalanced)",
+                        ranges.len(),
+                        out.files.len()
+                    )))
+                }
+                Some(libc::EPERM) => return Err(ApplyError::NotPermitted),
+                // Unmapped (or replaced) since maps was read.
+                Some(libc::ENOENT | libc::ENODEV) => {
+                    out.gone_mappings += 1;
+                    continue;
+                }
+                _ => {
+                    return Err(ApplyError::Other(format!(
+                        "TK_IOC_MAPPED_FILE at {start:#x}: {}",
+                        crate::errno::errno_name(&e)
+                    )))
+                }
+            },
         };
-        out.push(Applied { fd, result });
+        let bytes = m.end - m.start;
+        if let Some(&k) = seen.get(&m.id) {
+            out.files[k].mappings += 1;
+            out.files[k].bytes += bytes;
+            continue;
+        }
+        let outcome = match file.rebalance(arg) {
+            Ok(r) => Outcome::Rebalanced(r),
+            Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => Outcome::Gigantic,
+            Err(e) => {
+                return Err(ApplyError::Other(format!(
+                "TK_IOC_REBALANCE of the file mapped at {:#x}: {} ({} file(s) rebalanced before)",
+                m.start,
+                crate::errno::errno_name(&e),
+                seen.len()
+            )))
+            }
+        };
+        seen.insert(m.id, out.files.len());
+        out.files.push(Applied {
+            id: m.id,
+            mappings: 1,
+            bytes,
+            outcome,
+        });
     }
     Ok(out)
 }
@@ -128,5 +249,33 @@ mod tests {
         assert_eq!(p.get(&1), Some(&512));
         assert_eq!(p.get(&2), Some(&4));
         assert_eq!(fmt_placement(&p), "0:1536 1:512 2:4");
+    }
+
+    #[test]
+    fn maps_lines_of_tierkit_only() {
+        let text = "\
+55d0c0000000-55d0c0021000 rw-p 00000000 00:00 0                          [heap]
+7f0000000000-7f0000801000 rw-s 7f0000000000 00:05 17                     /dev/tierkit
+7f1000000000-7f1000001000 ---s 7f1000000000 00:05 17                     /dev/tierkit
+7f2000000000-7f2040000000 rw-s 7f2000000000 00:05 17                     /dev/tierkit (deleted)
+7f3000000000-7f3000001000 r--p 00000000 08:01 99                         /usr/lib/dev/tierkit
+7fff00000000-7fff00021000 rw-p 00000000 00:00 0                          [stack]
+";
+        assert_eq!(
+            parse_maps(text),
+            [
+                (0x7f00_0000_0000, 0x7f00_0080_1000),
+                (0x7f10_0000_0000, 0x7f10_0000_1000),
+                (0x7f20_0000_0000, 0x7f20_4000_0000),
+            ]
+        );
+    }
+
+    #[test]
+    fn weights_set_mask_and_table() {
+        let a = to_weights(&[(0, 1), (2, 3)]);
+        assert_eq!(a.flags, TK_REBALANCE_F_WEIGHTS);
+        assert_eq!(a.nodemask, 0b101);
+        assert_eq!((a.weights[0], a.weights[1], a.weights[2]), (1, 0, 3));
     }
 }

@@ -163,6 +163,20 @@ struct tk_rebalance {
 	__u64 elapsed_ns;		/* out */
 };
 
+/*
+ * TK_IOC_MAPPED_FILE: returns a new fd (O_CLOEXEC) for the /dev/tierkit
+ * file that process pid maps at addr, the same open file as that
+ * mapping's; needs CAP_SYS_ADMIN (see Documentation/ABI/testing/dev-tierkit).
+ */
+struct tk_mapped_file {
+	__s32 pid;			/* in: a thread of the process */
+	__u32 flags;			/* in: 0 */
+	__u64 addr;			/* in: an address inside the mapping */
+	__u64 start;			/* out: the vma's start */
+	__u64 end;			/* out: its end */
+	__u64 id;			/* out: the open file's id */
+};
+
 /* --- ioctls ------------------------------------------------------------- */
 
 #define TK_IOC_SET_POLICY	_IOWR(TIERKIT_IOC_MAGIC, 1, struct tk_policy)
@@ -173,6 +187,7 @@ struct tk_rebalance {
 #define TK_IOC_WALK		_IOWR(TIERKIT_IOC_MAGIC, 6, struct tk_walk)
 #define TK_IOC_PAGE_REFS	_IOWR(TIERKIT_IOC_MAGIC, 7, struct tk_page_refs)
 #define TK_IOC_REBALANCE	_IOWR(TIERKIT_IOC_MAGIC, 8, struct tk_rebalance)
+#define TK_IOC_MAPPED_FILE	_IOWR(TIERKIT_IOC_MAGIC, 10, struct tk_mapped_file)
 
 /*
  * TK_IOC_SNAPSHOT, on a new file: a copy-on-write snapshot of the caller's

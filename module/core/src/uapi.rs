@@ -418,6 +418,38 @@ pub struct TkSnapshot {
 /// A copy-on-write snapshot for a fork. See [`TkSnapshot`].
 pub const TK_IOC_SNAPSHOT: u32 = iowr(9, core::mem::size_of::<TkSnapshot>());
 
+/// Argument of [`TK_IOC_MAPPED_FILE`]: a new file descriptor (the call's
+/// return value, `O_CLOEXEC`) in the caller for the `/dev/tierkit` file
+/// that process `pid` maps at `addr`: the same open file as that mapping's
+/// (its policy, its pages), as `pidfd_getfd(2)` hands over an fd's, so
+/// that [`TK_IOC_REBALANCE`] can move the pages of a process that holds
+/// no descriptor of the file (tk-run's library closes each once mapped).
+///
+/// In: `pid` (any thread of the process, in the caller's pid namespace),
+/// `flags` (0), `addr` (any address inside the mapping).
+/// Out: `start`, `end` (the vma), `id` (the file's, the same for every
+/// mapping of one open file and for no other open since the module was
+/// loaded: every file shares the device inode, so `st_ino` cannot tell).
+/// Errors: `EPERM` without `CAP_SYS_ADMIN`; `EINVAL` for non-zero flags
+/// or a pid of 0 or less; `ESRCH` no such process, or it has no memory
+/// any more (it exited); `ENOENT` nothing mapped at `addr`; `ENODEV` a
+/// mapping that is not tierkit's; `EMFILE` no descriptor free; `EINTR` a
+/// fatal signal while waiting for the process's `mmap_lock`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TkMappedFile {
+    pub pid: i32,
+    pub flags: u32,
+    pub addr: u64,
+    pub start: u64,
+    pub end: u64,
+    pub id: u64,
+}
+
+/// Opens the tierkit file another process maps at an address. See
+/// [`TkMappedFile`].
+pub const TK_IOC_MAPPED_FILE: u32 = iowr(10, core::mem::size_of::<TkMappedFile>());
+
 // The layouts are the ABI, and the module's `FromBytes`/`AsBytes` impls
 // (module/src/dev.rs) rely on them having no padding: each size below is
 // the sum of the field sizes, checked at compile time in the kernel build
@@ -441,6 +473,8 @@ const _: () = assert!(core::mem::size_of::<TkRebalance>() == 136); // 4 + 4 + 2 
 const _: () = assert!(TK_IOC_REBALANCE == 0xc088_b908);
 const _: () = assert!(core::mem::size_of::<TkSnapshot>() == 16); // 2 * 8
 const _: () = assert!(TK_IOC_SNAPSHOT == 0xc010_b909);
+const _: () = assert!(core::mem::size_of::<TkMappedFile>() == 40); // 4 + 4 + 4 * 8
+const _: () = assert!(TK_IOC_MAPPED_FILE == 0xc028_b90a);
 
 #[cfg(test)]
 mod clear_abi_tests {

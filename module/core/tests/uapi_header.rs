@@ -183,7 +183,21 @@ fn rust_structs() -> BTreeMap<String, (usize, Vec<Field>)> {
     );
     m.insert(
         "tk_snapshot".to_string(),
-        (size_of::<TkSnapshot>(), fields!(TkSnapshot { addr, len })),
+        (size_of::<TkSnapshot>(), fields!(TkSnapshot { addr, len }))
+    );
+    m.insert(
+        "tk_mapped_file".to_string(),
+        (
+            size_of::<TkMappedFile>(),
+            fields!(TkMappedFile {
+                pid,
+                flags,
+                addr,
+                start,
+                end,
+                id,
+            }),
+        ),
     );
     m
 }
@@ -224,6 +238,7 @@ fn rust_constants() -> BTreeMap<String, u64> {
         ("TK_REBALANCE_F_WEIGHTS", u64::from(TK_REBALANCE_F_WEIGHTS)),
         ("TK_IOC_REBALANCE", u64::from(TK_IOC_REBALANCE)),
         ("TK_IOC_SNAPSHOT", u64::from(TK_IOC_SNAPSHOT)),
+        ("TK_IOC_MAPPED_FILE", u64::from(TK_IOC_MAPPED_FILE)),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_string(), v))

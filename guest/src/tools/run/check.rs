@@ -6,7 +6,7 @@
 use crate::interleave::expected_wi_nid;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::process::CommandExt;
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
 /// The launcher and the programs, as the initramfs has them.
 pub const TK_RUN: &str = "/bin/tk-run";
@@ -14,10 +14,26 @@ pub const STREAM: &str = "/usr/bin/tk-stream";
 pub const CHECK: &str = "/usr/bin/tkrun-check";
 pub const NUMACTL: &str = "/usr/bin/numactl";
 
+/// tierkit and the topology ([`crate::tierkit_ready`]) and every file of
+/// `parts` in the initramfs, or the checks failed in `r` and `None`.
+pub fn guest_ready(r: &mut crate::report::Report, parts: &[&str]) -> Option<crate::node::Topology> {
+    let topo = crate::ready::tierkit_ready(r)?;
+    match parts.iter().find(|p| !std::path::Path::new(p).exists()) {
+        Some(p) => {
+            r.fail("tk-run in the guest", format!("no {p} in the initramfs"));
+            None
+        }
+        None => Some(topo),
+    }
+}
+
 /// A program started with piped stdio, read up to its "waiting" line.
 pub struct Held {
     pub child: Child,
     stdin: Option<ChildStdin>,
+    /// The rest of its stdout, kept open: a line it prints after
+    /// "waiting" must not meet a closed pipe (SIGPIPE).
+    stdout: Option<BufReader<ChildStdout>>,
     /// Every stdout line up to "waiting" (or the end).
     pub lines: Vec<String>,
     /// Whether it printed "waiting" (it then holds its memory).
@@ -48,19 +64,23 @@ pub fn start(argv: &[&str], thp_off: bool) -> std::io::Result<Held> {
     let stdin = child.stdin.take();
     let mut lines = Vec::new();
     let mut waiting = false;
-    if let Some(out) = child.stdout.take() {
-        for l in BufReader::new(out).lines() {
-            let l = l?;
-            if l == "waiting" {
+    let mut stdout = child.stdout.take().map(BufReader::new);
+    if let Some(out) = stdout.as_mut() {
+        let mut l = String::new();
+        while out.read_line(&mut l)? > 0 {
+            let t = l.trim_end_matches('\n').to_string();
+            l.clear();
+            if t == "waiting" {
                 waiting = true;
                 break;
             }
-            lines.push(l);
+            lines.push(t);
         }
     }
     Ok(Held {
         child,
         stdin,
+        stdout,
         lines,
         waiting,
     })
@@ -69,17 +89,31 @@ pub fn start(argv: &[&str], thp_off: bool) -> std::io::Result<Held> {
 impl Held {
     /// Lets it go on (a line on its stdin), waits; returns its exit code
     /// (-1 killed) and its stderr.
-    pub fn finish(mut self) -> (i32, String) {
+    pub fn finish(self) -> (i32, String) {
+        let (code, _, err) = self.finish_all();
+        (code, err)
+    }
+
+    /// As [`Held::finish`], with the stdout lines it printed after
+    /// "waiting": (exit code, those lines, stderr).
+    pub fn finish_all(mut self) -> (i32, Vec<String>, String) {
         if let Some(mut s) = self.stdin.take() {
             let _ = s.write_all(b"\n");
         }
+        // Read in a thread while stderr is collected, so that neither
+        // pipe can fill and stall the program.
+        let rest = self.stdout.take().map(|out| {
+            std::thread::spawn(move || out.lines().map_while(Result::ok).collect::<Vec<_>>())
+        });
         let out = self.child.wait_with_output();
+        let lines = rest.and_then(|t| t.join().ok()).unwrap_or_default();
         match out {
             Ok(o) => (
                 o.status.code().unwrap_or(-1),
+                lines,
                 String::from_utf8_lossy(&o.stderr).into_owned(),
             ),
-            Err(e) => (-1, e.to_string()),
+            Err(e) => (-1, lines, e.to_string()),
         }
     }
 
