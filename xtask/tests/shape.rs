@@ -259,5 +259,7 @@ fn only_integration_test_dirs_are_excepted() {
     assert!(under_tests_dir(Path::new("xtask/tests/doc_tree/mod.rs")));
     assert!(!under_tests_dir(Path::new("guest/src/tests/mm.rs")));
     assert!(!under_tests_dir(Path::new("guest/src/tests/fuzz/suite.rs")));
-    assert!(!under_tests_dir(Path::new("guest/src/tests/faults/tests.rs")));
+    assert!(!under_tests_dir(Path::new(
+        "guest/src/tests/faults/tests.rs"
+    )));
 }

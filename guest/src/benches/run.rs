@@ -456,7 +456,14 @@ pub fn main() -> ExitCode {
     let flags = match Flags::from_args(
         BIN,
         &["no-first-use", "fork-only"],
-        &["elements", "rounds", "repeat", "no-first-use", "fork-only", "fork-mib"],
+        &[
+            "elements",
+            "rounds",
+            "repeat",
+            "no-first-use",
+            "fork-only",
+            "fork-mib",
+        ],
     ) {
         Ok(f) => f,
         Err(code) => return code,

@@ -3,12 +3,12 @@
 
 use crate::ready::tierkit_ready;
 use crate::report::Report;
+use crate::tests::block_offline::{node_kind, Kind};
+use crate::tests::offline_held::scale::{offline_row, one_page_mappings};
 use crate::{errno::errno_name, weights::write_file};
 use serde_json::json;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
-use crate::tests::block_offline::{node_kind, Kind};
-use crate::tests::offline_held::scale::{offline_row, one_page_mappings};
 
 const BIN: &str = "tk-test-close-scale";
 const COUNTS: [usize; 3] = [4_096, 16_384, 65_536];

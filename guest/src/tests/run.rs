@@ -4,8 +4,8 @@
 use crate::report::Report;
 use crate::tk;
 use crate::tools::run::check::{
-    agreement, backing, blocks, guest_ready, mapping_of, page_nodes, run, start, Held, CHECK, NUMACTL, STREAM,
-    TK_RUN,
+    agreement, backing, blocks, guest_ready, mapping_of, page_nodes, run, start, Held, CHECK,
+    NUMACTL, STREAM, TK_RUN,
 };
 use crate::tools::run::{resolve, Args, LIB_PATH};
 use crate::weights::{RestoreOnDrop, WeightDir};

@@ -1,15 +1,15 @@
 //! The logic of `tk-test-run-apply`; what it checks and how it is used are the doc of
 //! `src/bin/tk-test-run-apply.rs` (its `--help`).
 
-use serde_json::Value;
-use std::os::unix::process::CommandExt;
-use std::process::{Command, ExitCode};
+use crate::interleave::weight_table;
 use crate::report::{Report, JSON_PREFIX};
 use crate::tools::run::check::{
     agreement, blocks, guest_ready, page_nodes, start, Held, STREAM, TK_RUN,
 };
 use crate::tools::run::LIB_PATH;
-use crate::interleave::weight_table;
+use serde_json::Value;
+use std::os::unix::process::CommandExt;
+use std::process::{Command, ExitCode};
 
 const CALIBRATE: &str = "/bin/tk-calibrate";
 /// `CAP_SYS_ADMIN` (include/uapi/linux/capability.h).

@@ -183,7 +183,7 @@ fn rust_structs() -> BTreeMap<String, (usize, Vec<Field>)> {
     );
     m.insert(
         "tk_snapshot".to_string(),
-        (size_of::<TkSnapshot>(), fields!(TkSnapshot { addr, len }))
+        (size_of::<TkSnapshot>(), fields!(TkSnapshot { addr, len })),
     );
     m.insert(
         "tk_mapped_file".to_string(),

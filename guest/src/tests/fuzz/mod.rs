@@ -101,8 +101,8 @@ mod mm;
 mod payloads;
 mod procs;
 mod races;
-pub mod suite;
 mod scheduled;
+pub mod suite;
 mod worker;
 
 pub use checked::*;

@@ -13,11 +13,11 @@
 //! until the test resolves the fault (`UFFDIO_ZEROPAGE`).
 
 use super::{goes_offline, orphaned_and_refused, orphans, wait_orphans};
-use crate::tests::block_offline::{fill_page, open_on, T};
-use crate::tests::callers::RAM_DISK;
 use crate::errno::errno_name;
 use crate::memblock::{blocks_of, pagemap_pfns};
 use crate::sys::{Mapping, PAGE_SIZE};
+use crate::tests::block_offline::{fill_page, open_on, T};
+use crate::tests::callers::RAM_DISK;
 use std::ffi::c_void;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};

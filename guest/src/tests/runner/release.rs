@@ -1,9 +1,9 @@
 //! The logic of `tk-test-runner-release`; what it checks and how it is used are the doc of
 //! `src/bin/tk-test-runner-release.rs` (its `--help`).
 
-use std::time::{Duration, Instant};
 use crate::sys::Mapping;
 use crate::tk::Tierkit;
+use std::time::{Duration, Instant};
 
 /// How long the child keeps the pages after its parent died: longer than
 /// the runner's one-second stability window, shorter than its bound for
