@@ -21,6 +21,9 @@ mod chunks;
 #[expect(dead_code, unreachable_pub)]
 #[path = "../core/src/interleave.rs"]
 mod interleave;
+#[expect(dead_code, unreachable_pub)]
+#[path = "../core/src/nodemask.rs"]
+mod nodemask;
 #[expect(unreachable_pub)]
 #[path = "../core/src/pace.rs"]
 mod pace;

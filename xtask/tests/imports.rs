@@ -1,4 +1,5 @@
-//! No import circles between xtask's modules: every `crate::...` and
+//! No import circles between xtask's modules, nor between those of the
+//! workspace's other crates ([`CRATES`]): every `crate::...` and
 //! `super::...` path in `src/` (in `use` items and in code, parsed with
 //! syn; test-only items left out) names the module it reaches, and the
 //! graph of those edges between modules must have no cycle.
@@ -35,8 +36,8 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
 }
 
 /// `src/a/b/c.rs` -> `[a, b, c]`; `mod.rs` and `lib.rs` name their folder.
-fn module_path(file: &Path) -> Vec<String> {
-    let rel = file.strip_prefix(src()).unwrap();
+fn module_path(root: &Path, file: &Path) -> Vec<String> {
+    let rel = file.strip_prefix(root).unwrap();
     let mut segs: Vec<String> = rel
         .with_extension("")
         .components()
@@ -53,9 +54,9 @@ fn module_path(file: &Path) -> Vec<String> {
 
 /// The module (graph node) a file's module path belongs to: a stage's
 /// `mod.rs` is a module of its own.
-fn node_of(path: &[String]) -> Option<String> {
+fn node_of(stages: &[&str], path: &[String]) -> Option<String> {
     let first = path.first()?;
-    let n = if STAGES.contains(&first.as_str()) {
+    let n = if stages.contains(&first.as_str()) {
         2
     } else {
         1
@@ -64,8 +65,8 @@ fn node_of(path: &[String]) -> Option<String> {
 }
 
 /// The known module a path reaches: its stage file, else the stage's own.
-fn reached(path: &[String], known: &BTreeSet<String>) -> Option<String> {
-    let n = node_of(path)?;
+fn reached(stages: &[&str], path: &[String], known: &BTreeSet<String>) -> Option<String> {
+    let n = node_of(stages, path)?;
     if known.contains(&n) {
         return Some(n);
     }
@@ -153,22 +154,36 @@ impl<'ast> Visit<'ast> for Paths<'_> {
     }
 }
 
-/// Module -> the modules it imports, over every non-test file of `src/`.
+/// Module -> the modules it imports, over every non-test file of xtask's
+/// `src/`.
 fn graph() -> BTreeMap<String, BTreeSet<String>> {
+    graph_of(&src(), STAGES)
+}
+
+/// Module -> the modules it imports, over every non-test file under `root`
+/// (a crate's `src/`), whose folders named in `stages` hold a module per
+/// file.
+fn graph_of(root: &Path, stages: &[&str]) -> BTreeMap<String, BTreeSet<String>> {
     let mut files = Vec::new();
-    rust_files(&src(), &mut files);
+    rust_files(root, &mut files);
     let mut modules: Vec<(PathBuf, Vec<String>)> = files
         .into_iter()
+        .filter(|f| !f.starts_with(root.join("bin")))
         .map(|f| {
-            let m = module_path(&f);
+            let m = module_path(root, &f);
             (f, m)
         })
         .collect();
     modules.sort();
-    let known: BTreeSet<String> = modules.iter().filter_map(|(_, m)| node_of(m)).collect();
+    let known: BTreeSet<String> = modules
+        .iter()
+        .filter_map(|(_, m)| node_of(stages, m))
+        .collect();
     let mut g: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for (file, here) in &modules {
-        let Some(from) = node_of(here) else { continue };
+        let Some(from) = node_of(stages, here) else {
+            continue;
+        };
         if here.last().is_some_and(|s| s == "tests") {
             continue;
         }
@@ -181,7 +196,7 @@ fn graph() -> BTreeMap<String, BTreeSet<String>> {
         v.visit_file(&ast);
         let entry = g.entry(from.clone()).or_default();
         for p in v.found {
-            if let Some(to) = reached(&p, &known).filter(|n| *n != from) {
+            if let Some(to) = reached(stages, &p, &known).filter(|n| *n != from) {
                 entry.insert(to);
             }
         }
@@ -252,9 +267,17 @@ fn circles(g: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
 
 #[test]
 fn no_import_circles() {
-    let g = graph();
-    let found = circles(&g);
-    let why: Vec<String> = found
+    let why = circles_named(&graph());
+    assert!(
+        why.is_empty(),
+        "import circles between xtask's modules:\n{}",
+        why.join("\n")
+    );
+}
+
+/// Each circle of `g`, with the edges that close it.
+fn circles_named(g: &BTreeMap<String, BTreeSet<String>>) -> Vec<String> {
+    circles(g)
         .iter()
         .map(|c| {
             let edges: Vec<String> = c
@@ -267,13 +290,51 @@ fn no_import_circles() {
                 .collect();
             format!("{}: {}", c.join(", "), edges.join("; "))
         })
-        .collect();
+        .collect()
+}
+
+/// The workspace's other crates, each with the folders of its `src/` that
+/// hold a module per file (the guest crate's rooms).
+const CRATES: &[(&str, &[&str])] = &[
+    ("guest/src", &["init", "tests", "benches", "tools"]),
+    ("protocol/src", &[]),
+    ("module/core/src", &[]),
+    ("module/src", &[]),
+];
+
+/// No import circle between the modules of the other crates either: the
+/// guest crate (its binaries in `src/bin/` are thin entries, left out),
+/// the protocol crate, the module's pure core and the module itself.
+#[test]
+fn no_import_circles_in_any_crate() {
+    let top = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut why = Vec::new();
+    let mut seen = BTreeSet::new();
+    for (dir, stages) in CRATES {
+        for c in circles_named(&graph_of(&top.join(dir), stages)) {
+            let named = format!("{dir}: {c}");
+            match KNOWN.iter().find(|k| named.starts_with(&format!("{k}:"))) {
+                Some(k) => {
+                    seen.insert(*k);
+                }
+                None => why.push(named),
+            }
+        }
+    }
+    assert!(why.is_empty(), "import circles:\n{}", why.join("\n"));
+    let gone: Vec<_> = KNOWN.iter().filter(|k| !seen.contains(*k)).collect();
     assert!(
-        found.is_empty(),
-        "import circles between xtask's modules:\n{}",
-        why.join("\n")
+        gone.is_empty(),
+        "circles in KNOWN that are gone (remove them): {gone:?}"
     );
 }
+
+/// The one circle left, named exactly (a new one, or a larger one, fails
+/// the test): the kernel module's page, state and clear modules call each
+/// other (`clear` allocates through `pages`, whose drop path returns pool
+/// ranges to `clear`; `state` holds both and the weights of `wi`, which
+/// clears through `clear`). Documented in ARCHITECTURE.md.
+const KNOWN: &[&str] = &["module/src: clear, pages, state, wi"];
 
 /// The check finds a circle, through `super::` and `crate::` paths alike,
 /// and sees none in a chain.
@@ -317,7 +378,11 @@ fn circles_are_found() {
         "report",
     ];
     let known: BTreeSet<String> = known.iter().map(|s| s.to_string()).collect();
-    let nodes: BTreeSet<String> = v.found.iter().filter_map(|p| reached(p, &known)).collect();
+    let nodes: BTreeSet<String> = v
+        .found
+        .iter()
+        .filter_map(|p| reached(STAGES, p, &known))
+        .collect();
     assert_eq!(
         nodes.into_iter().collect::<Vec<_>>(),
         [

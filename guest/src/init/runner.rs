@@ -8,7 +8,6 @@
 
 use super::{settle, supervise, Init};
 use std::io::Write;
-use std::os::fd::{FromRawFd, OwnedFd};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::ExitStatusExt;
 use std::process::{Command, ExitStatus, Stdio};
@@ -46,17 +45,6 @@ pub fn wait_reaping(pid: u32) -> std::io::Result<ExitStatus> {
             return Ok(ExitStatus::from_raw(status));
         }
     }
-}
-
-/// A pipe (read end, write end), close-on-exec.
-pub fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [0; 2];
-    // SAFETY: `fds` has room for the two descriptors pipe2 fills in.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: both are fresh descriptors that nothing else owns.
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
 /// Whether /init reaps every orphan: PID 1 (the guest), or a subreaper.

@@ -15,7 +15,7 @@
 use std::collections::BTreeSet;
 use std::fs::File;
 use std::io::Read;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
@@ -116,7 +116,7 @@ pub fn run(
         .filter(|p| orphans && p.ppid == me)
         .map(|p| p.pid)
         .collect();
-    let (r, w) = super::runner::pipe()?;
+    let (r, w) = pipe()?;
     let w2 = w.try_clone()?;
     cmd.stdout(Stdio::from(w)).stderr(Stdio::from(w2));
     cmd.process_group(0);
@@ -382,6 +382,17 @@ impl Sup {
             ));
         }
     }
+}
+
+/// A pipe (read end, write end), close-on-exec.
+pub fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0; 2];
+    // SAFETY: `fds` has room for the two descriptors pipe2 fills in.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: both are fresh descriptors that nothing else owns.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
 #[cfg(test)]

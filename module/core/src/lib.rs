@@ -13,6 +13,7 @@ extern crate std;
 
 pub mod chunks;
 pub mod interleave;
+pub mod nodemask;
 pub mod pace;
 pub mod pool_cmd;
 pub mod uapi;

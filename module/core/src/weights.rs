@@ -8,7 +8,11 @@
 //! Compiled into both `tierkit-core` and `tierkit.ko` (via `#[path]`), under
 //! the same rules as `interleave.rs`: `core::` only, no allocation, no panic.
 
-use crate::interleave::{Nodemask, WeightError, MAX_NUMNODES, NODE_IDX, WEIGHTINESS};
+use crate::nodemask::{Nodemask, WeightError, MAX_NUMNODES, NODE_IDX};
+
+/// "weightiness" in mm/mempolicy.c: auto weights are scaled into
+/// `[1, WEIGHTINESS]` before the GCD reduction.
+pub const WEIGHTINESS: u32 = 32;
 
 // ---------------------------------------------------------------------------
 // Weights (get_il_weight, node_store, weighted_interleave_auto_store)
