@@ -439,3 +439,52 @@ fn markers_are_read_by_the_protocol_crate() {
         bad.join("\n")
     );
 }
+
+/// A stage's rank in the order a boot passes the stages (ARCHITECTURE.md
+/// draws it): `util` under everything, then kernels, plan, the console
+/// line readers of judge (`printk.rs`, `console.rs`: the QEMU run's live
+/// stream reads with them too), the QEMU run, the rest of judge, report,
+/// then `boot/mod.rs` (one boot: all of them), the commands and the
+/// command line.
+fn rank(node: &str) -> Option<usize> {
+    let order: &[&[&str]] = &[
+        &["util"],
+        &["kernels"],
+        &["plan"],
+        &["judge::printk", "judge::console"],
+        &["boot::qemu"],
+        &["judge"],
+        &["report"],
+        &["boot"],
+        &["commands"],
+        &["cli"],
+    ];
+    order.iter().position(|names| {
+        names.iter().any(|n| {
+            node == *n
+                || (node.starts_with(&format!("{n}::"))
+                    && !(*n == "boot" && node == "boot::qemu")
+                    && !(*n == "judge" && (node == "judge::printk" || node == "judge::console")))
+        })
+    })
+}
+
+/// A stage reads the ones before it and never the ones after.
+#[test]
+fn stages_import_only_earlier_stages() {
+    let g = graph();
+    let mut wrong = Vec::new();
+    for (from, tos) in &g {
+        let Some(rf) = rank(from) else { continue };
+        for to in tos {
+            if let Some(rt) = rank(to).filter(|&rt| rt > rf) {
+                wrong.push(format!("{from} (stage {rf}) -> {to} (stage {rt})"));
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "imports of a later stage:\n{}",
+        wrong.join("\n")
+    );
+}

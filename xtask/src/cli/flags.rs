@@ -111,9 +111,11 @@ pub(super) enum Cmd {
     /// memory), cxl-interleave (one region across two devices) and
     /// numa-init-on-alloc (init_on_alloc=1). With --topology: that
     /// topology's first run, one boot. Then the tests of `run -- CMD` and
-    /// `shell` (xtask/src/commands/test/cmd_tests.rs), a guest each, those
-    /// of --topology only; `xtask-shell` needs tmux.
-    /// Results: target/tierkit/test-<run>[-debug]/{results.json,junit.xml}.
+    /// `shell` (xtask/src/commands/test/cmd_tests.rs), a guest each; with
+    /// --topology, only those --filter names (of that topology);
+    /// `xtask-shell` needs tmux.
+    /// Results: target/tierkit/test-<run>[-debug]/{results.json,junit.xml,
+    /// kcidb.json}; the time table in target/tierkit/timings.json.
     Test(TestArgs),
     /// Boot and run a benchmark (/bin/tk-bench-<name>); its `TIERKIT-JSON`
     /// lines go to target/tierkit/bench/<name>.json. With no name: every

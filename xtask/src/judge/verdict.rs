@@ -187,7 +187,7 @@ pub fn evaluate(guest: &GuestRun, kunit: bool, filter: Option<&str>, profile: Pr
     let mut user_tests = user_tests_of(&markers);
     user_tests.extend(harness);
     // A failed run must show at least one failure in the totals line.
-    if !reasons.is_empty() && crate::report::summary::Totals::of(&run, &user_tests).failed == 0 {
+    if !reasons.is_empty() && crate::judge::records::Totals::of(&run, &user_tests).failed == 0 {
         user_tests.push(harness_failure("verdict", reasons.join("\n")));
     }
     Outcome {

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use crate::judge::ktap::{Run, Status, Test};
 use crate::judge::records::{self, Outcome, Record};
@@ -55,43 +55,7 @@ pub fn quote_crash(crash: &crate::judge::ktap::Crash) -> Vec<String> {
 /// The userspace tests are the judge's ([`crate::judge::records`]).
 pub use crate::judge::records::UserTest;
 
-/// Leaf-level totals over KUnit cases and userspace tests.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Totals {
-    pub passed: usize,
-    /// Failed and crashed.
-    pub failed: usize,
-    pub skipped: usize,
-}
-
-impl Totals {
-    /// One failure and nothing else: a boot, a check or a whole command
-    /// that could not run counts so in a totals line.
-    pub const ONE_FAILURE: Totals = Totals {
-        passed: 0,
-        failed: 1,
-        skipped: 0,
-    };
-
-    /// Count a run and its userspace tests.
-    pub fn of(run: &Run, extra: &[UserTest]) -> Totals {
-        let counts = run.counts();
-        let user_passed = extra.iter().filter(|t| t.passed).count();
-        let user_skipped = extra.iter().filter(|t| t.passed && t.skipped).count();
-        Totals {
-            passed: counts.passed + user_passed - user_skipped,
-            failed: counts.failed + counts.crashed + (extra.len() - user_passed),
-            skipped: counts.skipped + user_skipped,
-        }
-    }
-
-    /// `tierkit [cxl]: N passed, M failed, K skipped`: one topology's line
-    /// when `cargo xtask test` runs several.
-    pub fn labelled(&self, label: &str) -> String {
-        self.to_string()
-            .replacen("tierkit:", &format!("tierkit [{label}]:"), 1)
-    }
-}
+pub use crate::judge::records::Totals;
 
 /// Sum of two totals (the final line over several boots).
 impl std::ops::Add for Totals {

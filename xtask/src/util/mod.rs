@@ -1,5 +1,6 @@
 //! Small shared helpers: paths, commands, hashing, atomic files, progress.
 
+pub mod elf;
 pub mod pyenv;
 pub mod setup;
 pub mod validate;

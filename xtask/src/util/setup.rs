@@ -188,7 +188,7 @@ pub fn busybox_static() -> std::result::Result<(), String> {
     if !p.exists() {
         return Err(format!("{BUSYBOX} (busybox-static)"));
     }
-    match crate::kernels::userspace::elf_is_static(p) {
+    match crate::util::elf::elf_is_static(p) {
         Ok(true) => Ok(()),
         Ok(false) => Err(format!("{BUSYBOX} is dynamically linked (the `busybox` package); the guest needs busybox-static")),
         Err(e) => Err(format!("{BUSYBOX}: {e:#}")),
