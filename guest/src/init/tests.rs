@@ -557,11 +557,11 @@ fn a_killed_tests_pages_are_waited_for_before_the_next_test() {
         std::thread::spawn(move || {
             std::thread::sleep(std::time::Duration::from_secs(5));
             let f = |abs: &str| t2.join(abs.trim_start_matches('/'));
-            std::fs::write(
-                f("/sys/kernel/debug/tierkit/stats"),
-                "node allocated held gigantic pool\n0 9000 0 0 0\n",
-            )
-            .unwrap();
+            // Written whole and renamed into place, as a read of the
+            // kernel's file is: a reader never sees it half written.
+            let tmp = f("/sys/kernel/debug/tierkit/stats.tmp");
+            std::fs::write(&tmp, "node allocated held gigantic pool\n0 9000 0 0 0\n").unwrap();
+            std::fs::rename(&tmp, f("/sys/kernel/debug/tierkit/stats")).unwrap();
         })
     };
     let (mut init, _) = t.init("tierkit.mode=test");
