@@ -36,10 +36,6 @@
 //!      offline paused the node's refill and made it give up the range
 //!      it was filling), within 5 tries 1 s apart; the blocks are onlined
 //!      again;
-//!    - once the range is ready, every block of the node is offlined (the
-//!      ready range is given up, the pool reads `NID 1 0`) and onlined
-//!      again: the refill thread, which found no memory on the node and
-//!      looks again every 10 s, fills the pool to `NID 1 1` within 600 s;
 //!    - `NID 0`, and the node's memory is back;
 //! 6. the kernel printed no crash report (oops, BUG, WARNING) meanwhile.
 //!
