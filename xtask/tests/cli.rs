@@ -274,6 +274,11 @@ fn cxl_dev() {
         "needs --topology cxl",
     );
     refused(
+        &["test", "--topology", "numa", "--cxl-online", "kernel"],
+        "--cxl-online",
+        "needs --topology cxl",
+    );
+    refused(
         &["bench", "clear", "--topology", "numa", "--cxl-dev", "4G"],
         "--cxl-dev",
         "needs --topology cxl",

@@ -101,6 +101,13 @@ pub(super) fn validate(cli: &Cli, host: &Host) -> std::result::Result<(), String
             return Err("--kernel debian boots Debian's kernel as shipped: --profile is for --kernel tierkit (debug is tierkit's own kernel config)".into());
         }
     }
+    if let Some(g) = guest.filter(|g| g.cxl_online.is_some()) {
+        if let Some(k) = g.topology.filter(|k| !k.spec().cxl) {
+            return Err(format!(
+                "--cxl-online needs --topology cxl (got {k}): only that topology has CXL memory to online"
+            ));
+        }
+    }
     if let Some(dir) = &kernel.kernel_src {
         kernel::check_custom_source(dir).map_err(one_line)?;
     }
