@@ -12,7 +12,7 @@
 //! anonymous page and waits in `handle_userfault()` with the pins held,
 //! until the test resolves the fault (`UFFDIO_ZEROPAGE`).
 
-use super::{goes_offline, orphaned_and_refused, orphans, wait_orphans};
+use super::{filled, goes_offline, orphaned_and_refused, orphans, wait_orphans, Filled};
 use crate::errno::errno_name;
 use crate::memblock::{blocks_of, pagemap_pfns};
 use crate::sys::{Mapping, PAGE_SIZE};
@@ -297,29 +297,9 @@ pub fn in_flight_case(t: &mut T, nid: u32, h: Holder) {
 /// orphan is left and the blocks go offline.
 pub fn fixed_buffer_case(t: &mut T, nid: u32) {
     const WHAT: &str = "io_uring fixed buffer";
-    let Some(tk) = open_on(&mut t.r, WHAT, nid) else {
+    let Some(Filled { tk, m, blocks }) = filled(t, WHAT, nid, N) else {
         return;
     };
-    let m = match tk.map(N, 0) {
-        Ok(m) => m,
-        Err(e) => {
-            t.r.fail(
-                &format!("{WHAT}: mmap {N} pages on node {nid}"),
-                errno_name(&e),
-            );
-            return;
-        }
-    };
-    for i in 0..N {
-        fill_page(&m, i);
-    }
-    let Some(pfns) = crate::tests::block_offline::all_pfns(&mut t.r, WHAT, &m) else {
-        return;
-    };
-    let blocks = blocks_of(
-        &pfns.iter().map(|&p| Some(p)).collect::<Vec<_>>(),
-        t.block_bytes,
-    );
     let before = orphans();
     let reg = (|| -> Result<(), io::Error> {
         let ring = io_uring::IoUring::new(2)?;

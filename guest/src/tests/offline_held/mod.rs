@@ -14,6 +14,7 @@ use crate::memblock::{self, Kmsg};
 use crate::memblock::{blocks_of, node_blocks, Outcome};
 use crate::ready::tierkit_ready;
 use crate::report::Report;
+use crate::sys::Mapping;
 use crate::tests::block_offline::{all_pfns, fill_page, open_on, secs, PROMPT, T};
 use crate::tests::block_offline::{node_kind, Kind};
 use crate::tk::{read_stats, Tierkit, TK_MODE_WEIGHTED_INTERLEAVE};
@@ -23,6 +24,40 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 use tierkit_core::uapi::{TK_PAGE_ANON, TK_PAGE_BUDDY};
+
+/// A file on a node with `n` of its pages mapped and filled with the
+/// pattern: the case's holdings, whose pfns and memory blocks it offlines.
+pub struct Filled {
+    pub tk: Tierkit,
+    pub m: Mapping,
+    /// Each memory block of the pages, with how many it holds.
+    pub blocks: Vec<(u64, usize)>,
+}
+
+/// Opens a file on `nid`, maps `n` pages and fills them ([`Filled`]);
+/// `None` after a failed check.
+pub fn filled(t: &mut T, what: &str, nid: u32, n: usize) -> Option<Filled> {
+    let tk = open_on(&mut t.r, what, nid)?;
+    let m = match tk.map(n, 0) {
+        Ok(m) => m,
+        Err(e) => {
+            t.r.fail(
+                &format!("{what}: mmap {n} pages on node {nid}"),
+                errno_name(&e),
+            );
+            return None;
+        }
+    };
+    for i in 0..n {
+        fill_page(&m, i);
+    }
+    let pfns = all_pfns(&mut t.r, what, &m)?;
+    let blocks = blocks_of(
+        &pfns.iter().map(|&p| Some(p)).collect::<Vec<_>>(),
+        t.block_bytes,
+    );
+    Some(Filled { tk, m, blocks })
+}
 
 /// An offline that is still running after this failed the check: a
 /// refusal must come at once ([`PROMPT`]), and an offline that can
@@ -83,29 +118,9 @@ fn refused_at_once(t: &mut T, what: &str, block: u64, pages: usize) {
 pub fn pipe_case(t: &mut T, nid: u32) {
     const WHAT: &str = "pipe";
     const N: usize = 16;
-    let Some(tk) = open_on(&mut t.r, WHAT, nid) else {
+    let Some(Filled { tk, m, blocks }) = filled(t, WHAT, nid, N) else {
         return;
     };
-    let m = match tk.map(N, 0) {
-        Ok(m) => m,
-        Err(e) => {
-            t.r.fail(
-                &format!("{WHAT}: mmap {N} pages on node {nid}"),
-                errno_name(&e),
-            );
-            return;
-        }
-    };
-    for i in 0..N {
-        fill_page(&m, i);
-    }
-    let Some(pfns) = all_pfns(&mut t.r, WHAT, &m) else {
-        return;
-    };
-    let blocks = blocks_of(
-        &pfns.iter().map(|&p| Some(p)).collect::<Vec<_>>(),
-        t.block_bytes,
-    );
     let mut fds = [0i32; 2];
     // SAFETY: pipe(2) writes two fds.
     if unsafe { libc::pipe(fds.as_mut_ptr()) } != 0 {
