@@ -459,14 +459,16 @@ fn rank(node: &str) -> Option<usize> {
         &["commands"],
         &["cli"],
     ];
-    order.iter().position(|names| {
-        names.iter().any(|n| {
-            node == *n
-                || (node.starts_with(&format!("{n}::"))
-                    && !(*n == "boot" && node == "boot::qemu")
-                    && !(*n == "judge" && (node == "judge::printk" || node == "judge::console")))
-        })
-    })
+    // The most specific name that covers `node` decides (`boot::qemu`
+    // before `boot`, `judge::console` before `judge`).
+    let covers = |n: &str| node == n || node.starts_with(&format!("{n}::"));
+    order
+        .iter()
+        .enumerate()
+        .flat_map(|(i, names)| names.iter().map(move |n| (i, *n)))
+        .filter(|(_, n)| covers(n))
+        .max_by_key(|(_, n)| n.len())
+        .map(|(i, _)| i)
 }
 
 /// A stage reads the ones before it and never the ones after.
