@@ -215,11 +215,11 @@ pub const FULL_RUNS: &[TestRun] = &[
         cxl_interleave: None,
         only: None,
         debug: true,
-        // Under KASAN, tk-test-lifecycle's 100 module loads leave unmovable
+        // Under KASAN, tk-test-lifecycle's module loads leave unmovable
         // pages (vmalloc shadow, stack depot) in every aligned GiB of node
         // 0, so the tests after it found no free aligned GiB there. One GiB
-        // reserved at boot is handed back by tk-test-pool for its own run
-        // (`first_use::BootPool`).
+        // reserved at boot is handed back by every test that makes a GiB on
+        // node 0, for its own run (`first_use::BootPool`).
         append: "",
         debug_append: "hugepagesz=1G hugepages=0:1",
         why: "the whole suite on DRAM plus a memory-only node",
