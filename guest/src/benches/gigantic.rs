@@ -55,6 +55,10 @@ pub fn main() -> ExitCode {
     }
     out.print(reps);
     r.set("reps", json!(reps));
+    // With init_on_alloc=1 the allocator zeroes every page it hands out:
+    // tierkit's clear is then that zeroing, and hugetlb's reservation
+    // clears too (the total-cost table reads differently).
+    r.set("init_on_alloc", json!(crate::kernel::init_on_alloc()));
     out.into_report(&mut r);
     r.finish()
 }

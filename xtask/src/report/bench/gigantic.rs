@@ -24,6 +24,12 @@ pub struct GiganticRow {
     pub median_ns: u64,
     #[serde(default)]
     pub samples_ns: Vec<u64>,
+    /// Median busy time of all CPUs per GiB, until the system is back
+    /// where it began (the GiB freed, the pool refilled), net of a null
+    /// measurement's: what the page cost the machine, ns. Absent in
+    /// records from before it was measured.
+    #[serde(default)]
+    pub cpu_net_ns: Option<u64>,
 }
 
 /// A (node, variant) `tk-bench-gigantic` could not measure, and why.
@@ -43,6 +49,8 @@ pub struct GiganticData {
     pub topology: String,
     /// Timed repetitions per median.
     pub reps: u64,
+    /// The guest booted with init_on_alloc=1 (`None`: not recorded).
+    pub init_on_alloc: Option<bool>,
     pub rows: Vec<GiganticRow>,
     pub skipped: Vec<GiganticSkip>,
 }
@@ -64,6 +72,7 @@ impl GiganticData {
         };
         for r in records(doc, "ratios") {
             d.reps = r.get("reps").and_then(Value::as_u64).unwrap_or(0);
+            d.init_on_alloc = r.get("init_on_alloc").and_then(Value::as_bool);
             d.rows
                 .extend(Vec::<GiganticRow>::deserialize(&r["rows"]).context("rows")?);
             if let Some(s) = r.get("skipped") {
@@ -93,20 +102,29 @@ impl GiganticData {
         v
     }
 
-    /// hugetlb's median on `nid`, ns.
-    fn hugetlb_ns(&self, nid: u32) -> Option<u64> {
+    /// The row of `variant` (`hugetlb` or `pool`) on `nid`.
+    fn row(&self, nid: u32, variant: &str) -> Option<&GiganticRow> {
         self.rows
             .iter()
-            .find(|r| r.nid == nid && r.variant == "hugetlb")
-            .map(|r| r.median_ns)
+            .find(|r| r.nid == nid && r.variant == variant)
+    }
+
+    /// hugetlb's median on `nid`, ns.
+    fn hugetlb_ns(&self, nid: u32) -> Option<u64> {
+        self.row(nid, "hugetlb").map(|r| r.median_ns)
     }
 
     /// tierkit's median from a ready pool on `nid`, ns.
     fn pool_ns(&self, nid: u32) -> Option<u64> {
+        self.row(nid, "pool").map(|r| r.median_ns)
+    }
+
+    /// tierkit's net CPU time with `threads` workers on `nid`, ns.
+    fn tierkit_cpu(&self, nid: u32, threads: u32) -> Option<u64> {
         self.rows
             .iter()
-            .find(|r| r.nid == nid && r.variant == "pool")
-            .map(|r| r.median_ns)
+            .find(|r| r.nid == nid && r.variant == "tierkit" && r.threads == threads)
+            .and_then(|r| r.cpu_net_ns)
     }
 
     /// tierkit's (threads, median ns) on `nid`, by threads.
@@ -133,57 +151,70 @@ fn first_use_ratio(hugetlb_ns: u64, tierkit_ns: u64) -> f64 {
 pub fn gigantic_summary(d: &GiganticData) -> (Value, Vec<String>) {
     let mut lines = vec![
         format!(
-            "summary: time to first use of 1 GiB (mmap .. every 4 KiB page touched), median of {}, {} -cpu {}",
-            d.reps, d.accel, d.cpu_model
+            "summary: time to first use of 1 GiB (mmap .. every 4 KiB page touched), median of {}, {} -cpu {}, init_on_alloc={}",
+            d.reps,
+            d.accel,
+            d.cpu_model,
+            d.init_on_alloc.map_or("?", |b| if b { "1" } else { "0" })
         ),
+        "  cpu s: busy time of all CPUs per GiB until the system is back where it began (the GiB freed, the pool refilled)".to_string(),
         format!(
-            "  {:<14} {:<14} {:>9} {:>16}",
-            "node", "variant", "seconds", "hugetlb/tierkit"
+            "  {:<14} {:<14} {:>9} {:>9} {:>16}",
+            "node", "variant", "seconds", "cpu s", "hugetlb/tierkit"
         ),
     ];
+    let cpu_s = |c: Option<u64>| c.map_or("-".to_string(), |c| format!("{:.3}", c as f64 / 1e9));
     let mut table = Vec::new();
     let mut targets = Vec::new();
     for (nid, kind) in d.nodes() {
         let node = format!("{nid} ({kind})");
         let huge = d.hugetlb_ns(nid);
         if let Some(h) = huge {
+            let cpu = d.row(nid, "hugetlb").and_then(|r| r.cpu_net_ns);
             lines.push(format!(
-                "  {node:<14} {:<14} {:>9.3} {:>16}",
+                "  {node:<14} {:<14} {:>9.3} {:>9} {:>16}",
                 "hugetlb",
                 h as f64 / 1e9,
+                cpu_s(cpu),
                 "-"
             ));
             table.push(
                 json!({"nid": nid, "kind": kind, "variant": "hugetlb", "threads": 1,
-                              "seconds": h as f64 / 1e9}),
+                              "seconds": h as f64 / 1e9, "cpu_ns": cpu}),
             );
         }
         let tk = d.tierkit(nid);
         for &(t, ns) in &tk {
             let ratio = huge.map(|h| first_use_ratio(h, ns));
+            let cpu = d.tierkit_cpu(nid, t);
             lines.push(format!(
-                "  {node:<14} {:<14} {:>9.3} {:>16}",
+                "  {node:<14} {:<14} {:>9.3} {:>9} {:>16}",
                 format!("tierkit T={t}"),
                 ns as f64 / 1e9,
+                cpu_s(cpu),
                 ratio.map_or("-".into(), |x| format!("{x:.2}"))
             ));
             table.push(
                 json!({"nid": nid, "kind": kind, "variant": "tierkit", "threads": t,
-                              "seconds": ns as f64 / 1e9, "hugetlb_over_tierkit": ratio}),
+                              "seconds": ns as f64 / 1e9, "cpu_ns": cpu,
+                              "hugetlb_over_tierkit": ratio}),
             );
         }
         let pool = d.pool_ns(nid);
         if let Some(ns) = pool {
             let ratio = huge.map(|h| first_use_ratio(h, ns));
+            let cpu = d.row(nid, "pool").and_then(|r| r.cpu_net_ns);
             lines.push(format!(
-                "  {node:<14} {:<14} {:>9.3} {:>16}",
+                "  {node:<14} {:<14} {:>9.3} {:>9} {:>16}",
                 "tierkit pool",
                 ns as f64 / 1e9,
+                cpu_s(cpu),
                 ratio.map_or("-".into(), |x| format!("{x:.2}"))
             ));
             table.push(
                 json!({"nid": nid, "kind": kind, "variant": "pool", "threads": 0,
-                              "seconds": ns as f64 / 1e9, "hugetlb_over_tierkit": ratio}),
+                              "seconds": ns as f64 / 1e9, "cpu_ns": cpu,
+                              "hugetlb_over_tierkit": ratio}),
             );
         }
         let goals = GIGANTIC_TARGETS
@@ -218,6 +249,7 @@ pub fn gigantic_summary(d: &GiganticData) -> (Value, Vec<String>) {
     }
     let v = json!({
         "reps": d.reps,
+        "init_on_alloc": d.init_on_alloc,
         "table": table,
         "targets": targets,
         "skipped": d.skipped.iter().map(|s| json!({"nid": s.nid, "kind": s.kind,

@@ -158,24 +158,26 @@ fn gigantic_doc() -> Value {
     let tk = |nid: u32, kind: &str, t: u32, ns: u64| {
         json!({"nid": nid, "kind": kind, "variant": "tierkit", "threads": t,
                "placement": "local", "workers": t, "cpu_node": 0,
-               "samples_ns": [ns, ns + 1, ns - 1], "median_ns": ns})
+               "samples_ns": [ns, ns + 1, ns - 1], "median_ns": ns, "cpu_net_ns": ns / 5})
     };
     let huge = |nid: u32, kind: &str, ns: u64| {
         json!({"nid": nid, "kind": kind, "variant": "hugetlb", "threads": 1,
-               "page": "reserved at runtime", "samples_ns": [ns], "median_ns": ns})
+               "page": "reserved at runtime", "samples_ns": [ns], "median_ns": ns,
+               "cpu_net_ns": 120_000_000u64})
     };
     json!({
         "bench": "gigantic", "accel": "Tcg", "cpu_model": "max", "topology": "numa",
         "topology_detail": "node0: 2 CPUs + 4G, node1: 2G memory-only",
         "results": [{
             "bin": "tk-bench-gigantic", "kind": "bench", "ok": true, "checks": [],
-            "reps": 3,
+            "reps": 3, "init_on_alloc": false,
             "rows": [
                 tk(0, "dram", 1, 1_110_000_000),
                 tk(0, "dram", 2, 610_000_000),
                 huge(0, "dram", 1_050_000_000),
                 json!({"nid": 0, "kind": "dram", "variant": "pool", "threads": 0,
-                       "workers": 0, "samples_ns": [42_000_000u64], "median_ns": 42_000_000u64}),
+                       "workers": 0, "samples_ns": [42_000_000u64], "median_ns": 42_000_000u64,
+                       "cpu_net_ns": 130_000_000u64}),
                 tk(1, "cxl", 1, 1_000_000_000),
             ],
             "ratios": [],
@@ -193,14 +195,21 @@ fn gigantic_summary_table_and_targets() {
     assert_eq!(d.reps, 3);
     let (v, lines) = gigantic_summary(&d);
     let text = lines.join("\n");
-    // The issue's own figures: 1.05 / 1.11 = 0.95 (just short of 0.95),
+    // The targets' own figures: 1.05 / 1.11 = 0.95 (just short of 0.95),
     // 1.05 / 0.61 = 1.72.
     assert!(
-        text.contains("0 (dram)       hugetlb            1.050                -"),
+        text.contains("0 (dram)       hugetlb            1.050     0.120                -"),
         "{text}"
     );
     assert!(
-        text.contains("0 (dram)       tierkit T=2        0.610             1.72"),
+        text.contains("0 (dram)       tierkit T=2        0.610     0.122             1.72"),
+        "{text}"
+    );
+    // The CPU column: each row's net busy time per GiB, and the kernel's
+    // init_on_alloc as booted.
+    assert!(text.contains("init_on_alloc=0"), "{text}");
+    assert!(
+        text.contains("1 (cxl)        tierkit T=1        1.000     0.200                -"),
         "{text}"
     );
     assert!(
@@ -222,7 +231,7 @@ fn gigantic_summary_table_and_targets() {
     );
     // From a ready pool: 1.05 / 0.042 = 25.
     assert!(
-        text.contains("0 (dram)       tierkit pool       0.042            25.00"),
+        text.contains("0 (dram)       tierkit pool       0.042     0.130            25.00"),
         "{text}"
     );
     assert!(

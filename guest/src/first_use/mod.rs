@@ -49,9 +49,13 @@ use crate::report::Report;
 use crate::sys::{monotonic_ns, Mapping, MPOL_BIND, PAGE_SIZE};
 use crate::tk::{Tierkit, TK_MODE_INTERLEAVE};
 use serde_json::{json, Value};
-use std::fs;
+
 use std::process::{Command, ExitCode};
 use tierkit_core::uapi::{TkGigantic, TK_GIGANTIC_BYTES, TK_PLACE_LOCAL, TK_THREADS_AUTO};
+
+mod cpu;
+mod hugetlb;
+pub use hugetlb::{BootPool, HugePage};
 
 const GIB: usize = TK_GIGANTIC_BYTES as usize;
 const PAGES: usize = GIB / PAGE_SIZE;
@@ -166,13 +170,15 @@ fn child_hugetlb(nid: u32) -> Result<String, String> {
 }
 
 /// The child side of a measurement: `args` after `--child` are
-/// `tierkit NID T`, `pool NID` or `hugetlb NID`.
+/// `tierkit NID T`, `pool NID`, `hugetlb NID` or `null`.
 fn child_main(args: &[String]) -> ExitCode {
     let num = |i: usize| args.get(i).and_then(|s| s.parse::<u32>().ok());
     let r = match (args.first().map(String::as_str), num(1), num(2)) {
         (Some("tierkit"), Some(nid), Some(t)) => child_tierkit(nid, t, false),
         (Some("pool"), Some(nid), _) => child_tierkit(nid, 1, true),
         (Some("hugetlb"), Some(nid), _) => child_hugetlb(nid),
+        // The cost of a measurement itself: spawn, print, exit.
+        (Some("null"), _, _) => Ok("0 0 -1 -1 0".to_string()),
         _ => Err(format!("bad child arguments {args:?}")),
     };
     match r {
@@ -202,6 +208,9 @@ struct Sample {
     cpu_node: i32,
     /// The touches again once mapped (tierkit only; 0 for hugetlb).
     retouch_ns: u64,
+    /// Busy time of all CPUs from before the child until the system was
+    /// back where it began ([`cpu`]), ns.
+    cpu_ns: u64,
 }
 
 /// Runs one measurement in a child (`--child ARGS`). `Err` carries the
@@ -232,6 +241,7 @@ fn measure(args: &[String]) -> Result<Sample, String> {
             workers: w.parse().map_err(|_| format!("child output {stdout:?}"))?,
             cpu_node: c.parse().map_err(|_| format!("child output {stdout:?}"))?,
             retouch_ns: re.parse().map_err(|_| format!("child output {stdout:?}"))?,
+            cpu_ns: 0,
         }),
         _ => Err(format!("child output {stdout:?}")),
     }
@@ -245,148 +255,39 @@ pub fn median(v: &[u64]) -> u64 {
 }
 
 /// With `warm_up` one untimed run first, then `reps` timed ones, each
-/// after `before` (untimed; e.g. waiting for the pool to refill).
+/// after `before` (untimed; e.g. making sure the pool is full) and followed
+/// by `again` (until the system is back where it began: e.g. the pool
+/// refilled). The CPU time of each sample covers the child and `again`.
 fn series(
     args: &[String],
     reps: usize,
     warm_up: bool,
     mut before: impl FnMut() -> Result<(), String>,
+    mut again: impl FnMut() -> Result<(), String>,
 ) -> Result<Vec<Sample>, String> {
     if warm_up {
         before().map_err(|e| format!("warm-up: {e}"))?;
         measure(args).map_err(|e| format!("warm-up: {e}"))?;
+        again().map_err(|e| format!("warm-up: {e}"))?;
     }
     (0..reps)
         .map(|_| {
             before()?;
-            measure(args)
+            let c0 = cpu::busy_ns().ok_or("cannot read /proc/stat")?;
+            let mut s = measure(args)?;
+            again()?;
+            let c1 = cpu::busy_ns().ok_or("cannot read /proc/stat")?;
+            s.cpu_ns = c1.saturating_sub(c0);
+            Ok(s)
         })
         .collect()
 }
 
-fn read_num(path: &str) -> Option<u64> {
-    fs::read_to_string(path).ok()?.trim().parse().ok()
-}
-
-/// The sysfs directory of `nid`'s 1 GiB hugetlb pages.
-fn huge_dir(nid: u32) -> String {
-    format!("/sys/devices/system/node/node{nid}/hugepages/hugepages-1048576kB")
-}
-
-/// A free 1 GiB hugetlb page on `nid` for the lifetime of the value: the
-/// boot pool's, or one reserved now and given back on drop.
-pub struct HugePage {
-    nr_path: String,
-    restore: Option<u64>,
-    how: &'static str,
-    /// `vm.movable_gigantic_pages` set to 1 while the page is held.
-    _movable: Option<SetFile>,
-}
-
-/// `vm.movable_gigantic_pages` (mm/hugetlb.c): with 1, a runtime 1 GiB
-/// hugetlb allocation may come from ZONE_MOVABLE, all a CXL node onlined
-/// `online_movable` has (tierkit's own opt-in is `movable_gigantic`).
-const MOVABLE_GIGANTIC_PAGES: &str = "/proc/sys/vm/movable_gigantic_pages";
-
-/// A file set to a value while the guard lives, its old contents written
-/// back on drop.
-struct SetFile {
-    path: &'static str,
-    old: String,
-}
-
-impl SetFile {
-    /// `None` if the file cannot be read or written (e.g. it does not
-    /// exist in this kernel).
-    fn set(path: &'static str, value: &str) -> Option<SetFile> {
-        let old = fs::read_to_string(path).ok()?;
-        fs::write(path, value).ok()?;
-        Some(SetFile {
-            path,
-            old: old.trim().to_string(),
-        })
-    }
-}
-
-impl Drop for SetFile {
-    fn drop(&mut self) {
-        let _ = fs::write(self.path, &self.old);
-    }
-}
-
-impl HugePage {
-    /// Makes sure `nid` has a free 1 GiB hugetlb page (see [`HugePage`]).
-    pub fn get(nid: u32) -> Result<HugePage, String> {
-        let dir = huge_dir(nid);
-        let nr_path = format!("{dir}/nr_hugepages");
-        let nr = read_num(&nr_path)
-            .ok_or_else(|| format!("no {nr_path} (CONFIG_HUGETLBFS, pdpe1gb?)"))?;
-        if read_num(&format!("{dir}/free_hugepages")).unwrap_or(0) > 0 {
-            return Ok(HugePage {
-                nr_path,
-                restore: None,
-                how: "from the boot pool",
-                _movable: None,
-            });
-        }
-        let hp = HugePage {
-            nr_path,
-            restore: Some(nr),
-            how: "reserved at runtime",
-            _movable: SetFile::set(MOVABLE_GIGANTIC_PAGES, "1"),
-        };
-        fs::write(&hp.nr_path, format!("{}\n", nr + 1))
-            .map_err(|e| format!("write {}: {e}", hp.nr_path))?;
-        if read_num(&hp.nr_path) != Some(nr + 1) {
-            return Err(format!(
-                "no 1 GiB hugetlb page could be reserved on node {nid} at runtime \
-                 (no free naturally aligned GiB)"
-            ));
-        }
-        Ok(hp)
-    }
-}
-
-impl Drop for HugePage {
-    fn drop(&mut self) {
-        if let Some(nr) = self.restore {
-            let _ = fs::write(&self.nr_path, format!("{nr}\n"));
-        }
-    }
-}
-
-/// The node's boot-time 1 GiB hugetlb pages (`hugepagesz=1G
-/// hugepages=N:K`), handed back to the buddy allocator for the lifetime of
-/// the value and reserved again on drop. On a small guest the early boot
-/// allocations can leave no free naturally aligned GiB for a runtime
-/// allocation; a GiB reserved at boot and freed here is one, and tierkit
-/// (`alloc_contig_pages()`), its pool and the runtime hugetlb reservation
-/// then take it.
-pub struct BootPool {
-    nr_path: String,
-    /// The count to reserve again on drop (`None`: nothing was released).
-    pub restore: Option<u64>,
-}
-
-impl BootPool {
-    /// Releases `nid`'s boot-time 1 GiB hugetlb pages if all of them are
-    /// free; does nothing otherwise (or without any).
-    pub fn release(nid: u32) -> BootPool {
-        let dir = huge_dir(nid);
-        let nr_path = format!("{dir}/nr_hugepages");
-        let nr = read_num(&nr_path).unwrap_or(0);
-        let free = read_num(&format!("{dir}/free_hugepages")).unwrap_or(0);
-        let restore = (nr > 0 && free == nr && fs::write(&nr_path, "0\n").is_ok()).then_some(nr);
-        BootPool { nr_path, restore }
-    }
-}
-
-impl Drop for BootPool {
-    fn drop(&mut self) {
-        if let Some(nr) = self.restore {
-            let _ = fs::write(&self.nr_path, format!("{nr}\n"));
-        }
-    }
+/// The CPU time of a measurement that measures nothing on `nid`'s behalf
+/// (the `null` child), median of `reps`, ns: taken off every variant's.
+fn null_cpu(reps: usize) -> Result<u64, String> {
+    let s = series(&["null".to_string()], reps, false, || Ok(()), || Ok(()))?;
+    Ok(median(&s.iter().map(|x| x.cpu_ns).collect::<Vec<_>>()))
 }
 
 /// Seconds with three decimals.
@@ -420,16 +321,20 @@ pub struct Results {
     pub skipped: Vec<Value>,
     /// The printed table's lines.
     pub table: Vec<String>,
+    /// The null child's CPU time on the node being measured, ns.
+    pub null_cpu_ns: u64,
 }
 
 impl Results {
     /// Prints the table, headed by what it shows.
     pub fn print(&self, reps: usize) {
         println!();
-        println!("time to first use of 1 GiB (mmap .. every 4 KiB touched), median of {reps}:");
+        println!("time to first use of 1 GiB (mmap .. every 4 KiB touched), median of {reps};");
+        println!("cpu: busy time of all CPUs until the system is back where it began (the GiB");
+        println!("freed, the pool refilled), less a null measurement's and the child's re-touch:");
         println!(
-            "{:<14} {:<14} {:>9} {:>10}",
-            "node", "variant", "seconds", "hugetlb/x"
+            "{:<14} {:<14} {:>9} {:>9} {:>10}",
+            "node", "variant", "seconds", "cpu s", "hugetlb/x"
         );
         for l in &self.table {
             println!("{l}");
@@ -495,34 +400,63 @@ fn times(s: &[Sample]) -> (Vec<u64>, u64) {
     (ns, med)
 }
 
-/// The tierkit series of `plan` on `n`: (T, median ns) per T measured.
-fn tierkit_series(r: &mut Report, n: &NodeAt, plan: &Plan, out: &mut Results) -> Vec<(u32, u64)> {
+/// `row` with the samples' CPU time: each sample's ([`Sample::cpu_ns`]),
+/// their median, and the median net of the null child's and of the
+/// child's own re-touch ([`cpu::net`]); and that net median, ns.
+fn with_cpu(mut row: Value, s: &[Sample], null: u64) -> (Value, u64) {
+    let cycle: Vec<u64> = s.iter().map(|x| x.cpu_ns).collect();
+    let net = median(
+        &s.iter()
+            .map(|x| cpu::net(x.cpu_ns, null, x.retouch_ns))
+            .collect::<Vec<_>>(),
+    );
+    row["cpu_samples_ns"] = json!(cycle);
+    row["cpu_median_ns"] = json!(median(&cycle));
+    row["cpu_null_ns"] = json!(null);
+    row["cpu_net_ns"] = json!(net);
+    (row, net)
+}
+
+/// The tierkit series of `plan` on `n`: (T, median ns, net CPU ns) per T
+/// measured.
+fn tierkit_series(
+    r: &mut Report,
+    n: &NodeAt,
+    plan: &Plan,
+    out: &mut Results,
+) -> Vec<(u32, u64, u64)> {
     let (nid, kind, node) = (n.nid, n.kind, &n.label);
     let reps = plan.reps;
     let mut tk = Vec::new();
     for (i, &t) in plan.threads.iter().enumerate() {
         let label = threads_label(t);
         let a = vec!["tierkit".to_string(), nid.to_string(), t.to_string()];
-        match series(&a, reps, plan.warm_up, || Ok(())) {
+        match series(&a, reps, plan.warm_up, || Ok(()), || Ok(())) {
             Ok(s) => {
                 let (ns, med) = times(&s);
+                let (row, cpu) = with_cpu(
+                    json!({
+                        "nid": nid, "kind": kind, "variant": "tierkit",
+                        "threads": if t == TK_THREADS_AUTO { s[0].workers } else { t },
+                        "auto": t == TK_THREADS_AUTO,
+                        "placement": "local", "workers": s[0].workers, "cpu_node": s[0].cpu_node,
+                        "samples_ns": ns, "median_ns": med,
+                    }),
+                    &s,
+                    out.null_cpu_ns,
+                );
                 r.ok_note(
                     &format!("{node} tierkit {label}"),
                     format!(
-                        "median {} s of {reps}, {} workers on node {}",
+                        "median {} s of {reps}, {} workers on node {}, CPU {} s",
                         secs(med),
                         s[0].workers,
-                        s[0].cpu_node
+                        s[0].cpu_node,
+                        secs(cpu)
                     ),
                 );
-                out.rows.push(json!({
-                    "nid": nid, "kind": kind, "variant": "tierkit",
-                    "threads": if t == TK_THREADS_AUTO { s[0].workers } else { t },
-                    "auto": t == TK_THREADS_AUTO,
-                    "placement": "local", "workers": s[0].workers, "cpu_node": s[0].cpu_node,
-                    "samples_ns": ns, "median_ns": med,
-                }));
-                tk.push((t, med));
+                out.rows.push(row);
+                tk.push((t, med, cpu));
             }
             // More workers than the placement has CPUs.
             Err(e) if i > 0 && e.contains("EINVAL") => {
@@ -544,9 +478,11 @@ fn tierkit_series(r: &mut Report, n: &NodeAt, plan: &Plan, out: &mut Results) ->
     tk
 }
 
-/// tierkit from a ready pool on `n`: median ns, or `None` (skipped or
-/// failed, recorded in `r`). The pool is emptied again before it returns.
-fn pool_series(r: &mut Report, n: &NodeAt, plan: &Plan, out: &mut Results) -> Option<u64> {
+/// tierkit from a ready pool on `n`: (median ns, net CPU ns), or `None`
+/// (skipped or failed, recorded in `r`). The CPU time includes the
+/// refill that clears the next range. The pool is emptied again before it
+/// returns.
+fn pool_series(r: &mut Report, n: &NodeAt, plan: &Plan, out: &mut Results) -> Option<(u64, u64)> {
     let (nid, kind) = (n.nid, n.kind);
     let name = format!("{} tierkit from a ready pool", n.label);
     if !pool::present() {
@@ -568,38 +504,52 @@ fn pool_series(r: &mut Report, n: &NodeAt, plan: &Plan, out: &mut Results) -> Op
     let timeout = pool::fill_timeout(nid);
     let mut refills = Vec::new();
     let a = vec!["pool".to_string(), nid.to_string()];
-    let res = series(&a, plan.reps, plan.warm_up, || {
-        // A write ends a refill pause: the refill the last fault woke may
-        // have found no free GiB while that child still held its range
-        // (a small guest has one), and then waits 10 s.
+    // A write ends a refill pause: the refill the last fault woke may have
+    // found no free GiB while that child still held its range (a small
+    // guest has one), and then waits 10 s.
+    let refill = || -> Result<std::time::Duration, String> {
         pool::set_target(nid, 1).map_err(|e| format!("write `{nid} 1`: {}", errno_name(&e)))?;
-        let d = pool::wait_for(nid, 1, 1, timeout)?;
-        refills.push(d.as_secs_f64());
-        Ok(())
-    });
+        pool::wait_for(nid, 1, 1, timeout)
+    };
+    let res = series(
+        &a,
+        plan.reps,
+        plan.warm_up,
+        || refill().map(|_| ()),
+        || {
+            refills.push(refill()?.as_secs_f64());
+            Ok(())
+        },
+    );
     drop(target);
     match res {
         Ok(s) => {
             let (ns, med) = times(&s);
             let retouch: Vec<u64> = s.iter().map(|x| x.retouch_ns).collect();
             let floor = median(&retouch);
+            let (row, cpu) = with_cpu(
+                json!({
+                    "nid": nid, "kind": kind, "variant": "pool", "threads": 0,
+                    "workers": 0, "fill_s": fill.as_secs_f64(), "refill_wait_s": refills,
+                    "samples_ns": ns, "median_ns": med, "retouch_samples_ns": retouch,
+                    "retouch_median_ns": floor,
+                }),
+                &s,
+                out.null_cpu_ns,
+            );
             r.ok_note(
                 &name,
                 format!(
-                    "median {} s of {}, no clear at fault time (the same touches once mapped: {} s); first fill {:.1} s",
+                    "median {} s of {}, no clear at fault time (the same touches once mapped: {} s); first fill {:.1} s; CPU with the refill {} s",
                     secs(med),
                     plan.reps,
                     secs(floor),
-                    fill.as_secs_f64()
+                    fill.as_secs_f64(),
+                    secs(cpu)
                 ),
             );
-            out.rows.push(json!({
-                "nid": nid, "kind": kind, "variant": "pool", "threads": 0,
-                "workers": 0, "fill_s": fill.as_secs_f64(), "refill_wait_s": refills,
-                "samples_ns": ns, "median_ns": med, "retouch_samples_ns": retouch,
-                "retouch_median_ns": floor,
-            }));
-            Some(med)
+            out.rows.push(row);
+            Some((med, cpu))
         }
         Err(e) => {
             r.fail(&name, e);
@@ -623,6 +573,14 @@ pub fn run_node(r: &mut Report, topo: &Topology, nid: u32, plan: &Plan, out: &mu
             "{node}: {n} boot-time 1 GiB hugetlb page(s) handed back for the run"
         ));
     }
+    // What a measurement costs by itself, taken off each one's CPU time.
+    out.null_cpu_ns = match null_cpu(plan.reps) {
+        Ok(ns) => ns,
+        Err(e) => {
+            r.fail(&format!("{node}: the null child"), e);
+            return;
+        }
+    };
     let tk = tierkit_series(r, &n, plan, out);
     let from_pool = if plan.pool {
         pool_series(r, &n, plan, out)
@@ -637,18 +595,29 @@ pub fn run_node(r: &mut Report, topo: &Topology, nid: u32, plan: &Plan, out: &mu
         }
     };
     let a = vec!["hugetlb".to_string(), nid.to_string()];
-    let huge = match series(&a, plan.reps, plan.warm_up, || Ok(())) {
+    let (huge, huge_cpu) = match series(&a, plan.reps, plan.warm_up, || Ok(()), || Ok(())) {
         Ok(s) => {
             let (ns, med) = times(&s);
+            let (row, cpu) = with_cpu(
+                json!({
+                    "nid": nid, "kind": kind, "variant": "hugetlb", "threads": 1,
+                    "page": hp.how, "samples_ns": ns, "median_ns": med,
+                }),
+                &s,
+                out.null_cpu_ns,
+            );
             r.ok_note(
                 &format!("{node} hugetlb"),
-                format!("median {} s of {}, page {}", secs(med), plan.reps, hp.how),
+                format!(
+                    "median {} s of {}, page {}, CPU {} s",
+                    secs(med),
+                    plan.reps,
+                    hp.how,
+                    secs(cpu)
+                ),
             );
-            out.rows.push(json!({
-                "nid": nid, "kind": kind, "variant": "hugetlb", "threads": 1,
-                "page": hp.how, "samples_ns": ns, "median_ns": med,
-            }));
-            med
+            out.rows.push(row);
+            (med, cpu)
         }
         Err(e) => {
             r.fail(&format!("{node} hugetlb"), e);
@@ -657,20 +626,30 @@ pub fn run_node(r: &mut Report, topo: &Topology, nid: u32, plan: &Plan, out: &mu
     };
     drop(hp);
     drop(boot);
-    out.table
-        .push(format!("{:<14} {:<14} {:>9}", node, "hugetlb", secs(huge)));
+    out.table.push(format!(
+        "{:<14} {:<14} {:>9} {:>9} {:>10}",
+        node,
+        "hugetlb",
+        secs(huge),
+        secs(huge_cpu),
+        ""
+    ));
     let sides = tk
         .iter()
-        .map(|&(t, ns)| {
+        .map(|&(t, ns, cpu)| {
             (
                 format!("tierkit {}", threads_label(t)),
                 Some(t),
                 ns,
+                cpu,
                 target(t),
             )
         })
-        .chain(from_pool.map(|ns| ("tierkit pool".to_string(), None, ns, Some(POOL_TARGET))));
-    for (label, t, ns, tgt) in sides {
+        .chain(
+            from_pool
+                .map(|(ns, cpu)| ("tierkit pool".to_string(), None, ns, cpu, Some(POOL_TARGET))),
+        );
+    for (label, t, ns, cpu, tgt) in sides {
         let ratio = huge as f64 / ns.max(1) as f64;
         let (met, verdict) = verdict(ratio, tgt);
         r.ok_note(
@@ -678,10 +657,11 @@ pub fn run_node(r: &mut Report, topo: &Topology, nid: u32, plan: &Plan, out: &mu
             format!("{ratio:.2} ({verdict})"),
         );
         out.table.push(format!(
-            "{:<14} {:<14} {:>9} {:>10.2}  {verdict}",
+            "{:<14} {:<14} {:>9} {:>9} {:>10.2}  {verdict}",
             node,
             label,
             secs(ns),
+            secs(cpu),
             ratio
         ));
         let variant = if t.is_some() { "tierkit" } else { "pool" };
@@ -705,7 +685,7 @@ mod tests {
     }
 
     #[test]
-    fn targets_of_issue_10() {
+    fn first_use_targets() {
         assert_eq!(target(1), Some(0.95));
         assert_eq!(target(2), Some(1.8));
         assert_eq!(target(3), None);
