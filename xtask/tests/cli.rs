@@ -14,6 +14,7 @@ fn host(gib: u64) -> Host {
     Host {
         mem_total_gib: Some(gib),
         cwd: Some(PathBuf::from("/work/project")),
+        stdin_is_terminal: true,
     }
 }
 
@@ -578,6 +579,7 @@ fn host_in(cwd: Option<&str>) -> Host {
     Host {
         mem_total_gib: Some(BIG),
         cwd: cwd.map(PathBuf::from),
+        stdin_is_terminal: true,
     }
 }
 
@@ -645,6 +647,29 @@ fn run_cmd_and_shell_refuse_a_cwd_they_cannot_share() {
         }
         // The demos share nothing: the same directory is fine for them.
         assert!(check_on(&host_in(cwd), &["run"]).is_ok(), "{cwd:?}");
+    }
+}
+
+/// `shell` with stdin a pipe or a file (`echo exit | cargo xtask shell`,
+/// CI) is refused before anything is built: the guest's shell would wait
+/// for input for ever. `run -- CMD`, whose stdin is /dev/null, and the
+/// demos run as they are.
+#[test]
+fn shell_needs_a_terminal_on_stdin() {
+    let piped = Host {
+        stdin_is_terminal: false,
+        ..host(BIG)
+    };
+    for args in [&["shell"][..], &["shell", "--topology", "cxl"]] {
+        refused_on(&piped, args, "`shell`", "needs a terminal on stdin");
+    }
+    for args in [
+        &["run"][..],
+        &["run", "--", "true"],
+        &["test"],
+        &["help", "shell"],
+    ] {
+        assert_eq!(check_on(&piped, args), Ok(()), "{args:?}");
     }
 }
 

@@ -530,6 +530,7 @@ fn readme_first_run_matches_the_code() {
                 &xtask::util::validate::Host {
                     mem_total_gib: Some(mem),
                     cwd: Some(repo_root()),
+                    stdin_is_terminal: true,
                 },
             )
         };

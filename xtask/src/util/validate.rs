@@ -151,6 +151,10 @@ pub struct Host {
     /// The current directory; `None`: it cannot be read (deleted, no
     /// permission), and a command that shares it is refused.
     pub cwd: Option<std::path::PathBuf>,
+    /// Whether stdin is a terminal: `shell` reads a person's keys from it,
+    /// and with a pipe or a file the guest's shell would wait for input
+    /// that never comes.
+    pub stdin_is_terminal: bool,
 }
 
 impl Host {
@@ -161,6 +165,7 @@ impl Host {
                 .ok()
                 .and_then(|t| parse_meminfo_gib(&t, "MemTotal")),
             cwd: std::env::current_dir().ok(),
+            stdin_is_terminal: std::io::IsTerminal::is_terminal(&std::io::stdin()),
         }
     }
 }
