@@ -162,6 +162,16 @@ fn check_in_guest(cmd: &Cmd, host: &Host) -> std::result::Result<(), String> {
 /// `bench` has nothing it selects.
 fn check_filter(cmd: &Cmd) -> std::result::Result<(), String> {
     match cmd {
+        Cmd::Test(t) if t.guest.filter.as_deref() == Some("") => Err(
+            "--filter '': empty: give a glob of the tests, e.g. 'tierkit_topology.*' (a KUnit suite's cases) or tk-test-cxl (a userspace test)"
+                .into(),
+        ),
+        Cmd::Run(r) if r.cmd.is_empty() && r.guest.filter.as_deref() == Some("") => {
+            Err(format!(
+                "--filter '': empty: give a glob of the demos, e.g. {}",
+                names::Tests::here().demos.join(" or ")
+            ))
+        }
         Cmd::Test(t) => t
             .guest
             .filter

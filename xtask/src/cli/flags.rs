@@ -386,7 +386,10 @@ pub(super) fn parse_job_id(s: &str) -> std::result::Result<String, String> {
     {
         Ok(s.to_string())
     } else {
-        Err("a job id is lower-case letters, digits and '-', e.g. numa-full-debug (cargo xtask matrix lists them)".into())
+        Err(
+            "a job id is lower-case letters, digits and '-' (`cargo xtask matrix` lists them)"
+                .into(),
+        )
     }
 }
 
