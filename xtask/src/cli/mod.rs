@@ -339,6 +339,24 @@ mod tests {
         );
     }
 
+    /// Every boot of a `test` is labelled, so that its summary's totals
+    /// line is `tierkit [<label>]: ...` and the command's last line the
+    /// one `tierkit: ...` line, after one boot as after several.
+    #[test]
+    fn every_test_boot_is_labelled() {
+        for args in [
+            &["test", "--topology", "numa"][..],
+            &["test"],
+            &["test", "--ci"],
+        ] {
+            let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+            let t = test_request(&parse_test(&args).unwrap()).unwrap();
+            for b in &t.boots {
+                assert!(b.req.label.is_some(), "{args:?}: {}", b.run.name);
+            }
+        }
+    }
+
     /// What `matrix --shard` runs for each job of `--ci`: a boot job its one
     /// boot and no run/shell tests; the xtask-cmd job those tests, on
     /// tierkit's kernel, and no boot.
