@@ -17,7 +17,7 @@ use crate::judge::console::{self, Phases};
 use crate::judge::ktap;
 use crate::judge::records::UserTest;
 use crate::kernels::profile::Profile;
-pub use markers::{scan, Markers, ProgRun};
+pub use markers::{phase_tag, scan, Markers, ProgRun};
 use tierkit_protocol::deadline;
 
 /// The verdict of one boot.

@@ -79,16 +79,16 @@ impl Markers {
 
 /// The phase tag of `marker`, if its time splits a boot into phases
 /// ([`crate::report::timings::guest_parts`]): `BOOT`, `INSMOD-START`,
-/// `INSMOD`, `RMMOD-START`, `DONE`.
-fn phase_tag(marker: &Marker) -> Option<&'static str> {
-    match marker {
-        Marker::Boot(_) => Some("BOOT"),
-        Marker::Start(Step::Insmod) => Some("INSMOD-START"),
+/// `INSMOD`, `RMMOD-START`, `DONE`, spelled by the protocol
+/// ([`Step::tag`], [`marker::start`]).
+pub fn phase_tag(marker: &Marker) -> Option<String> {
+    match *marker {
+        Marker::Boot(_) => Some(marker::BOOT.to_string()),
+        Marker::Start(s @ (Step::Insmod | Step::Rmmod)) => Some(marker::start(s.tag())),
         Marker::End {
             step: Step::Insmod, ..
-        } => Some("INSMOD"),
-        Marker::Start(Step::Rmmod) => Some("RMMOD-START"),
-        Marker::Done { .. } => Some("DONE"),
+        } => Some(Step::Insmod.tag().to_string()),
+        Marker::Done { .. } => Some(marker::DONE.to_string()),
         _ => None,
     }
 }
@@ -104,7 +104,7 @@ pub fn scan(console: &str, data: &str) -> Markers {
             continue;
         };
         if let (Some(t), Some(tag)) = (ts, phase_tag(&marker)) {
-            m.stamps.push((tag.to_string(), t));
+            m.stamps.push((tag, t));
         }
         match marker {
             Marker::Boot(_) => m.booted = true,
