@@ -527,6 +527,7 @@ fn boot_and_judge(
     let boot_time = t.elapsed();
     let harness = verdict::Harness {
         skips: harness_skips.to_vec(),
+        programs_filter: req.job.filter.user.clone(),
         host_tests_failed: matches!(req.host, Some((false, _)))
             .then(|| util::out_dir().join("host-tests.log")),
     };

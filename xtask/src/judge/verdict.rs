@@ -116,6 +116,10 @@ impl Findings {
 #[derive(Clone, Debug, Default)]
 pub struct Harness {
     pub skips: Vec<(&'static str, String)>,
+    /// The globs /init matched its programs against (`--filter`'s list;
+    /// `None`: all of them): in `run` mode each must have run a demo, or
+    /// with KUnit reported a case.
+    pub programs_filter: Option<String>,
     /// `Some(log)`: the host tests failed; their log.
     pub host_tests_failed: Option<std::path::PathBuf>,
 }
@@ -131,6 +135,17 @@ pub fn judge(
     harness: &Harness,
 ) -> Outcome {
     let mut outcome = evaluate(guest, kunit, filter, profile);
+    if outcome.markers.mode.as_deref() == Some(tierkit_protocol::param::MODE_RUN) {
+        let mut found = Findings::default();
+        check_demos(
+            &outcome,
+            kunit,
+            harness.programs_filter.as_deref(),
+            &mut found,
+        );
+        outcome.reasons.extend(found.reasons);
+        outcome.user_tests.extend(found.harness);
+    }
     for (t, why) in &harness.skips {
         outcome.user_tests.push(UserTest {
             name: t.to_string(),
@@ -421,6 +436,62 @@ fn check_ktap(
             reasons.push(format!(
                 "--filter '{f}' matched no KUnit suite and no userspace test"
             ));
+        }
+    }
+}
+
+/// `run` (the demos): what was asked for ran. Without `filter`, at least
+/// one demo; with it, each glob a demo or (`kunit`) a KUnit case that
+/// reported. A boot that failed before the demos is failed already.
+fn check_demos(o: &Outcome, kunit: bool, filter: Option<&str>, found: &mut Findings) {
+    use tierkit_protocol::marker::ProgKind;
+    use tierkit_protocol::select::{glob_match, kunit_selects};
+    let m = &o.markers;
+    if m.done.is_none() || m.insmod_rc != Some(0) {
+        return;
+    }
+    let demos: Vec<&str> = m
+        .progs
+        .iter()
+        .filter(|p| p.kind == ProgKind::Demo.tag())
+        .map(|p| p.name.as_str())
+        .collect();
+    let Some(list) = filter else {
+        if demos.is_empty() {
+            found.fail(
+                "demos",
+                "no demo ran: the guest has no /bin/tk-demo* (see its TIERKIT-NOTE)".into(),
+            );
+        }
+        return;
+    };
+    let reported = |g: &str| {
+        kunit
+            && o.run.suites().any(|s| {
+                glob_match(g, &s.name)
+                    || s.subtests
+                        .iter()
+                        .any(|c| kunit_selects(g, &s.name, &c.name))
+            })
+    };
+    for g in list.split(',') {
+        if !demos.iter().any(|d| glob_match(g, d)) && !reported(g) {
+            let what = if kunit {
+                "no demo and no KUnit case"
+            } else {
+                "no demo"
+            };
+            found.fail(
+                "filter",
+                format!(
+                    "--filter {list}: {g} ran nothing in this boot ({what}; ran: {})",
+                    if demos.is_empty() {
+                        "none".to_string()
+                    } else {
+                        demos.join(" ")
+                    }
+                ),
+            );
         }
     }
 }

@@ -33,6 +33,9 @@ pub struct ProgRun {
 #[derive(Clone, Debug, Default)]
 pub struct Markers {
     pub booted: bool,
+    /// `TIERKIT-BOOT mode=M`: what /init was asked to do (`test`, `run`,
+    /// `bench-<name>`, ...).
+    pub mode: Option<String>,
     /// The printk time of each marker that starts or ends a phase of the
     /// boot ([`phase_tag`]), in order.
     pub stamps: Vec<(String, f64)>,
@@ -107,7 +110,13 @@ pub fn scan(console: &str, data: &str) -> Markers {
             m.stamps.push((tag, t));
         }
         match marker {
-            Marker::Boot(_) => m.booted = true,
+            Marker::Boot(args) => {
+                m.booted = true;
+                m.mode = args
+                    .split_whitespace()
+                    .find_map(|w| w.strip_prefix("mode="))
+                    .map(str::to_string);
+            }
             Marker::End {
                 step: Step::Insmod,
                 rc,
