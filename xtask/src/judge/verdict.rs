@@ -135,17 +135,21 @@ pub fn judge(
     harness: &Harness,
 ) -> Outcome {
     let mut outcome = evaluate(guest, kunit, filter, profile);
-    if outcome.markers.mode.as_deref() == Some(tierkit_protocol::param::MODE_RUN) {
-        let mut found = Findings::default();
-        check_demos(
+    let mut found = Findings::default();
+    match outcome.markers.mode.as_deref() {
+        Some(tierkit_protocol::param::MODE_RUN) => check_demos(
             &outcome,
             kunit,
             harness.programs_filter.as_deref(),
             &mut found,
-        );
-        outcome.reasons.extend(found.reasons);
-        outcome.user_tests.extend(found.harness);
+        ),
+        Some(m) if m.starts_with(tierkit_protocol::param::BENCH_PREFIX) => {
+            check_bench(&outcome.markers, &mut found)
+        }
+        _ => {}
     }
+    outcome.reasons.extend(found.reasons);
+    outcome.user_tests.extend(found.harness);
     for (t, why) in &harness.skips {
         outcome.user_tests.push(UserTest {
             name: t.to_string(),
@@ -432,7 +436,16 @@ fn check_ktap(
             .iter()
             .filter(|p| p.kind == "USERTEST")
             .count();
-        if kunit_on && markers.done.is_some() && run.suites().next().is_none() && usertests == 0 {
+        // KUnit off (Debian's kernel) too: a filter that ran nothing
+        // tested nothing.
+        let loaded = markers.insmod_rc == Some(0);
+        let tests_mode = markers.mode.as_deref() != Some(tierkit_protocol::param::MODE_RUN);
+        if loaded
+            && tests_mode
+            && markers.done.is_some()
+            && run.suites().next().is_none()
+            && usertests == 0
+        {
             reasons.push(format!(
                 "--filter '{f}' matched no KUnit suite and no userspace test"
             ));
@@ -493,6 +506,28 @@ fn check_demos(o: &Outcome, kunit: bool, filter: Option<&str>, found: &mut Findi
                 ),
             );
         }
+    }
+}
+
+/// A benchmark boot: its program ran and wrote results (`TIERKIT-JSON`
+/// records, which `target/tierkit/bench/<name>.json` holds). A boot that
+/// failed before it is failed already.
+fn check_bench(m: &Markers, found: &mut Findings) {
+    use tierkit_protocol::marker::ProgKind;
+    if m.done.is_none() || m.insmod_rc != Some(0) {
+        return;
+    }
+    let bench = m.progs.iter().find(|p| p.kind == ProgKind::Bench.tag());
+    match bench {
+        None if m.errors.is_empty() => found.fail(
+            "bench",
+            "the benchmark never ran (no TIERKIT-BENCH-START)".into(),
+        ),
+        Some(p) if p.rc == Some(0) && p.json.is_empty() => found.fail(
+            &p.name,
+            format!("{} wrote no results (no TIERKIT-JSON record)", p.name),
+        ),
+        _ => {}
     }
 }
 

@@ -175,6 +175,18 @@ fn filter_may_exclude_kunit_but_not_everything() {
         "{:?}",
         o.reasons
     );
+    // KUnit off (Debian's kernel): a filter that ran nothing fails too.
+    let o = evaluate(
+        &guest(nothing, "", false),
+        false,
+        Some("typo*"),
+        Profile::Default,
+    );
+    assert!(
+        o.reasons.iter().any(|r| r.contains("matched no")),
+        "{:?}",
+        o.reasons
+    );
     let o = evaluate(&guest(nothing, "", false), true, None, Profile::Default);
     assert!(
         o.reasons.iter().any(|r| r.contains("no KUnit suite ran")),
@@ -716,6 +728,48 @@ fn run_fails_when_what_it_was_asked_for_did_not_run() {
         o.reasons
             .iter()
             .any(|r| r.contains("no demo and no KUnit case")),
+        "{:?}",
+        o.reasons
+    );
+}
+
+/// A benchmark boot whose program never ran, or ran and wrote no
+/// results, fails; one with results passes.
+#[test]
+fn bench_fails_without_its_results() {
+    let boot = |prog: bool| {
+        let mut c = String::from(
+            "[ 1.0] TIERKIT-BOOT mode=bench-wi kernel=7.3.4 cpus=2\n[ 1.1] TIERKIT-INSMOD rc=0\n",
+        );
+        if prog {
+            c.push_str(
+                "[ 1.2] TIERKIT-BENCH-START tk-bench-wi\n[ 1.3] TIERKIT-BENCH tk-bench-wi rc=0\n",
+            );
+        }
+        c.push_str("[ 1.4] TIERKIT-RMMOD rc=0\n[ 1.5] TIERKIT-DONE fails=0\n");
+        c
+    };
+    let judged = |console: &str, data: &str| {
+        judge(
+            &guest(console, data, false),
+            false,
+            None,
+            Profile::Default,
+            &Harness::default(),
+        )
+    };
+    let data = "TIERKIT-BENCH-START tk-bench-wi\nTIERKIT-JSON {\"x\": 1}\nTIERKIT-BENCH tk-bench-wi rc=0\n";
+    let o = judged(&boot(true), data);
+    assert!(o.ok(), "{:?}", o.reasons);
+    let o = judged(&boot(true), "");
+    assert!(
+        o.reasons.iter().any(|r| r.contains("wrote no results")),
+        "{:?}",
+        o.reasons
+    );
+    let o = judged(&boot(false), "");
+    assert!(
+        o.reasons.iter().any(|r| r.contains("never ran")),
         "{:?}",
         o.reasons
     );
