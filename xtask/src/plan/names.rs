@@ -167,7 +167,7 @@ impl Tests {
     /// for a glob of userspace tests.
     pub fn check_demo_filter(&self, list: &str, kunit: bool) -> Result<(), String> {
         let Some(g) = list.split(',').find(|g| {
-            !self.demos.iter().any(|d| glob_match(g, d)) && !(kunit && self.selects_kunit(g))
+            !(self.demos.iter().any(|d| glob_match(g, d)) || (kunit && self.selects_kunit(g)))
         }) else {
             return Ok(());
         };
