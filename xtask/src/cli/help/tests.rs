@@ -156,17 +156,34 @@ fn every_hand_written_default_is_the_codes() {
         "cpu_model",
         "cxl_online",
     ]);
-    // No other flag of a booting command states a default by hand.
-    for cmd in BOOTING {
-        let mut c = command();
-        let sub = c.find_subcommand_mut(cmd).unwrap();
+    // `merge` and `lava`: their output directories, as the code makes
+    // them; lava's artifacts without --artifact-url: file:// paths.
+    let out = |cmd: &str, path: std::path::PathBuf| {
+        let said = default_of(&help_of(cmd, "out")).to_string();
+        assert!(
+            path.ends_with(&said),
+            "`{cmd} --out`: {said} for {}",
+            path.display()
+        );
+    };
+    out("merge", crate::commands::merge::default_out());
+    out("lava", crate::commands::lava::default_out());
+    let (kernel, _) =
+        crate::commands::lava::artifact_urls(None, "numa", std::path::Path::new("/d"));
+    assert!(kernel.starts_with("file:///d"), "{kernel}");
+    assert!(default_of(&help_of("lava", "artifact_url")).starts_with("file:// paths"));
+    checked.extend(["out", "artifact_url"]);
+    // No other flag of any command states a default by hand.
+    let c = command();
+    for sub in c.get_subcommands() {
         for a in sub.get_arguments() {
             let h = a.get_long_help().or(a.get_help()).map(|h| h.to_string());
             if h.is_some_and(|h| h.contains("[default: ")) {
                 let id = a.get_id().as_str();
                 assert!(
                     checked.contains(&id),
-                    "`{cmd} --help`: {id}'s default is not checked here"
+                    "`{} --help`: {id}'s default is not checked here",
+                    sub.get_name()
                 );
             }
         }
