@@ -14,6 +14,7 @@ fn host(gib: u64) -> Host {
     Host {
         mem_total_gib: Some(gib),
         cwd: Some(PathBuf::from("/work/project")),
+        stdin_is_terminal: true,
     }
 }
 
@@ -172,9 +173,13 @@ fn append() {
 
 #[test]
 fn filter() {
-    each_boot_cmd(&["--filter", ""], |a| {
-        refused(a, "--filter", "empty");
-    });
+    refused(&["run", "--filter", ""], "--filter", "empty");
+    refused(&["test", "--filter", ""], "--filter", "empty");
+    refused(
+        &["bench", "--filter", ""],
+        "--filter",
+        "runs its benchmarks whole",
+    );
     refused(
         &["test", "--filter", "tk-test-cxl tk-test-vma"],
         "--filter",
@@ -578,6 +583,7 @@ fn host_in(cwd: Option<&str>) -> Host {
     Host {
         mem_total_gib: Some(BIG),
         cwd: cwd.map(PathBuf::from),
+        stdin_is_terminal: true,
     }
 }
 
@@ -645,6 +651,29 @@ fn run_cmd_and_shell_refuse_a_cwd_they_cannot_share() {
         }
         // The demos share nothing: the same directory is fine for them.
         assert!(check_on(&host_in(cwd), &["run"]).is_ok(), "{cwd:?}");
+    }
+}
+
+/// `shell` with stdin a pipe or a file (`echo exit | cargo xtask shell`,
+/// CI) is refused before anything is built: the guest's shell would wait
+/// for input for ever. `run -- CMD`, whose stdin is /dev/null, and the
+/// demos run as they are.
+#[test]
+fn shell_needs_a_terminal_on_stdin() {
+    let piped = Host {
+        stdin_is_terminal: false,
+        ..host(BIG)
+    };
+    for args in [&["shell"][..], &["shell", "--topology", "cxl"]] {
+        refused_on(&piped, args, "`shell`", "needs a terminal on stdin");
+    }
+    for args in [
+        &["run"][..],
+        &["run", "--", "true"],
+        &["test"],
+        &["help", "shell"],
+    ] {
+        assert_eq!(check_on(&piped, args), Ok(()), "{args:?}");
     }
 }
 
@@ -992,6 +1021,8 @@ fn every_refusal_is_one_line() {
         &["bench", "nope"],
         &["bench", "--filter", "x"],
         &["matrix", "--shard", "9/2"],
+        &["shell"],
+        &["run", "--filter", ""],
     ];
     for args in cases {
         let mut child = Command::new(env!("CARGO_BIN_EXE_xtask"))
@@ -1024,4 +1055,85 @@ fn every_refusal_is_one_line() {
             "{args:?}: not one error line:\n{err}"
         );
     }
+}
+
+/// The examples a refusal suggests: each `cargo xtask ...` command line
+/// in backquotes, and each value after `e.g.` put in place of the refused
+/// one (`bad`: its index in `args`).
+fn suggestions(args: &[&str], bad: usize, refusal: &str) -> Vec<Vec<String>> {
+    let mut out = Vec::new();
+    for (i, quoted) in refusal.split('`').enumerate() {
+        if let Some(rest) = quoted.strip_prefix("cargo xtask ").filter(|_| i % 2 == 1) {
+            out.push(shlex::split(rest).unwrap_or_else(|| panic!("{quoted:?} does not split")));
+        }
+    }
+    for eg in refusal.split("e.g. ").skip(1) {
+        let end = eg.find([';', '(', ')']).unwrap_or(eg.len());
+        for value in eg[..end].split(" or ").map(str::trim) {
+            if value.starts_with('`') {
+                continue;
+            }
+            let value = value.trim_end_matches([',', '.']);
+            let value = shlex::split(value)
+                .and_then(|v| <[String; 1]>::try_from(v).ok())
+                .unwrap_or_else(|| panic!("{args:?}: example {value:?} is not one word"));
+            let [value] = value;
+            let mut a: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+            a[bad] = value;
+            out.push(a);
+        }
+    }
+    out
+}
+
+/// Every example a refusal suggests is accepted by the command it is
+/// printed for: misuse of each command, each example run back through
+/// the same check.
+#[test]
+fn every_suggested_example_is_accepted() {
+    let cases: &[(&[&str], usize)] = &[
+        (&["run", "--filter", ""], 2),
+        (&["test", "--filter", ""], 2),
+        (&["run", "--filter", "tk-test-vma"], 2),
+        (&["run", "--filter", "tierkit_wi*"], 2),
+        (&["run", "--filter", "tierkit_wi*,tk-demo"], 2),
+        (&["run", "--kunit", "--filter", "nope"], 3),
+        (&["test", "--filter", "nope"], 2),
+        (&["run", "--filter", "a b"], 2),
+        (&["run", "--timeout", "ten"], 2),
+        (&["test", "--timeout", "0"], 2),
+        (&["run", "--cpu", ""], 2),
+        (&["run", "--cpu", "max erms=off"], 2),
+        (&["run", "--append", ""], 2),
+        (&["run", "--append", "foo=\"bar"], 2),
+        (&["run", "--dram", "512M"], 2),
+        (&["run", "--cxl-mem", "2T"], 2),
+        (&["run", "--topology", "cxl", "--cxl-dev", "3M"], 4),
+        (&["run", "--topology", "cxl", "--cxl-dev", "4G:300"], 4),
+        (&["run", "--dram-perf", "100"], 2),
+        (&["run", "--topology", "cxl", "--cxl-interleave", "x"], 4),
+        (&["run", "--", "no-such-cmd"], 2),
+        (&["run", "--"], 1),
+        (&["test", "--job", "NUMA"], 2),
+        (&["lava", "--job", "NUMA"], 2),
+        (&["test", "--job", "nope"], 2),
+        (&["matrix", "--shard", "x"], 2),
+        (&["shell", "--filter", "x"], 2),
+        (&["bench", "--filter", "x"], 2),
+    ];
+    let mut tried = 0;
+    for (args, bad) in cases {
+        let why = match check_on(&host(BIG), args) {
+            Ok(()) => panic!("{args:?} accepted"),
+            Err(e) => e,
+        };
+        for s in suggestions(args, *bad, &why) {
+            let s: Vec<&str> = s.iter().map(String::as_str).collect();
+            if let Err(e) = check_on(&host(BIG), &s) {
+                panic!("{args:?} suggests {s:?}, which is refused: {e}\n(the refusal: {why})");
+            }
+            tried += 1;
+        }
+    }
+    assert!(tried >= 15, "only {tried} examples found");
 }

@@ -530,6 +530,7 @@ fn readme_first_run_matches_the_code() {
                 &xtask::util::validate::Host {
                     mem_total_gib: Some(mem),
                     cwd: Some(repo_root()),
+                    stdin_is_terminal: true,
                 },
             )
         };
@@ -625,4 +626,23 @@ fn every_flag_of_the_help_is_documented() {
         missing.is_empty(),
         "flags of the help not in xtask.md: {missing:?}"
     );
+}
+
+/// A fresh `cargo xtask` builds xtask itself before xtask can say a word:
+/// its alias leaves cargo's progress on (not `--quiet`), and README says
+/// so.
+#[test]
+fn the_alias_shows_cargos_progress_while_it_builds_xtask() {
+    let cfg = fs::read_to_string(repo_root().join(".cargo/config.toml")).unwrap();
+    let alias = cfg
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("xtask = "))
+        .expect("the xtask alias");
+    assert!(alias.contains("--package xtask"), "{alias}");
+    assert!(
+        !alias.contains("--quiet") && !alias.contains(" -q"),
+        "{alias}"
+    );
+    let readme = fs::read_to_string(repo_root().join("README.md")).unwrap();
+    assert!(readme.contains("cargo's progress shown"));
 }

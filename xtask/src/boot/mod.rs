@@ -29,7 +29,12 @@ pub(crate) use build::{build_all, Built};
 pub(crate) use results::no_kunit_line;
 
 /// `--cxl-mem`'s default, GiB.
-const DEFAULT_CXL_MEM_GIB: u32 = 3;
+pub const DEFAULT_CXL_MEM_GIB: u32 = 3;
+/// `--timeout`'s default, seconds, of `run`, `run -- CMD` and `test`,
+/// times the topology's and the profile's factor.
+pub const TIMEOUT_SECS: u64 = 600;
+/// `--timeout`'s default of `bench`, seconds (times the same factors).
+pub const BENCH_TIMEOUT_SECS: u64 = 1800;
 /// `--cpus`'s default.
 pub const DEFAULT_CPUS: u32 = 2;
 
@@ -254,9 +259,9 @@ impl BootRequest {
             cpu_model.push_str(s.kernel.cxl_cpu_flags());
         }
         let mut timeout = if matches!(s.mode, Mode::Bench(_)) {
-            1800
+            BENCH_TIMEOUT_SECS
         } else {
-            600
+            TIMEOUT_SECS
         };
         // KASAN, lockdep and kmemleak slow the guest down several times.
         let slower = spec.timeout_factor * s.profile.timeout_factor();
@@ -522,6 +527,7 @@ fn boot_and_judge(
     let boot_time = t.elapsed();
     let harness = verdict::Harness {
         skips: harness_skips.to_vec(),
+        programs_filter: req.job.filter.user.clone(),
         host_tests_failed: matches!(req.host, Some((false, _)))
             .then(|| util::out_dir().join("host-tests.log")),
     };

@@ -5,7 +5,6 @@
 //! memory), each refused in one line.
 
 use anyhow::Result;
-use clap::Parser;
 use std::ffi::OsString;
 
 use super::flags::{clap_error_line, Cli, Cmd, LavaArgs};
@@ -27,7 +26,7 @@ where
 {
     use clap::error::ErrorKind;
     let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
-    let cli = match Cli::try_parse_from(&args) {
+    let cli = match super::help::parse(&args) {
         Ok(cli) => cli,
         Err(e) if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) => {
             return Ok(())
@@ -129,7 +128,8 @@ pub(super) fn validate(cli: &Cli, host: &Host) -> std::result::Result<(), String
 }
 
 /// `run -- CMD` and `shell`: a command, a working directory the guest can
-/// share, and no flag that selects tests or demos.
+/// share, no flag that selects tests or demos, and for `shell` a terminal
+/// on stdin.
 fn check_in_guest(cmd: &Cmd, host: &Host) -> std::result::Result<(), String> {
     let g = match cmd {
         Cmd::Run(r) if !r.cmd.is_empty() => {
@@ -152,6 +152,7 @@ fn check_in_guest(cmd: &Cmd, host: &Host) -> std::result::Result<(), String> {
             &share,
             names::guest_programs(&crate::util::repo_root()).as_deref(),
         ),
+        _ if !host.stdin_is_terminal => Err(in_guest::SHELL_NEEDS_A_TERMINAL.into()),
         _ => Ok(()),
     }
 }
@@ -161,6 +162,16 @@ fn check_in_guest(cmd: &Cmd, host: &Host) -> std::result::Result<(), String> {
 /// `bench` has nothing it selects.
 fn check_filter(cmd: &Cmd) -> std::result::Result<(), String> {
     match cmd {
+        Cmd::Test(t) if t.guest.filter.as_deref() == Some("") => Err(
+            "--filter '': empty: give a glob of the tests, e.g. 'tierkit_topology.*' (a KUnit suite's cases) or tk-test-cxl (a userspace test)"
+                .into(),
+        ),
+        Cmd::Run(r) if r.cmd.is_empty() && r.guest.filter.as_deref() == Some("") => {
+            Err(format!(
+                "--filter '': empty: give a glob of the demos, e.g. {}",
+                names::Tests::here().demos.join(" or ")
+            ))
+        }
         Cmd::Test(t) => t
             .guest
             .filter

@@ -262,17 +262,11 @@ pub(super) struct GuestArgs {
     /// Never use KVM (TCG).
     #[arg(long)]
     pub(super) no_kvm: bool,
-    /// Kill the guest after this many seconds [default: 600; bench: 1800;
-    /// four times that with cxl].
+    /// Kill the guest after this many seconds (each command's default:
+    /// [`super::help`]).
     #[arg(long, value_name = "SECS", value_parser = validate::parse_timeout, allow_negative_numbers = true)]
     pub(super) timeout: Option<u64>,
-    /// Only run matching tests: comma-separated globs in the kernel's
-    /// dialect (`*`, `?`, `[a-z]`, `[!g]`, `\x`), against KUnit's
-    /// `suite` or `suite.case` (the one glob that selects KUnit cases goes
-    /// to `kunit.filter_glob=`), the userspace tests' names (`tk-test-*`)
-    /// and the `xtask-*` tests; `run`: the demos' names (`bench`, `shell`
-    /// and `run -- CMD` have nothing to select). Each glob must select
-    /// something, checked before anything is built.
+    /// Only run matching tests (each command's text: [`super::help`]).
     #[arg(long, value_name = "GLOB[,GLOB]", value_parser = validate::parse_filter)]
     pub(super) filter: Option<String>,
     /// Extra kernel command line parameters (repeatable).
@@ -392,7 +386,10 @@ pub(super) fn parse_job_id(s: &str) -> std::result::Result<String, String> {
     {
         Ok(s.to_string())
     } else {
-        Err("a job id is lower-case letters, digits and '-', e.g. numa-full-debug (cargo xtask matrix lists them)".into())
+        Err(
+            "a job id is lower-case letters, digits and '-' (`cargo xtask matrix` lists them)"
+                .into(),
+        )
     }
 }
 

@@ -5,7 +5,6 @@
 //! this module imports it.
 
 use anyhow::{bail, Result};
-use clap::Parser;
 use std::ffi::OsString;
 use std::process::ExitCode;
 
@@ -25,17 +24,18 @@ use crate::{report::summary, util, util::setup};
 
 mod check;
 mod flags;
+pub mod help;
 
 pub use check::check_args;
 use flags::{
-    clap_error_line, clap_refusal, BenchArgs, BenchKind, Cli, Cmd, KernelArgs, LavaArgs, RunArgs,
+    clap_error_line, clap_refusal, BenchArgs, BenchKind, Cmd, KernelArgs, LavaArgs, RunArgs,
     SelectArgs, TestArgs,
 };
 
 /// `cargo xtask`'s entry point.
 pub fn main() -> ExitCode {
     let args: Vec<OsString> = std::env::args_os().collect();
-    let cli = match Cli::try_parse_from(&args) {
+    let cli = match help::parse(&args) {
         Ok(cli) => cli,
         Err(e) => return clap_refusal(e),
     };
@@ -87,11 +87,7 @@ fn dispatch(cmd: Cmd) -> Result<ExitCode> {
         Cmd::Build(k) => commands::build::run(&kernels(&k)),
         Cmd::Run(r) => commands::run::run(run_request(r)?),
         Cmd::Shell(s) => {
-            let req = ShellRequest {
-                boot: shell_boot(&s.guest, !util::verbose())?,
-                timeout: s.guest.timeout.map(std::time::Duration::from_secs),
-            };
-            commands::shell::run(req).map(ExitCode::from)
+            commands::shell::run(shell_request(&s, !util::verbose())?).map(ExitCode::from)
         }
         Cmd::Test(t) => commands::test::run(test_request(&t)?),
         Cmd::Bench(b) => bench_cmd::run(bench_request(&b)?),
@@ -188,6 +184,15 @@ fn shell_boot(g: &flags::GuestArgs, quiet: bool) -> Result<BootRequest> {
     BootRequest::shell(&g.flags(), p, kind, quiet)
 }
 
+/// `shell`'s request: its boot, and a timeout only if `--timeout` is
+/// given (a person's shell has none).
+fn shell_request(s: &flags::ShellArgs, quiet: bool) -> Result<ShellRequest> {
+    Ok(ShellRequest {
+        boot: shell_boot(&s.guest, quiet)?,
+        timeout: s.guest.timeout.map(std::time::Duration::from_secs),
+    })
+}
+
 /// `bench <which>`'s one boot.
 fn bench_boot(b: &BenchArgs, which: BenchKind) -> Result<BootRequest> {
     let name = match which {
@@ -281,7 +286,7 @@ fn test_request(t: &TestArgs) -> Result<TestRequest> {
 /// `matrix` and `lava` make each job's boots from.
 fn parse_test(args: &[String]) -> Result<TestArgs> {
     let argv = std::iter::once("cargo xtask".to_string()).chain(args.iter().cloned());
-    let cli = Cli::try_parse_from(argv).map_err(|e| anyhow::anyhow!(clap_error_line(&e)))?;
+    let cli = help::parse(argv).map_err(|e| anyhow::anyhow!(clap_error_line(&e)))?;
     match cli.cmd {
         Cmd::Test(t) => Ok(t),
         _ => bail!("not a test command: {}", args.join(" ")),
@@ -332,6 +337,24 @@ mod tests {
             names(&["--filter", "xtask-run-false"]),
             (0, vec!["xtask-run-false"])
         );
+    }
+
+    /// Every boot of a `test` is labelled, so that its summary's totals
+    /// line is `tierkit [<label>]: ...` and the command's last line the
+    /// one `tierkit: ...` line, after one boot as after several.
+    #[test]
+    fn every_test_boot_is_labelled() {
+        for args in [
+            &["test", "--topology", "numa"][..],
+            &["test"],
+            &["test", "--ci"],
+        ] {
+            let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+            let t = test_request(&parse_test(&args).unwrap()).unwrap();
+            for b in &t.boots {
+                assert!(b.req.label.is_some(), "{args:?}: {}", b.run.name);
+            }
+        }
     }
 
     /// What `matrix --shard` runs for each job of `--ci`: a boot job its one

@@ -138,6 +138,12 @@ pub fn check_share(cwd: Option<&Path>) -> std::result::Result<PathBuf, String> {
     Ok(dir.to_path_buf())
 }
 
+/// Why `shell` is refused when stdin is not a terminal (a pipe, a file,
+/// /dev/null): QEMU would hand the guest's shell what the pipe holds and
+/// then nothing, not even an end of input, and the shell would wait for
+/// ever.
+pub const SHELL_NEEDS_A_TERMINAL: &str = "`shell` needs a terminal on stdin, and stdin is a pipe or a file (the guest's shell would wait for input for ever); to run commands without a terminal: `cargo xtask run -- sh -c 'numactl -H; numastat'`";
+
 /// The command of `run --`: at least a program name, not empty.
 pub fn check_command(argv: &[OsString]) -> std::result::Result<(), String> {
     match argv.first() {

@@ -261,13 +261,15 @@ fn plan_built(
     spec(job, &args, &cmdline, cfg.job.timeout.as_secs(), urls)
 }
 
+/// `--out`'s default: `target/tierkit/lava`.
+pub fn default_out() -> PathBuf {
+    util::out_dir().join("lava")
+}
+
 /// `cargo xtask lava`: builds each picked job's kernel and initramfs
 /// (cached), copies them into `<out>/<job>/` and writes its LAVA job there.
 pub(crate) fn cmd_lava(l: LavaRequest) -> Result<ExitCode> {
-    let out = l
-        .out
-        .clone()
-        .unwrap_or_else(|| util::out_dir().join("lava"));
+    let out = l.out.clone().unwrap_or_else(default_out);
     crate::util::setup::ensure()?;
     let venv = Venv::ensure()?;
     for (job, req) in &l.jobs {

@@ -21,13 +21,14 @@ pub struct TestBoot {
 }
 
 impl TestBoot {
-    /// The boot of `b` with the command's guest flags.
+    /// The boot of `b` with the command's guest flags, labelled
+    /// ([`run_label`]): its summary ends in `tierkit [<label>]: ...`, and
+    /// the command's one totals line, `tierkit: ...`, is its last.
     pub fn new(f: &GuestFlags, b: &Boot) -> Result<TestBoot> {
         let (p, k, run) = *b;
-        Ok(TestBoot {
-            run,
-            req: BootRequest::for_run(f, p, k, &run)?,
-        })
+        let mut req = BootRequest::for_run(f, p, k, &run)?;
+        req.label = Some(run_label(p, k, run.name));
+        Ok(TestBoot { run, req })
     }
 }
 
@@ -49,8 +50,9 @@ pub struct TestRequest {
 /// `cargo xtask test`: the host tests once, then the boots and the tests
 /// of `run -- CMD` and `shell` `repeat` times in a row, stopping at the
 /// first round that fails (its results stay in its run directories).
-/// With more than one round, a line says how many passed and the totals
-/// line of all rounds together is last.
+/// With more than one round, each round's totals are labelled and a line
+/// says how many passed; the one totals line, of all rounds together, is
+/// last.
 pub(crate) fn run(t: TestRequest) -> Result<ExitCode> {
     let wall = Timer::start();
     setup::ensure()?;
@@ -68,21 +70,25 @@ pub(crate) fn run(t: TestRequest) -> Result<ExitCode> {
         }
         let (ok, totals) = test_all(host.take(), t.clone(), &wall)?;
         sum = sum + totals;
+        if rounds > 1 {
+            println!("{}", totals.labelled(&format!("round {round} of {rounds}")));
+        }
         if !ok {
             if rounds > 1 {
                 say!(
                     "repeat: round {round} of {rounds} FAILED ({} passed before it)",
                     round - 1
                 );
-                println!("{sum}");
             }
+            println!("{sum}");
             return Ok(ExitCode::FAILURE);
         }
     }
     if rounds > 1 {
         say!("repeat: all {rounds} rounds passed, in a row");
-        println!("{sum}");
     }
+    // The one totals line, last.
+    println!("{sum}");
     Ok(ExitCode::SUCCESS)
 }
 
@@ -230,8 +236,9 @@ pub(crate) fn select_job(boots: Vec<Boot>, job: Option<&str>) -> Result<Vec<Boot
 /// combined KCIDB file (`target/tierkit/kcidb.json`) and the combined
 /// totals line last.
 ///
-/// The time table ([`time_table`], from `wall`) comes before the totals
-/// line, which stays the last line (after one boot, its totals again).
+/// The time table ([`time_table`], from `wall`) comes last; the totals
+/// line, which [`run`] prints once after it, is the command's last line
+/// (each boot's summary ends in its labelled line, `tierkit [numa]: ...`).
 /// Returns whether all passed, and the totals.
 fn test_all(
     host: Option<(bool, Duration)>,
@@ -245,7 +252,6 @@ fn test_all(
         let r = boot::run(req)?;
         let (ok, totals) = (r.ok, r.totals.unwrap_or_default());
         time_table(host, &[(label, r)]).report(wall.elapsed(), &util::out_dir());
-        println!("{totals}");
         return Ok((ok, totals));
     }
     let mut results = run_boots(&t.boots, host);
@@ -272,7 +278,6 @@ fn test_all(
         ok = false;
     }
     time_table(host, &results).report(wall.elapsed(), &util::out_dir());
-    println!("{all}");
     Ok((ok, all))
 }
 
@@ -373,7 +378,6 @@ pub(crate) fn run_boots(
         let mut req = b.req.clone();
         // Host tests count once, with the first boot.
         req.host = if i == 0 { host } else { None };
-        req.label = Some(label.clone());
         let r = match boot::run(req) {
             Ok(r) => r,
             Err(e) => {

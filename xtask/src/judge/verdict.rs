@@ -17,7 +17,7 @@ use crate::judge::console::{self, Phases};
 use crate::judge::ktap;
 use crate::judge::records::UserTest;
 use crate::kernels::profile::Profile;
-pub use markers::{scan, Markers, ProgRun};
+pub use markers::{phase_tag, scan, Markers, ProgRun};
 use tierkit_protocol::deadline;
 
 /// The verdict of one boot.
@@ -116,6 +116,10 @@ impl Findings {
 #[derive(Clone, Debug, Default)]
 pub struct Harness {
     pub skips: Vec<(&'static str, String)>,
+    /// The globs /init matched its programs against (`--filter`'s list;
+    /// `None`: all of them): in `run` mode each must have run a demo, or
+    /// with KUnit reported a case.
+    pub programs_filter: Option<String>,
     /// `Some(log)`: the host tests failed; their log.
     pub host_tests_failed: Option<std::path::PathBuf>,
 }
@@ -131,6 +135,21 @@ pub fn judge(
     harness: &Harness,
 ) -> Outcome {
     let mut outcome = evaluate(guest, kunit, filter, profile);
+    let mut found = Findings::default();
+    match outcome.markers.mode.as_deref() {
+        Some(tierkit_protocol::param::MODE_RUN) => check_demos(
+            &outcome,
+            kunit,
+            harness.programs_filter.as_deref(),
+            &mut found,
+        ),
+        Some(m) if m.starts_with(tierkit_protocol::param::BENCH_PREFIX) => {
+            check_bench(&outcome.markers, &mut found)
+        }
+        _ => {}
+    }
+    outcome.reasons.extend(found.reasons);
+    outcome.user_tests.extend(found.harness);
     for (t, why) in &harness.skips {
         outcome.user_tests.push(UserTest {
             name: t.to_string(),
@@ -417,11 +436,98 @@ fn check_ktap(
             .iter()
             .filter(|p| p.kind == "USERTEST")
             .count();
-        if kunit_on && markers.done.is_some() && run.suites().next().is_none() && usertests == 0 {
+        // KUnit off (Debian's kernel) too: a filter that ran nothing
+        // tested nothing.
+        let loaded = markers.insmod_rc == Some(0);
+        let tests_mode = markers.mode.as_deref() != Some(tierkit_protocol::param::MODE_RUN);
+        if loaded
+            && tests_mode
+            && markers.done.is_some()
+            && run.suites().next().is_none()
+            && usertests == 0
+        {
             reasons.push(format!(
                 "--filter '{f}' matched no KUnit suite and no userspace test"
             ));
         }
+    }
+}
+
+/// `run` (the demos): what was asked for ran. Without `filter`, at least
+/// one demo; with it, each glob a demo or (`kunit`) a KUnit case that
+/// reported. A boot that failed before the demos is failed already.
+fn check_demos(o: &Outcome, kunit: bool, filter: Option<&str>, found: &mut Findings) {
+    use tierkit_protocol::marker::ProgKind;
+    use tierkit_protocol::select::{glob_match, kunit_selects};
+    let m = &o.markers;
+    if m.done.is_none() || m.insmod_rc != Some(0) {
+        return;
+    }
+    let demos: Vec<&str> = m
+        .progs
+        .iter()
+        .filter(|p| p.kind == ProgKind::Demo.tag())
+        .map(|p| p.name.as_str())
+        .collect();
+    let Some(list) = filter else {
+        if demos.is_empty() {
+            found.fail(
+                "demos",
+                "no demo ran: the guest has no /bin/tk-demo* (see its TIERKIT-NOTE)".into(),
+            );
+        }
+        return;
+    };
+    let reported = |g: &str| {
+        kunit
+            && o.run.suites().any(|s| {
+                glob_match(g, &s.name)
+                    || s.subtests
+                        .iter()
+                        .any(|c| kunit_selects(g, &s.name, &c.name))
+            })
+    };
+    for g in list.split(',') {
+        if !demos.iter().any(|d| glob_match(g, d)) && !reported(g) {
+            let what = if kunit {
+                "no demo and no KUnit case"
+            } else {
+                "no demo"
+            };
+            found.fail(
+                "filter",
+                format!(
+                    "--filter {list}: {g} ran nothing in this boot ({what}; ran: {})",
+                    if demos.is_empty() {
+                        "none".to_string()
+                    } else {
+                        demos.join(" ")
+                    }
+                ),
+            );
+        }
+    }
+}
+
+/// A benchmark boot: its program ran and wrote results (`TIERKIT-JSON`
+/// records, which `target/tierkit/bench/<name>.json` holds). A boot that
+/// failed before it is failed already.
+fn check_bench(m: &Markers, found: &mut Findings) {
+    use tierkit_protocol::marker::ProgKind;
+    if m.done.is_none() || m.insmod_rc != Some(0) {
+        return;
+    }
+    let bench = m.progs.iter().find(|p| p.kind == ProgKind::Bench.tag());
+    match bench {
+        None if m.errors.is_empty() => found.fail(
+            "bench",
+            "the benchmark never ran (no TIERKIT-BENCH-START)".into(),
+        ),
+        Some(p) if p.rc == Some(0) && p.json.is_empty() => found.fail(
+            &p.name,
+            format!("{} wrote no results (no TIERKIT-JSON record)", p.name),
+        ),
+        _ => {}
     }
 }
 

@@ -52,6 +52,10 @@ pub fn build(kernel: &KernelBuild) -> Result<ModuleBuild> {
     if util::verbose() {
         say!("$ {shown}");
     }
+    let _slow = util::say_if_slow(format!(
+        "building tierkit.ko ({} profile; Kbuild compiles the module's Rust and its C shim): a first build takes a minute or two, an unchanged one a second",
+        kernel.profile
+    ));
     let out = cmd
         .stdin(Stdio::null())
         .output()

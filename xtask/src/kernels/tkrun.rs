@@ -91,9 +91,12 @@ pub fn build_into(out: &Path) -> Result<Vec<Part>> {
             continue;
         }
         let _ = std::fs::remove_file(&stamp);
-        let st = cmd.status().with_context(|| {
-            format!("could not start `{shown}` (apt-get install gcc libc6-dev)")
-        })?;
+        let st = cmd
+            .stdin(std::process::Stdio::null())
+            .status()
+            .with_context(|| {
+                format!("could not start `{shown}` (apt-get install gcc libc6-dev)")
+            })?;
         if !st.success() {
             bail!("`{shown}` failed ({st}); compiler output above");
         }

@@ -34,7 +34,7 @@ pub fn build() -> Result<Vec<GuestBinary>> {
         ])
         .arg("--target-dir")
         .arg(&target_dir)
-        .args(["--message-format=json-render-diagnostics", "--quiet"])
+        .arg("--message-format=json-render-diagnostics")
         .env("RUSTFLAGS", "-C target-feature=+crt-static")
         // Set by `cargo run`; it would override RUSTFLAGS.
         .env_remove("CARGO_ENCODED_RUSTFLAGS")
@@ -42,7 +42,16 @@ pub fn build() -> Result<Vec<GuestBinary>> {
         .stdin(Stdio::null())
         .stderr(Stdio::inherit())
         .stdout(Stdio::piped());
+    // cargo's own progress where a person watches; its lines otherwise.
+    if !util::is_tty() {
+        cmd.arg("--quiet");
+    }
     let shown = show_cmd(&cmd);
+    let _slow = util::say_if_slow(format!(
+        "building the guest binaries (tierkit-guest for {}, static, release): \
+         a first build compiles every crate, 1-2 min; later ones take seconds",
+        GUEST_TARGET
+    ));
     let out = cmd
         .output()
         .with_context(|| format!("could not start `{shown}`"))?;

@@ -161,21 +161,29 @@ impl Tests {
 
     /// `run --filter LIST`: every glob selects a demo, or with `kunit`
     /// (`run --kunit`) a KUnit case.
+    ///
+    /// The refusal suggests a command line only where it would be
+    /// accepted: `run --kunit` for a list of demos and KUnit cases, `test`
+    /// for a glob of userspace tests.
     pub fn check_demo_filter(&self, list: &str, kunit: bool) -> Result<(), String> {
-        match list.split(',').find(|g| {
-            !self.demos.iter().any(|d| glob_match(g, d)) && !(kunit && self.selects_kunit(g))
-        }) {
-            Some(g) => Err(format!(
-                "--filter {list}: {g} selects no demo (`run` runs {}){}",
-                self.demos.join(" "),
-                if kunit {
-                    " and no KUnit case"
-                } else {
-                    "; KUnit runs with --kunit"
-                }
-            )),
-            None => Ok(()),
-        }
+        let Some(g) = list.split(',').find(|g| {
+            !(self.demos.iter().any(|d| glob_match(g, d)) || (kunit && self.selects_kunit(g)))
+        }) else {
+            return Ok(());
+        };
+        let instead = if !kunit && self.check_demo_filter(list, true).is_ok() {
+            format!("; KUnit runs with --kunit: `cargo xtask run --kunit --filter '{list}'`")
+        } else if self.user.iter().any(|u| glob_match(g, u)) {
+            format!("; userspace tests run with `cargo xtask test --filter '{g}'`")
+        } else if kunit {
+            " and no KUnit case".to_string()
+        } else {
+            String::new()
+        };
+        Err(format!(
+            "--filter {list}: {g} selects no demo (`run` runs {}){instead}",
+            self.demos.join(" ")
+        ))
     }
 
     /// The `kunit.filter_glob=` of a `--filter` list: its glob that selects
@@ -253,8 +261,14 @@ pub fn check_guest_command(
     }
     if let Some(p) = programs {
         if !p.iter().any(|x| x.rsplit('/').next() == Some(&s)) {
+            // `./NAME` only where the shared directory has it.
+            let own = if cwd.join(cmd).is_file() {
+                format!("give its path, e.g. ./{s}")
+            } else {
+                format!("give its path in the shared directory {}", cwd.display())
+            };
             return Err(format!(
-                "{s}: no such program on the guest's PATH (busybox's applets, the tk-* programs, numactl, numastat, cxl, daxctl, ndctl); a program of your own: give its path, e.g. ./{s}"
+                "{s}: no such program on the guest's PATH (busybox's applets, the tk-* programs, numactl, numastat, cxl, daxctl, ndctl); a program of your own: {own}"
             ));
         }
     }

@@ -10,7 +10,9 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::time::Duration;
 
+use crate::judge::verdict::phase_tag;
 use crate::util::fmt_dur;
+use tierkit_protocol::marker::{Marker, Step};
 
 /// A test at least this long gets a row of its own under its boot.
 pub const SLOW_TEST: Duration = Duration::from_secs(2);
@@ -48,24 +50,30 @@ pub struct Row {
 /// `TIERKIT-DONE`, and what the kernel's clock does not see (QEMU's start,
 /// firmware, power-off). Phases whose markers are missing are left out.
 pub fn guest_parts(stamps: &[(String, f64)], guest: Duration) -> Vec<(String, Duration)> {
-    let at = |tag: &str| stamps.iter().find(|(t, _)| t == tag).map(|(_, s)| *s);
+    // Each phase's marker, its tag as the verdict stamped it.
+    let at = |m: Marker| {
+        let tag = phase_tag(&m)?;
+        stamps.iter().find(|(t, _)| *t == tag).map(|(_, s)| *s)
+    };
+    let (insmod_start, insmod) = (
+        at(Marker::Start(Step::Insmod)),
+        at(Marker::End {
+            step: Step::Insmod,
+            rc: None,
+        }),
+    );
+    let rmmod_start = at(Marker::Start(Step::Rmmod));
     let span = |a: Option<f64>, b: Option<f64>| match (a, b) {
         (Some(a), Some(b)) if b >= a => Some(Duration::from_secs_f64(b - a)),
         _ => None,
     };
-    let (boot, done) = (at("BOOT"), at("DONE"));
+    let (boot, done) = (at(Marker::Boot("")), at(Marker::Done { fails: 0 }));
     let parts = [
         ("phase: kernel to /init", span(Some(0.0), boot)),
-        ("phase: /init set-up", span(boot, at("INSMOD-START"))),
-        (
-            "phase: insmod and KUnit",
-            span(at("INSMOD-START"), at("INSMOD")),
-        ),
-        (
-            "phase: userspace tests",
-            span(at("INSMOD"), at("RMMOD-START")),
-        ),
-        ("phase: rmmod to the end", span(at("RMMOD-START"), done)),
+        ("phase: /init set-up", span(boot, insmod_start)),
+        ("phase: insmod and KUnit", span(insmod_start, insmod)),
+        ("phase: userspace tests", span(insmod, rmmod_start)),
+        ("phase: rmmod to the end", span(rmmod_start, done)),
         (
             "phase: QEMU start and exit",
             done.map(|d| guest.saturating_sub(Duration::from_secs_f64(d))),

@@ -268,6 +268,27 @@ pub fn is_tty() -> bool {
     std::io::stderr().is_terminal()
 }
 
+/// How long a step may run before [`say_if_slow`] says what it is.
+pub const SLOW_STEP: Duration = Duration::from_secs(3);
+
+/// Says `what` (what is being built, and why it takes time) if the step
+/// is still running after [`SLOW_STEP`]: a warm, cached step stays quiet,
+/// a cold one is not silent. The step ends when the guard is dropped.
+pub fn say_if_slow(what: String) -> SlowStep {
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    std::thread::spawn(move || {
+        if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = rx.recv_timeout(SLOW_STEP) {
+            say!("{what}");
+        }
+    });
+    SlowStep { _done: tx }
+}
+
+/// The guard of [`say_if_slow`]: dropping it ends the step.
+pub struct SlowStep {
+    _done: std::sync::mpsc::Sender<()>,
+}
+
 pub fn spinner(msg: &str) -> indicatif::ProgressBar {
     let pb = indicatif::ProgressBar::new_spinner();
     if !is_tty() {

@@ -226,8 +226,11 @@ pub fn run_script() -> Result<()> {
         "running {} (installs packages; needs root or sudo)",
         script.display()
     );
+    // Nothing it runs reads stdin (apt-get -y, noninteractive; sudo asks
+    // on the terminal itself): a pipe into xtask is never taken for answers.
     let status = Command::new("bash")
         .arg(&script)
+        .stdin(std::process::Stdio::null())
         .status()
         .with_context(|| format!("could not run {}", script.display()))?;
     if !status.success() {

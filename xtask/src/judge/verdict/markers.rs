@@ -33,6 +33,9 @@ pub struct ProgRun {
 #[derive(Clone, Debug, Default)]
 pub struct Markers {
     pub booted: bool,
+    /// `TIERKIT-BOOT mode=M`: what /init was asked to do (`test`, `run`,
+    /// `bench-<name>`, ...).
+    pub mode: Option<String>,
     /// The printk time of each marker that starts or ends a phase of the
     /// boot ([`phase_tag`]), in order.
     pub stamps: Vec<(String, f64)>,
@@ -79,16 +82,16 @@ impl Markers {
 
 /// The phase tag of `marker`, if its time splits a boot into phases
 /// ([`crate::report::timings::guest_parts`]): `BOOT`, `INSMOD-START`,
-/// `INSMOD`, `RMMOD-START`, `DONE`.
-fn phase_tag(marker: &Marker) -> Option<&'static str> {
-    match marker {
-        Marker::Boot(_) => Some("BOOT"),
-        Marker::Start(Step::Insmod) => Some("INSMOD-START"),
+/// `INSMOD`, `RMMOD-START`, `DONE`, spelled by the protocol
+/// ([`Step::tag`], [`marker::start`]).
+pub fn phase_tag(marker: &Marker) -> Option<String> {
+    match *marker {
+        Marker::Boot(_) => Some(marker::BOOT.to_string()),
+        Marker::Start(s @ (Step::Insmod | Step::Rmmod)) => Some(marker::start(s.tag())),
         Marker::End {
             step: Step::Insmod, ..
-        } => Some("INSMOD"),
-        Marker::Start(Step::Rmmod) => Some("RMMOD-START"),
-        Marker::Done { .. } => Some("DONE"),
+        } => Some(Step::Insmod.tag().to_string()),
+        Marker::Done { .. } => Some(marker::DONE.to_string()),
         _ => None,
     }
 }
@@ -104,10 +107,16 @@ pub fn scan(console: &str, data: &str) -> Markers {
             continue;
         };
         if let (Some(t), Some(tag)) = (ts, phase_tag(&marker)) {
-            m.stamps.push((tag.to_string(), t));
+            m.stamps.push((tag, t));
         }
         match marker {
-            Marker::Boot(_) => m.booted = true,
+            Marker::Boot(args) => {
+                m.booted = true;
+                m.mode = args
+                    .split_whitespace()
+                    .find_map(|w| w.strip_prefix("mode="))
+                    .map(str::to_string);
+            }
             Marker::End {
                 step: Step::Insmod,
                 rc,

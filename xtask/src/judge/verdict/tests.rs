@@ -164,17 +164,20 @@ fn filter_may_exclude_kunit_but_not_everything() {
     );
     assert!(o.ok(), "{:?}", o.reasons);
     let nothing = "[ 1.0] TIERKIT-BOOT mode=test\n[ 1.1] TIERKIT-INSMOD rc=0\n[ 1.4] TIERKIT-RMMOD rc=0\n[ 1.5] TIERKIT-DONE fails=0\n";
-    let o = evaluate(
-        &guest(nothing, "", false),
-        true,
-        Some("typo*"),
-        Profile::Default,
-    );
-    assert!(
-        o.reasons.iter().any(|r| r.contains("matched no")),
-        "{:?}",
-        o.reasons
-    );
+    // KUnit on, and off (Debian's kernel): a filter that ran nothing fails.
+    for kunit in [true, false] {
+        let o = evaluate(
+            &guest(nothing, "", false),
+            kunit,
+            Some("typo*"),
+            Profile::Default,
+        );
+        assert!(
+            o.reasons.iter().any(|r| r.contains("matched no")),
+            "kunit {kunit}: {:?}",
+            o.reasons
+        );
+    }
     let o = evaluate(&guest(nothing, "", false), true, None, Profile::Default);
     assert!(
         o.reasons.iter().any(|r| r.contains("no KUnit suite ran")),
@@ -657,4 +660,108 @@ fn the_boot_timeout_names_the_running_test_and_keeps_its_output() {
     );
     // The KUnit suite that finished before is kept too.
     assert_eq!(o.run.counts().passed, 2);
+}
+
+/// `run` (the demos): a boot that ran no demo, or none that `--filter`
+/// names, fails in one line; it said `ok` before.
+#[test]
+fn run_fails_when_what_it_was_asked_for_did_not_run() {
+    let boot = |demos: &[&str]| {
+        let mut c = String::from(
+            "[ 1.0] TIERKIT-BOOT mode=run kernel=7.3.4 cpus=2\n[ 1.1] TIERKIT-INSMOD rc=0\n",
+        );
+        for d in demos {
+            c.push_str(&format!(
+                "[ 1.2] TIERKIT-DEMO-START {d}\n[ 1.3] TIERKIT-DEMO {d} rc=0\n"
+            ));
+        }
+        c.push_str("[ 1.4] TIERKIT-RMMOD rc=0\n[ 1.5] TIERKIT-DONE fails=0\n");
+        c
+    };
+    let judged = |console: &str, kunit: bool, filter: Option<&str>| {
+        let h = Harness {
+            programs_filter: filter.map(str::to_string),
+            ..Harness::default()
+        };
+        judge(
+            &guest(console, "", false),
+            kunit,
+            filter,
+            Profile::Default,
+            &h,
+        )
+    };
+    let o = judged(&boot(&["tk-demo", "tk-demo-gigantic"]), false, None);
+    assert!(o.ok(), "{:?}", o.reasons);
+    let o = judged(&boot(&["tk-demo-gigantic"]), false, Some("tk-demo-g*"));
+    assert!(o.ok(), "{:?}", o.reasons);
+    let o = judged(&boot(&[]), false, None);
+    assert!(
+        !o.ok() && o.reasons[0].contains("no demo ran"),
+        "{:?}",
+        o.reasons
+    );
+    let o = judged(&boot(&["tk-demo"]), false, Some("tk-demo,tk-demo-gigantic"));
+    assert_eq!(o.reasons.len(), 1, "{:?}", o.reasons);
+    assert!(
+        o.reasons[0].contains("tk-demo-gigantic ran nothing in this boot"),
+        "{:?}",
+        o.reasons
+    );
+    assert!(o.user_tests.iter().any(|t| !t.passed));
+    // With --kunit a glob may name KUnit cases instead.
+    let ktap = GOOD.lines().take(2).chain(GOOD.lines().skip(5).take(11));
+    let with_kunit: String = ktap.map(|l| format!("{l}\n")).collect::<String>() + &boot(&[]);
+    let o = judged(&with_kunit, true, Some("tierkit_topology.*"));
+    assert!(o.ok(), "{:?}", o.reasons);
+    let o = judged(&with_kunit, true, Some("tierkit_wi*"));
+    assert!(
+        o.reasons
+            .iter()
+            .any(|r| r.contains("no demo and no KUnit case")),
+        "{:?}",
+        o.reasons
+    );
+}
+
+/// A benchmark boot whose program never ran, or ran and wrote no
+/// results, fails; one with results passes.
+#[test]
+fn bench_fails_without_its_results() {
+    let boot = |prog: bool| {
+        let mut c = String::from(
+            "[ 1.0] TIERKIT-BOOT mode=bench-wi kernel=7.3.4 cpus=2\n[ 1.1] TIERKIT-INSMOD rc=0\n",
+        );
+        if prog {
+            c.push_str(
+                "[ 1.2] TIERKIT-BENCH-START tk-bench-wi\n[ 1.3] TIERKIT-BENCH tk-bench-wi rc=0\n",
+            );
+        }
+        c.push_str("[ 1.4] TIERKIT-RMMOD rc=0\n[ 1.5] TIERKIT-DONE fails=0\n");
+        c
+    };
+    let judged = |console: &str, data: &str| {
+        judge(
+            &guest(console, data, false),
+            false,
+            None,
+            Profile::Default,
+            &Harness::default(),
+        )
+    };
+    let data = "TIERKIT-BENCH-START tk-bench-wi\nTIERKIT-JSON {\"x\": 1}\nTIERKIT-BENCH tk-bench-wi rc=0\n";
+    let o = judged(&boot(true), data);
+    assert!(o.ok(), "{:?}", o.reasons);
+    let o = judged(&boot(true), "");
+    assert!(
+        o.reasons.iter().any(|r| r.contains("wrote no results")),
+        "{:?}",
+        o.reasons
+    );
+    let o = judged(&boot(false), "");
+    assert!(
+        o.reasons.iter().any(|r| r.contains("never ran")),
+        "{:?}",
+        o.reasons
+    );
 }

@@ -100,7 +100,17 @@ impl CxlDevice {
     /// `2G:300:5G`; without performance figures [`CXL_DEV`].
     pub fn parse(s: &str) -> std::result::Result<CxlDevice, String> {
         let (size, perf) = match s.split_once(':') {
-            Some((a, b)) => (a, Some(Perf::parse(b)?)),
+            // Perf's own message would suggest a bare `NS:GBS`.
+            Some((a, b)) => (
+                a,
+                Some(Perf::parse(b).map_err(|e| {
+                    if e.contains("e.g.") {
+                        format!("`{s}`: expected SIZE or SIZE:LATENCY_NS:BANDWIDTH_GBS, e.g. 4G or 2G:300:5G")
+                    } else {
+                        e
+                    }
+                })?),
+            ),
             None => (s, None),
         };
         Ok(CxlDevice {
