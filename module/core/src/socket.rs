@@ -17,7 +17,7 @@ use crate::nodemask::{Nodemask, MAX_NUMNODES};
 use crate::weights::Weights;
 
 /// Most sockets a table can be set for: socket ids `0..MAX_SOCKETS`.
-pub const MAX_SOCKETS: usize = 8;
+pub const MAX_SOCKETS: usize = crate::uapi::TK_MAX_SOCKETS as usize;
 
 /// Why a socket table is refused (each is one errno of the ABI).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
