@@ -90,7 +90,7 @@ pub(crate) const MAX_BULK_PAGES: u64 = 1 << 20;
 /// `EPERM` unless the caller has `CAP_SYS_ADMIN`: gigantic mode and the
 /// clear benchmark take 1 GiB unmovable ranges, which no memory cgroup is
 /// charged for (`alloc_contig_pages()` refuses `__GFP_ACCOUNT`).
-pub(crate) fn require_sys_admin() -> Result {
+fn require_sys_admin() -> Result {
     // SAFETY: no precondition.
     if unsafe { bindings::capable(bindings::CAP_SYS_ADMIN as c_int) } {
         Ok(())
@@ -328,7 +328,8 @@ impl TkFile {
         {
             let mut st = self.state.lock()?;
             let mapped = st.mapped;
-            socket::socket_weights_ioctl(&mut a, &self.device.wi, &mut st.sockets, mapped)?;
+            let (wi, tables) = (&self.device.wi, &mut st.sockets);
+            socket::socket_weights_ioctl(&mut a, wi, tables, mapped, require_sys_admin)?;
         }
         writer.write(&a)?;
         Ok(0)

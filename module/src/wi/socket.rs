@@ -126,13 +126,15 @@ impl Policy {
 }
 
 /// `TK_IOC_SOCKET_WEIGHTS` on a checked argument, against `file` (the open
-/// file's tables; `mapped`: the file is mapped) or the device's. Fills the
-/// argument's outputs. See `uapi::TkSocketWeights`.
+/// file's tables; `mapped`: the file is mapped) or the device's, whose
+/// changes need `admin()` to pass (`CAP_SYS_ADMIN`). Fills the argument's
+/// outputs. See `uapi::TkSocketWeights`.
 pub(crate) fn socket_weights_ioctl(
     a: &mut TkSocketWeights,
     wi: &Wi,
     file: &mut SocketWeights,
     mapped: bool,
+    admin: impl FnOnce() -> Result,
 ) -> Result {
     if a.flags & !uapi::TK_SOCKET_F_DEVICE != 0 || a.op > uapi::TK_SOCKET_CLEAR {
         return Err(EINVAL);
@@ -149,14 +151,14 @@ pub(crate) fn socket_weights_ioctl(
     let device = a.flags & uapi::TK_SOCKET_F_DEVICE != 0;
     if a.op != uapi::TK_SOCKET_GET {
         if device {
-            crate::dev::require_sys_admin()?;
+            admin()?;
         } else if mapped {
             return Err(EBUSY);
         }
     }
     let nr_node_ids = node::nr_node_ids();
     let mut dev_tables = wi.sockets.lock();
-    let tables: &mut SocketWeights = if device { &mut *dev_tables } else { file };
+    let tables: &mut SocketWeights = if device { &mut dev_tables } else { file };
     match a.op {
         uapi::TK_SOCKET_SET => {
             check_table(&a.weights, a.nr_nodes, nr_node_ids, memory_nodes())?;
