@@ -199,6 +199,12 @@ fn rust_structs() -> BTreeMap<String, (usize, Vec<Field>)> {
             }),
         ),
     );
+    socket_structs(&mut m);
+    m
+}
+
+/// The per-socket weights' struct, as [`rust_structs`] lists them.
+fn socket_structs(m: &mut BTreeMap<String, (usize, Vec<Field>)>) {
     m.insert(
         "tk_socket_weights".to_string(),
         (
@@ -215,7 +221,6 @@ fn rust_structs() -> BTreeMap<String, (usize, Vec<Field>)> {
             }),
         ),
     );
-    m
 }
 
 /// Every constant of the ABI, by its C name.
