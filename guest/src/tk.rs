@@ -5,11 +5,11 @@ use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::fd::AsRawFd;
 use tierkit_core::uapi::{
-    TkBulk, TkClearBench, TkGigantic, TkMappedFile, TkPageRefs, TkPolicy, TkRebalance, TkTaskNext,
-    TkWalk, TIERKIT_MAX_NODES, TK_GIGANTIC_BYTES, TK_GIGANTIC_F_QUERY, TK_IOC_BULK,
-    TK_IOC_CLEAR_BENCH, TK_IOC_MAPPED_FILE, TK_IOC_PAGE_REFS, TK_IOC_REBALANCE,
-    TK_IOC_SET_GIGANTIC, TK_IOC_SET_POLICY, TK_IOC_TASK_NEXT, TK_IOC_WALK, TK_PLACE_LOCAL,
-    TK_TASK_NEXT_MAX, TK_THREADS_AUTO, TK_WALK_PUD,
+    TkBulk, TkClearBench, TkGigantic, TkMappedFile, TkPageRefs, TkPolicy, TkRebalance,
+    TkSocketWeights, TkTaskNext, TkWalk, TIERKIT_MAX_NODES, TK_GIGANTIC_BYTES, TK_GIGANTIC_F_QUERY,
+    TK_IOC_BULK, TK_IOC_CLEAR_BENCH, TK_IOC_MAPPED_FILE, TK_IOC_PAGE_REFS, TK_IOC_REBALANCE,
+    TK_IOC_SET_GIGANTIC, TK_IOC_SET_POLICY, TK_IOC_SOCKET_WEIGHTS, TK_IOC_TASK_NEXT, TK_IOC_WALK,
+    TK_PLACE_LOCAL, TK_TASK_NEXT_MAX, TK_THREADS_AUTO, TK_WALK_PUD,
 };
 
 pub use tierkit_core::uapi::{TK_MODE_INTERLEAVE, TK_MODE_WEIGHTED_INTERLEAVE};
@@ -93,6 +93,14 @@ impl Tierkit {
         };
         // SAFETY: TK_IOC_BULK is _IOWR(.., TkBulk).
         unsafe { sys::ioctl(self.fd(), TK_IOC_BULK, &mut a)? };
+        Ok(a)
+    }
+
+    /// `TK_IOC_SOCKET_WEIGHTS` with `a` (op, flags, socket, table); returns
+    /// what the module wrote back.
+    pub fn socket_weights(&self, mut a: TkSocketWeights) -> io::Result<TkSocketWeights> {
+        // SAFETY: TK_IOC_SOCKET_WEIGHTS is _IOWR(.., TkSocketWeights).
+        unsafe { sys::ioctl(self.fd(), TK_IOC_SOCKET_WEIGHTS, &mut a)? };
         Ok(a)
     }
 

@@ -16,8 +16,9 @@ use crate::state::{DeviceState, Stats, FILE_GIGANTIC, FILE_PAGES};
 use crate::sync::{resched_killable, KillableMutex};
 use crate::uapi::{
     self, TkBulk, TkClearBench, TkGigantic, TkMappedFile, TkPageRefs, TkPolicy, TkRebalance,
-    TkTaskNext, TkWalk,
+    TkSocketWeights, TkTaskNext, TkWalk,
 };
+use crate::wi::socket::{self, this_socket};
 use crate::wi::{Mode, Policy};
 use core::ptr::NonNull;
 use kernel::{
@@ -143,6 +144,8 @@ struct FileState {
     snapshots: KVec<Snapshot>,
     /// A snapshot's file: each `mmap` takes one, its vmas copy on write.
     cow: bool,
+    /// The file's own per-socket tables (`TK_IOC_SOCKET_WEIGHTS`).
+    sockets: crate::socket::SocketWeights,
 }
 
 /// An open `/dev/tierkit`.
@@ -208,9 +211,9 @@ impl TkFile {
         {
             let mut st = self.state.lock()?;
             let policy = Self::weighted_policy(&st)?;
-            let weights = policy.weights(|| self.device.wi.weights());
+            let (mask, weights) = policy.placement(&st.sockets, &self.device.wi, this_socket());
             for slot in t.nodes.iter_mut().take(count) {
-                let nid = st.task.next(policy.mask, &weights).ok_or(EINVAL)?;
+                let nid = st.task.next(mask, &weights).ok_or(EINVAL)?;
                 *slot = nid as u8;
             }
         }
@@ -229,12 +232,12 @@ impl TkFile {
         {
             let mut st = self.state.lock()?;
             let policy = Self::weighted_policy(&st)?;
-            let weights = policy.weights(|| self.device.wi.weights());
+            let (mask, weights) = policy.placement(&st.sockets, &self.device.wi, this_socket());
             let mut per_node = [0u64; MAX_NUMNODES];
             let mut task = st.task;
             pages::bulk(
                 &self.device,
-                policy.mask,
+                mask,
                 &weights,
                 &mut task,
                 b.nr_pages,
@@ -276,7 +279,7 @@ impl TkFile {
             if r.flags & uapi::TK_REBALANCE_F_WEIGHTS != 0 {
                 policy = policy.with_own_weights(&r.weights)?;
             }
-            let sel = policy.selector(&policy.weights(|| self.device.wi.weights()))?;
+            let sel = policy.placed_selector(&st.sockets, &self.device.wi, this_socket())?;
             if !dry_run && st.policy != Some(policy) {
                 st.policy = Some(policy);
                 // As TK_IOC_SET_POLICY: the task path starts afresh.
@@ -314,6 +317,21 @@ impl TkFile {
         // (the caller sees them after EINTR; a restarted call starts over).
         writer.write(&r)?;
         res?;
+        Ok(0)
+    }
+
+    /// `TK_IOC_SOCKET_WEIGHTS`: see `wi::socket`.
+    fn socket_weights(&self, arg: usize) -> Result<isize> {
+        let (mut reader, mut writer) =
+            UserSlice::new(UserPtr::from_addr(arg), size_of::<TkSocketWeights>()).reader_writer();
+        let mut a: TkSocketWeights = reader.read()?;
+        {
+            let mut st = self.state.lock()?;
+            let mapped = st.mapped;
+            let (wi, tables) = (&self.device.wi, &mut st.sockets);
+            socket::socket_weights_ioctl(&mut a, wi, tables, mapped, require_sys_admin)?;
+        }
+        writer.write(&a)?;
         Ok(0)
     }
 
@@ -370,7 +388,7 @@ impl TkFile {
         if gm.nr_cleared() as usize + nr_ranges > MAX_FILE_GIGANTIC {
             return Err(ENOMEM);
         }
-        let sel = policy.selector(&policy.weights(|| self.device.wi.weights()))?;
+        let sel = policy.placed_selector(&st.sockets, &self.device.wi, this_socket())?;
         let mut nids = KVec::with_capacity(nr_ranges, GFP_KERNEL)?;
         let mut slots = KVec::with_capacity(nr_ranges, GFP_KERNEL)?;
         // Whether a GiB may come from ZONE_MOVABLE (see the vm_ops in
@@ -608,6 +626,7 @@ impl MiscDevice for TkFile {
                     gigantic: None,
                     snapshots: KVec::new(),
                     cow: false,
+                    sockets: crate::socket::SocketWeights::new(),
                 }, c"tierkit_file", static_lock_class!()),
                 rebalancing <- KillableMutex::new((), c"tierkit_rebalance", static_lock_class!()),
                 gigantic: Atomic::new(false),
@@ -644,6 +663,7 @@ impl MiscDevice for TkFile {
             uapi::TK_IOC_REBALANCE => me.rebalance(arg),
             uapi::TK_IOC_SNAPSHOT => me.snapshot(arg),
             uapi::TK_IOC_MAPPED_FILE => mapped_file(arg),
+            uapi::TK_IOC_SOCKET_WEIGHTS => me.socket_weights(arg),
             #[cfg(tierkit_test)]
             uapi::TK_IOC_WALK => walk(arg),
             #[cfg(tierkit_test)]
@@ -705,7 +725,7 @@ impl MiscDevice for TkFile {
             // weighted_interleave_nid() reads the weights at each fault;
             // all of this mapping's "faults" happen now, so one snapshot
             // serves.
-            let sel = policy.selector(&policy.weights(|| me.device.wi.weights()))?;
+            let sel = policy.placed_selector(&st.sockets, &me.device.wi, this_socket())?;
             let reservation = Stats::reserve(&me.device, nr_pages as u64)?;
             // Killable; frees everything on failure.
             let placed = pages::alloc_placed(&me.device, &sel, pgoff, nr_pages)?;

@@ -77,6 +77,14 @@ unsigned int tk_nr_cpus_node(int nid)
 	return cpumask_weight_and(cpumask_of_node(nid), cpu_online_mask);
 }
 
+/* In C: topology_physical_package_id() is an arch macro; no topology API in the kernel crate. */
+int tk_cpu_package(int cpu)
+{
+	if (cpu < 0 || cpu >= nr_cpu_ids || !cpu_online(cpu))
+		return -1;
+	return topology_physical_package_id(cpu);
+}
+
 /* In C: nr_node_ids is a macro when MAX_NUMNODES is 1; no node API in the kernel crate. */
 int tk_nr_node_ids(void)
 {

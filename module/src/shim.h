@@ -22,6 +22,7 @@ struct tk_dbg_attr {
 bool tk_cpu_online(int cpu);
 int tk_node_next_cpu(int nid, int prev);
 unsigned int tk_nr_cpus_node(int nid);
+int tk_cpu_package(int cpu);
 int tk_nr_node_ids(void);
 bool tk_node_online(int nid);
 bool tk_node_has_memory(int nid);

@@ -27,6 +27,9 @@ extern "C" {
     /// `cpumask_weight_and(cpumask_of_node(nid), cpu_online_mask)`: online
     /// CPUs of `nid`. `nid` must be an online node.
     pub(crate) fn tk_nr_cpus_node(nid: c_int) -> c_uint;
+    /// `topology_physical_package_id(cpu)`: the CPU's socket, -1 for an
+    /// offline or out-of-range CPU. No precondition.
+    pub(crate) fn tk_cpu_package(cpu: c_int) -> c_int;
     /// `nr_node_ids`: one more than the highest possible node id. No
     /// precondition.
     pub(crate) fn tk_nr_node_ids() -> c_int;

@@ -31,6 +31,9 @@ mod pace;
 #[path = "../core/src/pool_cmd.rs"]
 mod pool_cmd;
 #[expect(dead_code, unreachable_pub)]
+#[path = "../core/src/socket.rs"]
+mod socket;
+#[expect(dead_code, unreachable_pub)]
 #[path = "../core/src/uapi.rs"]
 mod uapi;
 #[expect(dead_code, unreachable_pub)]

@@ -36,6 +36,7 @@ pub mod rebalance;
 pub mod run;
 pub mod run_apply;
 pub mod runner;
+pub mod socket;
 pub mod stress;
 pub mod task;
 pub mod vma;

@@ -202,4 +202,29 @@ struct tk_snapshot {
 
 #define TK_IOC_SNAPSHOT		_IOWR(TIERKIT_IOC_MAGIC, 9, struct tk_snapshot)
 
+/*
+ * TK_IOC_SOCKET_WEIGHTS: reads or sets one socket's weight table,
+ * device-wide (TK_SOCKET_F_DEVICE) or the open file's; an allocation places
+ * by the table of the socket it runs on (see
+ * Documentation/ABI/testing/dev-tierkit).
+ */
+#define TK_SOCKET_GET			0
+#define TK_SOCKET_SET			1
+#define TK_SOCKET_CLEAR			2
+#define TK_SOCKET_F_DEVICE		(1U << 0)
+#define TK_MAX_SOCKETS			8
+
+struct tk_socket_weights {
+	__u32 op;			/* in: TK_SOCKET_* */
+	__u32 flags;			/* in: 0 or TK_SOCKET_F_DEVICE */
+	__u32 socket;			/* in: physical package id */
+	__u32 nr_nodes;			/* in (SET): nr_node_ids; out: nr_node_ids */
+	__u64 cpu_nodes;		/* out: the socket's CPU nodes */
+	__s32 this_socket;		/* out: the caller's socket */
+	__u32 has_table;		/* out: 1 if the socket has a table */
+	__u8 weights[TIERKIT_MAX_NODES]; /* in (SET), out: 0..255 per node */
+};
+
+#define TK_IOC_SOCKET_WEIGHTS	_IOWR(TIERKIT_IOC_MAGIC, 11, struct tk_socket_weights)
+
 #endif /* _UAPI_LINUX_TIERKIT_H */

@@ -16,6 +16,7 @@ pub mod interleave;
 pub mod nodemask;
 pub mod pace;
 pub mod pool_cmd;
+pub mod socket;
 pub mod uapi;
 pub mod weights;
 pub mod wi_table;

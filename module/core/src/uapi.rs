@@ -450,6 +450,76 @@ pub struct TkMappedFile {
 /// [`TkMappedFile`].
 pub const TK_IOC_MAPPED_FILE: u32 = iowr(10, core::mem::size_of::<TkMappedFile>());
 
+// ---------------------------------------------------------------------------
+// Per-socket weights (owner: module/src/wi/socket.rs)
+// ---------------------------------------------------------------------------
+
+/// [`TkSocketWeights::op`]: read the socket's table (and the caller's
+/// socket, the socket's CPU nodes).
+pub const TK_SOCKET_GET: u32 = 0;
+/// [`TkSocketWeights::op`]: set the socket's table.
+pub const TK_SOCKET_SET: u32 = 1;
+/// [`TkSocketWeights::op`]: remove the socket's table (the socket falls
+/// back to the flat weights).
+pub const TK_SOCKET_CLEAR: u32 = 2;
+/// [`TkSocketWeights::flags`]: the device-wide tables (needs
+/// `CAP_SYS_ADMIN` to set or clear), not the open file's.
+pub const TK_SOCKET_F_DEVICE: u32 = 1 << 0;
+/// Most sockets a table can be set for: socket ids `0..TK_MAX_SOCKETS`.
+pub const TK_MAX_SOCKETS: u32 = 8;
+
+/// Argument of [`TK_IOC_SOCKET_WEIGHTS`]: one socket's weight table,
+/// device-wide ([`TK_SOCKET_F_DEVICE`]) or the open file's. A socket is a
+/// CPU package (`physical_package_id` of its CPUs). An allocation places
+/// by the table of the socket of the CPU it runs on, restricted to the
+/// nodes the table weighs above 0; see
+/// Documentation/mm/weighted-interleave.md for which CPU counts on each
+/// path and for the fallbacks.
+///
+/// In: `op` (`TK_SOCKET_*`), `flags`, `socket`; for [`TK_SOCKET_SET`]
+/// `nr_nodes` (must be `nr_node_ids`) and `weights[0..nr_nodes]` (0..=255,
+/// 0: not a candidate from this socket; non-zero only on nodes with memory;
+/// not all 0). Out (every op): `nr_nodes` = `nr_node_ids`, `cpu_nodes` the
+/// socket's CPU nodes, `this_socket` the caller's socket at the call,
+/// `has_table` 1 if the socket has a table at that level, and `weights`
+/// the table (zeros without one).
+/// Errors: `EINVAL` for an unknown op or flag, a size mismatch (`nr_nodes`
+/// not `nr_node_ids`, or a weight past it) or a table of all zeros;
+/// `ENOENT` for a socket with no online CPU or `>= TK_MAX_SOCKETS`;
+/// `ENXIO` for a weight on a node without memory; `EPERM` to change the
+/// device-wide tables without `CAP_SYS_ADMIN`; `EBUSY` to change a file's
+/// tables once it is mapped.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct TkSocketWeights {
+    pub op: u32,
+    pub flags: u32,
+    pub socket: u32,
+    pub nr_nodes: u32,
+    pub cpu_nodes: u64,
+    pub this_socket: i32,
+    pub has_table: u32,
+    pub weights: [u8; TIERKIT_MAX_NODES],
+}
+
+impl Default for TkSocketWeights {
+    fn default() -> Self {
+        TkSocketWeights {
+            op: TK_SOCKET_GET,
+            flags: 0,
+            socket: 0,
+            nr_nodes: 0,
+            cpu_nodes: 0,
+            this_socket: -1,
+            has_table: 0,
+            weights: [0; TIERKIT_MAX_NODES],
+        }
+    }
+}
+
+/// Reads or sets one socket's weight table. See [`TkSocketWeights`].
+pub const TK_IOC_SOCKET_WEIGHTS: u32 = iowr(11, core::mem::size_of::<TkSocketWeights>());
+
 // The layouts are the ABI, and the module's `FromBytes`/`AsBytes` impls
 // (module/src/dev.rs) rely on them having no padding: each size below is
 // the sum of the field sizes, checked at compile time in the kernel build
@@ -475,6 +545,8 @@ const _: () = assert!(core::mem::size_of::<TkSnapshot>() == 16); // 2 * 8
 const _: () = assert!(TK_IOC_SNAPSHOT == 0xc010_b909);
 const _: () = assert!(core::mem::size_of::<TkMappedFile>() == 40); // 4 + 4 + 4 * 8
 const _: () = assert!(TK_IOC_MAPPED_FILE == 0xc028_b90a);
+const _: () = assert!(core::mem::size_of::<TkSocketWeights>() == 96); // 4 * 4 + 8 + 2 * 4 + 64
+const _: () = assert!(TK_IOC_SOCKET_WEIGHTS == 0xc060_b90b);
 
 #[cfg(test)]
 mod clear_abi_tests {

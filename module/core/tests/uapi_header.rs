@@ -199,7 +199,28 @@ fn rust_structs() -> BTreeMap<String, (usize, Vec<Field>)> {
             }),
         ),
     );
+    socket_structs(&mut m);
     m
+}
+
+/// The per-socket weights' struct, as [`rust_structs`] lists them.
+fn socket_structs(m: &mut BTreeMap<String, (usize, Vec<Field>)>) {
+    m.insert(
+        "tk_socket_weights".to_string(),
+        (
+            size_of::<TkSocketWeights>(),
+            fields!(TkSocketWeights {
+                op,
+                flags,
+                socket,
+                nr_nodes,
+                cpu_nodes,
+                this_socket,
+                has_table,
+                weights,
+            }),
+        ),
+    );
 }
 
 /// Every constant of the ABI, by its C name.
@@ -239,6 +260,12 @@ fn rust_constants() -> BTreeMap<String, u64> {
         ("TK_IOC_REBALANCE", u64::from(TK_IOC_REBALANCE)),
         ("TK_IOC_SNAPSHOT", u64::from(TK_IOC_SNAPSHOT)),
         ("TK_IOC_MAPPED_FILE", u64::from(TK_IOC_MAPPED_FILE)),
+        ("TK_SOCKET_GET", u64::from(TK_SOCKET_GET)),
+        ("TK_SOCKET_SET", u64::from(TK_SOCKET_SET)),
+        ("TK_SOCKET_CLEAR", u64::from(TK_SOCKET_CLEAR)),
+        ("TK_SOCKET_F_DEVICE", u64::from(TK_SOCKET_F_DEVICE)),
+        ("TK_MAX_SOCKETS", u64::from(TK_MAX_SOCKETS)),
+        ("TK_IOC_SOCKET_WEIGHTS", u64::from(TK_IOC_SOCKET_WEIGHTS)),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_string(), v))

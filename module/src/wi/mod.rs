@@ -21,6 +21,7 @@
 //! never disturb the table userspace sees.
 
 pub(crate) mod debugfs;
+pub(crate) mod socket;
 mod tests;
 
 pub(crate) use crate::shim::node::possible_nodes;
@@ -28,6 +29,7 @@ pub(crate) use crate::shim::node::possible_nodes;
 use crate::interleave::{self, Nodemask, Selector, WeightError, Weights, MAX_NUMNODES};
 use crate::shim::node;
 use crate::uapi;
+use crate::socket::SocketWeights;
 use crate::wi_table::{TableError, WeightTable};
 use kernel::{fmt, new_mutex, prelude::*, sync::Mutex};
 
@@ -65,6 +67,10 @@ pub(crate) struct Wi {
     /// `wi_state_lock` with what it protects.
     #[pin]
     table: Mutex<WeightTable>,
+    /// The device-wide per-socket tables (`TK_IOC_SOCKET_WEIGHTS` with
+    /// `TK_SOCKET_F_DEVICE`); see [`socket`].
+    #[pin]
+    sockets: Mutex<SocketWeights>,
 }
 
 impl Wi {
@@ -73,6 +79,7 @@ impl Wi {
     pub(crate) fn new() -> impl PinInit<Self> {
         pin_init!(Wi {
             table <- new_mutex!(WeightTable::new(), "tierkit_wi_state"),
+            sockets <- new_mutex!(SocketWeights::new(), "tierkit_wi_sockets"),
         })
     }
 

@@ -28,8 +28,6 @@ pub use crate::kernels::kernel::KernelRequest;
 pub(crate) use build::{build_all, Built};
 pub(crate) use results::no_kunit_line;
 
-/// `--cxl-mem`'s default, GiB.
-pub const DEFAULT_CXL_MEM_GIB: u32 = 3;
 /// `--timeout`'s default, seconds, of `run`, `run -- CMD` and `test`,
 /// times the topology's and the profile's factor.
 pub const TIMEOUT_SECS: u64 = 600;
@@ -288,7 +286,7 @@ impl BootRequest {
                 kind,
                 cpus: f.cpus,
                 dram_gib: f.dram.unwrap_or(spec.dram_gib),
-                slow_gib: f.cxl_mem.unwrap_or(DEFAULT_CXL_MEM_GIB),
+                slow_gib: f.cxl_mem.unwrap_or(spec.mem_gib),
                 cxl_devs: if cxl_opts { f.cxl_dev.clone() } else { vec![] },
                 cxl_interleave: cxl_interleave.filter(|_| cxl_opts),
                 dram_perf: f.dram_perf,

@@ -229,8 +229,8 @@ pub(super) struct GuestArgs {
     /// once left no free, naturally aligned GiB for the gigantic tests.
     #[arg(long, value_parser = util::parse_gib, value_name = "SIZE")]
     pub(super) dram: Option<u32>,
-    /// Size of the memory-only node of numa and numa2, in whole GiB
-    /// [default: 3G].
+    /// Size of each memory-only node of numa, numa2 and socket2, in whole
+    /// GiB [default: 3G; socket2: 2G].
     #[arg(long, value_parser = util::parse_gib, value_name = "SIZE")]
     pub(super) cxl_mem: Option<u32>,
     /// A CXL type-3 device of --topology cxl: whole GiB, optionally with

@@ -149,11 +149,14 @@ impl Topology {
             cpus: o.cpus / k,
             dram_gib: o.dram_gib,
         };
-        let mem = MemNode {
-            size_gib: o.slow_gib,
-            initiator: 0,
-            perf: SLOW_MEM,
-        };
+        // Memory-only node j is near CPU node j % k.
+        let mem_nodes = (0..spec.mem_nodes as usize)
+            .map(|j| MemNode {
+                size_gib: o.slow_gib,
+                initiator: j % k as usize,
+                perf: spec.mem_perf,
+            })
+            .collect();
         let cxl = if !spec.cxl {
             vec![]
         } else if o.cxl_devs.is_empty() {
@@ -196,7 +199,7 @@ impl Topology {
         Ok(Topology {
             kind: o.kind,
             cpu_nodes: vec![per; k as usize],
-            mem_nodes: vec![mem; spec.mem_nodes as usize],
+            mem_nodes,
             cxl,
             cxl_interleave: il,
             dram_perf: o.dram_perf.unwrap_or(spec.dram_perf),
@@ -290,14 +293,14 @@ impl Topology {
             if target == init {
                 self.dram_perf
             } else {
-                REMOTE_DRAM
+                self.kind.spec().remote_dram
             }
         } else if target < k + m {
             let n = &self.mem_nodes[target - k];
             if n.initiator == init {
                 n.perf
             } else {
-                SLOW_MEM_REMOTE
+                self.kind.spec().remote_mem
             }
         } else {
             // The host bridge's generic port: its devices share one figure.

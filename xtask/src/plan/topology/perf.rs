@@ -83,3 +83,24 @@ pub const CXL_DEV: Perf = Perf {
     latency_ns: 250,
     bandwidth_gbs: 10,
 };
+/// socket2: DRAM of the CPU's own socket (the per-socket weights RFC's
+/// figures: local DRAM 300 GB/s, local CXL 100, remote 150 and 50).
+pub const SOCKET_DRAM: Perf = Perf {
+    latency_ns: 100,
+    bandwidth_gbs: 300,
+};
+/// socket2: DRAM of the other socket.
+pub const SOCKET_DRAM_REMOTE: Perf = Perf {
+    latency_ns: 150,
+    bandwidth_gbs: 150,
+};
+/// socket2: the memory-only node of the CPU's own socket.
+pub const SOCKET_MEM: Perf = Perf {
+    latency_ns: 250,
+    bandwidth_gbs: 100,
+};
+/// socket2: the memory-only node of the other socket.
+pub const SOCKET_MEM_REMOTE: Perf = Perf {
+    latency_ns: 300,
+    bandwidth_gbs: 50,
+};

@@ -17,9 +17,12 @@ pub struct TopologySpec {
     pub about: &'static str,
     /// CPU+DRAM nodes (0..k); `--cpus` is split evenly over them.
     pub cpu_nodes: u32,
-    /// Memory-only boot nodes after them, each with node 0 as its HMAT
-    /// initiator and [`SLOW_MEM`] performance (`--cxl-mem` GiB each).
+    /// Memory-only boot nodes after them: node `k + j` has CPU node
+    /// `j % cpu_nodes` as its HMAT initiator and [`TopologySpec::mem_perf`]
+    /// from it.
     pub mem_nodes: u32,
+    /// Size of each memory-only node, GiB, without `--cxl-mem`.
+    pub mem_gib: u32,
     /// QEMU CXL type-3 devices (`--cxl-dev`, `--cxl-interleave`), onlined
     /// by /init as new CPU-less nodes.
     pub cxl: bool,
@@ -33,6 +36,12 @@ pub struct TopologySpec {
     pub dram_gib: u32,
     /// HMAT performance of a CPU node's own DRAM, without `--dram-perf`.
     pub dram_perf: Perf,
+    /// HMAT performance of another CPU node's DRAM.
+    pub remote_dram: Perf,
+    /// HMAT performance of a memory-only node from its initiator.
+    pub mem_perf: Perf,
+    /// HMAT performance of a memory-only node from any other CPU node.
+    pub remote_mem: Perf,
     /// QEMU `-cpu` without `--cpu`. QEMU 10 emulates CXL memory access by
     /// access (the fixed memory window is an I/O region that decodes each
     /// access to the device; there is no RAM fast path), so its cost is per
@@ -54,16 +63,23 @@ pub struct TopologySpec {
 /// emulated access by access, the gain is 8x).
 pub const NO_REP_STOSB: &str = "max,erms=off,fsrm=off,fsrs=off";
 
+/// `--cxl-mem`'s default but for socket2, GiB.
+pub const DEFAULT_MEM_GIB: u32 = 3;
+
 /// Every topology `--topology` offers.
-pub const TOPOLOGIES: [TopologySpec; 3] = [
+pub const TOPOLOGIES: [TopologySpec; 4] = [
     TopologySpec {
         name: "numa",
         about: "node0: CPUs + DRAM; node1: memory only, slower (HMAT), like CXL",
         cpu_nodes: 1,
         mem_nodes: 1,
+        mem_gib: DEFAULT_MEM_GIB,
         cxl: false,
         dram_gib: 8,
         dram_perf: LOCAL_DRAM,
+        remote_dram: REMOTE_DRAM,
+        mem_perf: SLOW_MEM,
+        remote_mem: SLOW_MEM_REMOTE,
         cpu_model: NO_REP_STOSB,
         timeout_factor: 1,
     },
@@ -73,9 +89,13 @@ pub const TOPOLOGIES: [TopologySpec; 3] = [
                 (local-versus-remote placement, benchmarks)",
         cpu_nodes: 2,
         mem_nodes: 1,
+        mem_gib: DEFAULT_MEM_GIB,
         cxl: false,
         dram_gib: 8,
         dram_perf: LOCAL_DRAM,
+        remote_dram: REMOTE_DRAM,
+        mem_perf: SLOW_MEM,
+        remote_mem: SLOW_MEM_REMOTE,
         cpu_model: NO_REP_STOSB,
         timeout_factor: 1,
     },
@@ -85,11 +105,32 @@ pub const TOPOLOGIES: [TopologySpec; 3] = [
                 into RAM regions by the kernel's CXL drivers and onlined as CPU-less nodes",
         cpu_nodes: 1,
         mem_nodes: 0,
+        mem_gib: DEFAULT_MEM_GIB,
         cxl: true,
         dram_gib: 8,
         dram_perf: CXL_TOPO_DRAM,
+        remote_dram: REMOTE_DRAM,
+        mem_perf: SLOW_MEM,
+        remote_mem: SLOW_MEM_REMOTE,
         cpu_model: NO_REP_STOSB,
         timeout_factor: 4,
+    },
+    TopologySpec {
+        name: "socket2",
+        about: "two sockets: node0 CPU0 + DRAM, node1 CPU1 + DRAM, node2 memory only \
+                near socket 0, node3 memory only near socket 1 (HMAT 300/100 GB/s \
+                local, 150/50 remote; per-socket weights)",
+        cpu_nodes: 2,
+        mem_nodes: 2,
+        mem_gib: 2,
+        cxl: false,
+        dram_gib: 2,
+        dram_perf: SOCKET_DRAM,
+        remote_dram: SOCKET_DRAM_REMOTE,
+        mem_perf: SOCKET_MEM,
+        remote_mem: SOCKET_MEM_REMOTE,
+        cpu_model: NO_REP_STOSB,
+        timeout_factor: 1,
     },
 ];
 
@@ -101,6 +142,7 @@ impl TopologyKind {
     pub const NUMA: TopologyKind = TopologyKind(&TOPOLOGIES[0]);
     pub const NUMA2: TopologyKind = TopologyKind(&TOPOLOGIES[1]);
     pub const CXL: TopologyKind = TopologyKind(&TOPOLOGIES[2]);
+    pub const SOCKET2: TopologyKind = TopologyKind(&TOPOLOGIES[3]);
 
     /// Its `--topology` name.
     pub fn name(self) -> &'static str {

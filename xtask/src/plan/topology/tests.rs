@@ -393,3 +393,38 @@ fn cxl_interleave_specs() {
         assert!(p(bad).is_err(), "{bad}");
     }
 }
+
+#[test]
+fn socket2_has_a_memory_node_per_socket_and_local_remote_hmat() {
+    let o = TopologyOpts {
+        slow_gib: 2,
+        ..TopologyOpts::defaults(TopologyKind::SOCKET2)
+    };
+    let t = Topology::new(&o).unwrap();
+    assert_eq!(t.cpu_nodes.len(), 2);
+    assert_eq!(t.mem_nodes[0].initiator, 0);
+    assert_eq!(t.mem_nodes[1].initiator, 1);
+    let bw = |i, n| t.perf(i, n).bandwidth_gbs;
+    // The RFC's figures: local DRAM 300, local CXL 100; remote 150, 50.
+    assert_eq!([bw(0, 0), bw(0, 2), bw(0, 1), bw(0, 3)], [300, 100, 150, 50]);
+    assert_eq!([bw(1, 1), bw(1, 3), bw(1, 0), bw(1, 2)], [300, 100, 150, 50]);
+    let a = t.qemu_args();
+    assert!(has(&a, "-smp", "2,sockets=2,cores=1,threads=1"), "{a:?}");
+    assert!(has(&a, "-numa", "node,nodeid=3,memdev=m3,initiator=1"), "{a:?}");
+    assert!(has(
+        &a,
+        "-numa",
+        "hmat-lb,initiator=1,target=2,hierarchy=memory,data-type=access-bandwidth,bandwidth=50G"
+    ));
+    assert_eq!(t.distance(1, 3), 25);
+    assert_eq!(t.distance(0, 3), 30);
+    // numa and numa2 keep their single memory-only node near node 0.
+    for k in [TopologyKind::NUMA, TopologyKind::NUMA2] {
+        let t = Topology::new(&opts(k, 2)).unwrap();
+        assert_eq!(t.mem_nodes.len(), 1);
+        assert_eq!(t.mem_nodes[0].initiator, 0);
+    }
+    let t = Topology::new(&opts(TopologyKind::NUMA2, 2)).unwrap();
+    assert_eq!([t.perf(0, 2), t.perf(1, 2)], [SLOW_MEM, SLOW_MEM_REMOTE]);
+    assert_eq!(t.perf(1, 0), REMOTE_DRAM);
+}

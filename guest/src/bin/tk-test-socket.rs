@@ -1,0 +1,30 @@
+//! tk-test-socket: per-socket weights (`TK_IOC_SOCKET_WEIGHTS`) against
+//! tierkit-core's model (`tierkit_core::socket`), on any topology; the
+//! checks that need two sockets skip on one (run it on `--topology socket2`).
+//!
+//! - Each socket as `TK_SOCKET_GET` reports it: its CPU nodes as sysfs
+//!   shows them (`cpulist`, `physical_package_id`), the caller's socket
+//!   while pinned to one of its CPUs, `nr_node_ids`.
+//! - Two device-wide table sets (local nodes only 3:1, the RFC's; and all
+//!   nodes 6:2:3:1, the socket2 HMAT figures reduced): for a thread pinned
+//!   to each socket, every page of a mapping, 40 task steps and a bulk
+//!   split of 100 pages, against the model.
+//! - A thread that moves to the other socket between two mappings of one
+//!   file (consecutive offsets) and between task steps: each page by its
+//!   socket's table at its ilx, the first mapping's pages unmoved, the task
+//!   state carried over.
+//! - A file's own table beats the device's; a nodemask without the local
+//!   socket's nodes places as today (the global weights over the mask).
+//! - Every socket's table equal to the global weights: each socket's pages
+//!   exactly as without tables, and as today's weighted interleave.
+//! - Bad inputs, each with its errno and the table unchanged: unknown
+//!   socket (ENOENT), size mismatch, zero table, bad op or flag (EINVAL), a
+//!   weight on a node without memory (ENXIO, where there is one), a mapped
+//!   file's table (EBUSY).
+
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    tierkit_guest::help!();
+    tierkit_guest::tests::socket::main()
+}
