@@ -134,7 +134,12 @@ impl SocketWeights {
     ///   allocation never fails for want of a candidate.
     ///
     /// The result's mask is never empty for a non-empty `mask`.
-    pub fn pick(&self, socket: Option<usize>, mask: Nodemask, base: Weights) -> (Nodemask, Weights) {
+    pub fn pick(
+        &self,
+        socket: Option<usize>,
+        mask: Nodemask,
+        base: Weights,
+    ) -> (Nodemask, Weights) {
         let table = match socket.and_then(|s| self.get(s)) {
             Some(t) => t,
             None => return (mask, base),

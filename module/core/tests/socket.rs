@@ -230,13 +230,22 @@ fn two_sockets_restrict_to_local_nodes() {
     let none = SocketWeights::new();
     let l = levels(&none, &dev, Weights::new());
     let mask = Nodemask(0b1111);
-    let on = |s, n: u64| (0..n).map(|i| node(&l, Some(s), mask, i)).collect::<Vec<_>>();
+    let on = |s, n: u64| {
+        (0..n)
+            .map(|i| node(&l, Some(s), mask, i))
+            .collect::<Vec<_>>()
+    };
     assert_eq!(on(0, 8), [0, 0, 0, 2, 0, 0, 0, 2]);
     assert_eq!(on(1, 8), [1, 1, 1, 3, 1, 1, 1, 3]);
     // A nodemask without socket 1's nodes: socket 1 falls back to today's
     // placement over the mask with the global weights (all 1).
     let mask02 = Nodemask(0b0101);
-    assert_eq!((0..4).map(|i| node(&l, Some(1), mask02, i)).collect::<Vec<_>>(), [0, 2, 0, 2]);
+    assert_eq!(
+        (0..4)
+            .map(|i| node(&l, Some(1), mask02, i))
+            .collect::<Vec<_>>(),
+        [0, 2, 0, 2]
+    );
     // Only the CXL node of socket 1 in the mask: its table still applies.
     assert_eq!(node(&l, Some(1), Nodemask(0b1001), 0), 3);
     // An unknown socket: no table.
@@ -253,11 +262,17 @@ fn check_table_errors() {
     assert_eq!(check_table(&t, 65, 65, mem), Err(SocketError::SizeMismatch));
     let mut past = t;
     past[4] = 1;
-    assert_eq!(check_table(&past, 4, 4, mem), Err(SocketError::SizeMismatch));
+    assert_eq!(
+        check_table(&past, 4, 4, mem),
+        Err(SocketError::SizeMismatch)
+    );
     let mut memless = t;
     memless[2] = 5;
     assert_eq!(check_table(&memless, 4, 4, mem), Err(SocketError::NoMemory));
-    assert_eq!(check_table(&[0; MAX_NUMNODES], 4, 4, mem), Err(SocketError::ZeroSum));
+    assert_eq!(
+        check_table(&[0; MAX_NUMNODES], 4, 4, mem),
+        Err(SocketError::ZeroSum)
+    );
     let mut s = SocketWeights::new();
     assert_eq!(s.set(MAX_SOCKETS, t), Err(SocketError::UnknownSocket));
     s.set(1, t).unwrap();

@@ -222,7 +222,7 @@ pub(super) struct GuestArgs {
     #[arg(long, default_value_t = crate::boot::DEFAULT_CPUS, value_name = "N",
           value_parser = clap::value_parser!(u32).range(1..=8), allow_negative_numbers = true)]
     pub(super) cpus: u32,
-    /// DRAM per CPU node, in whole GiB [default: 8G]. q35 splits RAM around
+    /// DRAM per CPU node, in whole GiB [default: 8G; socket2: 2G]. q35 splits RAM around
     /// the PCI hole below 4 GiB, early kernel allocations and the memmap sit
     /// in node 0, the CXL node's memmap too (64 MiB per 4 GiB, allocated on
     /// node 0 at hot-add), and the tests leave unmovable pages behind: 6 GiB
@@ -249,7 +249,7 @@ pub(super) struct GuestArgs {
     #[arg(long, value_parser = CxlInterleave::parse, value_name = "WAYS[:GRAN]")]
     pub(super) cxl_interleave: Option<CxlInterleave>,
     /// HMAT latency (ns) and bandwidth (GB/s) of a CPU node's own DRAM,
-    /// e.g. `100:20G` [default: numa, numa2: 100:200G; cxl: 100:20G].
+    /// e.g. `100:20G` [default: numa, numa2: 100:200G; cxl: 100:20G; socket2: 100:300G].
     #[arg(long, value_parser = Perf::parse, value_name = "NS:GBS")]
     pub(super) dram_perf: Option<Perf>,
     /// QEMU CPU model (`-cpu`), e.g. `max` or `max,erms=off`

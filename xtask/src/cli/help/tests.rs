@@ -101,7 +101,12 @@ fn each_commands_timeout_help_says_its_default() {
 #[test]
 fn every_hand_written_default_is_the_codes() {
     let mut checked = vec!["timeout"];
-    for kind in [TopologyKind::NUMA, TopologyKind::NUMA2, TopologyKind::CXL] {
+    for kind in [
+        TopologyKind::NUMA,
+        TopologyKind::NUMA2,
+        TopologyKind::CXL,
+        TopologyKind::SOCKET2,
+    ] {
         let cli = parse(["cargo xtask", "run", "--topology", kind.name()]).unwrap();
         let Cmd::Run(r) = &cli.cmd else {
             unreachable!()
@@ -109,14 +114,24 @@ fn every_hand_written_default_is_the_codes() {
         let req = crate::cli::run_boot(r).unwrap();
         let topo = Topology::new(&req.topology).unwrap();
         let said = |id: &str| default_of(&help_of("run", id)).to_string();
+        // `3G; socket2: 2G`: the default, then each topology's own.
+        let own = |all: String| -> String {
+            all.split("; ")
+                .find_map(|x| x.strip_prefix(&format!("{}: ", kind.name())))
+                .unwrap_or_else(|| all.split("; ").next().unwrap_or_default())
+                .to_string()
+        };
         assert!(said("topology").starts_with("numa;"));
         assert_eq!(
             timeout_made(&["run"]),
             timeout_made(&["run", "--topology", "numa"])
         );
-        assert_eq!(said("dram"), format!("{}G", topo.cpu_nodes[0].dram_gib));
+        assert_eq!(
+            own(said("dram")),
+            format!("{}G", topo.cpu_nodes[0].dram_gib)
+        );
         if let Some(m) = topo.mem_nodes.first() {
-            assert_eq!(said("cxl_mem"), format!("{}G", m.size_gib));
+            assert_eq!(own(said("cxl_mem")), format!("{}G", m.size_gib), "{kind}");
         }
         if let [d, rest @ ..] = &topo.cxl[..] {
             assert!(rest.is_empty());

@@ -406,11 +406,20 @@ fn socket2_has_a_memory_node_per_socket_and_local_remote_hmat() {
     assert_eq!(t.mem_nodes[1].initiator, 1);
     let bw = |i, n| t.perf(i, n).bandwidth_gbs;
     // The RFC's figures: local DRAM 300, local CXL 100; remote 150, 50.
-    assert_eq!([bw(0, 0), bw(0, 2), bw(0, 1), bw(0, 3)], [300, 100, 150, 50]);
-    assert_eq!([bw(1, 1), bw(1, 3), bw(1, 0), bw(1, 2)], [300, 100, 150, 50]);
+    assert_eq!(
+        [bw(0, 0), bw(0, 2), bw(0, 1), bw(0, 3)],
+        [300, 100, 150, 50]
+    );
+    assert_eq!(
+        [bw(1, 1), bw(1, 3), bw(1, 0), bw(1, 2)],
+        [300, 100, 150, 50]
+    );
     let a = t.qemu_args();
     assert!(has(&a, "-smp", "2,sockets=2,cores=1,threads=1"), "{a:?}");
-    assert!(has(&a, "-numa", "node,nodeid=3,memdev=m3,initiator=1"), "{a:?}");
+    assert!(
+        has(&a, "-numa", "node,nodeid=3,memdev=m3,initiator=1"),
+        "{a:?}"
+    );
     assert!(has(
         &a,
         "-numa",
