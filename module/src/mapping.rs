@@ -20,6 +20,7 @@
 //! What happens to the pages when their memory goes offline: [`offline`].
 
 pub(crate) mod cow;
+mod moves;
 mod offline;
 mod tests;
 
@@ -30,6 +31,7 @@ use crate::pages::{NodePage, PlacedPages};
 use crate::shim;
 use crate::state::{DeviceState, Reservation};
 use crate::sync::KillableMutex;
+pub(crate) use moves::RebalanceCounts;
 pub(crate) use offline::MemoryNotifier;
 use kernel::{
     bindings,
@@ -377,124 +379,7 @@ impl Backing {
         p.replace(i, new);
         Ok(())
     }
-
-    /// Moves each 4 KiB page of this mapping that is not on the node
-    /// `target(ilx)` gives for its ilx (its file page offset) to that
-    /// node. The pages are taken [`MOVE_BATCH`] file pages at a time under
-    /// the lock, with one zap (one TLB flush) for the batch's moves; `go`
-    /// is called before each batch, without the lock, and says how many
-    /// pages may move now (0: the rest is only counted), or stops the walk
-    /// with its error. `EOPNOTSUPP` for a gigantic mapping.
-    pub(crate) fn rebalance(
-        &self,
-        target: impl Fn(u64) -> usize,
-        counts: &mut RebalanceCounts,
-        dry_run: bool,
-        mut go: impl FnMut(&RebalanceCounts) -> Result<u64>,
-    ) -> Result {
-        let len = match &*self.pages.lock() {
-            BackingPages::Gigantic(_) => return Err(EOPNOTSUPP),
-            // Nobody maps it any more: its pages wait for the release
-            // only, so none is moved or counted.
-            BackingPages::Small(_) if self.vmas.load(Relaxed) == 0 => return Ok(()),
-            BackingPages::Small(p) => p.len(),
-        };
-        // The new pages of one batch, waiting for the zap.
-        let mut ready: KVec<(usize, NodePage)> = KVec::with_capacity(MOVE_BATCH, GFP_KERNEL)?;
-        let mut i = 0usize;
-        while i < len {
-            let end = (i + MOVE_BATCH).min(len);
-            let mut allowed = if dry_run { 0 } else { go(counts)? };
-            // Nothing may move any more (a dry run, a spent budget): count.
-            let count_only = allowed == 0;
-            let mut next = end;
-            let mut pages = self.pages.lock();
-            let BackingPages::Small(p) = &mut *pages else {
-                return Err(EOPNOTSUPP);
-            };
-            for k in i..end {
-                let Some(cur) = p.pages().get(k) else { break };
-                let want = target(self.pgoff + k as u64);
-                if cur.nid() != want && !count_only && allowed == 0 {
-                    // The pace allows no more now: this page starts the
-                    // next batch.
-                    next = k;
-                    break;
-                }
-                counts.looked += 1;
-                if cur.nid() == want {
-                    continue;
-                }
-                counts.misplaced += 1;
-                if count_only {
-                    continue;
-                }
-                allowed -= 1;
-                // SAFETY: `cur` is a page `p` owns.
-                if unsafe { shim::tk_page_maybe_dma_pinned(cur.as_ptr()) } {
-                    counts.busy += 1;
-                    continue;
-                }
-                match NodePage::alloc_on(want, cur, self.movable) {
-                    // Capacity for MOVE_BATCH was reserved above.
-                    Ok(new) => {
-                        if ready.push_within_capacity((k, new)).is_err() {
-                            counts.no_memory += 1;
-                        }
-                    }
-                    Err(_) => counts.no_memory += 1,
-                }
-            }
-            self.move_ready(p, &mut ready, counts);
-            drop(pages);
-            i = next;
-            // SAFETY: process context, no lock held.
-            unsafe { shim::tk_cond_resched() };
-            if crate::sync::fatal_signal_pending() {
-                return Err(EINTR);
-            }
-        }
-        Ok(())
-    }
-
-    /// The second half of a rebalance batch (caller holds the lock): zaps
-    /// the span of the pages in `ready` once, then [`Backing::swap_in`]
-    /// each; `ready` is left empty (a page that stays frees its new page).
-    fn move_ready(
-        &self,
-        p: &mut PlacedPages,
-        ready: &mut KVec<(usize, NodePage)>,
-        counts: &mut RebalanceCounts,
-    ) {
-        let (Some(&(first, _)), Some(&(last, _))) = (ready.first(), ready.last()) else {
-            return;
-        };
-        // SAFETY: By the type invariant, `mapping` is the live address
-        // space of the file that owns `self`. Faults on these pages wait
-        // for the lock the caller holds, so none maps an old page again
-        // after the zap.
-        unsafe {
-            bindings::unmap_mapping_pages(
-                self.mapping,
-                (self.pgoff + first as u64) as c_ulong,
-                (last - first + 1) as c_ulong,
-                true,
-            )
-        };
-        while let Some((k, new)) = ready.pop() {
-            match Self::swap_in(p, k, new) {
-                Ok(()) => counts.moved += 1,
-                Err(Stayed::NoMemory) => counts.no_memory += 1,
-                Err(Stayed::Pinned | Stayed::Referenced) => counts.busy += 1,
-            }
-        }
-    }
 }
-
-/// File pages a rebalance takes under one hold of a mapping's lock, with
-/// one zap for the moves among them: a fault there waits for at most this
-/// many page copies.
-const MOVE_BATCH: usize = 32;
 
 /// Why a page that was to move stayed where it was.
 #[derive(Clone, Copy, Debug)]
@@ -525,16 +410,6 @@ impl Stayed {
             Stayed::Referenced => "it is in use (a reference beside the mapping's)",
         }
     }
-}
-
-/// What a rebalance did so far (`TkRebalance`'s counters).
-#[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct RebalanceCounts {
-    pub(crate) looked: u64,
-    pub(crate) misplaced: u64,
-    pub(crate) moved: u64,
-    pub(crate) no_memory: u64,
-    pub(crate) busy: u64,
 }
 
 #[pinned_drop]

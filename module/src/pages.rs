@@ -138,17 +138,16 @@ impl NodePage {
         Ok(NodePage { page })
     }
 
-    /// A page on `nid` and no other node, to take the place of `old` when
-    /// a rebalance moves it there, uncharged until the move hands it
-    /// `old`'s charge; from
+    /// A page on `nid` and no other node, to take the place of a page a
+    /// rebalance moves there, uncharged until the move hands it that
+    /// page's charge; from
     /// ZONE_MOVABLE too only if `movable`. Not zeroed: the caller copies
     /// into it. `ENOMEM` on failure, also for a node without memory.
-    pub(crate) fn alloc_on(nid: usize, old: &NodePage, movable: bool) -> Result<NodePage> {
+    pub(crate) fn alloc_on(nid: usize, movable: bool) -> Result<NodePage> {
         let nid = c_int::try_from(nid).map_err(|_| EINVAL)?;
-        // SAFETY: process context; `old` is a valid page `old` owns; the
-        // shim range-checks `nid` and allocates an order-0 page.
-        let page =
-            unsafe { movable::own(|| shim::tk_alloc_page_on(nid, old.as_ptr(), movable)) }?;
+        // SAFETY: process context; the shim range-checks `nid` and
+        // allocates an order-0 page.
+        let page = unsafe { movable::own(|| shim::tk_alloc_page_on(nid, movable)) }?;
         // INVARIANT: an owned page, counted by `own`.
         Ok(NodePage { page })
     }

@@ -353,8 +353,8 @@ struct page *tk_alloc_page_away(int nid, struct page *old)
 }
 
 /*
- * A page on @nid and nowhere else, to take the place of @old when a
- * rebalance moves it there; @old's charge follows it
+ * A page on @nid and nowhere else, to take the place of a page a
+ * rebalance moves there; that page's charge follows it
  * (tk_page_move_charge()). From ZONE_MOVABLE only if @movable: the
  * mapping's vmas refuse long-term pins (tk_vma_set_backing()). A
  * move is optional, so as the kernel's NUMA-balancing migration
@@ -363,7 +363,7 @@ struct page *tk_alloc_page_away(int nid, struct page *old)
  * without a free page leaves the page where it is.
  */
 /* In C: the allocator with a node and gfp flags: alloc_hooks() macros, no Rust binding. */
-struct page *tk_alloc_page_on(int nid, struct page *old, bool movable)
+struct page *tk_alloc_page_on(int nid, bool movable)
 {
 	nodemask_t nmask = NODE_MASK_NONE;
 

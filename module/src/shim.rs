@@ -149,13 +149,9 @@ extern "C" {
     pub(crate) fn tk_alloc_page_away(nid: c_int, old: *mut bindings::page) -> *mut bindings::page;
     /// An order-0 page on `nid` only (NULL for a node without memory),
     /// kernel zones first, ZONE_MOVABLE too if `movable`, to take the
-    /// place of `old` (a valid page), uncharged as for
+    /// place of a page a rebalance moves there, uncharged as for
     /// [`tk_alloc_page_away`]; NULL on failure. Process context.
-    pub(crate) fn tk_alloc_page_on(
-        nid: c_int,
-        old: *mut bindings::page,
-        movable: bool,
-    ) -> *mut bindings::page;
+    pub(crate) fn tk_alloc_page_on(nid: c_int, movable: bool) -> *mut bindings::page;
     /// Hands `old`'s memory cgroup charge to `new` (see shim.c). `old`'s
     /// references must be frozen; `new` an uncharged page from
     /// [`tk_alloc_page_away`] or [`tk_alloc_page_on`] that no one else has.

@@ -5,6 +5,7 @@
 pub mod all;
 pub mod clear;
 pub mod gigantic;
+pub mod move_speed;
 pub mod rebalance;
 pub mod run;
 pub mod wi;

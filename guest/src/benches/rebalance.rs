@@ -1,6 +1,7 @@
 //! The logic of `tk-bench-rebalance`; what it does and how it is used are the doc of
 //! `src/bin/tk-bench-rebalance.rs` (its `--help`).
 
+use super::move_speed;
 use crate::interleave::{expected_seq, fmt_weights, weight_table};
 use crate::node;
 use crate::ready::{tierkit_ready, tierkit_weight_dir};
@@ -19,7 +20,7 @@ use tierkit_core::uapi::TkRebalance;
 const BIN: &str = "tk-bench-rebalance";
 
 pub fn main() -> ExitCode {
-    let flags = match Flags::from_args(BIN, &[], &["size", "seconds"]) {
+    let flags = match Flags::from_args(BIN, &[], &["size", "seconds", "move-size"]) {
         Ok(f) => f,
         Err(code) => return code,
     };
@@ -49,6 +50,8 @@ pub fn main() -> ExitCode {
     if let Err(e) = res {
         r.fail("rebalance benchmark", e);
     }
+    let move_size = flags.size_or("move-size", 64 << 20).unwrap_or(64 << 20);
+    move_rows(&mut r, d, c, move_size);
     for (what, s) in [("tierkit", Some(saved_tk)), ("kernel", saved_k)] {
         if let Some(s) = s {
             match s {
@@ -255,6 +258,45 @@ fn bench(
         }]),
     );
     Ok(())
+}
+
+/// The move speed, side by side in this run: tierkit's `TK_IOC_REBALANCE`
+/// and the kernel's `move_pages(2)` moving `size` bytes of pages from `d`
+/// to `c` while another thread runs, as the triad ran during the
+/// rebalance ([`move_speed`]), one row per method (workload `move`, unit
+/// us/page) appended to the record's `rows`, with the ratio.
+fn move_rows(r: &mut Report, d: u32, c: u32, size: usize) {
+    let s = match move_speed::measure(d, c, size / PAGE_SIZE, 3, true) {
+        Ok(s) => s,
+        Err(e) => {
+            r.fail("move speed against move_pages(2)", e);
+            return;
+        }
+    };
+    r.note(s.summary(d, c));
+    let row = |method: &str, us: f64, ms: &[u64]| {
+        json!({
+            "topology": topology_name(),
+            "workload": "move",
+            "policy": method,
+            "unit": "us/page",
+            "measured": us,
+            "pages": s.pages,
+            "from": d,
+            "to": c,
+            "mbps": PAGE_SIZE as f64 / us,
+            "ratio": s.ratio(),
+            "runs_ms": ms.iter().map(|n| *n as f64 / 1e6).collect::<Vec<_>>(),
+        })
+    };
+    let mut rows = r.json()["rows"].as_array().cloned().unwrap_or_default();
+    rows.push(row(
+        "tierkit-rebalance",
+        s.tierkit_per_page() / 1e3,
+        &s.tierkit_ns,
+    ));
+    rows.push(row("move_pages", s.kernel_per_page() / 1e3, &s.kernel_ns));
+    r.set("rows", json!(rows));
 }
 
 /// A weight pair per node of the two: `(node, weight)`.

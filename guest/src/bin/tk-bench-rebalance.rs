@@ -20,6 +20,13 @@
 //!    kernel's `MPOL_WEIGHTED_INTERLEAVE` and `mbind(MPOL_MF_MOVE)`: how
 //!    many pages the kernel moves and how many end off the new weights'
 //!    node.
+//! 6. The move speed, side by side: `TK_IOC_REBALANCE` moving every page
+//!    of a `/dev/tierkit` mapping from the DRAM node to the memory-only
+//!    one, and `move_pages(2)` moving as many pages of an anonymous mapping
+//!    between the same nodes (one warm-up each, then the median of three,
+//!    alternating; every page's node and contents checked). One row per
+//!    method (workload `move`, us/page, with `ratio`: tierkit's over the
+//!    kernel's).
 //!
 //! One row per topology in the `TIERKIT-JSON` line (`rows`, workload
 //! `rebalance`, MB/s, with `moved`, `minimum`, `before`, `during`,
@@ -29,7 +36,8 @@
 //! the kernel's weights are put back at the end.
 //!
 //! Flags: `--size BYTES` (working set, default 24M), `--seconds S` per
-//! phase (default 1.5).
+//! phase (default 1.5), `--move-size BYTES` (the move speed's mappings,
+//! default 64M).
 
 use std::process::ExitCode;
 

@@ -33,6 +33,7 @@ pub mod pool;
 pub mod pool_hostile;
 pub mod races;
 pub mod rebalance;
+pub mod rebalance_speed;
 pub mod run;
 pub mod run_apply;
 pub mod runner;

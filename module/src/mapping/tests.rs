@@ -66,7 +66,7 @@ mod moves {
         for i in 0..PAGES {
             // ZONE_MOVABLE allowed: the CXL node of the cxl topology has
             // no other memory.
-            let new = NodePage::alloc_on(b, &p.pages()[i], true)?;
+            let new = NodePage::alloc_on(b, true)?;
             if Backing::swap_in(&mut p, i, new).is_ok() {
                 moved += 1;
             }
@@ -104,7 +104,7 @@ mod moves {
             // SAFETY: `old` is a valid page `p` keeps allocated; the
             // references are put back below.
             unsafe { shim::tk_test_page_ref_add(old, extra) };
-            let new = NodePage::alloc_on(b, &p.pages()[i], true)?;
+            let new = NodePage::alloc_on(b, true)?;
             let res = Backing::swap_in(&mut p, i, new);
             let stayed = p.pages()[i].as_ptr() == old;
             // SAFETY: as above: the references this case added.
@@ -154,7 +154,7 @@ mod moves {
         let shared = p.pages().iter().filter(|pg| pg.is_shared()).count();
         let two_refs = refs(&p, 2);
         let held_both = state.stats.held(a);
-        let new = NodePage::alloc_on(b, &p.pages()[0], true)?;
+        let new = NodePage::alloc_on(b, true)?;
         let moved = !matches!(Backing::swap_in(&mut p, 0, new), Err(Stayed::Referenced));
         drop(p);
         let alone = q.pages().iter().filter(|pg| !pg.is_shared()).count();
@@ -181,8 +181,8 @@ mod moves {
         let none = (0..MAX_NUMNODES)
             .rev()
             .find(|&n| !memory_nodes().contains(n));
-        let no_memory = none.map(|n| NodePage::alloc_on(n, old, true).is_err());
-        let out_of_range = NodePage::alloc_on(MAX_NUMNODES + 1, old, true).is_err();
+        let no_memory = none.map(|n| NodePage::alloc_on(n, true).is_err());
+        let out_of_range = NodePage::alloc_on(MAX_NUMNODES + 1, true).is_err();
         // Away from `a`: another node, never `a` itself.
         let away = NodePage::alloc_away(a, old).map(|pg| pg.nid());
         drop(p);

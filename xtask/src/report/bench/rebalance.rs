@@ -2,7 +2,11 @@
 //! `tk-bench-rebalance` (a running triad's working set moved from the HMAT
 //! weights to the measured ones), one per topology, in `report.json`'s
 //! `rows` (workload `rebalance`, with `moved`, `minimum`, `before`,
-//! `during`, `after`, `fresh`, ...) and as a table in `report.md`.
+//! `during`, `after`, `fresh`, ...) and as a table in `report.md`; and
+//! the move speed measured beside it, one row per method (workload `move`:
+//! tierkit's `TK_IOC_REBALANCE` and the kernel's `move_pages(2)` moving the
+//! same number of pages between the same nodes, in us per page, with the
+//! ratio), as a second table.
 
 use serde_json::Value;
 use std::fmt::Write as _;
@@ -26,8 +30,51 @@ fn f(r: &Value, k: &str) -> f64 {
     r.get(k).and_then(Value::as_f64).unwrap_or(f64::NAN)
 }
 
-/// The markdown table of `rows` (empty when there are none).
+fn workload(r: &Value) -> &str {
+    r.get("workload").and_then(Value::as_str).unwrap_or("")
+}
+
+/// The markdown tables of `rows` (empty when there are none).
 pub fn markdown(rows: &[Value]) -> String {
+    let (moves, rows): (Vec<&Value>, Vec<&Value>) =
+        rows.iter().partition(|r| workload(r) == "move");
+    let mut md = rebalance_table(&rows);
+    if !moves.is_empty() {
+        md.push_str(
+            "### Move speed against the kernel's migration (`tk-bench-rebalance`)\n\n\
+             | method | pages | node -> node | us per page (MB/s) | tierkit / move_pages(2) | runs, ms |\n\
+             |---|---|---|---|---|---|\n",
+        );
+        for r in moves {
+            let runs = r
+                .get("runs_ms")
+                .and_then(Value::as_array)
+                .map(|a| {
+                    a.iter()
+                        .filter_map(Value::as_f64)
+                        .map(|v| format!("{v:.0}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                })
+                .unwrap_or_default();
+            let _ = writeln!(
+                md,
+                "| {} | {} | {} -> {} | {:.1} ({:.0}) | {:.2} | {runs} |",
+                r.get("policy").and_then(Value::as_str).unwrap_or("?"),
+                r.get("pages").unwrap_or(&Value::Null),
+                r.get("from").unwrap_or(&Value::Null),
+                r.get("to").unwrap_or(&Value::Null),
+                f(r, "measured"),
+                f(r, "mbps"),
+                f(r, "ratio"),
+            );
+        }
+        md.push('\n');
+    }
+    md
+}
+
+fn rebalance_table(rows: &[&Value]) -> String {
     if rows.is_empty() {
         return String::new();
     }
@@ -95,6 +142,30 @@ mod tests {
         );
         assert!(md.contains("-1.0% (2.0%)"), "{md}");
         assert!(md.contains("| 0 / 1536 |"), "{md}");
+        assert!(!md.contains("Move speed"), "{md}");
         assert_eq!(markdown(&[]), "");
+    }
+
+    #[test]
+    fn move_rows_get_their_own_table() {
+        let row = |policy: &str, us: f64| {
+            json!({"workload": "move", "policy": policy, "unit": "us/page", "measured": us,
+                   "pages": 16384, "from": 0, "to": 1, "mbps": 4096.0 / us, "ratio": 1.25,
+                   "runs_ms": [820.4, 790.0, 801.0]})
+        };
+        let rec = json!({"bin": "tk-bench-rebalance", "rows": [
+            row("tierkit-rebalance", 50.0), row("move_pages", 40.0)]});
+        let md = markdown(&rows_of(&rec, "numa"));
+        assert!(!md.contains("Rebalancing a running workload"), "{md}");
+        assert!(
+            md.contains(
+                "| tierkit-rebalance | 16384 | 0 -> 1 | 50.0 (82) | 1.25 | 820, 790, 801 |"
+            ),
+            "{md}"
+        );
+        assert!(
+            md.contains("| move_pages | 16384 | 0 -> 1 | 40.0 (102) | 1.25 |"),
+            "{md}"
+        );
     }
 }
