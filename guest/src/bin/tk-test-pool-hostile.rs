@@ -43,6 +43,11 @@
 //!      and onlined again: the refill thread, which found no memory on the
 //!      node and looks again every 10 s, fills the pool to `NID 1 1`
 //!      within 240 s;
+//!    - a gigantic mapping on the node takes that ready range at its first
+//!      touch (no clear), the target goes to 0, 16 of its pages are
+//!      vmspliced into a pipe, and the mapping and file are closed: the
+//!      offline of each block under the GiB is `EBUSY` within 10 s; once
+//!      the pipe is drained every one goes offline; they are onlined again;
 //!    - `NID 0`, and the node's memory is back;
 //! 6. the kernel printed no crash report (oops, BUG, WARNING) meanwhile.
 //!

@@ -352,7 +352,9 @@ fn refill_resumes(r: &mut Report, c: u32, blocks: &[u64]) {
         })
         .and_then(|()| pool::wait_for(c, 1, 1, REFILL_BACK))
         .map(|t| format!("filled {:.1} s after the blocks came back", t.as_secs_f64()));
-    r.check_note(&what, res);
+    if r.check_note(&what, res) {
+        super::held::pipe_holds_gib(r, c);
+    }
 }
 
 /// How long the pool may take to fill one range once its node has memory:
