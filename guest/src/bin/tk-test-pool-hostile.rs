@@ -42,7 +42,7 @@
 //!      it; the memory notifier gives it up and the pool reads `NID 1 0`)
 //!      and onlined again: the refill thread, which found no memory on the
 //!      node and looks again every 10 s, fills the pool to `NID 1 1`
-//!      within 240 s;
+//!      within 360 s;
 //!    - a gigantic mapping on the node takes that ready range at its first
 //!      touch (no clear), the target goes to 0, 16 of its pages are
 //!      vmspliced into a pipe, and the mapping and file are closed: the

@@ -308,9 +308,12 @@ fn refill_resumes(r: &mut Report, c: u32, blocks: &[u64]) {
         "node {c}: the refill resumes once its memory is back online: `{c} 1 1` within {} s",
         REFILL_BACK.as_secs()
     );
-    if let Err(e) = pool::wait_for(c, 1, 1, REFILL_BACK) {
-        r.fail(&what, format!("before the offline: {e}"));
-        return;
+    match pool::wait_for(c, 1, 1, REFILL_BACK) {
+        Ok(t) => r.note(format!("node {c}: `{c} 1 1` before the offline after {:.1} s", t.as_secs_f64())),
+        Err(e) => {
+            r.fail(&what, format!("before the offline: {e}; {}", filling()));
+            return;
+        }
     }
     let mut off = Vec::new();
     let mut not_off = Vec::new();
@@ -350,7 +353,7 @@ fn refill_resumes(r: &mut Report, c: u32, blocks: &[u64]) {
                 Err(format!("blocks not online again: {not_back:?}"))
             }
         })
-        .and_then(|()| pool::wait_for(c, 1, 1, REFILL_BACK))
+        .and_then(|()| pool::wait_for(c, 1, 1, REFILL_BACK).map_err(|e| format!("{e}; {}", filling())))
         .map(|t| format!("filled {:.1} s after the blocks came back", t.as_secs_f64()));
     if r.check_note(&what, res) {
         super::held::pipe_holds_gib(r, c);
@@ -358,5 +361,15 @@ fn refill_resumes(r: &mut Report, c: u32, blocks: &[u64]) {
 }
 
 /// How long the pool may take to fill one range once its node has memory:
-/// the refill's 10 s retry, the allocation and the clear.
-const REFILL_BACK: Duration = Duration::from_secs(240);
+/// the refill's 10 s retry, the allocation and the clear (about 50 s on
+/// emulated CXL memory, three times that on a loaded host).
+const REFILL_BACK: Duration = Duration::from_secs(360);
+
+/// `gigantic_pool_filling` now: whether a refill holds a range (being
+/// allocated or cleared) or none was started.
+fn filling() -> String {
+    let n = crate::vma::read_limits()
+        .ok()
+        .and_then(|l| crate::vma::limit(&l, "gigantic_pool_filling"));
+    format!("gigantic_pool_filling {n:?}")
+}
