@@ -33,8 +33,12 @@ pub fn pipe_holds_gib(r: &mut Report, c: u32) {
             return Err(format!("after the touch the pool reads {taken:?}, not `{c} 0 0`"));
         }
         pool::wait_quiet(Duration::from_secs(120))?;
-        let pfns = memblock::pagemap_pfns(m.as_ptr() as usize, 1).map_err(|e| e.to_string())?;
-        let first = pfns.first().copied().flatten().ok_or("no pfn for the GiB")?;
+        // TK_IOC_WALK: /proc/self/pagemap would zap the PUD and show none.
+        let w = tk.walk(m.addr()).map_err(|e| format!("TK_IOC_WALK: {}", errno_name(&e)))?;
+        if w.level != tierkit_core::uapi::TK_WALK_PUD {
+            return Err(format!("the GiB is not mapped by a PUD (level {})", w.level));
+        }
+        let first = w.pfn;
         let bs = memblock::block_size().map_err(|e| e.to_string())?;
         let per = bs / crate::sys::PAGE_SIZE as u64;
         let blocks: Vec<u64> = (0..TK_GIGANTIC_BYTES / bs).map(|i| first / per + i).collect();
