@@ -324,7 +324,10 @@ fn rebalance_at_max(r: &mut Report, a: u32, b: u32) {
         let exit = child.wait().map_err(|e| e.to_string())?;
         let kills = cg.read_u64("memory.events", Some("oom_kill"))?;
         match exit {
-            Exit::Code(0) if kills == 0 => Ok(format!("moved {pages} of {pages} with {} KiB of room; oom_kill 0", ROOM >> 10)),
+            Exit::Code(0) if kills == 0 => Ok(format!(
+                "moved {pages} of {pages} with {} KiB of room; oom_kill 0",
+                ROOM >> 10
+            )),
             e => Err(format!(
                 "the child: {e} (5: not every page moved, see stderr; 6: data); oom_kill {kills}"
             )),

@@ -22,26 +22,38 @@ const SPLICED: usize = 16;
 pub fn pipe_holds_gib(r: &mut Report, c: u32) {
     let what = format!("node {c}: a GiB of the pool held by a pipe after its file is closed");
     let res = (|| -> Result<String, String> {
-        let tk = Tierkit::gigantic_on(c).map_err(|e| format!("gigantic file: {}", errno_name(&e)))?;
+        let tk =
+            Tierkit::gigantic_on(c).map_err(|e| format!("gigantic file: {}", errno_name(&e)))?;
         let pages = TK_GIGANTIC_BYTES as usize / crate::sys::PAGE_SIZE;
-        let m = tk.map(pages, 0).map_err(|e| format!("mmap: {}", errno_name(&e)))?;
+        let m = tk
+            .map(pages, 0)
+            .map_err(|e| format!("mmap: {}", errno_name(&e)))?;
         // SAFETY: our live mapping; the first touch takes the ready range.
         unsafe { std::ptr::read_volatile(m.as_ptr()) };
         pool::set_target(c, 0).map_err(|e| format!("`{c} 0`: {}", errno_name(&e)))?;
         let taken = state(c)?;
         if taken != (0, 0) {
-            return Err(format!("after the touch the pool reads {taken:?}, not `{c} 0 0`"));
+            return Err(format!(
+                "after the touch the pool reads {taken:?}, not `{c} 0 0`"
+            ));
         }
         pool::wait_quiet(Duration::from_secs(120))?;
         // TK_IOC_WALK: /proc/self/pagemap would zap the PUD and show none.
-        let w = tk.walk(m.addr()).map_err(|e| format!("TK_IOC_WALK: {}", errno_name(&e)))?;
+        let w = tk
+            .walk(m.addr())
+            .map_err(|e| format!("TK_IOC_WALK: {}", errno_name(&e)))?;
         if w.level != tierkit_core::uapi::TK_WALK_PUD {
-            return Err(format!("the GiB is not mapped by a PUD (level {})", w.level));
+            return Err(format!(
+                "the GiB is not mapped by a PUD (level {})",
+                w.level
+            ));
         }
         let first = w.pfn;
         let bs = memblock::block_size().map_err(|e| e.to_string())?;
         let per = bs / crate::sys::PAGE_SIZE as u64;
-        let blocks: Vec<u64> = (0..TK_GIGANTIC_BYTES / bs).map(|i| first / per + i).collect();
+        let blocks: Vec<u64> = (0..TK_GIGANTIC_BYTES / bs)
+            .map(|i| first / per + i)
+            .collect();
         let mut fds = [0i32; 2];
         // SAFETY: pipe(2) writes two fds.
         if unsafe { libc::pipe(fds.as_mut_ptr()) } != 0 {
@@ -60,7 +72,10 @@ pub fn pipe_holds_gib(r: &mut Report, c: u32) {
         drop(tk);
         let held = orphans()?;
         let refused = if n != len as isize {
-            Err(format!("vmsplice: {n} ({})", std::io::Error::last_os_error()))
+            Err(format!(
+                "vmsplice: {n} ({})",
+                std::io::Error::last_os_error()
+            ))
         } else if held <= base {
             Err(format!("orphans {base} -> {held} after munmap and close"))
         } else {
@@ -80,7 +95,9 @@ pub fn pipe_holds_gib(r: &mut Report, c: u32) {
         let gone = if drained != len as isize {
             Err(format!("drained {drained} of {len} bytes"))
         } else if !orphans_back(base, Duration::from_secs(5)) {
-            Err(format!("orphans not back to {base} within 5 s of the drain"))
+            Err(format!(
+                "orphans not back to {base} within 5 s of the drain"
+            ))
         } else {
             offline_each(&blocks, OFFLINE_LIMIT, true)
         };
@@ -94,7 +111,10 @@ pub fn pipe_holds_gib(r: &mut Report, c: u32) {
         ))
     })();
     r.check_note(
-        &format!("{what}: each block's offline EBUSY within {} s, offline once the pipe is drained", REFUSED_WITHIN.as_secs()),
+        &format!(
+            "{what}: each block's offline EBUSY within {} s, offline once the pipe is drained",
+            REFUSED_WITHIN.as_secs()
+        ),
         res,
     );
 }
@@ -106,8 +126,9 @@ fn offline_each(blocks: &[u64], limit: Duration, done: bool) -> Result<String, S
     let mut other = Vec::new();
     for &b in blocks {
         match memblock::set_block_state(b, "offline", limit) {
-            Ok(t) if matches!(t.outcome, Outcome::Done) == done
-                && matches!(t.outcome, Outcome::Done | Outcome::Failed(libc::EBUSY)) =>
+            Ok(t)
+                if matches!(t.outcome, Outcome::Done) == done
+                    && matches!(t.outcome, Outcome::Done | Outcome::Failed(libc::EBUSY)) =>
             {
                 worst = worst.max(t.elapsed)
             }
@@ -122,7 +143,10 @@ fn offline_each(blocks: &[u64], limit: Duration, done: bool) -> Result<String, S
     if other.is_empty() {
         Ok(format!("at most {:.2} s", worst.as_secs_f64()))
     } else {
-        Err(format!("{}: {other:?}", if done { "not offlined" } else { "not refused" }))
+        Err(format!(
+            "{}: {other:?}",
+            if done { "not offlined" } else { "not refused" }
+        ))
     }
 }
 

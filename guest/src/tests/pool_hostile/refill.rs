@@ -309,7 +309,10 @@ fn refill_resumes(r: &mut Report, c: u32, blocks: &[u64]) {
         REFILL_BACK.as_secs()
     );
     match pool::wait_for(c, 1, 1, REFILL_BACK) {
-        Ok(t) => r.note(format!("node {c}: `{c} 1 1` before the offline after {:.1} s", t.as_secs_f64())),
+        Ok(t) => r.note(format!(
+            "node {c}: `{c} 1 1` before the offline after {:.1} s",
+            t.as_secs_f64()
+        )),
         Err(e) => {
             r.fail(&what, format!("before the offline: {e}; {}", filling()));
             return;
@@ -335,7 +338,9 @@ fn refill_resumes(r: &mut Report, c: u32, blocks: &[u64]) {
             }
         })
     } else {
-        Err(format!("blocks not offlined under a ready range: {not_off:?}"))
+        Err(format!(
+            "blocks not offlined under a ready range: {not_off:?}"
+        ))
     };
     let mut not_back = Vec::new();
     for &b in &off {
@@ -353,7 +358,9 @@ fn refill_resumes(r: &mut Report, c: u32, blocks: &[u64]) {
                 Err(format!("blocks not online again: {not_back:?}"))
             }
         })
-        .and_then(|()| pool::wait_for(c, 1, 1, REFILL_BACK).map_err(|e| format!("{e}; {}", filling())))
+        .and_then(|()| {
+            pool::wait_for(c, 1, 1, REFILL_BACK).map_err(|e| format!("{e}; {}", filling()))
+        })
         .map(|t| format!("filled {:.1} s after the blocks came back", t.as_secs_f64()));
     if r.check_note(&what, res) {
         super::held::pipe_holds_gib(r, c);

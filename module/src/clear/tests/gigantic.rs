@@ -63,10 +63,12 @@ mod gigantic_tests {
         let mut range = GiganticRange::alloc_for_pool(0, GIGANTIC_PAGES)?;
         let last = GIGANTIC_PAGES - 1;
         let refs = |r: &GiganticRange, i: u64| {
+            let p = r.page_ptr(i)?;
             // SAFETY: a page of the range, which keeps it allocated.
-            r.page_ptr(i).map(|p| unsafe { crate::shim::tk_folio_ref_count(p) })
+            Some(unsafe { crate::shim::tk_folio_ref_count(p) })
         };
-        let order0 = !range.is_folio() && refs(&range, 0) == Some(1) && refs(&range, last) == Some(1);
+        let order0 =
+            !range.is_folio() && refs(&range, 0) == Some(1) && refs(&range, last) == Some(1);
         // One byte per 2 MiB step (not a GiB clear): a mark that must stay.
         let step = (GIGANTIC_PAGES * crate::chunks::PAGE_BYTES / 512) as usize;
         for i in 0..512 {
@@ -74,9 +76,11 @@ mod gigantic_tests {
             unsafe { range.as_ptr().add(i * step + i).write(i as u8 | 1) };
         }
         let made = range.make_folio();
-        let one_folio = range.is_folio() && refs(&range, 0) == Some(1) && refs(&range, last) == Some(1);
+        let one_folio =
+            range.is_folio() && refs(&range, 0) == Some(1) && refs(&range, last) == Some(1);
         // SAFETY: as above.
-        let kept = (0..512).all(|i| unsafe { range.as_ptr().add(i * step + i).read() } == i as u8 | 1);
+        let kept =
+            (0..512).all(|i| unsafe { range.as_ptr().add(i * step + i).read() } == i as u8 | 1);
         // A folio already: nothing to do.
         let again = range.make_folio();
         drop(range);
