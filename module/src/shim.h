@@ -37,6 +37,7 @@ const char *tk_clear_pages_variant(void);
 bool tk_init_on_alloc(void);
 struct page *tk_alloc_contig(unsigned long nr_pages, int nid, bool movable, bool folio);
 int tk_folio_ref_count(struct page *page);
+int tk_contig_to_folio(struct page *page, unsigned long nr_pages);
 #if IS_ENABLED(CONFIG_KUNIT)
 void tk_test_page_ref_add(struct page *page, int nr);
 int tk_test_pin_bias(void);

@@ -90,6 +90,13 @@ extern "C" {
     /// `free_contig_range()` otherwise. `page` and `nr_pages` must be such
     /// a range, whose reference is dropped only once.
     pub(crate) fn tk_free_contig(page: *mut bindings::page, nr_pages: c_ulong);
+    /// Makes a range of [`tk_alloc_contig`] without `folio` one compound
+    /// folio of its order, holding the one reference of its head; the
+    /// contents are untouched. 0, `-EINVAL` for a bad size, or `-EBUSY`
+    /// when a page kept another reference (the range is then unchanged).
+    /// `page` and `nr_pages` must be such a range, whose pages the caller
+    /// owns, each with only its own reference; sleeps.
+    pub(crate) fn tk_contig_to_folio(page: *mut bindings::page, nr_pages: c_ulong) -> c_int;
     /// `folio_ref_count(page_folio(page))`. `page` must be a valid page
     /// that its caller keeps allocated.
     pub(crate) fn tk_folio_ref_count(page: *mut bindings::page) -> c_int;

@@ -16,11 +16,13 @@
 //! - A rebalance keeps each page's charge (as the kernel's migration): a
 //!   task with 64 KiB of room left (its per-CPU charge stocks drained by a
 //!   write of `memory.high`, so that the room is all there is) moves its
-//!   8 MiB from one node to two, every misplaced page moves, `no_memory`
-//!   0, `memory.current` stays.
+//!   8 MiB from one node to another, 32 pages a batch, twice the room:
+//!   every page moves, `no_memory` 0, `memory.current` stays.
 //! - Offline keeps the owner's charge (where a node's memory is
 //!   `ZONE_MOVABLE`, as the cxl topology's CXL node): an owner in one
-//!   cgroup maps 16 MiB on that node; an offliner in a cgroup with
+//!   cgroup maps 16 MiB on that node and is then held at `memory.max`
+//!   with no room (its stocks drained, `memory.max` = `memory.current`);
+//!   an offliner in a cgroup with
 //!   `memory.max` = 4 MiB offlines every block holding those pages. The
 //!   offline succeeds, tierkit moves the pages to another node, the
 //!   owner's `memory.current` stays where it was, the offliner's stays

@@ -36,6 +36,18 @@
 //!      offline paused the node's refill and made it give up the range
 //!      it was filling), within 5 tries 1 s apart; the blocks are onlined
 //!      again;
+//!    - once the range is ready, every block of the node is offlined in
+//!      ascending order, as a memory device's are (the ready range, kept
+//!      as order-0 pages, does not fail the isolation of the blocks under
+//!      it; the memory notifier gives it up and the pool reads `NID 1 0`)
+//!      and onlined again: the refill thread, which found no memory on the
+//!      node and looks again every 10 s, fills the pool to `NID 1 1`
+//!      within 360 s;
+//!    - a gigantic mapping on the node takes that ready range at its first
+//!      touch (no clear), the target goes to 0, 16 of its pages are
+//!      vmspliced into a pipe, and the mapping and file are closed: the
+//!      offline of each block under the GiB is `EBUSY` within 10 s; once
+//!      the pipe is drained every one goes offline; they are onlined again;
 //!    - `NID 0`, and the node's memory is back;
 //! 6. the kernel printed no crash report (oops, BUG, WARNING) meanwhile.
 //!

@@ -7,6 +7,7 @@ use crate::sys::PAGE_SIZE;
 use crate::tk::{Tierkit, TK_MODE_INTERLEAVE};
 use crate::vma::{self, check_pattern, fill_pattern, Exit};
 use std::fs;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -259,16 +260,24 @@ fn gigantic_uncharged(r: &mut Report, nid: u32) {
 }
 
 /// A task whose cgroup has 64 KiB (16 pages) of room left rebalances its
-/// 8 MiB from node `a` to `a` and `b`: a move keeps the page's charge (the
-/// kernel's migration moves it too), so every misplaced page moves, none
-/// counts as `no_memory`, `memory.current` stays and nobody is OOM-killed.
+/// 8 MiB from node `a` to node `b`: a move keeps the page's charge (the
+/// kernel's migration moves it too), so every page moves, none counts as
+/// `no_memory`, `memory.current` stays and nobody is OOM-killed.
 ///
 /// The room is real: before `memory.max` is set, a write of
 /// `memory.high` = 0 drains the cgroup's per-CPU charge stocks (up to
 /// `MEMCG_CHARGE_BATCH`, 64 pages, per CPU, counted in `memory.current`)
-/// and reclaims what it can, and `memory.high` goes back to `max`. (The
-/// code that charged the new page before freeing the old one still passed
-/// this: see Documentation/dev-tools/reliability.md, memory cgroups.)
+/// and reclaims what it can, and `memory.high` goes back to `max`. The
+/// parent writes those files while the child waits in read(2): a child
+/// that wrote them itself refilled its stock with up to 63 pages, counted
+/// in the `memory.current` the room was set from, which a charge then
+/// took as room. And it
+/// is less than a batch's moves: every page of the 8 MiB is misplaced, so
+/// each batch of 32 file pages moves 32. A move that charged its new page
+/// before the old one was freed needs a batch's 32 pages of room and gets
+/// `no_memory` for half of every batch. (To `a` and `b` alike only every
+/// other page moves, 16 a batch, which exactly fits the room: that passed
+/// on such code.)
 fn rebalance_at_max(r: &mut Report, a: u32, b: u32) {
     /// The cgroup's room left: 16 pages, half a move batch.
     const ROOM: u64 = 64 * 1024;
@@ -276,31 +285,28 @@ fn rebalance_at_max(r: &mut Report, a: u32, b: u32) {
         let cg = Cg::new("tk-rebalance")?;
         cg.set("memory.swap.max", "0").ok();
         let pages = (8 * MIB / PAGE_SIZE as u64) as usize;
-        let exit = vma::fork_run(|| {
+        let (rd, wr) = go_pipe()?;
+        let mut child = vma::spawn_synced(|ready| {
             let Ok((tk, m)) = mapped_in(&cg, a, pages) else {
                 return 2;
             };
             // SAFETY: our mapping of `pages` pages.
             unsafe { fill_pattern(m.as_ptr(), 0, pages, 3) };
-            if cg.set("memory.high", "0").is_err() || cg.set("memory.high", "max").is_err() {
-                return 3;
-            }
-            // drain_all_stock() drains the other CPUs' stocks from a work
-            // item: let it run.
-            vma::sleep_ms(200);
-            let Ok(cur) = cg.current() else { return 3 };
-            if cg.set("memory.max", &(cur + ROOM).to_string()).is_err() {
+            ready();
+            // The parent sets the room; this task allocates nothing
+            // meanwhile, so no charge stock of its own refills.
+            if !wait_go(&rd, &wr) {
                 return 3;
             }
             let arg = tierkit_core::uapi::TkRebalance {
-                nodemask: (1 << a) | (1 << b),
+                nodemask: 1 << b,
                 ..Default::default()
             };
             let Ok(done) = tk.rebalance(arg) else {
                 return 4;
             };
-            let half = pages as u64 / 2;
-            if done.misplaced != half || done.moved != half || done.no_memory != 0 {
+            let all = pages as u64;
+            if done.misplaced != all || done.moved != all || done.no_memory != 0 {
                 eprintln!("rebalance at memory.max: {done:?}");
                 return 5;
             }
@@ -308,27 +314,78 @@ fn rebalance_at_max(r: &mut Report, a: u32, b: u32) {
             if unsafe { check_pattern(m.as_ptr(), 0, pages, 3) }.is_err() {
                 return 6;
             }
-            match cg.current() {
-                Ok(after) if after <= cur + ROOM => 0,
-                _ => 7,
-            }
+            0
         })
         .map_err(|e| e.to_string())?;
+        drop(rd);
+        let cur = drained_current(&cg)?;
+        cg.set("memory.max", &(cur + ROOM).to_string())?;
+        go(wr);
+        let exit = child.wait().map_err(|e| e.to_string())?;
         let kills = cg.read_u64("memory.events", Some("oom_kill"))?;
         match exit {
-            Exit::Code(0) if kills == 0 => Ok(format!("moved {} of {} with {} KiB of room; oom_kill 0", pages / 2, pages / 2, ROOM >> 10)),
+            Exit::Code(0) if kills == 0 => Ok(format!(
+                "moved {pages} of {pages} with {} KiB of room; oom_kill 0",
+                ROOM >> 10
+            )),
             e => Err(format!(
-                "the child: {e} (5: not every page moved, see stderr; 6: data; 7: memory.current grew); oom_kill {kills}"
+                "the child: {e} (5: not every page moved, see stderr; 6: data); oom_kill {kills}"
             )),
         }
     })();
     r.check_note(
-        &format!("nodes {a},{b}: a rebalance in a cgroup at memory.max moves every misplaced page, charges nothing more"),
+        &format!("node {a} to {b}: a rebalance in a cgroup at memory.max moves every misplaced page, charges nothing more"),
         res,
     );
 }
 
-/// The owner's pages on `nid` go offline by an offliner in a tight cgroup.
+/// A pipe whose read end a child blocks on in [`wait_go`] (read(2)
+/// allocates nothing, where a path lookup's dentry, charged to a cgroup
+/// with no room, would call the memcg OOM killer).
+fn go_pipe() -> Result<(OwnedFd, OwnedFd), String> {
+    let mut fds = [0i32; 2];
+    // SAFETY: pipe(2) writes two fds.
+    if unsafe { libc::pipe(fds.as_mut_ptr()) } != 0 {
+        return Err(format!("pipe: {}", std::io::Error::last_os_error()));
+    }
+    // SAFETY: fresh fds of our own, each owned once.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// In the child: closes its copy of the write end `wr`, then waits for
+/// the parent's byte; false on EOF (the parent's end closed without it).
+fn wait_go(rd: &OwnedFd, wr: &OwnedFd) -> bool {
+    // SAFETY: the child's own copy of the fd (the parent's stays open),
+    // not used again in the child.
+    unsafe { libc::close(wr.as_raw_fd()) };
+    let mut b = 0u8;
+    // SAFETY: one byte into `b`, from the pipe's read end.
+    unsafe { libc::read(rd.as_raw_fd(), (&raw mut b).cast(), 1) == 1 }
+}
+
+/// In the parent: lets the child go on.
+fn go(wr: OwnedFd) {
+    // SAFETY: one byte from `b` into our pipe's write end.
+    let _ = unsafe { libc::write(wr.as_raw_fd(), [1u8].as_ptr().cast(), 1) };
+}
+
+/// `memory.current` of `cg` with its per-CPU charge stocks drained (a
+/// write of `memory.high` = 0, by this task, so charged to its own
+/// cgroup, then `max`): what the cgroup's pages really use.
+fn drained_current(cg: &Cg) -> Result<u64, String> {
+    cg.set("memory.high", "0")?;
+    cg.set("memory.high", "max")?;
+    // drain_all_stock() drains the other CPUs' stocks from a work item.
+    vma::sleep_ms(200);
+    cg.current()
+}
+
+/// The owner's pages on `nid` go offline by an offliner in a tight cgroup,
+/// the owner's own cgroup at `memory.max` with no room at all (its stocks
+/// drained as in [`rebalance_at_max`], `memory.max` set to
+/// `memory.current`): the moves charge neither, so every block goes
+/// offline. A move that charged its new page to the owner before it freed
+/// the old one (one page at a time) fails there, and the offline with it.
 fn offline_keeps_charge(r: &mut Report, nid: u32) {
     let name = format!(
         "node {nid}: offlining the blocks under a mapping keeps its charge with the owner's cgroup"
@@ -339,8 +396,7 @@ fn offline_keeps_charge(r: &mut Report, nid: u32) {
         offliner.set("memory.max", &(4 * MIB).to_string())?;
         let pages = (16 * MIB / PAGE_SIZE as u64) as usize;
         const PFNS: &str = "/tmp/tk-memcg-pfns";
-        const DONE: &str = "/tmp/tk-memcg-done";
-        let _ = fs::remove_file(DONE);
+        let (rd, wr) = go_pipe()?;
         let mut child = vma::spawn_synced(|ready| {
             let (_tk, m) = match mapped_in(&owner, nid, pages) {
                 Ok(tm) => tm,
@@ -357,12 +413,7 @@ fn offline_keeps_charge(r: &mut Report, nid: u32) {
             }
             ready();
             // Until the parent has offlined and onlined the blocks.
-            for _ in 0..6000 {
-                if Path::new(DONE).exists() {
-                    break;
-                }
-                vma::sleep_ms(20);
-            }
+            let _ = wait_go(&rd, &wr);
             // SAFETY: our mapping.
             match unsafe { check_pattern(m.as_ptr(), 0, pages, 0xc9) } {
                 Ok(()) => 0,
@@ -370,11 +421,13 @@ fn offline_keeps_charge(r: &mut Report, nid: u32) {
             }
         })
         .map_err(|e| e.to_string())?;
+        drop(rd);
         let text = fs::read_to_string(PFNS).map_err(|e| format!("{PFNS}: {e}"))?;
         let pfns: Vec<Option<u64>> = text.lines().map(|l| l.parse().ok()).collect();
         let bs = memblock::block_size().map_err(|e| e.to_string())?;
         let blocks = memblock::blocks_of(&pfns, bs);
-        let before = owner.current()?;
+        let before = drained_current(&owner)?;
+        owner.set("memory.max", &before.to_string())?;
         // The offliner: a child in the tight cgroup writes each block's state.
         let off = vma::fork_run(|| {
             if !offliner.join() {
@@ -395,16 +448,16 @@ fn offline_keeps_charge(r: &mut Report, nid: u32) {
         .map_err(|e| e.to_string())?;
         let after = owner.current()?;
         let off_cur = offliner.current()?;
+        owner.set("memory.max", "max")?;
         for &(b, _) in &blocks {
             let _ = memblock::set_block_state(b, "online_movable", Duration::from_secs(60));
         }
-        let _ = fs::write(DONE, "");
+        go(wr);
         let data = child.wait().map_err(|e| e.to_string())?;
-        let _ = fs::remove_file(DONE);
         let _ = fs::remove_file(PFNS);
         if off != Exit::Code(0) {
             return Err(format!(
-                "the offliner in a 4 MiB cgroup: {off} (1: an offline failed, see its stderr)"
+                "the offliner in a 4 MiB cgroup, the owner at memory.max: {off} (1: an offline failed, see its stderr)"
             ));
         }
         if after + 2 * MIB < before || after > before + 2 * MIB {

@@ -147,7 +147,16 @@ pub(crate) fn check_memory_node(nid: i64) -> Result<usize> {
 /// hands it to `get_user_pages()`, which counts the references of every
 /// 4 KiB page of a PUD leaf on its folio (shim.c `tk_alloc_contig()`).
 /// Other sizes (the KUnit suites' smaller ranges, up to 64 GiB, never
-/// mapped; the clear benchmark takes 1 GiB ranges) are order-0 pages.
+/// mapped; the clear benchmark takes 1 GiB ranges) are order-0 pages, and
+/// so is a range of the pre-cleared pool ([`alloc_for_pool`]) until a
+/// mapping takes it ([`make_folio`]): in ZONE_MOVABLE a compound page
+/// that is not hugetlb and straddles a memory block makes the offline of
+/// every block under it but the last fail in `isolate_single_pageblock()`
+/// (mm/page_isolation.c), before the memory notifier could give the
+/// range back.
+///
+/// [`alloc_for_pool`]: Self::alloc_for_pool
+/// [`make_folio`]: Self::make_folio
 ///
 /// # Invariants
 ///
@@ -194,10 +203,13 @@ impl GiganticRange {
         Self::alloc_pages(nid, GIGANTIC_PAGES)
     }
 
-    /// [`alloc_pages`](Self::alloc_pages) that logs no `ENOMEM` (the
-    /// pool's refill thread retries later and logs once itself).
-    pub(crate) fn alloc_pages_quiet(nid: usize, nr_pages: u64) -> Result<Self> {
-        Self::alloc_pages_with(nid, nr_pages, false, true)
+    /// [`alloc_pages`](Self::alloc_pages) for the pre-cleared pool:
+    /// order-0 pages whatever the size (a 1 GiB range becomes a folio
+    /// when a mapping takes it, [`make_folio`](Self::make_folio)), and no
+    /// `ENOMEM` logged (the pool's refill thread retries later and logs
+    /// once itself).
+    pub(crate) fn alloc_for_pool(nid: usize, nr_pages: u64) -> Result<Self> {
+        Self::alloc_pages_with(nid, nr_pages, false, true, false)
     }
 
     /// [`alloc_pages`](Self::alloc_pages) for a mapping whose vmas were
@@ -205,7 +217,7 @@ impl GiganticRange {
     /// vmas refuse long-term writable pins) and the opt-in is on now, so a
     /// GiB never lands where its vmas do not expect it.
     pub(crate) fn alloc_for_mapping(nid: usize, nr_pages: u64, may_be_movable: bool) -> Result<Self> {
-        Self::alloc_pages_with(nid, nr_pages, true, may_be_movable)
+        Self::alloc_pages_with(nid, nr_pages, true, may_be_movable, true)
     }
 
     /// `nr_pages` (a power of two up to [`MAX_RANGE_PAGES`]) physically
@@ -220,10 +232,17 @@ impl GiganticRange {
     /// one zone (`GFP_KERNEL` never takes `ZONE_MOVABLE`; with
     /// [`MOVABLE_GIGANTIC`] set, `__GFP_MOVABLE | __GFP_HIGHMEM` does).
     pub(crate) fn alloc_pages(nid: usize, nr_pages: u64) -> Result<Self> {
-        Self::alloc_pages_with(nid, nr_pages, true, true)
+        Self::alloc_pages_with(nid, nr_pages, true, true, true)
     }
 
-    fn alloc_pages_with(nid: usize, nr_pages: u64, log: bool, may_be_movable: bool) -> Result<Self> {
+    /// `may_be_folio`: a 1 GiB range is one folio (else order-0 pages).
+    fn alloc_pages_with(
+        nid: usize,
+        nr_pages: u64,
+        log: bool,
+        may_be_movable: bool,
+        may_be_folio: bool,
+    ) -> Result<Self> {
         if nr_pages == 0 || !nr_pages.is_power_of_two() || nr_pages > MAX_RANGE_PAGES {
             pr_debug!("clear: bad range size of {} pages\n", nr_pages);
             return Err(EINVAL);
@@ -231,7 +250,7 @@ impl GiganticRange {
         let nid = check_memory_node(nid as i64)?;
         // SAFETY: reads a static key / boot parameter.
         let zeroed = unsafe { shim::tk_init_on_alloc() };
-        let folio = nr_pages == GIGANTIC_PAGES;
+        let folio = may_be_folio && nr_pages == GIGANTIC_PAGES;
         // Taken as movable (registered for the memory notifier, and kept
         // from vmas that accept long-term pins) only where it can land in
         // ZONE_MOVABLE: with the opt-in, on a node that has such memory. A
@@ -343,16 +362,52 @@ impl GiganticRange {
             tracked: false,
         };
         if folio {
-            // A folio may be mapped and so held by others after this value
-            // drops: counted for the memory notifier (crate::pages::movable)
-            // from now until it is back in the allocator.
-            // SAFETY: a fresh folio of `nr_pages` this value owns.
-            match unsafe { shim::tk_movable_track(first.as_ptr(), nr_pages as c_ulong) } {
-                0 => range.tracked = true,
-                _ => return Err(ENOMEM),
-            }
+            range.track()?;
         }
         Ok(range)
+    }
+
+    /// Counts a fresh folio for the memory notifier: it may be mapped and
+    /// so held by others after this value drops, so it is counted
+    /// (crate::pages::movable) from now until it is back in the allocator.
+    /// Errors: `ENOMEM` (no counter, or an offline is taking its memory
+    /// down); the range is then freed on drop as an untracked folio.
+    fn track(&mut self) -> Result {
+        // SAFETY: By the type invariant, `first` heads a folio of
+        // `nr_pages` this value owns, not counted yet (`tracked` false).
+        match unsafe { shim::tk_movable_track(self.first.as_ptr(), self.nr_pages as c_ulong) } {
+            0 => {
+                self.tracked = true;
+                Ok(())
+            }
+            _ => Err(ENOMEM),
+        }
+    }
+
+    /// Makes a 1 GiB range of order-0 pages ([`alloc_for_pool`]) one
+    /// folio, as [`alloc`](Self::alloc) gives one, for a mapping to map by
+    /// one PUD; nothing for a folio or another size. The contents stay as
+    /// they are (a cleared range stays cleared).
+    ///
+    /// Errors: `EBUSY` when a page is briefly held by someone else (a
+    /// speculative reference), `ENOMEM` as [`alloc`](Self::alloc): the
+    /// range is then still whole and is freed when dropped.
+    ///
+    /// [`alloc_for_pool`]: Self::alloc_for_pool
+    pub(crate) fn make_folio(&mut self) -> Result {
+        if self.folio || self.nr_pages != GIGANTIC_PAGES {
+            return Ok(());
+        }
+        // SAFETY: By the type invariant, `first` heads `nr_pages` order-0
+        // pages from `tk_alloc_contig()` (not a folio), each with only this
+        // value's reference: the range is in nobody's page tables.
+        kernel::error::to_result(unsafe {
+            shim::tk_contig_to_folio(self.first.as_ptr(), self.nr_pages as c_ulong)
+        })?;
+        // INVARIANT: `first` now heads one folio of `nr_pages` holding the
+        // one reference this value owns.
+        self.folio = true;
+        self.track()
     }
 
     /// Whether it was taken with the `movable_gigantic` opt-in (it may be

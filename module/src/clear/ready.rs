@@ -14,8 +14,9 @@
 //! - One kthread, `tierkit_pool` (started with the shrinker by
 //!   [`super::refill`]), at nice 19 as khugepaged (it yields to
 //!   every normal task), fills the pools one range at a time: it takes a
-//!   range as gigantic mmap does ([`GiganticRange::alloc_pages_quiet`],
-//!   the same zones and `movable_gigantic` opt-in) and clears it on the
+//!   range as gigantic mmap does ([`GiganticRange::alloc_for_pool`],
+//!   the same zones and `movable_gigantic` opt-in, but as order-0 pages
+//!   until a fault takes it) and clears it on the
 //!   CPUs of the nearest node with CPUs, 2 MiB between reschedule points;
 //!   with `init_on_alloc` on, the allocator's own zeroing is the clear.
 //!   The node to fill next is the pure [`next_refill`].
@@ -265,20 +266,29 @@ impl GiganticPool {
         Ok(())
     }
 
-    /// A ready range of `nid`, cleared, if there is one; the refill thread
-    /// is woken to replace it. The caller owns the range.
+    /// A ready range of `nid`, cleared, if there is one, made one folio
+    /// for a mapping ([`GiganticRange::make_folio`]: ready ranges wait as
+    /// order-0 pages, so that an offline can isolate the memory blocks
+    /// under them and the memory notifier give them back); the refill
+    /// thread is woken to replace it. The caller owns the range.
     /// `may_be_movable`: the taker's vmas refuse long-term writable pins,
     /// so it may have a range taken with the `movable_gigantic` opt-in.
+    /// `None` too when the range could not be made a folio (it is freed).
     pub(crate) fn take(&self, nid: usize, may_be_movable: bool) -> Option<GiganticRange> {
-        let mut st = self.state.lock();
-        let ready = &mut st.nodes.get_mut(nid)?.ready;
-        let i = ready
-            .iter()
-            .rposition(|r| may_be_movable || !r.taken_movable())?;
-        let r = ready.remove(i).ok()?;
-        self.ready[nid].fetch_sub(1, Relaxed);
+        let mut r = {
+            let mut st = self.state.lock();
+            let ready = &mut st.nodes.get_mut(nid)?.ready;
+            let i = ready
+                .iter()
+                .rposition(|r| may_be_movable || !r.taken_movable())?;
+            let r = ready.remove(i).ok()?;
+            self.ready[nid].fetch_sub(1, Relaxed);
+            self.kick_locked(&mut st);
+            r
+        };
+        // Outside the lock: it writes the range's 2^18 struct pages.
+        r.make_folio().ok()?;
         self.taken.add(1, Relaxed);
-        self.kick_locked(&mut st);
         Some(r)
     }
 
@@ -437,7 +447,7 @@ impl GiganticPool {
             return Err(EINVAL);
         }
         let offlines = self.state.lock().nodes[nid].offlines;
-        let mut range = match GiganticRange::alloc_pages_quiet(nid, self.range_pages) {
+        let mut range = match GiganticRange::alloc_for_pool(nid, self.range_pages) {
             Ok(r) => r,
             Err(e) => {
                 let mut st = self.state.lock();

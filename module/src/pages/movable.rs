@@ -30,7 +30,10 @@
 //! counted before the notifier reads the counts, or sees the range marked
 //! by the notifier (from `MEM_GOING_OFFLINE` until `MEM_OFFLINE` or
 //! `MEM_CANCEL_OFFLINE`) and is given back, and the allocation is made
-//! again (the range is isolated: it is not allocated from any more).
+//! again (the range is isolated: it is not allocated from any more). A
+//! range of order-0 pages taken with `movable_gigantic` (the pool's, until
+//! a fault makes it a folio and counts it here) is nobody else's to hold:
+//! the notifier knows it by its slot (`clear::movable_range_in`).
 //!
 //! Costs: O(1) per page (an atomic add on its section's counter; one
 //! allocation per section ever used, kept until module exit), O(orphans)

@@ -2,8 +2,10 @@
 //! gigantic pool against a hostile root user. Here: the pool's state and
 //! write checks shared by the steps; odd writes and an open fd in
 //! `writes.rs` (steps 1 and 2), the storm in `storm.rs` (step 3), `rmmod`
-//! and a memory offline during a refill in `refill.rs` (steps 4 and 5).
+//! and a memory offline during a refill in `refill.rs` (steps 4 and 5),
+//! a GiB of the pool held by a pipe in `held.rs` (step 5's end).
 
+mod held;
 mod refill;
 mod storm;
 mod writes;

@@ -242,6 +242,9 @@ pub fn offline_mid_refill(r: &mut Report, topo: &Topology) {
             Err(format!("{not_back:?}"))
         },
     );
+    if not_back.is_empty() {
+        refill_resumes(r, c, &blocks);
+    }
     let res = pool::set_target(c, 0)
         .map_err(|e| errno_name(&e))
         .and_then(|_| pool::wait_for(c, 0, 0, Duration::from_secs(5)).map(|_| ()))
@@ -291,3 +294,89 @@ fn retry_refused(r: &mut Report, c: u32, busy: &[u64], done: &mut Vec<u64>) {
 
 /// Tries of a block's offline refused while the refill held a range.
 const RETRIES: usize = 5;
+
+/// Step 5's end: with a target of one range on node `c` and that range
+/// ready, every block of the node goes offline in ascending order, as a
+/// memory device's do (the ready range in ZONE_MOVABLE waits as order-0
+/// pages, so each block's isolation succeeds, and the memory notifier
+/// gives the range up), and the pool reads `c 1 0`; the refill thread finds
+/// no memory there and looks again every 10 s. Once the blocks are online
+/// again it must fill the pool to its target within [`REFILL_BACK`] (a GiB
+/// takes about 50 s to clear on emulated CXL memory).
+fn refill_resumes(r: &mut Report, c: u32, blocks: &[u64]) {
+    let what = format!(
+        "node {c}: the refill resumes once its memory is back online: `{c} 1 1` within {} s",
+        REFILL_BACK.as_secs()
+    );
+    match pool::wait_for(c, 1, 1, REFILL_BACK) {
+        Ok(t) => r.note(format!(
+            "node {c}: `{c} 1 1` before the offline after {:.1} s",
+            t.as_secs_f64()
+        )),
+        Err(e) => {
+            r.fail(&what, format!("before the offline: {e}; {}", filling()));
+            return;
+        }
+    }
+    let mut off = Vec::new();
+    let mut not_off = Vec::new();
+    for &b in blocks {
+        match memblock::set_block_state(b, "offline", OFFLINE_LIMIT) {
+            Ok(t) if t.outcome == Outcome::Done => off.push(b),
+            Ok(t) => not_off.push(format!("memory{b}: {}", t.outcome.describe())),
+            Err(e) => not_off.push(format!("memory{b}: {e}")),
+        }
+    }
+    let gone = if not_off.is_empty() {
+        state(c).and_then(|st| {
+            if st == (1, 0) {
+                Ok(())
+            } else {
+                Err(format!(
+                    "with every block offline the pool reads {st:?}, not `{c} 1 0`"
+                ))
+            }
+        })
+    } else {
+        Err(format!(
+            "blocks not offlined under a ready range: {not_off:?}"
+        ))
+    };
+    let mut not_back = Vec::new();
+    for &b in &off {
+        match memblock::set_block_state(b, "online_movable", OFFLINE_LIMIT) {
+            Ok(t) if t.outcome == Outcome::Done => {}
+            Ok(t) => not_back.push(format!("memory{b}: {}", t.outcome.describe())),
+            Err(e) => not_back.push(format!("memory{b}: {e}")),
+        }
+    }
+    let res = gone
+        .and_then(|()| {
+            if not_back.is_empty() {
+                Ok(())
+            } else {
+                Err(format!("blocks not online again: {not_back:?}"))
+            }
+        })
+        .and_then(|()| {
+            pool::wait_for(c, 1, 1, REFILL_BACK).map_err(|e| format!("{e}; {}", filling()))
+        })
+        .map(|t| format!("filled {:.1} s after the blocks came back", t.as_secs_f64()));
+    if r.check_note(&what, res) {
+        super::held::pipe_holds_gib(r, c);
+    }
+}
+
+/// How long the pool may take to fill one range once its node has memory:
+/// the refill's 10 s retry, the allocation and the clear (about 50 s on
+/// emulated CXL memory, three times that on a loaded host).
+const REFILL_BACK: Duration = Duration::from_secs(360);
+
+/// `gigantic_pool_filling` now: whether a refill holds a range (being
+/// allocated or cleared) or none was started.
+fn filling() -> String {
+    let n = crate::vma::read_limits()
+        .ok()
+        .and_then(|l| crate::vma::limit(&l, "gigantic_pool_filling"));
+    format!("gigantic_pool_filling {n:?}")
+}

@@ -52,6 +52,47 @@ mod gigantic_tests {
         Ok(())
     }
 
+    /// A 1 GiB range of the pool's kind on node 0: order-0 pages, each with
+    /// one reference, until `make_folio()` makes it one PUD-order folio with
+    /// one reference, its last page a tail of it, and every byte as it was
+    /// (a cleared range stays cleared); back in the allocator on drop.
+    #[test]
+    fn pool_range_becomes_one_folio() -> Result {
+        let _movable = AllowMovable::new();
+        let before = free_pages();
+        let mut range = GiganticRange::alloc_for_pool(0, GIGANTIC_PAGES)?;
+        let last = GIGANTIC_PAGES - 1;
+        let refs = |r: &GiganticRange, i: u64| {
+            let p = r.page_ptr(i)?;
+            // SAFETY: a page of the range, which keeps it allocated.
+            Some(unsafe { crate::shim::tk_folio_ref_count(p) })
+        };
+        let order0 =
+            !range.is_folio() && refs(&range, 0) == Some(1) && refs(&range, last) == Some(1);
+        // One byte per 2 MiB step (not a GiB clear): a mark that must stay.
+        let step = (GIGANTIC_PAGES * crate::chunks::PAGE_BYTES / 512) as usize;
+        for i in 0..512 {
+            // SAFETY: the range is ours alone, `bytes()` long from `as_ptr()`.
+            unsafe { range.as_ptr().add(i * step + i).write(i as u8 | 1) };
+        }
+        let made = range.make_folio();
+        let one_folio =
+            range.is_folio() && refs(&range, 0) == Some(1) && refs(&range, last) == Some(1);
+        // SAFETY: as above.
+        let kept =
+            (0..512).all(|i| unsafe { range.as_ptr().add(i * step + i).read() } == i as u8 | 1);
+        // A folio already: nothing to do.
+        let again = range.make_folio();
+        drop(range);
+        assert!(order0);
+        assert!(made.is_ok());
+        assert!(one_folio);
+        assert!(kept);
+        assert!(again.is_ok());
+        assert!(worst_drop(&before) < SLACK_PAGES);
+        Ok(())
+    }
+
     /// `TK_IOC_CLEAR_BENCH` with one worker on the last memory node whose
     /// memory is all in kernel zones: the CPU-less node of the numa
     /// topology, so that the bench reports its nearest CPU node. On the
