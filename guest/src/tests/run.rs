@@ -428,7 +428,7 @@ fn fork_cow(r: &mut Report, w: &[(u32, u8)]) {
         }
     };
     let lines = check_lines(r, "tkrun-check -c", &out);
-    for name in ["cow-snapshot", "cow-cost"] {
+    for name in ["cow-snapshot", "cow-cost", "cow-read"] {
         let got = backing(&lines, name).unwrap_or("(no line)");
         r.check(
             &format!("tkrun-check -c: {name} block is tierkit's"),
@@ -445,6 +445,41 @@ fn fork_cow(r: &mut Report, w: &[(u32, u8)]) {
             Ok(())
         } else {
             Err(format!("exit {code}, stderr {err:?}"))
+        },
+    );
+}
+
+/// `tkrun-check -t 1024` under tk-run: fork with a written 1 GiB block of
+/// tierkit's against fork with the same block of the kernel's anonymous
+/// memory (MAP_NORESERVE), side by side in one process.
+fn fork_time(r: &mut Report, w: &[(u32, u8)]) {
+    let wa = arg(w);
+    let (code, out, err) = match run(&[TK_RUN, "--weights", &wa, "--", CHECK, "-t", "1024"]) {
+        Ok(x) => x,
+        Err(e) => {
+            r.fail("tkrun-check -t: start", e.to_string());
+            return;
+        }
+    };
+    let lines = check_lines(r, "tkrun-check -t", &out);
+    for (name, want) in [("time-cow", tk::DEV_PATH), ("time-kernel", "[anon]")] {
+        let got = backing(&lines, name).unwrap_or("(no line)");
+        r.check(
+            &format!("tkrun-check -t: {name} block is {want}"),
+            if got == want {
+                Ok(())
+            } else {
+                Err(format!("backed by {got}"))
+            },
+        );
+    }
+    let times: Vec<&String> = lines.iter().filter(|l| l.starts_with("fork_")).collect();
+    r.check_note(
+        "tkrun-check -t: exit 0",
+        if code == 0 {
+            Ok(format!("{times:?}"))
+        } else {
+            Err(format!("exit {code}, {times:?}, stderr {err:?}"))
         },
     );
 }
@@ -700,6 +735,7 @@ pub fn main() -> ExitCode {
     numactl(&mut r, &w);
     semantics(&mut r, &w);
     fork_cow(&mut r, &w);
+    fork_time(&mut r, &w);
     gigantic(&mut r);
     auto_weights(&mut r, &topo);
     gigantic_pool(&mut r);

@@ -70,9 +70,11 @@ pub(crate) struct Snapshot {
 struct MmapRead;
 
 impl MmapRead {
-    fn lock() -> Result<Self> {
+    /// The lock, after the 4 KiB tierkit vmas in `start..end` were made
+    /// copy-on-write ones under it held for writing.
+    fn lock_cow(start: usize, end: usize) -> Result<Self> {
         // SAFETY: an ioctl: process context with an mm, no mmap lock held.
-        to_result(unsafe { shim::tk_mmap_read_lock_current() })?;
+        to_result(unsafe { shim::tk_mmap_lock_cow_current(start as c_ulong, end as c_ulong) })?;
         Ok(MmapRead)
     }
 }
@@ -110,7 +112,7 @@ pub(crate) fn snapshot(
     let reservation = Stats::reserve(state, nr as u64)?;
     let mut out = PlacedPages::with_capacity(state, nr)?;
     let (mut first, mut movable) = (0u64, false);
-    let _mm = MmapRead::lock()?;
+    let _mm = MmapRead::lock_cow(addr, end)?;
     let mut a = addr;
     while a < end {
         let (mut pgoff, mut vend): (c_ulong, c_ulong) = (0, 0);
@@ -159,19 +161,29 @@ impl Backing {
         let start =
             usize::try_from(pgoff.checked_sub(self.pgoff).ok_or(EINVAL)?).map_err(|_| EINVAL)?;
         let mine = p.pages().get(start..start + n).ok_or(EINVAL)?;
-        for (j, cur) in mine.iter().enumerate() {
-            // SAFETY: `cur` is a page `p` owns.
-            let page = if unsafe { shim::tk_page_maybe_dma_pinned(cur.as_ptr()) } {
-                let new = NodePage::alloc_copy(cur.nid(), self.movable)?;
-                // SAFETY: both pages are valid; `new` is ours alone.
-                unsafe { shim::tk_copy_page(new.as_ptr(), cur.as_ptr()) };
-                new
-            } else {
-                cur.share()
-            };
-            out.push(page)?;
-            resched_killable(j + 1)?;
-        }
+        // The statistics are counted per run of pages on one node: one
+        // atomic operation per run, not per page.
+        let mut run = (0usize, 0u64);
+        let mut share_all = || -> Result {
+            for (j, cur) in mine.iter().enumerate() {
+                let nid = cur.nid();
+                // SAFETY: `cur` is a page `p` owns.
+                let page = if unsafe { shim::tk_page_maybe_dma_pinned(cur.as_ptr()) } {
+                    let new = NodePage::alloc_copy(nid, self.movable)?;
+                    // SAFETY: both pages are valid; `new` is ours alone.
+                    unsafe { shim::tk_copy_page(new.as_ptr(), cur.as_ptr()) };
+                    new
+                } else {
+                    cur.share()
+                };
+                out.push_in_run(page, nid, &mut run)?;
+                resched_killable(j + 1)?;
+            }
+            Ok(())
+        };
+        let shared = share_all();
+        out.count_run(&mut run);
+        shared?;
         // SAFETY: By the type invariant, `mapping` is the live address
         // space of the file that owns `self`. A fault on these pages waits
         // for the lock we hold, then sees them shared.
