@@ -7,28 +7,30 @@
 //! A tierkit mapping is `MAP_SHARED` of a device, so the kernel's fork
 //! would share it. Before the fork, the parent (libtkrun's `pthread_atfork`
 //! prepare handler) asks for a *snapshot* of each range into a new file:
-//! every page of the range gets a second holder, the snapshot
+//! the parent's vmas of the range become copy-on-write ones (shim_vma.c
+//! `tk_mmap_lock_cow_current()`, the mmap lock held for writing for that
+//! alone), every page of the range gets a second holder, the snapshot
 //! ([`NodePage::share`]: a page reference and a share count), and the
 //! parent's PTEs of the range are zapped, all under the backing's lock.
 //! The child maps the snapshot at the same file offsets; that mmap inserts
-//! nothing and its vmas are copy-on-write ones (shim_vma.c
-//! `tk_vma_set_cow()`): a fault maps a page read-only, and a write to a
-//! page that is still shared copies it ([`Backing::unshare`]) into a new
-//! page on the same node, charged to the writer's memory cgroup. The
-//! parent's own vmas are not write notified (they keep accepting
-//! long-term pins): its first touch of a page after the fork, read or
-//! write, copies the page if the child still shares it, and maps its own
-//! page writable. A page stops being shared when all but one holder copied
-//! it or let go (the child's exit or exec): the last holder then maps it
-//! without a copy.
+//! nothing and its vmas are copy-on-write ones too (shim_vma.c
+//! `tk_vma_set_cow()`). In a copy-on-write vma a fault maps a page
+//! read-only, and a write to a page that is still shared copies it
+//! ([`Backing::unshare`]) into a new page on the same node, charged to the
+//! writer's memory cgroup; a write to a page that is not shared makes its
+//! PTE writable. Copy-on-write vmas are write notified, so they refuse
+//! long-term writable pins, the parent's from its first fork on. A page
+//! stops being shared when all but one holder copied it or let go (the
+//! child's exit or exec): the last holder then maps it without a copy.
 //!
 //! So no write of either side reaches the other after the parent's zap,
 //! including the parent's other threads' (their next write faults and
-//! waits for the lock). A fork costs a page reference per page and the
-//! zap, no copy; each side pays a copy per page it touches while the
-//! other still shares it (the parent also for a read). A page that may be
-//! pinned for DMA is copied for the child at once, as fork copies a pinned
-//! anonymous page.
+//! waits for the lock). A fork costs a page reference and a share count
+//! per page and the zap, as the kernel's fork costs a reference and a PTE
+//! copy per page, and no copy; each side pays a copy per page it writes
+//! while the other still shares it, and reads copy nothing. A page that
+//! may be pinned for DMA is copied for the child at once, as fork copies a
+//! pinned anonymous page.
 //!
 //! A shared page is never moved: a rebalance counts it busy and an
 //! offline of its memory is refused (`EBUSY`), as for any page with a
