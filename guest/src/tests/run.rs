@@ -414,31 +414,52 @@ fn semantics(r: &mut Report, w: &[(u32, u8)]) {
     }
 }
 
-/// `tkrun-check -c 64` under tk-run: fork is a copy-on-write snapshot
-/// (a writer thread's words from one moment, none from after the fork)
-/// and copies nothing (the child's start takes under a quarter of the
-/// block), on blocks that are tierkit's.
-fn fork_cow(r: &mut Report, w: &[(u32, u8)]) {
+/// `tkrun-check FLAG MIB` under tk-run with weights `w`, each block of
+/// `blocks` (its name, the backing it must have) checked: its exit
+/// status, stdout and stderr, and its stdout's lines; `None` (failed in
+/// `r`) if it did not start.
+fn check_under(
+    r: &mut Report,
+    w: &[(u32, u8)],
+    flag: &str,
+    mib: &str,
+    blocks: &[(&str, &str)],
+) -> Option<(i32, String, String, Vec<String>)> {
     let wa = arg(w);
-    let (code, out, err) = match run(&[TK_RUN, "--weights", &wa, "--", CHECK, "-c", "64"]) {
+    let label = format!("tkrun-check {flag}");
+    let (code, out, err) = match run(&[TK_RUN, "--weights", &wa, "--", CHECK, flag, mib]) {
         Ok(x) => x,
         Err(e) => {
-            r.fail("tkrun-check -c: start", e.to_string());
-            return;
+            r.fail(&format!("{label}: start"), e.to_string());
+            return None;
         }
     };
-    let lines = check_lines(r, "tkrun-check -c", &out);
-    for name in ["cow-snapshot", "cow-cost", "cow-read"] {
+    let lines = check_lines(r, &label, &out);
+    for &(name, want) in blocks {
         let got = backing(&lines, name).unwrap_or("(no line)");
         r.check(
-            &format!("tkrun-check -c: {name} block is tierkit's"),
-            if got == tk::DEV_PATH {
+            &format!("{label}: {name} block is {want}"),
+            if got == want {
                 Ok(())
             } else {
                 Err(format!("backed by {got}"))
             },
         );
     }
+    Some((code, out, err, lines))
+}
+
+/// `tkrun-check -c 64` under tk-run: fork is a copy-on-write snapshot
+/// (a writer thread's words from one moment, none from after the fork),
+/// copies nothing (the child's start takes under a quarter of the
+/// block) and copies only on a write (the parent's reads take under a
+/// quarter of the block), on blocks that are tierkit's.
+fn fork_cow(r: &mut Report, w: &[(u32, u8)]) {
+    let dev = tk::DEV_PATH;
+    let blocks = [("cow-snapshot", dev), ("cow-cost", dev), ("cow-read", dev)];
+    let Some((code, out, err, _)) = check_under(r, w, "-c", "64", &blocks) else {
+        return;
+    };
     r.check(
         "tkrun-check -c: exit 0, PASSED",
         if code == 0 && out.contains("PASSED") {
@@ -449,30 +470,14 @@ fn fork_cow(r: &mut Report, w: &[(u32, u8)]) {
     );
 }
 
-/// `tkrun-check -t 1024` under tk-run: fork with a written 1 GiB block of
+/// `tkrun-check -t 256` under tk-run: fork with a written 256 MiB block of
 /// tierkit's against fork with the same block of the kernel's anonymous
 /// memory (MAP_NORESERVE), side by side in one process.
 fn fork_time(r: &mut Report, w: &[(u32, u8)]) {
-    let wa = arg(w);
-    let (code, out, err) = match run(&[TK_RUN, "--weights", &wa, "--", CHECK, "-t", "1024"]) {
-        Ok(x) => x,
-        Err(e) => {
-            r.fail("tkrun-check -t: start", e.to_string());
-            return;
-        }
+    let blocks = [("time-cow", tk::DEV_PATH), ("time-kernel", "[anon]")];
+    let Some((code, _, err, lines)) = check_under(r, w, "-t", "256", &blocks) else {
+        return;
     };
-    let lines = check_lines(r, "tkrun-check -t", &out);
-    for (name, want) in [("time-cow", tk::DEV_PATH), ("time-kernel", "[anon]")] {
-        let got = backing(&lines, name).unwrap_or("(no line)");
-        r.check(
-            &format!("tkrun-check -t: {name} block is {want}"),
-            if got == want {
-                Ok(())
-            } else {
-                Err(format!("backed by {got}"))
-            },
-        );
-    }
     let times: Vec<&String> = lines.iter().filter(|l| l.starts_with("fork_")).collect();
     r.check_note(
         "tkrun-check -t: exit 0",
