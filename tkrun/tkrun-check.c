@@ -27,6 +27,9 @@
  *        tkrun-check -c MIB  (fork as a snapshot under a writer thread, and
  *                             a fork that copies nothing, with blocks of
  *                             MIB: tkrun-fork.c)
+ *        tkrun-check -t MIB  (fork's time with a written block of MIB
+ *                             against the same fork with the kernel's
+ *                             anonymous memory: tkrun-fork.c)
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -704,6 +707,8 @@ int main(int argc, char **argv)
 		printf("%s\n", failed ? "FAILED" : "PASSED");
 		return failed;
 	}
+	if (argc > 2 && strcmp(argv[1], "-t") == 0)
+		return fork_time((size_t)atoi(argv[2]));
 	if (argc > 2 && strcmp(argv[1], "-g") == 0)
 		return one_block((size_t)atoi(argv[2]));
 	big = (size_t)(argc > 1 ? atoi(argv[1]) : 4) << 20;

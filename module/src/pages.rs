@@ -293,7 +293,8 @@ impl PlacedPages {
     }
 
     /// No pages yet, room for `cap`: a fork's snapshot
-    /// (module/src/mapping/cow.rs) fills it with [`push`](Self::push).
+    /// (module/src/mapping/cow.rs) fills it with
+    /// [`push_in_run`](Self::push_in_run).
     pub(crate) fn with_capacity(state: &Arc<DeviceState>, cap: usize) -> Result<PlacedPages> {
         Ok(PlacedPages {
             pages: KVVec::with_capacity(cap, GFP_KERNEL)?,
@@ -301,13 +302,33 @@ impl PlacedPages {
         })
     }
 
-    /// Appends `page`, counted as held on its node. `ENOMEM` beyond the
-    /// capacity.
-    pub(crate) fn push(&mut self, page: NodePage) -> Result {
-        let nid = page.nid();
+    /// Appends `page` of node `nid`, counted as held there when the
+    /// caller's `run` (node, pages) ends: a run of pages on one node is
+    /// counted at once ([`count_run`](Self::count_run)), not page by page.
+    /// `ENOMEM` beyond the capacity (`page` is dropped uncounted).
+    pub(crate) fn push_in_run(
+        &mut self,
+        page: NodePage,
+        nid: usize,
+        run: &mut (usize, u64),
+    ) -> Result {
+        if run.0 != nid {
+            self.count_run(run);
+            *run = (nid, 0);
+        }
         self.pages.push_within_capacity(page).map_err(|_| ENOMEM)?;
-        self.state.stats.add(nid, 1, true);
+        run.1 += 1;
         Ok(())
+    }
+
+    /// Counts the pages of `run` (node, pages) that
+    /// [`push_in_run`](Self::push_in_run) appended as held on its node,
+    /// and empties it. Every run must be counted before `self` drops.
+    pub(crate) fn count_run(&self, run: &mut (usize, u64)) {
+        if run.1 != 0 {
+            self.state.stats.add(run.0, run.1, true);
+        }
+        run.1 = 0;
     }
 
     /// The pages as an array of `struct page *`, for `vm_insert_pages()`.

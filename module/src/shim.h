@@ -83,7 +83,7 @@ void tk_page_share(struct page *page);
 bool tk_page_unshare(struct page *page);
 bool tk_page_shared(struct page *page);
 void tk_vma_set_cow(struct vm_area_struct *vma, void *backing);
-int tk_mmap_read_lock_current(void);
+int tk_mmap_lock_cow_current(unsigned long start, unsigned long end);
 void tk_mmap_read_unlock_current(void);
 void *tk_vma_backing_at(unsigned long addr, unsigned long *pgoff, unsigned long *end,
 			void **file_private);

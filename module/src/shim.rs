@@ -194,10 +194,13 @@ extern "C" {
     /// notified: `page_mkwrite`) and `backing` as its `vm_private_data`.
     /// As [`tk_vma_set_backing`]: only from `->mmap`.
     pub(crate) fn tk_vma_set_cow(vma: *mut bindings::vm_area_struct, backing: *mut core::ffi::c_void);
-    /// `mmap_read_lock_killable(current->mm)`: 0 or `-EINTR`. Process
+    /// Current's mmap lock for writing while the 4 KiB tierkit vmas in
+    /// `start..end` become copy-on-write ones (write notified, as
+    /// [`tk_vma_set_cow`] makes a snapshot's), then downgraded: 0 with the
+    /// lock held for reading, or `-EINTR` with it not held. Process
     /// context with an mm, no mmap lock of it held.
-    pub(crate) fn tk_mmap_read_lock_current() -> c_int;
-    /// Releases what [`tk_mmap_read_lock_current`] took.
+    pub(crate) fn tk_mmap_lock_cow_current(start: c_ulong, end: c_ulong) -> c_int;
+    /// Releases the read lock [`tk_mmap_lock_cow_current`] left held.
     pub(crate) fn tk_mmap_read_unlock_current();
     /// With current's mmap lock held: the `vm_private_data` of the 4 KiB
     /// tierkit vma at `addr` (NULL if there is none), the file page offset

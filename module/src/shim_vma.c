@@ -185,9 +185,37 @@ void tk_vma_set_cow(struct vm_area_struct *vma, void *backing)
 	vma->vm_private_data = backing;
 }
 
-int tk_mmap_read_lock_current(void)
+/*
+ * For a snapshot of current's @start..@end (TK_IOC_SNAPSHOT): current's
+ * mmap_lock held for writing while each 4 KiB tierkit vma there is made a
+ * copy-on-write one (its PTEs write-protected from then on until
+ * page_mkwrite, as tk_vma_set_cow() and vma_set_page_prot() make the
+ * snapshot's), then downgraded: 0 with the lock held for reading, or
+ * -EINTR (a fatal signal) with it not held. O(vmas) under the write lock.
+ */
+/* In C: vm_ops is a C table; vma_start_write(), pgprot_modify() and the vma iterator are inlines and macros. */
+int tk_mmap_lock_cow_current(unsigned long start, unsigned long end)
 {
-	return mmap_read_lock_killable(current->mm);
+	struct mm_struct *mm = current->mm;
+	struct vm_area_struct *vma;
+	VMA_ITERATOR(vmi, mm, start);
+
+	if (mmap_write_lock_killable(mm))
+		return -EINTR;
+	for_each_vma_range(vmi, vma, end) {
+		if (vma->vm_ops != &tk_vm_ops && vma->vm_ops != &tk_vm_ops_movable)
+			continue;
+		if (vma_start_write_killable(vma)) {
+			mmap_write_unlock(mm);
+			return -EINTR;
+		}
+		vma->vm_ops = &tk_vm_ops_cow;
+		WRITE_ONCE(vma->vm_page_prot,
+			   pgprot_modify(vma->vm_page_prot,
+					 vm_get_page_prot(vma->vm_flags & ~VM_SHARED)));
+	}
+	mmap_write_downgrade(mm);
+	return 0;
 }
 
 void tk_mmap_read_unlock_current(void)

@@ -414,37 +414,77 @@ fn semantics(r: &mut Report, w: &[(u32, u8)]) {
     }
 }
 
-/// `tkrun-check -c 64` under tk-run: fork is a copy-on-write snapshot
-/// (a writer thread's words from one moment, none from after the fork)
-/// and copies nothing (the child's start takes under a quarter of the
-/// block), on blocks that are tierkit's.
-fn fork_cow(r: &mut Report, w: &[(u32, u8)]) {
+/// `tkrun-check FLAG MIB` under tk-run with weights `w`, each block of
+/// `blocks` (its name, the backing it must have) checked: its exit
+/// status, stdout and stderr, and its stdout's lines; `None` (failed in
+/// `r`) if it did not start.
+fn check_under(
+    r: &mut Report,
+    w: &[(u32, u8)],
+    flag: &str,
+    mib: &str,
+    blocks: &[(&str, &str)],
+) -> Option<(i32, String, String, Vec<String>)> {
     let wa = arg(w);
-    let (code, out, err) = match run(&[TK_RUN, "--weights", &wa, "--", CHECK, "-c", "64"]) {
+    let label = format!("tkrun-check {flag}");
+    let (code, out, err) = match run(&[TK_RUN, "--weights", &wa, "--", CHECK, flag, mib]) {
         Ok(x) => x,
         Err(e) => {
-            r.fail("tkrun-check -c: start", e.to_string());
-            return;
+            r.fail(&format!("{label}: start"), e.to_string());
+            return None;
         }
     };
-    let lines = check_lines(r, "tkrun-check -c", &out);
-    for name in ["cow-snapshot", "cow-cost"] {
+    let lines = check_lines(r, &label, &out);
+    for &(name, want) in blocks {
         let got = backing(&lines, name).unwrap_or("(no line)");
         r.check(
-            &format!("tkrun-check -c: {name} block is tierkit's"),
-            if got == tk::DEV_PATH {
+            &format!("{label}: {name} block is {want}"),
+            if got == want {
                 Ok(())
             } else {
                 Err(format!("backed by {got}"))
             },
         );
     }
+    Some((code, out, err, lines))
+}
+
+/// `tkrun-check -c 64` under tk-run: fork is a copy-on-write snapshot
+/// (a writer thread's words from one moment, none from after the fork),
+/// copies nothing (the child's start takes under a quarter of the
+/// block) and copies only on a write (the parent's reads take under a
+/// quarter of the block), on blocks that are tierkit's.
+fn fork_cow(r: &mut Report, w: &[(u32, u8)]) {
+    let dev = tk::DEV_PATH;
+    let blocks = [("cow-snapshot", dev), ("cow-cost", dev), ("cow-read", dev)];
+    let Some((code, out, err, _)) = check_under(r, w, "-c", "64", &blocks) else {
+        return;
+    };
     r.check(
         "tkrun-check -c: exit 0, PASSED",
         if code == 0 && out.contains("PASSED") {
             Ok(())
         } else {
             Err(format!("exit {code}, stderr {err:?}"))
+        },
+    );
+}
+
+/// `tkrun-check -t 256` under tk-run: fork with a written 256 MiB block of
+/// tierkit's against fork with the same block of the kernel's anonymous
+/// memory (MAP_NORESERVE), side by side in one process.
+fn fork_time(r: &mut Report, w: &[(u32, u8)]) {
+    let blocks = [("time-cow", tk::DEV_PATH), ("time-kernel", "[anon]")];
+    let Some((code, _, err, lines)) = check_under(r, w, "-t", "256", &blocks) else {
+        return;
+    };
+    let times: Vec<&String> = lines.iter().filter(|l| l.starts_with("fork_")).collect();
+    r.check_note(
+        "tkrun-check -t: exit 0",
+        if code == 0 {
+            Ok(format!("{times:?}"))
+        } else {
+            Err(format!("exit {code}, {times:?}, stderr {err:?}"))
         },
     );
 }
@@ -700,6 +740,7 @@ pub fn main() -> ExitCode {
     numactl(&mut r, &w);
     semantics(&mut r, &w);
     fork_cow(&mut r, &w);
+    fork_time(&mut r, &w);
     gigantic(&mut r);
     auto_weights(&mut r, &topo);
     gigantic_pool(&mut r);

@@ -7,28 +7,30 @@
 //! A tierkit mapping is `MAP_SHARED` of a device, so the kernel's fork
 //! would share it. Before the fork, the parent (libtkrun's `pthread_atfork`
 //! prepare handler) asks for a *snapshot* of each range into a new file:
-//! every page of the range gets a second holder, the snapshot
+//! the parent's vmas of the range become copy-on-write ones (shim_vma.c
+//! `tk_mmap_lock_cow_current()`, the mmap lock held for writing for that
+//! alone), every page of the range gets a second holder, the snapshot
 //! ([`NodePage::share`]: a page reference and a share count), and the
 //! parent's PTEs of the range are zapped, all under the backing's lock.
 //! The child maps the snapshot at the same file offsets; that mmap inserts
-//! nothing and its vmas are copy-on-write ones (shim_vma.c
-//! `tk_vma_set_cow()`): a fault maps a page read-only, and a write to a
-//! page that is still shared copies it ([`Backing::unshare`]) into a new
-//! page on the same node, charged to the writer's memory cgroup. The
-//! parent's own vmas are not write notified (they keep accepting
-//! long-term pins): its first touch of a page after the fork, read or
-//! write, copies the page if the child still shares it, and maps its own
-//! page writable. A page stops being shared when all but one holder copied
-//! it or let go (the child's exit or exec): the last holder then maps it
-//! without a copy.
+//! nothing and its vmas are copy-on-write ones too (shim_vma.c
+//! `tk_vma_set_cow()`). In a copy-on-write vma a fault maps a page
+//! read-only, and a write to a page that is still shared copies it
+//! ([`Backing::unshare`]) into a new page on the same node, charged to the
+//! writer's memory cgroup; a write to a page that is not shared makes its
+//! PTE writable. Copy-on-write vmas are write notified, so they refuse
+//! long-term writable pins, the parent's from its first fork on. A page
+//! stops being shared when all but one holder copied it or let go (the
+//! child's exit or exec): the last holder then maps it without a copy.
 //!
 //! So no write of either side reaches the other after the parent's zap,
 //! including the parent's other threads' (their next write faults and
-//! waits for the lock). A fork costs a page reference per page and the
-//! zap, no copy; each side pays a copy per page it touches while the
-//! other still shares it (the parent also for a read). A page that may be
-//! pinned for DMA is copied for the child at once, as fork copies a pinned
-//! anonymous page.
+//! waits for the lock). A fork costs a page reference and a share count
+//! per page and the zap, as the kernel's fork costs a reference and a PTE
+//! copy per page, and no copy; each side pays a copy per page it writes
+//! while the other still shares it, and reads copy nothing. A page that
+//! may be pinned for DMA is copied for the child at once, as fork copies a
+//! pinned anonymous page.
 //!
 //! A shared page is never moved: a rebalance counts it busy and an
 //! offline of its memory is refused (`EBUSY`), as for any page with a
@@ -70,9 +72,11 @@ pub(crate) struct Snapshot {
 struct MmapRead;
 
 impl MmapRead {
-    fn lock() -> Result<Self> {
+    /// The lock, after the 4 KiB tierkit vmas in `start..end` were made
+    /// copy-on-write ones under it held for writing.
+    fn lock_cow(start: usize, end: usize) -> Result<Self> {
         // SAFETY: an ioctl: process context with an mm, no mmap lock held.
-        to_result(unsafe { shim::tk_mmap_read_lock_current() })?;
+        to_result(unsafe { shim::tk_mmap_lock_cow_current(start as c_ulong, end as c_ulong) })?;
         Ok(MmapRead)
     }
 }
@@ -110,7 +114,7 @@ pub(crate) fn snapshot(
     let reservation = Stats::reserve(state, nr as u64)?;
     let mut out = PlacedPages::with_capacity(state, nr)?;
     let (mut first, mut movable) = (0u64, false);
-    let _mm = MmapRead::lock()?;
+    let _mm = MmapRead::lock_cow(addr, end)?;
     let mut a = addr;
     while a < end {
         let (mut pgoff, mut vend): (c_ulong, c_ulong) = (0, 0);
@@ -159,19 +163,29 @@ impl Backing {
         let start =
             usize::try_from(pgoff.checked_sub(self.pgoff).ok_or(EINVAL)?).map_err(|_| EINVAL)?;
         let mine = p.pages().get(start..start + n).ok_or(EINVAL)?;
-        for (j, cur) in mine.iter().enumerate() {
-            // SAFETY: `cur` is a page `p` owns.
-            let page = if unsafe { shim::tk_page_maybe_dma_pinned(cur.as_ptr()) } {
-                let new = NodePage::alloc_copy(cur.nid(), self.movable)?;
-                // SAFETY: both pages are valid; `new` is ours alone.
-                unsafe { shim::tk_copy_page(new.as_ptr(), cur.as_ptr()) };
-                new
-            } else {
-                cur.share()
-            };
-            out.push(page)?;
-            resched_killable(j + 1)?;
-        }
+        // The statistics are counted per run of pages on one node: one
+        // atomic operation per run, not per page.
+        let mut run = (0usize, 0u64);
+        let mut share_all = || -> Result {
+            for (j, cur) in mine.iter().enumerate() {
+                let nid = cur.nid();
+                // SAFETY: `cur` is a page `p` owns.
+                let page = if unsafe { shim::tk_page_maybe_dma_pinned(cur.as_ptr()) } {
+                    let new = NodePage::alloc_copy(nid, self.movable)?;
+                    // SAFETY: both pages are valid; `new` is ours alone.
+                    unsafe { shim::tk_copy_page(new.as_ptr(), cur.as_ptr()) };
+                    new
+                } else {
+                    cur.share()
+                };
+                out.push_in_run(page, nid, &mut run)?;
+                resched_killable(j + 1)?;
+            }
+            Ok(())
+        };
+        let shared = share_all();
+        out.count_run(&mut run);
+        shared?;
         // SAFETY: By the type invariant, `mapping` is the live address
         // space of the file that owns `self`. A fault on these pages waits
         // for the lock we hold, then sees them shared.

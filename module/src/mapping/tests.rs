@@ -141,9 +141,11 @@ mod moves {
         let state = DeviceState::new()?;
         let mut p = placed_on(&state, a)?;
         let mut q = PlacedPages::with_capacity(&state, PAGES)?;
+        let mut run = (a, 0);
         for pg in p.pages() {
-            q.push(pg.share())?;
+            q.push_in_run(pg.share(), a, &mut run)?;
         }
+        q.count_run(&mut run);
         let refs = |x: &PlacedPages, n: c_int| {
             x.pages()
                 .iter()
