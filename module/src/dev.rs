@@ -10,7 +10,7 @@ use crate::clear::{self, gigantic::GiganticMode};
 use crate::interleave::{self, TaskState, MAX_NUMNODES};
 use crate::mapping::cow::Snapshot;
 use crate::mapping::{Backing, BackingPages, GiganticPlan, GiganticRanges};
-use crate::pages;
+use crate::placed;
 use crate::shim;
 use crate::state::{DeviceState, Stats, FILE_GIGANTIC, FILE_PAGES};
 use crate::sync::{resched_killable, KillableMutex};
@@ -235,7 +235,7 @@ impl TkFile {
             let (mask, weights) = policy.placement(&st.sockets, &self.device.wi, this_socket());
             let mut per_node = [0u64; MAX_NUMNODES];
             let mut task = st.task;
-            pages::bulk(
+            placed::bulk(
                 &self.device,
                 mask,
                 &weights,
@@ -728,7 +728,7 @@ impl MiscDevice for TkFile {
             let sel = policy.placed_selector(&st.sockets, &me.device.wi, this_socket())?;
             let reservation = Stats::reserve(&me.device, nr_pages as u64)?;
             // Killable; frees everything on failure.
-            let placed = pages::alloc_placed(&me.device, &sel, pgoff, nr_pages)?;
+            let placed = placed::alloc_placed(&me.device, &sel, pgoff, nr_pages)?;
             let mixed = vma.set_mixedmap();
             // On failure the mmap path unmaps what was inserted
             // (__mmap_new_file_vma() -> unmap_region()) and `placed` frees
@@ -737,7 +737,7 @@ impl MiscDevice for TkFile {
             insert_all(mixed, start, raw.len(), |k| raw.get(k).copied())?;
             let movable = small_may_be_movable();
             let len = placed.len();
-            pages::movable::window_delay();
+            crate::pages::movable::window_delay();
             let backing = Backing::new(
                 &me.device,
                 mapping,

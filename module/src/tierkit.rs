@@ -48,6 +48,7 @@ mod debugfs;
 mod dev;
 mod mapping;
 mod pages;
+mod placed;
 mod ratelimit;
 mod rebalance;
 mod shim;
@@ -101,7 +102,7 @@ fn movable_gigantic_show(_: &(), f: &mut kernel::fmt::Formatter<'_>) -> kernel::
 /// `test/movable_register_delay_ms` read: the delay in decimal.
 #[cfg(tierkit_test)]
 fn register_delay_show(_: &(), f: &mut kernel::fmt::Formatter<'_>) -> kernel::fmt::Result {
-    let ms = clear::range::MOVABLE_REGISTER_DELAY_MS.load(kernel::sync::atomic::Relaxed);
+    let ms = pages::movable::REGISTER_DELAY_MS.load(kernel::sync::atomic::Relaxed);
     writeln!(f, "{}", ms)
 }
 
@@ -113,7 +114,7 @@ fn register_delay_store(_: &(), buf: &[u8]) -> Result {
     if ms > 10_000 {
         return Err(EINVAL);
     }
-    clear::range::MOVABLE_REGISTER_DELAY_MS.store(ms, kernel::sync::atomic::Relaxed);
+    pages::movable::REGISTER_DELAY_MS.store(ms, kernel::sync::atomic::Relaxed);
     Ok(())
 }
 

@@ -309,32 +309,13 @@ const CRATES: &[(&str, &[&str])] = &[
 fn no_import_circles_in_any_crate() {
     let top = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let mut why = Vec::new();
-    let mut seen = BTreeSet::new();
     for (dir, stages) in CRATES {
         for c in circles_named(&graph_of(&top.join(dir), stages)) {
-            let named = format!("{dir}: {c}");
-            match KNOWN.iter().find(|k| named.starts_with(&format!("{k}:"))) {
-                Some(k) => {
-                    seen.insert(*k);
-                }
-                None => why.push(named),
-            }
+            why.push(format!("{dir}: {c}"));
         }
     }
     assert!(why.is_empty(), "import circles:\n{}", why.join("\n"));
-    let gone: Vec<_> = KNOWN.iter().filter(|k| !seen.contains(*k)).collect();
-    assert!(
-        gone.is_empty(),
-        "circles in KNOWN that are gone (remove them): {gone:?}"
-    );
 }
-
-/// The one circle left, named exactly (a new one, or a larger one, fails
-/// the test): the kernel module's page, state and clear modules call each
-/// other (`clear` allocates through `pages`, whose drop path returns pool
-/// ranges to `clear`; `state` holds both and the weights of `wi`, which
-/// clears through `clear`). Documented in ARCHITECTURE.md.
-const KNOWN: &[&str] = &["module/src: clear, pages, state, wi"];
 
 /// The check finds a circle, through `super::` and `crate::` paths alike,
 /// and sees none in a chain.

@@ -49,10 +49,6 @@ static MOVABLE_RANGES: [Atomic<u64>; MAX_MOVABLE_RANGES] =
 static MOVABLE_PENDING: [Atomic<u32>; crate::interleave::MAX_NUMNODES] =
     [const { Atomic::new(0) }; crate::interleave::MAX_NUMNODES];
 
-/// Test hook (`/sys/kernel/debug/tierkit/test/movable_register_delay_ms`):
-/// milliseconds to sleep between such an allocation and its registration,
-/// so that a test can offline memory inside that window. 0 in production.
-pub(crate) static MOVABLE_REGISTER_DELAY_MS: Atomic<u32> = Atomic::new(0);
 
 /// Whether an allocation with the opt-in is under way on `nid`.
 pub(crate) fn movable_pending(nid: usize) -> bool {
@@ -332,7 +328,7 @@ impl GiganticRange {
             return Err(EINVAL);
         };
         let movable_slot = if movable {
-            let delay = MOVABLE_REGISTER_DELAY_MS.load(Relaxed);
+            let delay = crate::pages::movable::REGISTER_DELAY_MS.load(Relaxed);
             if delay != 0 {
                 // SAFETY: process context, no lock held.
                 unsafe { bindings::msleep(delay) };

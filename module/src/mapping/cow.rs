@@ -40,7 +40,8 @@
 //! hold.
 
 use super::{Backing, BackingPages};
-use crate::pages::{NodePage, PlacedPages};
+use crate::pages::NodePage;
+use crate::placed::PlacedPages;
 use crate::shim;
 use crate::state::{DeviceState, Reservation, Stats};
 use crate::sync::resched_killable;

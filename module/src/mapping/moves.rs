@@ -22,7 +22,8 @@
 //! holds beyond the mapping's own is one batch of new pages.
 
 use super::{Backing, BackingPages, Stayed};
-use crate::pages::{NodePage, PlacedPages};
+use crate::pages::NodePage;
+use crate::placed::PlacedPages;
 use crate::shim;
 use kernel::{ffi::c_ulong, prelude::*, sync::atomic::Relaxed};
 

@@ -15,7 +15,8 @@ use kernel::prelude::*;
 mod moves {
     use crate::interleave::{Nodemask, MAX_NUMNODES};
     use crate::mapping::{Backing, Stayed};
-    use crate::pages::{alloc_placed, NodePage, PlacedPages};
+    use crate::pages::NodePage;
+    use crate::placed::{alloc_placed, PlacedPages};
     use crate::shim;
     use crate::state::DeviceState;
     use crate::wi::{memory_nodes, Policy};

@@ -100,12 +100,19 @@ pub(crate) fn busy(start: u64, nr: u64) -> u64 {
     unsafe { shim::tk_movable_busy(start as c_ulong, nr as c_ulong) as u64 }
 }
 
+/// Test hook (`/sys/kernel/debug/tierkit/test/movable_register_delay_ms`):
+/// milliseconds to sleep between an allocation of ZONE_MOVABLE pages and
+/// their registration (a gigantic range, a 4 KiB `mmap`, `TK_IOC_BULK`),
+/// so that a test can offline memory inside that window. 0 in production.
+pub(crate) static REGISTER_DELAY_MS: kernel::sync::atomic::Atomic<u32> =
+    kernel::sync::atomic::Atomic::new(0);
+
 /// The test hook `test/movable_register_delay_ms` for 4 KiB pages: sleeps
 /// that long (0 in production), or until a signal, while a 4 KiB `mmap`
 /// holds pages not yet in a registered mapping and `TK_IOC_BULK` holds
 /// its pages, so that a test can offline memory inside that window.
 pub(crate) fn window_delay() {
-    let ms = crate::clear::range::MOVABLE_REGISTER_DELAY_MS.load(kernel::sync::atomic::Relaxed);
+    let ms = REGISTER_DELAY_MS.load(kernel::sync::atomic::Relaxed);
     if ms != 0 {
         // SAFETY: process context, no spinlock held.
         unsafe { bindings::msleep_interruptible(ms) };

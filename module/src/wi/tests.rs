@@ -9,7 +9,7 @@
 //!   every rejected input of mm/mempolicy.c and its errno.
 //! - `tierkit_wi_files`: the `nodeN` files and node hotplug.
 //!
-//! The allocation suite `tierkit_wi_alloc` is in `src/pages/tests.rs`.
+//! The allocation suite `tierkit_wi_alloc` is in `src/placed/tests.rs`.
 //!
 //! Each case builds its own [`Wi`], so the weight table userspace sees is
 //! never touched. KUnit aborts a failing case without running destructors;

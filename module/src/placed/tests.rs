@@ -18,7 +18,8 @@ use kernel::prelude::*;
 #[kunit_tests(tierkit_wi_alloc)]
 mod alloc {
     use crate::interleave::{weighted_interleave_nid_ref, Nodemask, TaskState, MAX_NUMNODES};
-    use crate::pages::{alloc_placed, alloc_placed_with, bulk, bulk_with, NodePage};
+    use crate::pages::NodePage;
+    use crate::placed::{alloc_placed, alloc_placed_with, bulk, bulk_with};
     use crate::shim;
     use crate::state::DeviceState;
     use crate::wi::{memory_nodes, Policy};
