@@ -95,7 +95,7 @@ impl WeightSet {
     }
 }
 
-/// The weight sets the tests run on a topology: on (DRAM, CXL) the issue's
+/// The weight sets the tests run on a topology: on (DRAM, CXL) the documented
 /// {3,1}, then equal, 255 on either or both sides, co-prime, and then
 /// single-node masks; on three or more memory nodes one set over all of
 /// them. With one memory node only the single-node sets.

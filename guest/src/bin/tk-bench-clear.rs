@@ -29,7 +29,7 @@
 //!   right after tierkit freed its range there, and gives it back after;
 //!   best of R.
 //!
-//! It prints a table with the ratios the issue asks for:
+//! It prints a table with the ratios against their targets:
 //! tierkit(1 worker)/kernel-serial time, tierkit/memset GB/s at each T, and
 //! tierkit's T-worker speedup as a fraction of memset's T-thread speedup;
 //! and one `TIERKIT-JSON` line for `cargo xtask bench clear`.

@@ -15,7 +15,7 @@
 //! `first_use`.
 //!
 //! It prints `hugetlb ÷ tierkit` (time ratio: > 1 means tierkit is faster)
-//! per node and T and `hugetlb ÷ pool` per node, with the targets
+//! per node and T and `hugetlb ÷ pool` per node, with their targets
 //! (>= 0.95 at T=1, >= 1.8 at T=2, >= 20 from a ready pool) reported as met
 //! or missed but not enforced, and one `TIERKIT-JSON` line for `cargo xtask
 //! bench gigantic`. A node where no 1 GiB tierkit range, pool range or

@@ -3,7 +3,7 @@
 //! `alloc_pages_bulk_weighted_interleave`) through the module, against
 //! tierkit-core's model (`TaskState::next`, `bulk_split`).
 //!
-//! - The example: fresh {0,1} weights {3,1}, 10 pages in bulk ->
+//! - The worked example: fresh {0,1} weights {3,1}, 10 pages in bulk ->
 //!   8 on DRAM, 2 on CXL, resume (DRAM, 1); then three single steps go
 //!   DRAM, CXL, DRAM.
 //! - A fresh task path walks 0,0,0,1,0,0,0,1.

@@ -60,10 +60,10 @@ pub use hugetlb::{BootPool, HugePage};
 const GIB: usize = TK_GIGANTIC_BYTES as usize;
 const PAGES: usize = GIB / PAGE_SIZE;
 
-/// The target for hugetlb ÷ tierkit-from-a-ready-pool.
+/// The target for hugetlb ÷ tierkit-from-a-ready-pool.
 pub const POOL_TARGET: f64 = 20.0;
 
-/// The targets for hugetlb ÷ tierkit, by worker count.
+/// The targets for hugetlb ÷ tierkit, by worker count.
 pub fn target(threads: u32) -> Option<f64> {
     match threads {
         1 => Some(0.95),
@@ -559,7 +559,7 @@ fn pool_series(r: &mut Report, n: &NodeAt, plan: &Plan, out: &mut Results) -> Op
 }
 
 /// Measures `plan` on `nid`: tierkit per T, then from a ready pool, then
-/// hugetlb; the ratios against hugetlb with the targets (reported
+/// hugetlb; the ratios against hugetlb with their targets (reported
 /// met or missed, not enforced). A side that cannot get a GiB is skipped
 /// with the reason.
 pub fn run_node(r: &mut Report, topo: &Topology, nid: u32, plan: &Plan, out: &mut Results) {

@@ -16,7 +16,7 @@ use tierkit_core::uapi::{
 
 const BIN: &str = "tk-test-gup";
 const GIB: usize = TK_GIGANTIC_BYTES as usize;
-/// Pages of a region, as many as the vmsplice input.
+/// Pages of a region, as many as the reproduced vmsplice input.
 const REGION: usize = 16;
 /// A GiB's region starts 8 pages before its first 2 MiB line.
 const GIB_REGION_START: usize = 512 - 8;
@@ -262,7 +262,7 @@ fn callers(r: &mut Report, s: &Subject) {
     reuse(r, s, &before);
 }
 
-/// The input: vmsplice the region, drain and close the pipe, then
+/// The reproduced input: vmsplice the region, drain and close the pipe, then
 /// a child on the same node allocates and fills 64 MiB.
 fn reuse(r: &mut Report, s: &Subject, before: &[(u64, TkPageRefs)]) {
     let name = format!("{}: after vmsplice, a 64 MiB anonymous allocation on the node takes none of the region's pages", s.name);

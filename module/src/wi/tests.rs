@@ -4,7 +4,7 @@
 //! module loads.
 //!
 //! - `tierkit_wi_selector`: node sequences of the address and task paths
-//!   (the examples of the issue, a weight of 255, single-node masks).
+//!   (the worked examples, a weight of 255, single-node masks).
 //! - `tierkit_wi_abi`: the weight-file ABI and the policy nodemask, with
 //!   every rejected input of mm/mempolicy.c and its errno.
 //! - `tierkit_wi_files`: the `nodeN` files and node hotplug.

@@ -1,6 +1,6 @@
 //! After `cargo xtask bench <name>`: read `target/tierkit/bench/<name>.json`
 //! (written by `write_bench` in boot/results.rs), add a compact `summary` of the
-//! ratios the issues ask for, print it, and draw an SVG chart next to it:
+//! ratios against their targets, print it, and draw an SVG chart next to it:
 //!
 //! - `clear`: GB/s against threads, one line per (node, placement) for
 //!   tierkit, plus the userspace `memset` of the same size with the same

@@ -13,7 +13,7 @@ use std::process::ExitCode;
 const BIN: &str = "tk-test-fuzz";
 /// "tierkit1" in ASCII: fixed, so that every run makes the same calls.
 const SEED: u64 = 0x7469_6572_6b69_7431;
-/// Calls of the main run: the floor ([`MIN_CALLS`]) and 5% more
+/// Calls of the main run: the floor of calls ([`MIN_CALLS`]) and 5% more
 /// (the run stops at the count, not before it, unless [`SECONDS`] is up);
 /// under the debug kernel every call costs about 0.4 ms of the run.
 const CALLS: u64 = 105_000;
@@ -24,7 +24,7 @@ const SECONDS: f64 = 240.0;
 const PROCS: u32 = 2;
 const THREADS: u32 = 2;
 const BIG: u32 = 1;
-/// The floor.
+/// The fewest calls a run must make.
 const MIN_CALLS: u64 = 100_000;
 /// Payloads of the differential phase.
 const DIFF_WRITES: usize = 600;

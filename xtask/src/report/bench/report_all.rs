@@ -71,7 +71,7 @@ pub struct RunMeta {
 /// (`tierkit_guest::tools::workload::rows::Row`).
 pub use tierkit_protocol::rows::Row;
 
-/// A target of the issue, checked on one run.
+/// A speed target, checked on one run.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Target {
     /// `model accuracy`, `calibration pays`, `optimized weights`.

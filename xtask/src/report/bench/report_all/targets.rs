@@ -15,7 +15,7 @@ pub const PAYS_BANDWIDTH: f64 = 3.0;
 pub const PAYS_LOOKUP: f64 = 1.25;
 pub const OPTIMIZED_SLACK: f64 = 0.10;
 
-/// The targets on one topology's rows.
+/// The speed targets on one topology's rows.
 pub(super) fn targets_of(t: &Topo) -> Vec<Target> {
     let mut v = Vec::new();
     // Model accuracy: each predicted row.
