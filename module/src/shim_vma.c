@@ -193,7 +193,16 @@ void tk_vma_set_cow(struct vm_area_struct *vma, void *backing)
  * snapshot's), then downgraded: 0 with the lock held for reading, or
  * -EINTR (a fatal signal) with it not held. O(vmas) under the write lock.
  */
-/* In C: vm_ops is a C table; vma_start_write(), pgprot_modify() and the vma iterator are inlines and macros. */
+/*
+ * In C: vm_ops is a C table; vma_start_write() and the vma iterator are
+ * inlines and macros. The new protection is vm_get_page_prot() of the
+ * flags without VM_SHARED, as vma_set_page_prot() computes for a
+ * write-notified vma, without its pgprot_modify(): on x86 that reads
+ * _PAGE_CHG_MASK, whose _PAGE_CC is cc_mask, not exported on kernels with
+ * ARCH_HAS_CC_PLATFORM (Debian's), and a tierkit vma's vm_page_prot has no
+ * bit beyond vm_get_page_prot(vm_flags) to keep (mmap set it so, and
+ * tierkit never changes caching or encryption bits).
+ */
 int tk_mmap_lock_cow_current(unsigned long start, unsigned long end)
 {
 	struct mm_struct *mm = current->mm;
@@ -211,8 +220,7 @@ int tk_mmap_lock_cow_current(unsigned long start, unsigned long end)
 		}
 		vma->vm_ops = &tk_vm_ops_cow;
 		WRITE_ONCE(vma->vm_page_prot,
-			   pgprot_modify(vma->vm_page_prot,
-					 vm_get_page_prot(vma->vm_flags & ~VM_SHARED)));
+			   vm_get_page_prot(vma->vm_flags & ~VM_SHARED));
 	}
 	mmap_write_downgrade(mm);
 	return 0;
