@@ -96,6 +96,27 @@ fn each_commands_timeout_help_says_its_default() {
     }
 }
 
+/// `kind`'s default in a hand-written default that differs by topology:
+/// `numa, numa2: 100:200G; cxl: 100:20G` (each topology's own) or
+/// `3G; socket2: 2G` (one for every topology not named after it).
+fn default_for<'a>(said: &'a str, kind: &str) -> Option<&'a str> {
+    said.split("; ")
+        .filter_map(|part| part.split_once(": "))
+        .find(|(names, _)| names.split(", ").any(|n| n == kind))
+        .map(|(_, value)| value)
+        .or_else(|| said.split("; ").find(|part| !part.contains(": ")))
+}
+
+#[test]
+fn a_default_per_topology_is_read_as_written() {
+    let perf = "numa, numa2: 100:200G; cxl: 100:20G";
+    assert_eq!(default_for(perf, "numa2"), Some("100:200G"));
+    assert_eq!(default_for(perf, "cxl"), Some("100:20G"));
+    assert_eq!(default_for(perf, "socket2"), None);
+    assert_eq!(default_for("3G; socket2: 2G", "socket2"), Some("2G"));
+    assert_eq!(default_for("3G; socket2: 2G", "numa"), Some("3G"));
+}
+
 /// The flags whose help states a default by hand, with what the code
 /// makes without them (the boot of `run --topology <each>`).
 #[test]
@@ -114,24 +135,18 @@ fn every_hand_written_default_is_the_codes() {
         let req = crate::cli::run_boot(r).unwrap();
         let topo = Topology::new(&req.topology).unwrap();
         let said = |id: &str| default_of(&help_of("run", id)).to_string();
-        // `3G; socket2: 2G`: the default, then each topology's own.
-        let own = |all: String| -> String {
-            all.split("; ")
-                .find_map(|x| x.strip_prefix(&format!("{}: ", kind.name())))
-                .unwrap_or_else(|| all.split("; ").next().unwrap_or_default())
-                .to_string()
-        };
+        let own = |id: &str| default_for(&said(id), kind.name()).map(str::to_string);
         assert!(said("topology").starts_with("numa;"));
         assert_eq!(
             timeout_made(&["run"]),
             timeout_made(&["run", "--topology", "numa"])
         );
         assert_eq!(
-            own(said("dram")),
-            format!("{}G", topo.cpu_nodes[0].dram_gib)
+            own("dram"),
+            Some(format!("{}G", topo.cpu_nodes[0].dram_gib))
         );
         if let Some(m) = topo.mem_nodes.first() {
-            assert_eq!(own(said("cxl_mem")), format!("{}G", m.size_gib), "{kind}");
+            assert_eq!(own("cxl_mem"), Some(format!("{}G", m.size_gib)), "{kind}");
         }
         if let [d, rest @ ..] = &topo.cxl[..] {
             assert!(rest.is_empty());
@@ -147,15 +162,14 @@ fn every_hand_written_default_is_the_codes() {
             let gran = format!("default {})", topo.cxl_interleave.granularity);
             assert!(help_of("run", "cxl_interleave").contains(&gran));
         }
-        // `numa, numa2: 100:200G; cxl: 100:20G`: each topology's.
-        let dram_perf = said("dram_perf");
-        let own = dram_perf.split("; ").find_map(|part| {
-            let (names, value) = part.split_once(": ")?;
-            names.split(", ").any(|n| n == kind.name()).then_some(value)
-        });
         let p = topo.dram_perf;
         let perf = format!("{}:{}G", p.latency_ns, p.bandwidth_gbs);
-        assert_eq!(own, Some(perf.as_str()), "{kind}: {dram_perf}");
+        assert_eq!(
+            own("dram_perf"),
+            Some(perf),
+            "{kind}: {}",
+            said("dram_perf")
+        );
         assert!(said("cpu_model").starts_with(&format!("{}:", req.job.cpu_model)));
         let online = clap::ValueEnum::to_possible_value(&req.job.cxl_online).unwrap();
         let online = online.get_name();
