@@ -35,12 +35,12 @@ fn parse_busy(stat: &str, hz: u64) -> Option<u64> {
         .skip(1)
         .map(|x| x.parse().ok())
         .collect::<Option<_>>()?;
-    // user nice system idle iowait irq softirq steal [guest guest_nice]:
-    // guest time is already inside user.
-    let ticks: u64 = [0, 1, 2, 5, 6, 7].iter().filter_map(|&i| f.get(i)).sum();
     if f.len() < 4 {
         return None;
     }
+    // user nice system idle iowait irq softirq steal [guest guest_nice]:
+    // guest time is already inside user.
+    let ticks: u64 = [0, 1, 2, 5, 6, 7].iter().filter_map(|&i| f.get(i)).sum();
     Some(ticks.saturating_mul(1_000_000_000) / hz)
 }
 

@@ -283,8 +283,8 @@ fn series(
         .collect()
 }
 
-/// The CPU time of a measurement that measures nothing on `nid`'s behalf
-/// (the `null` child), median of `reps`, ns: taken off every variant's.
+/// The CPU time of a measurement that measures nothing (the `null` child:
+/// spawn, print, exit), median of `reps`, ns: taken off every variant's.
 fn null_cpu(reps: usize) -> Result<u64, String> {
     let s = series(&["null".to_string()], reps, false, || Ok(()), || Ok(()))?;
     Ok(median(&s.iter().map(|x| x.cpu_ns).collect::<Vec<_>>()))
@@ -321,8 +321,9 @@ pub struct Results {
     pub skipped: Vec<Value>,
     /// The printed table's lines.
     pub table: Vec<String>,
-    /// The null child's CPU time on the node being measured, ns.
-    pub null_cpu_ns: u64,
+    /// The null child's CPU time ([`null_cpu`]), ns: the same for every
+    /// node, measured before the first one.
+    pub null_cpu_ns: Option<u64>,
 }
 
 impl Results {
@@ -423,6 +424,7 @@ fn tierkit_series(
     r: &mut Report,
     n: &NodeAt,
     plan: &Plan,
+    null: u64,
     out: &mut Results,
 ) -> Vec<(u32, u64, u64)> {
     let (nid, kind, node) = (n.nid, n.kind, &n.label);
@@ -443,7 +445,7 @@ fn tierkit_series(
                         "samples_ns": ns, "median_ns": med,
                     }),
                     &s,
-                    out.null_cpu_ns,
+                    null,
                 );
                 r.ok_note(
                     &format!("{node} tierkit {label}"),
@@ -482,7 +484,13 @@ fn tierkit_series(
 /// (skipped or failed, recorded in `r`). The CPU time includes the
 /// refill that clears the next range. The pool is emptied again before it
 /// returns.
-fn pool_series(r: &mut Report, n: &NodeAt, plan: &Plan, out: &mut Results) -> Option<(u64, u64)> {
+fn pool_series(
+    r: &mut Report,
+    n: &NodeAt,
+    plan: &Plan,
+    null: u64,
+    out: &mut Results,
+) -> Option<(u64, u64)> {
     let (nid, kind) = (n.nid, n.kind);
     let name = format!("{} tierkit from a ready pool", n.label);
     if !pool::present() {
@@ -535,7 +543,7 @@ fn pool_series(r: &mut Report, n: &NodeAt, plan: &Plan, out: &mut Results) -> Op
                     "retouch_median_ns": floor,
                 }),
                 &s,
-                out.null_cpu_ns,
+                null,
             );
             r.ok_note(
                 &name,
@@ -574,16 +582,16 @@ pub fn run_node(r: &mut Report, topo: &Topology, nid: u32, plan: &Plan, out: &mu
         ));
     }
     // What a measurement costs by itself, taken off each one's CPU time.
-    out.null_cpu_ns = match null_cpu(plan.reps) {
-        Ok(ns) => ns,
+    let null = match out.null_cpu_ns.map_or_else(|| null_cpu(plan.reps), Ok) {
+        Ok(ns) => *out.null_cpu_ns.insert(ns),
         Err(e) => {
-            r.fail(&format!("{node}: the null child"), e);
+            r.fail("the null child", e);
             return;
         }
     };
-    let tk = tierkit_series(r, &n, plan, out);
+    let tk = tierkit_series(r, &n, plan, null, out);
     let from_pool = if plan.pool {
-        pool_series(r, &n, plan, out)
+        pool_series(r, &n, plan, null, out)
     } else {
         None
     };
@@ -604,7 +612,7 @@ pub fn run_node(r: &mut Report, topo: &Topology, nid: u32, plan: &Plan, out: &mu
                     "page": hp.how, "samples_ns": ns, "median_ns": med,
                 }),
                 &s,
-                out.null_cpu_ns,
+                null,
             );
             r.ok_note(
                 &format!("{node} hugetlb"),
