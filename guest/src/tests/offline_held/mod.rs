@@ -78,7 +78,7 @@ pub fn orphans() -> Result<u64, String> {
 }
 
 /// Waits up to `limit` for `orphans` to read `want`; the last value read.
-fn wait_orphans(want: u64, limit: Duration) -> Result<u64, String> {
+pub fn wait_orphans(want: u64, limit: Duration) -> Result<u64, String> {
     let t0 = Instant::now();
     loop {
         let n = orphans()?;

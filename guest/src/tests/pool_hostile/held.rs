@@ -3,7 +3,7 @@
 //! is drained.
 
 use super::*;
-use crate::tests::offline_held::orphans;
+use crate::tests::offline_held::{orphans, wait_orphans};
 
 /// How long a refused offline may take: at once, not a retry loop.
 const REFUSED_WITHIN: Duration = Duration::from_secs(10);
@@ -94,14 +94,20 @@ pub fn pipe_holds_gib(r: &mut Report, c: u32) {
         // of the blocks under it.
         let gone = if drained != len as isize {
             Err(format!("drained {drained} of {len} bytes"))
-        } else if !orphans_back(base, Duration::from_secs(5)) {
+        } else if !wait_orphans(base, Duration::from_secs(5)).is_ok_and(|n| n <= base) {
             Err(format!(
                 "orphans not back to {base} within 5 s of the drain"
             ))
         } else {
             offline_each(&blocks, OFFLINE_LIMIT, true)
         };
-        let back = online_each(&blocks);
+        let offline: Vec<u64> = blocks
+            .iter()
+            .copied()
+            .filter(|&b| memblock::block_state(b).as_deref() == Some("offline"))
+            .collect();
+        let back =
+            online_movable(&offline).map_err(|not_back| format!("not online again: {not_back:?}"));
         let refused = refused?;
         let gone = gone?;
         back?;
@@ -147,37 +153,5 @@ fn offline_each(blocks: &[u64], limit: Duration, done: bool) -> Result<String, S
             "{}: {other:?}",
             if done { "not offlined" } else { "not refused" }
         ))
-    }
-}
-
-/// Onlines (`online_movable`) each of `blocks` that is offline.
-fn online_each(blocks: &[u64]) -> Result<(), String> {
-    let mut not_back = Vec::new();
-    for &b in blocks {
-        if memblock::block_state(b).as_deref() != Some("offline") {
-            continue;
-        }
-        match memblock::set_block_state(b, "online_movable", OFFLINE_LIMIT) {
-            Ok(t) if t.outcome == Outcome::Done => {}
-            Ok(t) => not_back.push(format!("memory{b}: {}", t.outcome.describe())),
-            Err(e) => not_back.push(format!("memory{b}: {e}")),
-        }
-    }
-    if not_back.is_empty() {
-        Ok(())
-    } else {
-        Err(format!("not online again: {not_back:?}"))
-    }
-}
-
-/// Whether `orphans` reads `base` or less within `limit`.
-fn orphans_back(base: u64, limit: Duration) -> bool {
-    let t0 = Instant::now();
-    loop {
-        match orphans() {
-            Ok(n) if n <= base => return true,
-            _ if t0.elapsed() > limit => return false,
-            _ => vma::sleep_ms(100),
-        }
     }
 }

@@ -38,6 +38,24 @@ use tierkit_core::uapi::TK_GIGANTIC_BYTES;
 /// How long offlining one block may take in step 5.
 pub const OFFLINE_LIMIT: Duration = Duration::from_secs(45);
 
+/// Onlines (`online_movable`) each of `blocks`, each within
+/// [`OFFLINE_LIMIT`]; the blocks that did not come back, with why.
+fn online_movable(blocks: &[u64]) -> Result<(), Vec<String>> {
+    let mut not_back = Vec::new();
+    for &b in blocks {
+        match memblock::set_block_state(b, "online_movable", OFFLINE_LIMIT) {
+            Ok(t) if t.outcome == Outcome::Done => {}
+            Ok(t) => not_back.push(format!("memory{b}: {}", t.outcome.describe())),
+            Err(e) => not_back.push(format!("memory{b}: {e}")),
+        }
+    }
+    if not_back.is_empty() {
+        Ok(())
+    } else {
+        Err(not_back)
+    }
+}
+
 /// A KUnit filter no suite matches (the reloads run no suite).
 pub const NO_SUITES: &str = "tk-test-pool-hostile-runs-no-kunit-suite";
 

@@ -226,23 +226,14 @@ pub fn offline_mid_refill(r: &mut Report, topo: &Topology) {
         },
     );
     retry_refused(r, c, &busy, &mut done);
-    let mut not_back = Vec::new();
-    for &b in &done {
-        match memblock::set_block_state(b, "online_movable", OFFLINE_LIMIT) {
-            Ok(t) if t.outcome == Outcome::Done => {}
-            Ok(t) => not_back.push(format!("memory{b}: {}", t.outcome.describe())),
-            Err(e) => not_back.push(format!("memory{b}: {e}")),
-        }
-    }
+    let back = online_movable(&done);
     r.check(
         &format!("node {c}: the offlined blocks online again (online_movable)"),
-        if not_back.is_empty() {
-            Ok(())
-        } else {
-            Err(format!("{not_back:?}"))
-        },
+        back.as_ref()
+            .map(|_| ())
+            .map_err(|not_back| format!("{not_back:?}")),
     );
-    if not_back.is_empty() {
+    if back.is_ok() {
         refill_resumes(r, c, &blocks);
     }
     let res = pool::set_target(c, 0)
