@@ -522,6 +522,7 @@ fn readme_first_run_matches_the_code() {
         ("numa", "for the default `numa` guest"),
         ("cxl", "for `cxl`"),
         ("numa2", "for `numa2`"),
+        ("socket2", "for `socket2`"),
     ] {
         let gib = readme_gib(what);
         let on = |mem: u64| {
@@ -645,4 +646,55 @@ fn the_alias_shows_cargos_progress_while_it_builds_xtask() {
     );
     let readme = fs::read_to_string(repo_root().join("README.md")).unwrap();
     assert!(readme.contains("cargo's progress shown"));
+}
+
+/// xtask.md's Flags table gives every topology's default of the flags
+/// whose default depends on the topology (`--dram`, `--cxl-mem`,
+/// `--dram-perf`), as `plan::topology::TOPOLOGIES` has them: each value,
+/// and the topologies of each value but the first's.
+#[test]
+fn per_topology_defaults_are_the_tables() {
+    use xtask::plan::topology::TOPOLOGIES;
+    let doc = fs::read_to_string(repo_root().join("Documentation/dev-tools/xtask.md")).unwrap();
+    let row = |flag: &str| -> String {
+        doc.lines()
+            .find(|l| l.starts_with(&format!("| `{flag} ")))
+            .unwrap_or_else(|| panic!("xtask.md has no Flags row for {flag}"))
+            .to_string()
+    };
+    let mut errors = Vec::new();
+    type Value = fn(&xtask::plan::topology::TopologySpec) -> Option<String>;
+    let flags: [(&str, Value); 3] = [
+        ("--dram", |t| Some(format!("{}G", t.dram_gib))),
+        // Only the topologies with memory-only boot nodes take --cxl-mem.
+        ("--cxl-mem", |t| {
+            (t.mem_nodes > 0).then(|| format!("{}G", t.mem_gib))
+        }),
+        ("--dram-perf", |t| {
+            Some(format!(
+                "{}:{}G",
+                t.dram_perf.latency_ns, t.dram_perf.bandwidth_gbs
+            ))
+        }),
+    ];
+    for (flag, value) in flags {
+        let row = row(flag);
+        let default = row.split('|').nth(2).unwrap_or("");
+        let mut first: Option<String> = None;
+        for t in &TOPOLOGIES {
+            let Some(v) = value(t) else { continue };
+            if !default.contains(&format!("`{v}`")) && !default.contains(&v) {
+                errors.push(format!("{flag}: {}'s default {v} is not in {default:?}", t.name));
+            }
+            match &first {
+                None => first = Some(v),
+                Some(f) if *f != v && !default.contains(t.name) => errors.push(format!(
+                    "{flag}: {default:?} does not say that {} has {v}",
+                    t.name
+                )),
+                Some(_) => {}
+            }
+        }
+    }
+    assert!(errors.is_empty(), "xtask.md's Flags table:\n  {}", errors.join("\n  "));
 }
