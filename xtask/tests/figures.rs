@@ -12,9 +12,10 @@
 //!   `| figure | value | source |` table: each number of its value is in
 //!   the section its source links to, and no doc outside
 //!   Documentation/results/ copies the value;
-//! - outside Documentation/results/, a paragraph that gives a test count
-//!   (`N passed`), a wall time (`N min N s`) or a speed-up (`x1.78`) links
-//!   to Documentation/results/.
+//! - outside Documentation/results/ (the ABI documents included), a
+//!   paragraph that gives a test count (`N passed`), a wall time
+//!   (`N min N s`), a speed-up (`x1.78`) or a duration in words (`close to
+//!   a minute`, `tens of seconds`) links to Documentation/results/.
 //!
 //! Host only: `cargo test -p xtask --test figures`.
 
@@ -366,11 +367,48 @@ fn named_figures_are_named_once_stated_at_their_source_and_not_copied() {
     );
 }
 
+/// A duration given in words (`close to a minute`, `minutes`, `tens of
+/// seconds`, `hours`): a measured figure all the same, and one that drifts
+/// from its source unseen (the same GiB's clear was `tens of seconds`,
+/// `close to a minute` and `minutes` in three docs).
+fn spelled_duration(text: &str) -> Option<String> {
+    let words: Vec<String> = text
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+        .collect();
+    for (i, w) in words.iter().enumerate() {
+        let prev = i.checked_sub(1).map(|j| words[j].as_str());
+        let counted = prev.is_some_and(|p| p.chars().all(|c| c.is_ascii_digit()));
+        let long = matches!(w.as_str(), "minute" | "minutes" | "hour" | "hours");
+        let tens = w == "seconds" && matches!(prev, Some("of")) && i >= 2 && words[i - 2] == "tens";
+        if (long && !counted) || tens {
+            let from = i.saturating_sub(3);
+            return Some(words[from..=i].join(" "));
+        }
+    }
+    None
+}
+
+/// The kernel-style ABI documents (Documentation/ABI/testing/*), which
+/// [`doc_files`] leaves out (they are not Markdown).
+fn abi_docs(root: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = fs::read_dir(root.join("Documentation/ABI/testing"))
+        .map(|rd| {
+            rd.filter_map(Result::ok)
+                .map(|e| PathBuf::from("Documentation/ABI/testing").join(e.file_name()))
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
 #[test]
 fn other_docs_link_their_figures_to_results() {
     let root = repo_root();
     let mut errors = Vec::new();
-    for p in other_docs(&root) {
+    for p in other_docs(&root).into_iter().chain(abi_docs(&root)) {
         let text = fs::read_to_string(root.join(&p)).unwrap();
         let mut fence = false;
         let mut paras = vec![String::new()];
@@ -393,7 +431,8 @@ fn other_docs_link_their_figures_to_results() {
                 .any(|w| w[1] == "passed" && w[0].parse::<u32>().is_ok())
                 || t.windows(4)
                     .any(|w| w[1] == "min" && w[3] == "s" && w[0].parse::<u32>().is_ok())
-                || figures(&para).iter().any(|f| f.starts_with('x'));
+                || figures(&para).iter().any(|f| f.starts_with('x'))
+                || spelled_duration(&para).is_some();
             if measured && !para.contains("results/") {
                 errors.push(format!(
                     "{}: {}",
@@ -424,4 +463,15 @@ fn the_checks_find_what_they_look_for() {
     assert!(has_commit("at be2ac06"));
     assert!(!has_commit("at deadbeef-free"));
     assert!(has_command("`cargo xtask test --ci`"));
+    for spelled in [
+        "a GiB takes close to a minute or more",
+        "its clear takes minutes",
+        "tens of seconds to fill",
+        "an hour",
+    ] {
+        assert!(spelled_duration(spelled).is_some(), "{spelled}");
+    }
+    for not in ["the test's 8 minutes", "within seconds", "10 s", "a second"] {
+        assert_eq!(spelled_duration(not), None, "{not}");
+    }
 }
