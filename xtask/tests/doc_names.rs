@@ -353,3 +353,63 @@ fn every_rust_path_the_docs_name_exists() {
         "Rust paths that name nothing here: {missing:#?}"
     );
 }
+
+/// The `cargo test -p PKG --test NAME` commands of a text (lines joined,
+/// so a command wrapped over two lines counts): (PKG, NAME).
+fn test_commands(text: &str) -> Vec<(String, String)> {
+    let words: Vec<&str> = text
+        .split_whitespace()
+        .map(|w| w.trim_matches(['`', '(', ')', ',', ';', ':', '.']))
+        .collect();
+    words
+        .windows(6)
+        .filter(|w| w[0] == "cargo" && w[1] == "test" && w[2] == "-p" && w[4] == "--test")
+        .map(|w| (w[3].to_string(), w[5].to_string()))
+        .collect()
+}
+
+/// Every `cargo test -p PKG --test NAME` in the docs names a package of
+/// the workspace and one of its integration tests (`tests/NAME.rs`).
+#[test]
+fn every_test_command_names_a_test_that_exists() {
+    let root = repo_root();
+    let cargo = fs::read_to_string(root.join("Cargo.toml")).unwrap();
+    let members: Vec<&str> = cargo
+        .lines()
+        .find_map(|l| l.strip_prefix("members = "))
+        .expect("the workspace's members")
+        .trim_matches(['[', ']'])
+        .split(',')
+        .map(|m| m.trim().trim_matches('"'))
+        .collect();
+    let package_dir = |pkg: &str| {
+        members.iter().find(|m| {
+            fs::read_to_string(root.join(m).join("Cargo.toml"))
+                .is_ok_and(|t| t.lines().any(|l| l.trim() == format!("name = \"{pkg}\"")))
+        })
+    };
+    let mut errors = Vec::new();
+    let mut seen = 0;
+    for f in doc_files(&root) {
+        let text = fs::read_to_string(root.join(&f)).unwrap();
+        for (pkg, name) in test_commands(&text) {
+            seen += 1;
+            match package_dir(&pkg) {
+                None => errors.push(format!("{}: no package {pkg}", f.display())),
+                Some(dir) if !root.join(dir).join("tests").join(format!("{name}.rs")).is_file() => {
+                    errors.push(format!(
+                        "{}: `cargo test -p {pkg} --test {name}`: no {dir}/tests/{name}.rs",
+                        f.display()
+                    ))
+                }
+                Some(_) => {}
+            }
+        }
+    }
+    assert!(seen >= 5, "only {seen} `cargo test -p PKG --test NAME` in the docs");
+    assert!(errors.is_empty(), "{}", errors.join("\n"));
+    assert_eq!(
+        test_commands("run `cargo test -p xtask --test\ndoc_names` (or"),
+        [("xtask".to_string(), "doc_names".to_string())]
+    );
+}
