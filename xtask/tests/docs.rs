@@ -698,3 +698,68 @@ fn per_topology_defaults_are_the_tables() {
     }
     assert!(errors.is_empty(), "xtask.md's Flags table:\n  {}", errors.join("\n  "));
 }
+
+/// xtask.md's table of the boots of `test` is `plan::runs`: a row per run
+/// of QUICK_RUNS and FULL_RUNS, in its table, "default profile only" where
+/// the run has no debug boot, with its KUnit glob, every userspace test it
+/// selects or leaves out (`tk-test-x` or, in a list, `-x`), its
+/// `--cxl-online`, `--cxl-interleave` and `--append`.
+#[test]
+fn the_boots_table_is_the_runs() {
+    use xtask::plan::runs::{FULL_RUNS, QUICK_RUNS};
+    let doc = fs::read_to_string(repo_root().join("Documentation/dev-tools/xtask.md")).unwrap();
+    let names_test = |row: &str, t: &str| {
+        let short = t.strip_prefix("tk-test").map(|s| format!("`{s}`"));
+        row.contains(&format!("`{t}`")) || short.is_some_and(|s| row.contains(&s))
+    };
+    let mut errors = Vec::new();
+    for (table, runs) in [("QUICK_RUNS", QUICK_RUNS), ("FULL_RUNS", FULL_RUNS)] {
+        for r in runs {
+            let Some(row) = doc.lines().find(|l| l.starts_with(&format!("| `{}` |", r.name))) else {
+                errors.push(format!("no row for run {}", r.name));
+                continue;
+            };
+            let cell = |i: usize| row.split(" | ").nth(i).unwrap_or("").to_string();
+            if !cell(1).contains(table) {
+                errors.push(format!("{}: not in {table}: {}", r.name, cell(1)));
+            }
+            if cell(1).contains("default profile only") == r.debug {
+                errors.push(format!("{}: debug boot {} against {:?}", r.name, r.debug, cell(1)));
+            }
+            if let Some(online) = r.cxl_online {
+                let zone = match online {
+                    xtask::plan::topology::CxlOnline::Kernel => "kernel",
+                    xtask::plan::topology::CxlOnline::Movable => "movable",
+                };
+                let want = format!("--cxl-online {zone}");
+                if !row.contains(&want) {
+                    errors.push(format!("{}: no `{want}`", r.name));
+                }
+            }
+            if let Some(il) = r.cxl_interleave {
+                let want = format!("--cxl-interleave {}:{}", il.ways, il.granularity);
+                if !row.contains(&want) {
+                    errors.push(format!("{}: no `{want}`", r.name));
+                }
+            }
+            if !r.append.is_empty() && !row.contains(r.append) {
+                errors.push(format!("{}: no `--append {}`", r.name, r.append));
+            }
+            let Some(sel) = r.only else {
+                if !cell(3).contains("everything") {
+                    errors.push(format!("{}: runs everything: {:?}", r.name, cell(3)));
+                }
+                continue;
+            };
+            if !sel.kunit.is_empty() && !row.contains(&format!("`{}`", sel.kunit)) {
+                errors.push(format!("{}: KUnit `{}` not named", r.name, sel.kunit));
+            }
+            for t in sel.user.split(',').chain(sel.skip.split(',')).filter(|t| !t.is_empty()) {
+                if !names_test(row, t) {
+                    errors.push(format!("{}: {t} not named", r.name));
+                }
+            }
+        }
+    }
+    assert!(errors.is_empty(), "xtask.md's boots of `test`:\n  {}", errors.join("\n  "));
+}

@@ -104,9 +104,9 @@ pub(super) enum Cmd {
     /// tests (/bin/tk-test-*); print a summary and write JSON and JUnit XML.
     ///
     /// Without --topology it boots the quick runs (xtask/src/plan/runs.rs,
-    /// QUICK_RUNS): numa (every tierkit KUnit suite, the userspace tests
-    /// but the slow ones) and cxl (placement on the CXL node in
-    /// ZONE_MOVABLE). --full (CI) boots numa-full and cxl-full (the whole
+    /// QUICK_RUNS): numa (KUnit `tierkit_[!g]*`: every tierkit suite but
+    /// the 1 GiB one; the userspace tests but the slow ones) and cxl
+    /// (placement on the CXL node in ZONE_MOVABLE). --full (CI) boots numa-full and cxl-full (the whole
     /// suite) and three short runs: cxl-kernel (the CXL node as kernel
     /// memory), cxl-interleave (one region across two devices) and
     /// numa-init-on-alloc (init_on_alloc=1). With --topology: that

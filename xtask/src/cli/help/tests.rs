@@ -218,3 +218,18 @@ fn every_hand_written_default_is_the_codes() {
         }
     }
 }
+
+/// `test --help` names the quick numa run's KUnit glob as the code has it
+/// (it said "every tierkit KUnit suite" while the run left one out).
+#[test]
+fn test_help_names_the_quick_kunit_glob() {
+    let c = command();
+    let test = c.find_subcommand("test").unwrap();
+    let about = test
+        .get_long_about()
+        .or(test.get_about())
+        .map(|a| a.to_string())
+        .unwrap_or_default();
+    let glob = crate::plan::runs::QUICK_KUNIT;
+    assert!(about.contains(&format!("`{glob}`")), "{about}");
+}
