@@ -53,7 +53,7 @@ pub fn build(kernel: &KernelBuild) -> Result<ModuleBuild> {
         say!("$ {shown}");
     }
     let _slow = util::say_if_slow(format!(
-        "building tierkit.ko ({} profile; Kbuild compiles the module's Rust and its C shim): a first build takes a minute or two, an unchanged one a second",
+        "building tierkit.ko ({} profile; Kbuild compiles the module's Rust and its C shim; measured times: Documentation/results/tests.md, \"Timings\")",
         kernel.profile
     ));
     let out = cmd

@@ -49,7 +49,8 @@ pub fn build() -> Result<Vec<GuestBinary>> {
     let shown = show_cmd(&cmd);
     let _slow = util::say_if_slow(format!(
         "building the guest binaries (tierkit-guest for {}, static, release): \
-         a first build compiles every crate, 1-2 min; later ones take seconds",
+         a first build compiles every crate (minutes; measured times: \
+         Documentation/results/tests.md, \"Timings\"), later ones take seconds",
         GUEST_TARGET
     ));
     let out = cmd
