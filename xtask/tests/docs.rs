@@ -763,3 +763,42 @@ fn the_boots_table_is_the_runs() {
     }
     assert!(errors.is_empty(), "xtask.md's boots of `test`:\n  {}", errors.join("\n  "));
 }
+
+/// xtask.md's "Deadlines of the guest programs" gives each test's own
+/// deadline as `protocol/src/deadline.rs` has it: every scaled entry of
+/// its table is named (`tk-test-x` or `-x`) with its seconds, and the
+/// default is the one named last (`or N s`).
+#[test]
+fn the_deadlines_are_the_tables() {
+    use tierkit_protocol::deadline::{DEFAULT_SECS, TABLE};
+    let doc = fs::read_to_string(repo_root().join("Documentation/dev-tools/xtask.md")).unwrap();
+    let from = doc
+        .find("### Deadlines of the guest programs")
+        .expect("xtask.md's deadline section");
+    let text = doc[from..].split_whitespace().collect::<Vec<_>>().join(" ");
+    let para = &text[..text.find("times `tierkit.deadline_scale=`").expect("the scale")];
+    let mut errors = Vec::new();
+    for d in TABLE.iter().filter(|d| d.scaled) {
+        let short = format!("`{}`", d.name.trim_start_matches("tk-test"));
+        let Some(at) = para
+            .find(&format!("`{}`", d.name))
+            .or_else(|| para.find(&short))
+        else {
+            errors.push(format!("{} ({} s) is not named", d.name, d.secs));
+            continue;
+        };
+        // The first `N s` after the name is its deadline.
+        let words: Vec<&str> = para[at..].split_whitespace().collect();
+        let said = words
+            .windows(2)
+            .find(|w| w[1].trim_end_matches([',', ')', ';']) == "s")
+            .map(|w| w[0]);
+        if said != Some(&d.secs.to_string()) {
+            errors.push(format!("{}: {said:?} s, the table's {} s", d.name, d.secs));
+        }
+    }
+    if !para.contains(&format!("or {DEFAULT_SECS} s")) {
+        errors.push(format!("the default, {DEFAULT_SECS} s, is not given"));
+    }
+    assert!(errors.is_empty(), "xtask.md's deadlines:\n  {}", errors.join("\n  "));
+}
