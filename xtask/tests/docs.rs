@@ -802,3 +802,24 @@ fn the_deadlines_are_the_tables() {
     }
     assert!(errors.is_empty(), "xtask.md's deadlines:\n  {}", errors.join("\n  "));
 }
+
+/// No table is cut in two by a blank line (the rows after it would show
+/// as a paragraph of pipes).
+#[test]
+fn no_table_is_cut_by_a_blank_line() {
+    let root = repo_root();
+    let mut errors = Vec::new();
+    for f in doc_tree::doc_files(&root) {
+        let text = fs::read_to_string(root.join(&f)).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        for i in 2..lines.len() {
+            let row = |l: &str| l.trim_start().starts_with('|');
+            if row(lines[i]) && lines[i - 1].trim().is_empty() && row(lines[i - 2])
+                && !lines[i + 1..].first().is_some_and(|l| l.contains("---"))
+            {
+                errors.push(format!("{}:{}", f.display(), i + 1));
+            }
+        }
+    }
+    assert!(errors.is_empty(), "a table row after a blank line: {errors:?}");
+}
