@@ -413,3 +413,55 @@ fn every_test_command_names_a_test_that_exists() {
         [("xtask".to_string(), "doc_names".to_string())]
     );
 }
+
+/// Every guest program the docs name (`tk-test-*`, `tk-bench-*`,
+/// `tk-demo*`, `tk-calibrate`, ...) is a binary of `guest/src/bin/`, or the
+/// stem of a glob (`tk-test-runner-*`); `tk-test-x` is the docs' name for
+/// any test.
+#[test]
+fn every_guest_program_named_exists() {
+    let root = repo_root();
+    let bins: Vec<String> = fs::read_dir(root.join("guest/src/bin"))
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter_map(|e| {
+            e.file_name()
+                .to_str()
+                .and_then(|n| n.strip_suffix(".rs"))
+                .map(str::to_string)
+        })
+        .collect();
+    let mut errors = Vec::new();
+    for f in doc_files(&root) {
+        let text = fs::read_to_string(root.join(&f)).unwrap();
+        for (i, _) in text.match_indices("tk-") {
+            if i > 0 && {
+                let c = text.as_bytes()[i - 1] as char;
+                c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '/' || c == '.'
+            } {
+                continue;
+            }
+            let name: String = text[i..]
+                .chars()
+                .take_while(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '-')
+                .collect();
+            let name = name.trim_end_matches('-');
+            let glob = text[i + name.len()..].starts_with(['*', '-']);
+            let ours = ["tk-test-", "tk-bench-", "tk-demo"]
+                .iter()
+                .any(|p| name.starts_with(p))
+                || ["tk-run", "tk-calibrate", "tk-workload", "tk-stress", "tk-fuzz", "tk-init"]
+                    .contains(&name);
+            if !ours || name == "tk-test-x" || bins.iter().any(|b| b == name) {
+                continue;
+            }
+            if glob && bins.iter().any(|b| b.starts_with(name)) {
+                continue;
+            }
+            errors.push(format!("{}: {name}", f.display()));
+        }
+    }
+    errors.sort();
+    errors.dedup();
+    assert!(errors.is_empty(), "no such guest program: {errors:#?}");
+}
