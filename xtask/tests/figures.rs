@@ -14,7 +14,7 @@
 //!   Documentation/results/ copies the value;
 //! - outside Documentation/results/ (the ABI documents included), a
 //!   paragraph that gives a test count (`N passed`), a wall time
-//!   (`N min N s`), a speed-up (`x1.78`) or a duration in words (`close to
+//!   (`N min`, `N min N s`), a speed-up (`x1.78`) or a duration in words (`close to
 //!   a minute`, `tens of seconds`) links to Documentation/results/.
 //!
 //! Host only: `cargo test -p xtask --test figures`.
@@ -367,6 +367,15 @@ fn named_figures_are_named_once_stated_at_their_source_and_not_copied() {
     );
 }
 
+/// A wall time in minutes, `N min` (not `min(a, b)`).
+fn minutes(text: &str) -> bool {
+    text.match_indices(" min").any(|(i, _)| {
+        let before = text[..i].chars().last().is_some_and(|c| c.is_ascii_digit());
+        let after = text[i + 4..].chars().next();
+        before && after.is_none_or(|c| !c.is_alphanumeric() && c != '(')
+    })
+}
+
 /// A duration given in words (`close to a minute`, `minutes`, `tens of
 /// seconds`, `hours`): a measured figure all the same, and one that drifts
 /// from its source unseen (the same GiB's clear was `tens of seconds`,
@@ -429,8 +438,7 @@ fn other_docs_link_their_figures_to_results() {
             let measured = t
                 .windows(2)
                 .any(|w| w[1] == "passed" && w[0].parse::<u32>().is_ok())
-                || t.windows(4)
-                    .any(|w| w[1] == "min" && w[3] == "s" && w[0].parse::<u32>().is_ok())
+                || minutes(&para)
                 || figures(&para).iter().any(|f| f.starts_with('x'))
                 || spelled_duration(&para).is_some();
             if measured && !para.contains("results/") {
@@ -471,6 +479,9 @@ fn the_checks_find_what_they_look_for() {
     ] {
         assert!(spelled_duration(spelled).is_some(), "{spelled}");
     }
+    assert!(minutes("timed out after 40 min, 1,405 messages"));
+    assert!(minutes("took 8 min 38 s"));
+    assert!(!minutes("(0 .. min(nr_node_ids, 64) - 1)") && !minutes("2 mins"));
     for not in ["the test's 8 minutes", "within seconds", "10 s", "a second"] {
         assert_eq!(spelled_duration(not), None, "{not}");
     }
