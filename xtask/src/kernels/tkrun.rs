@@ -14,6 +14,15 @@ use std::process::Command;
 /// Where the library lands in the guest (`tk-run --lib`'s default).
 pub const GUEST_LIB: &str = "/lib/tierkit/libtkrun.so";
 
+/// The programs the parts put on the guest's PATH (`/usr/bin/tk-stream`,
+/// `/usr/bin/tkrun-check`), in every initramfs.
+pub fn guest_programs() -> impl Iterator<Item = &'static str> {
+    PARTS
+        .iter()
+        .map(|p| p.3)
+        .filter(|g| g.starts_with("/usr/bin/"))
+}
+
 /// Flags for every C file: warnings are errors.
 const CFLAGS: &[&str] = &["-O2", "-g", "-Wall", "-Wextra", "-Werror"];
 

@@ -200,8 +200,8 @@ impl Tests {
 const PATH_DIRS: &[&str] = &["/bin", "/sbin", "/usr/bin", "/usr/sbin"];
 
 /// The programs on the guest's PATH: its /bin (the guest binaries), the
-/// busybox applets (`None` if busybox is not installed yet: unknown) and
-/// Debian's tools.
+/// busybox applets (`None` if busybox is not installed yet: unknown),
+/// tk-run's test programs and Debian's tools.
 pub fn guest_programs(root: &Path) -> Option<Vec<String>> {
     let mut v: Vec<String> = crate::kernels::initramfs::busybox_links()
         .ok()?
@@ -214,6 +214,7 @@ pub fn guest_programs(root: &Path) -> Option<Vec<String>> {
             .into_iter()
             .map(|b| format!("/bin/{b}")),
     );
+    v.extend(crate::kernels::tkrun::guest_programs().map(str::to_string));
     v.extend(
         crate::kernels::guest_tools::TOOLS
             .iter()
@@ -253,7 +254,7 @@ pub fn check_guest_command(
         };
         if !shared && !known {
             return Err(format!(
-                "{s}: no such program in the guest: it is outside the shared directory {} and none of the guest's own programs (busybox's applets, the tk-* programs, numactl, numastat, cxl, daxctl, ndctl)",
+                "{s}: no such program in the guest: it is outside the shared directory {} and none of the guest's own programs (busybox's applets, the tk-* programs, tk-stream, tkrun-check, numactl, numastat, cxl, daxctl, ndctl)",
                 cwd.display()
             ));
         }
@@ -268,7 +269,7 @@ pub fn check_guest_command(
                 format!("give its path in the shared directory {}", cwd.display())
             };
             return Err(format!(
-                "{s}: no such program on the guest's PATH (busybox's applets, the tk-* programs, numactl, numastat, cxl, daxctl, ndctl); a program of your own: {own}"
+                "{s}: no such program on the guest's PATH (busybox's applets, the tk-* programs, tk-stream, tkrun-check, numactl, numastat, cxl, daxctl, ndctl); a program of your own: {own}"
             ));
         }
     }
@@ -387,5 +388,26 @@ mod tests {
             check_guest_command(&"/usr/bin/awk".into(), &cwd, None),
             Ok(())
         );
+    }
+
+    /// tk-run's test programs are in every initramfs (`/usr/bin/tk-stream`,
+    /// `/usr/bin/tkrun-check`), so `run -- tk-stream` is no unknown
+    /// program: it was refused before anything was built.
+    #[test]
+    fn tkrun_programs_are_on_the_guests_path() {
+        let tk: Vec<&str> = crate::kernels::tkrun::guest_programs().collect();
+        assert_eq!(tk, ["/usr/bin/tk-stream", "/usr/bin/tkrun-check"]);
+        // As when busybox is not installed on the host: no applets.
+        let root = crate::util::repo_root();
+        let mut progs = vec!["/bin/busybox".to_string()];
+        progs.extend(tk.iter().map(|p| p.to_string()));
+        for cmd in ["tk-stream", "tkrun-check", "/usr/bin/tk-stream"] {
+            assert_eq!(check_guest_command(&cmd.into(), &root, Some(&progs)), Ok(()), "{cmd}");
+        }
+        if let Some(all) = guest_programs(&root) {
+            for p in tk {
+                assert!(all.iter().any(|x| x == p), "{p} not among the guest's programs");
+            }
+        }
     }
 }
