@@ -465,3 +465,74 @@ fn every_guest_program_named_exists() {
     errors.dedup();
     assert!(errors.is_empty(), "no such guest program: {errors:#?}");
 }
+
+/// ARCHITECTURE.md draws every room: each source file of the guest's rooms,
+/// xtask's stage folders, the protocol crate and the module (`name.rs`, or
+/// its folder `name/`) is named there, tests apart (`tests.rs`,
+/// `kunit.rs`). The reverse of [`every_repository_path_exists`].
+#[test]
+fn architecture_names_every_source_file() {
+    let root = repo_root();
+    let arch = fs::read_to_string(root.join("ARCHITECTURE.md")).unwrap();
+    const ROOMS: &[&str] = &[
+        "guest/src",
+        "guest/src/tests",
+        "guest/src/benches",
+        "guest/src/tools",
+        "guest/src/init",
+        "xtask/src",
+        "xtask/src/kernels",
+        "xtask/src/plan",
+        "xtask/src/boot",
+        "xtask/src/judge",
+        "xtask/src/report",
+        "xtask/src/cli",
+        "xtask/src/commands",
+        "xtask/src/util",
+        "protocol/src",
+        "module/core/src",
+        "module/src",
+        "module/src/clear",
+        "module/src/mapping",
+    ];
+    let test_file = |n: &str| matches!(n, "mod.rs" | "lib.rs" | "main.rs" | "tests.rs" | "kunit.rs");
+    let named = |n: &str| {
+        arch.match_indices(n).any(|(i, _)| {
+            let before = arch[..i].chars().last();
+            before.is_none_or(|c| !(c.is_alphanumeric() || c == '_'))
+        })
+    };
+    let mut missing = Vec::new();
+    for room in ROOMS {
+        let Ok(rd) = fs::read_dir(root.join(room)) else {
+            missing.push(format!("{room} (no such folder)"));
+            continue;
+        };
+        for e in rd.filter_map(Result::ok) {
+            let n = e.file_name().to_string_lossy().into_owned();
+            let p = e.path();
+            if p.is_dir() {
+                if n == "bin" || named(&format!("{n}/")) {
+                    continue;
+                }
+                // A folder is drawn when its files are.
+                let files: Vec<String> = fs::read_dir(&p)
+                    .unwrap()
+                    .filter_map(Result::ok)
+                    .map(|f| f.file_name().to_string_lossy().into_owned())
+                    .filter(|f| f.ends_with(".rs") && !test_file(f))
+                    .collect();
+                if files.iter().any(|f| !named(f)) {
+                    missing.push(format!("{room}/{n}/"));
+                }
+            } else if n.ends_with(".rs") && !test_file(&n) && !named(&n) {
+                missing.push(format!("{room}/{n}"));
+            }
+        }
+    }
+    missing.sort();
+    assert!(
+        missing.is_empty(),
+        "ARCHITECTURE.md does not name: {missing:#?}"
+    );
+}
