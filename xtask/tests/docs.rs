@@ -823,3 +823,38 @@ fn no_table_is_cut_by_a_blank_line() {
     }
     assert!(errors.is_empty(), "a table row after a blank line: {errors:?}");
 }
+
+/// A list of the topologies in the docs (`numa, numa2, ...` or
+/// `numa|numa2|...`, up to the end of its parenthesis, code span or table
+/// cell) names every topology of `TOPOLOGIES`; per-topology values
+/// (`numa, numa2; cxl ...`, `--cxl-mem`'s `numa, numa2 and socket2, whole
+/// GiB`) are no such list.
+#[test]
+fn every_list_of_topologies_is_whole() {
+    use xtask::plan::topology::TOPOLOGIES;
+    let root = repo_root();
+    let mut errors = Vec::new();
+    let mut lists = 0;
+    for f in doc_files(&root) {
+        let text = fs::read_to_string(root.join(&f)).unwrap();
+        for pat in ["numa, numa2", "numa\\|numa2", "numa|numa2"] {
+            for (i, _) in text.match_indices(pat) {
+                let rest = &text[i..];
+                let end = rest.find([')', '`', ';', '\n']).unwrap_or(rest.len());
+                let list = &rest[..end];
+                // `numa, numa2; cxl ...`: per-topology defaults, not a list.
+                if list.trim_end().ends_with("numa2") || list.contains(" whole ") {
+                    continue;
+                }
+                lists += 1;
+                for t in &TOPOLOGIES {
+                    if !list.contains(t.name) {
+                        errors.push(format!("{}: {list:?} leaves out {}", f.display(), t.name));
+                    }
+                }
+            }
+        }
+    }
+    assert!(lists >= 3, "only {lists} lists of topologies found");
+    assert!(errors.is_empty(), "{errors:#?}");
+}
