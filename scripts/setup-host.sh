@@ -49,7 +49,11 @@ if [ "$(id -u)" != 0 ] && { [ ${#missing[@]} -gt 0 ] || [ $need_qemu = 1 ]; }; t
     if ! command -v sudo >/dev/null; then
         todo=""
         [ ${#missing[@]} -gt 0 ] && todo="apt-get install ${missing[*]}; "
-        [ $need_qemu = 1 ] && todo="${todo}apt-get install -t bookworm-backports qemu-system-x86 (QEMU 10)"
+        if [ $need_qemu = 1 ]; then
+            grep -rqs 'bookworm-backports' /etc/apt/sources.list /etc/apt/sources.list.d/ \
+                || todo="${todo}add 'deb http://deb.debian.org/debian bookworm-backports main' to apt's sources and apt-get update; "
+            todo="${todo}apt-get install -t bookworm-backports qemu-system-x86 (QEMU 10)"
+        fi
         say "not root and no sudo: as root, install: $todo"
         exit 1
     fi
