@@ -88,8 +88,8 @@ pub const TABLE: &[Deadline] = &[
     // 100 module load/unload cycles and fault injection into finit_module.
     test("tk-test-lifecycle", 180),
     test("tk-test-hostile", 180),
-    // Its step 5 waits for the CXL node's pool to fill a GiB twice (about
-    // a minute each on emulated CXL memory), besides the offlines.
+    // Its step 5 waits for the CXL node's pool to fill a GiB twice (slow on
+    // emulated CXL memory: Documentation/results/topologies.md), besides the offlines.
     test("tk-test-pool-hostile", 300),
     runner("tk-test-runner-sleep", 2, Expect::Timeout),
     runner("tk-test-runner-orphan", 10, Expect::LeftBehind),

@@ -224,7 +224,11 @@ fn every_ioctl_is_listed_with_its_number() {
         let listed = words
             .windows(2)
             .any(|w| w[0] == io.name && hex(w[1]) == Some(io.cmd));
-        assert!(listed, "{} {:#x} is not in the ABI documents", io.name, io.cmd);
+        assert!(
+            listed,
+            "{} {:#x} is not in the ABI documents",
+            io.name, io.cmd
+        );
     }
 }
 
@@ -249,7 +253,10 @@ fn drawn_structs_have_the_headers_fields() {
             }
         }
     }
-    assert!(drawn >= 8, "only {drawn} structs drawn in the ABI documents");
+    assert!(
+        drawn >= 8,
+        "only {drawn} structs drawn in the ABI documents"
+    );
     assert!(errors.is_empty(), "{}", errors.join("\n"));
 }
 

@@ -396,7 +396,13 @@ fn every_test_command_names_a_test_that_exists() {
             seen += 1;
             match package_dir(&pkg) {
                 None => errors.push(format!("{}: no package {pkg}", f.display())),
-                Some(dir) if !root.join(dir).join("tests").join(format!("{name}.rs")).is_file() => {
+                Some(dir)
+                    if !root
+                        .join(dir)
+                        .join("tests")
+                        .join(format!("{name}.rs"))
+                        .is_file() =>
+                {
                     errors.push(format!(
                         "{}: `cargo test -p {pkg} --test {name}`: no {dir}/tests/{name}.rs",
                         f.display()
@@ -406,7 +412,10 @@ fn every_test_command_names_a_test_that_exists() {
             }
         }
     }
-    assert!(seen >= 5, "only {seen} `cargo test -p PKG --test NAME` in the docs");
+    assert!(
+        seen >= 5,
+        "only {seen} `cargo test -p PKG --test NAME` in the docs"
+    );
     assert!(errors.is_empty(), "{}", errors.join("\n"));
     assert_eq!(
         test_commands("run `cargo test -p xtask --test\ndoc_names` (or"),
@@ -450,8 +459,15 @@ fn every_guest_program_named_exists() {
             let ours = ["tk-test-", "tk-bench-", "tk-demo"]
                 .iter()
                 .any(|p| name.starts_with(p))
-                || ["tk-run", "tk-calibrate", "tk-workload", "tk-stress", "tk-fuzz", "tk-init"]
-                    .contains(&name);
+                || [
+                    "tk-run",
+                    "tk-calibrate",
+                    "tk-workload",
+                    "tk-stress",
+                    "tk-fuzz",
+                    "tk-init",
+                ]
+                .contains(&name);
             if !ours || name == "tk-test-x" || bins.iter().any(|b| b == name) {
                 continue;
             }
@@ -495,7 +511,8 @@ fn architecture_names_every_source_file() {
         "module/src/clear",
         "module/src/mapping",
     ];
-    let test_file = |n: &str| matches!(n, "mod.rs" | "lib.rs" | "main.rs" | "tests.rs" | "kunit.rs");
+    let test_file =
+        |n: &str| matches!(n, "mod.rs" | "lib.rs" | "main.rs" | "tests.rs" | "kunit.rs");
     let named = |n: &str| {
         arch.match_indices(n).any(|(i, _)| {
             let before = arch[..i].chars().last();

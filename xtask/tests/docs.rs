@@ -684,7 +684,10 @@ fn per_topology_defaults_are_the_tables() {
         for t in &TOPOLOGIES {
             let Some(v) = value(t) else { continue };
             if !default.contains(&format!("`{v}`")) && !default.contains(&v) {
-                errors.push(format!("{flag}: {}'s default {v} is not in {default:?}", t.name));
+                errors.push(format!(
+                    "{flag}: {}'s default {v} is not in {default:?}",
+                    t.name
+                ));
             }
             match &first {
                 None => first = Some(v),
@@ -696,7 +699,11 @@ fn per_topology_defaults_are_the_tables() {
             }
         }
     }
-    assert!(errors.is_empty(), "xtask.md's Flags table:\n  {}", errors.join("\n  "));
+    assert!(
+        errors.is_empty(),
+        "xtask.md's Flags table:\n  {}",
+        errors.join("\n  ")
+    );
 }
 
 /// xtask.md's table of the boots of `test` is `plan::runs`: a row per run
@@ -715,7 +722,10 @@ fn the_boots_table_is_the_runs() {
     let mut errors = Vec::new();
     for (table, runs) in [("QUICK_RUNS", QUICK_RUNS), ("FULL_RUNS", FULL_RUNS)] {
         for r in runs {
-            let Some(row) = doc.lines().find(|l| l.starts_with(&format!("| `{}` |", r.name))) else {
+            let Some(row) = doc
+                .lines()
+                .find(|l| l.starts_with(&format!("| `{}` |", r.name)))
+            else {
                 errors.push(format!("no row for run {}", r.name));
                 continue;
             };
@@ -724,7 +734,12 @@ fn the_boots_table_is_the_runs() {
                 errors.push(format!("{}: not in {table}: {}", r.name, cell(1)));
             }
             if cell(1).contains("default profile only") == r.debug {
-                errors.push(format!("{}: debug boot {} against {:?}", r.name, r.debug, cell(1)));
+                errors.push(format!(
+                    "{}: debug boot {} against {:?}",
+                    r.name,
+                    r.debug,
+                    cell(1)
+                ));
             }
             if let Some(online) = r.cxl_online {
                 let zone = match online {
@@ -754,14 +769,23 @@ fn the_boots_table_is_the_runs() {
             if !sel.kunit.is_empty() && !row.contains(&format!("`{}`", sel.kunit)) {
                 errors.push(format!("{}: KUnit `{}` not named", r.name, sel.kunit));
             }
-            for t in sel.user.split(',').chain(sel.skip.split(',')).filter(|t| !t.is_empty()) {
+            for t in sel
+                .user
+                .split(',')
+                .chain(sel.skip.split(','))
+                .filter(|t| !t.is_empty())
+            {
                 if !names_test(row, t) {
                     errors.push(format!("{}: {t} not named", r.name));
                 }
             }
         }
     }
-    assert!(errors.is_empty(), "xtask.md's boots of `test`:\n  {}", errors.join("\n  "));
+    assert!(
+        errors.is_empty(),
+        "xtask.md's boots of `test`:\n  {}",
+        errors.join("\n  ")
+    );
 }
 
 /// xtask.md's "Deadlines of the guest programs" gives each test's own
@@ -776,7 +800,9 @@ fn the_deadlines_are_the_tables() {
         .find("### Deadlines of the guest programs")
         .expect("xtask.md's deadline section");
     let text = doc[from..].split_whitespace().collect::<Vec<_>>().join(" ");
-    let para = &text[..text.find("times `tierkit.deadline_scale=`").expect("the scale")];
+    let para = &text[..text
+        .find("times `tierkit.deadline_scale=`")
+        .expect("the scale")];
     let mut errors = Vec::new();
     for d in TABLE.iter().filter(|d| d.scaled) {
         let short = format!("`{}`", d.name.trim_start_matches("tk-test"));
@@ -800,7 +826,11 @@ fn the_deadlines_are_the_tables() {
     if !para.contains(&format!("or {DEFAULT_SECS} s")) {
         errors.push(format!("the default, {DEFAULT_SECS} s, is not given"));
     }
-    assert!(errors.is_empty(), "xtask.md's deadlines:\n  {}", errors.join("\n  "));
+    assert!(
+        errors.is_empty(),
+        "xtask.md's deadlines:\n  {}",
+        errors.join("\n  ")
+    );
 }
 
 /// No table is cut in two by a blank line (the rows after it would show
@@ -814,14 +844,19 @@ fn no_table_is_cut_by_a_blank_line() {
         let lines: Vec<&str> = text.lines().collect();
         for i in 2..lines.len() {
             let row = |l: &str| l.trim_start().starts_with('|');
-            if row(lines[i]) && lines[i - 1].trim().is_empty() && row(lines[i - 2])
+            if row(lines[i])
+                && lines[i - 1].trim().is_empty()
+                && row(lines[i - 2])
                 && !lines[i + 1..].first().is_some_and(|l| l.contains("---"))
             {
                 errors.push(format!("{}:{}", f.display(), i + 1));
             }
         }
     }
-    assert!(errors.is_empty(), "a table row after a blank line: {errors:?}");
+    assert!(
+        errors.is_empty(),
+        "a table row after a blank line: {errors:?}"
+    );
 }
 
 /// A list of the topologies in the docs (`numa, numa2, ...` or

@@ -311,8 +311,8 @@ pub fn is_detail(text: &str) -> bool {
 /// - a hung task whose stack is KUnit's executor waiting for a case
 ///   (`kunit_try_catch_run()` in `wait_for_completion_timeout()`). insmod
 ///   runs the module's suites and waits for each case uninterruptibly, so a
-///   case longer than the hung-task timeout (the CXL node's GiB tests take
-///   minutes under TCG) makes insmod look hung. That wait is bounded by
+///   case longer than the hung-task timeout (the CXL node's GiB tests, slow
+///   under TCG: Documentation/results/topologies.md) makes insmod look hung. That wait is bounded by
 ///   KUnit's own case timeout (300 s per case, then the case fails), and
 ///   the case's thread is watched itself: blocked, it is a hung task of its
 ///   own (`kunit_try_catch`); spinning, a soft lockup or RCU stall.

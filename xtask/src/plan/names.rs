@@ -402,11 +402,18 @@ mod tests {
         let mut progs = vec!["/bin/busybox".to_string()];
         progs.extend(tk.iter().map(|p| p.to_string()));
         for cmd in ["tk-stream", "tkrun-check", "/usr/bin/tk-stream"] {
-            assert_eq!(check_guest_command(&cmd.into(), &root, Some(&progs)), Ok(()), "{cmd}");
+            assert_eq!(
+                check_guest_command(&cmd.into(), &root, Some(&progs)),
+                Ok(()),
+                "{cmd}"
+            );
         }
         if let Some(all) = guest_programs(&root) {
             for p in tk {
-                assert!(all.iter().any(|x| x == p), "{p} not among the guest's programs");
+                assert!(
+                    all.iter().any(|x| x == p),
+                    "{p} not among the guest's programs"
+                );
             }
         }
     }

@@ -127,8 +127,9 @@ tk-test-mmap-budget"
 /// The userspace tests that take tens of seconds to minutes (fault
 /// injection, fuzzing, stress, load/unload cycles, hostile inputs, 1 GiB
 /// gigantic mappings, memory offlining, the pre-cleared pool: its refill
-/// pauses 10 s after a shrink, and a GiB takes about 50 s to fill on
-/// emulated CXL memory): `--full` only.
+/// pauses 10 s after a shrink, and a GiB is slow to fill on emulated CXL
+/// memory: Documentation/results/topologies.md, "Slow memory"): `--full`
+/// only.
 pub const SLOW_USER_TESTS: &str = slow_user_tests!();
 
 /// [`LOOP_LEAVES`] as a literal, for `concat!`.

@@ -52,7 +52,8 @@ pub struct TopologySpec {
     /// `max`, 0.43 s with `max,erms=off,fsrm=off`).
     pub cpu_model: &'static str,
     /// Multiplies the guest timeout: every test that fills or clears GiBs on
-    /// emulated CXL memory is some 100 times slower there.
+    /// emulated CXL memory is far slower there (Documentation/results/
+    /// topologies.md, "Slow memory").
     pub timeout_factor: u64,
 }
 
