@@ -893,3 +893,17 @@ fn every_list_of_topologies_is_whole() {
     assert!(lists >= 3, "only {lists} lists of topologies found");
     assert!(errors.is_empty(), "{errors:#?}");
 }
+
+/// xtask.md gives the shared directory's 9p mount options as /init uses
+/// them (`SHARE_OPTS` in `guest/src/init/modes.rs`; it left out `msize`).
+#[test]
+fn the_share_options_are_inits() {
+    let src = fs::read_to_string(repo_root().join("guest/src/init/modes.rs")).unwrap();
+    let opts = src
+        .split_once("SHARE_OPTS: &str = \"")
+        .and_then(|(_, r)| r.split_once('"'))
+        .map(|(o, _)| o)
+        .expect("SHARE_OPTS in guest/src/init/modes.rs");
+    let doc = fs::read_to_string(repo_root().join("Documentation/dev-tools/xtask.md")).unwrap();
+    assert!(doc.contains(&format!("`{opts}`")), "xtask.md does not give `{opts}`");
+}
