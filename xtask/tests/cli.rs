@@ -777,18 +777,19 @@ fn shard() {
         refused(&[cmd, "--shard", "x/3"], "--shard", "whole number");
         refused(&[cmd, "--shard", "2"], "--shard", "K/N");
     }
-    // 9 boots in --ci, then matrix's xtask-cmd job (LAVA boots only the 9):
-    // an eleventh (tenth) shard would have none.
-    accepted(&["matrix", "--shard", "10/10"]);
+    // 11 boots in --ci, then matrix's xtask-cmd job (LAVA boots only the
+    // 11): a thirteenth (twelfth) shard would have none.
+    accepted(&["matrix", "--shard", "12/12"]);
     refused(
-        &["matrix", "--shard", "11/11"],
-        "--shard 11/11",
-        "only 10 jobs",
+        &["matrix", "--shard", "13/13"],
+        "--shard 13/13",
+        "only 12 jobs",
     );
+    accepted(&["lava", "--shard", "11/11"]);
     refused(
-        &["lava", "--shard", "10/10"],
-        "--shard 10/10",
-        "only 9 jobs",
+        &["lava", "--shard", "12/12"],
+        "--shard 12/12",
+        "only 11 jobs",
     );
 }
 

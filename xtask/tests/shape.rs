@@ -263,3 +263,40 @@ fn only_integration_test_dirs_are_excepted() {
         "guest/src/tests/faults/tests.rs"
     )));
 }
+
+/// The host tests skip the unit-test harness of binary targets
+/// (`commands::test::HOST_TEST_RUNS`: `--lib --test '*'` and `--doc`), so
+/// a binary's root may hold no test and declare no module: its logic and
+/// its unit tests live in its crate's library.
+#[test]
+fn binary_targets_hold_no_unit_tests() {
+    let root = repo_root();
+    let bins: Vec<PathBuf> = sources(&root)
+        .into_iter()
+        .filter(|p| {
+            p.extension().is_some_and(|e| e == "rs")
+                && (p.parent().is_some_and(|d| d.ends_with("src/bin"))
+                    || p.file_name().is_some_and(|f| f == "main.rs"))
+        })
+        .collect();
+    assert!(
+        bins.len() > 40,
+        "found only {} binary roots: {bins:?}",
+        bins.len()
+    );
+    let mut bad = Vec::new();
+    for rel in &bins {
+        let text = std::fs::read_to_string(root.join(rel)).expect("readable");
+        let file = syn::parse_file(&text).expect("parses");
+        let tests_or_mods = file.items.iter().any(|i| matches!(i, syn::Item::Mod(_)))
+            || text.contains("#[test]")
+            || text.contains("cfg(test)");
+        if tests_or_mods {
+            bad.push(rel.display().to_string());
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "binary targets with tests or modules, which `cargo xtask test` would not run: {bad:?}"
+    );
+}

@@ -32,11 +32,12 @@ The two main commands:
 
   cargo xtask test --full                    everything (the slow reliability tests, 1 GiB
                                              on CXL memory, the short cxl-kernel,
-                                             cxl-interleave and numa-init-on-alloc runs)
+                                             cxl-interleave, numa-init-on-alloc and
+                                             socket2 runs)
   cargo xtask test --profile debug           on the debug kernel (KASAN, UBSAN, lockdep,
                                              kmemleak, ...; any report fails)
-  cargo xtask test --ci                      what .ci/run runs: --full, then debug numa-full
-                                             and debug cxl (quick), then Debian's kernel on
+  cargo xtask test --ci                      what .ci/run runs: --full, then debug numa-full,
+                                             debug cxl (quick) and debug socket2, then Debian's kernel on
                                              numa and cxl (quick); one totals line
   cargo xtask test --kernel debian           on Debian's own 7.3 kernel (userspace tests)
   cargo xtask module --kdir DIR              tierkit.ko for an installed kernel's headers
@@ -106,10 +107,11 @@ pub(super) enum Cmd {
     /// Without --topology it boots the quick runs (xtask/src/plan/runs.rs,
     /// QUICK_RUNS): numa (KUnit `tierkit_[!g]*`: every tierkit suite but
     /// the 1 GiB one; the userspace tests but the slow ones) and cxl
-    /// (placement on the CXL node in ZONE_MOVABLE). --full (CI) boots numa-full and cxl-full (the whole
-    /// suite) and three short runs: cxl-kernel (the CXL node as kernel
-    /// memory), cxl-interleave (one region across two devices) and
-    /// numa-init-on-alloc (init_on_alloc=1). With --topology: that
+    /// (placement on the CXL node in ZONE_MOVABLE). --full (CI) boots
+    /// numa-full and cxl-full (the whole suite) and four short runs:
+    /// cxl-kernel (the CXL node as kernel memory), cxl-interleave (one
+    /// region across two devices), numa-init-on-alloc (init_on_alloc=1) and
+    /// socket2 (two sockets, per-socket weights). With --topology: that
     /// topology's first run, one boot. Then the tests of `run -- CMD` and
     /// `shell` (xtask/src/commands/test/cmd_tests.rs), a guest each; with
     /// --topology, only those --filter names (of that topology);
@@ -353,13 +355,14 @@ pub(super) struct TestArgs {
     /// Everything: the whole suite on numa and cxl, with the slow
     /// reliability tests and the 1 GiB work on CXL memory, plus short runs
     /// with the CXL node as kernel memory, with one region across two CXL
-    /// devices, and with init_on_alloc=1 (xtask/src/plan/runs.rs, FULL_RUNS).
+    /// devices, with init_on_alloc=1, and on two sockets (xtask/src/plan/runs.rs,
+    /// FULL_RUNS).
     /// CI runs this (see --ci). Without it: the quick runs (QUICK_RUNS).
     #[arg(long)]
     pub(super) full: bool,
     /// What .ci/run boots (xtask/src/plan/runs.rs, ci_boots): the default
-    /// profile's full runs, then the debug profile's whole suite on numa
-    /// and its quick cxl run, then Debian's kernel (--kernel debian) on the
+    /// profile's full runs, then the debug profile's whole suite on numa,
+    /// its quick cxl run and its socket2 run, then Debian's kernel (--kernel debian) on the
     /// quick numa and cxl runs; one combined totals line. Overrides --full,
     /// --profile, --topology and --kernel.
     #[arg(long)]
