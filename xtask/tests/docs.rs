@@ -905,5 +905,8 @@ fn the_share_options_are_inits() {
         .map(|(o, _)| o)
         .expect("SHARE_OPTS in guest/src/init/modes.rs");
     let doc = fs::read_to_string(repo_root().join("Documentation/dev-tools/xtask.md")).unwrap();
-    assert!(doc.contains(&format!("`{opts}`")), "xtask.md does not give `{opts}`");
+    assert!(
+        doc.contains(&format!("`{opts}`")),
+        "xtask.md does not give `{opts}`"
+    );
 }
