@@ -166,7 +166,8 @@ pub const TK_GIGANTIC_F_QUERY: u32 = 1 << 0;
 /// 32768, 0 = 2048), `flags` (0 or [`TK_GIGANTIC_F_QUERY`]).
 /// Out (always written back): the `last_*` fields describe the gigantic
 /// range most recently cleared for this file (`last_nid` = -1 before the
-/// first), and `nr_cleared` counts the ranges cleared so far.
+/// first), and `nr_cleared` counts the 1 GiB ranges that successful
+/// `mmap` calls of this file reserved (made or not yet).
 /// Errors: `EPERM` without `CAP_SYS_ADMIN` (flags 0; the query needs
 /// none), `EINVAL` for bad values (thread count, including one above the
 /// online CPUs, placement, chunk, flags; a thread count above the eligible
