@@ -294,5 +294,10 @@ fn recorded_domains_to_nodes() {
         _ => None,
     };
     let m = crate::sockets::domain_nodes(&s, 1 << 27, block, |_| None);
-    assert_eq!(m, [(0, 0), (1, 1), (2, 2), (3, 3)].into(), "{:x?}", s.memory);
+    assert_eq!(
+        m,
+        [(0, 0), (1, 1), (2, 2), (3, 3)].into(),
+        "{:x?}",
+        s.memory
+    );
 }

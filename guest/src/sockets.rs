@@ -163,9 +163,9 @@ fn apic_nodes() -> BTreeMap<u32, u32> {
     out
 }
 
-/// The live machine's per-socket tables from its HMAT and SRAT, over the
-/// nodes with memory.
-pub fn hmat_tables() -> Result<Vec<(u32, [u8; 64])>, String> {
+/// The live machine's HMAT, and which node each proximity domain is (from
+/// its SRAT, memory blocks and CPUs).
+pub fn read_firmware() -> Result<(Hmat, BTreeMap<u32, u32>), String> {
     let raw = |p: &str| fs::read(p).map_err(|e| format!("{p}: {e}"));
     let hmat = Hmat::parse(&raw(HMAT_PATH)?).map_err(|e| format!("{HMAT_PATH}: {e}"))?;
     let srat = Srat::parse(&raw(SRAT_PATH)?).map_err(|e| format!("{SRAT_PATH}: {e}"))?;
@@ -173,8 +173,32 @@ pub fn hmat_tables() -> Result<Vec<(u32, [u8; 64])>, String> {
     let bs = u64::from_str_radix(&bs, 16).map_err(|_| format!("block_size_bytes {bs:?}"))?;
     let apics = apic_nodes();
     let domains = domain_nodes(&srat, bs, block_node, |a| apics.get(&a).copied());
+    Ok((hmat, domains))
+}
+
+/// The live machine's per-socket tables from its HMAT and SRAT, over the
+/// nodes with memory.
+pub fn hmat_tables() -> Result<Vec<(u32, [u8; 64])>, String> {
+    let (hmat, domains) = read_firmware()?;
     let memory = node::mask_of(&list(&format!("{NODE_SYSFS}/has_memory"))?);
     tables_from_hmat(&hmat, &domains, &read_sockets()?, memory)
+}
+
+/// `socket2`'s sockets: node 0's CPU 0 and node 1's CPU 1 (host tests).
+#[cfg(test)]
+pub fn socket2_sockets() -> Vec<Socket> {
+    vec![
+        Socket {
+            id: 0,
+            cpu_nodes: 0b01,
+            cpu: 0,
+        },
+        Socket {
+            id: 1,
+            cpu_nodes: 0b10,
+            cpu: 1,
+        },
+    ]
 }
 
 #[cfg(test)]
@@ -197,19 +221,7 @@ mod tests {
                 entries: vec![300, 150, 100, 50, 150, 300, 50, 100],
             }],
         };
-        let s = vec![
-            Socket {
-                id: 0,
-                cpu_nodes: 0b01,
-                cpu: 0,
-            },
-            Socket {
-                id: 1,
-                cpu_nodes: 0b10,
-                cpu: 1,
-            },
-        ];
-        (h, s)
+        (h, socket2_sockets())
     }
 
     #[test]

@@ -25,21 +25,21 @@ const PAGES: usize = 96;
 
 /// One socket as sysfs shows it.
 #[derive(Clone, Debug)]
-struct Socket {
-    id: u32,
+pub(super) struct Socket {
+    pub(super) id: u32,
     /// A CPU of the socket, to pin to.
-    cpu: u32,
+    pub(super) cpu: u32,
     /// Its CPU nodes.
-    cpu_nodes: u64,
+    pub(super) cpu_nodes: u64,
     /// Memory-only nodes nearest to one of its CPU nodes (SLIT distance).
-    near_mem: u64,
+    pub(super) near_mem: u64,
 }
 
 /// The machine: sockets, nodes with memory, `nr_node_ids`.
-struct Machine {
-    sockets: Vec<Socket>,
-    memory: u64,
-    nr_node_ids: u32,
+pub(super) struct Machine {
+    pub(super) sockets: Vec<Socket>,
+    pub(super) memory: u64,
+    pub(super) nr_node_ids: u32,
 }
 
 fn read(path: &str) -> Result<String, String> {
@@ -180,7 +180,7 @@ fn want(l: &Levels<'_>, socket: u32, mask: u64, ilx0: u64, n: usize) -> Vec<u32>
         .collect()
 }
 
-fn pin(s: &Socket) -> Result<(), String> {
+pub(super) fn pin(s: &Socket) -> Result<(), String> {
     pin_to_cpu(s.cpu).map_err(|e| format!("pin to CPU {}: {e}", s.cpu))
 }
 
@@ -270,7 +270,7 @@ fn moved_mid_mapping(a: &Socket, b: &Socket, l: &Levels<'_>, mask: u64) -> Resul
 
 /// Runs `f` on a thread of its own, so that pinning it leaves the
 /// caller's affinity alone.
-fn pinned(f: impl FnOnce() -> Result<String, String> + Send) -> Result<String, String> {
+pub(super) fn pinned(f: impl FnOnce() -> Result<String, String> + Send) -> Result<String, String> {
     std::thread::scope(|sc| {
         sc.spawn(f)
             .join()
@@ -323,6 +323,7 @@ pub fn main() -> ExitCode {
         set_device(&ctl, &m, None).map(|_| ()),
     );
     bad_inputs(&mut r, &ctl, &m);
+    super::socket_run::tk_run_per_socket(&mut r, &m);
     r.set("sockets", serde_json::json!(m.sockets.len()));
     r.finish()
 }

@@ -153,20 +153,7 @@ pub fn probe(tk: &Tierkit, tables: &[SocketTable], nr_nodes: u32) -> Result<(), 
 mod tests {
     use super::*;
 
-    fn sockets() -> Vec<Socket> {
-        vec![
-            Socket {
-                id: 0,
-                cpu_nodes: 0b01,
-                cpu: 0,
-            },
-            Socket {
-                id: 1,
-                cpu_nodes: 0b10,
-                cpu: 1,
-            },
-        ]
-    }
+    use crate::sockets::socket2_sockets as sockets;
 
     #[test]
     fn parsing() {
@@ -192,6 +179,23 @@ mod tests {
             "0:1",
         ] {
             let e = parse_socket_weights(bad).unwrap_err().to_string();
+            assert!(e.starts_with("tk-run: ") && !e.contains('\n'), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn flags() {
+        let args = |s: &str| super::super::Args::parse(s.split_whitespace().map(String::from));
+        let a = args("--weights per-socket --socket-weights 1=1:2 -- p").unwrap();
+        assert_eq!(a.weights, Some(super::super::WeightsArg::PerSocket));
+        assert_eq!(a.socket_weights, vec![(1, vec![(1, 2)])]);
+        for bad in [
+            "--weights per-socket --gigantic -- p",
+            "--socket-weights 0=0:1 --gigantic -- p",
+            "--socket-weights -- p",
+            "--socket-weights 0=0:1",
+        ] {
+            let e = args(bad).unwrap_err().to_string();
             assert!(e.starts_with("tk-run: ") && !e.contains('\n'), "{bad}: {e}");
         }
     }
