@@ -119,7 +119,15 @@ pub fn tables_from_hmat(
             };
             entries.push((target, r, w));
         }
-        out.push((s.id, weights_from_bandwidth(&entries, memory)));
+        // The kernel's table gives every node a weight (1 where it has no
+        // memory); a socket's table weighs only nodes with memory.
+        let mut t = weights_from_bandwidth(&entries, memory);
+        for (n, w) in t.iter_mut().enumerate() {
+            if memory >> n & 1 == 0 {
+                *w = 0;
+            }
+        }
+        out.push((s.id, t));
     }
     Ok(out)
 }
@@ -239,7 +247,9 @@ mod tests {
             ],
             0xf,
         );
-        assert_eq!(t[0], (0, want0));
+        assert_eq!(&t[0].1[..4], &want0[..4]);
+        // Nodes without memory weigh 0: the ABI refuses a weight there.
+        assert!(t.iter().all(|(_, w)| w[4..].iter().all(|&x| x == 0)));
         assert_eq!(&t[0].1[..4], &[16, 8, 5, 2]);
         // Socket 1 sees the mirror image.
         assert_eq!(&t[1].1[..4], &[8, 16, 2, 5]);

@@ -102,7 +102,7 @@ fn run_pinned(s: &Socket, args: &[&str], l: &Levels<'_>, mask: u64) -> Result<Ve
             Ok(got)
         })();
         let (code, err) = h.finish();
-        let got = placed?;
+        let got = placed.map_err(|e| format!("{e}; exit {code}, stderr {:?}", err.trim()))?;
         if code != 0 {
             return Err(format!("exit {code}: {}", err.trim()));
         }
