@@ -8,6 +8,7 @@ use super::socket::{pin, pinned, Machine, Socket};
 use crate::report::Report;
 use crate::sockets::{hmat_tables, read_firmware};
 use crate::tools::run::check::{backing, blocks, page_nodes, start, CHECK, TK_RUN};
+use crate::tools::run::socket::{env as socket_env, table_pairs};
 use crate::tools::run::{resolve, Args};
 use std::path::Path;
 use tierkit_core::interleave::{Nodemask, Selector, Weights, MAX_NUMNODES};
@@ -176,7 +177,8 @@ pub(super) fn tk_run_per_socket(r: &mut Report, m: &Machine) {
     let none = SocketWeights::new();
     match hmat_tables() {
         Ok(tables) => {
-            r.note(format!("HMAT tables: {tables:?}").replace(", 0", ""));
+            let named: Vec<_> = tables.iter().map(|(s, t)| (*s, table_pairs(t))).collect();
+            r.note(format!("HMAT tables: {}", socket_env(&named)));
             let file = model_tables(&tables);
             let l = Levels {
                 file: &file,
