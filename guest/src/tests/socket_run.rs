@@ -4,7 +4,7 @@
 //! under `tk-run --weights per-socket` and `--socket-weights`, pinned to
 //! each socket, every page of its block against the model.
 
-use super::socket::{pin, pinned, Machine, Socket};
+use super::socket_machine::{pin, pinned, Machine, Socket};
 use crate::report::Report;
 use crate::sockets::{hmat_tables, read_firmware};
 use crate::tools::run::check::{backing, blocks, page_nodes, start, CHECK, TK_RUN};
