@@ -15,7 +15,8 @@
 //!   itself ([`kernel`]: command-line parameters, debugfs, THP), errno
 //!   names ([`errno`]), memory blocks ([`memblock`]), mappings and
 //!   `/proc` memory figures ([`vma`]);
-//! - topology: the nodes ([`node`]), CXL regions ([`cxl`]), the weight
+//! - topology: the nodes ([`node`]), CXL regions ([`cxl`]), sockets and
+//!   the firmware's per-initiator bandwidth ([`sockets`], [`hmat`]), the weight
 //!   files of the kernel and of tierkit ([`weights`]), and where each page
 //!   should land ([`interleave`]);
 //! - tierkit's ABI: `/dev/tierkit` ([`tk`]), its pre-cleared gigantic pool
@@ -42,6 +43,7 @@ pub mod cxl;
 pub mod errno;
 pub mod first_use;
 pub mod help;
+pub mod hmat;
 pub mod interleave;
 pub mod kernel;
 pub mod memblock;
@@ -50,6 +52,7 @@ pub mod pool;
 pub mod ready;
 pub mod report;
 pub mod rng;
+pub mod sockets;
 pub mod sys;
 pub mod tk;
 pub mod vma;

@@ -15,8 +15,25 @@
 
 /* --- tierkit mappings --------------------------------------------------- */
 
+/* Sets every per-socket table of cfg on fd (before it is mapped). 0 or -1. */
+static int set_sockets(int fd)
+{
+	for (unsigned int s = 0; s < TK_MAX_SOCKETS; s++) {
+		struct tk_socket_weights sw = { .op = TK_SOCKET_SET, .socket = s,
+						.nr_nodes = cfg.nr_nodes };
+
+		if (!(cfg.sockets & (1U << s)))
+			continue;
+		memcpy(sw.weights, cfg.socket_weights[s], sizeof(sw.weights));
+		if (ioctl(fd, TK_IOC_SOCKET_WEIGHTS, &sw))
+			return -1;
+	}
+	return 0;
+}
+
 /* Maps [a, a + l) from tierkit, replacing the reservation there, with file
- * offset off for a: one file per piece, closed once mapped. 0 or -1. */
+ * offset off for a: one file per piece, closed once mapped, with the
+ * file's own weights and per-socket tables. 0 or -1. */
 int tk_map_at(uintptr_t a, size_t l, uint64_t off, int prot, int giga)
 {
 	size_t max = giga ? GIGA_PIECE : PIECE;
@@ -37,7 +54,7 @@ int tk_map_at(uintptr_t a, size_t l, uint64_t off, int prot, int giga)
 		/* A test device (TKRUN_DEVICE=/dev/zero on the host) takes
 		 * no ioctls: MAP_SHARED of it is shared memory like tierkit's. */
 		if (cfg.device != dev_tierkit ||
-		    (ioctl(fd, TK_IOC_SET_POLICY, &p) == 0 &&
+		    (ioctl(fd, TK_IOC_SET_POLICY, &p) == 0 && set_sockets(fd) == 0 &&
 		     (!giga || ioctl(fd, TK_IOC_SET_GIGANTIC, &g) == 0)))
 			m = sys_mmap((void *)(a + done), n, prot, MAP_SHARED | MAP_FIXED, fd,
 				     cfg.device == dev_tierkit ? (off_t)(off + done) : 0);

@@ -71,6 +71,53 @@ void say_once(int which, const char *msg)
 
 /* --- initialization ---------------------------------------------------- */
 
+/* "N:W[,N:W...]" into w (weights 1..255, nodes below TIERKIT_MAX_NODES),
+ * up to the end or the first character of stop; the node mask, 0 if bad. */
+static uint64_t parse_table(const char **s, char stop, uint8_t *w)
+{
+	uint64_t mask = 0;
+
+	while (**s && **s != stop) {
+		char *end;
+		unsigned long nid = strtoul(*s, &end, 10), wt;
+
+		if (end == *s || *end != ':' || nid >= TIERKIT_MAX_NODES)
+			return 0;
+		*s = end + 1;
+		wt = strtoul(*s, &end, 10);
+		if (end == *s || wt == 0 || wt > 255 || (*end && *end != ',' && *end != stop))
+			return 0;
+		mask |= 1ULL << nid;
+		w[nid] = (uint8_t)wt;
+		*s = *end == ',' ? end + 1 : end;
+	}
+	return mask;
+}
+
+/* TKRUN_SOCKET_WEIGHTS, "S=N:W,N:W;S=...": 0, or -1 if it is bad. */
+static int parse_sockets(const char *s, const char *nr)
+{
+	if (!s || !*s)
+		return 0;
+	cfg.nr_nodes = nr ? (unsigned int)strtoul(nr, NULL, 10) : 0;
+	if (!cfg.nr_nodes || cfg.nr_nodes > TIERKIT_MAX_NODES)
+		return -1;
+	while (*s) {
+		char *end;
+		unsigned long sock = strtoul(s, &end, 10);
+
+		if (end == s || *end != '=' || sock >= TK_MAX_SOCKETS)
+			return -1;
+		s = end + 1;
+		if (!parse_table(&s, ';', cfg.socket_weights[sock]))
+			return -1;
+		cfg.sockets |= 1U << sock;
+		if (*s == ';')
+			s++;
+	}
+	return 0;
+}
+
 static void parse_config(void)
 {
 	const char *w = getenv("TKRUN_WEIGHTS"), *t = getenv("TKRUN_THRESHOLD");
@@ -87,22 +134,14 @@ static void parse_config(void)
 	cfg.gigantic = g && *g == '1';
 	cfg.place = !p || *p != '0';
 	/* "N:W,N:W": the nodes named are the mask. */
-	while (w && *w) {
-		char *end;
-		unsigned long nid = strtoul(w, &end, 10), wt;
-
-		if (end == w || *end != ':' || nid >= TIERKIT_MAX_NODES)
-			break;
-		w = end + 1;
-		wt = strtoul(w, &end, 10);
-		if (end == w || wt == 0 || wt > 255)
-			break;
-		cfg.mask |= 1ULL << nid;
-		cfg.weights[nid] = (uint8_t)wt;
-		w = *end == ',' ? end + 1 : end;
-	}
+	if (w)
+		cfg.mask = parse_table(&w, '\0', cfg.weights);
 	if (!cfg.mask && (cfg.place || cfg.gigantic)) {
 		say_once(SAY_CONFIG, "no usable TKRUN_WEIGHTS; the program runs on the kernel's memory");
+		cfg.place = cfg.gigantic = 0;
+	}
+	if (parse_sockets(getenv("TKRUN_SOCKET_WEIGHTS"), getenv("TKRUN_NR_NODE_IDS"))) {
+		say_once(SAY_CONFIG, "bad TKRUN_SOCKET_WEIGHTS; the program runs on the kernel's memory");
 		cfg.place = cfg.gigantic = 0;
 	}
 }

@@ -58,6 +58,11 @@ struct tkrun_config {
 	size_t threshold;
 	uint64_t mask;
 	uint8_t weights[TIERKIT_MAX_NODES];
+	/* TKRUN_SOCKET_WEIGHTS: bit s, socket s has a table, set on every
+	 * file (TK_IOC_SOCKET_WEIGHTS) with nr_nodes (TKRUN_NR_NODE_IDS). */
+	unsigned int sockets;
+	unsigned int nr_nodes;
+	uint8_t socket_weights[TK_MAX_SOCKETS][TIERKIT_MAX_NODES];
 };
 
 extern struct tkrun_config cfg;

@@ -1,7 +1,8 @@
 //! tk-run: run an unmodified, dynamically linked program with tierkit's
 //! placement (Documentation/dev-tools/tk-run.md).
 //!
-//!   tk-run [--weights auto|measured|N:W[,N:W...]] [--threshold SIZE]
+//!   tk-run [--weights auto|measured|per-socket|N:W[,N:W...]]
+//!          [--socket-weights S=N:W[,N:W...][;S=...]] [--threshold SIZE]
 //!          [--gigantic [--pool N]] [--calibration FILE] [--lib PATH]
 //!          [--verbose] -- PROGRAM [ARGS...]
 //!
@@ -11,7 +12,12 @@
 //! written). `--weights auto` (the default): tierkit's auto weights from
 //! the firmware's bandwidth (HMAT/CDAT access1); `measured`: those of
 //! tk-calibrate's saved result (`--calibration`, default
-//! /tmp/tierkit-calibration.json); `N:W,...`: these nodes and weights.
+//! /tmp/tierkit-calibration.json); `N:W,...`: these nodes and weights;
+//! `per-socket`: one table per socket (CPU package) from HMAT's bandwidth
+//! from that socket's CPUs, each allocation placed by the table of the
+//! socket it runs on (the flat weights, `auto`'s, for a socket without
+//! one). `--socket-weights S=N:W,...;S=...`: tables by hand (sockets
+//! 0..7, nodes among --weights' own), replacing those sockets' HMAT tables.
 //! `--gigantic`: chunks of 1 GiB or more (rounded up to whole GiBs) are
 //! tierkit's gigantic pages, cleared by its workers at first touch (needs
 //! CAP_SYS_ADMIN); without `--weights` they go to the local node.

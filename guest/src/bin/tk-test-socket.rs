@@ -21,6 +21,13 @@
 //!   socket (ENOENT), size mismatch, zero table, bad op or flag (EINVAL), a
 //!   weight on a node without memory (ENXIO, where there is one), a mapped
 //!   file's table (EBUSY).
+//! - HMAT as parsed here (`guest/src/hmat.rs`): each memory node's best
+//!   initiator figure equal to the kernel's `access0`.
+//! - An unmodified program (`tkrun-check -g 4`) under `tk-run --weights
+//!   per-socket` and under `--socket-weights` (each socket its own nodes
+//!   3:1), pinned to each socket: every page of its block where the model
+//!   puts it for that socket's table; the sockets' pages differ. Each bad
+//!   tk-run input: exit 2, one line, the program not started.
 
 use std::process::ExitCode;
 

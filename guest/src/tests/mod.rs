@@ -38,6 +38,8 @@ pub mod run;
 pub mod run_apply;
 pub mod runner;
 pub mod socket;
+pub mod socket_machine;
+pub mod socket_run;
 pub mod stress;
 pub mod task;
 pub mod vma;

@@ -1,14 +1,12 @@
 //! The logic of `tk-test-socket`; what it checks and how it is used are the
 //! doc of `src/bin/tk-test-socket.rs` (its `--help`).
 
+use super::socket_machine::{machine, pin, pinned, Machine, Socket};
 use crate::errno::expect_errno;
 use crate::interleave::compare_nodes;
 use crate::ready::topology_and_weights;
 use crate::report::Report;
 use crate::tk::{Tierkit, TK_MODE_WEIGHTED_INTERLEAVE};
-use crate::tools::workload::pin_to_cpu;
-use std::collections::BTreeMap;
-use std::fs;
 use std::process::ExitCode;
 use tierkit_core::interleave::weighted_interleave_nid_ref;
 use tierkit_core::interleave::{bulk_split, Nodemask, Selector, TaskState, Weights, MAX_NUMNODES};
@@ -19,86 +17,8 @@ use tierkit_core::uapi::{
 };
 
 const BIN: &str = "tk-test-socket";
-const NODE_SYSFS: &str = "/sys/devices/system/node";
 /// Pages per mapping: several interleave cycles of every table used.
 const PAGES: usize = 96;
-
-/// One socket as sysfs shows it.
-#[derive(Clone, Debug)]
-struct Socket {
-    id: u32,
-    /// A CPU of the socket, to pin to.
-    cpu: u32,
-    /// Its CPU nodes.
-    cpu_nodes: u64,
-    /// Memory-only nodes nearest to one of its CPU nodes (SLIT distance).
-    near_mem: u64,
-}
-
-/// The machine: sockets, nodes with memory, `nr_node_ids`.
-struct Machine {
-    sockets: Vec<Socket>,
-    memory: u64,
-    nr_node_ids: u32,
-}
-
-fn read(path: &str) -> Result<String, String> {
-    fs::read_to_string(path)
-        .map(|s| s.trim().to_string())
-        .map_err(|e| format!("{path}: {e}"))
-}
-
-fn list(path: &str) -> Result<Vec<u32>, String> {
-    crate::node::parse_list(&read(path)?).map_err(|e| format!("{path}: {e:#}"))
-}
-
-/// Sockets from each CPU node's `cpulist` and each CPU's
-/// `physical_package_id`; each memory-only node goes to the socket of its
-/// nearest CPU node by `distance`.
-fn machine() -> Result<Machine, String> {
-    let cpu_nodes = list(&format!("{NODE_SYSFS}/has_cpu"))?;
-    let memory = list(&format!("{NODE_SYSFS}/has_memory"))?;
-    let possible = list(&format!("{NODE_SYSFS}/possible"))?;
-    let online = list(&format!("{NODE_SYSFS}/online"))?;
-    let mut by_id: BTreeMap<u32, Socket> = BTreeMap::new();
-    let mut node_socket = BTreeMap::new();
-    for &n in &cpu_nodes {
-        for cpu in list(&format!("{NODE_SYSFS}/node{n}/cpulist"))? {
-            let pkg = read(&format!(
-                "/sys/devices/system/cpu/cpu{cpu}/topology/physical_package_id"
-            ))?;
-            let id: u32 = pkg.parse().map_err(|_| format!("package id {pkg:?}"))?;
-            let s = by_id.entry(id).or_insert(Socket {
-                id,
-                cpu,
-                cpu_nodes: 0,
-                near_mem: 0,
-            });
-            s.cpu_nodes |= 1 << n;
-            node_socket.insert(n, id);
-        }
-    }
-    for &m in memory.iter().filter(|m| !cpu_nodes.contains(m)) {
-        let d: Vec<u32> = read(&format!("{NODE_SYSFS}/node{m}/distance"))?
-            .split_whitespace()
-            .filter_map(|x| x.parse().ok())
-            .collect();
-        // `distance` lists the online nodes in order.
-        let nearest = cpu_nodes
-            .iter()
-            .filter_map(|c| online.iter().position(|o| o == c).map(|i| (d.get(i), c)))
-            .min_by_key(|(d, _)| *d)
-            .and_then(|(_, c)| node_socket.get(c));
-        if let Some(s) = nearest.and_then(|id| by_id.get_mut(id)) {
-            s.near_mem |= 1 << m;
-        }
-    }
-    Ok(Machine {
-        sockets: by_id.into_values().collect(),
-        memory: crate::node::mask_of(&memory),
-        nr_node_ids: possible.iter().max().map_or(0, |m| m + 1),
-    })
-}
 
 /// A table per socket: `local` on its CPU nodes, `near` on its memory-only
 /// nodes, `remote_dram`/`remote_mem` on the other sockets' (0: not a
@@ -178,10 +98,6 @@ fn want(l: &Levels<'_>, socket: u32, mask: u64, ilx0: u64, n: usize) -> Vec<u32>
     (0..n as u64)
         .map(|i| sel.node_for_ilx(ilx0 + i) as u32)
         .collect()
-}
-
-fn pin(s: &Socket) -> Result<(), String> {
-    pin_to_cpu(s.cpu).map_err(|e| format!("pin to CPU {}: {e}", s.cpu))
 }
 
 /// A file with a weighted-interleave policy over `mask`.
@@ -268,16 +184,6 @@ fn moved_mid_mapping(a: &Socket, b: &Socket, l: &Levels<'_>, mask: u64) -> Resul
     Ok(format!("socket {} then {}", a.id, b.id))
 }
 
-/// Runs `f` on a thread of its own, so that pinning it leaves the
-/// caller's affinity alone.
-fn pinned(f: impl FnOnce() -> Result<String, String> + Send) -> Result<String, String> {
-    std::thread::scope(|sc| {
-        sc.spawn(f)
-            .join()
-            .unwrap_or_else(|_| Err("the pinned thread panicked".into()))
-    })
-}
-
 pub fn main() -> ExitCode {
     let mut r = Report::new(BIN, "test");
     let Some((_topo, wd)) = topology_and_weights(&mut r) else {
@@ -323,6 +229,7 @@ pub fn main() -> ExitCode {
         set_device(&ctl, &m, None).map(|_| ()),
     );
     bad_inputs(&mut r, &ctl, &m);
+    super::socket_run::tk_run_per_socket(&mut r, &m);
     r.set("sockets", serde_json::json!(m.sockets.len()));
     r.finish()
 }

@@ -5,6 +5,7 @@
 //! `tk-test-run` (`check.rs`).
 
 pub mod check;
+pub mod socket;
 
 use crate::node::{self, Topology};
 use crate::tk::{self, Tierkit};
@@ -31,12 +32,18 @@ pub enum WeightsArg {
     Measured,
     /// `N:W,N:W...`.
     Explicit(Vec<(u32, u8)>),
+    /// One table per socket from HMAT's bandwidth from that socket's CPUs
+    /// (the flat weights, for an allocation on a socket without a table,
+    /// are `auto`'s).
+    PerSocket,
 }
 
 /// The parsed command line.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Args {
     pub weights: Option<WeightsArg>,
+    /// `--socket-weights`: tables by hand, in place of their sockets'.
+    pub socket_weights: Vec<socket::SocketTable>,
     pub threshold: u64,
     pub gigantic: bool,
     pub pool: Option<u64>,
@@ -107,6 +114,7 @@ impl Args {
     pub fn parse<I: IntoIterator<Item = String>>(argv: I) -> Result<Args, Refused> {
         let mut a = Args {
             weights: None,
+            socket_weights: Vec::new(),
             threshold: DEFAULT_THRESHOLD,
             gigantic: false,
             pool: None,
@@ -137,8 +145,12 @@ impl Args {
                     a.weights = Some(match v.as_str() {
                         "auto" => WeightsArg::Auto,
                         "measured" => WeightsArg::Measured,
+                        "per-socket" => WeightsArg::PerSocket,
                         _ => WeightsArg::Explicit(parse_weights(&v)?),
                     });
+                }
+                "--socket-weights" => {
+                    a.socket_weights = socket::parse_socket_weights(&value("--socket-weights")?)?;
                 }
                 "--threshold" => {
                     a.threshold = parse_size(&value("--threshold")?)?;
@@ -166,6 +178,10 @@ impl Args {
                 }
             }
         }
+        let per_socket = !a.socket_weights.is_empty() || a.weights == Some(WeightsArg::PerSocket);
+        if per_socket && a.gigantic {
+            return refuse("per-socket weights place 4 KiB pages; they do not go with --gigantic");
+        }
         if a.pool.is_some() && !a.gigantic {
             return refuse("--pool needs --gigantic");
         }
@@ -185,6 +201,9 @@ pub struct Resolved {
     pub source: String,
     /// Whether chunks below 1 GiB are placed (false: `--gigantic` alone).
     pub place: bool,
+    /// The per-socket tables (empty: none), and `nr_node_ids` for them.
+    pub sockets: Vec<socket::SocketTable>,
+    pub nr_node_ids: u32,
 }
 
 impl Resolved {
@@ -222,9 +241,11 @@ pub fn resolve(a: &Args, topo: &Topology, local: u32) -> Result<Resolved, Refuse
                 weights: vec![(nid, 1)],
                 source: format!("node {nid} (local)"),
                 place: false,
+                sockets: Vec::new(),
+                nr_node_ids: 0,
             });
         }
-        None | Some(WeightsArg::Auto) => {
+        None | Some(WeightsArg::Auto) | Some(WeightsArg::PerSocket) => {
             let entries: Vec<(u32, u32, u32)> = topo
                 .memory
                 .iter()
@@ -239,6 +260,8 @@ pub fn resolve(a: &Args, topo: &Topology, local: u32) -> Result<Resolved, Refuse
                 weights: pairs(&weights_from_bandwidth(&entries, memory), memory),
                 source: "auto (HMAT bandwidth)".into(),
                 place: true,
+                sockets: Vec::new(),
+                nr_node_ids: 0,
             }
         }
         Some(WeightsArg::Measured) => {
@@ -261,6 +284,8 @@ pub fn resolve(a: &Args, topo: &Topology, local: u32) -> Result<Resolved, Refuse
                 weights: pairs(&weights_from_bandwidth(&cal.measured_entries(), mask), mask),
                 source: format!("measured ({})", a.calibration),
                 place: true,
+                sockets: Vec::new(),
+                nr_node_ids: 0,
             }
         }
         Some(WeightsArg::Explicit(w)) => {
@@ -274,6 +299,8 @@ pub fn resolve(a: &Args, topo: &Topology, local: u32) -> Result<Resolved, Refuse
                 weights: w.clone(),
                 source: "explicit".into(),
                 place: true,
+                sockets: Vec::new(),
+                nr_node_ids: 0,
             }
         }
     };
@@ -286,7 +313,7 @@ pub fn environment(a: &Args, r: &Resolved, old_preload: Option<&str>) -> Vec<(St
         Some(old) => format!("{}:{old}", a.lib),
         None => a.lib.clone(),
     };
-    vec![
+    let mut env = vec![
         ("TKRUN_WEIGHTS".into(), r.env()),
         ("TKRUN_THRESHOLD".into(), a.threshold.to_string()),
         ("TKRUN_PLACE".into(), if r.place { "1" } else { "0" }.into()),
@@ -295,7 +322,12 @@ pub fn environment(a: &Args, r: &Resolved, old_preload: Option<&str>) -> Vec<(St
             if a.gigantic { "1" } else { "0" }.into(),
         ),
         ("LD_PRELOAD".into(), preload),
-    ]
+    ];
+    if !r.sockets.is_empty() {
+        env.push(("TKRUN_SOCKET_WEIGHTS".into(), socket::env(&r.sockets)));
+        env.push(("TKRUN_NR_NODE_IDS".into(), r.nr_node_ids.to_string()));
+    }
+    env
 }
 
 #[cfg(test)]
@@ -436,6 +468,7 @@ fn probe(r: &Resolved, gigantic: bool) -> Result<(), Refused> {
         }
         Err(e) => return Err(Refused(format!("TK_IOC_SET_POLICY: {}", errno_name(&e)))),
     }
+    socket::probe(&tk, &r.sockets, r.nr_node_ids)?;
     if gigantic {
         let g = tierkit_core::uapi::TkGigantic {
             threads: tierkit_core::uapi::TK_THREADS_AUTO,
@@ -478,7 +511,27 @@ fn prepare(a: &Args) -> Result<Resolved, Refused> {
     }
     let topo =
         Topology::read().map_err(|e| Refused(format!("reading the node topology: {e:#}")))?;
-    let r = resolve(a, &topo, local_node())?;
+    let mut r = resolve(a, &topo, local_node())?;
+    if a.weights == Some(WeightsArg::PerSocket) || !a.socket_weights.is_empty() {
+        let sockets = crate::sockets::read_sockets()
+            .map_err(|e| Refused(format!("reading the sockets: {e}")))?;
+        let from_hmat = if a.weights == Some(WeightsArg::PerSocket) {
+            crate::sockets::hmat_tables()
+                .map_err(|e| Refused(format!("--weights per-socket: {e}")))?
+        } else {
+            Vec::new()
+        };
+        let flat = r.weights.iter().fold(0u64, |m, &(n, _)| m | 1 << n);
+        r.sockets = socket::resolve_tables(
+            from_hmat,
+            &a.socket_weights,
+            &sockets,
+            topo.memory_mask(),
+            flat,
+        )?;
+        r.nr_node_ids = socket::nr_node_ids()?;
+        r.source = format!("{}; per socket {}", r.source, socket::env(&r.sockets));
+    }
     probe(&r, a.gigantic)?;
     if let Some(n) = a.pool {
         crate::kernel::ensure_debugfs();

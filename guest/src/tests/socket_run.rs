@@ -1,0 +1,343 @@
+//! `tk-test-socket`'s checks of per-socket weights from the firmware and
+//! through `tk-run`: HMAT as parsed against the kernel's own reduction of
+//! it (sysfs `access0`), and an unmodified program (`tkrun-check -g`) run
+//! under `tk-run --weights per-socket` and `--socket-weights`, pinned to
+//! each socket, every page of its block against the model.
+
+use super::socket_machine::{pin, pinned, Machine, Socket};
+use crate::report::Report;
+use crate::sockets::{hmat_tables, read_firmware};
+use crate::tools::run::check::{backing, blocks, page_nodes, start, CHECK, TK_RUN};
+use crate::tools::run::socket::{env as socket_env, table_pairs};
+use crate::tools::run::{resolve, Args};
+use std::path::Path;
+use tierkit_core::interleave::{Nodemask, Selector, Weights, MAX_NUMNODES};
+use tierkit_core::socket::{Levels, SocketWeights};
+
+/// MiB of the program's block: 1024 pages, many cycles of every table.
+const BLOCK_MIB: &str = "4";
+
+/// HMAT's figure from the best initiator to each memory node, as parsed
+/// here, against the kernel's reduction of the same table (`access0`,
+/// which names the best initiator's bandwidth).
+fn hmat_against_access0(r: &mut Report, m: &Machine) {
+    let (hmat, domains) = match read_firmware() {
+        Ok(f) => f,
+        Err(e) => {
+            r.fail("HMAT and SRAT parsed", e);
+            return;
+        }
+    };
+    let hmat = &hmat;
+    for n in Nodemask(m.memory).iter() {
+        let res = (|| -> Result<String, String> {
+            let path = Path::new(crate::node::NODE_SYSFS);
+            let Some(sysfs) = access0(path, n as u32) else {
+                return Err(format!("node {n}: no access0 figures"));
+            };
+            let pxms: Vec<u32> = domains
+                .iter()
+                .filter(|&(_, &nid)| nid as usize == n)
+                .map(|(&p, _)| p)
+                .collect();
+            let best = hmat
+                .initiators()
+                .iter()
+                .flat_map(|&i| pxms.iter().filter_map(move |&t| hmat.bandwidth(i, t)))
+                .max_by_key(|&(rd, wr)| rd.min(wr));
+            if best != Some(sysfs) {
+                return Err(format!("parsed best {best:?}, access0 {sysfs:?}"));
+            }
+            Ok(format!("{sysfs:?} MB/s, domains {pxms:?}"))
+        })();
+        r.check_note(&format!("HMAT: node {n}'s best initiator as access0"), res);
+    }
+}
+
+fn access0(root: &Path, nid: u32) -> Option<(u32, u32)> {
+    let dir = root.join(format!("node{nid}/access0/initiators"));
+    let rd = |f: &str| -> Option<u32> {
+        std::fs::read_to_string(dir.join(f))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    };
+    Some((rd("read_bandwidth")?, rd("write_bandwidth")?))
+}
+
+/// `tk-run ARGS -- tkrun-check -g 4` on a thread pinned to `s` (the program
+/// inherits the affinity): the block's pages against the socket's table in
+/// `l` over `mask`, ilx = address / 4096.
+fn run_pinned(s: &Socket, args: &[&str], l: &Levels<'_>, mask: u64) -> Result<Vec<i32>, String> {
+    pinned(|| {
+        pin(s)?;
+        let mut argv = vec![TK_RUN];
+        argv.extend_from_slice(args);
+        argv.extend_from_slice(&["--", CHECK, "-g", BLOCK_MIB]);
+        let h = start(&argv, true).map_err(|e| format!("start: {e}"))?;
+        let placed = (|| {
+            if !h.waiting {
+                return Err(format!("no \"waiting\": {:?}", h.lines));
+            }
+            if backing(&h.lines, "block") != Some("/dev/tierkit") {
+                return Err(format!("the block is not tierkit's: {:?}", h.lines));
+            }
+            let Some(&(_, addr, bytes)) = blocks(&h.lines, "block").first() else {
+                return Err(format!("no block line: {:?}", h.lines));
+            };
+            let got = page_nodes(h.pid(), addr, bytes).map_err(|e| format!("move_pages: {e}"))?;
+            let (cand, w) = l.pick(Some(s.id as usize), Nodemask(mask));
+            let sel = Selector::new(cand, &w).ok_or("empty candidates")?;
+            let first = (addr & !4095) as u64 >> 12;
+            for (i, &n) in got.iter().enumerate() {
+                let want = sel.node_for_ilx(first + i as u64) as i32;
+                if n != want {
+                    return Err(format!(
+                        "page {i} at {:#x} on node {n}, the model says {want} (of {} pages)",
+                        (first + i as u64) << 12,
+                        got.len()
+                    ));
+                }
+            }
+            Ok(got)
+        })();
+        let (code, err) = h.finish();
+        let got = placed.map_err(|e| format!("{e}; exit {code}, stderr {:?}", err.trim()))?;
+        if code != 0 {
+            return Err(format!("exit {code}: {}", err.trim()));
+        }
+        Ok(got
+            .iter()
+            .map(|n| n.to_string())
+            .collect::<Vec<_>>()
+            .join(","))
+    })
+    .map(|s| s.split(',').filter_map(|n| n.parse().ok()).collect())
+}
+
+/// Pages per node of a run, for the notes.
+fn counts(nodes: &[i32]) -> String {
+    let mut c = [0usize; MAX_NUMNODES];
+    for &n in nodes {
+        if let Ok(i) = usize::try_from(n) {
+            if let Some(x) = c.get_mut(i) {
+                *x += 1;
+            }
+        }
+    }
+    (0..MAX_NUMNODES)
+        .filter(|&i| c[i] > 0)
+        .map(|i| format!("{i}:{}", c[i]))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The file-level tables `tk-run` sets, as the model holds them.
+fn model_tables(tables: &[(u32, [u8; 64])]) -> SocketWeights {
+    let mut sw = SocketWeights::new();
+    for (s, t) in tables {
+        let _ = sw.set(*s as usize, *t);
+    }
+    sw
+}
+
+/// `--weights per-socket`, then tables by hand, each pinned to each
+/// socket; and the refusals.
+pub(super) fn tk_run_per_socket(r: &mut Report, m: &Machine) {
+    hmat_against_access0(r, m);
+    if !Path::new(TK_RUN).exists() || !Path::new(CHECK).exists() {
+        r.skip(
+            "tk-run --weights per-socket",
+            "no tk-run or tkrun-check in the guest",
+        );
+        return;
+    }
+    // The flat weights tk-run gives the file (auto): its nodemask, and the
+    // fallback of a socket without a table.
+    let flat = Args::parse(["--weights", "auto", "--", "x"].map(String::from))
+        .map_err(|e| e.to_string())
+        .and_then(|a| {
+            let topo = crate::node::Topology::read().map_err(|e| format!("{e:#}"))?;
+            resolve(&a, &topo, 0).map_err(|e| e.to_string())
+        });
+    let flat = match flat {
+        Ok(f) => f,
+        Err(e) => {
+            r.fail("tk-run's flat weights (auto)", e);
+            return;
+        }
+    };
+    let mask = flat.weights.iter().fold(0u64, |m, &(n, _)| m | 1 << n);
+    let mut fw = [0u8; MAX_NUMNODES];
+    for &(n, w) in &flat.weights {
+        fw[n as usize] = w;
+    }
+    let global = Weights::from_table(fw);
+    let none = SocketWeights::new();
+    match hmat_tables() {
+        Ok(tables) => {
+            let named: Vec<_> = tables.iter().map(|(s, t)| (*s, table_pairs(t))).collect();
+            r.note(format!("HMAT tables: {}", socket_env(&named)));
+            let file = model_tables(&tables);
+            let l = Levels {
+                file: &file,
+                file_flat: Some(global),
+                device: &none,
+                global,
+            };
+            let mut seen = Vec::new();
+            for s in &m.sockets {
+                let res = run_pinned(s, &["--weights", "per-socket"], &l, mask);
+                if let Ok(got) = &res {
+                    seen.push(got.clone());
+                }
+                r.check_note(
+                    &format!(
+                        "tk-run --weights per-socket: pinned to socket {}, every page as its table",
+                        s.id
+                    ),
+                    res.map(|g| format!("{} pages: {}", g.len(), counts(&g))),
+                );
+            }
+            let differ = tables.windows(2).any(|w| w[0].1 != w[1].1);
+            if differ && seen.len() == m.sockets.len() && seen.len() > 1 {
+                r.check(
+                    "tk-run --weights per-socket: the sockets' pages differ",
+                    if seen.windows(2).any(|w| w[0] != w[1]) {
+                        Ok(())
+                    } else {
+                        Err("every socket placed alike")
+                    },
+                );
+            }
+        }
+        Err(e) => {
+            r.fail("per-socket tables from HMAT", e);
+        }
+    }
+    by_hand(r, m, mask, global);
+    refusals(r, m);
+}
+
+/// `--socket-weights`: each socket's own nodes 3:1 (CPU node, nearest
+/// memory-only node), so every page of a run stays on its socket.
+fn by_hand(r: &mut Report, m: &Machine, mask: u64, global: Weights) {
+    let mut spec = Vec::new();
+    let mut tables = Vec::new();
+    for s in &m.sockets {
+        let mut t = [0u8; 64];
+        let mut items = Vec::new();
+        for n in Nodemask(s.cpu_nodes & m.memory).iter() {
+            t[n] = 3;
+            items.push(format!("{n}:3"));
+        }
+        for n in Nodemask(s.near_mem).iter() {
+            t[n] = 1;
+            items.push(format!("{n}:1"));
+        }
+        if items.is_empty() {
+            continue;
+        }
+        spec.push(format!("{}={}", s.id, items.join(",")));
+        tables.push((s.id, t));
+    }
+    let spec = spec.join(";");
+    let file = model_tables(&tables);
+    let none = SocketWeights::new();
+    let l = Levels {
+        file: &file,
+        file_flat: Some(global),
+        device: &none,
+        global,
+    };
+    for s in &m.sockets {
+        let own = (s.cpu_nodes | s.near_mem) & m.memory;
+        let res = run_pinned(s, &["--socket-weights", &spec], &l, mask).and_then(|g| {
+            if g.iter().any(|&n| n < 0 || own >> n & 1 == 0) {
+                return Err(format!(
+                    "a page off socket {}'s nodes: {}",
+                    s.id,
+                    counts(&g)
+                ));
+            }
+            Ok(format!("{} pages: {}", g.len(), counts(&g)))
+        });
+        r.check_note(
+            &format!("tk-run --socket-weights {spec}: pinned to socket {}", s.id),
+            res,
+        );
+    }
+}
+
+/// Each bad input: exit 2, one `tk-run: ` line, the program not started.
+fn refusals(r: &mut Report, m: &Machine) {
+    let free_socket = (0..8u32).find(|i| m.sockets.iter().all(|s| s.id != *i));
+    let no_memory = (0..64u32).find(|n| m.memory >> n & 1 == 0).unwrap_or(63);
+    let some = m.memory.trailing_zeros();
+    let other = Nodemask(m.memory & !(1 << some))
+        .first()
+        .map_or(some, |n| n as u32);
+    let mut cases: Vec<(Vec<String>, String)> = vec![
+        (
+            vec!["--socket-weights".into(), "8=0:1".into()],
+            "bad table".into(),
+        ),
+        (
+            vec!["--socket-weights".into(), "0=0:1;0=0:2".into()],
+            "appears twice".into(),
+        ),
+        (
+            vec!["--socket-weights".into(), "0=0:0".into()],
+            "bad weight".into(),
+        ),
+        (
+            vec!["--socket-weights".into(), "0".into()],
+            "bad table".into(),
+        ),
+        (
+            vec!["--socket-weights".into(), format!("0={no_memory}:1")],
+            format!("node {no_memory} has no memory"),
+        ),
+        (
+            vec![
+                "--weights".into(),
+                format!("{some}:1"),
+                "--socket-weights".into(),
+                format!("0={other}:1"),
+            ],
+            "is not one of --weights' nodes".into(),
+        ),
+        (
+            vec!["--weights".into(), "per-socket".into(), "--gigantic".into()],
+            "--gigantic".into(),
+        ),
+    ];
+    if let Some(f) = free_socket {
+        cases.push((
+            vec!["--socket-weights".into(), format!("{f}={some}:1")],
+            format!("socket {f} has no online CPU"),
+        ));
+    }
+    for (args, want) in cases {
+        let mut argv: Vec<&str> = vec![TK_RUN];
+        argv.extend(args.iter().map(String::as_str));
+        argv.extend_from_slice(&["--", CHECK, "-g", "1"]);
+        let res = crate::tools::run::check::run(&argv)
+            .map_err(|e| e.to_string())
+            .and_then(|(code, out, err)| {
+                let lines: Vec<&str> = err.lines().collect();
+                let one = lines.len() == 1
+                    && lines[0].starts_with("tk-run: ")
+                    && lines[0].contains(&want);
+                if code == 2 && one && out.is_empty() {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "exit {code}, stdout {out:?}, stderr {err:?} (want one line with {want:?})"
+                    ))
+                }
+            });
+        r.check(&format!("tk-run {}: refused", args.join(" ")), res);
+    }
+}
