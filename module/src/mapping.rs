@@ -265,10 +265,11 @@ impl Backing {
         Ok(pfn)
     }
 
-    /// Moves this mapping's pages out of pfns `start..end` (see the module
-    /// docs). Errors: `EBUSY` for a gigantic range in it or a DMA-pinned
-    /// page, `ENOMEM` when no replacement page can be had, `EINTR` on a
-    /// signal (the offline is then cancelled).
+    /// Moves this mapping's pages out of pfns `start..end`, in batches
+    /// ([`moves`]). Errors: `EBUSY` for a gigantic range in it or a page
+    /// that cannot move for a pin or a reference, `ENOMEM` when no
+    /// replacement page can be had, `EINTR` on a signal (the offline is
+    /// then cancelled).
     fn going_offline(&self, start: u64, end: u64) -> Result {
         let len = match &*self.pages.lock() {
             BackingPages::Gigantic(g) => {
@@ -289,60 +290,7 @@ impl Backing {
             }
             BackingPages::Small(p) => p.len(),
         };
-        // One page per lock hold: a fault on this mapping waits for one
-        // page copy at most.
-        for i in 0..len {
-            {
-                let mut pages = self.pages.lock();
-                if let BackingPages::Small(p) = &mut *pages {
-                    let pfn = p.pages().get(i).map_or(0, |pg| pg.pfn());
-                    if pfn >= start && pfn < end {
-                        self.move_page(p, i, |cur| NodePage::alloc_away(cur.nid(), cur))
-                            .map_err(|why| {
-                                pr_warn!(
-                                    "refusing to offline pfn {:#x}: a tierkit page there cannot move: {}\n",
-                                    pfn,
-                                    why.why()
-                                );
-                                why.errno()
-                            })?;
-                    }
-                }
-            }
-            if (i + 1) % crate::sync::SIGNAL_CHECK_PAGES == 0 {
-                // SAFETY: process context, only sleeping locks held.
-                unsafe { shim::tk_cond_resched() };
-                if crate::sync::signal_pending() {
-                    return Err(EINTR);
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// Replaces page `i` of `p` (caller holds the lock): zap its PTEs, copy
-    /// it to the page `new` gives, swap it in, free the old one. A page
-    /// that cannot be moved stays, mapped again at its next touch.
-    fn move_page(
-        &self,
-        p: &mut PlacedPages,
-        i: usize,
-        new: impl FnOnce(&NodePage) -> Result<NodePage>,
-    ) -> core::result::Result<(), Stayed> {
-        let cur = p.pages().get(i).ok_or(Stayed::NoMemory)?;
-        let old = cur.as_ptr();
-        // SAFETY: `old` is a page `p` owns.
-        if unsafe { shim::tk_page_maybe_dma_pinned(old) } {
-            return Err(Stayed::Pinned);
-        }
-        let new = new(cur).map_err(|_| Stayed::NoMemory)?;
-        // SAFETY: By the type invariant, `mapping` is the live address
-        // space of the file that owns `self`. Faults on this page wait for
-        // the lock we hold, so none maps `old` again after the zap.
-        unsafe {
-            bindings::unmap_mapping_pages(self.mapping, (self.pgoff + i as u64) as c_ulong, 1, true)
-        };
-        Self::swap_in(p, i, new)
+        self.move_out(len, start, end)
     }
 
     /// The part of a move after the zap (caller holds the lock): copies

@@ -123,15 +123,14 @@ impl NodePage {
     }
 
     /// A page on the nearest node with memory other than `nid`, to take
-    /// the place of `old`, one of `nid`'s pages whose memory goes offline
-    /// (the target `do_migrate_range()` would pick), uncharged until the
-    /// move hands it `old`'s charge. Not zeroed: the caller copies into it. `ENOMEM` on
-    /// failure.
-    pub(crate) fn alloc_away(nid: usize, old: &NodePage) -> Result<NodePage> {
+    /// the place of one of `nid`'s pages whose memory goes offline (the
+    /// target `do_migrate_range()` would pick), uncharged until the move
+    /// hands it that page's charge. Not zeroed: the caller copies into it.
+    /// `ENOMEM` on failure.
+    pub(crate) fn alloc_away(nid: usize) -> Result<NodePage> {
         let nid = c_int::try_from(nid).map_err(|_| EINVAL)?;
-        // SAFETY: process context; `old` is a valid page `old` owns; the
-        // shim allocates an order-0 page.
-        let page = unsafe { movable::own(|| shim::tk_alloc_page_away(nid, old.as_ptr())) }?;
+        // SAFETY: process context; the shim allocates an order-0 page.
+        let page = unsafe { movable::own(|| shim::tk_alloc_page_away(nid)) }?;
         // INVARIANT: an owned page, counted by `own`.
         Ok(NodePage { page })
     }

@@ -8,8 +8,9 @@
 //! outside the new nodemask. tierkit knows each page's ilx (its file page
 //! offset, as `alloc_placed()` used it), so for the weights in force now
 //! each page has exactly one target node, and only the pages that are not
-//! on it move: the minimum. Each move is the one an offline makes
-//! (`Backing::move_page`: zap, freeze, copy, swap).
+//! on it move: the minimum. The moves are batched as an offline's are, by
+//! the same walk (module/src/mapping/moves.rs: pick under the lock,
+//! allocate without it, one zap per batch, then freeze, copy, swap).
 //!
 //! The walk is paced (`rate_pages`), bounded (`budget_pages`) and
 //! interruptible: its sleeps are `TASK_INTERRUPTIBLE`, and any signal ends

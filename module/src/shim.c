@@ -334,15 +334,15 @@ void tk_page_move_charge(struct page *old, struct page *new)
 }
 
 /*
- * A replacement for @old, a page of @nid that is going offline: on the
- * nearest other node with memory, in @nid's zonelist order, as
- * do_migrate_range() picks (N_MEMORY without @nid; @nid itself if it is
- * the only one); @old's charge follows it (tk_page_move_charge()): the
- * mapping's owner keeps paying for its page, and neither the owner's nor
- * an offliner's cgroup limit refuses the move.
+ * A replacement for a page of @nid that is going offline: on the nearest
+ * other node with memory, in @nid's zonelist order, as do_migrate_range()
+ * picks (N_MEMORY without @nid; @nid itself if it is the only one); the
+ * old page's charge follows it (tk_page_move_charge()): the mapping's
+ * owner keeps paying for its page, and neither the owner's nor an
+ * offliner's cgroup limit refuses the move.
  */
 /* In C: builds a nodemask (nodemask_t macros) for the allocator; no nodemask binding. */
-struct page *tk_alloc_page_away(int nid, struct page *old)
+struct page *tk_alloc_page_away(int nid)
 {
 	nodemask_t nmask = node_states[N_MEMORY];
 

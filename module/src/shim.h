@@ -44,7 +44,7 @@ int tk_test_pin_bias(void);
 #endif
 bool tk_node_has_movable(int nid);
 gfp_t tk_gfp_highuser_movable(void);
-struct page *tk_alloc_page_away(int nid, struct page *old);
+struct page *tk_alloc_page_away(int nid);
 struct page *tk_alloc_page_on(int nid, bool movable);
 void tk_page_move_charge(struct page *old, struct page *new);
 bool tk_page_ref_freeze(struct page *page, int expected);

@@ -150,10 +150,10 @@ extern "C" {
     pub(crate) fn tk_gfp_highuser_movable() -> bindings::gfp_t;
     /// An order-0 page on the nearest node with memory other than `nid`
     /// (`nid` itself if it is the only one), kernel zones first, to take
-    /// the place of `old` (a valid page), uncharged until
-    /// [`tk_page_move_charge`] hands it `old`'s charge; NULL on failure.
-    /// Process context.
-    pub(crate) fn tk_alloc_page_away(nid: c_int, old: *mut bindings::page) -> *mut bindings::page;
+    /// the place of one of `nid`'s pages going offline, uncharged until
+    /// [`tk_page_move_charge`] hands it that page's charge; NULL on
+    /// failure. Process context.
+    pub(crate) fn tk_alloc_page_away(nid: c_int) -> *mut bindings::page;
     /// An order-0 page on `nid` only (NULL for a node without memory),
     /// kernel zones first, ZONE_MOVABLE too if `movable`, to take the
     /// place of a page a rebalance moves there, uncharged as for

@@ -86,7 +86,8 @@ fn word(seed: u64, i: usize, end: bool) -> u64 {
     (seed << 40) ^ ((i as u64) << 1) ^ end as u64 ^ 0x5a5a_0000_0000_0000
 }
 
-fn fill(m: &Mapping, seed: u64) {
+/// Writes repetition `seed`'s pattern words into every page of `m`.
+pub fn fill(m: &Mapping, seed: u64) {
     for i in 0..m.nr_pages() {
         let p = m.as_ptr().wrapping_add(i * PAGE_SIZE) as *mut u64;
         // SAFETY: both words lie in page `i` of a live read/write mapping.
@@ -98,7 +99,7 @@ fn fill(m: &Mapping, seed: u64) {
 }
 
 /// Pages whose pattern words differ from repetition `seed`'s.
-fn wrong(m: &Mapping, seed: u64) -> usize {
+pub fn wrong(m: &Mapping, seed: u64) -> usize {
     (0..m.nr_pages())
         .filter(|&i| {
             let p = m.as_ptr().wrapping_add(i * PAGE_SIZE) as *const u64;
@@ -222,6 +223,14 @@ pub fn measure(
     if !running {
         return measure_alone(from, to, pages, reps);
     }
+    beside_spinner(|| measure_alone(from, to, pages, reps))
+}
+
+/// Runs `f` while another thread of the process spins on memory of its
+/// own (on another CPU when there is one), so that the mm is live on two
+/// CPUs and each TLB flush of a move or an unmap is an IPI that `f`'s
+/// kernel work waits for.
+pub fn beside_spinner<R>(f: impl FnOnce() -> R) -> R {
     let stop = AtomicBool::new(false);
     std::thread::scope(|sc| {
         sc.spawn(|| {
@@ -235,7 +244,7 @@ pub fn measure(
                 n = n.wrapping_add(1);
             }
         });
-        let res = measure_alone(from, to, pages, reps);
+        let res = f();
         stop.store(true, Ordering::Relaxed);
         res
     })

@@ -13,6 +13,15 @@
 //!   reads the moved contents), and `MADV_DONTNEED` + touch (the moved
 //!   contents). Then the blocks go online again and a new mapping on the
 //!   node works.
+//! - **ZONE_MOVABLE at scale, timed against the kernel**: while another
+//!   thread of the process runs (each TLB flush is then an IPI), a fresh
+//!   64 MiB 4 KiB mapping on the node is filled and the block holding most
+//!   of its pages is offlined, then the same for an anonymous mapping bound
+//!   to the node (the kernel migrates its pages); one warm-up each, then
+//!   three of each, alternating. Each time checks every page's contents
+//!   and that no page is left in the block or on the node, and the block
+//!   goes online again. Fails when tierkit's median offline time per page
+//!   in the block is more than 1.5 times the kernel's.
 //! - **Gigantic ranges on ZONE_MOVABLE**: without the `movable_gigantic`
 //!   opt-in a 1 GiB mmap on the node fails with `ENOMEM` and a kernel
 //!   message naming the opt-in; with it the mmap works, and offlining a

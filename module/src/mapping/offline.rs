@@ -13,10 +13,18 @@
 //! (the range is isolated, nothing new is allocated in it) it moves each of
 //! its pages in the range to a new page on the nearest other node with
 //! memory, in the offlined node's zonelist order (as `do_migrate_range()`
-//! picks a target), by zapping the page's PTEs, copying, and swapping the
-//! page in the [`Backing`]; the next touch faults the new page in. The
-//! statistics follow the pages. Pages someone may be doing DMA to
-//! (`FOLL_PIN`) are not moved: the offline fails with `EBUSY`.
+//! picks a target), by zapping the pages' PTEs, copying, and swapping the
+//! pages in the [`Backing`]; the next touch faults the new page in. The
+//! moves are batched as a rebalance's ([`super::moves`]: up to 512 pages
+//! picked under the mapping's lock, their new pages allocated without it,
+//! each pick checked again, one zap and TLB flush for the batch), so a
+//! fault waits for one batch at most and a block of pages costs a TLB
+//! flush per 512 pages, not per page. The statistics follow the pages.
+//! Pages someone may be doing DMA to (`FOLL_PIN`), or that hold a
+//! reference beside the mapping's, are not moved: the offline fails with
+//! `EBUSY`; without a page to move one to, with `ENOMEM`; on a signal,
+//! with `EINTR` (checked between batches). The pages moved before stay
+//! moved.
 //!
 //! On kernel (non-movable) memory the kernel refuses to isolate a range
 //! with tierkit's pages in it, so such an offline fails with `EBUSY` at

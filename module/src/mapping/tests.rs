@@ -179,7 +179,6 @@ mod moves {
         let (a, _) = two_nodes()?;
         let state = DeviceState::new()?;
         let p = placed_on(&state, a)?;
-        let old = &p.pages()[0];
         // A node id past every node with memory, and one out of range.
         let none = (0..MAX_NUMNODES)
             .rev()
@@ -187,7 +186,7 @@ mod moves {
         let no_memory = none.map(|n| NodePage::alloc_on(n, true).is_err());
         let out_of_range = NodePage::alloc_on(MAX_NUMNODES + 1, true).is_err();
         // Away from `a`: another node, never `a` itself.
-        let away = NodePage::alloc_away(a, old).map(|pg| pg.nid());
+        let away = NodePage::alloc_away(a).map(|pg| pg.nid());
         drop(p);
         assert_ne!(no_memory, Some(false));
         assert!(out_of_range);

@@ -2,7 +2,8 @@
 //! tierkit's pages go offline. Here: the test's state ([`T`]: what it must
 //! put back), the page pattern and its checks, and a node's kind of
 //! memory; the cases by zone in `kernel.rs` (ZONE_NORMAL: the offline
-//! fails), `movable.rs` (ZONE_MOVABLE: the pages move) and `gigantic.rs`
+//! fails), `movable.rs` (ZONE_MOVABLE: the pages move), `speed.rs` (the
+//! same at scale, timed against the kernel's offline) and `gigantic.rs`
 //! (gigantic ranges on ZONE_MOVABLE and their opt-in); the forked child
 //! that shares a mapping in `sharer.rs`.
 
@@ -10,11 +11,13 @@ mod gigantic;
 mod kernel;
 mod movable;
 mod sharer;
+mod speed;
 
 pub use gigantic::*;
 pub use kernel::*;
 pub use movable::*;
 pub use sharer::*;
+pub use speed::*;
 
 use crate::memblock::{
     self, block_node, block_of_pfn, block_state, block_zone, blocks_of, first_fallback,
@@ -502,6 +505,7 @@ pub fn main() -> ExitCode {
     match (cxl, why_not_movable) {
         (Some(c), None) => {
             movable_case(&mut t, c);
+            speed_case(&mut t, c);
             gigantic_case(&mut t, c);
         }
         (_, Some(why)) => {
@@ -510,6 +514,7 @@ pub fn main() -> ExitCode {
                 "movable: contents, nodes and stats after the offline",
                 "movable: MADV_DONTNEED + touch after the move",
                 "movable: online again and map again",
+                "movable: offline of a block of 16384-page mappings, time against the kernel's",
                 "gigantic on movable: without opt-in, ENOMEM naming movable_gigantic",
                 "gigantic on movable: with opt-in, offline inside the range is EBUSY at once",
             ] {
