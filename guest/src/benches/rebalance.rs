@@ -1,7 +1,7 @@
 //! The logic of `tk-bench-rebalance`; what it does and how it is used are the doc of
 //! `src/bin/tk-bench-rebalance.rs` (its `--help`).
 
-use super::move_speed;
+use super::{move_speed, target_share};
 use crate::interleave::{expected_seq, fmt_weights, weight_table};
 use crate::node;
 use crate::ready::{tierkit_ready, tierkit_weight_dir};
@@ -20,7 +20,7 @@ use tierkit_core::uapi::TkRebalance;
 const BIN: &str = "tk-bench-rebalance";
 
 pub fn main() -> ExitCode {
-    let flags = match Flags::from_args(BIN, &[], &["size", "seconds", "move-size"]) {
+    let flags = match Flags::from_args(BIN, &["share-only"], &["size", "seconds", "move-size", "share-size", "share-seconds"]) {
         Ok(f) => f,
         Err(code) => return code,
     };
@@ -46,12 +46,21 @@ pub fn main() -> ExitCode {
     let kw = WeightDir::kernel();
     let saved_tk = tw.snapshot();
     let saved_k = kw.as_ref().map(|k| k.snapshot());
-    let res = bench(&mut r, &topo, &tw, kw.as_ref(), d, c, size, seconds);
-    if let Err(e) = res {
-        r.fail("rebalance benchmark", e);
+    if !flags.has("share-only") {
+        let res = bench(&mut r, &topo, &tw, kw.as_ref(), d, c, size, seconds);
+        if let Err(e) = res {
+            r.fail("rebalance benchmark", e);
+        }
+        let move_size = flags.size_or("move-size", 64 << 20).unwrap_or(64 << 20);
+        move_rows(&mut r, d, c, move_size);
     }
-    let move_size = flags.size_or("move-size", 64 << 20).unwrap_or(64 << 20);
-    move_rows(&mut r, d, c, move_size);
+    let share = target_share::Opts {
+        size: flags.size_or("share-size", 64 << 20).unwrap_or(64 << 20),
+        bound_s: flags.parse_or("share-seconds", 60.0).unwrap_or(60.0),
+        hold_s: 5.0,
+        before_s: 2.0,
+    };
+    target_share::compare(&mut r, &tw, d, c, &share);
     for (what, s) in [("tierkit", Some(saved_tk)), ("kernel", saved_k)] {
         if let Some(s) = s {
             match s {
