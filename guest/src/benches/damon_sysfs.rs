@@ -186,9 +186,7 @@ impl Kdamond {
             .map(|i| {
                 let st = base.join(format!("{i}/stats"));
                 let n = |f: &str| -> Result<u64, String> {
-                    get(&st.join(f))?
-                        .parse()
-                        .map_err(|e| format!("{f}: {e}"))
+                    get(&st.join(f))?.parse().map_err(|e| format!("{f}: {e}"))
                 };
                 Ok(Stats {
                     nr_tried: n("nr_tried")?,

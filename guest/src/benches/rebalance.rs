@@ -20,7 +20,18 @@ use tierkit_core::uapi::TkRebalance;
 const BIN: &str = "tk-bench-rebalance";
 
 pub fn main() -> ExitCode {
-    let flags = match Flags::from_args(BIN, &["share-only"], &["size", "seconds", "move-size", "share-size", "share-seconds"]) {
+    let flags = match Flags::from_args(
+        BIN,
+        &["share-only"],
+        &[
+            "size",
+            "seconds",
+            "move-size",
+            "share-size",
+            "share-seconds",
+            "share-only",
+        ],
+    ) {
         Ok(f) => f,
         Err(code) => return code,
     };

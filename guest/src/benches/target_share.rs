@@ -115,19 +115,43 @@ impl Trace {
         self.moves.iter().filter(|&&m| m >= 2).count()
     }
 
-    /// The first sample at which the DRAM node holds `share` of the known
-    /// pages within one percentage point, with at most 1% of the pages
-    /// unknown.
-    pub fn reached(&self, share: f64) -> Option<u64> {
+    /// Whether sample `(_, on_d, known)` has the DRAM node holding
+    /// `share` of the known pages within one percentage point, with at
+    /// most 1% of the pages unknown.
+    fn within(&self, share: f64, &(_, on_d, known): &(u64, usize, usize)) -> bool {
         let pages = self.moves.len();
+        known > 0
+            && (pages - known) * 100 <= pages
+            && (on_d as f64 / known as f64 - share).abs() <= 0.01
+    }
+
+    /// The first sample within 1% of `share`.
+    pub fn reached(&self, share: f64) -> Option<u64> {
         self.samples
             .iter()
-            .find(|&&(_, on_d, known)| {
-                known > 0
-                    && (pages - known) * 100 <= pages
-                    && (on_d as f64 / known as f64 - share).abs() <= 0.01
-            })
+            .find(|x| self.within(share, x))
             .map(|s| s.0)
+    }
+
+    /// The start of the last stretch of samples within 1% of `share`, if
+    /// it runs to the last sample and lasted at least `hold_ns`.
+    pub fn settled(&self, share: f64, hold_ns: u64) -> Option<u64> {
+        let last = self.samples.last()?;
+        let start = self
+            .samples
+            .iter()
+            .rev()
+            .take_while(|x| self.within(share, x))
+            .last()?;
+        (last.0 - start.0 >= hold_ns).then_some(start.0)
+    }
+
+    /// The fewest and the most pages on the DRAM node from `from` (ns) on.
+    pub fn range_from(&self, from: u64) -> (usize, usize) {
+        self.samples
+            .iter()
+            .filter(|s| s.0 >= from)
+            .fold((usize::MAX, 0), |(lo, hi), s| (lo.min(s.1), hi.max(s.1)))
     }
 
     /// The last sample's split: `(on DRAM, known)`.
@@ -229,6 +253,9 @@ pub struct Watched {
     pub trace: Trace,
     /// ns from the change's start to within 1%, if reached.
     pub reached: Option<u64>,
+    /// ns from the change's start to the stretch within 1% that held
+    /// for the hold, if one did.
+    pub settled: Option<u64>,
     /// ns watched after the change began.
     pub watched: u64,
     /// Sweep k page touches/s: before, during, after.
@@ -275,10 +302,9 @@ where
         loop {
             std::thread::sleep(Duration::from_millis(100));
             let now = monotonic_ns() - t1;
-            let r = trace.lock().ok().and_then(|t| t.reached(share));
-            if r.is_some_and(|r| (now - r) as f64 / 1e9 >= o.hold_s)
-                || now as f64 / 1e9 >= o.bound_s
-            {
+            let hold = (o.hold_s * 1e9) as u64;
+            let held = trace.lock().ok().and_then(|t| t.settled(share, hold));
+            if held.is_some() || now as f64 / 1e9 >= o.bound_s {
                 break;
             }
         }
@@ -293,6 +319,7 @@ where
     });
     let trace = trace.into_inner().unwrap_or_default();
     let reached = trace.reached(share);
+    let settled = trace.settled(share, (o.hold_s * 1e9) as u64);
     let mid = reached.map_or(t3, |r| t1 + r);
     let w = Watched {
         rates: (
@@ -302,6 +329,7 @@ where
         ),
         errors: sweep.errors(),
         reached,
+        settled,
         watched: t3 - t1,
         trace,
     };
@@ -312,11 +340,20 @@ where
 pub fn compare(r: &mut Report, tw: &WeightDir, d: u32, c: u32, o: &Opts) {
     let pages = o.size.div_ceil(PAGE_SIZE);
     let share = TO.0 as f64 / (TO.0 + TO.1) as f64;
-    let target_d = (pages as f64 * share).round() as usize;
     let mut rows = r.json()["rows"].as_array().cloned().unwrap_or_default();
     match tierkit_side(tw, d, c, o, share) {
         Ok((w, moved)) => {
-            rows.push(row(r, "tierkit-rebalance", &w, d, c, pages, target_d, moved * PAGE_SIZE as u64, o));
+            rows.push(row(
+                r,
+                "tierkit-rebalance",
+                &w,
+                d,
+                c,
+                pages,
+                share,
+                moved * PAGE_SIZE as u64,
+                o,
+            ));
         }
         Err(e) => {
             r.fail("target share: tierkit", e);
@@ -331,8 +368,20 @@ pub fn compare(r: &mut Report, tw: &WeightDir, d: u32, c: u32, o: &Opts) {
         match damon_side(r, d, c, o, share) {
             Ok((w, stats)) => {
                 let bytes = stats.iter().map(|s| s.sz_applied).sum();
-                r.note(format!("DAMON schemes' stats (push to {c}, pull to {d}): {stats:?}"));
-                rows.push(row(r, "damon-migrate_hot", &w, d, c, pages, target_d, bytes, o));
+                r.note(format!(
+                    "DAMON schemes' stats (push to {c}, pull to {d}): {stats:?}"
+                ));
+                rows.push(row(
+                    r,
+                    "damon-migrate_hot",
+                    &w,
+                    d,
+                    c,
+                    pages,
+                    share,
+                    bytes,
+                    o,
+                ));
             }
             Err(e) => {
                 r.fail("target share: DAMON", e);
@@ -340,6 +389,14 @@ pub fn compare(r: &mut Report, tw: &WeightDir, d: u32, c: u32, o: &Opts) {
         }
     }
     r.set("rows", json!(rows));
+}
+
+/// The fewest moves from `start_d` pages on the DRAM node to the target
+/// split, `exact` pages on it (the working set times the share): a count
+/// on either side of `exact` is the split.
+pub fn minimum_moves(start_d: usize, exact: f64) -> usize {
+    let (lo, hi) = (exact.floor() as usize, exact.ceil() as usize);
+    start_d.abs_diff(lo).min(start_d.abs_diff(hi))
 }
 
 /// The row of one method, and its checks: contents kept, and (a measured
@@ -352,12 +409,13 @@ fn row(
     d: u32,
     c: u32,
     pages: usize,
-    target_d: usize,
+    share: f64,
     kernel_bytes: u64,
     o: &Opts,
 ) -> Value {
+    let target_d = (pages as f64 * share).round() as usize;
     let start_d = w.trace.samples.first().map_or(0, |s| s.1);
-    let minimum = start_d.abs_diff(target_d);
+    let minimum = minimum_moves(start_d, pages as f64 * share);
     let (end_d, known) = w.trace.last();
     r.check(
         &format!("target share, {method}: every page kept its contents"),
@@ -367,17 +425,22 @@ fn row(
             Err(format!("{} pages' words wrong", w.errors))
         },
     );
-    let reached = w.reached.map(|n| n as f64 / 1e9);
+    let secs = |n: Option<u64>| n.map(|n| n as f64 / 1e9);
+    let (reached, settled) = (secs(w.reached), secs(w.settled));
+    // The DRAM node's pages from the first sample within 1% on: whether
+    // the split stayed there.
+    let range = w.reached.map(|t| w.trace.range_from(t));
     r.note(format!(
         "{method}: {} moves seen on {pages} pages (minimum {minimum}), {} pages moved twice, \
          kernel's count {kernel_bytes} bytes; split {start_d}:{} -> {end_d}:{} (target \
-         {target_d}:{}); within 1% {}; sweep k pages/s {:.0} / {:.0} / {:.0}",
+         {target_d}:{}); within 1% first at {reached:?} s, held {}s from {settled:?} s, DRAM \
+         pages from then {range:?}; sweep k pages/s {:.0} / {:.0} / {:.0}",
         w.trace.moves(),
         w.trace.twice(),
         pages - start_d,
         known - end_d,
         pages - target_d,
-        reached.map_or(format!("not in {:.0} s", o.bound_s), |s| format!("after {s:.1} s")),
+        o.hold_s,
         w.rates.0,
         w.rates.1,
         w.rates.2,
@@ -395,6 +458,9 @@ fn row(
         "twice": w.trace.twice(),
         "kernel_bytes": kernel_bytes,
         "reached_s": reached,
+        "settled_s": settled,
+        "hold_s": o.hold_s,
+        "dram_after_reached": range.map(|(lo, hi)| [lo, hi]),
         "bound_s": o.bound_s,
         "watched_s": w.watched as f64 / 1e9,
         "split_start": [start_d, pages - start_d],
@@ -498,7 +564,10 @@ fn damon_side(
             nid: c,
             bp: bp(1.0 - share),
         },
-        Goal { nid: d, bp: bp(share) },
+        Goal {
+            nid: d,
+            bp: bp(share),
+        },
     ];
     r.note(format!(
         "DAMON: paddr over {} ranges {:x?}, sweep period {:.0} ms, sample {} ms, aggr {} ms, \
@@ -510,7 +579,9 @@ fn damon_side(
         iv.aggr_us / 1000,
     ));
     let _nb = NumaBalancing::off();
-    let (w, kd) = watch(&reg, d, share, o, || Kdamond::start(&ranges, iv, &goals, 1, 100));
+    let (w, kd) = watch(&reg, d, share, o, || {
+        Kdamond::start(&ranges, iv, &goals, 1, 100)
+    });
     let kd = kd?;
     let stats = kd.stats();
     kd.stop()?;
@@ -551,6 +622,33 @@ mod tests {
         assert_eq!(t.reached(1.0 / 3.0), Some(9));
         t.samples.truncate(3);
         assert_eq!(t.reached(1.0 / 3.0), None);
+    }
+
+    #[test]
+    fn settled_needs_the_last_stretch_within_for_the_hold() {
+        let mut t = Trace::new(300);
+        t.samples = vec![
+            (0, 200, 300),
+            (5, 100, 300),
+            (6, 180, 300),
+            (8, 101, 300),
+            (9, 99, 300),
+        ];
+        assert_eq!(t.reached(1.0 / 3.0), Some(5));
+        // Left the share at 6: the stretch from 8 has lasted 1.
+        assert_eq!(t.settled(1.0 / 3.0, 1), Some(8));
+        assert_eq!(t.settled(1.0 / 3.0, 2), None);
+        assert_eq!(t.range_from(5), (99, 180));
+        t.samples.push((10, 150, 300));
+        assert_eq!(t.settled(1.0 / 3.0, 0), None);
+    }
+
+    #[test]
+    fn the_minimum_counts_either_side_of_the_exact_split() {
+        // 16384 pages at 2:1 put 10923 on DRAM; 1:2 wants 5461.33 there.
+        assert_eq!(minimum_moves(10923, 16384.0 / 3.0), 5461);
+        assert_eq!(minimum_moves(5000, 16384.0 / 3.0), 461);
+        assert_eq!(minimum_moves(300, 300.0), 0);
     }
 
     #[test]

@@ -102,11 +102,32 @@ fn num0(v: f64) -> String {
     }
 }
 
-/// Seconds to within 1% of the target, or "not reached in N s".
+/// Seconds to within 1% of the target, or "not reached in N s"; then
+/// whether the split stayed there: from when it held for the hold, or
+/// that it did not by the end.
 fn reached(r: &Value) -> String {
-    match r.get("reached_s").and_then(Value::as_f64) {
-        Some(s) => format!("{s:.1} s"),
-        None => format!("not reached in {:.0} s", f(r, "bound_s")),
+    let Some(s) = r.get("reached_s").and_then(Value::as_f64) else {
+        return format!("not reached in {:.0} s", f(r, "bound_s"));
+    };
+    match r.get("settled_s").and_then(Value::as_f64) {
+        Some(h) => format!("{s:.1} s (held {:.0} s from {h:.1} s)", f(r, "hold_s")),
+        None => format!(
+            "{s:.1} s (left it; not held {:.0} s by {:.0} s)",
+            f(r, "hold_s"),
+            f(r, "watched_s")
+        ),
+    }
+}
+
+/// The DRAM node's fewest and most pages once within 1%.
+fn range(r: &Value) -> String {
+    match r
+        .get("dram_after_reached")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+    {
+        Some([a, b]) => format!("{a}-{b}"),
+        _ => "-".into(),
     }
 }
 
@@ -116,14 +137,14 @@ fn share_table(rows: &[&Value]) -> String {
     }
     let mut md = String::from(
         "### Target share: `TK_IOC_REBALANCE` against DAMON (`tk-bench-rebalance`)\n\n\
-         | method | pages | DRAM:CXL pages start -> end (target) | moves / minimum | kernel's count of bytes moved | time to within 1% | pages moved twice | sweep k pages/s before / during / after |\n\
-         |---|---|---|---|---|---|---|---|\n",
+         | method | pages | DRAM:CXL pages start -> end (target) | moves / minimum | kernel's count of bytes moved | time to within 1% | DRAM pages once within 1% | pages moved twice | sweep k pages/s before / during / after |\n\
+         |---|---|---|---|---|---|---|---|---|\n",
     );
     for r in rows {
         let (moves, minimum) = (f(r, "moves"), f(r, "minimum"));
         let _ = writeln!(
             md,
-            "| {} | {} | {} -> {} ({}) | {} / {} ({:.2}x) | {:.1} MiB | {} | {} | {} / {} / {} |",
+            "| {} | {} | {} -> {} ({}) | {} / {} ({:.2}x) | {:.1} MiB | {} | {} | {} | {} / {} / {} |",
             r.get("policy").and_then(Value::as_str).unwrap_or("?"),
             r.get("pages").unwrap_or(&Value::Null),
             split(r, "split_start"),
@@ -134,6 +155,7 @@ fn share_table(rows: &[&Value]) -> String {
             moves / minimum,
             f(r, "kernel_bytes") / (1 << 20) as f64,
             reached(r),
+            range(r),
             r.get("twice").unwrap_or(&Value::Null),
             num0(f(r, "before")),
             num0(f(r, "during")),
@@ -155,9 +177,11 @@ fn share_table(rows: &[&Value]) -> String {
         };
         let _ = writeln!(
             md,
-            "\nDAMON / tierkit: moves {:.2}x, time to within 1% {time}, sweep during {:.2}x.",
+            "\nDAMON / tierkit: moves {:.2}x, time to within 1% {time}; the sweep during / \
+             before: tierkit {:.2}, DAMON {:.2}.",
             f(d, "moves") / f(t, "moves"),
-            f(d, "during") / f(t, "during"),
+            f(t, "during") / f(t, "before"),
+            f(d, "during") / f(d, "before"),
         );
     }
     md.push('\n');
@@ -264,6 +288,9 @@ mod tests {
                "measured": moves * 4096, "pages": 16384, "minimum": 5461,
                "moves": moves, "twice": if moves > 5461 { 12 } else { 0 },
                "kernel_bytes": 22_368_256u64, "reached_s": reached, "bound_s": 60.0,
+               "settled_s": if moves > 5461 { None } else { reached }, "hold_s": 5.0,
+               "watched_s": 60.2,
+               "dram_after_reached": reached.map(|_| [5460, if moves > 5461 { 9000 } else { 5462 }]),
                "split_start": [10923, 5461], "split_end": [5470, 10914],
                "split_target": [5461, 10923], "before": 310.4, "during": 120.0,
                "after": after})
@@ -280,24 +307,33 @@ mod tests {
         assert!(
             md.contains(
                 "| tierkit-rebalance | 16384 | 10923:5461 -> 5470:10914 (5461:10923) | \
-                 5461 / 5461 (1.00x) | 21.3 MiB | 2.0 s | 0 | 310 / 120 / 400 |"
+                 5461 / 5461 (1.00x) | 21.3 MiB | 2.0 s (held 5 s from 2.0 s) | 5460-5462 | 0 | \
+                 310 / 120 / 400 |"
             ),
             "{md}"
         );
         assert!(
             md.contains(
                 "| damon-migrate_hot | 16384 | 10923:5461 -> 5470:10914 (5461:10923) | \
-                 6000 / 5461 (1.10x) | 21.3 MiB | not reached in 60 s | 12 | 310 / 120 / - |"
+                 6000 / 5461 (1.10x) | 21.3 MiB | not reached in 60 s | - | 12 | 310 / 120 / - |"
             ),
             "{md}"
         );
         assert!(
-            md.contains("DAMON / tierkit: moves 1.10x, time to within 1% DAMON did not reach it in 60 s, sweep during 1.00x."),
+            md.contains(
+                "DAMON / tierkit: moves 1.10x, time to within 1% DAMON did not reach it in 60 s; \
+                 the sweep during / before: tierkit 0.39, DAMON 0.39."
+            ),
             "{md}"
         );
         let both = json!({"rows": [
             share_row("tierkit-rebalance", 5461, Some(2.0), Some(1.0)),
-            share_row("damon-migrate_hot", 5461, Some(30.0), Some(1.0))]});
-        assert!(markdown(&rows_of(&both, "cxl")).contains("time to within 1% 15.00x"));
+            share_row("damon-migrate_hot", 5462, Some(30.0), Some(1.0))]});
+        let md = markdown(&rows_of(&both, "cxl"));
+        assert!(md.contains("time to within 1% 15.00x"), "{md}");
+        assert!(
+            md.contains("| 30.0 s (left it; not held 5 s by 60 s) | 5460-9000 | 12 |"),
+            "{md}"
+        );
     }
 }
