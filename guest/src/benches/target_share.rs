@@ -223,13 +223,7 @@ impl Sweep {
 
     /// Thousands of page touches per second between `from` and `to` (ns).
     fn rate(&self, from: u64, to: u64) -> f64 {
-        let m = self.marks.lock().map(|m| m.clone()).unwrap_or_default();
-        let n: u64 = m
-            .iter()
-            .filter(|(t, _)| *t > from && *t <= to)
-            .map(|x| x.1)
-            .sum();
-        n as f64 / ((to.saturating_sub(from)).max(1) as f64 / 1e9) / 1e3
+        super::rebalance::per_second(&self.marks, from, to) / 1e3
     }
 
     /// Pages whose word is not their index and the sweep count the stop
