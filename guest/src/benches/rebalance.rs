@@ -110,20 +110,8 @@ impl Runner {
 
     /// MB/s between `from` and `to` (ns).
     fn mbps(&self, from: u64, to: u64) -> f64 {
-        per_second(&self.passes, from, to) / 1e6
+        target_share::per_second(&self.passes, from, to) / 1e6
     }
-}
-
-/// Per second between `from` and `to` (ns): the amounts of `marks`,
-/// `(end ns, amount)` each, that ended in that time.
-pub(super) fn per_second(marks: &Mutex<Vec<(u64, u64)>>, from: u64, to: u64) -> f64 {
-    let m = marks.lock().map(|m| m.clone()).unwrap_or_default();
-    let n: u64 = m
-        .iter()
-        .filter(|(t, _)| *t > from && *t <= to)
-        .map(|x| x.1)
-        .sum();
-    n as f64 / (to.saturating_sub(from).max(1) as f64 / 1e9)
 }
 
 fn sleep(s: f64) {

@@ -223,7 +223,7 @@ impl Sweep {
 
     /// Thousands of page touches per second between `from` and `to` (ns).
     fn rate(&self, from: u64, to: u64) -> f64 {
-        super::rebalance::per_second(&self.marks, from, to) / 1e3
+        per_second(&self.marks, from, to) / 1e3
     }
 
     /// Pages whose word is not their index and the sweep count the stop
@@ -239,6 +239,18 @@ impl Sweep {
             })
             .count()
     }
+}
+
+/// Per second between `from` and `to` (ns): the amounts of `marks`,
+/// `(end ns, amount)` each, that ended in that time.
+pub(super) fn per_second(marks: &Mutex<Vec<(u64, u64)>>, from: u64, to: u64) -> f64 {
+    let m = marks.lock().map(|m| m.clone()).unwrap_or_default();
+    let n: u64 = m
+        .iter()
+        .filter(|(t, _)| *t > from && *t <= to)
+        .map(|x| x.1)
+        .sum();
+    n as f64 / (to.saturating_sub(from).max(1) as f64 / 1e9)
 }
 
 /// What watching one method gave.
