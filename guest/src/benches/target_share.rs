@@ -318,7 +318,7 @@ where
         let _ = sampler.join();
         // The sampler has stopped: one last sample, then the sweep stops
         // (the scope joins it).
-        sample(base, pages, t1, d, &trace);
+        sample(base, pages, t1, d, trace);
         let t3 = monotonic_ns();
         sweep.stop.store(true, Ordering::Relaxed);
         (t0, t1, t3, res)
@@ -529,7 +529,7 @@ impl Drop for NumaBalancing {
 /// interval at least one sweep long (so each page of the working set is
 /// accessed in every one), within 5-200 ms; ten samples per aggregation.
 pub fn intervals_for(period_us: f64) -> Intervals {
-    let sample_us = (period_us.max(5_000.0).min(200_000.0)) as u64;
+    let sample_us = period_us.clamp(5_000.0, 200_000.0) as u64;
     Intervals {
         sample_us,
         aggr_us: 10 * sample_us,
