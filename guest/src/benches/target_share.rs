@@ -16,13 +16,14 @@
 //! pause, reading and writing one word per page (each page is then
 //! accessed in every DAMON sampling interval, DAMON's best case under
 //! TCG); its page touches per second before, during (until the split is
-//! within 1% of the target, or the end) and after (the hold once within
-//! 1%, the method still active) are the workload's throughput. Another
+//! first within 1% of the target, or the end) and after (from then to the
+//! end, the method still active) are the workload's throughput. Another
 //! thread samples every page's frame (`/proc/self/pagemap`) and node
 //! (`move_pages(2)` query) every [`SAMPLE`]: a changed frame is a move
 //! (a page moved twice between two samples counts once: the counts are
-//! lower bounds). The sweep's words are checked at the end: every page
-//! kept its own contents.
+//! lower bounds). A method is watched until the split has stayed within
+//! 1% for [`Opts::hold_s`], or [`Opts::bound_s`]. The sweep's words are
+//! checked at the end: every page kept its own contents.
 
 use super::damon_sysfs::{node_ranges, Goal, Intervals, Kdamond, Stats};
 use crate::memblock::pagemap_pfns;
@@ -47,7 +48,8 @@ pub struct Opts {
     pub size: usize,
     /// Longest wait for a method to reach the target split, seconds.
     pub bound_s: f64,
-    /// How long a method is watched once within 1%, seconds.
+    /// How long the split must stay within 1% before the watch ends,
+    /// seconds.
     pub hold_s: f64,
     /// The sweep's "before" window, seconds.
     pub before_s: f64,
