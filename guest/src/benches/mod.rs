@@ -4,8 +4,10 @@
 
 pub mod all;
 pub mod clear;
+pub mod damon_sysfs;
 pub mod gigantic;
 pub mod move_speed;
 pub mod rebalance;
 pub mod run;
+pub mod target_share;
 pub mod wi;

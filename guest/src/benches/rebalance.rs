@@ -1,7 +1,7 @@
 //! The logic of `tk-bench-rebalance`; what it does and how it is used are the doc of
 //! `src/bin/tk-bench-rebalance.rs` (its `--help`).
 
-use super::move_speed;
+use super::{move_speed, target_share};
 use crate::interleave::{expected_seq, fmt_weights, weight_table};
 use crate::node;
 use crate::ready::{tierkit_ready, tierkit_weight_dir};
@@ -20,7 +20,18 @@ use tierkit_core::uapi::TkRebalance;
 const BIN: &str = "tk-bench-rebalance";
 
 pub fn main() -> ExitCode {
-    let flags = match Flags::from_args(BIN, &[], &["size", "seconds", "move-size"]) {
+    let flags = match Flags::from_args(
+        BIN,
+        &["share-only"],
+        &[
+            "size",
+            "seconds",
+            "move-size",
+            "share-size",
+            "share-seconds",
+            "share-only",
+        ],
+    ) {
         Ok(f) => f,
         Err(code) => return code,
     };
@@ -46,12 +57,21 @@ pub fn main() -> ExitCode {
     let kw = WeightDir::kernel();
     let saved_tk = tw.snapshot();
     let saved_k = kw.as_ref().map(|k| k.snapshot());
-    let res = bench(&mut r, &topo, &tw, kw.as_ref(), d, c, size, seconds);
-    if let Err(e) = res {
-        r.fail("rebalance benchmark", e);
+    if !flags.has("share-only") {
+        let res = bench(&mut r, &topo, &tw, kw.as_ref(), d, c, size, seconds);
+        if let Err(e) = res {
+            r.fail("rebalance benchmark", e);
+        }
+        let move_size = flags.size_or("move-size", 64 << 20).unwrap_or(64 << 20);
+        move_rows(&mut r, d, c, move_size);
     }
-    let move_size = flags.size_or("move-size", 64 << 20).unwrap_or(64 << 20);
-    move_rows(&mut r, d, c, move_size);
+    let share = target_share::Opts {
+        size: flags.size_or("share-size", 64 << 20).unwrap_or(64 << 20),
+        bound_s: flags.parse_or("share-seconds", 60.0).unwrap_or(60.0),
+        hold_s: 5.0,
+        before_s: 2.0,
+    };
+    target_share::compare(&mut r, &tw, d, c, &share);
     for (what, s) in [("tierkit", Some(saved_tk)), ("kernel", saved_k)] {
         if let Some(s) = s {
             match s {
@@ -90,13 +110,7 @@ impl Runner {
 
     /// MB/s between `from` and `to` (ns).
     fn mbps(&self, from: u64, to: u64) -> f64 {
-        let p = self.passes.lock().map(|p| p.clone()).unwrap_or_default();
-        let bytes: u64 = p
-            .iter()
-            .filter(|(t, _)| *t > from && *t <= to)
-            .map(|x| x.1)
-            .sum();
-        bytes as f64 / ((to - from).max(1) as f64 / 1e9) / 1e6
+        target_share::per_second(&self.passes, from, to) / 1e6
     }
 }
 

@@ -27,6 +27,19 @@
 //!    alternating; every page's node and contents checked). One row per
 //!    method (workload `move`, us/page, with `ratio`: tierkit's over the
 //!    kernel's).
+//! 7. The target share against DAMON (`benches::target_share`): working
+//!    sets of `--share-size` that start at DRAM:CXL 2:1 are sent to 1:2,
+//!    a `/dev/tierkit` mapping by `TK_IOC_REBALANCE`, an anonymous one by
+//!    DAMON's paired push/pull `migrate_hot` schemes (`paddr`, quota goals
+//!    `node_eligible_mem_bp`, set up through /sys/kernel/mm/damon/admin;
+//!    DAMON's `paddr` operations see only LRU folios, so not tierkit's
+//!    pages), each watched for at most `--share-seconds` while a thread
+//!    sweeps the working set: moves seen (every page's frame, sampled)
+//!    against the minimum, the kernel's count of bytes moved, the time to
+//!    a split within 1% of the target, the final split, pages moved twice
+//!    and the sweep's rate before, during and after. One row per method
+//!    (workload `share`). Not reaching the target in time is a measured
+//!    result, not a failure; a page that lost its contents is.
 //!
 //! One row per topology in the `TIERKIT-JSON` line (`rows`, workload
 //! `rebalance`, MB/s, with `moved`, `minimum`, `before`, `during`,
@@ -37,7 +50,9 @@
 //!
 //! Flags: `--size BYTES` (working set, default 24M), `--seconds S` per
 //! phase (default 1.5), `--move-size BYTES` (the move speed's mappings,
-//! default 64M).
+//! default 64M), `--share-size BYTES` (the target share's working sets,
+//! default 64M), `--share-seconds S` (its bound per method, default 60),
+//! `--share-only` (step 7 alone).
 
 use std::process::ExitCode;
 
