@@ -14,7 +14,7 @@
 //! - the kernel: the syscall layer ([`sys`]), what the kernel says about
 //!   itself ([`kernel`]: command-line parameters, debugfs, THP), errno
 //!   names ([`errno`]), memory blocks ([`memblock`]), mappings and
-//!   `/proc` memory figures ([`vma`]);
+//!   `/proc` memory figures ([`vma`]), cgroup v2 ([`cgroup`]);
 //! - topology: the nodes ([`node`]), CXL regions ([`cxl`]), sockets and
 //!   the firmware's per-initiator bandwidth ([`sockets`], [`hmat`]), the weight
 //!   files of the kernel and of tierkit ([`weights`]), and where each page
@@ -39,6 +39,7 @@ pub mod init;
 pub mod tests;
 pub mod tools;
 
+pub mod cgroup;
 pub mod cxl;
 pub mod errno;
 pub mod first_use;

@@ -18,7 +18,7 @@ use crate::uapi::{
     self, TkBulk, TkClearBench, TkGigantic, TkMappedFile, TkPageRefs, TkPolicy, TkRebalance,
     TkSocketWeights, TkTaskNext, TkWalk,
 };
-use crate::wi::socket::{self, this_socket};
+use crate::wi::socket::{self, Caller};
 use crate::wi::{Mode, Policy};
 use core::ptr::NonNull;
 use kernel::{
@@ -211,7 +211,7 @@ impl TkFile {
         {
             let mut st = self.state.lock()?;
             let policy = Self::weighted_policy(&st)?;
-            let (mask, weights) = policy.placement(&st.sockets, &self.device.wi, this_socket());
+            let (mask, weights) = policy.placement(&st.sockets, &self.device.wi, Caller::current());
             for slot in t.nodes.iter_mut().take(count) {
                 let nid = st.task.next(mask, &weights).ok_or(EINVAL)?;
                 *slot = nid as u8;
@@ -232,7 +232,7 @@ impl TkFile {
         {
             let mut st = self.state.lock()?;
             let policy = Self::weighted_policy(&st)?;
-            let (mask, weights) = policy.placement(&st.sockets, &self.device.wi, this_socket());
+            let (mask, weights) = policy.placement(&st.sockets, &self.device.wi, Caller::current());
             let mut per_node = [0u64; MAX_NUMNODES];
             let mut task = st.task;
             placed::bulk(
@@ -273,13 +273,13 @@ impl TkFile {
             if r.nodemask != 0 {
                 policy.mask = interleave::effective_nodemask(
                     interleave::Nodemask(r.nodemask),
-                    crate::wi::memory_nodes(),
+                    crate::wi::allowed_memory_nodes(),
                 )?;
             }
             if r.flags & uapi::TK_REBALANCE_F_WEIGHTS != 0 {
                 policy = policy.with_own_weights(&r.weights)?;
             }
-            let sel = policy.placed_selector(&st.sockets, &self.device.wi, this_socket())?;
+            let sel = policy.placed_selector(&st.sockets, &self.device.wi, Caller::current())?;
             if !dry_run && st.policy != Some(policy) {
                 st.policy = Some(policy);
                 // As TK_IOC_SET_POLICY: the task path starts afresh.
@@ -388,7 +388,7 @@ impl TkFile {
         if gm.nr_cleared() as usize + nr_ranges > MAX_FILE_GIGANTIC {
             return Err(ENOMEM);
         }
-        let sel = policy.placed_selector(&st.sockets, &self.device.wi, this_socket())?;
+        let sel = policy.placed_selector(&st.sockets, &self.device.wi, Caller::current())?;
         let mut nids = KVec::with_capacity(nr_ranges, GFP_KERNEL)?;
         let mut slots = KVec::with_capacity(nr_ranges, GFP_KERNEL)?;
         // Whether a GiB may come from ZONE_MOVABLE (see the vm_ops in
@@ -725,7 +725,7 @@ impl MiscDevice for TkFile {
             // weighted_interleave_nid() reads the weights at each fault;
             // all of this mapping's "faults" happen now, so one snapshot
             // serves.
-            let sel = policy.placed_selector(&st.sockets, &me.device.wi, this_socket())?;
+            let sel = policy.placed_selector(&st.sockets, &me.device.wi, Caller::current())?;
             let reservation = Stats::reserve(&me.device, nr_pages as u64)?;
             // Killable; frees everything on failure.
             let placed = placed::alloc_placed(&me.device, &sel, pgoff, nr_pages)?;

@@ -20,6 +20,7 @@
  */
 #include <linux/capability.h>
 #include <linux/cpumask.h>
+#include <linux/cpuset.h>
 #include <linux/freezer.h>
 #include <linux/fs.h>
 #include <linux/kthread.h>
@@ -101,6 +102,20 @@ bool tk_node_online(int nid)
 bool tk_node_has_memory(int nid)
 {
 	return nid >= 0 && nid < nr_node_ids && node_state(nid, N_MEMORY);
+}
+
+/*
+ * The nodes 0..63 that current's cpuset allows (cpuset_current_mems_allowed:
+ * current->mems_allowed, or node_states[N_MEMORY] without CONFIG_CPUSETS).
+ * One word, read once: read_mems_allowed_begin() uses static keys that are
+ * not exported to modules, and the seqcount is not needed for a single
+ * word. A cpuset change writes the union of the old and new nodes, then
+ * the new ones, so any value read is nodes the task was allowed.
+ */
+/* In C: current->mems_allowed is a task_struct field under CONFIG_CPUSETS, a macro over node_states otherwise; no cpuset API in the kernel crate. */
+u64 tk_current_mems_allowed(void)
+{
+	return READ_ONCE(cpuset_current_mems_allowed.bits[0]);
 }
 
 /* In C: node_state(N_CPU) is an inline; no node API in the kernel crate. */

@@ -26,6 +26,7 @@ int tk_cpu_package(int cpu);
 int tk_nr_node_ids(void);
 bool tk_node_online(int nid);
 bool tk_node_has_memory(int nid);
+u64 tk_current_mems_allowed(void);
 bool tk_node_has_cpu(int nid);
 unsigned long tk_node_free_pages(int nid);
 struct page *tk_alloc_pages_node(int nid, gfp_t gfp, unsigned int order);

@@ -38,6 +38,10 @@ extern "C" {
     /// `node_state(nid, N_MEMORY)`, false for ids out of range. No
     /// precondition.
     pub(crate) fn tk_node_has_memory(nid: c_int) -> bool;
+    /// `cpuset_current_mems_allowed`, nodes 0..63: the nodes current's
+    /// cpuset allows (every node with memory without cpusets). Process
+    /// context.
+    pub(crate) fn tk_current_mems_allowed() -> u64;
     /// `node_state(nid, N_CPU)`, false for ids out of range. No
     /// precondition.
     pub(crate) fn tk_node_has_cpu(nid: c_int) -> bool;

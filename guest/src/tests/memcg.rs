@@ -1,6 +1,7 @@
 //! The logic of `tk-test-memcg`; what it checks and how it is used are the doc of
 //! `src/bin/tk-test-memcg.rs` (its `--help`).
 
+use crate::cgroup::{self, Cg};
 use crate::memblock;
 use crate::report::Report;
 use crate::sys::PAGE_SIZE;
@@ -8,94 +9,17 @@ use crate::tk::{Tierkit, TK_MODE_INTERLEAVE};
 use crate::vma::{self, check_pattern, fill_pattern, Exit};
 use std::fs;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
 
 const BIN: &str = "tk-test-memcg";
-const CGROUP: &str = "/sys/fs/cgroup";
 const MIB: u64 = 1 << 20;
 
-/// A cgroup under the root, removed on drop.
-struct Cg {
-    dir: PathBuf,
-}
-
-impl Cg {
-    fn new(name: &str) -> Result<Cg, String> {
-        let dir = Path::new(CGROUP).join(name);
-        let _ = fs::remove_dir(&dir);
-        fs::create_dir(&dir).map_err(|e| format!("mkdir {}: {e}", dir.display()))?;
-        Ok(Cg { dir })
-    }
-
-    fn set(&self, file: &str, v: &str) -> Result<(), String> {
-        fs::write(self.dir.join(file), v).map_err(|e| format!("{file} = {v}: {e}"))
-    }
-
-    fn read_u64(&self, file: &str, key: Option<&str>) -> Result<u64, String> {
-        let s = fs::read_to_string(self.dir.join(file)).map_err(|e| format!("{file}: {e}"))?;
-        let v = match key {
-            None => s.trim(),
-            Some(k) => s
-                .lines()
-                .find_map(|l| l.strip_prefix(k)?.strip_prefix(' '))
-                .ok_or(format!("no {k} in {file}"))?,
-        };
-        v.trim().parse().map_err(|e| format!("{file}: {e}"))
-    }
-
-    fn current(&self) -> Result<u64, String> {
-        self.read_u64("memory.current", None)
-    }
-
-    /// Moves the calling process into the cgroup.
-    fn join(&self) -> bool {
-        fs::write(self.dir.join("cgroup.procs"), "0").is_ok()
-    }
-}
-
-impl Drop for Cg {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir(&self.dir);
-    }
-}
-
-/// cgroup2 mounted at /sys/fs/cgroup with the memory controller enabled
-/// for its children; `Ok(false)`: the kernel has no memory cgroups.
+/// cgroup2 with the memory controller enabled for the root's children;
+/// `Ok(false)`: the kernel has no memory cgroups.
 fn cgroup2_ready() -> Result<bool, String> {
-    let root = Path::new(CGROUP);
-    if !root.join("cgroup.controllers").exists() {
-        let _ = fs::create_dir_all(root);
-        let src = std::ffi::CString::new("none").map_err(|e| e.to_string())?;
-        let dst = std::ffi::CString::new(CGROUP).map_err(|e| e.to_string())?;
-        let fstype = std::ffi::CString::new("cgroup2").map_err(|e| e.to_string())?;
-        // SAFETY: NUL-terminated strings; no data.
-        let r = unsafe {
-            libc::mount(
-                src.as_ptr(),
-                dst.as_ptr(),
-                fstype.as_ptr(),
-                0,
-                std::ptr::null(),
-            )
-        };
-        if r != 0 {
-            let e = std::io::Error::last_os_error();
-            return if e.raw_os_error() == Some(libc::ENODEV) {
-                Ok(false)
-            } else {
-                Err(format!("mount cgroup2: {e}"))
-            };
-        }
-    }
-    let ctl = fs::read_to_string(root.join("cgroup.controllers")).map_err(|e| e.to_string())?;
-    if !ctl.split_whitespace().any(|c| c == "memory") {
-        return Ok(false);
-    }
-    fs::write(root.join("cgroup.subtree_control"), "+memory")
-        .map_err(|e| format!("+memory: {e}"))?;
-    Ok(true)
+    cgroup::ready("memory")
 }
 
 /// In a child: joins `cg` and maps `pages` 4 KiB pages on `nid`. `Err` is

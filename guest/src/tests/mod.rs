@@ -14,6 +14,7 @@
 pub mod block_offline;
 pub mod callers;
 pub mod close_scale;
+pub mod cpuset;
 pub mod cxl;
 pub mod diff;
 pub mod faults;

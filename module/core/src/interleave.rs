@@ -17,6 +17,7 @@
 //! | `mempolicy_set_node_perf`                | [`bw_from_coords`]                     |
 //! | `reduce_interleave_weights`              | [`reduce_interleave_weights`]          |
 //! | `mpol_set_nodemask` + `mpol_new_nodemask`| [`effective_nodemask`]                 |
+//! | `mpol_rebind_nodemask` (static nodes)    | [`cpuset_nodemask`]                    |
 //! | `get_vma_policy` (the ilx)               | [`vma_ilx`]                            |
 //! | `weighted_interleave_nid`                | [`weighted_interleave_nid_ref`], [`Selector`] |
 //! | `interleave_nid`                         | [`interleave_nid_ref`], [`Selector::interleave`] |
@@ -45,9 +46,10 @@ pub use crate::weights::{
 
 /// The effective nodemask of a new policy, as `mpol_set_nodemask` computes
 /// it for `MPOL_(WEIGHTED_)INTERLEAVE` without `MPOL_F_RELATIVE_NODES`:
-/// `requested ∩ N_MEMORY` (tierkit has no cpuset, so `mems_allowed` is all
-/// nodes), and `-EINVAL` if that is empty (`mpol_new` for an empty request,
-/// `mpol_new_nodemask` for an empty intersection).
+/// `requested ∩ has_memory`, where the caller passes the nodes with memory
+/// that the calling task's cpuset allows (`cpuset_current_mems_allowed ∩
+/// N_MEMORY`), and `-EINVAL` if that is empty (`mpol_new` for an empty
+/// request, `mpol_new_nodemask` for an empty intersection).
 pub const fn effective_nodemask(
     requested: Nodemask,
     has_memory: Nodemask,
@@ -57,6 +59,28 @@ pub const fn effective_nodemask(
         Err(WeightError::Invalid)
     } else {
         Ok(eff)
+    }
+}
+
+/// The nodes an allocation places over, for a policy over `mask` and a task
+/// whose cpuset allows the nodes with memory in `allowed`: `mask ∩
+/// allowed`. A file's policy is set once, by whichever task, and its mask
+/// was cut to that task's cpuset then ([`effective_nodemask`]); a task in
+/// another cpuset, or one whose cpuset changed since, allocates only on
+/// nodes its cpuset allows. If none of the mask's nodes is allowed, the
+/// allowed nodes themselves, as the kernel's `mpol_rebind_nodemask()` does
+/// for a static nodemask (`MPOL_F_STATIC_NODES`) with no node left in a new
+/// cpuset; and `mask` if `allowed` is empty too, so that a non-empty mask
+/// never gives an empty result. With every node allowed (no cpuset), it is
+/// `mask`: placement is the kernel's, page by page.
+pub const fn cpuset_nodemask(mask: Nodemask, allowed: Nodemask) -> Nodemask {
+    let both = mask.and(allowed);
+    if !both.is_empty() {
+        both
+    } else if !allowed.is_empty() {
+        allowed
+    } else {
+        mask
     }
 }
 

@@ -714,6 +714,26 @@ fn nodemask_ops() {
     );
 }
 
+/// A cpuset that allows part of a policy's mask, none of it, or nothing.
+#[test]
+fn cpuset_nodemask_cases() {
+    let all = Nodemask(u64::MAX);
+    assert_eq!(cpuset_nodemask(mask_of(&[0, 2]), all), mask_of(&[0, 2]));
+    assert_eq!(
+        cpuset_nodemask(mask_of(&[0, 2]), mask_of(&[0, 1])),
+        mask_of(&[0])
+    );
+    // No node of the mask left: the cpuset's nodes (static nodes' rebind).
+    assert_eq!(
+        cpuset_nodemask(mask_of(&[2]), mask_of(&[0, 1])),
+        mask_of(&[0, 1])
+    );
+    assert_eq!(
+        cpuset_nodemask(mask_of(&[2]), Nodemask::EMPTY),
+        mask_of(&[2])
+    );
+}
+
 #[test]
 fn vma_ilx_matches_get_vma_policy() {
     assert_eq!(vma_ilx(100, 5, 0), 105);
@@ -935,6 +955,24 @@ proptest! {
         prop_assert_eq!(cyc[(ilx as u128 % cyc.len() as u128) as usize], want);
         prop_assert_eq!(sel.target(ilx) as u64, ilx % sel.total() as u64);
         prop_assert_eq!(sel.len(), mask.weight() as usize);
+    }
+
+    /// The nodes a task in a cpuset places over: never empty for a
+    /// non-empty mask; inside `allowed` whenever `allowed` is not empty;
+    /// the mask's own allowed nodes whenever it has one; the whole mask
+    /// when every node of it is allowed.
+    #[test]
+    fn cpuset_nodemask_stays_in_the_cpuset(mask in nonempty_mask(), allowed in any::<u64>()) {
+        let allowed = Nodemask(allowed);
+        let got = cpuset_nodemask(mask, allowed);
+        prop_assert!(!got.is_empty());
+        if !allowed.is_empty() {
+            prop_assert_eq!(got.and(allowed), got);
+        }
+        if !mask.and(allowed).is_empty() {
+            prop_assert_eq!(got, mask.and(allowed));
+        }
+        prop_assert_eq!(cpuset_nodemask(mask, Nodemask(mask.0 | allowed.0)), mask);
     }
 
     /// With all weights 1 it is `interleave_nid`.

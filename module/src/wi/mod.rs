@@ -60,6 +60,16 @@ pub(crate) fn memory_nodes() -> Nodemask {
     mask
 }
 
+/// The nodes with memory that the calling task's cpuset allows
+/// (`cpuset_current_mems_allowed ∩ N_MEMORY`, ids `< 64`), read once:
+/// [`memory_nodes`] without cpusets, or in the root cpuset.
+pub(crate) fn allowed_memory_nodes() -> Nodemask {
+    // SAFETY: process context (every caller is a file operation or a
+    // fault, or KUnit's thread).
+    let allowed = Nodemask(unsafe { crate::shim::tk_current_mems_allowed() });
+    allowed.and(memory_nodes())
+}
+
 /// tierkit's weight table: a mirror of mm/mempolicy.c's `wi_state` +
 /// `node_bw_table`.
 #[pin_data]
@@ -229,14 +239,16 @@ impl Policy {
         })
     }
 
-    /// [`Policy::new_with`] against the nodes with memory now.
+    /// [`Policy::new_with`] against the nodes with memory the calling
+    /// task's cpuset allows now, as `mpol_set_nodemask()` cuts a new
+    /// policy's nodes.
     pub(crate) fn new(
         mode: u32,
         flags: u32,
         requested: u64,
         weights: &[u8; MAX_NUMNODES],
     ) -> Result<Policy> {
-        Self::new_with(mode, flags, requested, weights, memory_nodes())
+        Self::new_with(mode, flags, requested, weights, allowed_memory_nodes())
     }
 
     /// The weights this policy places by: its own, or `global` (tierkit's

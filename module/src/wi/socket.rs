@@ -7,11 +7,11 @@
 //! host-tested in `module/core/src/socket.rs`. A socket is a CPU package:
 //! `topology_physical_package_id()` of a CPU.
 
-use crate::interleave::{Nodemask, Weights};
+use crate::interleave::{self, Nodemask, Weights};
 use crate::shim::{self, node};
 use crate::socket::{check_table, Levels, SocketError, SocketWeights, MAX_SOCKETS};
 use crate::uapi::{self, TkSocketWeights};
-use crate::wi::{memory_nodes, possible_nodes, Mode, Policy, Wi};
+use crate::wi::{allowed_memory_nodes, memory_nodes, possible_nodes, Mode, Policy, Wi};
 use kernel::{
     ffi::c_int,
     prelude::*,
@@ -86,20 +86,38 @@ impl Wi {
     }
 }
 
+/// Where an allocation runs, read once at the start of the call that
+/// allocates: the socket of its CPU, and the nodes with memory its task's
+/// cpuset allows.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Caller {
+    /// [`this_socket`].
+    pub(crate) socket: Option<usize>,
+    /// [`allowed_memory_nodes`].
+    pub(crate) allowed: Nodemask,
+}
+
+impl Caller {
+    /// The calling task, now.
+    pub(crate) fn current() -> Caller {
+        Caller {
+            socket: this_socket(),
+            allowed: allowed_memory_nodes(),
+        }
+    }
+}
+
 impl Policy {
-    /// The nodes and weights an allocation on `socket` places by under this
-    /// policy: for weighted interleave, [`Levels::pick`] over the file's
-    /// tables (`file`), its own flat weights, the device's tables and the
-    /// global table (`wi`, read now); for plain interleave, the mask with
-    /// every weight 1.
-    pub(crate) fn placement(
-        &self,
-        file: &SocketWeights,
-        wi: &Wi,
-        socket: Option<usize>,
-    ) -> (Nodemask, Weights) {
+    /// The nodes and weights an allocation by `at` places by under this
+    /// policy, over the policy's mask cut to the caller's cpuset
+    /// ([`interleave::cpuset_nodemask`]): for weighted interleave,
+    /// [`Levels::pick`] over the file's tables (`file`), its own flat
+    /// weights, the device's tables and the global table (`wi`, read now);
+    /// for plain interleave, every weight 1.
+    pub(crate) fn placement(&self, file: &SocketWeights, wi: &Wi, at: Caller) -> (Nodemask, Weights) {
+        let mask = interleave::cpuset_nodemask(self.mask, at.allowed);
         if self.mode == Mode::Interleave {
-            return (self.mask, Weights::new());
+            return (mask, Weights::new());
         }
         let device = wi.sockets();
         Levels {
@@ -108,18 +126,18 @@ impl Policy {
             device: &device,
             global: wi.weights(),
         }
-        .pick(socket, self.mask)
+        .pick(at.socket, mask)
     }
 
-    /// The address-path selector for an allocation on `socket`: the
-    /// selector of [`Policy::placement`]'s nodes and weights.
+    /// The address-path selector for an allocation by `at`: the selector
+    /// of [`Policy::placement`]'s nodes and weights.
     pub(crate) fn placed_selector(
         &self,
         file: &SocketWeights,
         wi: &Wi,
-        socket: Option<usize>,
+        at: Caller,
     ) -> Result<crate::interleave::Selector> {
-        let (mask, weights) = self.placement(file, wi, socket);
+        let (mask, weights) = self.placement(file, wi, at);
         // Never empty: the policy's mask is not, and `pick` keeps it.
         crate::interleave::Selector::new(mask, &weights).ok_or(EINVAL)
     }

@@ -185,7 +185,7 @@ pub const QUICK_RUNS: &[TestRun] = &[
         cxl_interleave: None,
         only: Some(Selection {
             kunit: "tierkit_wi*",
-            user: "tk-test-cxl,tk-test-placement,tk-test-gup,tk-test-memcg,tk-test-mm,tk-test-run,tk-test-rebalance,tk-test-runner-*",
+            user: "tk-test-cxl,tk-test-placement,tk-test-gup,tk-test-memcg,tk-test-cpuset,tk-test-mm,tk-test-run,tk-test-rebalance,tk-test-runner-*",
             skip: "",
         }),
         debug: true,
