@@ -431,27 +431,26 @@ fn socket_tables_checked(cal: &Calibration, m: &Machine) -> Result<Vec<(u32, [u8
 /// test's calibration: without tables, with a socket the machine lacks,
 /// with a node without memory. `(args, words of the refusal)` each.
 fn bad_files(r: &mut Report, m: &Machine, cal: &Calibration) -> Vec<(Vec<String>, String)> {
-    let mut cases: Vec<(Calibration, String)> = Vec::new();
+    let mut cases: Vec<(&str, Calibration, String)> = Vec::new();
     let mut flat = cal.clone();
     flat.sockets.clear();
-    cases.push((flat, "has no per-socket tables".into()));
+    cases.push(("no-tables", flat, "has no per-socket tables".into()));
     if let Some(f) = (0..8u32).find(|i| m.sockets.iter().all(|s| s.id != *i)) {
         let mut c = cal.clone();
         c.sockets[0].socket = f;
-        cases.push((c, format!("socket {f}, which has no online CPU here")));
+        let want = format!("socket {f}, which has no online CPU here");
+        cases.push(("unknown-socket", c, want));
     }
     if let Some(n) = (0..64u32).find(|n| m.memory >> n & 1 == 0) {
         let mut c = cal.clone();
         c.sockets[0].weights.push((n, 1));
         let s = c.sockets[0].socket;
-        cases.push((
-            c,
-            format!("socket {s}'s table weighs node {n}, which has no memory"),
-        ));
+        let want = format!("socket {s}'s table weighs node {n}, which has no memory");
+        cases.push(("memoryless-node", c, want));
     }
     let mut out = Vec::new();
-    for (i, (c, want)) in cases.into_iter().enumerate() {
-        let path = format!("{CAL}.bad{i}");
+    for (what, c, want) in cases {
+        let path = format!("{CAL}.{what}");
         if let Err(e) = c.save(&path) {
             r.fail("a calibration file to refuse", format!("{e:#}"));
             continue;
