@@ -175,44 +175,13 @@ pub(super) fn tk_run_per_socket(r: &mut Report, m: &Machine) {
             return;
         }
     };
-    let none = SocketWeights::new();
     let mut refused = Vec::new();
     match hmat_tables() {
         Ok(tables) => {
             let named: Vec<_> = tables.iter().map(|(s, t)| (*s, table_pairs(t))).collect();
             r.note(format!("HMAT tables: {}", socket_env(&named)));
-            let file = model_tables(&tables);
-            let l = Levels {
-                file: &file,
-                file_flat: Some(global),
-                device: &none,
-                global,
-            };
-            let mut seen = Vec::new();
-            for s in &m.sockets {
-                let res = run_pinned(s, &["--weights", "per-socket"], &l, mask);
-                if let Ok(got) = &res {
-                    seen.push(got.clone());
-                }
-                r.check_note(
-                    &format!(
-                        "tk-run --weights per-socket: pinned to socket {}, every page as its table",
-                        s.id
-                    ),
-                    res.map(|g| format!("{} pages: {}", g.len(), counts(&g))),
-                );
-            }
-            let differ = tables.windows(2).any(|w| w[0].1 != w[1].1);
-            if differ && seen.len() == m.sockets.len() && seen.len() > 1 {
-                r.check(
-                    "tk-run --weights per-socket: the sockets' pages differ",
-                    if seen.windows(2).any(|w| w[0] != w[1]) {
-                        Ok(())
-                    } else {
-                        Err("every socket placed alike")
-                    },
-                );
-            }
+            let args = ["--weights", "per-socket"];
+            each_socket(r, m, &args, &tables, (global, mask), "table");
         }
         // A memory node HMAT has no figure for (hotplugged CXL memory):
         // `--weights per-socket` is refused, naming the pair.
@@ -306,39 +275,7 @@ fn measured(r: &mut Report, m: &Machine) -> Vec<(Vec<String>, String)> {
             return Vec::new();
         }
     };
-    let file = model_tables(&tables);
-    let none = SocketWeights::new();
-    let l = Levels {
-        file: &file,
-        file_flat: Some(flat),
-        device: &none,
-        global: flat,
-    };
-    let mut seen = Vec::new();
-    for s in &m.sockets {
-        let res = run_pinned(s, &args, &l, mask);
-        if let Ok(got) = &res {
-            seen.push(got.clone());
-        }
-        r.check_note(
-            &format!(
-                "tk-run --weights per-socket:measured: pinned to socket {}, every page as its measured table",
-                s.id
-            ),
-            res.map(|g| format!("{} pages: {}", g.len(), counts(&g))),
-        );
-    }
-    let differ = tables.windows(2).any(|w| w[0].1 != w[1].1);
-    if differ && seen.len() == m.sockets.len() && seen.len() > 1 {
-        r.check(
-            "tk-run --weights per-socket:measured: the sockets' pages differ",
-            if seen.windows(2).any(|w| w[0] != w[1]) {
-                Ok(())
-            } else {
-                Err("every socket placed alike")
-            },
-        );
-    }
+    each_socket(r, m, &args, &tables, (flat, mask), "measured table");
     flat_file(r, m, &cal, flat, mask);
     bad_files(r, m, &cal)
 }
@@ -374,6 +311,54 @@ fn flat_file(r: &mut Report, m: &Machine, cal: &Calibration, flat: Weights, mask
         name,
         res.map(|g| format!("{} pages: {}", g.len(), counts(&g))),
     );
+}
+
+/// `tk-run ARGS` pinned to each socket (`args` also name the checks), every
+/// page as `tables` give for that socket (the file's tables over its flat
+/// weights `flat` on `mask`); and, if the tables differ, the sockets'
+/// pages differing.
+fn each_socket(
+    r: &mut Report,
+    m: &Machine,
+    args: &[&str],
+    tables: &[(u32, [u8; 64])],
+    (flat, mask): (Weights, u64),
+    what: &str,
+) {
+    let file = model_tables(tables);
+    let none = SocketWeights::new();
+    let l = Levels {
+        file: &file,
+        file_flat: Some(flat),
+        device: &none,
+        global: flat,
+    };
+    let name = args[..2].join(" ");
+    let mut seen = Vec::new();
+    for s in &m.sockets {
+        let res = run_pinned(s, args, &l, mask);
+        if let Ok(got) = &res {
+            seen.push(got.clone());
+        }
+        r.check_note(
+            &format!(
+                "tk-run {name}: pinned to socket {}, every page as its {what}",
+                s.id
+            ),
+            res.map(|g| format!("{} pages: {}", g.len(), counts(&g))),
+        );
+    }
+    let differ = tables.windows(2).any(|w| w[0].1 != w[1].1);
+    if differ && seen.len() == m.sockets.len() && seen.len() > 1 {
+        r.check(
+            &format!("tk-run {name}: the sockets' pages differ"),
+            if seen.windows(2).any(|w| w[0] != w[1]) {
+                Ok(())
+            } else {
+                Err("every socket placed alike")
+            },
+        );
+    }
 }
 
 /// The file's tables: one per socket of the machine, each node measured
