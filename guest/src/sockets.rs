@@ -6,7 +6,7 @@
 
 use crate::hmat::{Hmat, Srat};
 use crate::node::{self, NODE_SYSFS};
-use crate::tools::workload::calib::weights_from_bandwidth;
+use crate::tools::workload::calib::table_from_bandwidth;
 use std::collections::BTreeMap;
 use std::fs;
 
@@ -15,12 +15,14 @@ pub const HMAT_PATH: &str = "/sys/firmware/acpi/tables/HMAT";
 pub const SRAT_PATH: &str = "/sys/firmware/acpi/tables/SRAT";
 const MEMORY_SYSFS: &str = "/sys/devices/system/memory";
 
-/// One socket: its package id, its CPU nodes, one of its CPUs.
+/// One socket: its package id, its CPU nodes, one of its CPUs, all its
+/// online CPUs.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Socket {
     pub id: u32,
     pub cpu_nodes: u64,
     pub cpu: u32,
+    pub cpus: Vec<u32>,
 }
 
 fn read(path: &str) -> Result<String, String> {
@@ -42,14 +44,14 @@ pub fn read_sockets() -> Result<Vec<Socket>, String> {
             let p = format!("/sys/devices/system/cpu/cpu{cpu}/topology/physical_package_id");
             let pkg = read(&p)?;
             let id: u32 = pkg.parse().map_err(|_| format!("{p}: {pkg:?}"))?;
-            by_id
-                .entry(id)
-                .or_insert(Socket {
-                    id,
-                    cpu_nodes: 0,
-                    cpu,
-                })
-                .cpu_nodes |= 1 << n;
+            let s = by_id.entry(id).or_insert(Socket {
+                id,
+                cpu_nodes: 0,
+                cpu,
+                cpus: Vec::new(),
+            });
+            s.cpu_nodes |= 1 << n;
+            s.cpus.push(cpu);
         }
     }
     Ok(by_id.into_values().collect())
@@ -86,7 +88,7 @@ pub fn domain_nodes(
 /// One weight table per socket from HMAT: for each memory node, the best
 /// bandwidth (`min(read, write)` as the kernel's auto weights take it)
 /// from any of the socket's CPU nodes, reduced to weights as the kernel's
-/// `reduce_interleave_weights()` does ([`weights_from_bandwidth`]). Every
+/// `reduce_interleave_weights()` does ([`table_from_bandwidth`]). Every
 /// (socket, memory node) pair must have a figure.
 pub fn tables_from_hmat(
     hmat: &Hmat,
@@ -119,15 +121,7 @@ pub fn tables_from_hmat(
             };
             entries.push((target, r, w));
         }
-        // The kernel's table gives every node a weight (1 where it has no
-        // memory); a socket's table weighs only nodes with memory.
-        let mut t = weights_from_bandwidth(&entries, memory);
-        for (n, w) in t.iter_mut().enumerate() {
-            if memory >> n & 1 == 0 {
-                *w = 0;
-            }
-        }
-        out.push((s.id, t));
+        out.push((s.id, table_from_bandwidth(&entries, memory)));
     }
     Ok(out)
 }
@@ -200,11 +194,13 @@ pub fn socket2_sockets() -> Vec<Socket> {
             id: 0,
             cpu_nodes: 0b01,
             cpu: 0,
+            cpus: vec![0],
         },
         Socket {
             id: 1,
             cpu_nodes: 0b10,
             cpu: 1,
+            cpus: vec![1],
         },
     ]
 }
@@ -213,6 +209,7 @@ pub fn socket2_sockets() -> Vec<Socket> {
 mod tests {
     use super::*;
     use crate::hmat::{Locality, ACCESS_BANDWIDTH};
+    use crate::tools::workload::calib::weights_from_bandwidth;
 
     /// The `socket2` machine: sockets {0}, {1}; memory-only nodes 2 (near
     /// socket 0) and 3 (near socket 1); bandwidth in MB/s.

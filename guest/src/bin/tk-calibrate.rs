@@ -32,6 +32,16 @@
 //! CAP_SYS_ADMIN, a page that could not move, a gigantic file (its GiBs
 //! stay). See `tierkit_guest::tools::rebalance`.
 //!
+//! **`--per-socket`**: then every node is measured again from each socket
+//! (CPU package, `physical_package_id`): the same measurement, by threads
+//! pinned to that socket's CPUs whichever node is nearest, and the
+//! socket's weight table is the kernel's formula on those figures (the
+//! flat weights' formula, nodes not measured at 0). The tables are saved
+//! beside the flat calibration (`sockets`, one entry per socket with its
+//! CPUs, figures and `weights`) for `tk-run --weights
+//! per-socket:measured`; a file without them still serves `--weights
+//! measured`. Nothing is written to tierkit for them.
+//!
 //! The calibration is saved as JSON (`--out`, default
 //! `/tmp/tierkit-calibration.json`) for `tk-workload --calibration`.
 //!
@@ -42,7 +52,7 @@
 //! block (0.15 in the guest, 1 elsewhere), `--rounds R` (3), `--nodes 0,2`,
 //! `--regime parallel|serial` (skip the probe), `--no-write` (measure and
 //! print only), `--optimize WORKLOAD`, `--apply PID`, `--weights N:W,...`
-//! (with `--apply`), `--out FILE`, `--no-settle` (no TLB settle before
+//! (with `--apply`), `--per-socket`, `--out FILE`, `--no-settle` (no TLB settle before
 //! each timed block).
 
 use std::process::ExitCode;

@@ -2,7 +2,9 @@
 //! through `tk-run`: HMAT as parsed against the kernel's own reduction of
 //! it (sysfs `access0`), and an unmodified program (`tkrun-check -g`) run
 //! under `tk-run --weights per-socket` and `--socket-weights`, pinned to
-//! each socket, every page of its block against the model.
+//! each socket, every page of its block against the model; and the same
+//! under `--weights per-socket:measured`, on the tables a short
+//! `tk-calibrate --per-socket` measured here.
 
 use super::socket_machine::{pin, pinned, Machine, Socket};
 use crate::report::Report;
@@ -10,12 +12,16 @@ use crate::sockets::{hmat_tables, read_firmware};
 use crate::tools::run::check::{backing, blocks, page_nodes, start, CHECK, TK_RUN};
 use crate::tools::run::socket::{env as socket_env, table_pairs};
 use crate::tools::run::{resolve, Args};
+use crate::tools::workload::calib::{table_from_bandwidth, Calibration};
 use std::path::Path;
 use tierkit_core::interleave::{Nodemask, Selector, Weights, MAX_NUMNODES};
 use tierkit_core::socket::{Levels, SocketWeights};
 
 /// MiB of the program's block: 1024 pages, many cycles of every table.
 const BLOCK_MIB: &str = "4";
+/// `tk-calibrate`, and where this test has it save.
+const CALIBRATE: &str = "/bin/tk-calibrate";
+const CAL: &str = "/tmp/tk-test-socket-calibration.json";
 
 /// HMAT's figure from the best initiator to each memory node, as parsed
 /// here, against the kernel's reduction of the same table (`access0`,
@@ -162,63 +168,20 @@ pub(super) fn tk_run_per_socket(r: &mut Report, m: &Machine) {
     }
     // The flat weights tk-run gives the file (auto): its nodemask, and the
     // fallback of a socket without a table.
-    let flat = Args::parse(["--weights", "auto", "--", "x"].map(String::from))
-        .map_err(|e| e.to_string())
-        .and_then(|a| {
-            let topo = crate::node::Topology::read().map_err(|e| format!("{e:#}"))?;
-            resolve(&a, &topo, 0).map_err(|e| e.to_string())
-        });
-    let flat = match flat {
+    let (mask, global) = match flat_weights(&["--weights", "auto"]) {
         Ok(f) => f,
         Err(e) => {
             r.fail("tk-run's flat weights (auto)", e);
             return;
         }
     };
-    let mask = flat.weights.iter().fold(0u64, |m, &(n, _)| m | 1 << n);
-    let mut fw = [0u8; MAX_NUMNODES];
-    for &(n, w) in &flat.weights {
-        fw[n as usize] = w;
-    }
-    let global = Weights::from_table(fw);
-    let none = SocketWeights::new();
     let mut refused = Vec::new();
     match hmat_tables() {
         Ok(tables) => {
             let named: Vec<_> = tables.iter().map(|(s, t)| (*s, table_pairs(t))).collect();
             r.note(format!("HMAT tables: {}", socket_env(&named)));
-            let file = model_tables(&tables);
-            let l = Levels {
-                file: &file,
-                file_flat: Some(global),
-                device: &none,
-                global,
-            };
-            let mut seen = Vec::new();
-            for s in &m.sockets {
-                let res = run_pinned(s, &["--weights", "per-socket"], &l, mask);
-                if let Ok(got) = &res {
-                    seen.push(got.clone());
-                }
-                r.check_note(
-                    &format!(
-                        "tk-run --weights per-socket: pinned to socket {}, every page as its table",
-                        s.id
-                    ),
-                    res.map(|g| format!("{} pages: {}", g.len(), counts(&g))),
-                );
-            }
-            let differ = tables.windows(2).any(|w| w[0].1 != w[1].1);
-            if differ && seen.len() == m.sockets.len() && seen.len() > 1 {
-                r.check(
-                    "tk-run --weights per-socket: the sockets' pages differ",
-                    if seen.windows(2).any(|w| w[0] != w[1]) {
-                        Ok(())
-                    } else {
-                        Err("every socket placed alike")
-                    },
-                );
-            }
+            let args = ["--weights", "per-socket"];
+            each_socket(r, m, &args, &tables, (global, mask), "table");
         }
         // A memory node HMAT has no figure for (hotplugged CXL memory):
         // `--weights per-socket` is refused, naming the pair.
@@ -231,7 +194,256 @@ pub(super) fn tk_run_per_socket(r: &mut Report, m: &Machine) {
         }
     }
     by_hand(r, m, mask, global);
+    refused.extend(measured(r, m));
     refusals(r, m, refused);
+}
+
+/// The flat weights `tk-run ARGS` gives the file: their nodemask and
+/// table.
+fn flat_weights(args: &[&str]) -> Result<(u64, Weights), String> {
+    let mut argv: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+    argv.extend(["--".into(), "x".into()]);
+    let a = Args::parse(argv).map_err(|e| e.to_string())?;
+    let topo = crate::node::Topology::read().map_err(|e| format!("{e:#}"))?;
+    let f = resolve(&a, &topo, 0).map_err(|e| e.to_string())?;
+    let mut fw = [0u8; MAX_NUMNODES];
+    for &(n, w) in &f.weights {
+        fw[n as usize] = w;
+    }
+    let mask = f.weights.iter().fold(0u64, |m, &(n, _)| m | 1 << n);
+    Ok((mask, Weights::from_table(fw)))
+}
+
+/// A short `tk-calibrate --per-socket` (its tables checked against the
+/// machine and its own figures), then `tk-run --weights per-socket:measured`
+/// pinned to each socket, every page as the socket's measured table read
+/// back from the file gives. Gives the refusals of files that lack tables
+/// or name a socket or node the machine lacks, for [`refusals`].
+fn measured(r: &mut Report, m: &Machine) -> Vec<(Vec<String>, String)> {
+    if !Path::new(CALIBRATE).exists() {
+        r.skip("tk-calibrate --per-socket", "no tk-calibrate in the guest");
+        return Vec::new();
+    }
+    let argv = [
+        CALIBRATE,
+        "--per-socket",
+        "--size",
+        "2M",
+        "--duration",
+        "0.02",
+        "--rounds",
+        "1",
+        "--regime",
+        "parallel",
+        "--no-write",
+        "--out",
+        CAL,
+    ];
+    let res = crate::tools::run::check::run(&argv)
+        .map_err(|e| format!("{CALIBRATE}: {e}"))
+        .and_then(|(code, out, err)| {
+            let bad: Vec<&str> = out.lines().filter(|l| l.starts_with("not ok")).collect();
+            if code != 0 || !bad.is_empty() {
+                return Err(format!("exit {code}: {bad:?}, stderr {:?}", err.trim()));
+            }
+            Calibration::load(CAL).map_err(|e| format!("{e:#}"))
+        })
+        .and_then(|cal| socket_tables_checked(&cal, m).map(|t| (cal, t)));
+    let (cal, tables) = match res {
+        Ok(x) => x,
+        Err(e) => {
+            r.fail(
+                "tk-calibrate --per-socket: one measured table per socket",
+                e,
+            );
+            return Vec::new();
+        }
+    };
+    let named: Vec<_> = tables.iter().map(|(s, t)| (*s, table_pairs(t))).collect();
+    r.ok_note(
+        "tk-calibrate --per-socket: one measured table per socket",
+        format!(
+            "{} (each node measured from the socket's own CPUs, the kernel's formula)",
+            socket_env(&named)
+        ),
+    );
+    let args = ["--weights", "per-socket:measured", "--calibration", CAL];
+    let (mask, flat) = match flat_weights(&args) {
+        Ok(f) => f,
+        Err(e) => {
+            r.fail("tk-run's flat weights (measured)", e);
+            return Vec::new();
+        }
+    };
+    each_socket(r, m, &args, &tables, (flat, mask), "measured table");
+    flat_file(r, m, &cal, flat, mask);
+    bad_files(r, m, &cal)
+}
+
+/// The same calibration without its tables, as an older tk-calibrate
+/// wrote it: `--weights measured` places by its flat weights alone.
+fn flat_file(r: &mut Report, m: &Machine, cal: &Calibration, flat: Weights, mask: u64) {
+    let name = "tk-run --weights measured: a file without socket tables, the flat measured weights";
+    let path = format!("{CAL}.flat");
+    let mut c = cal.clone();
+    c.sockets.clear();
+    if let Err(e) = c.save(&path) {
+        r.fail(name, format!("{e:#}"));
+        return;
+    }
+    let none = SocketWeights::new();
+    let l = Levels {
+        file: &none,
+        file_flat: Some(flat),
+        device: &none,
+        global: flat,
+    };
+    let Some(s) = m.sockets.first() else {
+        return;
+    };
+    let res = run_pinned(
+        s,
+        &["--weights", "measured", "--calibration", &path],
+        &l,
+        mask,
+    );
+    r.check_note(
+        name,
+        res.map(|g| format!("{} pages: {}", g.len(), counts(&g))),
+    );
+}
+
+/// `tk-run ARGS` pinned to each socket (`args` also name the checks), every
+/// page as `tables` give for that socket (the file's tables over its flat
+/// weights `flat` on `mask`); and, if the tables differ, the sockets'
+/// pages differing.
+fn each_socket(
+    r: &mut Report,
+    m: &Machine,
+    args: &[&str],
+    tables: &[(u32, [u8; 64])],
+    (flat, mask): (Weights, u64),
+    what: &str,
+) {
+    let file = model_tables(tables);
+    let none = SocketWeights::new();
+    let l = Levels {
+        file: &file,
+        file_flat: Some(flat),
+        device: &none,
+        global: flat,
+    };
+    let name = args[..2].join(" ");
+    let mut seen = Vec::new();
+    for s in &m.sockets {
+        let res = run_pinned(s, args, &l, mask);
+        if let Ok(got) = &res {
+            seen.push(got.clone());
+        }
+        r.check_note(
+            &format!(
+                "tk-run {name}: pinned to socket {}, every page as its {what}",
+                s.id
+            ),
+            res.map(|g| format!("{} pages: {}", g.len(), counts(&g))),
+        );
+    }
+    let differ = tables.windows(2).any(|w| w[0].1 != w[1].1);
+    if differ && seen.len() == m.sockets.len() && seen.len() > 1 {
+        r.check(
+            &format!("tk-run {name}: the sockets' pages differ"),
+            if seen.windows(2).any(|w| w[0] != w[1]) {
+                Ok(())
+            } else {
+                Err("every socket placed alike")
+            },
+        );
+    }
+}
+
+/// The file's tables: one per socket of the machine, each node measured
+/// from that socket's CPUs, each table the kernel's formula on the
+/// socket's own figures.
+fn socket_tables_checked(cal: &Calibration, m: &Machine) -> Result<Vec<(u32, [u8; 64])>, String> {
+    let sockets = crate::sockets::read_sockets()?;
+    let ids: Vec<u32> = cal.sockets.iter().map(|s| s.socket).collect();
+    let want: Vec<u32> = m.sockets.iter().map(|s| s.id).collect();
+    if ids != want {
+        return Err(format!(
+            "tables for sockets {ids:?}, the machine has {want:?}"
+        ));
+    }
+    for sc in &cal.sockets {
+        let cpus = sockets
+            .iter()
+            .find(|s| s.id == sc.socket)
+            .map(|s| s.cpus.clone())
+            .unwrap_or_default();
+        if sc.cpus != cpus || sc.nodes.iter().any(|n| n.cpus != cpus) {
+            return Err(format!(
+                "socket {}: measured from CPUs {:?} (nodes: {:?}), its CPUs are {cpus:?}",
+                sc.socket,
+                sc.cpus,
+                sc.nodes
+                    .iter()
+                    .map(|n| (n.nid, &n.cpus))
+                    .collect::<Vec<_>>()
+            ));
+        }
+        if sc.mask() != m.memory || sc.nodes.iter().any(|n| n.read_mbps <= 0.0) {
+            return Err(format!(
+                "socket {}: figures {:?}",
+                sc.socket,
+                sc.measured_entries()
+            ));
+        }
+        let want = table_from_bandwidth(&sc.measured_entries(), sc.mask());
+        let got = sc.table().map_err(|e| format!("{e:#}"))?;
+        if got != want {
+            return Err(format!(
+                "socket {}: table {:?}, its figures {:?} give {:?}",
+                sc.socket,
+                sc.weights,
+                sc.measured_entries(),
+                table_pairs(&want)
+            ));
+        }
+    }
+    cal.socket_tables().map_err(|e| format!("{e:#}"))
+}
+
+/// Files `--weights per-socket:measured` must refuse, written beside the
+/// test's calibration: without tables, with a socket the machine lacks,
+/// with a node without memory. `(args, words of the refusal)` each.
+fn bad_files(r: &mut Report, m: &Machine, cal: &Calibration) -> Vec<(Vec<String>, String)> {
+    let mut cases: Vec<(&str, Calibration, String)> = Vec::new();
+    let mut flat = cal.clone();
+    flat.sockets.clear();
+    cases.push(("no-tables", flat, "has no per-socket tables".into()));
+    if let Some(f) = (0..8u32).find(|i| m.sockets.iter().all(|s| s.id != *i)) {
+        let mut c = cal.clone();
+        c.sockets[0].socket = f;
+        let want = format!("socket {f}, which has no online CPU here");
+        cases.push(("unknown-socket", c, want));
+    }
+    if let Some(n) = (0..64u32).find(|n| m.memory >> n & 1 == 0) {
+        let mut c = cal.clone();
+        c.sockets[0].weights.push((n, 1));
+        let s = c.sockets[0].socket;
+        let want = format!("socket {s}'s table weighs node {n}, which has no memory");
+        cases.push(("memoryless-node", c, want));
+    }
+    let mut out = Vec::new();
+    for (what, c, want) in cases {
+        let path = format!("{CAL}.{what}");
+        if let Err(e) = c.save(&path) {
+            r.fail("a calibration file to refuse", format!("{e:#}"));
+            continue;
+        }
+        let args = ["--weights", "per-socket:measured", "--calibration", &path];
+        out.push((args.map(String::from).to_vec(), want));
+    }
+    out
 }
 
 /// `--socket-weights`: each socket's own nodes 3:1 (CPU node, nearest

@@ -28,13 +28,14 @@ const KNOWN: &[&str] = &[
     "apply",
     "weights",
     "no-settle",
+    "per-socket",
 ];
 
 fn usage() {
     println!(
         "usage: {BIN} [--size 16M] [--threads T] [--duration SECS] [--rounds 3] [--nodes 0,2] \
          [--regime parallel|serial] [--no-write] [--optimize lookup|copy|scale|add|triad] \
-         [--apply PID [--weights N:W,...]] [--out FILE] [--no-settle]"
+         [--apply PID [--weights N:W,...]] [--per-socket] [--out FILE] [--no-settle]"
     );
 }
 
@@ -47,7 +48,12 @@ fn pairs(mask: u64, w: &[u8; 64]) -> Vec<(u32, u8)> {
 }
 
 pub fn main() -> ExitCode {
-    let flags = match Flags::from_args_or_usage(BIN, &["no-write", "no-settle"], KNOWN, usage) {
+    let flags = match Flags::from_args_or_usage(
+        BIN,
+        &["no-write", "no-settle", "per-socket"],
+        KNOWN,
+        usage,
+    ) {
         Ok(f) => f,
         Err(code) => return code,
     };
@@ -111,6 +117,12 @@ pub fn main() -> ExitCode {
     if let Some(g) = forced {
         cal.regime = g.name().into();
     }
+    if flags.has("per-socket") {
+        match per_socket(&mut r, &topo, &opts) {
+            Some(s) => cal.sockets = s,
+            None => return r.finish(),
+        }
+    }
     r.ok_note(
         "calibrate",
         format!(
@@ -172,11 +184,58 @@ pub fn main() -> ExitCode {
             "hmat": w_hmat.map(|w| pairs(mask, &w)),
             "measured": pairs(mask, &w_meas),
             "kernel": kernel.map(|w| pairs(mask, &w)),
+            "per_socket": cal.sockets.iter().map(|s| json!({
+                "socket": s.socket,
+                "weights": s.weights,
+            })).collect::<Vec<_>>(),
         }),
     );
     r.set("expected", json!(expect));
     r.set("optimized", optimized);
     r.finish()
+}
+
+/// `--per-socket`: every node measured again from each socket's CPUs
+/// (`physical_package_id`), one table per socket; `None` with the failed
+/// check in `r`.
+fn per_socket(
+    r: &mut Report,
+    topo: &crate::node::Topology,
+    opts: &Opts,
+) -> Option<Vec<calib::SocketCal>> {
+    let sockets = match crate::sockets::read_sockets() {
+        Ok(s) if !s.is_empty() => s,
+        Ok(_) => {
+            r.fail("per-socket calibration", "no socket has an online CPU");
+            return None;
+        }
+        Err(e) => {
+            r.fail(
+                "per-socket calibration",
+                format!("reading the sockets: {e}"),
+            );
+            return None;
+        }
+    };
+    let mut out = Vec::new();
+    for s in sockets {
+        let name = format!("socket {} (CPUs {:?})", s.id, s.cpus);
+        let mut log = |l: String| r.note(l);
+        match calib::calibrate_socket(topo, opts, s.id, (s.cpu_nodes, s.cpus), &mut log) {
+            Ok(sc) => {
+                r.ok_note(
+                    &format!("calibrate {name}"),
+                    format!("table {}", fmt_weights(&sc.weights)),
+                );
+                out.push(sc);
+            }
+            Err(e) => {
+                r.fail(&format!("calibrate {name}"), format!("{e:#}"));
+                return None;
+            }
+        }
+    }
+    Some(out)
 }
 
 /// What the flags ask for.
@@ -250,6 +309,9 @@ fn options(r: &mut Report, flags: &Flags) -> Result<Options, Option<ExitCode>> {
     let weights = match flags.get("weights") {
         None => None,
         Some(_) if apply.is_none() => return refuse("--weights goes with --apply PID".into()),
+        Some(_) if flags.has("per-socket") => {
+            return refuse("--per-socket measures; --apply PID --weights measures nothing".into())
+        }
         Some(s) => match crate::tools::run::parse_weights(s) {
             Ok(w) => Some(w),
             Err(e) => return refuse(e.0),

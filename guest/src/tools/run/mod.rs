@@ -36,6 +36,9 @@ pub enum WeightsArg {
     /// (the flat weights, for an allocation on a socket without a table,
     /// are `auto`'s).
     PerSocket,
+    /// One table per socket as `tk-calibrate --per-socket` measured them
+    /// (the flat weights are `measured`'s, from the same file).
+    PerSocketMeasured,
 }
 
 /// The parsed command line.
@@ -145,7 +148,8 @@ impl Args {
                     a.weights = Some(match v.as_str() {
                         "auto" => WeightsArg::Auto,
                         "measured" => WeightsArg::Measured,
-                        "per-socket" => WeightsArg::PerSocket,
+                        "per-socket" | "per-socket:auto" => WeightsArg::PerSocket,
+                        "per-socket:measured" => WeightsArg::PerSocketMeasured,
                         _ => WeightsArg::Explicit(parse_weights(&v)?),
                     });
                 }
@@ -178,8 +182,7 @@ impl Args {
                 }
             }
         }
-        let per_socket = !a.socket_weights.is_empty() || a.weights == Some(WeightsArg::PerSocket);
-        if per_socket && a.gigantic {
+        if a.per_socket() && a.gigantic {
             return refuse("per-socket weights place 4 KiB pages; they do not go with --gigantic");
         }
         if a.pool.is_some() && !a.gigantic {
@@ -190,6 +193,29 @@ impl Args {
         }
         Ok(a)
     }
+}
+
+impl Args {
+    /// Whether the run has per-socket tables (`--weights per-socket[:...]`
+    /// or `--socket-weights`).
+    pub fn per_socket(&self) -> bool {
+        !self.socket_weights.is_empty()
+            || matches!(
+                self.weights,
+                Some(WeightsArg::PerSocket | WeightsArg::PerSocketMeasured)
+            )
+    }
+}
+
+/// `tk-calibrate`'s result at `path`, for the flag `name`: a missing or
+/// unreadable file is refused.
+pub fn load_calibration(path: &str, name: &str) -> Result<Calibration, Refused> {
+    if !std::path::Path::new(path).exists() {
+        return refuse(format!(
+            "{name}: no tk-calibrate result at {path} (run tk-calibrate first)"
+        ));
+    }
+    Calibration::load(path).map_err(|e| Refused(format!("{name}: {e:#}")))
 }
 
 /// The weights a run uses, resolved to a table.
@@ -264,19 +290,17 @@ pub fn resolve(a: &Args, topo: &Topology, local: u32) -> Result<Resolved, Refuse
                 nr_node_ids: 0,
             }
         }
-        Some(WeightsArg::Measured) => {
-            if !std::path::Path::new(&a.calibration).exists() {
-                return refuse(format!(
-                    "--weights measured: no tk-calibrate result at {} (run tk-calibrate first)",
-                    a.calibration
-                ));
-            }
-            let cal = Calibration::load(&a.calibration)
-                .map_err(|e| Refused(format!("--weights measured: {e:#}")))?;
+        Some(w @ (WeightsArg::Measured | WeightsArg::PerSocketMeasured)) => {
+            let name = if *w == WeightsArg::Measured {
+                "--weights measured"
+            } else {
+                "--weights per-socket:measured"
+            };
+            let cal = load_calibration(&a.calibration, name)?;
             let mask = cal.mask() & memory;
             if mask == 0 {
                 return refuse(format!(
-                    "--weights measured: {} names no node with memory",
+                    "{name}: {} names no node with memory",
                     a.calibration
                 ));
             }
@@ -402,6 +426,41 @@ mod tests {
         let a = args("--weights measured --calibration /nonexistent/cal.json -- p").unwrap();
         let e = resolve(&a, &topo(), 0).unwrap_err();
         assert!(e.0.contains("no tk-calibrate result"), "{e}");
+        let a = args("--weights per-socket:measured --calibration /nonexistent/c.json -- p");
+        let e = resolve(&a.unwrap(), &topo(), 0).unwrap_err();
+        assert!(e
+            .0
+            .starts_with("--weights per-socket:measured: no tk-calibrate result"));
+    }
+
+    #[test]
+    fn per_socket_measured_takes_the_measured_flat_weights() {
+        let mut cal = Calibration::default();
+        for (nid, rd) in [(0, 3150.0), (2, 30.0)] {
+            cal.nodes.push(crate::tools::workload::calib::NodeCal {
+                nid,
+                read_mbps: rd,
+                write_mbps: rd * 4.0,
+                ..Default::default()
+            });
+        }
+        let p = std::env::temp_dir().join(format!("tk-run-cal-{}.json", std::process::id()));
+        let p = p.to_str().unwrap().to_string();
+        cal.save(&p).unwrap();
+        let a = args(&format!(
+            "--weights per-socket:measured --calibration {p} -- x"
+        ))
+        .unwrap();
+        let r = resolve(&a, &topo(), 0);
+        let m = resolve(
+            &args(&format!("--weights measured --calibration {p} -- x")).unwrap(),
+            &topo(),
+            0,
+        );
+        std::fs::remove_file(&p).unwrap();
+        let (r, m) = (r.unwrap(), m.unwrap());
+        assert_eq!(r.weights, vec![(0, 31), (2, 1)]);
+        assert_eq!(r.weights, m.weights);
     }
 
     #[test]
@@ -512,18 +571,23 @@ fn prepare(a: &Args) -> Result<Resolved, Refused> {
     let topo =
         Topology::read().map_err(|e| Refused(format!("reading the node topology: {e:#}")))?;
     let mut r = resolve(a, &topo, local_node())?;
-    if a.weights == Some(WeightsArg::PerSocket) || !a.socket_weights.is_empty() {
+    if a.per_socket() {
         let sockets = crate::sockets::read_sockets()
             .map_err(|e| Refused(format!("reading the sockets: {e}")))?;
-        let from_hmat = if a.weights == Some(WeightsArg::PerSocket) {
-            crate::sockets::hmat_tables()
-                .map_err(|e| Refused(format!("--weights per-socket: {e}")))?
-        } else {
-            Vec::new()
+        let tables = match a.weights {
+            Some(WeightsArg::PerSocket) => crate::sockets::hmat_tables()
+                .map_err(|e| Refused(format!("--weights per-socket: {e}")))?,
+            Some(WeightsArg::PerSocketMeasured) => {
+                let name = "--weights per-socket:measured";
+                let cal = load_calibration(&a.calibration, name)?;
+                socket::measured_tables(&cal, &a.calibration, &sockets, topo.memory_mask())
+                    .map_err(|e| Refused(format!("{name}: {}", e.0)))?
+            }
+            _ => Vec::new(),
         };
         let flat = r.weights.iter().fold(0u64, |m, &(n, _)| m | 1 << n);
         r.sockets = socket::resolve_tables(
-            from_hmat,
+            tables,
             &a.socket_weights,
             &sockets,
             topo.memory_mask(),

@@ -1,6 +1,8 @@
 //! `tk-run`'s per-socket weights: `--weights per-socket` (one table per
-//! socket from HMAT's bandwidth from that socket's CPUs) and
-//! `--socket-weights S=N:W,...;S=...` (tables by hand), checked against
+//! socket from HMAT's bandwidth from that socket's CPUs),
+//! `--weights per-socket:measured` (the tables `tk-calibrate --per-socket`
+//! measured) and `--socket-weights S=N:W,...;S=...` (tables by hand),
+//! checked against
 //! the machine and handed to `libtkrun.so` as `TKRUN_SOCKET_WEIGHTS`; the
 //! library sets them on each file it opens (`TK_IOC_SOCKET_WEIGHTS`).
 
@@ -8,6 +10,7 @@ use super::{parse_weights, refuse, Refused};
 use crate::node;
 use crate::sockets::Socket;
 use crate::tk::Tierkit;
+use crate::tools::workload::calib::Calibration;
 use tierkit_core::uapi::{TkSocketWeights, TK_MAX_SOCKETS, TK_SOCKET_SET};
 
 /// One socket's table: `(socket, [(node, weight)...])`.
@@ -54,19 +57,56 @@ pub fn table_pairs(t: &[u8; 64]) -> Vec<(u32, u8)> {
         .collect()
 }
 
-/// The per-socket tables of a run: `from_hmat` (every socket's, for
-/// `--weights per-socket`, else empty), then each `by_hand` table in
+/// The per-socket tables `tk-calibrate --per-socket` saved in `cal` (read
+/// from `path`), each for a socket of `sockets` and weighing only nodes of
+/// `memory`: refused if the file has none, or names a socket or node this
+/// machine lacks.
+pub fn measured_tables(
+    cal: &Calibration,
+    path: &str,
+    sockets: &[Socket],
+    memory: u64,
+) -> Result<Vec<(u32, [u8; 64])>, Refused> {
+    if cal.sockets.is_empty() {
+        return refuse(format!(
+            "{path} has no per-socket tables (run tk-calibrate --per-socket)"
+        ));
+    }
+    let tables = cal
+        .socket_tables()
+        .map_err(|e| Refused(format!("{path}: {e:#}")))?;
+    for (s, t) in &tables {
+        if !sockets.iter().any(|k| k.id == *s) {
+            let ids: Vec<String> = sockets.iter().map(|s| s.id.to_string()).collect();
+            return refuse(format!(
+                "{path} has a table for socket {s}, which has no online CPU here (sockets: {})",
+                ids.join(",")
+            ));
+        }
+        if let Some(n) = (0..64).find(|&n| t[n] != 0 && memory >> n & 1 == 0) {
+            return refuse(format!(
+                "{path}: socket {s}'s table weighs node {n}, which has no memory here (nodes with memory: {})",
+                node::fmt_mask(memory)
+            ));
+        }
+    }
+    Ok(tables)
+}
+
+/// The per-socket tables of a run: `from_file` (every socket's, for
+/// `--weights per-socket` from HMAT or `per-socket:measured` from
+/// `tk-calibrate`, else empty), then each `by_hand` table in
 /// place of its socket's. Each socket must be one of `sockets`, each node
 /// must have memory (`memory`) and be one of the flat weights' nodes
 /// (`flat`, the file's nodemask: a socket's candidates are taken from it).
 pub fn resolve_tables(
-    from_hmat: Vec<(u32, [u8; 64])>,
+    from_file: Vec<(u32, [u8; 64])>,
     by_hand: &[SocketTable],
     sockets: &[Socket],
     memory: u64,
     flat: u64,
 ) -> Result<Vec<SocketTable>, Refused> {
-    let mut out: Vec<SocketTable> = from_hmat
+    let mut out: Vec<SocketTable> = from_file
         .into_iter()
         .map(|(s, t)| (s, table_pairs(&t)))
         .collect();
@@ -189,8 +229,19 @@ mod tests {
         let a = args("--weights per-socket --socket-weights 1=1:2 -- p").unwrap();
         assert_eq!(a.weights, Some(super::super::WeightsArg::PerSocket));
         assert_eq!(a.socket_weights, vec![(1, vec![(1, 2)])]);
+        assert_eq!(
+            args("--weights per-socket:auto -- p").unwrap().weights,
+            Some(super::super::WeightsArg::PerSocket)
+        );
+        let a = args("--weights per-socket:measured --calibration /c.json -- p").unwrap();
+        assert_eq!(a.weights, Some(super::super::WeightsArg::PerSocketMeasured));
+        assert!(a.per_socket());
+        assert!(!args("--weights measured -- p").unwrap().per_socket());
         for bad in [
             "--weights per-socket --gigantic -- p",
+            "--weights per-socket:measured --gigantic -- p",
+            "--weights per-socket:hmat -- p",
+            "--weights per-socket: -- p",
             "--socket-weights 0=0:1 --gigantic -- p",
             "--socket-weights -- p",
             "--socket-weights 0=0:1",
@@ -219,5 +270,55 @@ mod tests {
         assert!(err("2=0:1", 0xf, 0xf).contains("socket 2 has no online CPU"));
         assert!(err("0=4:1", 0xf, 0xf).contains("node 4 has no memory"));
         assert!(err("0=3:1", 0xf, 0x7).contains("node 3 is not one of --weights"));
+    }
+
+    /// A calibration with `socket2`'s two measured tables.
+    fn measured() -> Calibration {
+        let table = |socket: u32, w: [u8; 4]| crate::tools::workload::calib::SocketCal {
+            socket,
+            weights: (0..4).map(|n| (n, w[n as usize])).collect(),
+            ..Default::default()
+        };
+        Calibration {
+            sockets: vec![table(0, [16, 8, 5, 2]), table(1, [8, 16, 2, 5])],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn measured_tables_against_the_machine() {
+        let t = measured_tables(&measured(), "c.json", &sockets(), 0xf).unwrap();
+        assert_eq!(t.len(), 2);
+        assert_eq!((t[0].0, &t[0].1[..5]), (0, &[16, 8, 5, 2, 0][..]));
+        assert_eq!((t[1].0, &t[1].1[..5]), (1, &[8, 16, 2, 5, 0][..]));
+        let e = |c: &Calibration, memory| measured_tables(c, "c.json", &sockets(), memory);
+        // No tables: a file of the flat calibration only.
+        let flat = Calibration::default();
+        assert!(e(&flat, 0xf)
+            .unwrap_err()
+            .0
+            .contains("c.json has no per-socket tables (run tk-calibrate --per-socket)"));
+        // A socket this machine lacks.
+        let mut c = measured();
+        c.sockets[1].socket = 5;
+        let m = e(&c, 0xf).unwrap_err().0;
+        assert!(
+            m.contains("socket 5, which has no online CPU here (sockets: 0,1)"),
+            "{m}"
+        );
+        // A node without memory here (measured on a machine with more).
+        let m = e(&measured(), 0x7).unwrap_err().0;
+        assert!(
+            m.contains("socket 0's table weighs node 3, which has no memory"),
+            "{m}"
+        );
+        // A broken table.
+        let mut c = measured();
+        c.sockets[0].weights.push((1, 3));
+        let m = e(&c, 0xf).unwrap_err().0;
+        assert!(
+            m.starts_with("c.json: socket 0's table: bad entry 1:3"),
+            "{m}"
+        );
     }
 }

@@ -3,6 +3,52 @@
 
 use super::*;
 
+/// `(nid, read, write)` MB/s of measured nodes, each at least 1.
+fn entries_of(nodes: &[NodeCal]) -> Vec<(u32, u32, u32)> {
+    nodes
+        .iter()
+        .map(|n| {
+            (
+                n.nid,
+                (n.read_mbps.round() as u32).max(1),
+                (n.write_mbps.round() as u32).max(1),
+            )
+        })
+        .collect()
+}
+
+impl SocketCal {
+    /// Nodemask of the nodes measured from this socket.
+    pub fn mask(&self) -> u64 {
+        crate::node::mask_of(&self.nodes.iter().map(|n| n.nid).collect::<Vec<_>>())
+    }
+
+    /// `(nid, read, write)` MB/s as measured from this socket.
+    pub fn measured_entries(&self) -> Vec<(u32, u32, u32)> {
+        entries_of(&self.nodes)
+    }
+
+    /// The socket's table as saved: refused if a node is 64 or above, is
+    /// named twice or weighs 0, or if it weighs no node.
+    pub fn table(&self) -> Result<[u8; 64]> {
+        let mut t = [0u8; 64];
+        for &(n, w) in &self.weights {
+            let i = n as usize;
+            if i >= 64 || w == 0 || t[i] != 0 {
+                bail!(
+                    "socket {}'s table: bad entry {n}:{w} (nodes 0..63, each once, weights 1..255)",
+                    self.socket
+                );
+            }
+            t[i] = w;
+        }
+        if self.weights.is_empty() {
+            bail!("socket {}'s table weighs no node", self.socket);
+        }
+        Ok(t)
+    }
+}
+
 impl Calibration {
     pub fn regime(&self) -> Regime {
         Regime::from_name(&self.regime).unwrap_or(Regime::Parallel)
@@ -99,15 +145,14 @@ impl Calibration {
     /// `(nid, read, write)` MB/s as measured, for tierkit's `bandwidth`
     /// file (at least 1, so that a very slow node is not "no data").
     pub fn measured_entries(&self) -> Vec<(u32, u32, u32)> {
-        self.nodes
+        entries_of(&self.nodes)
+    }
+
+    /// The per-socket tables (`--per-socket`), as 64-entry tables.
+    pub fn socket_tables(&self) -> Result<Vec<(u32, [u8; 64])>> {
+        self.sockets
             .iter()
-            .map(|n| {
-                (
-                    n.nid,
-                    (n.read_mbps.round() as u32).max(1),
-                    (n.write_mbps.round() as u32).max(1),
-                )
-            })
+            .map(|s| s.table().map(|t| (s.socket, t)))
             .collect()
     }
 

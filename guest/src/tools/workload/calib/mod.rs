@@ -160,6 +160,27 @@ pub struct Calibration {
     pub regime: String,
     /// Seconds the calibration took.
     pub elapsed_s: f64,
+    /// `--per-socket`: every node measured again from each socket's CPUs,
+    /// one weight table per socket (none in a file written without it, or
+    /// by an older tk-calibrate).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sockets: Vec<SocketCal>,
+}
+
+/// One socket's calibration (`tk-calibrate --per-socket`): each memory
+/// node measured by threads on this socket's CPUs, and the socket's weight
+/// table from those figures ([`table_from_bandwidth`]).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SocketCal {
+    /// The socket: its CPU package id (`physical_package_id`).
+    pub socket: u32,
+    /// Its CPU nodes and CPUs: every node's figures are from these CPUs.
+    pub cpu_nodes: Vec<u32>,
+    pub cpus: Vec<u32>,
+    pub nodes: Vec<NodeCal>,
+    /// `(node, weight)`, weights 1..=255, one entry per measured node:
+    /// the socket's table.
+    pub weights: Vec<(u32, u8)>,
 }
 
 // ---------------------------------------------------------------------------
@@ -230,4 +251,19 @@ pub fn weights_from_bandwidth(entries: &[(u32, u32, u32)], memory: u64) -> [u8; 
         }
     }
     Weights::from_bandwidth(&bw, Nodemask(memory)).effective()
+}
+
+/// A socket's table from `(nid, read, write)` entries over `memory`:
+/// [`weights_from_bandwidth`], with the nodes outside `memory` at 0 (the
+/// kernel's table gives every node a weight, 1 where it has no memory; a
+/// socket's table weighs only the nodes it places on, and the ABI refuses
+/// a weight for a node without memory).
+pub fn table_from_bandwidth(entries: &[(u32, u32, u32)], memory: u64) -> [u8; 64] {
+    let mut t = weights_from_bandwidth(entries, memory);
+    for (n, w) in t.iter_mut().enumerate() {
+        if memory >> n & 1 == 0 {
+            *w = 0;
+        }
+    }
+    t
 }

@@ -22,9 +22,15 @@ pub(super) struct NodeRun {
 
 impl NodeRun {
     /// Node `nid`'s buffers (bound to it, every page on it), arrays,
-    /// blocks and pointer chase, not yet timed.
-    fn new(topo: &Topology, opts: &Opts, nid: u32, cxl_nodes: &[u32]) -> Result<NodeRun> {
-        let (cpu_node, cpus) = measuring_cpus(topo, nid);
+    /// blocks and pointer chase, not yet timed; measured by `cpus` (of
+    /// node `cpu_node`).
+    fn new(
+        topo: &Topology,
+        opts: &Opts,
+        nid: u32,
+        cxl_nodes: &[u32],
+        (cpu_node, cpus): (u32, Vec<u32>),
+    ) -> Result<NodeRun> {
         let threads = if opts.threads == 0 {
             cpus.len().max(1)
         } else {
@@ -124,16 +130,10 @@ impl NodeRun {
 pub fn calibrate(topo: &Topology, opts: &Opts, log: &mut dyn FnMut(String)) -> Result<Calibration> {
     let t0 = monotonic_ns();
     let cxl_nodes = crate::cxl::cxl_nodes();
-    let nodes: Vec<u32> = match &opts.nodes {
-        Some(v) => v.clone(),
-        None => topo.memory.clone(),
-    };
-    if nodes.is_empty() {
-        bail!("no memory nodes to calibrate");
-    }
+    let nodes = calibrated_nodes(topo, opts)?;
     let mut runs = nodes
         .iter()
-        .map(|&nid| NodeRun::new(topo, opts, nid, &cxl_nodes))
+        .map(|&nid| NodeRun::new(topo, opts, nid, &cxl_nodes, measuring_cpus(topo, nid)))
         .collect::<Result<Vec<_>>>()?;
     // The regime probe, sized from the first (untimed) read passes and
     // measured in the same rounds as the nodes.
@@ -155,12 +155,7 @@ pub fn calibrate(topo: &Topology, opts: &Opts, log: &mut dyn FnMut(String)) -> R
         )?);
     }
     for _ in 0..opts.rounds.max(1) {
-        for nr in runs.iter_mut() {
-            for b in nr.blocks.iter_mut() {
-                b.run(&nr.arrays, &nr.cal.cpus, nr.cal.threads);
-            }
-            nr.chase.run(&nr.chase_region, nr.cal.cpus.first().copied());
-        }
+        round(&mut runs);
         if let Some(p) = probe.as_mut() {
             p.round();
         }
@@ -174,6 +169,7 @@ pub fn calibrate(topo: &Topology, opts: &Opts, log: &mut dyn FnMut(String)) -> R
         probe: None,
         regime: Regime::Parallel.name().into(),
         elapsed_s: 0.0,
+        sockets: Vec::new(),
     };
     if let Some(pr) = probe {
         let p = pr.finish(&cal);
@@ -195,6 +191,77 @@ pub fn calibrate(topo: &Topology, opts: &Opts, log: &mut dyn FnMut(String)) -> R
     }
     cal.elapsed_s = (monotonic_ns() - t0) as f64 / 1e9;
     Ok(cal)
+}
+
+/// One round: every kernel on every node, then each node's latency.
+fn round(runs: &mut [NodeRun]) {
+    for nr in runs.iter_mut() {
+        for b in nr.blocks.iter_mut() {
+            b.run(&nr.arrays, &nr.cal.cpus, nr.cal.threads);
+        }
+        nr.chase.run(&nr.chase_region, nr.cal.cpus.first().copied());
+    }
+}
+
+/// The nodes a calibration measures: `opts.nodes`, else every node with
+/// memory.
+fn calibrated_nodes(topo: &Topology, opts: &Opts) -> Result<Vec<u32>> {
+    let nodes = opts.nodes.clone().unwrap_or_else(|| topo.memory.clone());
+    if nodes.is_empty() {
+        bail!("no memory nodes to calibrate");
+    }
+    Ok(nodes)
+}
+
+/// `--per-socket`: socket `socket`'s calibration. Every memory node (or
+/// `opts.nodes`) measured as [`calibrate`] measures it, in the same rounds,
+/// but by threads on `cpus` (the socket's CPUs, of its CPU nodes
+/// `cpu_nodes`) whatever node is nearest; the socket's table is the
+/// kernel's formula on those figures ([`table_from_bandwidth`]).
+pub fn calibrate_socket(
+    topo: &Topology,
+    opts: &Opts,
+    socket: u32,
+    (cpu_nodes, cpus): (u64, Vec<u32>),
+    log: &mut dyn FnMut(String),
+) -> Result<SocketCal> {
+    let nodes = calibrated_nodes(topo, opts)?;
+    if cpus.is_empty() {
+        bail!("socket {socket} has no CPU to measure from");
+    }
+    let cxl_nodes = crate::cxl::cxl_nodes();
+    let first = crate::node::nodes_of(cpu_nodes)
+        .first()
+        .copied()
+        .unwrap_or(0);
+    let mut runs = nodes
+        .iter()
+        .map(|&nid| NodeRun::new(topo, opts, nid, &cxl_nodes, (first, cpus.clone())))
+        .collect::<Result<Vec<_>>>()?;
+    for _ in 0..opts.rounds.max(1) {
+        round(&mut runs);
+    }
+    let mut prefixed = |l: String| log(format!("socket {socket}: {l}"));
+    let out: Vec<NodeCal> = runs
+        .into_iter()
+        .map(|nr| nr.finish(opts, &mut prefixed))
+        .collect();
+    let sc = SocketCal {
+        socket,
+        cpu_nodes: crate::node::nodes_of(cpu_nodes),
+        cpus,
+        nodes: out,
+        weights: Vec::new(),
+    };
+    let mask = sc.mask();
+    let t = table_from_bandwidth(&sc.measured_entries(), mask);
+    Ok(SocketCal {
+        weights: crate::node::nodes_of(mask)
+            .into_iter()
+            .map(|n| (n, t[n as usize]))
+            .collect(),
+        ..sc
+    })
 }
 
 /// Pages per cycle for each node, in proportion to `bw`, the smallest

@@ -134,5 +134,130 @@ fn measures_on_the_host() {
             assert!(x > 0.0 && x.is_finite(), "{n:?}");
         }
         assert!(lines[0].contains("best of 3 rounds"), "{lines:?}");
+        // One socket's calibration from CPU 0 alone.
+        let mut lines = Vec::new();
+        let s = calibrate_socket(&topo, &o, 0, (1, vec![0]), &mut |l| lines.push(l)).unwrap();
+        assert_eq!(s.nodes.len(), topo.memory.len());
+        assert!(s.nodes.iter().all(|n| n.cpus == [0] && n.read_mbps > 0.0));
+        assert!(
+            lines.iter().all(|l| l.starts_with("socket 0: node ")),
+            "{lines:?}"
+        );
+        let t = table_from_bandwidth(&s.measured_entries(), s.mask());
+        assert_eq!(s.table().unwrap(), t);
+        assert_eq!(s.weights.len(), topo.memory.len());
+    }
+}
+
+/// `socket2`'s two sockets, as measured: each sees its own DRAM and
+/// memory-only node faster than the other socket's.
+fn two_sockets() -> Calibration {
+    let node = |nid, rd: f64| NodeCal {
+        nid,
+        read_mbps: rd,
+        write_mbps: rd * 2.0,
+        ..Default::default()
+    };
+    let socket = |id: u32, bw: [f64; 4]| {
+        let s = SocketCal {
+            socket: id,
+            cpu_nodes: vec![id],
+            cpus: vec![id],
+            nodes: (0..4).map(|n| node(n, bw[n as usize])).collect(),
+            weights: Vec::new(),
+        };
+        let t = table_from_bandwidth(&s.measured_entries(), s.mask());
+        SocketCal {
+            weights: (0..4).map(|n| (n, t[n as usize])).collect(),
+            ..s
+        }
+    };
+    let mut c = cal();
+    c.sockets = vec![
+        socket(0, [300.0, 150.0, 100.0, 50.0]),
+        socket(1, [150.0, 300.0, 50.0, 100.0]),
+    ];
+    c
+}
+
+#[test]
+fn socket_tables_round_trip() {
+    let c = two_sockets();
+    // The kernel's reduction of 300:150:100:50, as HMAT's gives on socket2.
+    assert_eq!(c.sockets[0].weights, vec![(0, 16), (1, 8), (2, 5), (3, 2)]);
+    assert_eq!(c.sockets[1].weights, vec![(0, 8), (1, 16), (2, 2), (3, 5)]);
+    let p = std::env::temp_dir().join(format!("tk-cal-sock-{}.json", std::process::id()));
+    let p = p.to_str().unwrap();
+    c.save(p).unwrap();
+    let back = Calibration::load(p).unwrap();
+    std::fs::remove_file(p).unwrap();
+    assert_eq!(back, c);
+    let t = back.socket_tables().unwrap();
+    assert_eq!(t.len(), 2);
+    assert_eq!((t[1].0, &t[1].1[..5]), (1, &[8, 16, 2, 5, 0][..]));
+    // The flat calibration is untouched by the tables beside it.
+    assert_eq!(back.measured_entries(), cal().measured_entries());
+    // Without tables, nothing is written for them: an older reader's file.
+    let flat = serde_json::to_value(cal()).unwrap();
+    assert!(flat.get("sockets").is_none(), "{flat}");
+}
+
+#[test]
+fn a_file_without_socket_tables_still_loads() {
+    // What tk-calibrate wrote before `--per-socket` existed.
+    let old = r#"{"size": 16777216, "duration": 0.15, "rounds": 3,
+        "nodes": [{"nid": 0, "kind": "dram", "cpu_node": 0, "cpus": [0], "threads": 1,
+                   "read_mbps": 3150.0, "write_mbps": 13200.0, "triad_mbps": 4000.0,
+                   "latency_ns": 235.0, "hmat": null},
+                  {"nid": 2, "kind": "cxl", "cpu_node": 0, "cpus": [0], "threads": 1,
+                   "read_mbps": 30.0, "write_mbps": 50.0, "triad_mbps": 35.0,
+                   "latency_ns": 571.0, "hmat": null}],
+        "probe": null, "regime": "serial", "elapsed_s": 1.0}"#;
+    let c: Calibration = serde_json::from_str(old).unwrap();
+    assert!(c.sockets.is_empty());
+    assert!(c.socket_tables().unwrap().is_empty());
+    let w = weights_from_bandwidth(&c.measured_entries(), c.mask());
+    assert_eq!((w[0], w[2]), (31, 1));
+}
+
+#[test]
+fn bad_socket_tables_are_refused() {
+    let mut c = two_sockets();
+    for (bad, want) in [
+        (vec![(64, 1)], "bad entry 64:1"),
+        (vec![(0, 0)], "bad entry 0:0"),
+        (vec![(0, 1), (0, 2)], "bad entry 0:2"),
+        (vec![], "weighs no node"),
+    ] {
+        c.sockets[1].weights = bad;
+        let e = format!("{:#}", c.socket_tables().unwrap_err());
+        assert!(e.contains("socket 1") && e.contains(want), "{e}");
+    }
+}
+
+proptest::proptest! {
+    /// A socket's table is the flat weights' formula on the nodes it
+    /// measured, 0 on every other node, and never 0 on a measured one.
+    #[test]
+    fn socket_table_is_the_flat_formula(
+        bw in proptest::collection::vec((1u32..1_000_000, 1u32..1_000_000), 1..8),
+        spread in 0u32..8,
+    ) {
+        let entries: Vec<(u32, u32, u32)> = bw
+            .iter()
+            .enumerate()
+            .map(|(i, &(r, w))| (i as u32 * (spread + 1), r, w))
+            .collect();
+        let memory = entries.iter().fold(0u64, |m, e| m | 1 << e.0);
+        let flat = weights_from_bandwidth(&entries, memory);
+        let t = table_from_bandwidth(&entries, memory);
+        for n in 0..64 {
+            if memory >> n & 1 == 1 {
+                proptest::prop_assert_eq!(t[n], flat[n]);
+                proptest::prop_assert!(t[n] > 0);
+            } else {
+                proptest::prop_assert_eq!(t[n], 0);
+            }
+        }
     }
 }
