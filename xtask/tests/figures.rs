@@ -505,10 +505,19 @@ fn the_checks_find_what_they_look_for() {
     ] {
         assert!(spelled_duration(spelled).is_some(), "{spelled}");
     }
-    for timed in ["1 GiB took 45 s", "a boot takes about 3.5 min", "it lasted 200 ms"] {
+    for timed in [
+        "1 GiB took 45 s",
+        "a boot takes about 3.5 min",
+        "it lasted 200 ms",
+    ] {
         assert!(timed_claim(timed), "{timed}");
     }
-    for not in ["a 15 s bound", "killed after 20 s", "took the lock", "takes 3 arguments"] {
+    for not in [
+        "a 15 s bound",
+        "killed after 20 s",
+        "took the lock",
+        "takes 3 arguments",
+    ] {
         assert!(!timed_claim(not), "{not}");
     }
     assert!(minutes("timed out after 40 min, 1,405 messages"));
