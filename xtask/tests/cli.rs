@@ -188,6 +188,23 @@ fn filter() {
     refused(&["test", "--filter", "a\"b"], "--filter", "double quote");
     refused(&["test", "--filter", "a\tb"], "--filter", "a tab");
     refused(&["test", "--filter", "a\nb"], "--filter", "newline");
+    for empty_glob in [
+        ",",
+        "tk-test-vma,",
+        ",tk-test-vma",
+        "tk-test-vma,,tk-test-cxl",
+    ] {
+        refused(
+            &["test", "--filter", empty_glob],
+            "--filter",
+            "an empty glob",
+        );
+        refused(
+            &["run", "--filter", empty_glob],
+            "--filter",
+            "an empty glob",
+        );
+    }
     accepted(&["test", "--filter", "tk-test-cxl,tk-test-vma"]);
 }
 
@@ -574,8 +591,100 @@ fn kernel_debian() {
         );
     }
     refused(&["test", "--kernel", "ubuntu"], "--kernel", "invalid value");
-    // --ci boots its own kernels (runs::ci_boots).
-    accepted(&["test", "--ci", "--kernel", "debian"]);
+    // --ci boots its own kernels (runs::ci_boots): a --kernel beside it
+    // would be ignored.
+    refused(
+        &["test", "--ci", "--kernel", "debian"],
+        "'--ci' cannot be used with",
+        "--kernel",
+    );
+}
+
+/// `--ci` is a set of boots of its own: a flag that selects other boots
+/// beside it is refused, not ignored (`.ci/run --topology cxl` would
+/// otherwise run all of CI).
+#[test]
+fn ci_takes_no_other_selection() {
+    for other in [
+        &["--full"][..],
+        &["--topology", "cxl"],
+        &["--profile", "debug"],
+        &["--profile", "default"],
+        &["--kernel", "tierkit"],
+    ] {
+        let args: Vec<&str> = ["test", "--ci"].iter().chain(other).copied().collect();
+        refused(&args, "'--ci' cannot be used with", other[0]);
+    }
+    accepted(&["test", "--ci", "--no-host-tests", "--job", "socket2"]);
+    accepted(&["test", "--ci", "--filter", "xtask-*", "--repeat", "2"]);
+}
+
+/// `--cxl-online` where no boot has CXL memory: `run`, `shell` and
+/// `bench NAME` boot numa unless `--topology` says otherwise.
+#[test]
+fn cxl_online_needs_a_cxl_boot() {
+    for args in [
+        &["run", "--cxl-online", "kernel"][..],
+        &["shell", "--cxl-online", "kernel"],
+        &["bench", "clear", "--cxl-online", "movable"],
+        &["run", "--topology", "numa2", "--cxl-online", "kernel"],
+    ] {
+        refused(args, "--cxl-online", "needs --topology cxl");
+    }
+    accepted(&["run", "--topology", "cxl", "--cxl-online", "kernel"]);
+    accepted(&["test", "--cxl-online", "kernel"]);
+    accepted(&["bench", "--cxl-online", "kernel"]);
+}
+
+/// Every whole-number flag says what is wrong with a number: negative,
+/// out of range however many digits, or no number at all (not clap's
+/// `invalid digit found in string`, `number too large to fit in target
+/// type`, or `unexpected argument '-1'`).
+#[test]
+fn numbers_say_what_is_wrong() {
+    for (args, flag, why) in [
+        (
+            &["test", "--repeat", "-1"][..],
+            "--repeat",
+            "-1 is negative",
+        ),
+        (&["test", "--repeat", "x"], "--repeat", "not a whole number"),
+        (
+            &["test", "--repeat", "99999999999999999999"],
+            "--repeat",
+            "not in 1..=1000",
+        ),
+        (
+            &["run", "--cpus", "99999999999999999999"],
+            "--cpus",
+            "not in 1..=8",
+        ),
+        (&["run", "--cpus", "-3"], "--cpus", "-3 is negative"),
+        (&["run", "--dram", "-1G"], "--dram", "cannot be negative"),
+        (
+            &["run", "--cxl-mem", "-2G"],
+            "--cxl-mem",
+            "cannot be negative",
+        ),
+        (
+            &["run", "--dram", "99999999999999999999G"],
+            "--dram",
+            "more than any host has",
+        ),
+        (&["matrix", "--shard", "-1/3"], "--shard", "K is negative"),
+        (&["lava", "--shard", "1/-2"], "--shard", "N is negative"),
+        (
+            &["matrix", "--shard", "99999999999999999999/3"],
+            "--shard",
+            "is too large",
+        ),
+    ] {
+        let e = refused(args, flag, why);
+        for clap_words in ["invalid digit", "too large to fit", "unexpected argument"] {
+            assert!(!e.contains(clap_words), "{args:?}: {e}");
+        }
+    }
+    accepted(&["test", "--repeat", "+2"]);
 }
 
 /// A 64 GiB host whose current directory is `cwd` (`None`: unreadable).
@@ -1024,6 +1133,12 @@ fn every_refusal_is_one_line() {
         &["matrix", "--shard", "9/2"],
         &["shell"],
         &["run", "--filter", ""],
+        &["test", "--ci", "--topology", "cxl"],
+        &["run", "--cxl-online", "kernel"],
+        &["test", "--repeat", "-1"],
+        &["run", "--dram", "-1G"],
+        &["matrix", "--shard", "-1/3"],
+        &["test", "--filter", "tk-test-vma,"],
     ];
     for args in cases {
         let mut child = Command::new(env!("CARGO_BIN_EXE_xtask"))

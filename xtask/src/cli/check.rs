@@ -101,7 +101,17 @@ pub(super) fn validate(cli: &Cli, host: &Host) -> std::result::Result<(), String
         }
     }
     if let Some(g) = guest.filter(|g| g.cxl_online.is_some()) {
-        if let Some(k) = g.topology.filter(|k| !k.spec().cxl) {
+        // `run`, `shell` and `bench NAME` boot one topology, numa unless
+        // --topology says otherwise; `test` and `bench` boot cxl among others.
+        let one = match &cli.cmd {
+            Cmd::Run(_) | Cmd::Shell(_) => true,
+            Cmd::Bench(b) => b.which.is_some(),
+            _ => false,
+        };
+        let topology = g
+            .topology
+            .or(one.then_some(crate::plan::topology::TopologyKind::NUMA));
+        if let Some(k) = topology.filter(|k| !k.spec().cxl) {
             return Err(format!(
                 "--cxl-online needs --topology cxl (got {k}): only that topology has CXL memory to online"
             ));

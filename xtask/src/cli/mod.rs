@@ -271,7 +271,7 @@ fn test_request(t: &TestArgs) -> Result<TestRequest> {
         host_tests: !t.no_host_tests,
         boots,
         cmd_tests,
-        // --ci overrides --kernel: tierkit's own.
+        // --ci (which takes no --kernel): tierkit's own.
         cmd_kernel: if t.ci {
             KernelKind::Tierkit
         } else {

@@ -47,6 +47,36 @@ pub fn parse_timeout(s: &str) -> Result<u64, String> {
     Ok(n)
 }
 
+/// A whole number from `lo` to `hi`, or one line why not: negative, not
+/// a number, or out of the range, however many digits (clap's own integer
+/// parsers say `invalid digit found in string` and `number too large to
+/// fit in target type`, and take `-1` for a flag).
+pub fn parse_whole(s: &str, lo: u64, hi: u64) -> Result<u64, String> {
+    let t = s.trim();
+    let digits = t.strip_prefix('+').unwrap_or(t);
+    let all_digits = |x: &str| !x.is_empty() && x.chars().all(|c| c.is_ascii_digit());
+    if t.strip_prefix('-').is_some_and(all_digits) {
+        return Err(format!("{t} is negative, not in {lo}..={hi}"));
+    }
+    if !all_digits(digits) {
+        return Err(format!("not a whole number: give one in {lo}..={hi}"));
+    }
+    match digits.parse::<u64>() {
+        Ok(n) if (lo..=hi).contains(&n) => Ok(n),
+        _ => Err(format!("{digits} is not in {lo}..={hi}")),
+    }
+}
+
+/// `--cpus N`: 1 to 8 (`CONFIG_NR_CPUS=8` in kconfig/base.config).
+pub fn parse_cpus(s: &str) -> Result<u32, String> {
+    parse_whole(s, 1, 8).map(|n| n as u32)
+}
+
+/// `test --repeat N`: 1 to 1000 rounds.
+pub fn parse_repeat(s: &str) -> Result<u32, String> {
+    parse_whole(s, 1, 1000).map(|n| n as u32)
+}
+
 /// `--cpu MODEL`: a QEMU `-cpu` value, one word (`max`, `max,erms=off`).
 pub fn parse_cpu_model(s: &str) -> Result<String, String> {
     if s.trim().is_empty() {
@@ -71,6 +101,9 @@ pub fn parse_cpu_model(s: &str) -> Result<String, String> {
 pub fn parse_filter(s: &str) -> Result<String, String> {
     if s.is_empty() {
         return Ok(String::new());
+    }
+    if s.split(',').any(str::is_empty) {
+        return Err("an empty glob: a comma at either end or two in a row".into());
     }
     check_filter(s).map(|()| s.to_string())
 }
