@@ -636,6 +636,19 @@ fn cxl_online_needs_a_cxl_boot() {
     accepted(&["bench", "--cxl-online", "kernel"]);
 }
 
+/// A flag given to a command that does not take it names the commands
+/// that do: `test --kunit` is `run`'s flag (`test` always runs KUnit),
+/// not a misspelling.
+#[test]
+fn a_flag_of_another_command_names_it() {
+    refused(&["test", "--kunit"], "'--kunit'", "is a flag of `run`");
+    refused(&["bench", "--kunit=1"], "'--kunit'", "is a flag of `run`");
+    refused(&["kernel", "--topology", "cxl"], "'--topology'", "`run`");
+    refused(&["merge", "--filter", "x"], "'--filter'", "`test`");
+    let e = refused(&["test", "--bogus"], "--bogus", "unexpected argument");
+    assert!(!e.contains("is a flag of"), "{e}");
+}
+
 /// Every whole-number flag says what is wrong with a number: negative,
 /// out of range however many digits, or no number at all (not clap's
 /// `invalid digit found in string`, `number too large to fit in target
@@ -1139,6 +1152,7 @@ fn every_refusal_is_one_line() {
         &["run", "--dram", "-1G"],
         &["matrix", "--shard", "-1/3"],
         &["test", "--filter", "tk-test-vma,"],
+        &["test", "--kunit"],
     ];
     for args in cases {
         let mut child = Command::new(env!("CARGO_BIN_EXE_xtask"))

@@ -490,7 +490,39 @@ fn with_possible_values(mut line: String, e: &clap::Error) -> String {
             line.push_str(&format!(" (possible values: {})", v.join(", ")));
         }
     }
+    if let (clap::error::ErrorKind::UnknownArgument, Some(ContextValue::String(arg))) =
+        (e.kind(), e.get(ContextKind::InvalidArg))
+    {
+        if let Some(cmds) = commands_with_flag(arg) {
+            line.push_str(&format!(" ('{}' is a flag of {cmds})", flag_name(arg)));
+        }
+    }
     line
+}
+
+/// `--kunit` of `--kunit=x`.
+fn flag_name(arg: &str) -> &str {
+    arg.split_once('=').map_or(arg, |(f, _)| f)
+}
+
+/// The commands that take the long flag `arg` (`run`, `run and test`),
+/// when the command it was given to does not: so that `test --kunit` says
+/// it is `run`'s, not only that it is unknown.
+fn commands_with_flag(arg: &str) -> Option<String> {
+    let long = flag_name(arg).strip_prefix("--")?;
+    let cmds: Vec<String> = super::help::command()
+        .get_subcommands()
+        .filter(|c| {
+            c.get_arguments()
+                .any(|a| !a.is_hide_set() && a.get_long() == Some(long))
+        })
+        .map(|c| format!("`{}`", c.get_name()))
+        .collect();
+    match cmds.as_slice() {
+        [] => None,
+        [one] => Some(one.clone()),
+        [rest @ .., last] => Some(format!("{} and {last}", rest.join(", "))),
+    }
 }
 
 /// `matrix`'s and `lava`'s flags that pick the boots, as `test` does.
