@@ -155,6 +155,34 @@ fn append() {
     refused(&["run", "--append", "foo=1\nbar=2"], "--append", "newline");
     refused(&["run", "--append", "foo=\0"], "--append", "NUL");
     refused(&["run", "--append", ""], "--append", "empty");
+    // xtask's own parameters: a second value would contradict the first.
+    for (own, by) in [
+        ("tierkit.mode=test", "the command"),
+        ("tierkit.filter=x", "--filter"),
+        ("kunit.filter_glob=tierkit_wi*", "--filter"),
+        ("tierkit.cxl=4096", "--cxl-dev"),
+        ("tierkit.profile=debug", "--profile"),
+        ("tierkit.deadline_scale=4", "--profile"),
+        ("tierkit.skip=tk-test-vma", "selection"),
+    ] {
+        each_boot_cmd(&["--append", own], |a| {
+            refused(a, "--append", "is xtask's own");
+        });
+        refused(
+            &["run", "--append", &format!("foo=1 {own}")],
+            "--append",
+            by,
+        );
+    }
+    // The guest programs' own tierkit.* words, and kernel parameters
+    // xtask sets before --append so that a later one wins, pass.
+    accepted(&["bench", "--append", "tierkit.bench=calibrate,run"]);
+    accepted(&[
+        "run",
+        "--append",
+        "init_on_alloc=1 memhp_default_state=online",
+    ]);
+    accepted(&["run", "--append", "tierkit.modex=1"]);
     refused(&["test", "--append", "quiet"], "--append", "`quiet`");
     refused(
         &["run", "--append", "kunit_shutdown=poweroff"],
