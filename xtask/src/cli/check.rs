@@ -7,7 +7,8 @@
 use anyhow::Result;
 use std::ffi::OsString;
 
-use super::flags::{clap_error_line, Cli, Cmd, LavaArgs};
+use super::flags::{Cli, Cmd, LavaArgs};
+use super::help::clap_error_line;
 use crate::boot::{self, BootRequest};
 use crate::commands::{in_guest, lava, matrix, merge};
 use crate::kernels::profile::{KernelKind, Profile};
