@@ -619,6 +619,28 @@ fn kernel_debian() {
         );
     }
     refused(&["test", "--kernel", "ubuntu"], "--kernel", "invalid value");
+    // Debian's kernel has KUnit off: a KUnit-only glob or --kunit would
+    // boot for nothing.
+    refused(
+        &["run", "--kernel", "debian", "--kunit"],
+        "--kunit",
+        "KUnit off",
+    );
+    for list in ["tierkit_wi*", "tk-test-vma,tierkit_topology.*"] {
+        refused(
+            &["test", "--kernel", "debian", "--filter", list],
+            "--filter",
+            "selects no userspace or xtask-* test, and Debian's kernel has KUnit off",
+        );
+    }
+    accepted(&[
+        "test",
+        "--kernel",
+        "debian",
+        "--filter",
+        "tk-test-vma,xtask-run-false",
+    ]);
+    accepted(&["test", "--filter", "tierkit_wi*"]);
     // --ci boots its own kernels (runs::ci_boots): a --kernel beside it
     // would be ignored.
     refused(
@@ -1181,6 +1203,7 @@ fn every_refusal_is_one_line() {
         &["matrix", "--shard", "-1/3"],
         &["test", "--filter", "tk-test-vma,"],
         &["test", "--kunit"],
+        &["run", "--kernel", "debian", "--kunit"],
     ];
     for args in cases {
         let mut child = Command::new(env!("CARGO_BIN_EXE_xtask"))
