@@ -173,8 +173,9 @@ pub fn ceiling(regime: Regime, rates: &Rates, mask: Nodemask) -> f64 {
 ///
 /// `None` when the inputs do not determine a positive, finite rate.
 ///
-/// The seed table: DRAM alone 4.69 M lookups/s, 1:1 interleave 3.08 M, so
-/// in the parallel regime the CXL node's rate is 3.08 × 0.5 = 1.54 M.
+/// The seed measurement (Documentation/mm/bandwidth-model.md): from DRAM
+/// alone and 1:1 interleave, in the parallel regime the CXL node's rate is
+/// half the interleaved one (`tests/model.rs`).
 pub fn infer_rate(regime: Regime, rate_a: f64, frac_a: f64, mixed: f64) -> Option<f64> {
     if !(usable(rate_a) && usable(mixed) && frac_a > 0.0 && frac_a < 1.0) {
         return None;
@@ -417,9 +418,8 @@ fn best_for_mask(
 /// 1e-9) it prefers fewer nodes, then a shorter cycle; the weights are
 /// divided by their GCD. Cost: O(n³ · max_weight) for n candidate nodes.
 ///
-/// The seed table, parallel: rates 4.69 and 1.54 M lookups/s give weights
-/// 67:22 (3.05:1) and 6.23 M, the real-valued ceiling; with weights of at
-/// most 4 it is 3:1 and 6.16 M.
+/// On the seed measurement (Documentation/mm/bandwidth-model.md), parallel,
+/// it gives the weights and ceiling that page states (`tests/model.rs`).
 pub fn recommend(
     regime: Regime,
     rates: &Rates,

@@ -1,5 +1,6 @@
-//! Host tests of the bandwidth model (`src/model.rs`): the seed table (the
-//! measured bandwidths the model is fitted on), and property tests of
+//! Host tests of the bandwidth model (`src/model.rs`): the seed measurement
+//! (the XSBench rates the model is fitted on, read from
+//! Documentation/mm/bandwidth-model.md), and property tests of
 //! `predict` and `recommend` against plain brute-force references written
 //! straight from the definitions.
 use proptest::prelude::*;
@@ -69,41 +70,78 @@ fn w2(a: u8, b: u8) -> Weights {
 }
 
 // ---------------------------------------------------------------------------
-// The seed table (the measured bandwidths the model is fitted on)
+// The seed measurement (the XSBench rates the model is fitted on), read
+// from its one statement: Documentation/mm/bandwidth-model.md's table
+// `| seed policy | XSBench lookups/s |`, in M lookups/s.
 // ---------------------------------------------------------------------------
 
-const DRAM_ONLY: f64 = 4.69;
-const INTERLEAVE_1_1: f64 = 3.08;
-const WEIGHTED_MEASURED: f64 = 5.81;
+/// The seed table's rate of `policy`, M lookups/s, from the doc.
+fn seed(policy: &str) -> f64 {
+    let doc = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../Documentation/mm/bandwidth-model.md"
+    );
+    let text = std::fs::read_to_string(doc).expect("Documentation/mm/bandwidth-model.md");
+    let mut in_table = false;
+    for line in text.lines() {
+        let cells: Vec<&str> = line
+            .trim()
+            .trim_matches('|')
+            .split('|')
+            .map(str::trim)
+            .collect();
+        if cells == ["seed policy", "XSBench lookups/s"] {
+            in_table = true;
+        } else if !line.trim_start().starts_with('|') {
+            in_table = false;
+        } else if in_table && cells[0] == policy {
+            let v = cells[1].strip_suffix(" M").expect("a rate in M lookups/s");
+            return v.parse().expect("a number");
+        }
+    }
+    panic!("no seed row {policy:?} in {doc}")
+}
+
+fn dram_only() -> f64 {
+    seed("DRAM only")
+}
+
+fn interleave_1_1() -> f64 {
+    seed("1:1 interleave")
+}
+
+fn weighted_measured() -> f64 {
+    seed("weighted interleave")
+}
 
 #[test]
 fn seed_cxl_rate_from_one_to_one_interleave() {
-    let cxl = infer_rate(Regime::Parallel, DRAM_ONLY, 0.5, INTERLEAVE_1_1).unwrap();
+    let cxl = infer_rate(Regime::Parallel, dram_only(), 0.5, interleave_1_1()).unwrap();
     assert!(close(cxl, 1.54, 1e-12), "{cxl}");
     // The model reproduces both measurements it was fitted on.
-    let r = rates2(DRAM_ONLY, cxl);
+    let r = rates2(dram_only(), cxl);
     let both = Nodemask(0b11);
     assert!(close(
         predict(Regime::Parallel, &r, Nodemask(0b01), &w2(1, 1)),
-        DRAM_ONLY,
+        dram_only(),
         1e-12
     ));
     assert!(close(
         predict_interleave(Regime::Parallel, &r, both),
-        INTERLEAVE_1_1,
+        interleave_1_1(),
         1e-12
     ));
 }
 
 #[test]
 fn seed_weighted_ceiling_is_6_23_at_about_3_to_1() {
-    let cxl = infer_rate(Regime::Parallel, DRAM_ONLY, 0.5, INTERLEAVE_1_1).unwrap();
-    let r = rates2(DRAM_ONLY, cxl);
+    let cxl = infer_rate(Regime::Parallel, dram_only(), 0.5, interleave_1_1()).unwrap();
+    let r = rates2(dram_only(), cxl);
     let both = Nodemask(0b11);
     let ceil = ceiling(Regime::Parallel, &r, both);
     assert!(close(ceil, 6.23, 1e-12), "{ceil}");
-    // The real-valued optimum splits traffic as the rates: 4.69:1.54.
-    let ratio = DRAM_ONLY / cxl;
+    // The real-valued optimum splits traffic as the rates.
+    let ratio = dram_only() / cxl;
     assert!((ratio - 3.05).abs() < 0.005, "{ratio}");
 
     // Integer weights 1..=255: about 3:1, within 0.1% of the ceiling.
@@ -128,29 +166,29 @@ fn seed_weighted_ceiling_is_6_23_at_about_3_to_1() {
 
 #[test]
 fn seed_measured_weighted_is_93_percent_of_the_ceiling() {
-    let cxl = infer_rate(Regime::Parallel, DRAM_ONLY, 0.5, INTERLEAVE_1_1).unwrap();
-    let ceil = ceiling(Regime::Parallel, &rates2(DRAM_ONLY, cxl), Nodemask(0b11));
-    let frac = WEIGHTED_MEASURED / ceil;
+    let cxl = infer_rate(Regime::Parallel, dram_only(), 0.5, interleave_1_1()).unwrap();
+    let ceil = ceiling(Regime::Parallel, &rates2(dram_only(), cxl), Nodemask(0b11));
+    let frac = weighted_measured() / ceil;
     assert_eq!((frac * 100.0).round(), 93.0, "{frac}");
 }
 
 #[test]
 fn seed_in_the_serial_regime_drops_the_cxl_node() {
-    // Serial: 1/3.08 = 0.5/4.69 + 0.5/r, so r = 2.29; spreading never pays.
-    let cxl = infer_rate(Regime::Serial, DRAM_ONLY, 0.5, INTERLEAVE_1_1).unwrap();
+    // Serial: 1/mixed = 0.5/dram + 0.5/r, so r = 2.29; spreading never pays.
+    let cxl = infer_rate(Regime::Serial, dram_only(), 0.5, interleave_1_1()).unwrap();
     assert!((cxl - 2.292).abs() < 0.001, "{cxl}");
-    let r = rates2(DRAM_ONLY, cxl);
+    let r = rates2(dram_only(), cxl);
     let rec = recommend(Regime::Serial, &r, Nodemask(0b11), 255).unwrap();
     assert_eq!(rec.mask, Nodemask(0b01));
     assert_eq!(rec.weights[0], 1);
-    assert!(close(rec.throughput, DRAM_ONLY, 1e-12));
+    assert!(close(rec.throughput, dram_only(), 1e-12));
     assert!(close(
         ceiling(Regime::Serial, &r, Nodemask(0b11)),
-        DRAM_ONLY,
+        dram_only(),
         1e-12
     ));
-    // The seed's 5.81 M is impossible in the serial regime: above any node.
-    assert!(WEIGHTED_MEASURED > ceiling(Regime::Serial, &r, Nodemask(0b11)));
+    // The seed's weighted rate is impossible in the serial regime: above any node.
+    assert!(weighted_measured() > ceiling(Regime::Serial, &r, Nodemask(0b11)));
 }
 
 // ---------------------------------------------------------------------------

@@ -155,6 +155,34 @@ fn append() {
     refused(&["run", "--append", "foo=1\nbar=2"], "--append", "newline");
     refused(&["run", "--append", "foo=\0"], "--append", "NUL");
     refused(&["run", "--append", ""], "--append", "empty");
+    // xtask's own parameters: a second value would contradict the first.
+    for (own, by) in [
+        ("tierkit.mode=test", "the command"),
+        ("tierkit.filter=x", "--filter"),
+        ("kunit.filter_glob=tierkit_wi*", "--filter"),
+        ("tierkit.cxl=4096", "--cxl-dev"),
+        ("tierkit.profile=debug", "--profile"),
+        ("tierkit.deadline_scale=4", "--profile"),
+        ("tierkit.skip=tk-test-vma", "selection"),
+    ] {
+        each_boot_cmd(&["--append", own], |a| {
+            refused(a, "--append", "is xtask's own");
+        });
+        refused(
+            &["run", "--append", &format!("foo=1 {own}")],
+            "--append",
+            by,
+        );
+    }
+    // The guest programs' own tierkit.* words, and kernel parameters
+    // xtask sets before --append so that a later one wins, pass.
+    accepted(&["bench", "--append", "tierkit.bench=calibrate,run"]);
+    accepted(&[
+        "run",
+        "--append",
+        "init_on_alloc=1 memhp_default_state=online",
+    ]);
+    accepted(&["run", "--append", "tierkit.modex=1"]);
     refused(&["test", "--append", "quiet"], "--append", "`quiet`");
     refused(
         &["run", "--append", "kunit_shutdown=poweroff"],
@@ -188,6 +216,23 @@ fn filter() {
     refused(&["test", "--filter", "a\"b"], "--filter", "double quote");
     refused(&["test", "--filter", "a\tb"], "--filter", "a tab");
     refused(&["test", "--filter", "a\nb"], "--filter", "newline");
+    for empty_glob in [
+        ",",
+        "tk-test-vma,",
+        ",tk-test-vma",
+        "tk-test-vma,,tk-test-cxl",
+    ] {
+        refused(
+            &["test", "--filter", empty_glob],
+            "--filter",
+            "an empty glob",
+        );
+        refused(
+            &["run", "--filter", empty_glob],
+            "--filter",
+            "an empty glob",
+        );
+    }
     accepted(&["test", "--filter", "tk-test-cxl,tk-test-vma"]);
 }
 
@@ -574,8 +619,135 @@ fn kernel_debian() {
         );
     }
     refused(&["test", "--kernel", "ubuntu"], "--kernel", "invalid value");
-    // --ci boots its own kernels (runs::ci_boots).
-    accepted(&["test", "--ci", "--kernel", "debian"]);
+    // Debian's kernel has KUnit off: a KUnit-only glob or --kunit would
+    // boot for nothing.
+    refused(
+        &["run", "--kernel", "debian", "--kunit"],
+        "--kunit",
+        "KUnit off",
+    );
+    for list in ["tierkit_wi*", "tk-test-vma,tierkit_topology.*"] {
+        refused(
+            &["test", "--kernel", "debian", "--filter", list],
+            "--filter",
+            "selects no userspace or xtask-* test, and Debian's kernel has KUnit off",
+        );
+    }
+    accepted(&[
+        "test",
+        "--kernel",
+        "debian",
+        "--filter",
+        "tk-test-vma,xtask-run-false",
+    ]);
+    accepted(&["test", "--filter", "tierkit_wi*"]);
+    // --ci boots its own kernels (runs::ci_boots): a --kernel beside it
+    // would be ignored.
+    refused(
+        &["test", "--ci", "--kernel", "debian"],
+        "'--ci' cannot be used with",
+        "--kernel",
+    );
+}
+
+/// `--ci` is a set of boots of its own: a flag that selects other boots
+/// beside it is refused, not ignored (`.ci/run --topology cxl` would
+/// otherwise run all of CI).
+#[test]
+fn ci_takes_no_other_selection() {
+    for other in [
+        &["--full"][..],
+        &["--topology", "cxl"],
+        &["--profile", "debug"],
+        &["--profile", "default"],
+        &["--kernel", "tierkit"],
+    ] {
+        let args: Vec<&str> = ["test", "--ci"].iter().chain(other).copied().collect();
+        refused(&args, "'--ci' cannot be used with", other[0]);
+    }
+    accepted(&["test", "--ci", "--no-host-tests", "--job", "socket2"]);
+    accepted(&["test", "--ci", "--filter", "xtask-*", "--repeat", "2"]);
+}
+
+/// `--cxl-online` where no boot has CXL memory: `run`, `shell` and
+/// `bench NAME` boot numa unless `--topology` says otherwise.
+#[test]
+fn cxl_online_needs_a_cxl_boot() {
+    for args in [
+        &["run", "--cxl-online", "kernel"][..],
+        &["shell", "--cxl-online", "kernel"],
+        &["bench", "clear", "--cxl-online", "movable"],
+        &["run", "--topology", "numa2", "--cxl-online", "kernel"],
+    ] {
+        refused(args, "--cxl-online", "needs --topology cxl");
+    }
+    accepted(&["run", "--topology", "cxl", "--cxl-online", "kernel"]);
+    accepted(&["test", "--cxl-online", "kernel"]);
+    accepted(&["bench", "--cxl-online", "kernel"]);
+}
+
+/// A flag given to a command that does not take it names the commands
+/// that do: `test --kunit` is `run`'s flag (`test` always runs KUnit),
+/// not a misspelling.
+#[test]
+fn a_flag_of_another_command_names_it() {
+    refused(&["test", "--kunit"], "'--kunit'", "is a flag of `run`");
+    refused(&["bench", "--kunit=1"], "'--kunit'", "is a flag of `run`");
+    refused(&["kernel", "--topology", "cxl"], "'--topology'", "`run`");
+    refused(&["merge", "--filter", "x"], "'--filter'", "`test`");
+    let e = refused(&["test", "--bogus"], "--bogus", "unexpected argument");
+    assert!(!e.contains("is a flag of"), "{e}");
+}
+
+/// Every whole-number flag says what is wrong with a number: negative,
+/// out of range however many digits, or no number at all (not clap's
+/// `invalid digit found in string`, `number too large to fit in target
+/// type`, or `unexpected argument '-1'`).
+#[test]
+fn numbers_say_what_is_wrong() {
+    for (args, flag, why) in [
+        (
+            &["test", "--repeat", "-1"][..],
+            "--repeat",
+            "-1 is negative",
+        ),
+        (&["test", "--repeat", "x"], "--repeat", "not a whole number"),
+        (
+            &["test", "--repeat", "99999999999999999999"],
+            "--repeat",
+            "not in 1..=1000",
+        ),
+        (
+            &["run", "--cpus", "99999999999999999999"],
+            "--cpus",
+            "not in 1..=8",
+        ),
+        (&["run", "--cpus", "-3"], "--cpus", "-3 is negative"),
+        (&["run", "--dram", "-1G"], "--dram", "cannot be negative"),
+        (
+            &["run", "--cxl-mem", "-2G"],
+            "--cxl-mem",
+            "cannot be negative",
+        ),
+        (
+            &["run", "--dram", "99999999999999999999G"],
+            "--dram",
+            "more than any host has",
+        ),
+        (&["matrix", "--shard", "-1/3"], "--shard", "K is negative"),
+        (&["lava", "--shard", "1/-2"], "--shard", "N is negative"),
+        (
+            &["matrix", "--shard", "99999999999999999999/3"],
+            "--shard",
+            "is too large",
+        ),
+    ] {
+        let e = refused(args, flag, why);
+        for clap_words in ["invalid digit", "too large to fit", "unexpected argument"] {
+            assert!(!e.contains(clap_words), "{args:?}: {e}");
+        }
+    }
+    accepted(&["test", "--repeat", "+2"]);
 }
 
 /// A 64 GiB host whose current directory is `cwd` (`None`: unreadable).
@@ -1024,6 +1196,14 @@ fn every_refusal_is_one_line() {
         &["matrix", "--shard", "9/2"],
         &["shell"],
         &["run", "--filter", ""],
+        &["test", "--ci", "--topology", "cxl"],
+        &["run", "--cxl-online", "kernel"],
+        &["test", "--repeat", "-1"],
+        &["run", "--dram", "-1G"],
+        &["matrix", "--shard", "-1/3"],
+        &["test", "--filter", "tk-test-vma,"],
+        &["test", "--kunit"],
+        &["run", "--kernel", "debian", "--kunit"],
     ];
     for args in cases {
         let mut child = Command::new(env!("CARGO_BIN_EXE_xtask"))

@@ -3,7 +3,9 @@
 //! in text, code spans or the trees of ARCHITECTURE.md), every KUnit case
 //! (`tierkit_suite.case`), every tierkit function (`tk_...()`,
 //! `tierkit_...()`) and every Rust path (`first_use::BootPool`,
-//! `Worker::put`: its last part defined here).
+//! `Worker::put`: its last part defined here); and every repository path
+//! a source comment names (Rust and C comments, `.ci/run` and
+//! `scripts/*.sh`).
 //!
 //! Host only: `cargo test -p xtask --test doc_names`.
 
@@ -113,6 +115,112 @@ fn every_repository_path_exists() {
                 if ups > dir.components().count() || !exists(&root.join(dir), &p) {
                     missing.push(format!("{}:{line}: {p}", d.display()));
                 }
+            }
+        }
+    }
+    assert!(missing.is_empty(), "paths that do not exist: {missing:#?}");
+}
+
+/// The comment lines of the sources (`//` in Rust and C outside test
+/// files; `#` in `.ci/run` and `scripts/*.sh`), the rest blanked so that
+/// line numbers stay: code comments name files too, and go stale as docs
+/// do when a file moves.
+fn source_comments(root: &Path) -> Vec<(std::path::PathBuf, String)> {
+    fn walk(root: &Path, rel: &Path, out: &mut Vec<std::path::PathBuf>) {
+        let Ok(rd) = fs::read_dir(root.join(rel)) else {
+            return;
+        };
+        for e in rd.filter_map(Result::ok) {
+            let name = e.file_name().to_string_lossy().to_string();
+            let r = rel.join(&name);
+            if root.join(&r).is_dir() {
+                if !["target", "tests", "node_modules"].contains(&name.as_str()) {
+                    walk(root, &r, out);
+                }
+            } else if (name.ends_with(".rs") || name.ends_with(".c") || name.ends_with(".h"))
+                && name != "tests.rs"
+            {
+                out.push(r);
+            }
+        }
+    }
+    let mut files = Vec::new();
+    for top in ["module", "xtask/src", "guest/src", "protocol/src", "tkrun"] {
+        walk(root, Path::new(top), &mut files);
+    }
+    files.sort();
+    let mut out = Vec::new();
+    for f in files {
+        let text = fs::read_to_string(root.join(&f)).unwrap_or_default();
+        let comments: Vec<&str> = text
+            .lines()
+            .map(|l| l.trim_start())
+            .map(|l| {
+                if l.starts_with("//") || l.starts_with("* ") {
+                    l
+                } else {
+                    ""
+                }
+            })
+            .collect();
+        out.push((f, comments.join("\n")));
+    }
+    let mut scripts = vec![std::path::PathBuf::from(".ci/run")];
+    if let Ok(rd) = fs::read_dir(root.join("scripts")) {
+        let mut v: Vec<_> = rd
+            .filter_map(Result::ok)
+            .map(|e| std::path::PathBuf::from("scripts").join(e.file_name()))
+            .filter(|p| p.extension().is_some_and(|x| x == "sh"))
+            .collect();
+        v.sort();
+        scripts.extend(v);
+    }
+    for f in scripts {
+        let text = fs::read_to_string(root.join(&f)).unwrap_or_default();
+        let comments: Vec<&str> = text
+            .lines()
+            .map(|l| {
+                if l.trim_start().starts_with('#') {
+                    l
+                } else {
+                    ""
+                }
+            })
+            .collect();
+        out.push((f, comments.join("\n")));
+    }
+    out
+}
+
+/// Every repository path a source comment names exists, but a source
+/// location in a sample log line (`at module/tierkit.rs:40`). In code, a
+/// bare `src/...` may be any crate's or tree's, and `Documentation/...` is
+/// most often the kernel's: only ours count, a `.md` page or a tierkit ABI
+/// file.
+#[test]
+fn every_repository_path_in_source_comments_exists() {
+    let root = repo_root();
+    let mut missing = Vec::new();
+    for (f, comments) in source_comments(&root) {
+        let lines: Vec<&str> = comments.lines().collect();
+        for (line, p) in paths(&comments) {
+            let ours = TOPS.iter().any(|t| p.starts_with(t))
+                && (!p.starts_with("Documentation/")
+                    || p.ends_with(".md")
+                    || p.contains("tierkit"));
+            if !ours {
+                continue;
+            }
+            let text = lines[line - 1];
+            let located = text
+                .find(p.as_str())
+                .and_then(|at| text[at + p.len()..].strip_prefix(':'))
+                .is_some_and(|r| r.starts_with(|c: char| c.is_ascii_digit()));
+            if !located
+                && !path_exists(&root, &p)
+                && !path_exists(&root.join(f.parent().unwrap()), &p)
+            {
+                missing.push(format!("{}:{line}: {p}", f.display()));
             }
         }
     }

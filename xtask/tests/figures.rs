@@ -14,8 +14,9 @@
 //!   Documentation/results/ copies the value;
 //! - outside Documentation/results/ (the ABI documents included), a
 //!   paragraph that gives a test count (`N passed`), a wall time
-//!   (`N min`, `N min N s`), a speed-up (`x1.78`) or a duration in words (`close to
-//!   a minute`, `tens of seconds`) links to Documentation/results/.
+//!   (`N min`, `N min N s`), a speed-up (`x1.78`), a duration in words
+//!   (`close to a minute`, `tens of seconds`, `8 minutes`) or what
+//!   something took (`took 45 s`) links to Documentation/results/.
 //!
 //! Host only: `cargo test -p xtask --test figures`.
 
@@ -377,9 +378,11 @@ fn minutes(text: &str) -> bool {
 }
 
 /// A duration given in words (`close to a minute`, `minutes`, `tens of
-/// seconds`, `hours`): a measured figure all the same, and one that drifts
-/// from its source unseen (the same GiB's clear was `tens of seconds`,
-/// `close to a minute` and `minutes` in three docs).
+/// seconds`, `hours`, `8 minutes`, `90 seconds`): a measured figure all the
+/// same, and one that drifts from its source unseen (the same GiB's clear
+/// was `tens of seconds`, `close to a minute` and `minutes` in three docs;
+/// a deadline spelled `8 minutes` outlived the deadline it was computed
+/// from).
 fn spelled_duration(text: &str) -> Option<String> {
     let words: Vec<String> = text
         .split(|c: char| !c.is_alphanumeric())
@@ -390,13 +393,32 @@ fn spelled_duration(text: &str) -> Option<String> {
         let prev = i.checked_sub(1).map(|j| words[j].as_str());
         let counted = prev.is_some_and(|p| p.chars().all(|c| c.is_ascii_digit()));
         let long = matches!(w.as_str(), "minute" | "minutes" | "hour" | "hours");
+        let secs = matches!(w.as_str(), "second" | "seconds") && counted;
         let tens = w == "seconds" && matches!(prev, Some("of")) && i >= 2 && words[i - 2] == "tens";
-        if (long && !counted) || tens {
+        if long || secs || tens {
             let from = i.saturating_sub(3);
             return Some(words[from..=i].join(" "));
         }
     }
     None
+}
+
+/// A time stated as what something took: `took`, `takes`, `lasted` or
+/// `lasts`, then within four words a number and a unit of time (`took 45
+/// s`, `takes about 3.5 min`). A bound the code sets (`a 15 s bound`,
+/// `killed after 20 s`) is no such claim.
+fn timed_claim(text: &str) -> bool {
+    const TIME: &[&str] = &["s", "ms", "µs", "us", "ns", "min", "h"];
+    let t = tokens(text);
+    t.iter().enumerate().any(|(i, w)| {
+        matches!(
+            w.to_lowercase().as_str(),
+            "took" | "takes" | "take" | "lasted" | "lasts"
+        ) && (i + 1..(i + 6).min(t.len())).any(|j| {
+            t[j].starts_with(|c: char| c.is_ascii_digit())
+                && t.get(j + 1).is_some_and(|u| TIME.contains(&u.as_str()))
+        })
+    })
 }
 
 /// The kernel-style ABI documents (Documentation/ABI/testing/*), which
@@ -440,7 +462,8 @@ fn other_docs_link_their_figures_to_results() {
                 .any(|w| w[1] == "passed" && w[0].parse::<u32>().is_ok())
                 || minutes(&para)
                 || figures(&para).iter().any(|f| f.starts_with('x'))
-                || spelled_duration(&para).is_some();
+                || spelled_duration(&para).is_some()
+                || timed_claim(&para);
             if measured && !para.contains("results/") {
                 errors.push(format!(
                     "{}: {}",
@@ -476,13 +499,31 @@ fn the_checks_find_what_they_look_for() {
         "its clear takes minutes",
         "tens of seconds to fill",
         "an hour",
+        "the test's 8 minutes",
+        "within 90 seconds",
+        "2 hours",
     ] {
         assert!(spelled_duration(spelled).is_some(), "{spelled}");
+    }
+    for timed in [
+        "1 GiB took 45 s",
+        "a boot takes about 3.5 min",
+        "it lasted 200 ms",
+    ] {
+        assert!(timed_claim(timed), "{timed}");
+    }
+    for not in [
+        "a 15 s bound",
+        "killed after 20 s",
+        "took the lock",
+        "takes 3 arguments",
+    ] {
+        assert!(!timed_claim(not), "{not}");
     }
     assert!(minutes("timed out after 40 min, 1,405 messages"));
     assert!(minutes("took 8 min 38 s"));
     assert!(!minutes("(0 .. min(nr_node_ids, 64) - 1)") && !minutes("2 mins"));
-    for not in ["the test's 8 minutes", "within seconds", "10 s", "a second"] {
+    for not in ["within seconds", "10 s", "a second"] {
         assert_eq!(spelled_duration(not), None, "{not}");
     }
 }

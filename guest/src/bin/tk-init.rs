@@ -1,5 +1,5 @@
 //! The guest's `/init` (PID 1 of the initramfs xtask builds,
-//! xtask/src/initramfs.rs): mounts, then [`Init::run`] (CXL region
+//! xtask/src/kernels/initramfs.rs): mounts, then [`Init::run`] (CXL region
 //! assembly, insmod tierkit.ko, the tests, demos, benchmark, command or
 //! shell of `tierkit.mode=`, rmmod, `TIERKIT-DONE fails=N`), then power-off.
 //! The protocol with the harness is `tierkit_protocol`'s; the steps are

@@ -7,7 +7,8 @@
 use anyhow::Result;
 use std::ffi::OsString;
 
-use super::flags::{clap_error_line, Cli, Cmd, LavaArgs};
+use super::flags::{Cli, Cmd, LavaArgs};
+use super::help::clap_error_line;
 use crate::boot::{self, BootRequest};
 use crate::commands::{in_guest, lava, matrix, merge};
 use crate::kernels::profile::{KernelKind, Profile};
@@ -99,9 +100,20 @@ pub(super) fn validate(cli: &Cli, host: &Host) -> std::result::Result<(), String
         if g.kernel.profiles() != [Profile::Default] {
             return Err("--kernel debian boots Debian's kernel as shipped: --profile is for --kernel tierkit (debug is tierkit's own kernel config)".into());
         }
+        check_no_kunit(&cli.cmd)?;
     }
     if let Some(g) = guest.filter(|g| g.cxl_online.is_some()) {
-        if let Some(k) = g.topology.filter(|k| !k.spec().cxl) {
+        // `run`, `shell` and `bench NAME` boot one topology, numa unless
+        // --topology says otherwise; `test` and `bench` boot cxl among others.
+        let one = match &cli.cmd {
+            Cmd::Run(_) | Cmd::Shell(_) => true,
+            Cmd::Bench(b) => b.which.is_some(),
+            _ => false,
+        };
+        let topology = g
+            .topology
+            .or(one.then_some(crate::plan::topology::TopologyKind::NUMA));
+        if let Some(k) = topology.filter(|k| !k.spec().cxl) {
             return Err(format!(
                 "--cxl-online needs --topology cxl (got {k}): only that topology has CXL memory to online"
             ));
@@ -125,6 +137,39 @@ pub(super) fn validate(cli: &Cli, host: &Host) -> std::result::Result<(), String
         boot::check(&req.map_err(labelled)?, host).map_err(labelled)?;
     }
     Ok(())
+}
+
+/// A kernel without KUnit (Debian's, as shipped): `run --kunit` would run
+/// nothing more, and a `test --filter` glob that selects only KUnit cases
+/// would select nothing there.
+fn check_no_kunit(cmd: &Cmd) -> std::result::Result<(), String> {
+    const WHY: &str =
+        "Debian's kernel has KUnit off (no CONFIG_KUNIT): the suites run with --kernel tierkit";
+    match cmd {
+        Cmd::Run(r) if r.kunit => Err(format!("--kunit: {WHY}")),
+        Cmd::Test(t) => {
+            let Some(list) = t.guest.filter.as_deref().filter(|f| !f.is_empty()) else {
+                return Ok(());
+            };
+            let xtask = crate::commands::test::cmd_tests::TESTS
+                .iter()
+                .map(|t| t.name);
+            let tests = names::Tests::here().with_xtask(xtask);
+            match list.split(',').find(|g| {
+                !tests
+                    .user
+                    .iter()
+                    .chain(&tests.xtask)
+                    .any(|n| tierkit_protocol::select::glob_match(g, n))
+            }) {
+                Some(g) => Err(format!(
+                    "--filter {list}: {g} selects no userspace or xtask-* test, and {WHY}"
+                )),
+                None => Ok(()),
+            }
+        }
+        _ => Ok(()),
+    }
 }
 
 /// `run -- CMD` and `shell`: a command, a working directory the guest can

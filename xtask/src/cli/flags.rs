@@ -6,7 +6,6 @@ use anyhow::Result;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::ffi::OsString;
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 use crate::boot::qemu;
 use crate::boot::GuestFlags;
@@ -222,18 +221,18 @@ pub(super) struct GuestArgs {
     /// At most 8: kconfig/base.config sets CONFIG_NR_CPUS=8, and the guest
     /// would silently ignore the rest.
     #[arg(long, default_value_t = crate::boot::DEFAULT_CPUS, value_name = "N",
-          value_parser = clap::value_parser!(u32).range(1..=8), allow_negative_numbers = true)]
+          value_parser = validate::parse_cpus, allow_negative_numbers = true)]
     pub(super) cpus: u32,
     /// DRAM per CPU node, in whole GiB [default: 8G; socket2: 2G]. q35 splits RAM around
     /// the PCI hole below 4 GiB, early kernel allocations and the memmap sit
     /// in node 0, the CXL node's memmap too (64 MiB per 4 GiB, allocated on
     /// node 0 at hot-add), and the tests leave unmovable pages behind: 6 GiB
     /// once left no free, naturally aligned GiB for the gigantic tests.
-    #[arg(long, value_parser = util::parse_gib, value_name = "SIZE")]
+    #[arg(long, value_parser = util::parse_gib, value_name = "SIZE", allow_hyphen_values = true)]
     pub(super) dram: Option<u32>,
     /// Size of each memory-only node of numa, numa2 and socket2, in whole
     /// GiB [default: 3G; socket2: 2G].
-    #[arg(long, value_parser = util::parse_gib, value_name = "SIZE")]
+    #[arg(long, value_parser = util::parse_gib, value_name = "SIZE", allow_hyphen_values = true)]
     pub(super) cxl_mem: Option<u32>,
     /// A CXL type-3 device of --topology cxl: whole GiB, optionally with
     /// the HMAT latency (ns) and bandwidth (GB/s) of its generic port, e.g.
@@ -363,9 +362,9 @@ pub(super) struct TestArgs {
     /// What .ci/run boots (xtask/src/plan/runs.rs, ci_boots): the default
     /// profile's full runs, then the debug profile's whole suite on numa,
     /// its quick cxl run and its socket2 run, then Debian's kernel (--kernel debian) on the
-    /// quick numa and cxl runs; one combined totals line. Overrides --full,
-    /// --profile, --topology and --kernel.
-    #[arg(long)]
+    /// quick numa and cxl runs; one combined totals line. Not with --full,
+    /// --profile, --topology or --kernel, which select other boots.
+    #[arg(long, conflicts_with_all = ["full", "profile", "kernel_kind", "topology"])]
     pub(super) ci: bool,
     /// Boot only the job ID of the selected boots (`cargo xtask matrix`
     /// lists them: the run directory's name after `test-`, e.g.
@@ -377,7 +376,7 @@ pub(super) struct TestArgs {
     /// its run directories. Shows that a check does not pass by chance:
     /// `test --ci --job numa-init-on-alloc --no-host-tests --repeat 10`.
     #[arg(long, value_name = "N", default_value_t = 1,
-          value_parser = clap::value_parser!(u32).range(1..=1000))]
+          value_parser = validate::parse_repeat, allow_negative_numbers = true)]
     pub(super) repeat: u32,
 }
 
@@ -414,83 +413,6 @@ pub(super) struct BenchArgs {
     pub(super) which: Option<BenchKind>,
     #[command(flatten)]
     pub(super) guest: GuestArgs,
-}
-
-/// What clap refused, in one line (`error: invalid value '9' for '--cpus
-/// <N>': 9 is not in 1..=8`, `error: unexpected argument '--ful' found
-/// (did you mean '--full'?)`), exit code 2. `--help`, `--version` and a
-/// command line without a command print clap's help instead.
-pub(super) fn clap_refusal(e: clap::Error) -> ExitCode {
-    use clap::error::ErrorKind;
-    match e.kind() {
-        ErrorKind::DisplayHelp
-        | ErrorKind::DisplayVersion
-        | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => e.exit(),
-        _ => {
-            eprintln!("error: {}", clap_error_line(&e));
-            ExitCode::from(2)
-        }
-    }
-}
-
-/// The first line of clap's message, without `error: `, with the possible
-/// values (which clap puts on lines of their own) at its end.
-pub(super) fn clap_error_line(e: &clap::Error) -> String {
-    use clap::error::{ContextKind, ContextValue};
-    let text = e.to_string();
-    let first = text.lines().next().unwrap_or_default();
-    let mut line = first.strip_prefix("error: ").unwrap_or(first).to_string();
-    // `the following required arguments were not provided:`: name them.
-    if let Some(ContextValue::Strings(missing)) = e.get(ContextKind::InvalidArg) {
-        if line.ends_with(':') {
-            line = format!("{line} {}", missing.join(", "));
-        }
-    }
-    // clap quotes the value as given; a newline in it would split the line.
-    if let (Some(ContextValue::String(arg)), Some(ContextValue::String(value))) = (
-        e.get(ContextKind::InvalidArg),
-        e.get(ContextKind::InvalidValue),
-    ) {
-        if !value.chars().any(char::is_control) {
-            return with_possible_values(line, e);
-        }
-        let value: String = value
-            .chars()
-            .map(|c| {
-                if c.is_control() {
-                    c.escape_default().to_string()
-                } else {
-                    c.to_string()
-                }
-            })
-            .collect();
-        line = format!("invalid value '{value}' for '{arg}'");
-        if let Some(why) = std::error::Error::source(e) {
-            line.push_str(&format!(": {why}"));
-        }
-    }
-    with_possible_values(line, e)
-}
-
-/// `line`, and the possible values of `e`'s flag if clap knows them, or
-/// the flag or command clap suggests instead of an unknown one.
-fn with_possible_values(mut line: String, e: &clap::Error) -> String {
-    use clap::error::{ContextKind, ContextValue};
-    for kind in [ContextKind::SuggestedArg, ContextKind::SuggestedSubcommand] {
-        match e.get(kind) {
-            Some(ContextValue::String(s)) => line.push_str(&format!(" (did you mean '{s}'?)")),
-            Some(ContextValue::Strings(v)) if !v.is_empty() => {
-                line.push_str(&format!(" (did you mean '{}'?)", v.join("' or '")))
-            }
-            _ => {}
-        }
-    }
-    if let Some(ContextValue::Strings(v)) = e.get(ContextKind::ValidValue) {
-        if !v.is_empty() {
-            line.push_str(&format!(" (possible values: {})", v.join(", ")));
-        }
-    }
-    line
 }
 
 /// `matrix`'s and `lava`'s flags that pick the boots, as `test` does.
@@ -551,7 +473,7 @@ pub(super) struct MatrixArgs {
     /// Run the K-th of N shares of the jobs here instead of listing them
     /// (jobs K, K+N, K+2N, ..., counting from 1), one after the other as
     /// `test` would; results in target/tierkit/shard-K-of-N/.
-    #[arg(long, value_name = "K/N", value_parser = Shard::parse)]
+    #[arg(long, value_name = "K/N", value_parser = Shard::parse, allow_hyphen_values = true)]
     pub(super) shard: Option<Shard>,
 }
 
@@ -579,7 +501,7 @@ pub(super) struct LavaArgs {
     #[command(flatten)]
     pub(super) select: SelectArgs,
     /// Only the jobs of shard K of N (as `matrix --shard`).
-    #[arg(long, value_name = "K/N", value_parser = Shard::parse)]
+    #[arg(long, value_name = "K/N", value_parser = Shard::parse, allow_hyphen_values = true)]
     pub(super) shard: Option<Shard>,
     /// Only the job ID (`cargo xtask matrix` lists them).
     #[arg(long, value_name = "ID", value_parser = parse_job_id, conflicts_with = "shard")]

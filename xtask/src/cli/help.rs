@@ -1,9 +1,11 @@
 //! The help of the flags whose meaning or default differs by command
-//! (`--timeout`, `--filter`), written from the values the code uses, and
-//! the parser of the command line that carries it.
+//! (`--timeout`, `--filter`), written from the values the code uses, the
+//! parser of the command line that carries it, and clap's refusals as one
+//! line (naming, for a flag the command lacks, the commands that take it).
 
 use clap::{CommandFactory, FromArgMatches};
 use std::ffi::OsString;
+use std::process::ExitCode;
 
 use super::flags::Cli;
 use crate::boot::{BENCH_TIMEOUT_SECS, TIMEOUT_SECS};
@@ -89,6 +91,115 @@ where
 {
     let mut m = command().try_get_matches_from(args)?;
     Cli::from_arg_matches_mut(&mut m)
+}
+
+/// What clap refused, in one line (`error: invalid value '9' for '--cpus
+/// <N>': 9 is not in 1..=8`, `error: unexpected argument '--ful' found
+/// (did you mean '--full'?)`), exit code 2. `--help`, `--version` and a
+/// command line without a command print clap's help instead.
+pub(super) fn clap_refusal(e: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    match e.kind() {
+        ErrorKind::DisplayHelp
+        | ErrorKind::DisplayVersion
+        | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => e.exit(),
+        _ => {
+            eprintln!("error: {}", clap_error_line(&e));
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// The first line of clap's message, without `error: `, with the possible
+/// values (which clap puts on lines of their own) at its end.
+pub(super) fn clap_error_line(e: &clap::Error) -> String {
+    use clap::error::{ContextKind, ContextValue};
+    let text = e.to_string();
+    let first = text.lines().next().unwrap_or_default();
+    let mut line = first.strip_prefix("error: ").unwrap_or(first).to_string();
+    // `the following required arguments were not provided:`: name them.
+    if let Some(ContextValue::Strings(missing)) = e.get(ContextKind::InvalidArg) {
+        if line.ends_with(':') {
+            line = format!("{line} {}", missing.join(", "));
+        }
+    }
+    // clap quotes the value as given; a newline in it would split the line.
+    if let (Some(ContextValue::String(arg)), Some(ContextValue::String(value))) = (
+        e.get(ContextKind::InvalidArg),
+        e.get(ContextKind::InvalidValue),
+    ) {
+        if !value.chars().any(char::is_control) {
+            return with_possible_values(line, e);
+        }
+        let value: String = value
+            .chars()
+            .map(|c| {
+                if c.is_control() {
+                    c.escape_default().to_string()
+                } else {
+                    c.to_string()
+                }
+            })
+            .collect();
+        line = format!("invalid value '{value}' for '{arg}'");
+        if let Some(why) = std::error::Error::source(e) {
+            line.push_str(&format!(": {why}"));
+        }
+    }
+    with_possible_values(line, e)
+}
+
+/// `line`, and the possible values of `e`'s flag if clap knows them, or
+/// the flag or command clap suggests instead of an unknown one.
+fn with_possible_values(mut line: String, e: &clap::Error) -> String {
+    use clap::error::{ContextKind, ContextValue};
+    for kind in [ContextKind::SuggestedArg, ContextKind::SuggestedSubcommand] {
+        match e.get(kind) {
+            Some(ContextValue::String(s)) => line.push_str(&format!(" (did you mean '{s}'?)")),
+            Some(ContextValue::Strings(v)) if !v.is_empty() => {
+                line.push_str(&format!(" (did you mean '{}'?)", v.join("' or '")))
+            }
+            _ => {}
+        }
+    }
+    if let Some(ContextValue::Strings(v)) = e.get(ContextKind::ValidValue) {
+        if !v.is_empty() {
+            line.push_str(&format!(" (possible values: {})", v.join(", ")));
+        }
+    }
+    if let (clap::error::ErrorKind::UnknownArgument, Some(ContextValue::String(arg))) =
+        (e.kind(), e.get(ContextKind::InvalidArg))
+    {
+        if let Some(cmds) = commands_with_flag(arg) {
+            line.push_str(&format!(" ('{}' is a flag of {cmds})", flag_name(arg)));
+        }
+    }
+    line
+}
+
+/// `--kunit` of `--kunit=x`.
+fn flag_name(arg: &str) -> &str {
+    arg.split_once('=').map_or(arg, |(f, _)| f)
+}
+
+/// The commands that take the long flag `arg` (`run`, `run and test`),
+/// when the command it was given to does not: so that `test --kunit` says
+/// it is `run`'s, not only that it is unknown.
+fn commands_with_flag(arg: &str) -> Option<String> {
+    let long = flag_name(arg).strip_prefix("--")?;
+    let cmds: Vec<String> = command()
+        .get_subcommands()
+        .filter(|c| {
+            c.get_arguments()
+                .any(|a| !a.is_hide_set() && a.get_long() == Some(long))
+        })
+        .map(|c| format!("`{}`", c.get_name()))
+        .collect();
+    match cmds.as_slice() {
+        [] => None,
+        [one] => Some(one.clone()),
+        [rest @ .., last] => Some(format!("{} and {last}", rest.join(", "))),
+    }
 }
 
 #[cfg(test)]

@@ -27,17 +27,14 @@ mod flags;
 pub mod help;
 
 pub use check::check_args;
-use flags::{
-    clap_error_line, clap_refusal, BenchArgs, BenchKind, Cmd, KernelArgs, LavaArgs, RunArgs,
-    SelectArgs, TestArgs,
-};
+use flags::{BenchArgs, BenchKind, Cmd, KernelArgs, LavaArgs, RunArgs, SelectArgs, TestArgs};
 
 /// `cargo xtask`'s entry point.
 pub fn main() -> ExitCode {
     let args: Vec<OsString> = std::env::args_os().collect();
     let cli = match help::parse(&args) {
         Ok(cli) => cli,
-        Err(e) => return clap_refusal(e),
+        Err(e) => return help::clap_refusal(e),
     };
     // Bad input is refused here, in one line, before anything is built,
     // booted or tested.
@@ -271,7 +268,7 @@ fn test_request(t: &TestArgs) -> Result<TestRequest> {
         host_tests: !t.no_host_tests,
         boots,
         cmd_tests,
-        // --ci overrides --kernel: tierkit's own.
+        // --ci (which takes no --kernel): tierkit's own.
         cmd_kernel: if t.ci {
             KernelKind::Tierkit
         } else {
@@ -286,7 +283,7 @@ fn test_request(t: &TestArgs) -> Result<TestRequest> {
 /// `matrix` and `lava` make each job's boots from.
 fn parse_test(args: &[String]) -> Result<TestArgs> {
     let argv = std::iter::once("cargo xtask".to_string()).chain(args.iter().cloned());
-    let cli = help::parse(argv).map_err(|e| anyhow::anyhow!(clap_error_line(&e)))?;
+    let cli = help::parse(argv).map_err(|e| anyhow::anyhow!(help::clap_error_line(&e)))?;
     match cli.cmd {
         Cmd::Test(t) => Ok(t),
         _ => bail!("not a test command: {}", args.join(" ")),

@@ -264,9 +264,17 @@ impl Shard {
             .split_once('/')
             .ok_or_else(|| "give K/N, e.g. 1/3 (the first of three shards)".to_string())?;
         let num = |x: &str, what: &str| {
-            x.trim()
-                .parse::<usize>()
-                .map_err(|_| format!("{what} must be a whole number, not {x:?}"))
+            let x = x.trim();
+            let digits = |d: &str| !d.is_empty() && d.chars().all(|c| c.is_ascii_digit());
+            x.parse::<usize>().map_err(|_| {
+                if x.strip_prefix('-').is_some_and(digits) {
+                    format!("{what} is negative ({x}): give K/N with 1 <= K <= N, e.g. 1/3")
+                } else if digits(x) {
+                    format!("{what} {x} is too large: give K/N with 1 <= K <= N, e.g. 1/3")
+                } else {
+                    format!("{what} must be a whole number, not {x:?}")
+                }
+            })
         };
         let (k, n) = (num(k, "K")?, num(n, "N")?);
         if n == 0 {

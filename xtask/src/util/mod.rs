@@ -381,9 +381,17 @@ pub fn parse_gib(s: &str) -> std::result::Result<u32, String> {
         .or_else(|| lower.strip_suffix("gb"))
         .or_else(|| lower.strip_suffix('g'))
         .unwrap_or(&lower);
+    let digits = |x: &str| !x.is_empty() && x.chars().all(|c| c.is_ascii_digit());
     match num.parse::<u32>() {
         Ok(0) => Err(format!("`{s}`: size must be at least 1 GiB")),
         Ok(n) => Ok(n),
+        Err(_) if num.strip_prefix('-').is_some_and(digits) => {
+            Err(format!("`{s}`: a size cannot be negative: give whole GiB, e.g. 4G"))
+        }
+        Err(_) if digits(num) => Err(format!(
+            "`{s}`: more than {} GiB, more than any host has",
+            u32::MAX
+        )),
         Err(_) => Err(format!(
             "`{s}`: guest memory sizes are whole GiB (e.g. 4G), because nodes hold 1 GiB gigantic pages"
         )),

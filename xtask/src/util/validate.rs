@@ -7,6 +7,7 @@
 //! (or [`crate::cli`]'s `validate`) puts the flag in front.
 
 use std::borrow::Cow;
+use tierkit_protocol::param;
 
 /// x86's `COMMAND_LINE_SIZE` (arch/x86/include/asm/setup.h), the NUL
 /// included: a longer kernel command line is cut off without a word.
@@ -47,6 +48,36 @@ pub fn parse_timeout(s: &str) -> Result<u64, String> {
     Ok(n)
 }
 
+/// A whole number from `lo` to `hi`, or one line why not: negative, not
+/// a number, or out of the range, however many digits (clap's own integer
+/// parsers say `invalid digit found in string` and `number too large to
+/// fit in target type`, and take `-1` for a flag).
+pub fn parse_whole(s: &str, lo: u64, hi: u64) -> Result<u64, String> {
+    let t = s.trim();
+    let digits = t.strip_prefix('+').unwrap_or(t);
+    let all_digits = |x: &str| !x.is_empty() && x.chars().all(|c| c.is_ascii_digit());
+    if t.strip_prefix('-').is_some_and(all_digits) {
+        return Err(format!("{t} is negative, not in {lo}..={hi}"));
+    }
+    if !all_digits(digits) {
+        return Err(format!("not a whole number: give one in {lo}..={hi}"));
+    }
+    match digits.parse::<u64>() {
+        Ok(n) if (lo..=hi).contains(&n) => Ok(n),
+        _ => Err(format!("{digits} is not in {lo}..={hi}")),
+    }
+}
+
+/// `--cpus N`: 1 to 8 (`CONFIG_NR_CPUS=8` in kconfig/base.config).
+pub fn parse_cpus(s: &str) -> Result<u32, String> {
+    parse_whole(s, 1, 8).map(|n| n as u32)
+}
+
+/// `test --repeat N`: 1 to 1000 rounds.
+pub fn parse_repeat(s: &str) -> Result<u32, String> {
+    parse_whole(s, 1, 1000).map(|n| n as u32)
+}
+
 /// `--cpu MODEL`: a QEMU `-cpu` value, one word (`max`, `max,erms=off`).
 pub fn parse_cpu_model(s: &str) -> Result<String, String> {
     if s.trim().is_empty() {
@@ -71,6 +102,9 @@ pub fn parse_cpu_model(s: &str) -> Result<String, String> {
 pub fn parse_filter(s: &str) -> Result<String, String> {
     if s.is_empty() {
         return Ok(String::new());
+    }
+    if s.split(',').any(str::is_empty) {
+        return Err("an empty glob: a comma at either end or two in a row".into());
     }
     check_filter(s).map(|()| s.to_string())
 }
@@ -99,12 +133,35 @@ pub fn parse_append(s: &str) -> Result<String, String> {
     check_append(s).map(|()| s.to_string())
 }
 
+/// The parameters xtask sets itself, each from what sets it: a second
+/// value in `--append` would contradict the first (which of the two /init
+/// or KUnit reads is no contract), so it is refused with the flag to use.
+/// Other `tierkit.*` words (`tierkit.bench=`, `tierkit.run_args=`) are the
+/// guest programs' own and pass, as do kernel parameters xtask sets
+/// before `--append` so that a later one wins (`memhp_default_state=`,
+/// `init_on_alloc=`).
+const OWN_PARAMS: [(&str, &str); 7] = [
+    (
+        param::MODE,
+        "the command (run, test, bench, run -- CMD, shell)",
+    ),
+    (param::FILTER, "--filter"),
+    (
+        param::SKIP,
+        "the boot's own selection (xtask/src/plan/runs.rs)",
+    ),
+    (param::CXL, "--cxl-dev and --cxl-interleave"),
+    (param::PROFILE, "--profile"),
+    (param::DEADLINE_SCALE, "--topology and --profile"),
+    (param::KUNIT_FILTER, "--filter"),
+];
+
 /// Kernel command-line words of `--append` (or a run's own): some text,
 /// balanced double quotes (the kernel's only quoting: an open quote takes
 /// the rest of the line, tierkit's own parameters too, into one value), no
-/// NUL, newline or other control character, and neither `quiet` (it hides
+/// NUL, newline or other control character, neither `quiet` (it hides
 /// KTAP output) nor `kunit_shutdown` (it powers off before the module's
-/// suites run).
+/// suites run), and none of xtask's own parameters ([`OWN_PARAMS`]).
 pub fn check_append(s: &str) -> Result<(), String> {
     if s.trim().is_empty() {
         return Err("empty: give kernel parameters, e.g. 'foo=1 bar'".into());
@@ -125,6 +182,14 @@ pub fn check_append(s: &str) -> Result<(), String> {
             "`quiet` hides KTAP output and `kunit_shutdown` powers off before the module's suites run"
                 .into(),
         );
+    }
+    for w in s.split_whitespace() {
+        let name = w.split('=').next().unwrap_or(w);
+        if let Some((p, by)) = OWN_PARAMS.iter().find(|(p, _)| *p == name) {
+            return Err(format!(
+                "`{p}=` is xtask's own, set from {by}: give that instead of a second value"
+            ));
+        }
     }
     Ok(())
 }
