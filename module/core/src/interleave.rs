@@ -62,23 +62,29 @@ pub const fn effective_nodemask(
     }
 }
 
-/// The nodes an allocation places over, for a policy over `mask` and a task
-/// whose cpuset allows the nodes with memory in `allowed`: `mask ∩
-/// allowed`. A file's policy is set once, by whichever task, and its mask
-/// was cut to that task's cpuset then ([`effective_nodemask`]); a task in
-/// another cpuset, or one whose cpuset changed since, allocates only on
-/// nodes its cpuset allows. If none of the mask's nodes is allowed, the
-/// allowed nodes themselves, as the kernel's `mpol_rebind_nodemask()` does
-/// for a static nodemask (`MPOL_F_STATIC_NODES`) with no node left in a new
-/// cpuset; and `mask` if `allowed` is empty too, so that a non-empty mask
-/// never gives an empty result. With every node allowed (no cpuset), it is
-/// `mask`: placement is the kernel's, page by page.
-pub const fn cpuset_nodemask(mask: Nodemask, allowed: Nodemask) -> Nodemask {
-    let both = mask.and(allowed);
-    if !both.is_empty() {
-        both
-    } else if !allowed.is_empty() {
-        allowed
+/// The nodes an allocation places over, for a policy over `mask`, by a
+/// task whose cpuset allows `mems` (`cpuset_current_mems_allowed`), with
+/// `memory` the nodes that have memory now. A file's policy is set once, by
+/// whichever task, and its mask was cut to that task's cpuset then
+/// ([`effective_nodemask`]); a task in another cpuset, or one whose cpuset
+/// changed since, allocates only on nodes its cpuset allows: the mask
+/// without the nodes with memory outside `mems`. A node of the mask that
+/// has no memory now (offlined) is not the cpuset's to remove: it stays,
+/// and an allocation that picks it fails as without cpusets. If no node of
+/// the mask is left, the allowed nodes with memory, as the kernel's
+/// `mpol_rebind_nodemask()` does for a static nodemask
+/// (`MPOL_F_STATIC_NODES`) with no node left in a new cpuset; and `mask` if
+/// there are none either, so that a non-empty mask never gives an empty
+/// result. Without cpusets, or in the root cpuset (`mems` ⊇ `memory`), it
+/// is `mask`: placement is the kernel's, page by page.
+pub const fn cpuset_nodemask(mask: Nodemask, mems: Nodemask, memory: Nodemask) -> Nodemask {
+    let refused = Nodemask(memory.0 & !mems.0);
+    let kept = Nodemask(mask.0 & !refused.0);
+    let fallback = mems.and(memory);
+    if !kept.is_empty() {
+        kept
+    } else if !fallback.is_empty() {
+        fallback
     } else {
         mask
     }

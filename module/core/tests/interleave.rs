@@ -714,22 +714,39 @@ fn nodemask_ops() {
     );
 }
 
-/// A cpuset that allows part of a policy's mask, none of it, or nothing.
+/// A cpuset that allows part of a policy's mask, none of it, or nothing;
+/// a node of the mask without memory (offlined) stays.
 #[test]
 fn cpuset_nodemask_cases() {
+    let mem = mask_of(&[0, 1, 2]);
     let all = Nodemask(u64::MAX);
-    assert_eq!(cpuset_nodemask(mask_of(&[0, 2]), all), mask_of(&[0, 2]));
     assert_eq!(
-        cpuset_nodemask(mask_of(&[0, 2]), mask_of(&[0, 1])),
+        cpuset_nodemask(mask_of(&[0, 2]), all, mem),
+        mask_of(&[0, 2])
+    );
+    assert_eq!(
+        cpuset_nodemask(mask_of(&[0, 2]), mem, mem),
+        mask_of(&[0, 2])
+    );
+    assert_eq!(
+        cpuset_nodemask(mask_of(&[0, 2]), mask_of(&[0, 1]), mem),
         mask_of(&[0])
     );
-    // No node of the mask left: the cpuset's nodes (static nodes' rebind).
+    // No node of the mask left: the cpuset's nodes with memory.
     assert_eq!(
-        cpuset_nodemask(mask_of(&[2]), mask_of(&[0, 1])),
+        cpuset_nodemask(mask_of(&[2]), mask_of(&[0, 1, 5]), mem),
         mask_of(&[0, 1])
     );
     assert_eq!(
-        cpuset_nodemask(mask_of(&[2]), Nodemask::EMPTY),
+        cpuset_nodemask(mask_of(&[2]), Nodemask::EMPTY, mem),
+        mask_of(&[2])
+    );
+    // Node 2 offlined: the root cpuset's mems follow N_MEMORY, and the
+    // mask keeps the node (an allocation there fails, as without cpusets).
+    let mem = mask_of(&[0, 1]);
+    assert_eq!(cpuset_nodemask(mask_of(&[2]), mem, mem), mask_of(&[2]));
+    assert_eq!(
+        cpuset_nodemask(mask_of(&[2]), mask_of(&[0]), mem),
         mask_of(&[2])
     );
 }
@@ -958,21 +975,28 @@ proptest! {
     }
 
     /// The nodes a task in a cpuset places over: never empty for a
-    /// non-empty mask; inside `allowed` whenever `allowed` is not empty;
-    /// the mask's own allowed nodes whenever it has one; the whole mask
-    /// when every node of it is allowed.
+    /// non-empty mask; never a node with memory outside the cpuset, unless
+    /// the cpuset allows no node with memory; the mask's own nodes whenever
+    /// one is left; the whole mask when the cpuset allows every node with
+    /// memory.
     #[test]
-    fn cpuset_nodemask_stays_in_the_cpuset(mask in nonempty_mask(), allowed in any::<u64>()) {
-        let allowed = Nodemask(allowed);
-        let got = cpuset_nodemask(mask, allowed);
+    fn cpuset_nodemask_stays_in_the_cpuset(
+        mask in nonempty_mask(),
+        mems in any::<u64>(),
+        memory in any::<u64>(),
+    ) {
+        let (mems, memory) = (Nodemask(mems), Nodemask(memory));
+        let got = cpuset_nodemask(mask, mems, memory);
         prop_assert!(!got.is_empty());
-        if !allowed.is_empty() {
-            prop_assert_eq!(got.and(allowed), got);
+        let refused = Nodemask(memory.0 & !mems.0);
+        if !mems.and(memory).is_empty() {
+            prop_assert!(got.and(refused).is_empty());
         }
-        if !mask.and(allowed).is_empty() {
-            prop_assert_eq!(got, mask.and(allowed));
+        let kept = Nodemask(mask.0 & !refused.0);
+        if !kept.is_empty() {
+            prop_assert_eq!(got, kept);
         }
-        prop_assert_eq!(cpuset_nodemask(mask, Nodemask(mask.0 | allowed.0)), mask);
+        prop_assert_eq!(cpuset_nodemask(mask, Nodemask(mems.0 | memory.0), memory), mask);
     }
 
     /// With all weights 1 it is `interleave_nid`.

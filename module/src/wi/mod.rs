@@ -60,14 +60,20 @@ pub(crate) fn memory_nodes() -> Nodemask {
     mask
 }
 
-/// The nodes with memory that the calling task's cpuset allows
-/// (`cpuset_current_mems_allowed ∩ N_MEMORY`, ids `< 64`), read once:
-/// [`memory_nodes`] without cpusets, or in the root cpuset.
-pub(crate) fn allowed_memory_nodes() -> Nodemask {
+/// The nodes the calling task's cpuset allows (`cpuset_current_mems_allowed`,
+/// ids `< 64`), read once: `N_MEMORY` without cpusets, or in the root
+/// cpuset.
+pub(crate) fn cpuset_mems() -> Nodemask {
     // SAFETY: process context (every caller is a file operation or a
     // fault, or KUnit's thread).
-    let allowed = Nodemask(unsafe { crate::shim::tk_current_mems_allowed() });
-    allowed.and(memory_nodes())
+    Nodemask(unsafe { crate::shim::tk_current_mems_allowed() })
+}
+
+/// The nodes with memory that the calling task's cpuset allows
+/// (`cpuset_current_mems_allowed ∩ N_MEMORY`), as `mpol_set_nodemask()`
+/// cuts a new policy's nodes.
+pub(crate) fn allowed_memory_nodes() -> Nodemask {
+    cpuset_mems().and(memory_nodes())
 }
 
 /// tierkit's weight table: a mirror of mm/mempolicy.c's `wi_state` +

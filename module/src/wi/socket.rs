@@ -11,7 +11,7 @@ use crate::interleave::{self, Nodemask, Weights};
 use crate::shim::{self, node};
 use crate::socket::{check_table, Levels, SocketError, SocketWeights, MAX_SOCKETS};
 use crate::uapi::{self, TkSocketWeights};
-use crate::wi::{allowed_memory_nodes, memory_nodes, possible_nodes, Mode, Policy, Wi};
+use crate::wi::{cpuset_mems, memory_nodes, possible_nodes, Mode, Policy, Wi};
 use kernel::{
     ffi::c_int,
     prelude::*,
@@ -87,14 +87,16 @@ impl Wi {
 }
 
 /// Where an allocation runs, read once at the start of the call that
-/// allocates: the socket of its CPU, and the nodes with memory its task's
-/// cpuset allows.
+/// allocates: the socket of its CPU, the nodes its task's cpuset allows,
+/// and the nodes with memory then.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Caller {
     /// [`this_socket`].
     pub(crate) socket: Option<usize>,
-    /// [`allowed_memory_nodes`].
-    pub(crate) allowed: Nodemask,
+    /// [`cpuset_mems`].
+    pub(crate) mems: Nodemask,
+    /// [`memory_nodes`].
+    pub(crate) memory: Nodemask,
 }
 
 impl Caller {
@@ -102,7 +104,8 @@ impl Caller {
     pub(crate) fn current() -> Caller {
         Caller {
             socket: this_socket(),
-            allowed: allowed_memory_nodes(),
+            mems: cpuset_mems(),
+            memory: memory_nodes(),
         }
     }
 }
@@ -115,7 +118,7 @@ impl Policy {
     /// weights, the device's tables and the global table (`wi`, read now);
     /// for plain interleave, every weight 1.
     pub(crate) fn placement(&self, file: &SocketWeights, wi: &Wi, at: Caller) -> (Nodemask, Weights) {
-        let mask = interleave::cpuset_nodemask(self.mask, at.allowed);
+        let mask = interleave::cpuset_nodemask(self.mask, at.mems, at.memory);
         if self.mode == Mode::Interleave {
             return (mask, Weights::new());
         }
