@@ -949,19 +949,19 @@ fn shard() {
         refused(&[cmd, "--shard", "x/3"], "--shard", "whole number");
         refused(&[cmd, "--shard", "2"], "--shard", "K/N");
     }
-    // 11 boots in --ci, then matrix's xtask-cmd job (LAVA boots only the
-    // 11): a thirteenth (twelfth) shard would have none.
-    accepted(&["matrix", "--shard", "12/12"]);
+    // 12 boots in --ci, then matrix's xtask-cmd job (LAVA boots only the
+    // 12): a fourteenth (thirteenth) shard would have none.
+    accepted(&["matrix", "--shard", "13/13"]);
     refused(
-        &["matrix", "--shard", "13/13"],
+        &["matrix", "--shard", "14/14"],
+        "--shard 14/14",
+        "only 13 jobs",
+    );
+    accepted(&["lava", "--shard", "12/12"]);
+    refused(
+        &["lava", "--shard", "13/13"],
         "--shard 13/13",
         "only 12 jobs",
-    );
-    accepted(&["lava", "--shard", "11/11"]);
-    refused(
-        &["lava", "--shard", "12/12"],
-        "--shard 12/12",
-        "only 11 jobs",
     );
 }
 

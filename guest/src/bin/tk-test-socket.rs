@@ -21,6 +21,12 @@
 //!   socket (ENOENT), size mismatch, zero table, bad op or flag (EINVAL), a
 //!   weight on a node without memory (ENXIO, where there is one), a mapped
 //!   file's table (EBUSY).
+//! - In a cgroup v2 cpuset without socket 0's memory-only node (where the
+//!   kernel has cpusets: Debian's): with the device's tables (6:2:3:1, and
+//!   socket 0's naming only that node), a file made outside the cpuset and
+//!   used inside it, pinned to each socket: every page, task step and bulk
+//!   page as the model over the file's nodes the cpuset allows (a table
+//!   with no node left is passed over).
 //! - HMAT as parsed here (`guest/src/hmat.rs`): each memory node's best
 //!   initiator figure equal to the kernel's `access0`.
 //! - An unmodified program (`tkrun-check -g 4`) under `tk-run --weights

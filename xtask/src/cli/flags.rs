@@ -37,7 +37,7 @@ The two main commands:
                                              kmemleak, ...; any report fails)
   cargo xtask test --ci                      what .ci/run runs: --full, then debug numa-full,
                                              debug cxl (quick) and debug socket2, then Debian's kernel on
-                                             numa and cxl (quick); one totals line
+                                             numa and cxl (quick) and socket2; one totals line
   cargo xtask test --kernel debian           on Debian's own 7.3 kernel (userspace tests)
   cargo xtask module --kdir DIR              tierkit.ko for an installed kernel's headers
   cargo xtask matrix [--shard K/N]           the boots of --ci as CI jobs (JSON; each is

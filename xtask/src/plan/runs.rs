@@ -334,6 +334,9 @@ pub fn ci_boots() -> Vec<(Profile, KernelKind, TestRun)> {
     v.push((Profile::Debug, KernelKind::Tierkit, SOCKET2_RUN));
     v.push((Profile::Default, KernelKind::Debian, QUICK_NUMA_WHOLE));
     v.push((Profile::Default, KernelKind::Debian, QUICK_RUNS[1]));
+    // Debian's kernel has cpusets (tierkit's own has none): tk-test-socket's
+    // per-socket tables in a cpuset without socket 0's memory-only node.
+    v.push((Profile::Default, KernelKind::Debian, SOCKET2_RUN));
     v
 }
 
@@ -521,6 +524,7 @@ mod tests {
                 (Profile::Debug, Tierkit, "socket2"),
                 (Profile::Default, Debian, "numa"),
                 (Profile::Default, Debian, "cxl"),
+                (Profile::Default, Debian, "socket2"),
             ]
         );
     }
