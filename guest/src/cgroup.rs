@@ -2,6 +2,7 @@
 //! controller enabled for the root's children, and a child cgroup that a
 //! process joins and that is removed when dropped.
 
+use crate::report::Report;
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -46,6 +47,23 @@ pub fn ready(controller: &str) -> Result<bool, String> {
     )
     .map_err(|e| format!("+{controller}: {e}"))?;
     Ok(true)
+}
+
+/// [`ready`] for a test: true when `controller` is ready; otherwise `r`
+/// holds a skip of `name` saying `absent` (the kernel has no such
+/// controller), or a failure of "cgroup2 with the `controller` controller".
+pub fn ready_for(r: &mut Report, controller: &str, name: &str, absent: &str) -> bool {
+    match ready(controller) {
+        Ok(true) => true,
+        Ok(false) => {
+            r.skip(name, absent);
+            false
+        }
+        Err(e) => {
+            r.fail(&format!("cgroup2 with the {controller} controller"), e);
+            false
+        }
+    }
 }
 
 /// A cgroup under the root, removed on drop.

@@ -69,6 +69,11 @@ fn all_allowed(tk: &Tierkit, allowed: u64) -> i32 {
     0
 }
 
+/// `f` in a child that has joined `cg` (exit 2 if it could not).
+fn in_cpuset(cg: &Cg, f: impl FnOnce() -> i32) -> std::io::Result<Exit> {
+    vma::fork_run(|| if cg.join() { f() } else { 2 })
+}
+
 fn checks(r: &mut Report, a: u32, b: u32) {
     let cg = match Cg::new("tk-cpuset").and_then(|cg| {
         cg.set("cpuset.mems", &a.to_string())?;
@@ -102,10 +107,7 @@ fn checks(r: &mut Report, a: u32, b: u32) {
     );
 
     // Set inside: the nodemask is cut to the cpuset (mpol_set_nodemask).
-    let res = vma::fork_run(|| {
-        if !cg.join() {
-            return 2;
-        }
+    let res = in_cpuset(&cg, || {
         let Ok(tk) = Tierkit::open() else { return 3 };
         match tk.set_policy(TK_MODE_WEIGHTED_INTERLEAVE, both) {
             Ok(p) if p.nodemask == ma => all_allowed(&tk, ma),
@@ -119,10 +121,7 @@ fn checks(r: &mut Report, a: u32, b: u32) {
         res,
     );
 
-    let res = vma::fork_run(|| {
-        if !cg.join() {
-            return 2;
-        }
+    let res = in_cpuset(&cg, || {
         let Ok(tk) = Tierkit::open() else { return 3 };
         match tk.set_policy(TK_MODE_WEIGHTED_INTERLEAVE, 1 << b) {
             Ok(_) => 6,
@@ -151,12 +150,7 @@ fn checks(r: &mut Report, a: u32, b: u32) {
                 continue;
             }
         };
-        let res = vma::fork_run(|| {
-            if !cg.join() {
-                return 2;
-            }
-            all_allowed(&tk, ma)
-        });
+        let res = in_cpuset(&cg, || all_allowed(&tk, ma));
         verdict(
             &format!("a policy over {what} set outside, used in a cpuset of node {a}: every page, task step and bulk page on {a}"),
             r,
@@ -170,19 +164,13 @@ pub fn main() -> ExitCode {
     let Some(topo) = crate::ready::tierkit_ready(&mut r) else {
         return r.finish();
     };
-    match cgroup::ready("cpuset") {
-        Ok(true) => {}
-        Ok(false) => {
-            r.skip(
-                "cpusets",
-                "the kernel has no cpuset controller (CONFIG_CPUSETS; tierkit's own kernel leaves it out, Debian's has it)",
-            );
-            return r.finish();
-        }
-        Err(e) => {
-            r.fail("cgroup2 with the cpuset controller", e);
-            return r.finish();
-        }
+    if !cgroup::ready_for(
+        &mut r,
+        "cpuset",
+        "cpusets",
+        "the kernel has no cpuset controller (CONFIG_CPUSETS; tierkit's own kernel leaves it out, Debian's has it)",
+    ) {
+        return r.finish();
     }
     // The node with the CPUs, and the last other node with memory (the
     // memory-only or CXL node).

@@ -16,12 +16,6 @@ use std::time::Duration;
 const BIN: &str = "tk-test-memcg";
 const MIB: u64 = 1 << 20;
 
-/// cgroup2 with the memory controller enabled for the root's children;
-/// `Ok(false)`: the kernel has no memory cgroups.
-fn cgroup2_ready() -> Result<bool, String> {
-    cgroup::ready("memory")
-}
-
 /// In a child: joins `cg` and maps `pages` 4 KiB pages on `nid`. `Err` is
 /// the child's exit code: 2 cgroup, 3 open, 4 policy, 5 mmap, 12 ENOMEM.
 fn mapped_in(cg: &Cg, nid: u32, pages: usize) -> Result<(Tierkit, crate::sys::Mapping), i32> {
@@ -560,19 +554,13 @@ pub fn main() -> ExitCode {
     let Some(topo) = crate::ready::tierkit_ready(&mut r) else {
         return r.finish();
     };
-    match cgroup2_ready() {
-        Ok(true) => {}
-        Ok(false) => {
-            r.skip(
-                "memory cgroups",
-                "the kernel has no memory controller (CONFIG_MEMCG)",
-            );
-            return r.finish();
-        }
-        Err(e) => {
-            r.fail("cgroup2 with the memory controller", e);
-            return r.finish();
-        }
+    if !cgroup::ready_for(
+        &mut r,
+        "memory",
+        "memory cgroups",
+        "the kernel has no memory controller (CONFIG_MEMCG)",
+    ) {
+        return r.finish();
     }
     let first = topo.memory.first().copied().unwrap_or(0);
     // The first node's boot-time GiB, if any, is handed back while this

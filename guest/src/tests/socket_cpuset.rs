@@ -17,19 +17,13 @@ use tierkit_core::socket::{Levels, SocketWeights};
 const NAME: &str = "per-socket tables in a cpuset";
 
 pub(super) fn in_a_cpuset(r: &mut Report, ctl: &Tierkit, m: &Machine, global: Weights) {
-    match cgroup::ready("cpuset") {
-        Ok(true) => {}
-        Ok(false) => {
-            r.skip(
-                NAME,
-                "the kernel has no cpuset controller (CONFIG_CPUSETS; Debian's kernel has it)",
-            );
-            return;
-        }
-        Err(e) => {
-            r.fail(NAME, e);
-            return;
-        }
+    if !cgroup::ready_for(
+        r,
+        "cpuset",
+        NAME,
+        "the kernel has no cpuset controller (CONFIG_CPUSETS; Debian's kernel has it)",
+    ) {
+        return;
     }
     let Some(s0) = m.sockets.first() else {
         r.skip(NAME, "no socket");
