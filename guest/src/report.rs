@@ -22,9 +22,7 @@
 use serde_json::{json, Map, Value};
 use std::io::Write;
 use std::process::ExitCode;
-
-/// Prefix of the summary line.
-pub const JSON_PREFIX: &str = "TIERKIT-JSON ";
+use tierkit_protocol::marker;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Status {
@@ -206,7 +204,7 @@ impl Report {
         );
         if !self.quiet {
             println!("# {}: {} passed, {} failed, {} skipped", self.bin, p, f, s);
-            println!("{JSON_PREFIX}{}", self.json());
+            println!("{}", marker::line(marker::JSON, &self.json().to_string()));
             let _ = std::io::stdout().flush();
         }
         if f == 0 {

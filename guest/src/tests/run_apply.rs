@@ -2,7 +2,7 @@
 //! `src/bin/tk-test-run-apply.rs` (its `--help`).
 
 use crate::interleave::weight_table;
-use crate::report::{Report, JSON_PREFIX};
+use crate::report::Report;
 use crate::tools::run::check::{
     agreement, blocks, guest_ready, page_nodes, start, Held, STREAM, TK_RUN,
 };
@@ -10,6 +10,7 @@ use crate::tools::run::LIB_PATH;
 use serde_json::Value;
 use std::os::unix::process::CommandExt;
 use std::process::{Command, ExitCode};
+use tierkit_protocol::marker;
 
 const CALIBRATE: &str = "/bin/tk-calibrate";
 /// `CAP_SYS_ADMIN` (include/uapi/linux/capability.h).
@@ -49,7 +50,8 @@ fn apply(pid: i32, w: &str, no_admin: bool) -> Result<(i32, Value, String), Stri
     let out = String::from_utf8_lossy(&o.stdout);
     let json = out
         .lines()
-        .find_map(|l| l.strip_prefix(JSON_PREFIX))
+        .find_map(|l| marker::split(l).filter(|(t, _)| *t == marker::JSON))
+        .map(|(_, j)| j)
         .and_then(|j| serde_json::from_str::<Value>(j).ok())
         .map(|v| v["rebalance"].clone())
         .unwrap_or(Value::Null);
