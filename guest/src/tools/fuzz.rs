@@ -24,7 +24,8 @@ struct Args {
     /// Fuzzed syscalls in total, split over the workers.
     #[arg(long, default_value_t = 100_000)]
     calls: u64,
-    /// Wall-time bound in seconds: workers start no call after it.
+    /// Time bound in seconds: workers start no call after it; the time a
+    /// worker's scheduled races take is added to its bound.
     #[arg(long, default_value_t = 300.0)]
     seconds: f64,
     /// Threads per process.

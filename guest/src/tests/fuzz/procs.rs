@@ -12,6 +12,10 @@ pub(super) struct Slot {
     pub(super) op_seed: AtomicU64,
     pub(super) kind: AtomicU64,
     pub(super) since_ns: AtomicU64,
+    /// Nanoseconds the worker's scheduled races took so far: its calls'
+    /// deadline, and the bound past which it counts as hung, move out by
+    /// as much.
+    pub(super) race_ns: AtomicU64,
     /// 0 not started, 1 inside an op, 2 between ops, 3 done.
     pub(super) state: AtomicU64,
 }
@@ -292,6 +296,15 @@ fn wait_procs(
         if status.len() == kids.len() {
             break;
         }
+        // The races' time is added to the calls' (Worker::run); the
+        // slowest worker's sets the bound.
+        let races = Duration::from_nanos(
+            (0..(cfg.procs * cfg.threads) as usize)
+                .map(|i| board.slot(i).race_ns.load(Ordering::Relaxed))
+                .max()
+                .unwrap_or(0),
+        );
+        let deadline = deadline + races;
         if !killed && Instant::now() > deadline + grace {
             report_hung(cfg, board, out);
             for &(p, pid, _) in kids {

@@ -256,10 +256,10 @@ impl Worker<'_> {
     /// calls, each of its other races 10 calls after the one before (so
     /// that a run the time bound stops early, as on a slow debug kernel,
     /// still made each), then one every 40th of its quota, each race at
-    /// most [`Race::most`] times.
-    pub(super) fn race_if_due(&mut self, o: &mut Rng, quota: u64) {
+    /// most [`Race::most`] times. Returns the time it took (zero: none).
+    pub(super) fn race_if_due(&mut self, o: &mut Rng, quota: u64) -> Duration {
         if !self.cfg.races || self.res.calls < self.next_race || self.races.is_empty() {
-            return;
+            return Duration::ZERO;
         }
         self.next_race = self.res.calls
             + if (self.race_no as usize) + 1 < self.races.len() {
@@ -272,7 +272,7 @@ impl Worker<'_> {
             .map(|k| self.races[(self.race_no as usize + k) % n])
             .find(|r| self.res.races_of(r.name()) < u64::from(r.most()))
         else {
-            return;
+            return Duration::ZERO;
         };
         self.race_no += 1;
         let t0 = Instant::now();
@@ -304,6 +304,7 @@ impl Worker<'_> {
             t0.elapsed().as_secs_f64()
         );
         *self.res.races.entry(key).or_default() += 1;
+        t0.elapsed()
     }
 
     /// A 16-page mapping of a new file on the movable node (if any),

@@ -17,9 +17,11 @@ const SEED: u64 = 0x7469_6572_6b69_7431;
 /// (the run stops at the count, not before it, unless [`SECONDS`] is up);
 /// under the debug kernel every call costs about 0.4 ms of the run.
 const CALLS: u64 = 105_000;
-/// The run's time bound; the run stops at [`CALLS`] long before it on a
-/// quiet host (the races add their own time: a GiB's first touch, paced
-/// rebalances, offlines on cxl).
+/// The run's time bound for its calls; the run stops at [`CALLS`] long
+/// before it on a quiet host. The races add their own time to each
+/// worker's bound (a GiB's first touch, paced rebalances, offlines on
+/// cxl: minutes under the debug kernel on emulated CXL memory), so they
+/// never take the calls' share of it.
 const SECONDS: f64 = 240.0;
 const PROCS: u32 = 2;
 const THREADS: u32 = 2;

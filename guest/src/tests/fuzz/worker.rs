@@ -340,14 +340,23 @@ impl Worker<'_> {
         }
     }
 
-    pub(super) fn run(&mut self, mut stream: Rng, quota: u64, deadline: Instant) {
+    /// Makes calls until `quota` or `deadline`; the deadline moves out by
+    /// the time each scheduled race takes (a GiB's first touch, a paced
+    /// rebalance, an offline: minutes on emulated CXL memory under the
+    /// debug kernel), so that the races never eat the calls' time.
+    pub(super) fn run(&mut self, mut stream: Rng, quota: u64, mut deadline: Instant) {
         let t0 = Instant::now();
         let slot = self.board.slot(self.index);
         while self.res.calls < quota && Instant::now() < deadline {
             self.op_seed = stream.next_u64();
             // A race draws from its own stream, so that the random ops'
             // draws are the same with races or without.
-            self.race_if_due(&mut Rng::new(self.op_seed ^ 0x7261_6365), quota);
+            let raced = self.race_if_due(&mut Rng::new(self.op_seed ^ 0x7261_6365), quota);
+            if !raced.is_zero() {
+                deadline += raced;
+                slot.race_ns
+                    .fetch_add(raced.as_nanos() as u64, Ordering::Relaxed);
+            }
             let mut o = Rng::new(self.op_seed);
             let mut kind = o.weighted(&[330, 150, 120, 50, 150, 120, 80]);
             if self.big_left > 0 && o.chance(1, 2000) {
