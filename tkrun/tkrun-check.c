@@ -18,6 +18,8 @@
  * Usage: tkrun-check [MIB]   (size of the big blocks, default 4)
  *        tkrun-check -g MIB  (one block of MIB: every byte must read zero;
  *                             then "waiting" and a line on stdin to end)
+ *        tkrun-check -G MIB  (the same, then a fork with the block: each
+ *                             side keeps its own contents)
  *        tkrun-check -f MIB  (fork's cost with a block of MIB, every page
  *                             written: "fork_ms", "fork_exit_ms" (fork to
  *                             the child's exit, reaped), "fork_child_kib"
@@ -349,7 +351,56 @@ static void threads(void)
 }
 
 /* One big block: zero on arrival, writable, then held until told. */
-static int one_block(size_t mib)
+/* fork with the block p of n bytes written with fill(5): the child sees
+ * the contents at fork and not the parent's writes after it, and the
+ * parent does not see the child's write. Under tk-run --gigantic this is
+ * a gigantic range, which fork copies for the child (tk-run.md). */
+static void fork_block(unsigned char *p, size_t n)
+{
+	int go[2];
+	int st = 0;
+
+	if (pipe(go)) {
+		check("fork with the block", 0, "pipe failed");
+		return;
+	}
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		char c;
+
+		close(go[1]);
+		/* Until the parent has written after the fork. */
+		if (read(go[0], &c, 1) != 1)
+			_exit(2);
+		int ok = same(p, n, 5);
+
+		p[512] = 'C';
+		p[n - 512] = 'C';
+		_exit(ok ? 0 : 1);
+	}
+	close(go[0]);
+	if (pid < 0) {
+		close(go[1]);
+		check("fork with the block", 0, "fork failed");
+		return;
+	}
+	*(volatile unsigned char *)p = 'P';
+	*(volatile unsigned char *)(p + n / 2) = 'P';
+	if (write(go[1], "g", 1) != 1)
+		kill(pid, SIGKILL);
+	close(go[1]);
+	waitpid(pid, &st, 0);
+	check("fork with the block: the child sees it as at fork, not the parent's later writes",
+	      WIFEXITED(st) && WEXITSTATUS(st) == 0,
+	      WIFEXITED(st) && WEXITSTATUS(st) == 1 ? "the child saw a change" : "the child died");
+	p[0] = 5;
+	p[n / 2] = (unsigned char)(5 + n / 2 / 512);
+	check("fork with the block: the parent does not see the child's writes", same(p, n, 5),
+	      "the parent saw the child's write");
+}
+
+static int one_block(size_t mib, int with_fork)
 {
 	size_t n = mib << 20;
 	unsigned long *p = malloc(n);
@@ -372,6 +423,8 @@ static int one_block(size_t mib)
 	fflush(stdout);
 	if (!fgets(line, sizeof(line), stdin))
 		line[0] = 0;
+	if (with_fork)
+		fork_block((unsigned char *)p, n);
 	free(p);
 	return failed;
 }
@@ -710,7 +763,9 @@ int main(int argc, char **argv)
 	if (argc > 2 && strcmp(argv[1], "-t") == 0)
 		return fork_time((size_t)atoi(argv[2]));
 	if (argc > 2 && strcmp(argv[1], "-g") == 0)
-		return one_block((size_t)atoi(argv[2]));
+		return one_block((size_t)atoi(argv[2]), 0);
+	if (argc > 2 && strcmp(argv[1], "-G") == 0)
+		return one_block((size_t)atoi(argv[2]), 1);
 	big = (size_t)(argc > 1 ? atoi(argv[1]) : 4) << 20;
 	if (big == 0)
 		big = 4UL << 20;

@@ -494,14 +494,16 @@ fn gigantic_total() -> u64 {
 }
 
 /// --gigantic: a 1 GiB malloc is one gigantic range of tierkit's,
-/// GiB aligned, every byte zero; given back at exit. Node 0's boot-time
+/// GiB aligned, every byte zero; a fork with it gives each side its own
+/// contents (libtkrun copies a gigantic range for the child); given back
+/// at exit, the child's copy too. Node 0's boot-time
 /// 1 GiB hugetlb pages are handed back for the check, as the other gigantic
 /// tests do: under the debug profile the early boot allocations otherwise
 /// leave node 0 no free naturally aligned GiB, and the first touch is SIGBUS.
 fn gigantic(r: &mut Report) {
     let _boot = crate::first_use::BootPool::release(0);
     let before = gigantic_total();
-    let h = match start(&[TK_RUN, "--gigantic", "--", CHECK, "-g", "1024"], false) {
+    let h = match start(&[TK_RUN, "--gigantic", "--", CHECK, "-G", "1024"], false) {
         Ok(h) => h,
         Err(e) => {
             r.fail("gigantic: start", e.to_string());
@@ -534,7 +536,7 @@ fn gigantic(r: &mut Report) {
         res,
     );
     let zero = h.lines.iter().any(|l| l == "ok big block: every byte zero");
-    let (code, err) = h.finish();
+    let (code, after_waiting, err) = h.finish_all();
     r.check(
         "gigantic: every byte zero, then written and read back",
         if zero && code == 0 {
@@ -543,6 +545,21 @@ fn gigantic(r: &mut Report) {
             Err(format!("exit {code}, stderr {err:?}"))
         },
     );
+    for what in [
+        "the child sees it as at fork, not the parent's later writes",
+        "the parent does not see the child's writes",
+    ] {
+        let name = format!("fork with the block: {what}");
+        let ok = format!("ok {name}");
+        r.check(
+            &format!("gigantic: {name}"),
+            if after_waiting.iter().any(|l| *l == ok) {
+                Ok(())
+            } else {
+                Err(format!("got {after_waiting:?}"))
+            },
+        );
+    }
     let after = gigantic_total();
     r.check(
         "gigantic: the range is given back at exit",
