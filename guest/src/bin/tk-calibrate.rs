@@ -40,7 +40,11 @@
 //! beside the flat calibration (`sockets`, one entry per socket with its
 //! CPUs, figures and `weights`) for `tk-run --weights
 //! per-socket:measured`; a file without them still serves `--weights
-//! measured`. Nothing is written to tierkit for them.
+//! measured`. Unless `--no-write`, each table is also set as tierkit's
+//! device-wide table for its socket (`TK_IOC_SOCKET_WEIGHTS` with
+//! `TK_SOCKET_F_DEVICE`), as the flat figures set its global weights: a
+//! file without tables of its own then places by the table of the socket
+//! its allocation runs on.
 //!
 //! The calibration is saved as JSON (`--out`, default
 //! `/tmp/tierkit-calibration.json`) for `tk-workload --calibration`.

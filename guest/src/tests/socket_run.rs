@@ -7,15 +7,19 @@
 //! `tk-calibrate --per-socket` measured here.
 
 use super::socket_machine::{pin, pinned, Machine, Socket};
+use super::socket_place::arg;
 use crate::report::Report;
 use crate::sockets::{hmat_tables, read_firmware};
+use crate::tk::Tierkit;
 use crate::tools::run::check::{backing, blocks, page_nodes, start, CHECK, TK_RUN};
 use crate::tools::run::socket::{env as socket_env, table_pairs};
 use crate::tools::run::{resolve, Args};
 use crate::tools::workload::calib::{table_from_bandwidth, Calibration};
+use crate::weights::{RestoreOnDrop, WeightDir};
 use std::path::Path;
 use tierkit_core::interleave::{Nodemask, Selector, Weights, MAX_NUMNODES};
 use tierkit_core::socket::{Levels, SocketWeights};
+use tierkit_core::uapi::{TK_SOCKET_CLEAR, TK_SOCKET_F_DEVICE, TK_SOCKET_GET, TK_SOCKET_SET};
 
 /// MiB of the program's block: 1024 pages, many cycles of every table.
 const BLOCK_MIB: &str = "4";
@@ -224,31 +228,7 @@ fn measured(r: &mut Report, m: &Machine) -> Vec<(Vec<String>, String)> {
         r.skip("tk-calibrate --per-socket", "no tk-calibrate in the guest");
         return Vec::new();
     }
-    let argv = [
-        CALIBRATE,
-        "--per-socket",
-        "--size",
-        "2M",
-        "--duration",
-        "0.02",
-        "--rounds",
-        "1",
-        "--regime",
-        "parallel",
-        "--no-write",
-        "--out",
-        CAL,
-    ];
-    let res = crate::tools::run::check::run(&argv)
-        .map_err(|e| format!("{CALIBRATE}: {e}"))
-        .and_then(|(code, out, err)| {
-            let bad: Vec<&str> = out.lines().filter(|l| l.starts_with("not ok")).collect();
-            if code != 0 || !bad.is_empty() {
-                return Err(format!("exit {code}: {bad:?}, stderr {:?}", err.trim()));
-            }
-            Calibration::load(CAL).map_err(|e| format!("{e:#}"))
-        })
-        .and_then(|cal| socket_tables_checked(&cal, m).map(|t| (cal, t)));
+    let res = calibrate(CAL, true).and_then(|cal| socket_tables_checked(&cal, m).map(|t| (cal, t)));
     let (cal, tables) = match res {
         Ok(x) => x,
         Err(e) => {
@@ -277,7 +257,110 @@ fn measured(r: &mut Report, m: &Machine) -> Vec<(Vec<String>, String)> {
     };
     each_socket(r, m, &args, &tables, (flat, mask), "measured table");
     flat_file(r, m, &cal, flat, mask);
+    device_wide(r, m);
     bad_files(r, m, &cal)
+}
+
+/// A short `tk-calibrate --per-socket` saving to `out`, with `--no-write`
+/// or without: its calibration, or why it failed (a `not ok` line too).
+fn calibrate(out: &str, no_write: bool) -> Result<Calibration, String> {
+    let mut argv = vec![
+        CALIBRATE,
+        "--per-socket",
+        "--size",
+        "2M",
+        "--duration",
+        "0.02",
+        "--rounds",
+        "1",
+        "--regime",
+        "parallel",
+        "--out",
+        out,
+    ];
+    if no_write {
+        argv.push("--no-write");
+    }
+    let (code, stdout, err) =
+        crate::tools::run::check::run(&argv).map_err(|e| format!("{CALIBRATE}: {e}"))?;
+    let bad: Vec<&str> = stdout.lines().filter(|l| l.starts_with("not ok")).collect();
+    if code != 0 || !bad.is_empty() {
+        return Err(format!("exit {code}: {bad:?}, stderr {:?}", err.trim()));
+    }
+    Calibration::load(out).map_err(|e| format!("{e:#}"))
+}
+
+/// `tk-calibrate --per-socket` without `--no-write`: each socket's
+/// device-wide table, read back from the module (`TK_SOCKET_GET` with
+/// `TK_SOCKET_F_DEVICE`), is the measured table it saved. tierkit's
+/// global weights, which the same run writes, and the device tables are
+/// put back as they were.
+fn device_wide(r: &mut Report, m: &Machine) {
+    let name = "tk-calibrate --per-socket: each measured table set device-wide";
+    let (Some(wd), Ok(tk)) = (WeightDir::tierkit(), Tierkit::open()) else {
+        r.fail(name, "no tierkit weight files or /dev/tierkit");
+        return;
+    };
+    let get = |s: u32| {
+        tk.socket_weights(arg(
+            TK_SOCKET_GET,
+            TK_SOCKET_F_DEVICE,
+            s,
+            m.nr_node_ids,
+            [0; MAX_NUMNODES],
+        ))
+        .map_err(|e| format!("socket {s}: {}", crate::errno::errno_name(&e)))
+    };
+    let before: Result<Vec<_>, String> = m.sockets.iter().map(|s| get(s.id)).collect();
+    let (before, mut saved) = match (before, wd.snapshot()) {
+        (Ok(b), Ok(w)) => (b, RestoreOnDrop::new(w)),
+        (b, w) => {
+            r.fail(
+                name,
+                format!("the state before: {:?} / {:?}", b.err(), w.err()),
+            );
+            return;
+        }
+    };
+    let path = format!("{CAL}.device");
+    let res = calibrate(&path, false)
+        .and_then(|cal| socket_tables_checked(&cal, m))
+        .and_then(|tables| {
+            for (s, want) in &tables {
+                let got = get(*s)?;
+                if got.has_table != 1 || got.weights != *want {
+                    return Err(format!(
+                        "socket {s}: the device's table {} (has_table {}), the saved one {}",
+                        socket_env(&[(*s, table_pairs(&got.weights))]),
+                        got.has_table,
+                        socket_env(&[(*s, table_pairs(want))])
+                    ));
+                }
+            }
+            let named: Vec<_> = tables.iter().map(|(s, t)| (*s, table_pairs(t))).collect();
+            Ok(socket_env(&named))
+        });
+    r.check_note(name, res);
+    let back: Result<(), String> = before.iter().try_for_each(|b| {
+        let op = if b.has_table == 1 {
+            TK_SOCKET_SET
+        } else {
+            TK_SOCKET_CLEAR
+        };
+        tk.socket_weights(arg(
+            op,
+            TK_SOCKET_F_DEVICE,
+            b.socket,
+            m.nr_node_ids,
+            b.weights,
+        ))
+        .map(|_| ())
+        .map_err(|e| format!("socket {}: {}", b.socket, crate::errno::errno_name(&e)))
+    });
+    r.check(
+        "the device tables and tierkit's weights put back after tk-calibrate",
+        back.and_then(|()| saved.done().map_err(|e| format!("{e:#}"))),
+    );
 }
 
 /// The same calibration without its tables, as an older tk-calibrate

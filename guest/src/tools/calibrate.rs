@@ -155,7 +155,11 @@ pub fn main() -> ExitCode {
         r.skip("write tierkit's bandwidth", "--no-write");
         serde_json::Value::Null
     } else if let Some(tw) = tierkit_weight_dir(&mut r) {
-        set_tierkit_weights(&mut r, &tw, &cal, &w_meas, optimize)
+        let o = set_tierkit_weights(&mut r, &tw, &cal, &w_meas, optimize);
+        if !cal.sockets.is_empty() {
+            set_device_tables(&mut r, &cal.sockets);
+        }
+        o
     } else {
         serde_json::Value::Null
     };
@@ -236,6 +240,30 @@ fn per_socket(
         }
     }
     Some(out)
+}
+
+/// `--per-socket` (without `--no-write`): each socket's measured table set
+/// as tierkit's device-wide one for that socket (`TK_IOC_SOCKET_WEIGHTS`
+/// with `TK_SOCKET_F_DEVICE`), as the flat figures are set as its global
+/// weights: every later allocation of a file without its own tables
+/// places by the table of the socket it runs on.
+fn set_device_tables(r: &mut Report, sockets: &[calib::SocketCal]) {
+    use crate::tk::Tierkit;
+    use crate::tools::run::socket::{env, nr_node_ids, set_tables, SocketTable};
+    use tierkit_core::uapi::TK_SOCKET_F_DEVICE;
+    let name = "write tierkit's device-wide per-socket tables";
+    let tables: Vec<SocketTable> = sockets
+        .iter()
+        .map(|s| (s.socket, s.weights.clone()))
+        .collect();
+    let res = nr_node_ids().map_err(|e| e.0).and_then(|n| {
+        let tk = Tierkit::open().map_err(|e| format!("/dev/tierkit: {e}"))?;
+        set_tables(&tk, &tables, n, TK_SOCKET_F_DEVICE).map_err(|e| e.0)
+    });
+    match res {
+        Ok(()) => r.ok_note(name, env(&tables)),
+        Err(e) => r.fail(name, e),
+    };
 }
 
 /// What the flags ask for.

@@ -166,9 +166,21 @@ pub fn nr_node_ids() -> Result<u32, Refused> {
 /// Sets each table on `tk` (a file with the run's policy), as the library
 /// will: one line for the first the module refuses.
 pub fn probe(tk: &Tierkit, tables: &[SocketTable], nr_nodes: u32) -> Result<(), Refused> {
+    set_tables(tk, tables, nr_nodes, 0)
+}
+
+/// Sets each table, the open file's (`flags` 0) or the device-wide ones
+/// (`TK_SOCKET_F_DEVICE`): one line for the first the module refuses.
+pub fn set_tables(
+    tk: &Tierkit,
+    tables: &[SocketTable],
+    nr_nodes: u32,
+    flags: u32,
+) -> Result<(), Refused> {
     for (s, t) in tables {
         let mut a = TkSocketWeights {
             op: TK_SOCKET_SET,
+            flags,
             socket: *s,
             nr_nodes,
             ..Default::default()
@@ -181,6 +193,7 @@ pub fn probe(tk: &Tierkit, tables: &[SocketTable], nr_nodes: u32) -> Result<(), 
                 Some(libc::ENOTTY) => "this tierkit module takes no per-socket weights (TK_IOC_SOCKET_WEIGHTS): update it".to_string(),
                 Some(libc::ENOENT) => format!("tierkit knows no socket {s}"),
                 Some(libc::ENXIO) => format!("tierkit refused socket {s}'s table: a node without memory"),
+                Some(libc::EPERM) => "the device-wide tables need CAP_SYS_ADMIN".to_string(),
                 _ => format!("TK_IOC_SOCKET_WEIGHTS for socket {s}: {}", crate::errno::errno_name(&e)),
             };
             return Err(Refused(why));
