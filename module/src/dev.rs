@@ -276,12 +276,16 @@ impl TkFile {
                     crate::wi::allowed_memory_nodes(),
                 )?;
             }
+            // New weights are the file's whole placement: its own
+            // per-socket tables, which beat its flat weights, go too.
+            let mut tables = st.sockets;
             if r.flags & uapi::TK_REBALANCE_F_WEIGHTS != 0 {
                 policy = policy.with_own_weights(&r.weights)?;
+                tables = crate::socket::SocketWeights::new();
             }
-            let sel = policy.placed_selector(&st.sockets, &self.device.wi, Caller::current())?;
-            if !dry_run && st.policy != Some(policy) {
-                st.policy = Some(policy);
+            let sel = policy.placed_selector(&tables, &self.device.wi, Caller::current())?;
+            if !dry_run && (st.policy != Some(policy) || st.sockets != tables) {
+                (st.policy, st.sockets) = (Some(policy), tables);
                 // As TK_IOC_SET_POLICY: the task path starts afresh.
                 st.task = TaskState::new();
             }

@@ -21,6 +21,9 @@
 //!   socket (ENOENT), size mismatch, zero table, bad op or flag (EINVAL), a
 //!   weight on a node without memory (ENXIO, where there is one), a mapped
 //!   file's table (EBUSY).
+//! - `TK_IOC_REBALANCE` to new weights of a mapped file whose own table
+//!   names only the socket's CPU node: the file's tables go and every page
+//!   moves where the new weights put it (none would move were the table kept).
 //! - In a cgroup v2 cpuset without socket 0's memory-only node (where the
 //!   kernel has cpusets: Debian's): with the device's tables (6:2:3:1, and
 //!   socket 0's naming only that node), a file made outside the cpuset and
@@ -34,6 +37,10 @@
 //!   3:1), pinned to each socket: every page of its block where the model
 //!   puts it for that socket's table; the sockets' pages differ. Each bad
 //!   tk-run input: exit 2, one line, the program not started.
+//! - A short `tk-calibrate --per-socket`: one measured table per socket,
+//!   and `tk-run --weights per-socket:measured` placing by them; run again
+//!   without `--no-write`, each table is the device's for its socket (read
+//!   back, then the device tables and tierkit's weights put back).
 
 use std::process::ExitCode;
 

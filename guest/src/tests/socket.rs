@@ -3,11 +3,12 @@
 
 use super::socket_machine::{machine, pin, pinned, Machine, Socket};
 use super::socket_place::{arg, file, placed_on, set_device, tables, want, PAGES};
-use crate::errno::expect_errno;
+use crate::errno::{errno_name, expect_errno};
 use crate::interleave::compare_nodes;
 use crate::ready::topology_and_weights;
 use crate::report::Report;
 use crate::tk::Tierkit;
+use crate::tools::rebalance::to_weights;
 use std::process::ExitCode;
 use tierkit_core::interleave::weighted_interleave_nid_ref;
 use tierkit_core::interleave::{Nodemask, TaskState, Weights, MAX_NUMNODES};
@@ -107,6 +108,7 @@ pub fn main() -> ExitCode {
         set_device(&ctl, &m, None).map(|_| ()),
     );
     bad_inputs(&mut r, &ctl, &m);
+    rebalance_replaces_tables(&mut r, &m, global);
     super::socket_cpuset::in_a_cpuset(&mut r, &ctl, &m, global);
     super::socket_run::tk_run_per_socket(&mut r, &m);
     r.set("sockets", serde_json::json!(m.sockets.len()));
@@ -189,6 +191,79 @@ fn placement(r: &mut Report, ctl: &Tierkit, m: &Machine, global: Weights) {
             fallback(r, m, global, a, b);
         }
     }
+}
+
+/// `TK_IOC_REBALANCE` with new weights on a mapped file whose own table
+/// for the caller's socket names only the socket's CPU node: the weights
+/// asked for become the file's whole placement, so its tables go
+/// (`TK_SOCKET_GET` finds none) and every page moves where the model puts
+/// it without a table. Were the file's table kept, it would still beat the
+/// new weights, and the call would move nothing and succeed.
+fn rebalance_replaces_tables(r: &mut Report, m: &Machine, global: Weights) {
+    let Some(s) = m.sockets.first() else {
+        return;
+    };
+    let mask = m.memory;
+    let (mut one, mut flat) = ([0u8; MAX_NUMNODES], [0u8; MAX_NUMNODES]);
+    let pairs: Vec<(u32, u8)> = Nodemask(mask).iter().map(|n| (n as u32, 1)).collect();
+    for &(n, w) in &pairs {
+        flat[n as usize] = w;
+    }
+    let none = SocketWeights::new();
+    let l = Levels {
+        file: &none,
+        file_flat: Some(Weights::from_table(flat)),
+        device: &none,
+        global,
+    };
+    let res = pinned(|| {
+        pin(s)?;
+        let local = Nodemask(s.cpu_nodes & mask)
+            .iter()
+            .next()
+            .ok_or("no memory on the socket's CPU nodes")?;
+        one[local] = 1;
+        let f = file(mask)?;
+        f.socket_weights(arg(TK_SOCKET_SET, 0, s.id, m.nr_node_ids, one))
+            .map_err(|e| format!("SET: {}", errno_name(&e)))?;
+        let mp = f.map(PAGES, 0).map_err(|e| format!("mmap: {e}"))?;
+        let before = mp.page_nodes().map_err(|e| e.to_string())?;
+        if before.iter().any(|&n| n != local as i32) {
+            return Err(format!("before: {before:?}, not all on node {local}"));
+        }
+        let got = f
+            .rebalance(to_weights(&pairs))
+            .map_err(|e| format!("TK_IOC_REBALANCE: {}", errno_name(&e)))?;
+        let after = mp.page_nodes().map_err(|e| e.to_string())?;
+        let table = f
+            .socket_weights(arg(
+                TK_SOCKET_GET,
+                0,
+                s.id,
+                m.nr_node_ids,
+                [0; MAX_NUMNODES],
+            ))
+            .map_err(|e| format!("GET: {}", errno_name(&e)))?;
+        if got.misplaced == 0 || got.moved != got.misplaced {
+            return Err(format!(
+                "misplaced {}, moved {} (the file's table kept beating the new weights?)",
+                got.misplaced, got.moved
+            ));
+        }
+        compare_nodes(&after, &want(&l, s.id, mask, 0, PAGES))
+            .map_err(|e| format!("after: {e}"))?;
+        if table.has_table != 0 {
+            return Err("the file's table for the socket is still there".into());
+        }
+        Ok(format!(
+            "socket {}: {} of {PAGES} pages moved off node {local}, the file's table gone",
+            s.id, got.moved
+        ))
+    });
+    r.check_note(
+        "a rebalance to new weights replaces the file's own per-socket tables",
+        res,
+    );
 }
 
 /// A file's table for socket `b` naming only socket `a`'s nodes beats the
