@@ -234,6 +234,10 @@ fn rebalance_replaces_tables(r: &mut Report, m: &Machine, global: Weights) {
         let got = f
             .rebalance(to_weights(&pairs))
             .map_err(|e| format!("TK_IOC_REBALANCE: {}", errno_name(&e)))?;
+        // A moved page is faulted back in by a read (the move zapped it).
+        if let Some(at) = mp.first_nonzero() {
+            return Err(format!("a non-zero byte at {at} after the moves"));
+        }
         let after = mp.page_nodes().map_err(|e| e.to_string())?;
         let table = f
             .socket_weights(arg(
