@@ -362,7 +362,7 @@ pub(super) struct TestArgs {
     /// What .ci/run boots (xtask/src/plan/runs.rs, ci_boots): the default
     /// profile's full runs, then the debug profile's whole suite on numa,
     /// its quick cxl run and its socket2 run, then Debian's kernel (--kernel debian) on the
-    /// quick numa and cxl runs; one combined totals line. Not with --full,
+    /// quick numa and cxl runs and on socket2; one combined totals line. Not with --full,
     /// --profile, --topology or --kernel, which select other boots.
     #[arg(long, conflicts_with_all = ["full", "profile", "kernel_kind", "topology"])]
     pub(super) ci: bool,
