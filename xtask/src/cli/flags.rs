@@ -111,11 +111,12 @@ pub(super) enum Cmd {
     /// cxl-kernel (the CXL node as kernel memory), cxl-interleave (one
     /// region across two devices), numa-init-on-alloc (init_on_alloc=1) and
     /// socket2 (two sockets, per-socket weights). With --topology: that
-    /// topology's first run, one boot. Then the tests of `run -- CMD` and
+    /// topology's first run, one boot (none in the table, as numa2: the
+    /// whole suite there). Then the tests of `run -- CMD` and
     /// `shell` (xtask/src/commands/test/cmd_tests.rs), a guest each; with
     /// --topology, only those --filter names (of that topology);
     /// `xtask-shell` needs tmux.
-    /// Results: target/tierkit/test-<run>[-debug]/{results.json,junit.xml,
+    /// Results: target/tierkit/test-<run>[-debug|-debian]/{results.json,junit.xml,
     /// kcidb.json}; the time table in target/tierkit/timings.json.
     Test(TestArgs),
     /// Boot and run a benchmark (/bin/tk-bench-<name>); its `TIERKIT-JSON`
