@@ -94,7 +94,9 @@ pub(super) enum Cmd {
     Run(RunArgs),
     /// An interactive shell (busybox sh, job control) on the guest's
     /// console, tierkit loaded, in the current directory shared as for
-    /// `run -- CMD` (same tools on PATH). `exit` or Ctrl-D powers the guest
+    /// `run -- CMD` (same tools on PATH).
+    ///
+    /// `exit` or Ctrl-D powers the guest
     /// off; Ctrl-C goes to the guest; Ctrl-A x quits QEMU. Kernel messages
     /// below warnings are off (-v: all); no timeout unless --timeout is
     /// given. xtask exits with the shell's status (exit codes below).
