@@ -934,6 +934,18 @@ fn job() {
     );
     refused(&["lava", "--job", "nope"], "--job nope", "no such job");
     refused(&["lava", "--job", "NOPE"], "--job", "lower-case letters");
+    // `cargo xtask matrix` lists the run/shell tests as job xtask-cmd,
+    // which is no boot: the refusal gives that job's own command.
+    refused(
+        &["test", "--ci", "--job", "xtask-cmd"],
+        "--job xtask-cmd",
+        "its command is `cargo xtask test --ci --filter 'xtask-*' --no-host-tests`",
+    );
+    refused(
+        &["test", "--job", "xtask-cmd"],
+        "--job xtask-cmd",
+        "its command is `cargo xtask test --filter 'xtask-*' --no-host-tests`",
+    );
 }
 
 #[test]
@@ -1204,6 +1216,8 @@ fn every_refusal_is_one_line() {
         &["test", "--filter", "tk-test-vma,"],
         &["test", "--kunit"],
         &["run", "--kernel", "debian", "--kunit"],
+        &["test", "--job", "xtask-cmd"],
+        &["test", "--ci", "--job", "xtask-cmd"],
     ];
     for args in cases {
         let mut child = Command::new(env!("CARGO_BIN_EXE_xtask"))
@@ -1298,6 +1312,9 @@ fn every_suggested_example_is_accepted() {
         (&["test", "--job", "NUMA"], 2),
         (&["lava", "--job", "NUMA"], 2),
         (&["test", "--job", "nope"], 2),
+        (&["test", "--job", "xtask-cmd"], 2),
+        (&["test", "--ci", "--job", "xtask-cmd"], 3),
+        (&["test", "--kernel", "debian", "--job", "xtask-cmd"], 4),
         (&["matrix", "--shard", "x"], 2),
         (&["shell", "--filter", "x"], 2),
         (&["bench", "--filter", "x"], 2),

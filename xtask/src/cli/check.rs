@@ -124,6 +124,7 @@ pub(super) fn validate(cli: &Cli, host: &Host) -> std::result::Result<(), String
     }
     check_in_guest(&cli.cmd, host)?;
     check_filter(&cli.cmd)?;
+    check_cmd_job(&cli.cmd)?;
     let boots = requests(cli).map_err(one_line)?;
     let several = boots.len() > 1;
     for (label, req) in boots {
@@ -233,6 +234,32 @@ fn check_filter(cmd: &Cmd) -> std::result::Result<(), String> {
                 .into(),
         ),
         _ => Ok(()),
+    }
+}
+
+/// `test --job xtask-cmd`: `cargo xtask matrix` lists the tests of `run --
+/// CMD` and `shell` as that job, but they are no boot of the selected set
+/// (each boots a guest of its own); the refusal gives the job's own
+/// command, which selects them with `--filter 'xtask-*'`.
+fn check_cmd_job(cmd: &Cmd) -> std::result::Result<(), String> {
+    let Cmd::Test(t) = cmd else { return Ok(()) };
+    if t.job.as_deref() != Some(matrix::CMD_JOB) {
+        return Ok(());
+    }
+    let sel = matrix::Selection {
+        ci: t.ci,
+        full: t.full,
+        profiles: t.guest.kernel.profiles(),
+        kernel: t.guest.kernel_kind,
+        topology: t.guest.topology,
+    };
+    match matrix::cmd_job(&sel) {
+        Some(job) => Err(format!(
+            "--job {}: that job of `cargo xtask matrix` is the tests of `run -- CMD` and `shell`, which boot guests of their own, not a boot: its command is `{}`",
+            matrix::CMD_JOB,
+            job.command
+        )),
+        None => Ok(()),
     }
 }
 
