@@ -934,6 +934,18 @@ fn job() {
     );
     refused(&["lava", "--job", "nope"], "--job nope", "no such job");
     refused(&["lava", "--job", "NOPE"], "--job", "lower-case letters");
+    // `cargo xtask matrix` lists the run/shell tests as job xtask-cmd,
+    // which is no boot: the refusal gives that job's own command.
+    refused(
+        &["test", "--ci", "--job", "xtask-cmd"],
+        "--job xtask-cmd",
+        "its command is `cargo xtask test --ci --filter 'xtask-*' --no-host-tests`",
+    );
+    refused(
+        &["test", "--job", "xtask-cmd"],
+        "--job xtask-cmd",
+        "its command is `cargo xtask test --filter 'xtask-*' --no-host-tests`",
+    );
 }
 
 #[test]
@@ -1204,10 +1216,44 @@ fn every_refusal_is_one_line() {
         &["test", "--filter", "tk-test-vma,"],
         &["test", "--kunit"],
         &["run", "--kernel", "debian", "--kunit"],
+        &["test", "--job", "xtask-cmd"],
+        &["test", "--ci", "--job", "xtask-cmd"],
     ];
-    for args in cases {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_xtask"))
-            .args(*args)
+    // The environment variables xtask reads, set to what cannot work: the
+    // refusal names the variable, not only the path or a bare OS error.
+    let file = concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml");
+    let file_below = format!("{file}/cache");
+    let env_cases: &[(&str, &str, &[&str], &str)] = &[
+        ("TIERKIT_CACHE", file, &["kernel"], "$TIERKIT_CACHE"),
+        ("TIERKIT_CACHE", &file_below, &["build"], "$TIERKIT_CACHE"),
+        ("XDG_CACHE_HOME", file, &["run"], "$XDG_CACHE_HOME"),
+        (
+            "TIERKIT_KERNEL_SRC",
+            "/no/such/src",
+            &["kernel"],
+            "$TIERKIT_KERNEL_SRC",
+        ),
+        (
+            "TIERKIT_KERNEL_SRC",
+            env!("CARGO_MANIFEST_DIR"),
+            &["run", "--kernel", "debian"],
+            "$TIERKIT_KERNEL_SRC",
+        ),
+    ];
+    let all = cases.iter().map(|a| (None, *a, "error: ")).chain(
+        env_cases
+            .iter()
+            .map(|(k, v, a, why)| (Some((*k, *v)), *a, *why)),
+    );
+    for (env, args, why) in all {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_xtask"));
+        cmd.env_remove("TIERKIT_CACHE")
+            .env_remove("TIERKIT_KERNEL_SRC");
+        if let Some((k, v)) = env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd
+            .args(args)
             .current_dir(env!("CARGO_MANIFEST_DIR"))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -1233,7 +1279,11 @@ fn every_refusal_is_one_line() {
         let lines: Vec<&str> = err.lines().collect();
         assert!(
             lines.len() == 1 && lines[0].starts_with("error: "),
-            "{args:?}: not one error line:\n{err}"
+            "{env:?} {args:?}: not one error line:\n{err}"
+        );
+        assert!(
+            err.contains(why),
+            "{env:?} {args:?}: {err} does not name {why}"
         );
     }
 }
@@ -1298,6 +1348,9 @@ fn every_suggested_example_is_accepted() {
         (&["test", "--job", "NUMA"], 2),
         (&["lava", "--job", "NUMA"], 2),
         (&["test", "--job", "nope"], 2),
+        (&["test", "--job", "xtask-cmd"], 2),
+        (&["test", "--ci", "--job", "xtask-cmd"], 3),
+        (&["test", "--kernel", "debian", "--job", "xtask-cmd"], 4),
         (&["matrix", "--shard", "x"], 2),
         (&["shell", "--filter", "x"], 2),
         (&["bench", "--filter", "x"], 2),

@@ -91,11 +91,14 @@ pub(super) fn validate(cli: &Cli, host: &Host) -> std::result::Result<(), String
     // Flags that do not go together first: a value is judged only once
     // it is used.
     if let Some(g) = guest.filter(|g| g.kernel_kind == KernelKind::Debian) {
-        if g.kernel.kernel_src.is_some() {
-            return Err(
-                "--kernel debian boots Debian's own kernel: --kernel-src is for --kernel tierkit"
-                    .into(),
-            );
+        if let Some(dir) = &g.kernel.kernel_src {
+            let src = match kernel_src_from_env(dir) {
+                true => "--kernel-src (here $TIERKIT_KERNEL_SRC: unset it)",
+                false => "--kernel-src",
+            };
+            return Err(format!(
+                "--kernel debian boots Debian's own kernel: {src} is for --kernel tierkit"
+            ));
         }
         if g.kernel.profiles() != [Profile::Default] {
             return Err("--kernel debian boots Debian's kernel as shipped: --profile is for --kernel tierkit (debug is tierkit's own kernel config)".into());
@@ -120,10 +123,17 @@ pub(super) fn validate(cli: &Cli, host: &Host) -> std::result::Result<(), String
         }
     }
     if let Some(dir) = &kernel.kernel_src {
-        kernel::check_custom_source(dir).map_err(one_line)?;
+        kernel::check_custom_source(dir).map_err(|e| {
+            let e = one_line(e);
+            match kernel_src_from_env(dir) {
+                true => e.replacen("--kernel-src", "--kernel-src (from $TIERKIT_KERNEL_SRC)", 1),
+                false => e,
+            }
+        })?;
     }
     check_in_guest(&cli.cmd, host)?;
     check_filter(&cli.cmd)?;
+    check_cmd_job(&cli.cmd)?;
     let boots = requests(cli).map_err(one_line)?;
     let several = boots.len() > 1;
     for (label, req) in boots {
@@ -137,6 +147,72 @@ pub(super) fn validate(cli: &Cli, host: &Host) -> std::result::Result<(), String
         boot::check(&req.map_err(labelled)?, host).map_err(labelled)?;
     }
     Ok(())
+}
+
+/// The cache every build writes into (`$TIERKIT_CACHE`, else
+/// `$XDG_CACHE_HOME/tierkit`, else `~/.cache/tierkit`) is a directory, or
+/// can be made one: its nearest existing ancestor is a directory. Else the
+/// first write into it would fail with a bare OS error naming no path.
+/// Checked for the commands that build or boot, which use it (not for
+/// `setup`, `merge` or the list of `matrix`).
+pub(super) fn check_cache(cmd: &Cmd) -> std::result::Result<(), String> {
+    match cmd {
+        Cmd::Setup { .. } | Cmd::Merge(_) => return Ok(()),
+        Cmd::Matrix(m) if m.shard.is_none() => return Ok(()),
+        _ => {}
+    }
+    let env_set = |v: &str| std::env::var_os(v).is_some_and(|d| !d.is_empty());
+    let from = if env_set("TIERKIT_CACHE") {
+        "$TIERKIT_CACHE"
+    } else if env_set("XDG_CACHE_HOME") {
+        "$XDG_CACHE_HOME/tierkit"
+    } else {
+        "the default ~/.cache/tierkit"
+    };
+    let cache = crate::util::cache_dir().map_err(one_line)?;
+    let mut p = cache.as_path();
+    loop {
+        match std::fs::metadata(p) {
+            Ok(m) if m.is_dir() => return Ok(()),
+            Ok(_) if p == cache => {
+                return Err(format!(
+                    "the cache {} ({from}) is a file, not a directory: point $TIERKIT_CACHE at a directory",
+                    cache.display()
+                ))
+            }
+            Ok(_) => {
+                return Err(format!(
+                    "the cache {} ({from}) cannot be made: {} is a file, not a directory; point $TIERKIT_CACHE at a directory",
+                    cache.display(),
+                    p.display()
+                ))
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+                ) =>
+            {
+                match p.parent() {
+                    Some(up) if !up.as_os_str().is_empty() => p = up,
+                    _ => return Ok(()),
+                }
+            }
+            Err(e) => {
+                return Err(format!(
+                    "the cache {} ({from}): {}: {e}",
+                    cache.display(),
+                    p.display()
+                ))
+            }
+        }
+    }
+}
+
+/// Whether `--kernel-src`'s `dir` is `$TIERKIT_KERNEL_SRC`'s (clap's
+/// default for the flag), so that a refusal names where it came from.
+fn kernel_src_from_env(dir: &std::path::Path) -> bool {
+    std::env::var_os("TIERKIT_KERNEL_SRC").is_some_and(|v| std::path::Path::new(&v) == dir)
 }
 
 /// A kernel without KUnit (Debian's, as shipped): `run --kunit` would run
@@ -233,6 +309,32 @@ fn check_filter(cmd: &Cmd) -> std::result::Result<(), String> {
                 .into(),
         ),
         _ => Ok(()),
+    }
+}
+
+/// `test --job xtask-cmd`: `cargo xtask matrix` lists the tests of `run --
+/// CMD` and `shell` as that job, but they are no boot of the selected set
+/// (each boots a guest of its own); the refusal gives the job's own
+/// command, which selects them with `--filter 'xtask-*'`.
+fn check_cmd_job(cmd: &Cmd) -> std::result::Result<(), String> {
+    let Cmd::Test(t) = cmd else { return Ok(()) };
+    if t.job.as_deref() != Some(matrix::CMD_JOB) {
+        return Ok(());
+    }
+    let sel = matrix::Selection {
+        ci: t.ci,
+        full: t.full,
+        profiles: t.guest.kernel.profiles(),
+        kernel: t.guest.kernel_kind,
+        topology: t.guest.topology,
+    };
+    match matrix::cmd_job(&sel) {
+        Some(job) => Err(format!(
+            "--job {}: that job of `cargo xtask matrix` is the tests of `run -- CMD` and `shell`, which boot guests of their own, not a boot: its command is `{}`",
+            matrix::CMD_JOB,
+            job.command
+        )),
+        None => Ok(()),
     }
 }
 

@@ -94,7 +94,9 @@ pub(super) enum Cmd {
     Run(RunArgs),
     /// An interactive shell (busybox sh, job control) on the guest's
     /// console, tierkit loaded, in the current directory shared as for
-    /// `run -- CMD` (same tools on PATH). `exit` or Ctrl-D powers the guest
+    /// `run -- CMD` (same tools on PATH).
+    ///
+    /// `exit` or Ctrl-D powers the guest
     /// off; Ctrl-C goes to the guest; Ctrl-A x quits QEMU. Kernel messages
     /// below warnings are off (-v: all); no timeout unless --timeout is
     /// given. xtask exits with the shell's status (exit codes below).
@@ -111,11 +113,12 @@ pub(super) enum Cmd {
     /// cxl-kernel (the CXL node as kernel memory), cxl-interleave (one
     /// region across two devices), numa-init-on-alloc (init_on_alloc=1) and
     /// socket2 (two sockets, per-socket weights). With --topology: that
-    /// topology's first run, one boot. Then the tests of `run -- CMD` and
+    /// topology's first run, one boot (none in the table, as numa2: the
+    /// whole suite there). Then the tests of `run -- CMD` and
     /// `shell` (xtask/src/commands/test/cmd_tests.rs), a guest each; with
     /// --topology, only those --filter names (of that topology);
     /// `xtask-shell` needs tmux.
-    /// Results: target/tierkit/test-<run>[-debug]/{results.json,junit.xml,
+    /// Results: target/tierkit/test-<run>[-debug|-debian]/{results.json,junit.xml,
     /// kcidb.json}; the time table in target/tierkit/timings.json.
     Test(TestArgs),
     /// Boot and run a benchmark (/bin/tk-bench-<name>); its `TIERKIT-JSON`
@@ -362,7 +365,7 @@ pub(super) struct TestArgs {
     /// What .ci/run boots (xtask/src/plan/runs.rs, ci_boots): the default
     /// profile's full runs, then the debug profile's whole suite on numa,
     /// its quick cxl run and its socket2 run, then Debian's kernel (--kernel debian) on the
-    /// quick numa and cxl runs; one combined totals line. Not with --full,
+    /// quick numa and cxl runs and on socket2; one combined totals line. Not with --full,
     /// --profile, --topology or --kernel, which select other boots.
     #[arg(long, conflicts_with_all = ["full", "profile", "kernel_kind", "topology"])]
     pub(super) ci: bool,

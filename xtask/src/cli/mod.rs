@@ -38,8 +38,9 @@ pub fn main() -> ExitCode {
     };
     // Bad input is refused here, in one line, before anything is built,
     // booted or tested.
-    if let Err(why) =
-        check::check_dash_dash(&args).and_then(|()| check::validate(&cli, &Host::this()))
+    if let Err(why) = check::check_dash_dash(&args)
+        .and_then(|()| check::validate(&cli, &Host::this()))
+        .and_then(|()| check::check_cache(&cli.cmd))
     {
         eprintln!("error: {why}");
         return ExitCode::from(in_guest::exit::REFUSED);

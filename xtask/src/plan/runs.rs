@@ -297,7 +297,7 @@ pub const FULL_RUNS: &[TestRun] = &[
 ];
 
 /// The two-socket run of [`FULL_RUNS`], which CI also boots under the debug
-/// profile ([`ci_boots`]): about 20 s of guest.
+/// profile and on Debian's kernel ([`ci_boots`]): about 20 s of guest.
 pub const SOCKET2_RUN: TestRun = TestRun {
     name: "socket2",
     kind: TopologyKind::SOCKET2,
@@ -319,7 +319,7 @@ pub const SOCKET2_RUN: TestRun = TestRun {
 /// What `cargo xtask test --ci` (`.ci/run`) boots: the default profile's
 /// [`FULL_RUNS`], then the debug profile's whole suite on numa, its
 /// quick cxl run and the socket2 run, then Debian's own kernel (`--kernel debian`) on the
-/// quick numa and cxl runs. The debug profile's whole cxl suite (`cargo xtask test
+/// quick numa and cxl runs and on socket2. The debug profile's whole cxl suite (`cargo xtask test
 /// --full --profile debug --topology cxl`, long under KASAN on emulated
 /// CXL memory) is left out so that a cold CI run, with both kernels built,
 /// stays well inside CI's 90 minutes; Documentation/results/tests.md
