@@ -34,6 +34,17 @@
 //!   3:1), pinned to each socket: every page of its block where the model
 //!   puts it for that socket's table; the sockets' pages differ. Each bad
 //!   tk-run input: exit 2, one line, the program not started.
+//! - Socket 1's memory-only node offline whole (where it is all online
+//!   ZONE_MOVABLE: socket2 on Debian's kernel, a hot-pluggable DIMM), with
+//!   the device's tables naming it: the node leaves `N_MEMORY` and its
+//!   weight files go; a new file pinned to each socket places every page,
+//!   task step and bulk page as the model over the nodes with memory (both
+//!   table sets); a file table naming the node is ENXIO; a file whose
+//!   policy was set before keeps the node: from socket 1 mmap and bulk are
+//!   ENOMEM and the task path still returns it, from socket 0 (local-only
+//!   tables) the pages are as before the offline. Online again
+//!   (online_movable): the weight back, and socket 1's pages, a new file's
+//!   and the old file's, as its whole table.
 
 use std::process::ExitCode;
 

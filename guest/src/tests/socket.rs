@@ -109,6 +109,7 @@ pub fn main() -> ExitCode {
     bad_inputs(&mut r, &ctl, &m);
     super::socket_cpuset::in_a_cpuset(&mut r, &ctl, &m, global);
     super::socket_run::tk_run_per_socket(&mut r, &m);
+    super::socket_hotplug::hotplug(&mut r, &ctl, &m, global);
     r.set("sockets", serde_json::json!(m.sockets.len()));
     r.finish()
 }
