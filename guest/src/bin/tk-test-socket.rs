@@ -41,6 +41,17 @@
 //!   and `tk-run --weights per-socket:measured` placing by them; run again
 //!   without `--no-write`, each table is the device's for its socket (read
 //!   back, then the device tables and tierkit's weights put back).
+//! - Socket 1's memory-only node offline whole (where it is all online
+//!   ZONE_MOVABLE: socket2 on Debian's kernel, a hot-pluggable DIMM), with
+//!   the device's tables naming it: the node leaves `N_MEMORY` and its
+//!   weight files go; a new file pinned to each socket places every page,
+//!   task step and bulk page as the model over the nodes with memory (both
+//!   table sets); a file table naming the node is ENXIO; a file whose
+//!   policy was set before keeps the node: from socket 1 mmap and bulk are
+//!   ENOMEM and the task path still returns it, from socket 0 (local-only
+//!   tables) the pages are as before the offline. Online again
+//!   (online_movable): the weight back, and socket 1's pages, a new file's
+//!   and the old file's, as its whole table.
 
 use std::process::ExitCode;
 

@@ -40,6 +40,7 @@ pub mod run_apply;
 pub mod runner;
 pub mod socket;
 pub mod socket_cpuset;
+pub mod socket_hotplug;
 pub mod socket_machine;
 pub mod socket_place;
 pub mod socket_run;

@@ -111,6 +111,7 @@ pub fn main() -> ExitCode {
     rebalance_replaces_tables(&mut r, &m, global);
     super::socket_cpuset::in_a_cpuset(&mut r, &ctl, &m, global);
     super::socket_run::tk_run_per_socket(&mut r, &m);
+    super::socket_hotplug::hotplug(&mut r, &ctl, &m, global);
     r.set("sockets", serde_json::json!(m.sockets.len()));
     r.finish()
 }

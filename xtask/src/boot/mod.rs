@@ -290,6 +290,7 @@ impl BootRequest {
                 cxl_devs: if cxl_opts { f.cxl_dev.clone() } else { vec![] },
                 cxl_interleave: cxl_interleave.filter(|_| cxl_opts),
                 dram_perf: f.dram_perf,
+                mem_hotplug: s.kernel.acpi_memory_hotplug(),
             },
             kernel: KernelRequest {
                 kind: s.kernel,

@@ -170,6 +170,15 @@ impl KernelKind {
         }
     }
 
+    /// Whether the kernel adds the memory ACPI describes as hot-pluggable
+    /// (`CONFIG_ACPI_HOTPLUG_MEMORY`, the driver of the ACPI memory devices
+    /// a QEMU `pc-dimm` is): Debian's does; tierkit's is built without it
+    /// (kconfig/), so a topology's hot-pluggable node stays boot memory there
+    /// ([`crate::plan::topology::TopologyOpts::mem_hotplug`]).
+    pub fn acpi_memory_hotplug(self) -> bool {
+        self == KernelKind::Debian
+    }
+
     /// QEMU `-cpu` flags the kernel needs on a topology with CXL devices:
     /// Debian's kernel (no CXL_REGION_INVALIDATION_TEST) refuses to commit
     /// a region when it sees a hypervisor, as it could not flush the CPU

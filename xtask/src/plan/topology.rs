@@ -74,6 +74,9 @@ pub struct MemNode {
     pub initiator: usize,
     /// Performance from its initiator.
     pub perf: Perf,
+    /// A cold-plugged DIMM, hot-removable, instead of boot memory
+    /// ([`TopologySpec::hotplug_last_mem`]).
+    pub dimm: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -106,6 +109,11 @@ pub struct TopologyOpts {
     /// HMAT figures of local DRAM; `None`: [`LOCAL_DRAM`], or
     /// [`CXL_TOPO_DRAM`] for cxl.
     pub dram_perf: Option<Perf>,
+    /// The kernel adds memory that ACPI describes as hot-pluggable
+    /// (`CONFIG_ACPI_HOTPLUG_MEMORY`): a topology's hot-pluggable
+    /// memory-only node ([`TopologySpec::hotplug_last_mem`]) is a DIMM.
+    /// Without it, that node is boot memory like the others.
+    pub mem_hotplug: bool,
 }
 
 #[cfg(test)]
@@ -120,6 +128,7 @@ impl TopologyOpts {
             cxl_devs: vec![],
             cxl_interleave: None,
             dram_perf: None,
+            mem_hotplug: false,
         }
     }
 }
@@ -149,12 +158,15 @@ impl Topology {
             cpus: o.cpus / k,
             dram_gib: o.dram_gib,
         };
-        // Memory-only node j is near CPU node j % k.
-        let mem_nodes = (0..spec.mem_nodes as usize)
+        // Memory-only node j is near CPU node j % k; the last one may be a
+        // DIMM, and only where it is the highest node (no CXL after it).
+        let last = spec.mem_nodes as usize;
+        let mem_nodes = (0..last)
             .map(|j| MemNode {
                 size_gib: o.slow_gib,
                 initiator: j % k as usize,
                 perf: spec.mem_perf,
+                dimm: o.mem_hotplug && spec.hotplug_last_mem && !spec.cxl && j + 1 == last,
             })
             .collect();
         let cxl = if !spec.cxl {
@@ -210,10 +222,24 @@ impl Topology {
         self.cpu_nodes.iter().map(|n| n.cpus).sum()
     }
 
-    /// Boot memory (`-m`): DRAM and memory-only nodes, not CXL.
+    /// DRAM and memory-only nodes (boot memory and DIMMs), not CXL.
     /// (u64: per-node sizes are u32 GiB, and their sum must not wrap.)
     pub fn total_mem_gib(&self) -> u64 {
         self.dram_gib() + self.mem_node_gib()
+    }
+
+    /// Boot memory (`-m`): [`Topology::total_mem_gib`] without the DIMMs.
+    pub fn boot_mem_gib(&self) -> u64 {
+        self.total_mem_gib() - self.dimm_gib()
+    }
+
+    /// Memory of the memory-only nodes that are DIMMs, GiB.
+    pub fn dimm_gib(&self) -> u64 {
+        self.mem_nodes
+            .iter()
+            .filter(|n| n.dimm)
+            .map(|n| u64::from(n.size_gib))
+            .sum()
     }
 
     /// DRAM of the CPU nodes together, GiB.
@@ -344,11 +370,16 @@ impl Topology {
         let k = self.cpu_nodes.len();
         for (j, m) in self.mem_nodes.iter().enumerate() {
             s.push(format!(
-                "node{}: {} GiB memory only ({} from node{})",
+                "node{}: {} GiB memory only ({} from node{}){}",
                 k + j,
                 m.size_gib,
                 m.perf,
-                m.initiator
+                m.initiator,
+                if m.dimm {
+                    ", a hot-pluggable DIMM (ZONE_MOVABLE)"
+                } else {
+                    ""
+                }
             ));
         }
         let il = self.cxl_interleave;

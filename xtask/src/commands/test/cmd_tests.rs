@@ -434,6 +434,8 @@ fn default_topology(name: &str) -> Result<Topology> {
         cxl_devs: vec![],
         cxl_interleave: None,
         dram_perf: None,
+        // These tests boot tierkit's kernel, which adds no DIMMs.
+        mem_hotplug: false,
     })
 }
 

@@ -46,16 +46,17 @@ impl Topology {
         } else {
             push(a, "-smp", self.total_cpus().to_string());
         }
-        if self.cxl.is_empty() {
+        if self.cxl.is_empty() && self.dimm_gib() == 0 {
             push(a, "-m", format!("{}G", self.total_mem_gib()));
         } else {
-            // Room for hot-added memory, which the CXL checks add.
+            // Room for hot-added memory: the DIMMs, and what the CXL checks
+            // add.
             push(
                 a,
                 "-m",
                 format!(
                     "{}G,maxmem={}G,slots=4",
-                    self.total_mem_gib(),
+                    self.boot_mem_gib(),
                     self.total_mem_gib() + self.cxl_gib()
                 ),
             );
@@ -93,11 +94,27 @@ impl Topology {
                 "-object",
                 format!("memory-backend-ram,id=m{id},size={}G", m.size_gib),
             );
-            push(
-                a,
-                "-numa",
-                format!("node,nodeid={id},memdev=m{id},initiator={}", m.initiator),
-            );
+            if m.dimm {
+                // A node without boot memory, and a DIMM of it present at
+                // boot: SRAT marks its range hot-pluggable, the kernel's
+                // ACPI memory hotplug driver adds it.
+                push(
+                    a,
+                    "-numa",
+                    format!("node,nodeid={id},initiator={}", m.initiator),
+                );
+                push(
+                    a,
+                    "-device",
+                    format!("pc-dimm,id=dimm{id},memdev=m{id},node={id}"),
+                );
+            } else {
+                push(
+                    a,
+                    "-numa",
+                    format!("node,nodeid={id},memdev=m{id},initiator={}", m.initiator),
+                );
+            }
         }
     }
 

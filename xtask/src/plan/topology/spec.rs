@@ -23,6 +23,16 @@ pub struct TopologySpec {
     pub mem_nodes: u32,
     /// Size of each memory-only node, GiB, without `--cxl-mem`.
     pub mem_gib: u32,
+    /// Its last memory-only node is a cold-plugged DIMM (`pc-dimm`) when
+    /// the kernel adds memory from ACPI
+    /// ([`super::TopologyOpts::mem_hotplug`]): the kernel's ACPI memory
+    /// hotplug driver adds it at boot, `memhp_default_state=online_movable`
+    /// puts it in ZONE_MOVABLE, and it can go offline whole. Only the last
+    /// one, and only without CXL: QEMU's SRAT gives the hot-pluggable range
+    /// one proximity domain, the highest node's, and Linux keeps a node's
+    /// HMAT figures only for a domain SRAT gives memory to (a DIMM of
+    /// another node would have none).
+    pub hotplug_last_mem: bool,
     /// QEMU CXL type-3 devices (`--cxl-dev`, `--cxl-interleave`), onlined
     /// by /init as new CPU-less nodes.
     pub cxl: bool,
@@ -75,6 +85,7 @@ pub const TOPOLOGIES: [TopologySpec; 4] = [
         cpu_nodes: 1,
         mem_nodes: 1,
         mem_gib: DEFAULT_MEM_GIB,
+        hotplug_last_mem: false,
         cxl: false,
         dram_gib: 8,
         dram_perf: LOCAL_DRAM,
@@ -91,6 +102,7 @@ pub const TOPOLOGIES: [TopologySpec; 4] = [
         cpu_nodes: 2,
         mem_nodes: 1,
         mem_gib: DEFAULT_MEM_GIB,
+        hotplug_last_mem: false,
         cxl: false,
         dram_gib: 8,
         dram_perf: LOCAL_DRAM,
@@ -107,6 +119,7 @@ pub const TOPOLOGIES: [TopologySpec; 4] = [
         cpu_nodes: 1,
         mem_nodes: 0,
         mem_gib: DEFAULT_MEM_GIB,
+        hotplug_last_mem: false,
         cxl: true,
         dram_gib: 8,
         dram_perf: CXL_TOPO_DRAM,
@@ -120,10 +133,12 @@ pub const TOPOLOGIES: [TopologySpec; 4] = [
         name: "socket2",
         about: "two sockets: node0 CPU0 + DRAM, node1 CPU1 + DRAM, node2 memory only \
                 near socket 0, node3 memory only near socket 1 (HMAT 300/100 GB/s \
-                local, 150/50 remote; per-socket weights)",
+                local, 150/50 remote; per-socket weights); on a kernel with ACPI memory \
+                hotplug (Debian's) node3 is a DIMM in ZONE_MOVABLE that can go offline whole",
         cpu_nodes: 2,
         mem_nodes: 2,
         mem_gib: 2,
+        hotplug_last_mem: true,
         cxl: false,
         dram_gib: 2,
         dram_perf: SOCKET_DRAM,

@@ -437,3 +437,69 @@ fn socket2_has_a_memory_node_per_socket_and_local_remote_hmat() {
     assert_eq!([t.perf(0, 2), t.perf(1, 2)], [SLOW_MEM, SLOW_MEM_REMOTE]);
     assert_eq!(t.perf(1, 0), REMOTE_DRAM);
 }
+
+/// On a kernel with ACPI memory hotplug, socket2's last memory-only node
+/// (node 3, the highest node, so SRAT's hot-pluggable range is its
+/// domain) is a DIMM: no boot memory on its `-numa node`, a `pc-dimm` of
+/// it, `-m` with room for it, and its HMAT figures as before. numa and cxl
+/// have none, with or without the kernel's support.
+#[test]
+fn socket2_last_memory_node_is_a_dimm_where_the_kernel_hot_adds() {
+    let o = TopologyOpts {
+        slow_gib: 2,
+        dram_gib: 2,
+        mem_hotplug: true,
+        ..TopologyOpts::defaults(TopologyKind::SOCKET2)
+    };
+    let t = Topology::new(&o).unwrap();
+    assert_eq!(
+        t.mem_nodes.iter().map(|n| n.dimm).collect::<Vec<_>>(),
+        [false, true]
+    );
+    assert_eq!(
+        (t.boot_mem_gib(), t.dimm_gib(), t.total_mem_gib()),
+        (6, 2, 8)
+    );
+    let a = t.qemu_args();
+    assert_has(
+        &a,
+        &[
+            ("-m", "6G,maxmem=8G,slots=4"),
+            ("-numa", "node,nodeid=2,memdev=m2,initiator=0"),
+            ("-numa", "node,nodeid=3,initiator=1"),
+            ("-object", "memory-backend-ram,id=m3,size=2G"),
+            ("-device", "pc-dimm,id=dimm3,memdev=m3,node=3"),
+            (
+                "-numa",
+                "hmat-lb,initiator=1,target=3,hierarchy=memory,data-type=access-bandwidth,bandwidth=100G",
+            ),
+            (
+                "-numa",
+                "hmat-lb,initiator=0,target=3,hierarchy=memory,data-type=access-latency,latency=300",
+            ),
+        ],
+    );
+    assert!(!has(&a, "-numa", "node,nodeid=3,memdev=m3,initiator=1"));
+    assert!(t.describe().contains("node3: 2 GiB memory only"));
+    assert!(t.describe().contains("a hot-pluggable DIMM"));
+    // Without the kernel's support: boot memory, as before.
+    let t = Topology::new(&TopologyOpts {
+        mem_hotplug: false,
+        ..o.clone()
+    })
+    .unwrap();
+    assert!(t.mem_nodes.iter().all(|n| !n.dimm));
+    assert!(has(&t.qemu_args(), "-m", "8G"));
+    for k in [TopologyKind::NUMA, TopologyKind::NUMA2, TopologyKind::CXL] {
+        let t = Topology::new(&TopologyOpts {
+            mem_hotplug: true,
+            ..opts(k, 2)
+        })
+        .unwrap();
+        assert_eq!(t.dimm_gib(), 0, "{k}");
+        assert!(
+            !t.qemu_args().iter().any(|x| x.starts_with("pc-dimm")),
+            "{k}"
+        );
+    }
+}
