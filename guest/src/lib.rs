@@ -10,25 +10,26 @@
 //! - [`tools`]: what people run: `tk-run`, `tk-calibrate`, `tk-workload`,
 //!   `tk-stress`, `tk-fuzz` and the demos (`cargo xtask run`).
 //!
-//! What the rooms share:
-//! - the kernel: the syscall layer ([`sys`]), what the kernel says about
-//!   itself ([`kernel`]: command-line parameters, debugfs, THP), errno
-//!   names ([`errno`]), memory blocks ([`memblock`]), mappings and
-//!   `/proc` memory figures ([`vma`]), cgroup v2 ([`cgroup`]);
-//! - topology: the nodes ([`node`]), CXL regions ([`cxl`]), sockets and
-//!   the firmware's per-initiator bandwidth ([`sockets`], [`hmat`]), the weight
-//!   files of the kernel and of tierkit ([`weights`]), and where each page
-//!   should land ([`interleave`]);
-//! - tierkit's ABI: `/dev/tierkit` ([`tk`]), its pre-cleared gigantic pool
-//!   ([`pool`]), time to first use of a gigantic page ([`first_use`]);
-//! - reporting: the start of a test ([`ready`]), result lines
-//!   ([`report`]), `--help` ([`help`]), a seeded random source ([`rng`]).
+//! What the rooms share, each a room of its own:
+//! - [`linux`]: the syscall layer, what the kernel says about itself,
+//!   errno names, memory blocks, mappings and `/proc` memory figures,
+//!   cgroup v2;
+//! - [`topology`]: nodes, CXL regions, sockets and the firmware's
+//!   per-initiator bandwidth, the weight files of the kernel and of
+//!   tierkit, and where each page should land;
+//! - [`abi`]: `/dev/tierkit`, its pre-cleared gigantic pool, time to first
+//!   use of a gigantic page, the start of a test;
+//! - [`harness`]: result lines, `--help`, a seeded random source.
+//!
+//! Each shared room uses only the rooms above it in this list's reverse
+//! order: `harness` none, `linux` only `harness`, `topology` those two,
+//! `abi` the three (xtask/tests/imports.rs keeps it so).
 //!
 //! They are built static and run as root from the guest's `/init`; they
 //! also run on a real NUMA machine with tierkit.ko loaded (they put the
 //! kernel's and tierkit's weights back when they are done).
 //!
-//! Output protocol (see [`report`]): one `ok - ...` / `not ok - ...: why`
+//! Output protocol (see [`harness::report`]): one `ok - ...` / `not ok - ...: why`
 //! line per check, `# ...` comments, and one `TIERKIT-JSON {...}` line last.
 //!
 //! Everything that does not need the guest is unit-tested on the host with
@@ -39,22 +40,7 @@ pub mod init;
 pub mod tests;
 pub mod tools;
 
-pub mod cgroup;
-pub mod cxl;
-pub mod errno;
-pub mod first_use;
-pub mod help;
-pub mod hmat;
-pub mod interleave;
-pub mod kernel;
-pub mod memblock;
-pub mod node;
-pub mod pool;
-pub mod ready;
-pub mod report;
-pub mod rng;
-pub mod sockets;
-pub mod sys;
-pub mod tk;
-pub mod vma;
-pub mod weights;
+pub mod abi;
+pub mod harness;
+pub mod linux;
+pub mod topology;

@@ -122,7 +122,7 @@ fn every_binary_answers_help_and_does_nothing_else() {
             } else if !a.stdout.contains(bin.as_str()) {
                 why.push("the usage does not name the binary".into());
             }
-            // What `tierkit_guest::report::Report` prints once a binary
+            // What `tierkit_guest::harness::report::Report` prints once a binary
             // is at work (a usage may well mention the protocol).
             let start = format!("# {bin}: start");
             if a.stdout.lines().any(|l| {

@@ -1,9 +1,9 @@
 //! The logic of `tk-bench-all`; what it does and how it is used are the doc of
 //! `src/bin/tk-bench-all.rs` (its `--help`).
 
-use crate::kernel::kernel_param;
-use crate::report::Report;
-use crate::sys::monotonic_ns;
+use crate::harness::report::Report;
+use crate::linux::kernel::kernel_param;
+use crate::linux::sys::monotonic_ns;
 use crate::tools::workload::Flags;
 use serde_json::json;
 use std::path::Path;
@@ -33,7 +33,7 @@ pub fn main() -> ExitCode {
         flags.has("with-cxl-clear") || only.as_ref().is_some_and(|o| o.iter().any(|x| x == n))
     };
     let mut r = Report::new(BIN, "bench");
-    let cxl = !crate::cxl::cxl_nodes().is_empty();
+    let cxl = !crate::topology::cxl::cxl_nodes().is_empty();
     // Each program at /bin/<name> in the guest, else next to this binary.
     let dir = std::env::current_exe()
         .ok()

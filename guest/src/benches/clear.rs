@@ -1,11 +1,11 @@
 //! The logic of `tk-bench-clear`; what it does and how it is used are the doc of
 //! `src/bin/tk-bench-clear.rs` (its `--help`).
 
-use crate::node::{parse_list, Topology};
-use crate::report::Report;
-use crate::sys::{monotonic_ns, Mapping, MPOL_BIND};
-use crate::tk::{clear_bench_arg, variant_str, Tierkit};
-use crate::{errno::errno_name, first_use};
+use crate::abi::tk::{clear_bench_arg, variant_str, Tierkit};
+use crate::harness::report::Report;
+use crate::linux::sys::{monotonic_ns, Mapping, MPOL_BIND};
+use crate::topology::node::{parse_list, Topology};
+use crate::{abi::first_use, linux::errno::errno_name};
 use clap::Parser;
 use serde_json::{json, Value};
 use std::fs;
@@ -213,7 +213,7 @@ pub fn main() -> ExitCode {
 
     // Gigantic ranges on a CXL node onlined `online_movable` need the
     // opt-in.
-    let _movable = crate::tk::MovableGigantic::enable().ok();
+    let _movable = crate::abi::tk::MovableGigantic::enable().ok();
     let cfg = Bench {
         nr_gigantic,
         reps,

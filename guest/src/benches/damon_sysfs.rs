@@ -71,9 +71,9 @@ pub fn merge_ranges(mut r: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
 /// The physical address ranges of the online memory blocks of `nodes`,
 /// merged.
 pub fn node_ranges(nodes: &[u32]) -> Result<Vec<(u64, u64)>, String> {
-    use crate::memblock::{block_pfns, block_size, node_blocks};
+    use crate::linux::memblock::{block_pfns, block_size, node_blocks};
     let bs = block_size().map_err(|e| format!("memory block size: {e}"))?;
-    let page = crate::sys::PAGE_SIZE as u64;
+    let page = crate::linux::sys::PAGE_SIZE as u64;
     let mut r = Vec::new();
     for &n in nodes {
         for b in node_blocks(n) {

@@ -1,10 +1,10 @@
 //! The logic of `tk-bench-gigantic`; what it does and how it is used are the doc of
 //! `src/bin/tk-bench-gigantic.rs` (its `--help`).
 
-use crate::first_use::{self, Plan, Results};
-use crate::node::parse_list;
-use crate::report::Report;
-use crate::tk::MovableGigantic;
+use crate::abi::first_use::{self, Plan, Results};
+use crate::abi::tk::MovableGigantic;
+use crate::harness::report::Report;
+use crate::topology::node::parse_list;
 use clap::Parser;
 use serde_json::json;
 use std::fs;
@@ -31,7 +31,7 @@ pub fn main() -> ExitCode {
     let args = Args::parse();
     let (reps, max_threads) = (args.reps.max(1), args.max_threads);
     let mut r = Report::new(BIN, "bench");
-    let Some(topo) = crate::ready::tierkit_ready(&mut r) else {
+    let Some(topo) = crate::abi::ready::tierkit_ready(&mut r) else {
         return r.finish();
     };
     let ncpus = fs::read_to_string("/sys/devices/system/cpu/online")
@@ -58,7 +58,10 @@ pub fn main() -> ExitCode {
     // With init_on_alloc=1 the allocator zeroes every page it hands out:
     // tierkit's clear is then that zeroing, and hugetlb's reservation
     // clears too (the total-cost table reads differently).
-    r.set("init_on_alloc", json!(crate::kernel::init_on_alloc()));
+    r.set(
+        "init_on_alloc",
+        json!(crate::linux::kernel::init_on_alloc()),
+    );
     out.into_report(&mut r);
     r.finish()
 }

@@ -17,8 +17,8 @@
 //! an IPI the mover waits for (how many the move takes is what batching
 //! decides; a lone thread's flushes are local).
 
-use crate::sys::{self, monotonic_ns, Mapping, PAGE_SIZE};
-use crate::tk::{Tierkit, TK_MODE_INTERLEAVE};
+use crate::abi::tk::{Tierkit, TK_MODE_INTERLEAVE};
+use crate::linux::sys::{self, monotonic_ns, Mapping, PAGE_SIZE};
 use std::sync::atomic::{AtomicBool, Ordering};
 use tierkit_core::uapi::TkRebalance;
 

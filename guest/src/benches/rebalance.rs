@@ -2,15 +2,15 @@
 //! `src/bin/tk-bench-rebalance.rs` (its `--help`).
 
 use super::{move_speed, target_share};
-use crate::interleave::{expected_seq, fmt_weights, weight_table};
-use crate::node;
-use crate::ready::{tierkit_ready, tierkit_weight_dir};
-use crate::report::Report;
-use crate::sys::{self, monotonic_ns, PAGE_SIZE};
+use crate::abi::ready::{tierkit_ready, tierkit_weight_dir};
+use crate::harness::report::Report;
+use crate::linux::sys::{self, monotonic_ns, PAGE_SIZE};
 use crate::tools::workload::calib::{self, weights_from_bandwidth, Calibration, Opts};
 use crate::tools::workload::kernels::{Arrays, Bw};
 use crate::tools::workload::{settle, Flags, Placement, Region};
-use crate::weights::WeightDir;
+use crate::topology::interleave::{expected_seq, fmt_weights, weight_table};
+use crate::topology::node;
+use crate::topology::weights::WeightDir;
 use serde_json::json;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -480,7 +480,7 @@ fn mbind_move(
 /// `cxl` where a CXL region's node exists, else `numa` (`cargo xtask
 /// bench` relabels rows from the boot anyway).
 fn topology_name() -> &'static str {
-    if crate::cxl::cxl_nodes().is_empty() {
+    if crate::topology::cxl::cxl_nodes().is_empty() {
         "numa"
     } else {
         "cxl"

@@ -1,15 +1,15 @@
 //! The logic of `tk-bench-run`; what it does and how it is used are the doc of
 //! `src/bin/tk-bench-run.rs` (its `--help`).
 
-use crate::first_use::{BootPool, HugePage};
-use crate::report::Report;
+use crate::abi::first_use::{BootPool, HugePage};
+use crate::harness::report::Report;
 use crate::tools::run::check::{
     agreement, backing, blocks, page_nodes, run, start, CHECK, NUMACTL, STREAM, TK_RUN,
 };
 use crate::tools::run::CALIBRATION_PATH;
 use crate::tools::workload::Flags;
-use crate::weights::WeightDir;
-use crate::{interleave::weight_table, node::Topology, pool};
+use crate::topology::weights::WeightDir;
+use crate::{abi::pool, topology::interleave::weight_table, topology::node::Topology};
 use serde_json::{json, Value};
 use std::path::Path;
 use std::process::ExitCode;
@@ -380,8 +380,8 @@ fn gigantic_chunk(r: &mut Report, name: &str, row: &Value) {
 
 /// tierkit's `gigantic_pool_taken` (first touches served from the pool).
 fn pool_taken() -> Option<u64> {
-    let l = crate::vma::read_limits().ok()?;
-    crate::vma::limit(&l, "gigantic_pool_taken")
+    let l = crate::linux::vma::read_limits().ok()?;
+    crate::linux::vma::limit(&l, "gigantic_pool_taken")
 }
 
 fn hugetlb_free(nid: u32) -> Option<u64> {
@@ -407,7 +407,7 @@ fn fork_rows(r: &mut Report, topo: &Topology, mib: &str) -> Vec<Value> {
         (
             "tk-run",
             vec![TK_RUN, "--weights", w.as_str(), "--", CHECK, "-f", mib],
-            crate::tk::DEV_PATH,
+            crate::abi::tk::DEV_PATH,
         ),
     ];
     let mut rows = Vec::new();
@@ -469,7 +469,7 @@ pub fn main() -> ExitCode {
         Err(code) => return code,
     };
     let mut r = Report::new(BIN, "bench");
-    let Some(topo) = crate::ready::tierkit_ready(&mut r) else {
+    let Some(topo) = crate::abi::ready::tierkit_ready(&mut r) else {
         return r.finish();
     };
     let n = flags.get("elements").unwrap_or("2097152").to_string();

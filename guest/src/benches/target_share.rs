@@ -26,12 +26,12 @@
 //! checked at the end: every page kept its own contents.
 
 use super::damon_sysfs::{node_ranges, Goal, Intervals, Kdamond, Stats};
-use crate::memblock::pagemap_pfns;
-use crate::node;
-use crate::report::Report;
-use crate::sys::{self, monotonic_ns, PAGE_SIZE};
+use crate::harness::report::Report;
+use crate::linux::memblock::pagemap_pfns;
+use crate::linux::sys::{self, monotonic_ns, PAGE_SIZE};
 use crate::tools::workload::{Placement, Region};
-use crate::weights::WeightDir;
+use crate::topology::node;
+use crate::topology::weights::WeightDir;
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;

@@ -1,15 +1,17 @@
 //! The logic of `tk-bench-wi`; what it does and how it is used are the doc of
 //! `src/bin/tk-bench-wi.rs` (its `--help`).
 
-use crate::interleave::{expected_seq, fmt_weights, per_node_counts, weight_table};
-use crate::kernel::thp_note;
-use crate::node;
-use crate::node::fmt_mask;
-use crate::ready::{read_topology, tierkit_weight_dir};
-use crate::report::Report;
-use crate::sys::{monotonic_ns, Mapping, MPOL_INTERLEAVE, MPOL_WEIGHTED_INTERLEAVE, PAGE_SIZE};
-use crate::tk::{Tierkit, TK_MODE_WEIGHTED_INTERLEAVE};
-use crate::weights::WeightDir;
+use crate::abi::ready::{read_topology, tierkit_weight_dir};
+use crate::abi::tk::{Tierkit, TK_MODE_WEIGHTED_INTERLEAVE};
+use crate::harness::report::Report;
+use crate::linux::kernel::thp_note;
+use crate::linux::sys::{
+    monotonic_ns, Mapping, MPOL_INTERLEAVE, MPOL_WEIGHTED_INTERLEAVE, PAGE_SIZE,
+};
+use crate::topology::interleave::{expected_seq, fmt_weights, per_node_counts, weight_table};
+use crate::topology::node;
+use crate::topology::node::fmt_mask;
+use crate::topology::weights::WeightDir;
 use clap::Parser;
 use serde_json::json;
 use std::process::ExitCode;

@@ -1,6 +1,6 @@
 //! tk-bench-gigantic: time to first use of 1 GiB, tierkit's gigantic mode
 //! and from its pre-cleared pool, against the kernel's hugetlb first
-//! fault. The measurements are in `crate::first_use` (shared
+//! fault. The measurements are in `crate::abi::first_use` (shared
 //! with `tk-demo-gigantic`).
 //!
 //! For each node with memory, the time from `mmap` until every 4 KiB page

@@ -3,7 +3,7 @@
 //! on each memory node, tierkit against the kernel's hugetlb first fault.
 //!
 //! The short plan of `tk-bench-gigantic` (the same code,
-//! `crate::first_use`): per node, tierkit with the worker count
+//! `crate::abi::first_use`): per node, tierkit with the worker count
 //! it picks (`TK_THREADS_AUTO`), tierkit from a ready pool (the node's pool
 //! target set to 1 and the range ready, untimed; the fault takes it) and
 //! hugetlb, one timed run each after an untimed warm-up. On a node made of

@@ -2,7 +2,7 @@
 //! the kernel's `weighted_interleave_nid` (mm/mempolicy.c) picks for its
 //! ilx, and is zero; and bad inputs are refused.
 //!
-//! For each weight set of `crate::interleave::weight_sets` (the worked example's {3,1}
+//! For each weight set of `crate::topology::interleave::weight_sets` (the worked example's {3,1}
 //! on DRAM and the first memory-only node, 255s, single-node masks): write
 //! the weights to tierkit's weight files, `TK_IOC_SET_POLICY`, mmap
 //! `/dev/tierkit` MAP_SHARED at a page offset, touch nothing, ask

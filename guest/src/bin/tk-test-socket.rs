@@ -30,7 +30,7 @@
 //!   used inside it, pinned to each socket: every page, task step and bulk
 //!   page as the model over the file's nodes the cpuset allows (a table
 //!   with no node left is passed over).
-//! - HMAT as parsed here (`guest/src/hmat.rs`): each memory node's best
+//! - HMAT as parsed here (`guest/src/topology/hmat.rs`): each memory node's best
 //!   initiator figure equal to the kernel's `access0`.
 //! - An unmodified program (`tkrun-check -g 4`) under `tk-run --weights
 //!   per-socket` and under `--socket-weights` (each socket its own nodes

@@ -22,7 +22,7 @@
 //! dmesg lines since the set-up began).
 
 use super::{names_with_prefix, read_text, resolved_name, Init};
-use crate::cxl::parse_num;
+use crate::topology::cxl::parse_num;
 use std::path::{Path, PathBuf};
 use tierkit_protocol::{cxl, marker};
 
@@ -104,7 +104,7 @@ fn in_list(nid: &str, list: &str) -> bool {
     let Ok(n) = nid.parse::<u32>() else {
         return false;
     };
-    crate::node::parse_list(list).is_ok_and(|l| l.contains(&n))
+    crate::topology::node::parse_list(list).is_ok_and(|l| l.contains(&n))
 }
 
 /// The region's dax device on the dax bus (`/sys/bus/dax/devices/daxZ.Y`).
@@ -115,7 +115,7 @@ pub fn dax_of(init: &Init, c: &Path, region: &str) -> Option<PathBuf> {
             .into_iter()
             .find(|n| n.contains('.'))
         {
-            return Some(init.root.at(crate::cxl::DAX_SYSFS).join(d));
+            return Some(init.root.at(crate::topology::cxl::DAX_SYSFS).join(d));
         }
     }
     None
@@ -232,7 +232,7 @@ impl Assembly {
         let rel = file.strip_prefix(&init.root.0).unwrap_or(file);
         self.writes
             .push((format!("/{}", rel.display()), value.to_string()));
-        match crate::weights::write_file(file, &format!("{value}\n")) {
+        match crate::topology::weights::write_file(file, &format!("{value}\n")) {
             Ok(()) => Ok(()),
             Err(e) => {
                 let what = format!(

@@ -39,7 +39,7 @@ mod fake;
 #[cfg(test)]
 mod tests;
 
-use crate::cxl::CxlBus;
+use crate::topology::cxl::CxlBus;
 use cmdline::Params;
 pub use out::Out;
 use std::io;
@@ -59,8 +59,8 @@ impl Root {
     /// The CXL and dax buses below this root.
     pub fn cxl_bus(&self) -> CxlBus {
         CxlBus {
-            cxl: self.at(crate::cxl::CXL_SYSFS),
-            dax: self.at(crate::cxl::DAX_SYSFS),
+            cxl: self.at(crate::topology::cxl::CXL_SYSFS),
+            dax: self.at(crate::topology::cxl::DAX_SYSFS),
         }
     }
 

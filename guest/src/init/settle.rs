@@ -52,9 +52,9 @@ pub fn holdings(root: &Root) -> Option<Holdings> {
 /// [`holdings`] of the files' text.
 pub fn parse(stats: &str, limits: Option<&str>) -> Option<Holdings> {
     let mut m = crate::tests::faults::parse_holdings(stats, None).ok()?;
-    if let Some(l) = limits.and_then(|l| crate::vma::parse_limits(l).ok()) {
+    if let Some(l) = limits.and_then(|l| crate::linux::vma::parse_limits(l).ok()) {
         for k in LIMIT_KEYS {
-            if let Some(v) = crate::vma::limit(&l, k) {
+            if let Some(v) = crate::linux::vma::limit(&l, k) {
                 m.insert(k.to_string(), v);
             }
         }

@@ -4,7 +4,7 @@
 
 use super::cxl_setup::NODES;
 use super::{names_with_prefix, read_text, Init};
-use crate::weights::{bandwidth_text, write_file};
+use crate::topology::weights::{bandwidth_text, write_file};
 
 /// tierkit's debugfs directory of weights (Documentation/ABI/testing/
 /// debugfs-tierkit).
@@ -161,12 +161,12 @@ pub fn tierkit_bandwidth(init: &mut Init) {
         .root
         .read(&format!("{NODES}/has_memory"))
         .unwrap_or_default();
-    let nids = crate::node::parse_list(&has_memory).unwrap_or_default();
+    let nids = crate::topology::node::parse_list(&has_memory).unwrap_or_default();
     let bus = init.root.cxl_bus();
     let mut entries = Vec::new();
     let mut from = String::new();
     for nid in nids {
-        let src = match crate::node::access_bandwidth_from(&init.root.at(NODES), nid) {
+        let src = match crate::topology::node::access_bandwidth_from(&init.root.at(NODES), nid) {
             Some((r, w)) => Some(((r, w), format!("node{nid}"))),
             None => bus.region_of_node(nid).and_then(|reg| {
                 let a = reg.access[1]?;

@@ -15,8 +15,8 @@
 //! Each leaves the region holding the pattern [`Caller::run`] was given,
 //! or says how it differs.
 
-use crate::sys::PAGE_SIZE;
-use crate::vma::{self, check_pattern, fill_pattern, Exit, Pipe};
+use crate::linux::sys::PAGE_SIZE;
+use crate::linux::vma::{self, check_pattern, fill_pattern, Exit, Pipe};
 use std::ffi::c_void;
 use std::io;
 use std::time::{Duration, Instant};
@@ -153,7 +153,9 @@ impl Caller {
         let check = || unsafe { check_pattern(base, 0, pages, seed) };
         // SAFETY: as above; `region` is only read while nothing writes.
         let region = || unsafe { std::slice::from_raw_parts(base, len) }.to_vec();
-        let e = |what: &str, err: io::Error| format!("{what}: {}", crate::errno::errno_name(&err));
+        let e = |what: &str, err: io::Error| {
+            format!("{what}: {}", crate::linux::errno::errno_name(&err))
+        };
         match self {
             Caller::Vmsplice => {
                 let got = vma::vmsplice_read(base as usize, len).map_err(|x| e("vmsplice", x))?;

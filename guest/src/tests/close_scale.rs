@@ -1,11 +1,11 @@
 //! The logic of `tk-test-close-scale`; what it checks and how it is used are the doc of
 //! `src/bin/tk-test-close-scale.rs` (its `--help`).
 
-use crate::ready::tierkit_ready;
-use crate::report::Report;
+use crate::abi::ready::tierkit_ready;
+use crate::harness::report::Report;
 use crate::tests::block_offline::{node_kind, Kind};
 use crate::tests::offline_held::scale::{offline_row, one_page_mappings};
-use crate::{errno::errno_name, weights::write_file};
+use crate::{linux::errno::errno_name, topology::weights::write_file};
 use serde_json::json;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -126,7 +126,7 @@ pub fn main() -> ExitCode {
 
 /// The offline rows (see the file's doc): skipped without a memory-only
 /// node all in ZONE_MOVABLE.
-fn offline_rows(r: &mut Report, dram: u32, topo: &crate::node::Topology) {
+fn offline_rows(r: &mut Report, dram: u32, topo: &crate::topology::node::Topology) {
     const WHAT: &str = "offline of a movable block against the mappings";
     let movable = topo.cxl_node().filter(|&c| node_kind(c) == Kind::Movable);
     let Some(cxl) = movable else {

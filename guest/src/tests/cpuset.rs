@@ -1,10 +1,10 @@
 //! The logic of `tk-test-cpuset`; what it checks and how it is used are the
 //! doc of `src/bin/tk-test-cpuset.rs` (its `--help`).
 
-use crate::cgroup::{self, Cg};
-use crate::report::Report;
-use crate::tk::{Tierkit, TK_MODE_WEIGHTED_INTERLEAVE};
-use crate::vma::{self, Exit};
+use crate::abi::tk::{Tierkit, TK_MODE_WEIGHTED_INTERLEAVE};
+use crate::harness::report::Report;
+use crate::linux::cgroup::{self, Cg};
+use crate::linux::vma::{self, Exit};
 use std::process::ExitCode;
 
 const BIN: &str = "tk-test-cpuset";
@@ -161,7 +161,7 @@ fn checks(r: &mut Report, a: u32, b: u32) {
 
 pub fn main() -> ExitCode {
     let mut r = Report::new(BIN, "test");
-    let Some(topo) = crate::ready::tierkit_ready(&mut r) else {
+    let Some(topo) = crate::abi::ready::tierkit_ready(&mut r) else {
         return r.finish();
     };
     if !cgroup::ready_for(

@@ -1,11 +1,11 @@
 //! The logic of `tk-test-cxl`; what it checks and how it is used are the doc of
 //! `src/bin/tk-test-cxl.rs` (its `--help`).
 
-use crate::cxl::{parse_num, wanted_regions, CxlBus, Region};
-use crate::memblock;
-use crate::node::{access1_bandwidth, Topology, NODE_SYSFS};
-use crate::report::Report;
-use crate::weights::WeightDir;
+use crate::harness::report::Report;
+use crate::linux::memblock;
+use crate::topology::cxl::{parse_num, wanted_regions, CxlBus, Region};
+use crate::topology::node::{access1_bandwidth, Topology, NODE_SYSFS};
+use crate::topology::weights::WeightDir;
 use std::fs;
 use std::path::Path;
 use std::process::ExitCode;
@@ -150,7 +150,7 @@ fn memdevs_in_regions(
 fn regions_as_asked(
     bus: &CxlBus,
     regions: &[Region],
-    want: &[crate::cxl::WantedRegion],
+    want: &[crate::topology::cxl::WantedRegion],
 ) -> Result<String, String> {
     if regions.len() != want.len() {
         return Err(format!(

@@ -1,17 +1,19 @@
 //! The logic of `tk-test-diff`; what it checks and how it is used are the doc of
 //! `src/bin/tk-test-diff.rs` (its `--help`).
 
-use crate::interleave::{
+use crate::abi::ready::{read_topology, tierkit_weight_dir};
+use crate::abi::tk::{Tierkit, TK_MODE_INTERLEAVE, TK_MODE_WEIGHTED_INTERLEAVE};
+use crate::harness::report::Report;
+use crate::linux::kernel::thp_note;
+use crate::linux::sys::{
+    self, Mapping, MPOL_INTERLEAVE, MPOL_WEIGHTED_INTERLEAVE, PAGE_SHIFT, PAGE_SIZE,
+};
+use crate::topology::interleave::{
     compare_nodes, compare_seqs, expected_seq, picture, weight_sets, WeightSet,
 };
-use crate::kernel::thp_note;
-use crate::node::{access1_bandwidth, fmt_mask, Topology};
-use crate::ready::{read_topology, tierkit_weight_dir};
-use crate::report::Report;
-use crate::sys::{self, Mapping, MPOL_INTERLEAVE, MPOL_WEIGHTED_INTERLEAVE, PAGE_SHIFT, PAGE_SIZE};
-use crate::tk::{Tierkit, TK_MODE_INTERLEAVE, TK_MODE_WEIGHTED_INTERLEAVE};
-use crate::weights;
-use crate::weights::WeightDir;
+use crate::topology::node::{access1_bandwidth, fmt_mask, Topology};
+use crate::topology::weights;
+use crate::topology::weights::WeightDir;
 use std::process::ExitCode;
 
 const BIN: &str = "tk-test-diff";

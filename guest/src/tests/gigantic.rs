@@ -1,12 +1,12 @@
 //! The logic of `tk-test-gigantic`; what it checks and how it is used are the doc of
 //! `src/bin/tk-test-gigantic.rs` (its `--help`).
 
-use crate::node::Topology;
-use crate::report::Report;
-use crate::sys::{self, monotonic_ns, Mapping, PAGE_SIZE};
-use crate::tk::{MovableGigantic, Tierkit, TK_MODE_INTERLEAVE};
-use crate::vma::{self, Exit};
-use crate::{errno::errno_name, errno::expect_errno};
+use crate::abi::tk::{MovableGigantic, Tierkit, TK_MODE_INTERLEAVE};
+use crate::harness::report::Report;
+use crate::linux::sys::{self, monotonic_ns, Mapping, PAGE_SIZE};
+use crate::linux::vma::{self, Exit};
+use crate::topology::node::Topology;
+use crate::{linux::errno::errno_name, linux::errno::expect_errno};
 use std::process::ExitCode;
 use tierkit_core::uapi::{
     TkGigantic, TK_GIGANTIC_BYTES, TK_PLACE_LOCAL, TK_THREADS_AUTO, TK_WALK_NONE, TK_WALK_PTE,
@@ -91,7 +91,7 @@ fn round(r: &mut Report, nid: u32, tag: &str, fill: bool) -> Option<Seen> {
     let t0 = monotonic_ns();
     // In a child: a GiB that cannot be made is SIGBUS for the toucher.
     // SAFETY: `m` is a live mapping of ours.
-    if let Err(e) = unsafe { crate::vma::make_gigantic(m.as_ptr(), m.len()) } {
+    if let Err(e) = unsafe { crate::linux::vma::make_gigantic(m.as_ptr(), m.len()) } {
         r.fail(&name("the first touch makes the GiB"), e);
         return None;
     }
@@ -113,7 +113,9 @@ fn round(r: &mut Report, nid: u32, tag: &str, fill: bool) -> Option<Seen> {
     // With init_on_alloc on, the allocator's zeroing is the clear: no
     // workers, no CPU node (Documentation/ABI/testing/dev-tierkit).
     let by_allocator = |q: &TkGigantic| {
-        q.last_workers == 0 && q.last_cpu_node == -1 && crate::kernel::init_on_alloc() == Some(true)
+        q.last_workers == 0
+            && q.last_cpu_node == -1
+            && crate::linux::kernel::init_on_alloc() == Some(true)
     };
     r.check_note(
         &name("TK_GIGANTIC_F_QUERY reports the clear"),
@@ -670,7 +672,7 @@ pub fn main() -> ExitCode {
     };
     let mut pfn_reused = Vec::new();
     let mut semantics_done = false;
-    let cxl = crate::cxl::cxl_nodes();
+    let cxl = crate::topology::cxl::cxl_nodes();
     for &nid in &topo.memory {
         if nid >= 64 {
             continue;
@@ -678,7 +680,7 @@ pub fn main() -> ExitCode {
         // The node's boot-time GiB (debug numa-full reserves one on node
         // 0) is handed back for this node's rounds: earlier tests can leave
         // unmovable pages in every other aligned GiB of a small DRAM node.
-        let _boot = crate::first_use::BootPool::release(nid);
+        let _boot = crate::abi::first_use::BootPool::release(nid);
         // On emulated CXL memory QEMU serves each access of a clear, a
         // fill and a scan on its own: a GiB costs minutes. One round there
         // proves the GiB is made on the node, zero, by one PUD; that a

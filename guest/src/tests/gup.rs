@@ -1,13 +1,13 @@
 //! The logic of `tk-test-gup`; what it checks and how it is used are the doc of
 //! `src/bin/tk-test-gup.rs` (its `--help`).
 
-use crate::report::Report;
-use crate::sys::{self, Mapping, PAGE_SIZE};
+use crate::abi::tk::{self, MovableGigantic, Tierkit, TK_MODE_INTERLEAVE};
+use crate::harness::report::Report;
+use crate::linux::sys::{self, Mapping, PAGE_SIZE};
+use crate::linux::vma::{self, check_pattern, fill_pattern, Exit};
 use crate::tests::callers::{self, Caller};
 use crate::tests::faults::MemSnapshot;
-use crate::tk::{self, MovableGigantic, Tierkit, TK_MODE_INTERLEAVE};
-use crate::vma::{self, check_pattern, fill_pattern, Exit};
-use crate::{errno::errno_name, pool};
+use crate::{abi::pool, linux::errno::errno_name};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 use tierkit_core::uapi::{
@@ -392,7 +392,7 @@ fn thp_toggle(r: &mut Report, s: &Subject) {
 
 pub fn main() -> ExitCode {
     let mut r = Report::new(BIN, "test");
-    let Some(topo) = crate::ready::tierkit_ready(&mut r) else {
+    let Some(topo) = crate::abi::ready::tierkit_ready(&mut r) else {
         return r.finish();
     };
     let _movable =
@@ -402,7 +402,7 @@ pub fn main() -> ExitCode {
     let first = topo.memory.first().copied().unwrap_or(0);
     // The first node's boot-time GiB, if any, is handed back while this
     // test makes its GiBs there (`first_use::BootPool`).
-    let _boot = crate::first_use::BootPool::release(first);
+    let _boot = crate::abi::first_use::BootPool::release(first);
     for &nid in &topo.memory {
         match small(nid) {
             Ok(s) => callers(&mut r, &s),

@@ -1,12 +1,12 @@
 //! The logic of `tk-test-memcg`; what it checks and how it is used are the doc of
 //! `src/bin/tk-test-memcg.rs` (its `--help`).
 
-use crate::cgroup::{self, Cg};
-use crate::memblock;
-use crate::report::Report;
-use crate::sys::PAGE_SIZE;
-use crate::tk::{Tierkit, TK_MODE_INTERLEAVE};
-use crate::vma::{self, check_pattern, fill_pattern, Exit};
+use crate::abi::tk::{Tierkit, TK_MODE_INTERLEAVE};
+use crate::harness::report::Report;
+use crate::linux::cgroup::{self, Cg};
+use crate::linux::memblock;
+use crate::linux::sys::PAGE_SIZE;
+use crate::linux::vma::{self, check_pattern, fill_pattern, Exit};
 use std::fs;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::Path;
@@ -18,7 +18,11 @@ const MIB: u64 = 1 << 20;
 
 /// In a child: joins `cg` and maps `pages` 4 KiB pages on `nid`. `Err` is
 /// the child's exit code: 2 cgroup, 3 open, 4 policy, 5 mmap, 12 ENOMEM.
-fn mapped_in(cg: &Cg, nid: u32, pages: usize) -> Result<(Tierkit, crate::sys::Mapping), i32> {
+fn mapped_in(
+    cg: &Cg,
+    nid: u32,
+    pages: usize,
+) -> Result<(Tierkit, crate::linux::sys::Mapping), i32> {
     if !cg.join() {
         return Err(2);
     }
@@ -134,7 +138,8 @@ fn gigantic_uncharged(r: &mut Report, nid: u32) {
             let Ok(tk) = Tierkit::gigantic_on(nid) else {
                 return 3;
             };
-            let Ok(m) = crate::sys::Mapping::new(1 << 30, libc::MAP_SHARED, tk.fd(), 0) else {
+            let Ok(m) = crate::linux::sys::Mapping::new(1 << 30, libc::MAP_SHARED, tk.fd(), 0)
+            else {
                 return 4;
             };
             // SAFETY: our mapping; the first touch happens in a child.
@@ -499,13 +504,13 @@ fn swap_under_pressure(r: &mut Report, nid: u32) {
             };
             // SAFETY: the child's own writable tierkit mapping.
             unsafe { fill_pattern(m.as_ptr(), 0, m.nr_pages(), 0x31) };
-            let pfns = |m: &crate::sys::Mapping| -> Vec<Option<u64>> {
+            let pfns = |m: &crate::linux::sys::Mapping| -> Vec<Option<u64>> {
                 (0..m.nr_pages())
                     .map(|i| vma::pagemap_pfn(m.addr() + i * PAGE_SIZE).ok().flatten())
                     .collect()
             };
             let before = pfns(&m);
-            let Ok(anon) = crate::sys::Mapping::anon((64 * MIB) as usize) else {
+            let Ok(anon) = crate::linux::sys::Mapping::anon((64 * MIB) as usize) else {
                 return 20;
             };
             for round in 0..2u64 {
@@ -551,7 +556,7 @@ fn swap_under_pressure(r: &mut Report, nid: u32) {
 
 pub fn main() -> ExitCode {
     let mut r = Report::new(BIN, "test");
-    let Some(topo) = crate::ready::tierkit_ready(&mut r) else {
+    let Some(topo) = crate::abi::ready::tierkit_ready(&mut r) else {
         return r.finish();
     };
     if !cgroup::ready_for(
@@ -565,7 +570,7 @@ pub fn main() -> ExitCode {
     let first = topo.memory.first().copied().unwrap_or(0);
     // The first node's boot-time GiB, if any, is handed back while this
     // test makes its GiBs there (`first_use::BootPool`).
-    let _boot = crate::first_use::BootPool::release(first);
+    let _boot = crate::abi::first_use::BootPool::release(first);
     charged(&mut r, first);
     bounded(&mut r, first);
     gigantic_uncharged(&mut r, first);

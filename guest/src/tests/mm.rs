@@ -1,11 +1,11 @@
 //! The logic of `tk-test-mm`; what it checks and how it is used are the doc of
 //! `src/bin/tk-test-mm.rs` (its `--help`).
 
-use crate::report::Report;
-use crate::sys::{self, Mapping, PAGE_SIZE};
-use crate::tk::{self, MovableGigantic, Tierkit, TK_MODE_INTERLEAVE};
-use crate::vma::{self, check_pattern, fill_pattern, Exit};
-use crate::{errno::errno_name, memblock, pool};
+use crate::abi::tk::{self, MovableGigantic, Tierkit, TK_MODE_INTERLEAVE};
+use crate::harness::report::Report;
+use crate::linux::sys::{self, Mapping, PAGE_SIZE};
+use crate::linux::vma::{self, check_pattern, fill_pattern, Exit};
+use crate::{abi::pool, linux::errno::errno_name, linux::memblock};
 use std::fs;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -564,14 +564,14 @@ fn hwpoison(r: &mut Report, s: &Subjects, nid: u32) {
 
 pub fn main() -> ExitCode {
     let mut r = Report::new(BIN, "test");
-    let Some(topo) = crate::ready::tierkit_ready(&mut r) else {
+    let Some(topo) = crate::abi::ready::tierkit_ready(&mut r) else {
         return r.finish();
     };
     let _movable = MovableGigantic::enable();
     let first = topo.memory.first().copied().unwrap_or(0);
     // The first node's boot-time GiB, if any, is handed back while this
     // test makes its GiBs there (`first_use::BootPool`).
-    let _boot = crate::first_use::BootPool::release(first);
+    let _boot = crate::abi::first_use::BootPool::release(first);
     let last = topo.memory.last().copied().unwrap_or(0);
     let Some(s) = Subjects::new(&mut r, last, first) else {
         r.fail("the subjects", "could not map them");

@@ -1,11 +1,11 @@
 //! The logic of `tk-test-mmap-budget`; what it checks and how it is used are the doc of
 //! `src/bin/tk-test-mmap-budget.rs` (its `--help`).
 
-use crate::errno::errno_name;
-use crate::ready::tierkit_ready;
-use crate::report::Report;
+use crate::abi::ready::tierkit_ready;
+use crate::abi::tk::{Tierkit, TK_MODE_INTERLEAVE};
+use crate::harness::report::Report;
+use crate::linux::errno::errno_name;
 use crate::tests::faults::{FailNth, FaultKnobs};
-use crate::tk::{Tierkit, TK_MODE_INTERLEAVE};
 use std::process::ExitCode;
 
 const BIN: &str = "tk-test-mmap-budget";

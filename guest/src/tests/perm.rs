@@ -1,10 +1,10 @@
 //! The logic of `tk-test-perm`; what it checks and how it is used are the doc of
 //! `src/bin/tk-test-perm.rs` (its `--help`).
 
-use crate::report::Report;
-use crate::tk::{self, Tierkit, TK_MODE_WEIGHTED_INTERLEAVE};
-use crate::vma::{self, Exit};
-use crate::{errno::errno_name, errno::expect_errno};
+use crate::abi::tk::{self, Tierkit, TK_MODE_WEIGHTED_INTERLEAVE};
+use crate::harness::report::Report;
+use crate::linux::vma::{self, Exit};
+use crate::{linux::errno::errno_name, linux::errno::expect_errno};
 use std::fs;
 use std::io::Read;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
@@ -129,7 +129,7 @@ fn open_errno(path: &Path, write: bool) -> Result<String, String> {
 
 pub fn main() -> ExitCode {
     let mut r = Report::new(BIN, "test");
-    let Some(topo) = crate::ready::tierkit_ready(&mut r) else {
+    let Some(topo) = crate::abi::ready::tierkit_ready(&mut r) else {
         return r.finish();
     };
     // SAFETY: getuid has no memory effects.

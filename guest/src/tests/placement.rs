@@ -1,16 +1,16 @@
 //! The logic of `tk-test-placement`; what it checks and how it is used are the doc of
 //! `src/bin/tk-test-placement.rs` (its `--help`).
 
-use crate::errno::expect_errno;
-use crate::interleave::{
+use crate::abi::ready::topology_and_weights;
+use crate::abi::tk::{self, Tierkit, TK_MODE_INTERLEAVE, TK_MODE_WEIGHTED_INTERLEAVE};
+use crate::harness::report::Report;
+use crate::linux::errno::expect_errno;
+use crate::linux::sys;
+use crate::topology::interleave::{
     compare_nodes, expected_seq, per_node_counts, picture, weight_sets, WeightSet,
 };
-use crate::node::fmt_mask;
-use crate::ready::topology_and_weights;
-use crate::report::Report;
-use crate::sys;
-use crate::tk::{self, Tierkit, TK_MODE_INTERLEAVE, TK_MODE_WEIGHTED_INTERLEAVE};
-use crate::weights::WeightDir;
+use crate::topology::node::fmt_mask;
+use crate::topology::weights::WeightDir;
 use std::process::ExitCode;
 
 const BIN: &str = "tk-test-placement";

@@ -1,7 +1,7 @@
 //! The checks of `tk-test-pool` (the DRAM node) and `tk-test-pool-cxl`
 //! (the first memory-only node: the emulated CXL node of `--topology cxl`,
 //! or numa's memory-only node): tierkit's pre-cleared gigantic pool
-//! ([`crate::pool`]) keeps its promises.
+//! ([`crate::abi::pool`]) keeps its promises.
 //!
 //! On the node, in this order:
 //!
@@ -39,14 +39,14 @@
 //! handed back to the buddy allocator for the test and reserved again
 //! after.
 
-use crate::first_use::BootPool;
-use crate::node::Topology;
-use crate::pool::{self, Target, POOL_PATH};
-use crate::report::Report;
+use crate::abi::first_use::BootPool;
+use crate::abi::pool::{self, Target, POOL_PATH};
+use crate::abi::tk::{self, MovableGigantic, Tierkit};
+use crate::harness::report::Report;
+use crate::linux::vma;
 use crate::tests::faults::{self, KunitFilter, TierkitWeights};
-use crate::tk::{self, MovableGigantic, Tierkit};
-use crate::vma;
-use crate::{errno::errno_name, errno::expect_errno};
+use crate::topology::node::Topology;
+use crate::{linux::errno::errno_name, linux::errno::expect_errno};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 use tierkit_core::uapi::TK_GIGANTIC_BYTES;
@@ -223,7 +223,7 @@ fn fault_from_pool(r: &mut Report, nid: u32) -> bool {
         Ok(t) => t,
         Err(e) => return r.fail(&name("open a gigantic file"), errno_name(&e)),
     };
-    let m = match tk.map(TK_GIGANTIC_BYTES as usize / crate::sys::PAGE_SIZE, 0) {
+    let m = match tk.map(TK_GIGANTIC_BYTES as usize / crate::linux::sys::PAGE_SIZE, 0) {
         Ok(m) => m,
         Err(e) => return r.fail(&name("mmap 1 GiB"), errno_name(&e)),
     };
@@ -340,7 +340,7 @@ fn shrink(r: &mut Report, nid: u32, start_kb: u64) {
 /// Step 8: `rmmod` with a ready range gives the memory back; load again.
 fn reload(r: &mut Report, topo: &Topology, nid: u32, start_kb: u64) {
     let name = |what: &str| format!("node {nid}: {what}");
-    let Some(wd) = crate::ready::tierkit_weight_dir(r) else {
+    let Some(wd) = crate::abi::ready::tierkit_weight_dir(r) else {
         return;
     };
     let table = match TierkitWeights::save(&wd) {
@@ -404,7 +404,7 @@ fn reload(r: &mut Report, topo: &Topology, nid: u32, start_kb: u64) {
 /// Runs the checks of `which` as binary `bin`.
 pub fn main(bin: &str, which: Which) -> ExitCode {
     let mut r = Report::new(bin, "test");
-    let Some(topo) = crate::ready::tierkit_ready(&mut r) else {
+    let Some(topo) = crate::abi::ready::tierkit_ready(&mut r) else {
         return r.finish();
     };
     let nid = match which {
@@ -420,7 +420,7 @@ pub fn main(bin: &str, which: Which) -> ExitCode {
     };
     r.note(format!(
         "node {nid}{}; a range takes up to {} s to fill",
-        if crate::cxl::cxl_nodes().contains(&nid) {
+        if crate::topology::cxl::cxl_nodes().contains(&nid) {
             " (emulated CXL memory)"
         } else {
             ""

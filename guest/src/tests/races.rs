@@ -6,9 +6,9 @@
 //! scheduled races (those two, and THP flipped while another thread faults
 //! 4 KiB pages).
 
-use crate::sys::{self, Mapping, PAGE_SIZE};
-use crate::tk::Tierkit;
-use crate::vma::{self, Exit, Pipe};
+use crate::abi::tk::Tierkit;
+use crate::linux::sys::{self, Mapping, PAGE_SIZE};
+use crate::linux::vma::{self, Exit, Pipe};
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::{Duration, Instant};
 use tierkit_core::uapi::{TkRebalance, TK_WALK_PTE, TK_WALK_PUD};
@@ -57,7 +57,7 @@ pub fn prctl_during_first_touch(
         // the read splits it).
         let same = match (wa.level, wb.level) {
             (TK_WALK_PUD, TK_WALK_PUD) => wb.pfn == wa.pfn + 7,
-            (TK_WALK_PTE, TK_WALK_PTE) => match crate::memblock::pagemap_pfns(p, 8) {
+            (TK_WALK_PTE, TK_WALK_PTE) => match crate::linux::memblock::pagemap_pfns(p, 8) {
                 Ok(v) => matches!((v[0], v[7]), (Some(a), Some(b)) if b == a + 7),
                 Err(_) => false,
             },

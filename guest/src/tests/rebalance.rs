@@ -1,13 +1,13 @@
 //! The logic of `tk-test-rebalance`; what it checks and how it is used are the doc of
 //! `src/bin/tk-test-rebalance.rs` (its `--help`).
 
-use crate::interleave::{expected_seq, weight_table};
-use crate::node;
-use crate::ready::{tierkit_ready, tierkit_weight_dir};
-use crate::report::Report;
-use crate::sys::Mapping;
-use crate::tk::{self, Tierkit, TK_MODE_WEIGHTED_INTERLEAVE};
-use crate::weights::WeightDir;
+use crate::abi::ready::{tierkit_ready, tierkit_weight_dir};
+use crate::abi::tk::{self, Tierkit, TK_MODE_WEIGHTED_INTERLEAVE};
+use crate::harness::report::Report;
+use crate::linux::sys::Mapping;
+use crate::topology::interleave::{expected_seq, weight_table};
+use crate::topology::node;
+use crate::topology::weights::WeightDir;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

@@ -1,10 +1,10 @@
 //! The logic of `tk-test-rebalance-speed`; what it checks and how it is used are the doc of
 //! `src/bin/tk-test-rebalance-speed.rs` (its `--help`).
 
+use crate::abi::ready::tierkit_ready;
 use crate::benches::move_speed;
-use crate::ready::tierkit_ready;
-use crate::report::Report;
-use crate::sys::PAGE_SIZE;
+use crate::harness::report::Report;
+use crate::linux::sys::PAGE_SIZE;
 use crate::tools::workload::Flags;
 use std::process::ExitCode;
 

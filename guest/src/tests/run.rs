@@ -1,22 +1,22 @@
 //! The logic of `tk-test-run`; what it checks and how it is used are the doc of
 //! `src/bin/tk-test-run.rs` (its `--help`).
 
-use crate::report::Report;
-use crate::tk;
+use crate::abi::tk;
+use crate::harness::report::Report;
 use crate::tools::run::check::{
     agreement, backing, blocks, guest_ready, mapping_of, page_nodes, run, start, Held, CHECK,
     NUMACTL, STREAM, TK_RUN,
 };
 use crate::tools::run::{resolve, Args, LIB_PATH};
-use crate::weights::{RestoreOnDrop, WeightDir};
-use crate::{interleave::weight_table, node::Topology, pool, vma};
+use crate::topology::weights::{RestoreOnDrop, WeightDir};
+use crate::{abi::pool, linux::vma, topology::interleave::weight_table, topology::node::Topology};
 use std::path::Path;
 use std::process::ExitCode;
 
 /// Elements per triad array: 8 MiB each, 2048 pages; 2 MiB with a CXL
 /// node, whose memory QEMU serves access by access (tens of MB/s).
 fn elements() -> &'static str {
-    if crate::cxl::cxl_nodes().is_empty() {
+    if crate::topology::cxl::cxl_nodes().is_empty() {
         "1048576"
     } else {
         "262144"
@@ -501,7 +501,7 @@ fn gigantic_total() -> u64 {
 /// tests do: under the debug profile the early boot allocations otherwise
 /// leave node 0 no free naturally aligned GiB, and the first touch is SIGBUS.
 fn gigantic(r: &mut Report) {
-    let _boot = crate::first_use::BootPool::release(0);
+    let _boot = crate::abi::first_use::BootPool::release(0);
     let before = gigantic_total();
     let h = match start(&[TK_RUN, "--gigantic", "--", CHECK, "-G", "1024"], false) {
         Ok(h) => h,
@@ -661,7 +661,7 @@ fn pool_taken() -> Result<u64, String> {
 /// (`gigantic_pool_taken` grows by one), every byte zero. The targets
 /// tk-run set are put back to 0 afterwards.
 fn gigantic_pool(r: &mut Report) {
-    let _boot = crate::first_use::BootPool::release(0);
+    let _boot = crate::abi::first_use::BootPool::release(0);
     let targets = |p: &[pool::PoolLine]| -> Vec<u32> {
         p.iter().filter(|l| l.target > 0).map(|l| l.nid).collect()
     };

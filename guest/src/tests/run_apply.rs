@@ -1,12 +1,12 @@
 //! The logic of `tk-test-run-apply`; what it checks and how it is used are the doc of
 //! `src/bin/tk-test-run-apply.rs` (its `--help`).
 
-use crate::interleave::weight_table;
-use crate::report::Report;
+use crate::harness::report::Report;
 use crate::tools::run::check::{
     agreement, blocks, guest_ready, page_nodes, start, Held, STREAM, TK_RUN,
 };
 use crate::tools::run::LIB_PATH;
+use crate::topology::interleave::weight_table;
 use serde_json::Value;
 use std::os::unix::process::CommandExt;
 use std::process::{Command, ExitCode};

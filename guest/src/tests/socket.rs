@@ -3,12 +3,12 @@
 
 use super::socket_machine::{machine, pin, pinned, Machine, Socket};
 use super::socket_place::{arg, file, placed_on, set_device, tables, want, PAGES};
-use crate::errno::{errno_name, expect_errno};
-use crate::interleave::compare_nodes;
-use crate::ready::topology_and_weights;
-use crate::report::Report;
-use crate::tk::Tierkit;
+use crate::abi::ready::topology_and_weights;
+use crate::abi::tk::Tierkit;
+use crate::harness::report::Report;
+use crate::linux::errno::{errno_name, expect_errno};
 use crate::tools::rebalance::to_weights;
+use crate::topology::interleave::compare_nodes;
 use std::process::ExitCode;
 use tierkit_core::interleave::weighted_interleave_nid_ref;
 use tierkit_core::interleave::{Nodemask, TaskState, Weights, MAX_NUMNODES};
@@ -130,7 +130,7 @@ fn what_the_module_sees(r: &mut Report, ctl: &Tierkit, m: &Machine) {
                     0,
                     [0; MAX_NUMNODES],
                 ))
-                .map_err(|e| crate::errno::errno_name(&e))?;
+                .map_err(|e| crate::linux::errno::errno_name(&e))?;
             let got = (a.cpu_nodes, a.this_socket, a.nr_nodes);
             if got != (s.cpu_nodes, s.id as i32, m.nr_node_ids) {
                 return Err(format!(
@@ -301,7 +301,7 @@ fn file_table(
         let set = arg(TK_SOCKET_SET, 0, b.id, m.nr_node_ids, t);
         let back = f
             .socket_weights(set)
-            .map_err(|e| format!("SET: {}", crate::errno::errno_name(&e)))?;
+            .map_err(|e| format!("SET: {}", crate::linux::errno::errno_name(&e)))?;
         if (back.has_table, back.weights) != (1, t) {
             return Err(format!("SET wrote back has_table {}", back.has_table));
         }
@@ -475,13 +475,16 @@ fn bad_inputs(r: &mut Report, ctl: &Tierkit, m: &Machine) {
         let res = expect_errno(ctl.socket_weights(a), errno).and_then(|()| {
             let g = ctl
                 .socket_weights(dev(TK_SOCKET_GET, s0.id, 0, [0; MAX_NUMNODES]))
-                .map_err(|e| crate::errno::errno_name(&e))?;
+                .map_err(|e| crate::linux::errno::errno_name(&e))?;
             if g.has_table != 0 {
                 return Err("the device table changed".into());
             }
             Ok(())
         });
-        r.check(&format!("{name}: {}", crate::errno::errno_str(errno)), res);
+        r.check(
+            &format!("{name}: {}", crate::linux::errno::errno_str(errno)),
+            res,
+        );
     }
     let res = (|| -> Result<(), String> {
         let f = file(m.memory)?;
@@ -496,7 +499,7 @@ fn bad_inputs(r: &mut Report, ctl: &Tierkit, m: &Machine) {
         )?;
         f.socket_weights(arg(TK_SOCKET_GET, 0, s0.id, 0, good))
             .map(|_| ())
-            .map_err(|e| format!("GET: {}", crate::errno::errno_name(&e)))
+            .map_err(|e| format!("GET: {}", crate::linux::errno::errno_name(&e)))
     })();
     r.check(
         "a mapped file's table: EBUSY to set or clear, GET works",

@@ -8,9 +8,9 @@
 
 use super::socket_machine::{pin, pinned, Machine};
 use super::socket_place::{file, placed_by, set_device, tables};
-use crate::cgroup::{self, Cg, CGROUP};
-use crate::report::Report;
-use crate::tk::Tierkit;
+use crate::abi::tk::Tierkit;
+use crate::harness::report::Report;
+use crate::linux::cgroup::{self, Cg, CGROUP};
 use tierkit_core::interleave::{cpuset_nodemask, Nodemask, Weights, MAX_NUMNODES};
 use tierkit_core::socket::{Levels, SocketWeights};
 

@@ -35,10 +35,10 @@ fn read(path: &str) -> Result<String, String> {
 }
 
 fn list(path: &str) -> Result<Vec<u32>, String> {
-    crate::node::parse_list(&read(path)?).map_err(|e| format!("{path}: {e:#}"))
+    crate::topology::node::parse_list(&read(path)?).map_err(|e| format!("{path}: {e:#}"))
 }
 
-/// Sockets as [`crate::sockets::read_sockets`] reads them (each CPU
+/// Sockets as [`crate::topology::sockets::read_sockets`] reads them (each CPU
 /// node's `cpulist`, each CPU's `physical_package_id`); each memory-only
 /// node goes to the socket of its nearest CPU node by `distance`.
 pub(super) fn machine() -> Result<Machine, String> {
@@ -48,8 +48,8 @@ pub(super) fn machine() -> Result<Machine, String> {
     let online = list(&format!("{NODE_SYSFS}/online"))?;
     let mut by_id: BTreeMap<u32, Socket> = BTreeMap::new();
     let mut node_socket = BTreeMap::new();
-    for s in crate::sockets::read_sockets()? {
-        for n in crate::node::nodes_of(s.cpu_nodes) {
+    for s in crate::topology::sockets::read_sockets()? {
+        for n in crate::topology::node::nodes_of(s.cpu_nodes) {
             node_socket.insert(n, s.id);
         }
         by_id.insert(
@@ -79,7 +79,7 @@ pub(super) fn machine() -> Result<Machine, String> {
     }
     Ok(Machine {
         sockets: by_id.into_values().collect(),
-        memory: crate::node::mask_of(&memory),
+        memory: crate::topology::node::mask_of(&memory),
         nr_node_ids: possible.iter().max().map_or(0, |m| m + 1),
     })
 }

@@ -4,8 +4,8 @@
 //! model.
 
 use super::socket_machine::{pin, Machine, Socket};
-use crate::interleave::compare_nodes;
-use crate::tk::{Tierkit, TK_MODE_WEIGHTED_INTERLEAVE};
+use crate::abi::tk::{Tierkit, TK_MODE_WEIGHTED_INTERLEAVE};
+use crate::topology::interleave::compare_nodes;
 use tierkit_core::interleave::{bulk_split, Nodemask, Selector, TaskState, MAX_NUMNODES};
 use tierkit_core::socket::{Levels, SocketWeights};
 use tierkit_core::uapi::{TkSocketWeights, TK_SOCKET_CLEAR, TK_SOCKET_F_DEVICE, TK_SOCKET_SET};
@@ -78,7 +78,7 @@ pub(super) fn set_device(
             ),
         };
         t.socket_weights(a)
-            .map_err(|e| format!("socket {}: {}", s.id, crate::errno::errno_name(&e)))?;
+            .map_err(|e| format!("socket {}: {}", s.id, crate::linux::errno::errno_name(&e)))?;
     }
     Ok(model)
 }

@@ -8,14 +8,14 @@
 
 use super::socket_machine::{pin, pinned, Machine, Socket};
 use super::socket_place::arg;
-use crate::report::Report;
-use crate::sockets::{hmat_tables, read_firmware};
-use crate::tk::Tierkit;
+use crate::abi::tk::Tierkit;
+use crate::harness::report::Report;
 use crate::tools::run::check::{backing, blocks, page_nodes, start, CHECK, TK_RUN};
 use crate::tools::run::socket::{env as socket_env, table_pairs};
 use crate::tools::run::{resolve, Args};
 use crate::tools::workload::calib::{table_from_bandwidth, Calibration};
-use crate::weights::{RestoreOnDrop, WeightDir};
+use crate::topology::sockets::{hmat_tables, read_firmware};
+use crate::topology::weights::{RestoreOnDrop, WeightDir};
 use std::path::Path;
 use tierkit_core::interleave::{Nodemask, Selector, Weights, MAX_NUMNODES};
 use tierkit_core::socket::{Levels, SocketWeights};
@@ -41,7 +41,7 @@ fn hmat_against_access0(r: &mut Report, m: &Machine) {
     let hmat = &hmat;
     for n in Nodemask(m.memory).iter() {
         let name = format!("HMAT: node {n}'s best initiator as access0");
-        let sysfs = access0(Path::new(crate::node::NODE_SYSFS), n as u32);
+        let sysfs = access0(Path::new(crate::topology::node::NODE_SYSFS), n as u32);
         let pxms: Vec<u32> = domains
             .iter()
             .filter(|&(_, &nid)| nid as usize == n)
@@ -208,7 +208,7 @@ fn flat_weights(args: &[&str]) -> Result<(u64, Weights), String> {
     let mut argv: Vec<String> = args.iter().map(|s| s.to_string()).collect();
     argv.extend(["--".into(), "x".into()]);
     let a = Args::parse(argv).map_err(|e| e.to_string())?;
-    let topo = crate::node::Topology::read().map_err(|e| format!("{e:#}"))?;
+    let topo = crate::topology::node::Topology::read().map_err(|e| format!("{e:#}"))?;
     let f = resolve(&a, &topo, 0).map_err(|e| e.to_string())?;
     let mut fw = [0u8; MAX_NUMNODES];
     for &(n, w) in &f.weights {
@@ -309,7 +309,7 @@ fn device_wide(r: &mut Report, m: &Machine) {
             m.nr_node_ids,
             [0; MAX_NUMNODES],
         ))
-        .map_err(|e| format!("socket {s}: {}", crate::errno::errno_name(&e)))
+        .map_err(|e| format!("socket {s}: {}", crate::linux::errno::errno_name(&e)))
     };
     let before: Result<Vec<_>, String> = m.sockets.iter().map(|s| get(s.id)).collect();
     let (before, mut saved) = match (before, wd.snapshot()) {
@@ -355,7 +355,13 @@ fn device_wide(r: &mut Report, m: &Machine) {
             b.weights,
         ))
         .map(|_| ())
-        .map_err(|e| format!("socket {}: {}", b.socket, crate::errno::errno_name(&e)))
+        .map_err(|e| {
+            format!(
+                "socket {}: {}",
+                b.socket,
+                crate::linux::errno::errno_name(&e)
+            )
+        })
     });
     r.check(
         "the device tables and tierkit's weights put back after tk-calibrate",
@@ -448,7 +454,7 @@ fn each_socket(
 /// from that socket's CPUs, each table the kernel's formula on the
 /// socket's own figures.
 fn socket_tables_checked(cal: &Calibration, m: &Machine) -> Result<Vec<(u32, [u8; 64])>, String> {
-    let sockets = crate::sockets::read_sockets()?;
+    let sockets = crate::topology::sockets::read_sockets()?;
     let ids: Vec<u32> = cal.sockets.iter().map(|s| s.socket).collect();
     let want: Vec<u32> = m.sockets.iter().map(|s| s.id).collect();
     if ids != want {

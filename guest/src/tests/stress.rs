@@ -1,8 +1,8 @@
 //! The logic of `tk-test-stress`; what it checks and how it is used are the doc of
 //! `src/bin/tk-test-stress.rs` (its `--help`).
 
-use crate::ready::read_topology;
-use crate::report::Report;
+use crate::abi::ready::read_topology;
+use crate::harness::report::Report;
 use crate::tools::stress::{run, Config};
 use std::process::ExitCode;
 

@@ -1,14 +1,14 @@
 //! The logic of `tk-test-task`; what it checks and how it is used are the doc of
 //! `src/bin/tk-test-task.rs` (its `--help`).
 
-use crate::errno::expect_errno;
-use crate::interleave::{weight_sets, weight_table, WeightSet};
-use crate::ready::topology_and_weights;
-use crate::report::Report;
-use crate::rng::XorShift;
-use crate::sys;
-use crate::tk::{Tierkit, TK_MODE_INTERLEAVE, TK_MODE_WEIGHTED_INTERLEAVE};
-use crate::weights::WeightDir;
+use crate::abi::ready::topology_and_weights;
+use crate::abi::tk::{Tierkit, TK_MODE_INTERLEAVE, TK_MODE_WEIGHTED_INTERLEAVE};
+use crate::harness::report::Report;
+use crate::harness::rng::XorShift;
+use crate::linux::errno::expect_errno;
+use crate::linux::sys;
+use crate::topology::interleave::{weight_sets, weight_table, WeightSet};
+use crate::topology::weights::WeightDir;
 use std::process::ExitCode;
 use tierkit_core::interleave::{bulk_split, Nodemask, TaskState, Weights, MAX_NUMNODES};
 use tierkit_core::uapi::{TkTaskNext, TK_IOC_TASK_NEXT, TK_TASK_NEXT_MAX};

@@ -1,12 +1,12 @@
 //! The logic of `tk-test-vma`; what it checks and how it is used are the doc of
 //! `src/bin/tk-test-vma.rs` (its `--help`).
 
-use crate::node::Topology;
-use crate::report::Report;
-use crate::sys::{self, PAGE_SIZE};
-use crate::tk::{self, Tierkit, TK_MODE_INTERLEAVE};
-use crate::vma::{self, check_pattern, fill_pattern, Exit};
-use crate::{cxl, errno::errno_name, errno::expect_errno};
+use crate::abi::tk::{self, Tierkit, TK_MODE_INTERLEAVE};
+use crate::harness::report::Report;
+use crate::linux::sys::{self, PAGE_SIZE};
+use crate::linux::vma::{self, check_pattern, fill_pattern, Exit};
+use crate::topology::node::Topology;
+use crate::{linux::errno::errno_name, linux::errno::expect_errno, topology::cxl};
 use std::process::ExitCode;
 use tierkit_core::uapi::{TkGigantic, TK_GIGANTIC_BYTES, TK_PLACE_LOCAL, TK_WALK_PUD};
 
@@ -99,7 +99,7 @@ fn held_total() -> Option<u64> {
 
 pub fn main() -> ExitCode {
     let mut r = Report::new(BIN, "test");
-    let Some(topo) = crate::ready::tierkit_ready(&mut r) else {
+    let Some(topo) = crate::abi::ready::tierkit_ready(&mut r) else {
         return r.finish();
     };
     // Pages on every memory node, interleaved.

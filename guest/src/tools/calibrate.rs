@@ -1,14 +1,14 @@
 //! The logic of `tk-calibrate`; what it does and how it is used are the doc of
 //! `src/bin/tk-calibrate.rs` (its `--help`).
 
-use crate::interleave::fmt_weights;
-use crate::node::{fmt_mask, nodes_of, parse_list};
-use crate::ready::{read_topology, tierkit_weight_dir};
-use crate::report::Report;
+use crate::abi::ready::{read_topology, tierkit_weight_dir};
+use crate::harness::report::Report;
 use crate::tools::workload::calib::{self, weights_from_bandwidth, Calibration, Opts, Workload};
 use crate::tools::workload::rows::fmt_num;
 use crate::tools::workload::{self, Flags};
-use crate::weights::WeightDir;
+use crate::topology::interleave::fmt_weights;
+use crate::topology::node::{fmt_mask, nodes_of, parse_list};
+use crate::topology::weights::WeightDir;
 use serde_json::json;
 use std::process::ExitCode;
 use tierkit_core::interleave::Nodemask;
@@ -204,10 +204,10 @@ pub fn main() -> ExitCode {
 /// check in `r`.
 fn per_socket(
     r: &mut Report,
-    topo: &crate::node::Topology,
+    topo: &crate::topology::node::Topology,
     opts: &Opts,
 ) -> Option<Vec<calib::SocketCal>> {
-    let sockets = match crate::sockets::read_sockets() {
+    let sockets = match crate::topology::sockets::read_sockets() {
         Ok(s) if !s.is_empty() => s,
         Ok(_) => {
             r.fail("per-socket calibration", "no socket has an online CPU");
@@ -248,7 +248,7 @@ fn per_socket(
 /// weights: every later allocation of a file without its own tables
 /// places by the table of the socket it runs on.
 fn set_device_tables(r: &mut Report, sockets: &[calib::SocketCal]) {
-    use crate::tk::Tierkit;
+    use crate::abi::tk::Tierkit;
     use crate::tools::run::socket::{env, nr_node_ids, set_tables, SocketTable};
     use tierkit_core::uapi::TK_SOCKET_F_DEVICE;
     let name = "write tierkit's device-wide per-socket tables";

@@ -1,14 +1,16 @@
 //! The logic of `tk-demo`; what it does and how it is used are the doc of
 //! `src/bin/tk-demo.rs` (its `--help`).
 
-use crate::errno::errno_name;
-use crate::interleave::{compare_nodes, expected_seq, fmt_weights, per_node_counts, picture};
-use crate::node::{access1_bandwidth, fmt_mask, Topology};
-use crate::report::Report;
-use crate::sys::{Mapping, MPOL_WEIGHTED_INTERLEAVE, PAGE_SHIFT, PAGE_SIZE};
-use crate::tk::{self, Tierkit, TK_MODE_WEIGHTED_INTERLEAVE};
-use crate::weights::{WeightDir, WeightSnapshot};
-use crate::{node, weights};
+use crate::abi::tk::{self, Tierkit, TK_MODE_WEIGHTED_INTERLEAVE};
+use crate::harness::report::Report;
+use crate::linux::errno::errno_name;
+use crate::linux::sys::{Mapping, MPOL_WEIGHTED_INTERLEAVE, PAGE_SHIFT, PAGE_SIZE};
+use crate::topology::interleave::{
+    compare_nodes, expected_seq, fmt_weights, per_node_counts, picture,
+};
+use crate::topology::node::{access1_bandwidth, fmt_mask, Topology};
+use crate::topology::weights::{WeightDir, WeightSnapshot};
+use crate::{topology::node, topology::weights};
 use clap::Parser;
 use serde_json::json;
 use std::process::ExitCode;

@@ -1,9 +1,9 @@
 //! The logic of `tk-demo-gigantic`; what it does and how it is used are the doc of
 //! `src/bin/tk-demo-gigantic.rs` (its `--help`).
 
-use crate::first_use::{self, Plan, Results};
-use crate::report::Report;
-use crate::tk::MovableGigantic;
+use crate::abi::first_use::{self, Plan, Results};
+use crate::abi::tk::MovableGigantic;
+use crate::harness::report::Report;
 use serde_json::json;
 use std::process::ExitCode;
 use tierkit_core::uapi::TK_THREADS_AUTO;
@@ -15,14 +15,14 @@ pub fn main() -> ExitCode {
         return code;
     }
     let mut r = Report::new(BIN, "demo");
-    let Some(topo) = crate::ready::tierkit_ready(&mut r) else {
+    let Some(topo) = crate::abi::ready::tierkit_ready(&mut r) else {
         return r.finish();
     };
     println!();
     println!("time to first use of 1 GiB per node: tierkit (auto workers), tierkit from its pre-cleared pool, hugetlb");
     // A CXL node onlined `online_movable` has only ZONE_MOVABLE memory.
     let _movable = MovableGigantic::enable().ok();
-    let cxl = crate::cxl::cxl_nodes();
+    let cxl = crate::topology::cxl::cxl_nodes();
     let mut out = Results::default();
     for &nid in &topo.memory {
         let warm_up = !cxl.contains(&nid);

@@ -1,7 +1,7 @@
 //! The logic of `tk-fuzz`; what it does and how it is used are the doc of
 //! `src/bin/tk-fuzz.rs` (its `--help`).
 
-use crate::report::Report;
+use crate::harness::report::Report;
 use crate::tests::fuzz::{checked_run, Config};
 use clap::Parser;
 use std::process::ExitCode;
@@ -71,7 +71,7 @@ fn parse_worker(s: &str) -> Result<(u32, u32), String> {
 }
 
 fn fresh_seed() -> u64 {
-    let mut x = crate::sys::monotonic_ns() ^ (u64::from(std::process::id()) << 40);
+    let mut x = crate::linux::sys::monotonic_ns() ^ (u64::from(std::process::id()) << 40);
     crate::tests::fuzz::splitmix64(&mut x)
 }
 

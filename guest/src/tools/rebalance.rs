@@ -8,7 +8,7 @@
 //! with the new weights, one descriptor open at a time. Placement before
 //! and after is read from `/proc/PID/numa_maps`.
 
-use crate::tk::{self, Tierkit};
+use crate::abi::tk::{self, Tierkit};
 use std::collections::BTreeMap;
 use std::io;
 use tierkit_core::uapi::{TkRebalance, TK_REBALANCE_F_WEIGHTS};
@@ -199,7 +199,7 @@ pub fn apply(pid: i32, arg: TkRebalance) -> Result<Report, ApplyError> {
                 _ => {
                     return Err(ApplyError::Other(format!(
                         "TK_IOC_MAPPED_FILE at {start:#x}: {}",
-                        crate::errno::errno_name(&e)
+                        crate::linux::errno::errno_name(&e)
                     )))
                 }
             },
@@ -217,7 +217,7 @@ pub fn apply(pid: i32, arg: TkRebalance) -> Result<Report, ApplyError> {
                 return Err(ApplyError::Other(format!(
                 "TK_IOC_REBALANCE of the file mapped at {:#x}: {} ({} file(s) rebalanced before)",
                 m.start,
-                crate::errno::errno_name(&e),
+                crate::linux::errno::errno_name(&e),
                 seen.len()
             )))
             }

@@ -90,7 +90,7 @@ pub fn gigantic_case(t: &mut T, c: u32) {
         let t0 = monotonic_ns();
         let res = tk.map(GIB_PAGES, 0).and_then(|m| {
             let p = m.as_ptr();
-            crate::vma::fork_run(|| {
+            crate::linux::vma::fork_run(|| {
                 // SAFETY: our writable mapping; the fault is expected to SIGBUS.
                 unsafe { std::ptr::write_volatile(p, 1) };
                 0
@@ -101,7 +101,7 @@ pub fn gigantic_case(t: &mut T, c: u32) {
         t.r.check_note(
             &format!("{what} without opt-in: the first touch of a 1 GiB mapping is SIGBUS"),
             match &res {
-                Ok(crate::vma::Exit::Signal(libc::SIGBUS)) => Ok(format!("{el:.3} s")),
+                Ok(crate::linux::vma::Exit::Signal(libc::SIGBUS)) => Ok(format!("{el:.3} s")),
                 Ok(e) => Err(format!("the child: {e} after {el:.3} s, expected SIGBUS")),
                 Err(e) => Err(format!("mmap or fork: {} after {el:.3} s", errno_name(e))),
             },
@@ -181,7 +181,7 @@ fn map_gib(t: &mut T, name: &str, tk: &Tierkit) -> Option<Mapping> {
     // is SIGBUS for the toucher); one PUD leaf maps it (TK_IOC_WALK:
     // pagemap would zap the PUD and show nothing).
     // SAFETY: `m` is a live mapping of ours.
-    if let Err(e) = unsafe { crate::vma::make_gigantic(m.as_ptr(), m.len()) } {
+    if let Err(e) = unsafe { crate::linux::vma::make_gigantic(m.as_ptr(), m.len()) } {
         let log = t.log().join(" | ");
         t.r.fail(
             &format!("{name}: the first touch makes the GiB"),

@@ -19,18 +19,18 @@ pub use movable::*;
 pub use sharer::*;
 pub use speed::*;
 
-use crate::memblock::{
+use crate::abi::ready::tierkit_ready;
+use crate::abi::tk::{self, read_stats, stats_of, NodeStats, Tierkit, TK_MODE_INTERLEAVE};
+use crate::harness::report::Report;
+use crate::linux::memblock::{
     self, block_node, block_of_pfn, block_state, block_zone, blocks_of, first_fallback,
     node_blocks, node_distances, node_zones, online_value, pagemap_pfns, set_block_state, Kmsg,
     Outcome, Timed,
 };
-use crate::node::{fmt_mask, Topology};
-use crate::ready::tierkit_ready;
-use crate::report::Report;
-use crate::sys::{monotonic_ns, Mapping, PAGE_SIZE};
-use crate::tk::{self, read_stats, stats_of, NodeStats, Tierkit, TK_MODE_INTERLEAVE};
-use crate::weights::write_file;
-use crate::{errno::errno_name, interleave::status_str};
+use crate::linux::sys::{monotonic_ns, Mapping, PAGE_SIZE};
+use crate::topology::node::{fmt_mask, Topology};
+use crate::topology::weights::write_file;
+use crate::{linux::errno::errno_name, topology::interleave::status_str};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -55,7 +55,7 @@ pub fn movable_case(t: &mut T, c: u32) {
     }
     // SAFETY: the mapping is ours; MADV_DONTNEED drops the PTEs, the
     // file keeps the pages (dev-tierkit).
-    let dn = unsafe { crate::sys::madvise(m.as_ptr().cast(), m.len(), libc::MADV_DONTNEED) };
+    let dn = unsafe { crate::linux::sys::madvise(m.as_ptr().cast(), m.len(), libc::MADV_DONTNEED) };
     t.r.check_note(
         &format!("{what}: MADV_DONTNEED + touch after the move: the moved contents"),
         match dn {

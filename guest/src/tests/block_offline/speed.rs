@@ -115,7 +115,7 @@ fn kernel_once(t: &mut T, c: u32, seed: u64) -> Result<u64, String> {
     let what = "offline speed, anonymous";
     let m = Mapping::anon(SPEED_PAGES * PAGE_SIZE).map_err(|e| format!("{what}: mmap: {e}"))?;
     m.no_huge().map_err(|e| format!("{what}: no THP: {e}"))?;
-    m.mbind(crate::sys::MPOL_BIND, 1 << c, 0)
+    m.mbind(crate::linux::sys::MPOL_BIND, 1 << c, 0)
         .map_err(|e| format!("{what}: mbind: {e}"))?;
     fill(&m, seed);
     offline_once(t, what, &m, c, seed, false).map_err(|e| format!("{what}: {e}"))

@@ -129,14 +129,14 @@ impl MemSnapshot {
     pub fn take() -> Result<MemSnapshot> {
         // tierkit's own background work first: a refill under way holds a
         // GiB outside every count.
-        crate::pool::quiet().map_err(anyhow::Error::msg)?;
-        crate::vma::fold_vmstat();
+        crate::abi::pool::quiet().map_err(anyhow::Error::msg)?;
+        crate::linux::vma::fold_vmstat();
         let zi = fs::read_to_string("/proc/zoneinfo").context("reading /proc/zoneinfo")?;
         let zones = parse_zoneinfo(&zi)?;
         let mut snap = MemSnapshot::default();
         for (&n, &(free, pcp)) in &zones {
             snap.free_pages.insert(n, free + pcp);
-            let p = format!("{}/node{n}/meminfo", crate::node::NODE_SYSFS);
+            let p = format!("{}/node{n}/meminfo", crate::topology::node::NODE_SYSFS);
             if let Some(kb) = fs::read_to_string(&p)
                 .ok()
                 .and_then(|s| meminfo_kb(&s, "MemFree"))
@@ -341,9 +341,9 @@ pub fn parse_holdings(stats: &str, limits: Option<&str>) -> Result<BTreeMap<Stri
 
 /// [`parse_holdings`] of the live files.
 pub fn holdings() -> Result<BTreeMap<String, u64>> {
-    crate::kernel::ensure_debugfs();
-    let s = fs::read_to_string(crate::tk::STATS_PATH)
-        .with_context(|| format!("reading {}", crate::tk::STATS_PATH))?;
+    crate::linux::kernel::ensure_debugfs();
+    let s = fs::read_to_string(crate::abi::tk::STATS_PATH)
+        .with_context(|| format!("reading {}", crate::abi::tk::STATS_PATH))?;
     let l = fs::read_to_string(LIMITS_PATH).ok();
     parse_holdings(&s, l.as_deref())
 }

@@ -33,8 +33,8 @@ mod modules;
 pub mod sweep;
 
 use self::sweep::run;
-use crate::ready::topology_and_weights;
-use crate::report::Report;
+use crate::abi::ready::topology_and_weights;
+use crate::harness::report::Report;
 pub use kmsg::*;
 pub use mem::*;
 pub use modules::*;
@@ -180,7 +180,7 @@ impl FaultKnobs {
     /// directory of debugfs's fault-injection knobs is missing
     /// (`CONFIG_FAILSLAB`, `CONFIG_FAIL_PAGE_ALLOC` off, as on Debian's).
     pub fn missing() -> Option<String> {
-        crate::kernel::ensure_debugfs();
+        crate::linux::kernel::ensure_debugfs();
         [FAILSLAB_DIR, FAIL_PAGE_ALLOC_DIR]
             .into_iter()
             .find(|d| !Path::new(d).is_dir())
@@ -196,7 +196,7 @@ impl FaultKnobs {
     /// `CONFIG_FAULT_INJECTION_DEBUG_FS`) or if a `probability` is not 0
     /// (then faults would be injected into every task, not only ours).
     pub fn systematic(verbose: u32) -> Result<FaultKnobs> {
-        crate::kernel::ensure_debugfs();
+        crate::linux::kernel::ensure_debugfs();
         let mut k = FaultKnobs { saved: Vec::new() };
         for dir in [FAILSLAB_DIR, FAIL_PAGE_ALLOC_DIR] {
             let p = Path::new(dir).join("probability");

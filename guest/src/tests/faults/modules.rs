@@ -72,7 +72,7 @@ pub fn unload_tierkit() -> io::Result<()> {
 /// written back after it.
 #[derive(Clone, Debug)]
 pub struct TierkitWeights {
-    pub(super) saved: crate::weights::WeightSnapshot,
+    pub(super) saved: crate::topology::weights::WeightSnapshot,
     pub(super) bandwidth: String,
     /// [`TierkitWeights::text`] when saved.
     pub before: String,
@@ -80,14 +80,14 @@ pub struct TierkitWeights {
 
 impl TierkitWeights {
     /// The weight table and bandwidth of `wd` as one text, to compare.
-    pub fn text(wd: &crate::weights::WeightDir) -> Result<String, String> {
+    pub fn text(wd: &crate::topology::weights::WeightDir) -> Result<String, String> {
         let s = wd.snapshot().map_err(|e| format!("{e:#}"))?;
         let bw = fs::read_to_string(wd.bandwidth_path()).map_err(|e| e.to_string())?;
         Ok(format!("{}; bandwidth {:?}", s.describe(), bw))
     }
 
     /// Saves `wd`'s table.
-    pub fn save(wd: &crate::weights::WeightDir) -> Result<TierkitWeights, String> {
+    pub fn save(wd: &crate::topology::weights::WeightDir) -> Result<TierkitWeights, String> {
         match (
             wd.snapshot(),
             fs::read_to_string(wd.bandwidth_path()),
@@ -106,13 +106,13 @@ impl TierkitWeights {
     /// recomputes the auto weights), then the saved weights and `auto`;
     /// `Err` if the text then differs from the saved one.
     pub fn restore(&self) -> Result<(), String> {
-        let wd = crate::weights::WeightDir::tierkit().ok_or("no weight directory")?;
-        let s = crate::weights::WeightSnapshot {
+        let wd = crate::topology::weights::WeightDir::tierkit().ok_or("no weight directory")?;
+        let s = crate::topology::weights::WeightSnapshot {
             dir: wd.clone(),
             ..self.saved.clone()
         };
         if !self.bandwidth.is_empty() {
-            crate::weights::write_file(&wd.bandwidth_path(), &self.bandwidth)
+            crate::topology::weights::write_file(&wd.bandwidth_path(), &self.bandwidth)
                 .map_err(|e| format!("writing bandwidth: {e}"))?;
         }
         s.restore().map_err(|e| format!("{e:#}"))?;

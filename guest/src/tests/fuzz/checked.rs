@@ -3,7 +3,7 @@
 use super::*;
 
 /// Weight table state: `auto`, weights, bandwidth text.
-pub(super) fn wi_state(wd: &crate::weights::WeightDir) -> anyhow::Result<String> {
+pub(super) fn wi_state(wd: &crate::topology::weights::WeightDir) -> anyhow::Result<String> {
     let s = wd.snapshot()?;
     let bw = std::fs::read_to_string(wd.bandwidth_path())?;
     Ok(format!("{}; bandwidth {:?}", s.describe(), bw))
@@ -19,7 +19,11 @@ pub(super) fn held() -> Option<BTreeMap<String, u64>> {
 /// at the baseline once everything is closed, the weight table (auto,
 /// weights, bandwidth) restored, tierkit usable. Adds the figures to the
 /// JSON line. `None` if it could not start.
-pub fn checked_run(r: &mut crate::report::Report, cfg: &Config, min_calls: u64) -> Option<Outcome> {
+pub fn checked_run(
+    r: &mut crate::harness::report::Report,
+    cfg: &Config,
+    min_calls: u64,
+) -> Option<Outcome> {
     let env = match Env::discover() {
         Ok(e) => e,
         Err(e) => {
@@ -27,7 +31,7 @@ pub fn checked_run(r: &mut crate::report::Report, cfg: &Config, min_calls: u64) 
             return None;
         }
     };
-    let wd = crate::weights::WeightDir::new(&env.wi);
+    let wd = crate::topology::weights::WeightDir::new(&env.wi);
     let (snap, bw, before, base) = match (
         wd.snapshot(),
         std::fs::read_to_string(wd.bandwidth_path()),
@@ -73,14 +77,14 @@ pub fn checked_run(r: &mut crate::report::Report, cfg: &Config, min_calls: u64) 
 
 /// What was saved before the run, to put back and compare with after it.
 struct Saved {
-    snap: crate::weights::WeightSnapshot,
+    snap: crate::topology::weights::WeightSnapshot,
     bw: String,
     before: String,
     base: BTreeMap<String, u64>,
 }
 
 /// The run's configuration noted, with the command that reproduces it.
-fn note_config(r: &mut crate::report::Report, cfg: &Config, env: &Env) {
+fn note_config(r: &mut crate::harness::report::Report, cfg: &Config, env: &Env) {
     let nworkers = if cfg.only.is_some() {
         1
     } else {
@@ -114,7 +118,7 @@ fn note_config(r: &mut crate::report::Report, cfg: &Config, env: &Env) {
 /// them, every worker finished, at least `min_calls` calls, no kernel
 /// report in `kmsg`. Gives the calls and the results by kind.
 fn check_outcome(
-    r: &mut crate::report::Report,
+    r: &mut crate::harness::report::Report,
     out: &Outcome,
     min_calls: u64,
     kmsg: Option<crate::tests::faults::Kmsg>,
@@ -189,9 +193,9 @@ fn check_outcome(
 /// After the run: tierkit's holdings back at the baseline, the weight
 /// table restored, tierkit usable.
 fn check_put_back(
-    r: &mut crate::report::Report,
+    r: &mut crate::harness::report::Report,
     env: &Env,
-    wd: &crate::weights::WeightDir,
+    wd: &crate::topology::weights::WeightDir,
     saved: Saved,
 ) {
     let Saved {
@@ -242,7 +246,7 @@ fn check_put_back(
     );
     let restored = (|| -> anyhow::Result<()> {
         if !bw.is_empty() {
-            crate::weights::write_file(&wd.bandwidth_path(), &bw)?;
+            crate::topology::weights::write_file(&wd.bandwidth_path(), &bw)?;
         }
         snap.restore()?;
         let after = wi_state(wd)?;
@@ -254,8 +258,8 @@ fn check_put_back(
         restored.map_err(|e| format!("{e:#}")),
     );
     let usable = (|| -> Result<(), String> {
-        let t = crate::tk::Tierkit::open().map_err(|e| format!("open: {e}"))?;
-        t.set_policy(crate::tk::TK_MODE_WEIGHTED_INTERLEAVE, env.mem_mask)
+        let t = crate::abi::tk::Tierkit::open().map_err(|e| format!("open: {e}"))?;
+        t.set_policy(crate::abi::tk::TK_MODE_WEIGHTED_INTERLEAVE, env.mem_mask)
             .map_err(|e| format!("TK_IOC_SET_POLICY: {e}"))?;
         let m = t.map(1, 0).map_err(|e| format!("mmap: {e}"))?;
         if m.first_nonzero().is_some() {
@@ -268,7 +272,7 @@ fn check_put_back(
 
 /// The run's figures for the JSON line.
 fn set_figures(
-    r: &mut crate::report::Report,
+    r: &mut crate::harness::report::Report,
     cfg: &Config,
     out: &Outcome,
     calls: u64,

@@ -53,7 +53,7 @@ pub(super) fn dbg_path(env: &Env, d: Dbg) -> PathBuf {
         Dbg::Node(n) => env.wi.join(format!("node{n}")),
         Dbg::Auto => env.wi.join("auto"),
         Dbg::Bandwidth => env.wi.join("bandwidth"),
-        Dbg::Stats => PathBuf::from(crate::tk::STATS_PATH),
+        Dbg::Stats => PathBuf::from(crate::abi::tk::STATS_PATH),
     }
 }
 
@@ -64,7 +64,7 @@ pub(super) fn open_global(env: &Env) -> io::Result<SharedFds> {
         s.fds.push(Fd { fd, kind, name });
         Ok(())
     };
-    let dev = crate::tk::DEV_PATH;
+    let dev = crate::abi::tk::DEV_PATH;
     add(dev, libc::O_RDWR, FdKind::Dev, "global dev A")?;
     add(dev, libc::O_RDWR, FdKind::Dev, "global dev B")?;
     add(dev, libc::O_RDONLY, FdKind::Dev, "global dev ro")?;
@@ -351,7 +351,7 @@ impl Worker<'_> {
         }
         let (r, kind, name) = match which {
             0 => {
-                let r = open_c(crate::tk::DEV_PATH, flags);
+                let r = open_c(crate::abi::tk::DEV_PATH, flags);
                 let kind = if flags & libc::O_ACCMODE == libc::O_WRONLY {
                     FdKind::DevWo
                 } else {
@@ -360,7 +360,7 @@ impl Worker<'_> {
                 (r, kind, "own dev")
             }
             1 => (
-                open_c(crate::tk::DEV_PATH, libc::O_PATH),
+                open_c(crate::abi::tk::DEV_PATH, libc::O_PATH),
                 FdKind::DevPath,
                 "own dev O_PATH",
             ),

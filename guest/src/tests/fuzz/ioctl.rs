@@ -259,7 +259,7 @@ impl Worker<'_> {
         // TK_POLICY_F_WEIGHTS: weighted mode, and a weight for
         // every node of the effective mask.
         let own_ok = p.mode == 0
-            && crate::node::nodes_of(p.nodemask & mem)
+            && crate::topology::node::nodes_of(p.nodemask & mem)
                 .iter()
                 .all(|&n| p.weights[n as usize] != 0);
         let valid = p.nodemask & mem != 0

@@ -418,7 +418,7 @@ impl Worker<'_> {
         if kind == 2 {
             return self.op_offline(o);
         }
-        let t = match crate::tk::Tierkit::open() {
+        let t = match crate::abi::tk::Tierkit::open() {
             Ok(t) => t,
             Err(e) => {
                 self.fail(format!("big: open: {e}"));
@@ -427,7 +427,7 @@ impl Worker<'_> {
         };
         if kind == 0 {
             let r = t
-                .set_policy(crate::tk::TK_MODE_INTERLEAVE, 1 << nid)
+                .set_policy(crate::abi::tk::TK_MODE_INTERLEAVE, 1 << nid)
                 .and_then(|_| {
                     t.set_gigantic(TkGigantic {
                         threads: 1,
@@ -472,7 +472,12 @@ impl Worker<'_> {
                 )),
             }
         } else {
-            let r = t.clear_bench(crate::tk::clear_bench_arg(nid as i32, 1, TK_PLACE_ANY, 1));
+            let r = t.clear_bench(crate::abi::tk::clear_bench_arg(
+                nid as i32,
+                1,
+                TK_PLACE_ANY,
+                1,
+            ));
             let r2 = r
                 .as_ref()
                 .map(|_| 0)
@@ -496,7 +501,9 @@ impl Worker<'_> {
     /// and ENOMEM as `offline_pages()` answers), never spin; a block that
     /// went offline is onlined again at once.
     pub(super) fn op_offline(&mut self, o: &mut Rng) {
-        use crate::memblock::{block_state, block_zone, node_blocks, set_block_state, Outcome};
+        use crate::linux::memblock::{
+            block_state, block_zone, node_blocks, set_block_state, Outcome,
+        };
         let blocks: Vec<u64> = self
             .env
             .mem_nodes

@@ -80,7 +80,7 @@
 //! `payloads.rs`, the processes, threads and status board ([`run`]) in
 //! `procs.rs`, and [`checked_run`] in `checked.rs`.
 
-pub use crate::errno::errno_str;
+pub use crate::linux::errno::errno_str;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::ffi::{c_void, CString};
@@ -120,7 +120,7 @@ mod tests;
 // Random numbers
 // ---------------------------------------------------------------------------
 
-pub use crate::rng::{splitmix64, Rng};
+pub use crate::harness::rng::{splitmix64, Rng};
 
 /// The seed of worker `p.t`'s stream.
 pub fn worker_seed(seed: u64, p: u32, t: u32) -> u64 {
@@ -175,13 +175,13 @@ pub struct Env {
 impl Env {
     pub fn discover() -> anyhow::Result<Env> {
         use anyhow::Context;
-        let topo = crate::node::Topology::read()?;
+        let topo = crate::topology::node::Topology::read()?;
         let possible = std::fs::read_to_string("/sys/devices/system/node/possible")
             .context("reading node/possible")?;
-        let nr_node_ids = crate::node::parse_list(&possible)?
+        let nr_node_ids = crate::topology::node::parse_list(&possible)?
             .last()
             .map_or(1, |&n| n + 1);
-        let wi = crate::weights::WeightDir::tierkit()
+        let wi = crate::topology::weights::WeightDir::tierkit()
             .context("no tierkit weighted_interleave directory")?
             .path;
         let bw = std::fs::read_to_string(wi.join("bandwidth")).unwrap_or_default();
@@ -194,7 +194,7 @@ impl Env {
         let mem_nodes: Vec<u32> = topo.memory.iter().copied().filter(|&n| n < 64).collect();
         Ok(Env {
             movable: scheduled::movable_node(&mem_nodes),
-            online_cpus: crate::node::parse_list(&cpus)?.len() as u32,
+            online_cpus: crate::topology::node::parse_list(&cpus)?.len() as u32,
             bandwidth_ok: topo.memory.iter().all(|n| covered.contains(n)),
             mem_mask: topo.memory_mask(),
             mem_nodes,

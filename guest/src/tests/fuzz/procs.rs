@@ -73,7 +73,7 @@ pub(super) fn proc_main(
     deadline: Instant,
 ) -> Vec<WorkerResult> {
     let mut shared = global.fds.clone();
-    let proc_dev = open_c(crate::tk::DEV_PATH, libc::O_RDWR).ok();
+    let proc_dev = open_c(crate::abi::tk::DEV_PATH, libc::O_RDWR).ok();
     if let Some(fd) = proc_dev {
         shared.push(Fd {
             fd,
@@ -335,8 +335,8 @@ fn report_hung(cfg: &Config, board: &Board, out: &mut Outcome) {
     for i in 0..(cfg.procs * cfg.threads) as usize {
         let s = board.slot(i);
         if s.state.load(Ordering::Acquire) == 1 {
-            let since =
-                crate::sys::monotonic_ns().saturating_sub(s.since_ns.load(Ordering::Relaxed));
+            let since = crate::linux::sys::monotonic_ns()
+                .saturating_sub(s.since_ns.load(Ordering::Relaxed));
             out.hung.push(format!(
                 "worker {}.{} in its op #{} ({}, op seed {:#x}) for {:.1} s",
                 i as u32 / cfg.threads,

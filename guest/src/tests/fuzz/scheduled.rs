@@ -27,7 +27,7 @@
 //! GiB that cannot be made ends only the child.
 
 use super::*;
-use crate::tk::{Tierkit, TK_MODE_INTERLEAVE, TK_MODE_WEIGHTED_INTERLEAVE};
+use crate::abi::tk::{Tierkit, TK_MODE_INTERLEAVE, TK_MODE_WEIGHTED_INTERLEAVE};
 
 /// The races, in the order they are dealt to the workers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -156,7 +156,7 @@ fn race_child(spec: &str) -> Ran {
             let res = Tierkit::gigantic_on(n)
                 .map_err(|e| format!("gigantic mode on node {n}: {e}"))
                 .and_then(|t| {
-                    let m = crate::sys::Mapping::new(GIB, libc::MAP_SHARED, t.fd(), 0)
+                    let m = crate::linux::sys::Mapping::new(GIB, libc::MAP_SHARED, t.fd(), 0)
                         .map_err(|e| format!("mmap: {e}"))?;
                     crate::tests::races::prctl_during_first_touch(&t, &m, CHILD_LIMIT / 2)
                 });
@@ -233,7 +233,7 @@ fn run_child(spec: &str) -> Ran {
 
 /// The online ZONE_MOVABLE blocks of `nid`.
 fn movable_blocks(nid: u32) -> Vec<u64> {
-    use crate::memblock::{block_state, block_zone, node_blocks};
+    use crate::linux::memblock::{block_state, block_zone, node_blocks};
     node_blocks(nid)
         .into_iter()
         .filter(|&b| {
@@ -380,7 +380,7 @@ impl Worker<'_> {
     /// call, a random online movable block of that node goes offline:
     /// done (and online again at once) or refused within 20 s.
     fn offline_during(&mut self, o: &mut Rng, bulk: bool) -> Ran {
-        use crate::memblock::{set_block_state, Outcome};
+        use crate::linux::memblock::{set_block_state, Outcome};
         use std::sync::atomic::AtomicU32;
         let Some(nid) = self.env.movable else {
             return Ran::Skip("no ZONE_MOVABLE block".into());
@@ -472,7 +472,7 @@ impl Worker<'_> {
 /// Each race's runs in `out`, by outcome, noted in `r`; fails if a race
 /// this machine can run ran no time (a skip is no run), when the run had
 /// every worker (`--only` makes only its worker's).
-pub fn check_races(r: &mut crate::report::Report, cfg: &Config, env: &Env, out: &Outcome) {
+pub fn check_races(r: &mut crate::harness::report::Report, cfg: &Config, env: &Env, out: &Outcome) {
     if !cfg.races {
         return;
     }

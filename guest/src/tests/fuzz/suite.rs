@@ -1,11 +1,11 @@
 //! The logic of `tk-test-fuzz`; what it checks and how it is used are the doc of
 //! `src/bin/tk-test-fuzz.rs` (its `--help`).
 
-use crate::report::Report;
+use crate::harness::report::Report;
 use crate::tests::fuzz::{
     auto_payload, checked_run, errno_str, random_payload, run, weight_payload, Config, Env, Rng,
 };
-use crate::weights::{write_file, WeightDir};
+use crate::topology::weights::{write_file, WeightDir};
 use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;

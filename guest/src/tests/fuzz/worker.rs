@@ -365,7 +365,7 @@ impl Worker<'_> {
             slot.op_seed.store(self.op_seed, Ordering::Relaxed);
             slot.kind.store(kind as u64, Ordering::Relaxed);
             slot.since_ns
-                .store(crate::sys::monotonic_ns(), Ordering::Relaxed);
+                .store(crate::linux::sys::monotonic_ns(), Ordering::Relaxed);
             slot.state.store(1, Ordering::Release);
             match kind {
                 0 => self.op_ioctl(&mut o),

@@ -188,7 +188,10 @@ fn fill_fits(nodes: &[u32], files: u64, rest: u64) -> bool {
 fn fill_gib_files(
     nodes: &[u32],
     files: u64,
-) -> (Vec<(Tierkit, crate::sys::Mapping, u32)>, Option<String>) {
+) -> (
+    Vec<(Tierkit, crate::linux::sys::Mapping, u32)>,
+    Option<String>,
+) {
     let mut kept = Vec::new();
     let mut fill_err = None;
     for _ in 0..files {

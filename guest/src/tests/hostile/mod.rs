@@ -14,12 +14,12 @@ pub use kill::*;
 pub use limits::*;
 pub use out_of_memory::*;
 
-use crate::node::Topology;
-use crate::report::Report;
-use crate::sys::{monotonic_ns, PAGE_SIZE};
-use crate::tk::{self, Tierkit, TK_MODE_INTERLEAVE, TK_MODE_WEIGHTED_INTERLEAVE};
-use crate::vma::{self, sleep_ms, Spawned};
-use crate::{cxl, errno::errno_name, errno::expect_errno};
+use crate::abi::tk::{self, Tierkit, TK_MODE_INTERLEAVE, TK_MODE_WEIGHTED_INTERLEAVE};
+use crate::harness::report::Report;
+use crate::linux::sys::{monotonic_ns, PAGE_SIZE};
+use crate::linux::vma::{self, sleep_ms, Spawned};
+use crate::topology::node::Topology;
+use crate::{linux::errno::errno_name, linux::errno::expect_errno, topology::cxl};
 use std::process::ExitCode;
 use tierkit_core::uapi::{
     TkGigantic, TK_GIGANTIC_BYTES, TK_GIGANTIC_F_QUERY, TK_PLACE_LOCAL, TK_PLACE_REMOTE,
@@ -169,7 +169,7 @@ const BIN: &str = "tk-test-hostile";
 /// `tk-test-hostile`'s `main`.
 pub fn main() -> ExitCode {
     let mut r = Report::new(BIN, "test");
-    let Some(topo) = crate::ready::tierkit_ready(&mut r) else {
+    let Some(topo) = crate::abi::ready::tierkit_ready(&mut r) else {
         return r.finish();
     };
     let Some(dram) = topo.dram_node() else {

@@ -270,7 +270,7 @@ pub fn small_pages_past_memory(r: &mut Report, topo: &Topology) {
     }
     let base_free = vma::node_free_kb(m);
     let base_held = Held::now();
-    let mut kept: Vec<(Tierkit, crate::sys::Mapping)> = Vec::new();
+    let mut kept: Vec<(Tierkit, crate::linux::sys::Mapping)> = Vec::new();
     let mut outcome: Option<Result<String, String>> = None;
     for i in 0..4 {
         let tk = match Tierkit::open() {

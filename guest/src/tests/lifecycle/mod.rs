@@ -10,16 +10,16 @@ mod run;
 pub use load_sweep::*;
 pub use run::*;
 
-use crate::errno::errno_name;
-use crate::ready::topology_and_weights;
-use crate::report::Report;
+use crate::abi::ready::topology_and_weights;
+use crate::abi::tk::{self, Tierkit, TK_MODE_WEIGHTED_INTERLEAVE};
+use crate::harness::report::Report;
+use crate::linux::errno::errno_name;
 use crate::tests::faults::{
     crash_lines, finit_module, injected_faults, load_tierkit as load, module_line,
     unload_tierkit as unload, ConsoleLevel, FailNth, FaultKnobs, Kmsg, KunitFilter, MemSnapshot,
     TierkitWeights, KUNIT_FILTER_ENOMEM, TIERKIT_KO, TIERKIT_MODULE,
 };
-use crate::tk::{self, Tierkit, TK_MODE_WEIGHTED_INTERLEAVE};
-use crate::weights::WeightDir;
+use crate::topology::weights::WeightDir;
 use serde_json::json;
 use std::fs::File;
 use std::io;
@@ -108,7 +108,7 @@ impl Hold {
 /// Something held open across an unload.
 pub enum Held {
     File(File),
-    Map(crate::sys::Mapping),
+    Map(crate::linux::sys::Mapping),
 }
 
 /// The module is loaded and works: /proc/modules says Live, a file opens,
@@ -139,7 +139,7 @@ pub fn works(mem_mask: u64) -> Result<(), String> {
         .map(|f| f.to_string())
         .collect();
     missing.extend(
-        crate::node::nodes_of(mem_mask)
+        crate::topology::node::nodes_of(mem_mask)
             .into_iter()
             .filter(|&n| !wd.node_path(n).exists())
             .map(|n| format!("node{n}")),

@@ -36,7 +36,7 @@ pub fn offline_each(
     what: &str,
     blocks: &[u64],
     limit: Duration,
-) -> (Vec<u64>, Vec<(u64, crate::memblock::Timed)>) {
+) -> (Vec<u64>, Vec<(u64, crate::linux::memblock::Timed)>) {
     let (mut offline, mut outcomes) = (Vec::new(), Vec::new());
     for &b in blocks {
         match set_block_state(b, "offline", limit) {
@@ -55,7 +55,7 @@ pub fn offline_each(
 }
 
 /// The outcomes that are neither done nor EBUSY, described.
-pub fn neither_done_nor_busy(outcomes: &[(u64, crate::memblock::Timed)]) -> Vec<String> {
+pub fn neither_done_nor_busy(outcomes: &[(u64, crate::linux::memblock::Timed)]) -> Vec<String> {
     outcomes
         .iter()
         .filter(|(_, t)| {
@@ -187,7 +187,7 @@ pub fn offline_before_registration(r: &mut Report, c: u32, blocks: &[u64]) -> Ve
         return Vec::new();
     }
     let free0 = mem_free_kb(c).unwrap_or(0);
-    let mut child = match crate::vma::spawn_synced(|ready| {
+    let mut child = match crate::linux::vma::spawn_synced(|ready| {
         ready();
         Tierkit::open()
             .and_then(|t| {

@@ -15,17 +15,19 @@ pub use rebalance::*;
 pub use reference::*;
 pub use whole_node::*;
 
-use crate::memblock::{block_state, block_zone, node_blocks, set_block_state, Kmsg, Outcome};
-use crate::node::{mask_of, parse_list, NODE_SYSFS};
-use crate::ready::tierkit_ready;
-use crate::report::Report;
-use crate::sys::{Mapping, PAGE_SIZE};
-use crate::tk::{
+use crate::abi::ready::tierkit_ready;
+use crate::abi::tk::{
     clear_bench_arg, read_stats, stats_of, MovableGigantic, Tierkit, TK_MODE_INTERLEAVE,
     TK_MODE_WEIGHTED_INTERLEAVE,
 };
-use crate::weights::{KERNEL_WI_DIR, TIERKIT_WI_DIRS};
-use crate::{errno::errno_name, errno::expect_errno};
+use crate::harness::report::Report;
+use crate::linux::memblock::{
+    block_state, block_zone, node_blocks, set_block_state, Kmsg, Outcome,
+};
+use crate::linux::sys::{Mapping, PAGE_SIZE};
+use crate::topology::node::{mask_of, parse_list, NODE_SYSFS};
+use crate::topology::weights::{KERNEL_WI_DIR, TIERKIT_WI_DIRS};
+use crate::{linux::errno::errno_name, linux::errno::expect_errno};
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::ExitCode;

@@ -12,7 +12,7 @@ pub const RATE_R: u32 = 100;
 /// `c` with its own weights `(wd, wc)`, filled with its pattern.
 pub fn weighted_file(dram: u32, c: u32, wd: u8, wc: u8) -> Result<(Tierkit, Mapping), String> {
     let tk = Tierkit::open().map_err(|e| format!("open: {e}"))?;
-    let mut p = crate::tk::policy(TK_MODE_WEIGHTED_INTERLEAVE, mask_of(&[dram, c]));
+    let mut p = crate::abi::tk::policy(TK_MODE_WEIGHTED_INTERLEAVE, mask_of(&[dram, c]));
     p.flags = TK_POLICY_F_WEIGHTS;
     p.weights[dram as usize] = wd;
     p.weights[c as usize] = wc;

@@ -16,12 +16,12 @@ pub fn offline_with_reference(r: &mut Report, c: u32) -> Vec<u64> {
             .map_err(|e| e.to_string())?;
         let m = tk.map(1, 0).map_err(|e| e.to_string())?;
         fill(&m, 0x77);
-        let pfn = crate::vma::pagemap_pfn(m.addr())
+        let pfn = crate::linux::vma::pagemap_pfn(m.addr())
             .map_err(|e| e.to_string())?
             .ok_or("not present")?;
-        let bs = crate::memblock::block_size().map_err(|e| e.to_string())?;
-        let block = crate::memblock::block_of_pfn(pfn, bs);
-        let p = crate::vma::Pipe::new().map_err(|e| e.to_string())?;
+        let bs = crate::linux::memblock::block_size().map_err(|e| e.to_string())?;
+        let block = crate::linux::memblock::block_of_pfn(pfn, bs);
+        let p = crate::linux::vma::Pipe::new().map_err(|e| e.to_string())?;
         let iov = libc::iovec {
             iov_base: m.as_ptr() as *mut libc::c_void,
             iov_len: 4096,
@@ -34,7 +34,7 @@ pub fn offline_with_reference(r: &mut Report, c: u32) -> Vec<u64> {
             .map_err(|e| e.to_string())?;
         let mut buf = vec![0u8; 4096];
         // SAFETY: reads into a local buffer.
-        unsafe { crate::vma::read_exact_fd(p.rd, buf.as_mut_ptr(), 4096) }
+        unsafe { crate::linux::vma::read_exact_fd(p.rd, buf.as_mut_ptr(), 4096) }
             .map_err(|e| e.to_string())?;
         drop(p);
         let drained = set_block_state(block, "offline", Duration::from_secs(30))
@@ -56,7 +56,7 @@ pub fn offline_with_reference(r: &mut Report, c: u32) -> Vec<u64> {
             ));
         }
         verify(&m, 0x77)?;
-        let now = crate::vma::pagemap_pfn(m.addr())
+        let now = crate::linux::vma::pagemap_pfn(m.addr())
             .ok()
             .flatten()
             .map_or("none".to_string(), |p| format!("{p:#x}"));

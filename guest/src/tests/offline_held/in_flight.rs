@@ -13,9 +13,9 @@
 //! until the test resolves the fault (`UFFDIO_ZEROPAGE`).
 
 use super::{filled, goes_offline, orphaned_and_refused, orphans, wait_orphans, Filled};
-use crate::errno::errno_name;
-use crate::memblock::{blocks_of, pagemap_pfns};
-use crate::sys::{Mapping, PAGE_SIZE};
+use crate::linux::errno::errno_name;
+use crate::linux::memblock::{blocks_of, pagemap_pfns};
+use crate::linux::sys::{Mapping, PAGE_SIZE};
 use crate::tests::block_offline::{fill_page, open_on, T};
 use crate::tests::callers::RAM_DISK;
 use std::ffi::c_void;

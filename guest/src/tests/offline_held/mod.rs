@@ -9,17 +9,17 @@ pub mod scale;
 
 use in_flight::{fixed_buffer_case, in_flight_case, Holder};
 
-use crate::errno::errno_name;
-use crate::memblock::{self, Kmsg};
-use crate::memblock::{blocks_of, node_blocks, Outcome};
-use crate::ready::tierkit_ready;
-use crate::report::Report;
-use crate::sys::Mapping;
+use crate::abi::ready::tierkit_ready;
+use crate::abi::tk::{read_stats, Tierkit, TK_MODE_WEIGHTED_INTERLEAVE};
+use crate::harness::report::Report;
+use crate::linux::errno::errno_name;
+use crate::linux::memblock::{self, Kmsg};
+use crate::linux::memblock::{blocks_of, node_blocks, Outcome};
+use crate::linux::sys::Mapping;
+use crate::linux::vma;
 use crate::tests::block_offline::{all_pfns, fill_page, open_on, secs, PROMPT, T};
 use crate::tests::block_offline::{node_kind, Kind};
-use crate::tk::{read_stats, Tierkit, TK_MODE_WEIGHTED_INTERLEAVE};
-use crate::vma;
-use crate::weights::write_file;
+use crate::topology::weights::write_file;
 use std::path::Path;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -230,7 +230,7 @@ fn likely_blocks(tk: &Tierkit, nid: u32, block_bytes: u64) -> Vec<u64> {
     let per_block = block_bytes / 4096;
     let mut scored: Vec<(usize, u64)> = node_blocks(nid)
         .into_iter()
-        .filter(|&b| crate::memblock::block_state(b).as_deref() == Some("online"))
+        .filter(|&b| crate::linux::memblock::block_state(b).as_deref() == Some("online"))
         .map(|b| {
             let hits = (0..per_block)
                 .step_by(128)
@@ -257,7 +257,7 @@ pub fn window_case(t: &mut T, nid: u32, w: Window) {
         Window::Mmap => "mmap window",
         Window::Bulk => "bulk window",
     };
-    let allocated = |s: &Option<Vec<crate::tk::NodeStats>>| {
+    let allocated = |s: &Option<Vec<crate::abi::tk::NodeStats>>| {
         s.as_ref().map_or(0, |s| {
             s.iter().find(|x| x.nid == nid).map_or(0, |x| x.allocated)
         })
@@ -373,7 +373,7 @@ fn child(nid: u32, w: Window) -> std::io::Result<()> {
     let tk = Tierkit::open()?;
     match w {
         Window::Mmap => {
-            tk.set_policy(crate::tk::TK_MODE_INTERLEAVE, 1u64 << nid)?;
+            tk.set_policy(crate::abi::tk::TK_MODE_INTERLEAVE, 1u64 << nid)?;
             let m = tk.map(WINDOW_PAGES, 0)?;
             drop(m);
         }

@@ -5,10 +5,10 @@
 //! with them, never per mapping times mappings.
 
 use super::{orphans, wait_orphans, DEADLINE};
-use crate::errno::errno_name;
-use crate::memblock::{block_of_pfn, block_size, pagemap_pfns, set_block_state, Outcome};
-use crate::sys::Mapping;
-use crate::tk::{Tierkit, TK_MODE_INTERLEAVE};
+use crate::abi::tk::{Tierkit, TK_MODE_INTERLEAVE};
+use crate::linux::errno::errno_name;
+use crate::linux::memblock::{block_of_pfn, block_size, pagemap_pfns, set_block_state, Outcome};
+use crate::linux::sys::Mapping;
 use std::time::Duration;
 
 /// One count's offline times: the best of the rounds.

@@ -24,7 +24,7 @@ pub fn pipe_holds_gib(r: &mut Report, c: u32) {
     let res = (|| -> Result<String, String> {
         let tk =
             Tierkit::gigantic_on(c).map_err(|e| format!("gigantic file: {}", errno_name(&e)))?;
-        let pages = TK_GIGANTIC_BYTES as usize / crate::sys::PAGE_SIZE;
+        let pages = TK_GIGANTIC_BYTES as usize / crate::linux::sys::PAGE_SIZE;
         let m = tk
             .map(pages, 0)
             .map_err(|e| format!("mmap: {}", errno_name(&e)))?;
@@ -50,7 +50,7 @@ pub fn pipe_holds_gib(r: &mut Report, c: u32) {
         }
         let first = w.pfn;
         let bs = memblock::block_size().map_err(|e| e.to_string())?;
-        let per = bs / crate::sys::PAGE_SIZE as u64;
+        let per = bs / crate::linux::sys::PAGE_SIZE as u64;
         let blocks: Vec<u64> = (0..TK_GIGANTIC_BYTES / bs)
             .map(|i| first / per + i)
             .collect();
@@ -59,7 +59,7 @@ pub fn pipe_holds_gib(r: &mut Report, c: u32) {
         if unsafe { libc::pipe(fds.as_mut_ptr()) } != 0 {
             return Err(format!("pipe: {}", std::io::Error::last_os_error()));
         }
-        let len = SPLICED * crate::sys::PAGE_SIZE;
+        let len = SPLICED * crate::linux::sys::PAGE_SIZE;
         let iov = libc::iovec {
             iov_base: m.as_ptr().cast(),
             iov_len: len,

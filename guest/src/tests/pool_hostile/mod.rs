@@ -14,18 +14,18 @@ pub use refill::*;
 pub use storm::*;
 pub use writes::*;
 
-use crate::first_use::BootPool;
-use crate::memblock::{self, Outcome};
-use crate::node::Topology;
-use crate::pool::{self, POOL_PATH};
-use crate::report::Report;
+use crate::abi::first_use::BootPool;
+use crate::abi::pool::{self, POOL_PATH};
+use crate::abi::tk::MovableGigantic;
+use crate::abi::tk::Tierkit;
+use crate::harness::report::Report;
+use crate::linux::memblock::{self, Outcome};
 use crate::tests::faults::Kmsg;
 use crate::tests::faults::{self, KunitFilter, TierkitWeights};
 use crate::tests::fuzz::Rng;
 use crate::tests::pool::memory_back;
-use crate::tk::MovableGigantic;
-use crate::tk::Tierkit;
-use crate::{errno::errno_name, errno::expect_errno, vma};
+use crate::topology::node::Topology;
+use crate::{linux::errno::errno_name, linux::errno::expect_errno, linux::vma};
 use std::fs::OpenOptions;
 use std::io::{Seek, SeekFrom, Write};
 use std::os::unix::fs::FileExt;
@@ -99,7 +99,7 @@ pub fn taken(r: &mut Report, what: &str, nid: u32, b: &[u8], want: u64, pwrite_a
 /// `tk-test-pool-hostile`'s `main`.
 pub fn main() -> ExitCode {
     let mut r = Report::new("tk-test-pool-hostile", "test");
-    let Some(topo) = crate::ready::tierkit_ready(&mut r) else {
+    let Some(topo) = crate::abi::ready::tierkit_ready(&mut r) else {
         return r.finish();
     };
     let Some(nid) = topo.dram_node() else {

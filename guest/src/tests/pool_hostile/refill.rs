@@ -19,7 +19,7 @@ pub fn pool_threads() -> Vec<u32> {
 
 /// Step 4. Returns false if tierkit could not be loaded again.
 pub fn rmmod_mid_refill(r: &mut Report, topo: &Topology, nid: u32, start_kb: u64) -> bool {
-    let Some(wd) = crate::ready::tierkit_weight_dir(r) else {
+    let Some(wd) = crate::abi::ready::tierkit_weight_dir(r) else {
         return true;
     };
     let table = match TierkitWeights::save(&wd) {
@@ -366,8 +366,8 @@ const REFILL_BACK: Duration = Duration::from_secs(360);
 /// `gigantic_pool_filling` now: whether a refill holds a range (being
 /// allocated or cleared) or none was started.
 fn filling() -> String {
-    let n = crate::vma::read_limits()
+    let n = crate::linux::vma::read_limits()
         .ok()
-        .and_then(|l| crate::vma::limit(&l, "gigantic_pool_filling"));
+        .and_then(|l| crate::linux::vma::limit(&l, "gigantic_pool_filling"));
     format!("gigantic_pool_filling {n:?}")
 }

@@ -191,7 +191,7 @@ pub fn touch_children(nid: u32) -> Touches {
                 break;
             }
         };
-        let m = match tk.map(TK_GIGANTIC_BYTES as usize / crate::sys::PAGE_SIZE, 0) {
+        let m = match tk.map(TK_GIGANTIC_BYTES as usize / crate::linux::sys::PAGE_SIZE, 0) {
             Ok(m) => m,
             Err(e) => {
                 other.push(format!("mmap: {}", errno_name(&e)));

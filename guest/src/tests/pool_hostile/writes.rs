@@ -5,7 +5,7 @@ use super::*;
 
 /// Step 1.
 pub fn odd_writes(r: &mut Report, topo: &Topology, nid: u32) {
-    let page = crate::sys::PAGE_SIZE;
+    let page = crate::linux::sys::PAGE_SIZE;
     refused(
         r,
         "a 1 MiB write of valid lines",

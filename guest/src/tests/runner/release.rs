@@ -1,8 +1,8 @@
 //! The logic of `tk-test-runner-release`; what it checks and how it is used are the doc of
 //! `src/bin/tk-test-runner-release.rs` (its `--help`).
 
-use crate::sys::Mapping;
-use crate::tk::Tierkit;
+use crate::abi::tk::Tierkit;
+use crate::linux::sys::Mapping;
 use std::time::{Duration, Instant};
 
 /// How long the child keeps the pages after its parent died: longer than
@@ -44,7 +44,7 @@ pub fn main() {
     // A file with a policy (interleave over node 0) maps; one without
     // does not.
     let tk = Tierkit::open().and_then(|tk| {
-        tk.set_policy(crate::tk::TK_MODE_INTERLEAVE, 1)?;
+        tk.set_policy(crate::abi::tk::TK_MODE_INTERLEAVE, 1)?;
         Ok(tk)
     });
     let m = match &tk {

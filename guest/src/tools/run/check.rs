@@ -3,7 +3,7 @@
 //! `numactl`, reading what they print, and looking at their pages from
 //! outside (`move_pages(2)` on their pid).
 
-use crate::interleave::expected_wi_nid;
+use crate::topology::interleave::expected_wi_nid;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::process::CommandExt;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
@@ -16,8 +16,11 @@ pub const NUMACTL: &str = "/usr/bin/numactl";
 
 /// tierkit and the topology ([`crate::tierkit_ready`]) and every file of
 /// `parts` in the initramfs, or the checks failed in `r` and `None`.
-pub fn guest_ready(r: &mut crate::report::Report, parts: &[&str]) -> Option<crate::node::Topology> {
-    let topo = crate::ready::tierkit_ready(r)?;
+pub fn guest_ready(
+    r: &mut crate::harness::report::Report,
+    parts: &[&str],
+) -> Option<crate::topology::node::Topology> {
+    let topo = crate::abi::ready::tierkit_ready(r)?;
     match parts.iter().find(|p| !std::path::Path::new(p).exists()) {
         Some(p) => {
             r.fail("tk-run in the guest", format!("no {p} in the initramfs"));

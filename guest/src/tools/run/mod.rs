@@ -7,10 +7,10 @@
 pub mod check;
 pub mod socket;
 
-use crate::node::{self, Topology};
-use crate::tk::{self, Tierkit};
+use crate::abi::tk::{self, Tierkit};
 use crate::tools::workload::calib::{weights_from_bandwidth, Calibration};
-use crate::{errno::errno_name, pool};
+use crate::topology::node::{self, Topology};
+use crate::{abi::pool, linux::errno::errno_name};
 use std::fmt;
 use std::os::unix::process::CommandExt;
 use std::process::{Command, ExitCode};
@@ -572,10 +572,10 @@ fn prepare(a: &Args) -> Result<Resolved, Refused> {
         Topology::read().map_err(|e| Refused(format!("reading the node topology: {e:#}")))?;
     let mut r = resolve(a, &topo, local_node())?;
     if a.per_socket() {
-        let sockets = crate::sockets::read_sockets()
+        let sockets = crate::topology::sockets::read_sockets()
             .map_err(|e| Refused(format!("reading the sockets: {e}")))?;
         let tables = match a.weights {
-            Some(WeightsArg::PerSocket) => crate::sockets::hmat_tables()
+            Some(WeightsArg::PerSocket) => crate::topology::sockets::hmat_tables()
                 .map_err(|e| Refused(format!("--weights per-socket: {e}")))?,
             Some(WeightsArg::PerSocketMeasured) => {
                 let name = "--weights per-socket:measured";
@@ -598,7 +598,7 @@ fn prepare(a: &Args) -> Result<Resolved, Refused> {
     }
     probe(&r, a.gigantic)?;
     if let Some(n) = a.pool {
-        crate::kernel::ensure_debugfs();
+        crate::linux::kernel::ensure_debugfs();
         fill_pool(&r, n)?;
     }
     Ok(r)

@@ -7,10 +7,10 @@
 //! library sets them on each file it opens (`TK_IOC_SOCKET_WEIGHTS`).
 
 use super::{parse_weights, refuse, Refused};
-use crate::node;
-use crate::sockets::Socket;
-use crate::tk::Tierkit;
+use crate::abi::tk::Tierkit;
 use crate::tools::workload::calib::Calibration;
+use crate::topology::node;
+use crate::topology::sockets::Socket;
 use tierkit_core::uapi::{TkSocketWeights, TK_MAX_SOCKETS, TK_SOCKET_SET};
 
 /// One socket's table: `(socket, [(node, weight)...])`.
@@ -194,7 +194,7 @@ pub fn set_tables(
                 Some(libc::ENOENT) => format!("tierkit knows no socket {s}"),
                 Some(libc::ENXIO) => format!("tierkit refused socket {s}'s table: a node without memory"),
                 Some(libc::EPERM) => "the device-wide tables need CAP_SYS_ADMIN".to_string(),
-                _ => format!("TK_IOC_SOCKET_WEIGHTS for socket {s}: {}", crate::errno::errno_name(&e)),
+                _ => format!("TK_IOC_SOCKET_WEIGHTS for socket {s}: {}", crate::linux::errno::errno_name(&e)),
             };
             return Err(Refused(why));
         }
@@ -206,7 +206,7 @@ pub fn set_tables(
 mod tests {
     use super::*;
 
-    use crate::sockets::socket2_sockets as sockets;
+    use crate::topology::sockets::socket2_sockets as sockets;
 
     #[test]
     fn parsing() {

@@ -49,7 +49,7 @@ pub(super) fn weights_child(
     // the original weights.
     let orig: Vec<(u32, u32, u32)> = mem
         .iter()
-        .filter_map(|&n| crate::node::access1_bandwidth(n).map(|(r, w)| (n, r, w)))
+        .filter_map(|&n| crate::topology::node::access1_bandwidth(n).map(|(r, w)| (n, r, w)))
         .collect();
     if !orig.is_empty() {
         if let Err(e) = wd.write_bandwidth(&orig) {
@@ -90,13 +90,16 @@ pub(super) fn clear_child(nid: u32, cfg: &Config, deadline: Instant) -> i32 {
             Err(e) if matches!(e.raw_os_error(), Some(libc::ENOMEM) | Some(libc::EBUSY)) => {
                 println!(
                     "# clear node {nid}: no free GiB ({})",
-                    crate::errno::errno_name(&e)
+                    crate::linux::errno::errno_name(&e)
                 );
                 send("clear clears_no_gib 1");
                 std::thread::sleep(Duration::from_millis(200));
             }
             Err(e) => {
-                println!("# clear node {nid}: {}", crate::errno::errno_name(&e));
+                println!(
+                    "# clear node {nid}: {}",
+                    crate::linux::errno::errno_name(&e)
+                );
                 return 1;
             }
         }
@@ -120,7 +123,9 @@ pub(super) fn offline_child(blocks: &[u64], cfg: &Config, deadline: Instant, see
         };
         let what = match t.outcome {
             Outcome::Done => "done".to_string(),
-            Outcome::Failed(e) => crate::errno::errno_name(&std::io::Error::from_raw_os_error(e)),
+            Outcome::Failed(e) => {
+                crate::linux::errno::errno_name(&std::io::Error::from_raw_os_error(e))
+            }
             Outcome::TimedOut { .. } => "timeout".to_string(),
         };
         println!(

@@ -7,7 +7,7 @@ use super::*;
 pub(super) const MADV_POPULATE_READ: i32 = 22;
 
 /// `mmap(NULL, nr pages, RW, MAP_SHARED, fd, off pages)` without a
-/// [`crate::sys::Mapping`]: the racing rounds unmap parts themselves, and
+/// [`crate::linux::sys::Mapping`]: the racing rounds unmap parts themselves, and
 /// an unmap on drop could hit whatever was mapped into the hole since.
 pub(super) fn map_raw(fd: i32, nr: usize, off: u64) -> std::io::Result<usize> {
     // SAFETY: a new mapping, no MAP_FIXED: nothing existing is replaced.
@@ -232,7 +232,7 @@ pub(super) fn round_race_close(
             Err(e) if res.is_ok() => {
                 res = Err(format!(
                     "mmap racing close: {}",
-                    crate::errno::errno_name(&std::io::Error::from_raw_os_error(e))
+                    crate::linux::errno::errno_name(&std::io::Error::from_raw_os_error(e))
                 ))
             }
             Err(_) => {}
@@ -298,7 +298,7 @@ pub(super) fn round_race_munmap(
             format!(
                 "pages {first}..{}: {}",
                 first + n,
-                crate::errno::errno_name(e)
+                crate::linux::errno::errno_name(e)
             )
         })
         .collect();

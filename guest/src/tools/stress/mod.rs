@@ -32,14 +32,14 @@
 //! for); the mappers in `mappers.rs`, the other children in
 //! `children.rs`, the checks after the run in `checks.rs`.
 
-use crate::memblock::{self, Outcome};
-use crate::node::{fmt_mask, mask_of, Topology};
-use crate::report::Report;
-use crate::rng::XorShift;
-use crate::sys::PAGE_SIZE;
+use crate::abi::tk::{self, Tierkit, TK_MODE_INTERLEAVE, TK_MODE_WEIGHTED_INTERLEAVE};
+use crate::harness::report::Report;
+use crate::harness::rng::XorShift;
+use crate::linux::memblock::{self, Outcome};
+use crate::linux::sys::PAGE_SIZE;
 use crate::tests::faults::{self, Kmsg, MemSnapshot};
-use crate::tk::{self, Tierkit, TK_MODE_INTERLEAVE, TK_MODE_WEIGHTED_INTERLEAVE};
-use crate::weights::{RestoreOnDrop, WeightDir};
+use crate::topology::node::{fmt_mask, mask_of, Topology};
+use crate::topology::weights::{RestoreOnDrop, WeightDir};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -49,7 +49,7 @@ mod checks;
 mod children;
 mod mappers;
 
-use crate::ready::read_topology;
+use crate::abi::ready::read_topology;
 use checks::*;
 pub use children::*;
 use clap::Parser;
@@ -133,7 +133,7 @@ fn spawn(f: impl FnOnce() -> i32) -> i32 {
 }
 /// Runs the stress run on `topo` and records its checks in `r`.
 pub fn run(r: &mut Report, topo: &Topology, cfg: &Config) {
-    crate::kernel::ensure_debugfs();
+    crate::linux::kernel::ensure_debugfs();
     if !Tierkit::present() {
         r.fail(
             "open /dev/tierkit",
@@ -142,7 +142,7 @@ pub fn run(r: &mut Report, topo: &Topology, cfg: &Config) {
         return;
     }
     let kmsg = Kmsg::open_at_end().ok();
-    let Some(wd) = crate::ready::tierkit_weight_dir(r) else {
+    let Some(wd) = crate::abi::ready::tierkit_weight_dir(r) else {
         return;
     };
     let snap = match wd.snapshot() {
@@ -156,7 +156,7 @@ pub fn run(r: &mut Report, topo: &Topology, cfg: &Config) {
     let table0 = wd.table().ok();
     let mem = topo.memory.clone();
     let all = mask_of(&mem);
-    let seed = cfg.seed.unwrap_or_else(crate::sys::monotonic_ns);
+    let seed = cfg.seed.unwrap_or_else(crate::linux::sys::monotonic_ns);
     let memory_only = topo.cxl_node();
     println!("# stress: seed {seed:#x}, memory nodes {mem:?}, memory-only {memory_only:?}, {} s, config {cfg:?}", cfg.seconds);
     r.set("seed", json!(format!("{seed:#x}")));

@@ -1,17 +1,17 @@
 //! The logic of `tk-workload`; what it does and how it is used are the doc of
 //! `src/bin/tk-workload.rs` (its `--help`).
 
-use crate::interleave::fmt_weights;
-use crate::node::{fmt_mask, nodes_of, Topology};
-use crate::ready::read_topology;
-use crate::report::Report;
-use crate::sys::{self, PAGE_SIZE};
+use crate::abi::ready::read_topology;
+use crate::harness::report::Report;
+use crate::linux::sys::{self, PAGE_SIZE};
 use crate::tools::workload::calib::{self, Calibration, Opts, Workload};
 use crate::tools::workload::compare::{fault, lookup, pairs, stream, Ctx, InRun, Policy, Settings};
 use crate::tools::workload::rows;
 use crate::tools::workload::Flags;
-use crate::weights::WeightDir;
-use crate::{cxl, tk, weights};
+use crate::topology::interleave::fmt_weights;
+use crate::topology::node::{fmt_mask, nodes_of, Topology};
+use crate::topology::weights::WeightDir;
+use crate::{abi::tk, topology::cxl, topology::weights};
 use anyhow::{Context, Result};
 use serde_json::json;
 use std::process::ExitCode;

@@ -5,7 +5,7 @@
 //! - this file: placements ([`Placement`], [`Region`]: a working set
 //!   allocated and populated under a policy, kernel or tierkit), threads
 //!   pinned to a node's nearest CPUs ([`run_threads`]), a small RNG
-//!   ([`Rng`], from [`crate::rng`]),
+//!   ([`Rng`], from [`crate::harness::rng`]),
 //!   command-line flags ([`Flags`]);
 //! - [`calib`]: per-node read, write and triad bandwidth and load latency,
 //!   the regime probe, HMAT side by side, and the weights each gives;
@@ -23,9 +23,9 @@ pub mod compare;
 pub mod kernels;
 pub mod rows;
 
-use crate::node::{parse_list, Topology, NODE_SYSFS};
-use crate::sys::{self, Mapping, PAGE_SIZE};
-use crate::tk::{Tierkit, TK_MODE_WEIGHTED_INTERLEAVE};
+use crate::abi::tk::{Tierkit, TK_MODE_WEIGHTED_INTERLEAVE};
+use crate::linux::sys::{self, Mapping, PAGE_SIZE};
+use crate::topology::node::{parse_list, Topology, NODE_SYSFS};
 use anyhow::{bail, Context, Result};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Barrier;
@@ -40,7 +40,7 @@ pub fn in_guest() -> bool {
 // RNG
 // ---------------------------------------------------------------------------
 
-pub use crate::rng::SplitMix as Rng;
+pub use crate::harness::rng::SplitMix as Rng;
 
 // ---------------------------------------------------------------------------
 // CPUs and threads
@@ -262,7 +262,7 @@ pub enum Placement {
 
 impl Placement {
     pub fn describe(&self) -> String {
-        use crate::node::fmt_mask;
+        use crate::topology::node::fmt_mask;
         match self {
             Placement::Local => "local".into(),
             Placement::Bind(n) => format!("bind:{n}"),
@@ -375,7 +375,7 @@ impl Region {
     /// (negative statuses under -1).
     pub fn node_pages(&self) -> Result<Vec<(i32, usize)>> {
         let nodes = self.map.page_nodes().context("move_pages")?;
-        Ok(crate::interleave::per_node_counts(&nodes))
+        Ok(crate::topology::interleave::per_node_counts(&nodes))
     }
 
     /// The node of each page, by move_pages(2) (negative: a status).
@@ -391,9 +391,9 @@ impl Region {
     pub fn pfn_runs(&self) -> Option<usize> {
         use std::os::unix::fs::FileExt;
         let f = std::fs::File::open("/proc/self/pagemap").ok()?;
-        let pages = self.len() / crate::sys::PAGE_SIZE;
+        let pages = self.len() / crate::linux::sys::PAGE_SIZE;
         let mut buf = vec![0u8; pages * 8];
-        let off = (self.as_ptr() as usize / crate::sys::PAGE_SIZE * 8) as u64;
+        let off = (self.as_ptr() as usize / crate::linux::sys::PAGE_SIZE * 8) as u64;
         f.read_exact_at(&mut buf, off).ok()?;
         let pfns: Vec<u64> = buf
             .chunks_exact(8)

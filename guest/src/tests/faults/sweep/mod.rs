@@ -15,17 +15,17 @@ pub use step::*;
 pub use tester::*;
 pub use touch::*;
 
-use crate::errno::errno_name;
-use crate::node::Topology;
-use crate::report::Report;
-use crate::sys::PAGE_SIZE;
+use crate::abi::tk::{self, Tierkit, TK_MODE_INTERLEAVE, TK_MODE_WEIGHTED_INTERLEAVE};
+use crate::harness::report::Report;
+use crate::linux::errno::errno_name;
+use crate::linux::sys::PAGE_SIZE;
+use crate::linux::vma::{fork_run, Exit};
 use crate::tests::faults::{
     crash_lines, holdings, holdings_diff, injected_faults, Armed, FailNth, FaultKnobs, Kmsg,
     MemSnapshot,
 };
-use crate::tk::{self, Tierkit, TK_MODE_INTERLEAVE, TK_MODE_WEIGHTED_INTERLEAVE};
-use crate::vma::{fork_run, Exit};
-use crate::weights::{write_file, WeightDir, WeightSnapshot};
+use crate::topology::node::Topology;
+use crate::topology::weights::{write_file, WeightDir, WeightSnapshot};
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 use std::ffi::c_void;
@@ -37,7 +37,7 @@ use tierkit_core::uapi::{
     TK_IOC_TASK_NEXT, TK_PLACE_ANY, TK_TASK_NEXT_MAX,
 };
 // The pool's debugfs file.
-use crate::pool::POOL_PATH;
+use crate::abi::pool::POOL_PATH;
 
 /// Bytes of the 4 KiB-mode mmap: 32 pages, each a fault point of its own
 /// (plus page tables and slab). Every page is allocated by the same code

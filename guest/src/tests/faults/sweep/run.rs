@@ -157,7 +157,7 @@ fn operations(r: &mut Report, topo: &Topology, env: &Env) -> Vec<Op> {
     } else {
         ops.push(Op::Bandwidth);
     }
-    if crate::pool::present() {
+    if crate::abi::pool::present() {
         ops.push(Op::Pool);
     } else {
         r.skip(

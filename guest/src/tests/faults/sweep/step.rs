@@ -194,7 +194,7 @@ pub fn gigantic_arg() -> TkGigantic {
 pub fn clear_threads() -> u32 {
     std::fs::read_to_string("/sys/devices/system/cpu/online")
         .ok()
-        .and_then(|s| crate::node::parse_list(&s).ok())
+        .and_then(|s| crate::topology::node::parse_list(&s).ok())
         .map_or(1, |c| c.len().clamp(1, 2) as u32)
 }
 

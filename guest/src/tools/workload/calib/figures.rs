@@ -20,7 +20,7 @@ fn entries_of(nodes: &[NodeCal]) -> Vec<(u32, u32, u32)> {
 impl SocketCal {
     /// Nodemask of the nodes measured from this socket.
     pub fn mask(&self) -> u64 {
-        crate::node::mask_of(&self.nodes.iter().map(|n| n.nid).collect::<Vec<_>>())
+        crate::topology::node::mask_of(&self.nodes.iter().map(|n| n.nid).collect::<Vec<_>>())
     }
 
     /// `(nid, read, write)` MB/s as measured from this socket.
@@ -60,7 +60,7 @@ impl Calibration {
 
     /// Nodemask of the calibrated nodes.
     pub fn mask(&self) -> u64 {
-        crate::node::mask_of(&self.nodes.iter().map(|n| n.nid).collect::<Vec<_>>())
+        crate::topology::node::mask_of(&self.nodes.iter().map(|n| n.nid).collect::<Vec<_>>())
     }
 
     /// The model's per-node rates for `w`: for the streaming kernels the

@@ -38,12 +38,13 @@ use super::{amounts_of, fmt_pages, Rng, SendPtr};
 use super::{
     fmt_size, in_guest, nearest_cpu_node, node_cpus, run_threads_settled, Placement, Region,
 };
-use crate::cxl::CxlBus;
-use crate::node::{access1_bandwidth, Topology, NODE_SYSFS};
-use crate::sys::monotonic_ns;
+use crate::linux::sys::monotonic_ns;
+use crate::topology::cxl::CxlBus;
+use crate::topology::node::{access1_bandwidth, Topology, NODE_SYSFS};
+pub use crate::topology::weights::{table_from_bandwidth, weights_from_bandwidth};
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
-use tierkit_core::interleave::{bw_from_coords, Nodemask, Weights};
+use tierkit_core::interleave::Nodemask;
 use tierkit_protocol::model::{self, Rates, Regime};
 
 mod figures;
@@ -237,33 +238,4 @@ pub fn node_kind(topo: &Topology, nid: u32, cxl_nodes: &[u32]) -> &'static str {
     } else {
         "memory-only"
     }
-}
-
-/// The kernel's auto weights (`reduce_interleave_weights`, each node's
-/// bandwidth `min(read, write)` as `mempolicy_set_node_perf` takes it) for
-/// `(nid, read, write)` entries over `memory` (nodes without an entry
-/// count as 0 and get 1).
-pub fn weights_from_bandwidth(entries: &[(u32, u32, u32)], memory: u64) -> [u8; 64] {
-    let mut bw = [0u32; 64];
-    for &(n, r, w) in entries {
-        if n < 64 {
-            bw[n as usize] = bw_from_coords(r, w);
-        }
-    }
-    Weights::from_bandwidth(&bw, Nodemask(memory)).effective()
-}
-
-/// A socket's table from `(nid, read, write)` entries over `memory`:
-/// [`weights_from_bandwidth`], with the nodes outside `memory` at 0 (the
-/// kernel's table gives every node a weight, 1 where it has no memory; a
-/// socket's table weighs only the nodes it places on, and the ABI refuses
-/// a weight for a node without memory).
-pub fn table_from_bandwidth(entries: &[(u32, u32, u32)], memory: u64) -> [u8; 64] {
-    let mut t = weights_from_bandwidth(entries, memory);
-    for (n, w) in t.iter_mut().enumerate() {
-        if memory >> n & 1 == 0 {
-            *w = 0;
-        }
-    }
-    t
 }

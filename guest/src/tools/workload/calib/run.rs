@@ -129,7 +129,7 @@ impl NodeRun {
 /// step.
 pub fn calibrate(topo: &Topology, opts: &Opts, log: &mut dyn FnMut(String)) -> Result<Calibration> {
     let t0 = monotonic_ns();
-    let cxl_nodes = crate::cxl::cxl_nodes();
+    let cxl_nodes = crate::topology::cxl::cxl_nodes();
     let nodes = calibrated_nodes(topo, opts)?;
     let mut runs = nodes
         .iter()
@@ -229,8 +229,8 @@ pub fn calibrate_socket(
     if cpus.is_empty() {
         bail!("socket {socket} has no CPU to measure from");
     }
-    let cxl_nodes = crate::cxl::cxl_nodes();
-    let first = crate::node::nodes_of(cpu_nodes)
+    let cxl_nodes = crate::topology::cxl::cxl_nodes();
+    let first = crate::topology::node::nodes_of(cpu_nodes)
         .first()
         .copied()
         .unwrap_or(0);
@@ -248,7 +248,7 @@ pub fn calibrate_socket(
         .collect();
     let sc = SocketCal {
         socket,
-        cpu_nodes: crate::node::nodes_of(cpu_nodes),
+        cpu_nodes: crate::topology::node::nodes_of(cpu_nodes),
         cpus,
         nodes: out,
         weights: Vec::new(),
@@ -256,7 +256,7 @@ pub fn calibrate_socket(
     let mask = sc.mask();
     let t = table_from_bandwidth(&sc.measured_entries(), mask);
     Ok(SocketCal {
-        weights: crate::node::nodes_of(mask)
+        weights: crate::topology::node::nodes_of(mask)
             .into_iter()
             .map(|n| (n, t[n as usize]))
             .collect(),

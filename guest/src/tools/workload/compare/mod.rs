@@ -12,9 +12,8 @@ pub use fault::*;
 pub use lookup::*;
 pub use stream::*;
 
-use crate::node::{nodes_of, Topology};
-use crate::report::Report;
-use crate::sys::{self, PAGE_SIZE};
+use crate::harness::report::Report;
+use crate::linux::sys::{self, PAGE_SIZE};
 use crate::tools::workload;
 use crate::tools::workload::calib::Chase;
 use crate::tools::workload::calib::{Calibration, Workload};
@@ -24,7 +23,8 @@ use crate::tools::workload::kernels::{
 };
 use crate::tools::workload::rows::{self, Row};
 use crate::tools::workload::{amounts_of, fmt_pages, fmt_size, in_guest, Placement, Region};
-use crate::weights::WeightDir;
+use crate::topology::node::{nodes_of, Topology};
+use crate::topology::weights::WeightDir;
 use anyhow::{anyhow, Context, Result};
 use serde_json::json;
 use tierkit_protocol::model;

@@ -50,7 +50,7 @@ pub(super) fn fault_iteration(
     let m = Mapping::new(len, libc::MAP_PRIVATE, fd, 0).context("mmap MAP_PRIVATE")?;
     m.touch_pages();
     let nodes = if query {
-        crate::interleave::per_node_counts(&m.page_nodes().unwrap_or_default())
+        crate::topology::interleave::per_node_counts(&m.page_nodes().unwrap_or_default())
     } else {
         Vec::new()
     };
@@ -147,7 +147,7 @@ pub fn deliver(
     let len = pages * PAGE_SIZE;
     let q = |m: &Mapping| -> Vec<(i32, usize)> {
         if query {
-            crate::interleave::per_node_counts(&m.page_nodes().unwrap_or_default())
+            crate::topology::interleave::per_node_counts(&m.page_nodes().unwrap_or_default())
         } else {
             Vec::new()
         }

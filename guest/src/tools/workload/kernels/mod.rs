@@ -38,8 +38,8 @@
 //! kernels in `lookup.rs`, `stream.rs` and `fault.rs`.
 
 use super::{fmt_pages, part, run_threads, run_threads_settled, Region, Rng, SendPtr};
-use crate::sys::{self, monotonic_ns, Mapping, PAGE_SIZE};
-use crate::tk::{Tierkit, TK_MODE_WEIGHTED_INTERLEAVE};
+use crate::abi::tk::{Tierkit, TK_MODE_WEIGHTED_INTERLEAVE};
+use crate::linux::sys::{self, monotonic_ns, Mapping, PAGE_SIZE};
 use anyhow::{bail, Context, Result};
 
 mod fault;

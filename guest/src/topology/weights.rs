@@ -8,6 +8,7 @@ use anyhow::{Context, Result};
 use std::fs;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
+use tierkit_core::interleave::{bw_from_coords, Nodemask, Weights};
 
 /// The kernel's weight directory.
 pub const KERNEL_WI_DIR: &str = "/sys/kernel/mm/mempolicy/weighted_interleave";
@@ -79,7 +80,7 @@ impl WeightDir {
             let d = WeightDir::new(p);
             return d.path.is_dir().then_some(d);
         }
-        crate::kernel::ensure_debugfs();
+        crate::linux::kernel::ensure_debugfs();
         TIERKIT_WI_DIRS
             .iter()
             .map(WeightDir::new)
@@ -349,4 +350,33 @@ mod tests {
         assert_eq!(d.auto().unwrap(), None);
         fs::remove_dir_all(&d.path).unwrap();
     }
+}
+
+/// The kernel's auto weights (`reduce_interleave_weights`, each node's
+/// bandwidth `min(read, write)` as `mempolicy_set_node_perf` takes it) for
+/// `(nid, read, write)` entries over `memory` (nodes without an entry
+/// count as 0 and get 1).
+pub fn weights_from_bandwidth(entries: &[(u32, u32, u32)], memory: u64) -> [u8; 64] {
+    let mut bw = [0u32; 64];
+    for &(n, r, w) in entries {
+        if n < 64 {
+            bw[n as usize] = bw_from_coords(r, w);
+        }
+    }
+    Weights::from_bandwidth(&bw, Nodemask(memory)).effective()
+}
+
+/// A socket's table from `(nid, read, write)` entries over `memory`:
+/// [`weights_from_bandwidth`], with the nodes outside `memory` at 0 (the
+/// kernel's table gives every node a weight, 1 where it has no memory; a
+/// socket's table weighs only the nodes it places on, and the ABI refuses
+/// a weight for a node without memory).
+pub fn table_from_bandwidth(entries: &[(u32, u32, u32)], memory: u64) -> [u8; 64] {
+    let mut t = weights_from_bandwidth(entries, memory);
+    for (n, w) in t.iter_mut().enumerate() {
+        if memory >> n & 1 == 0 {
+            *w = 0;
+        }
+    }
+    t
 }

@@ -4,8 +4,7 @@ use anyhow::{bail, Context, Result};
 use std::fs;
 use std::path::{Path, PathBuf};
 
-/// Where the kernel lists nodes (drivers/base/node.c).
-pub const NODE_SYSFS: &str = "/sys/devices/system/node";
+pub use crate::linux::kernel::NODE_SYSFS;
 
 /// Parses a kernel cpu/node list such as `0-2,5` (`bitmap_parselist`
 /// format, as in `has_memory`). An empty string is the empty list.
@@ -135,10 +134,12 @@ impl Topology {
 /// `accessN/initiators/{read,write}_bandwidth`, which the kernel fills from
 /// HMAT or CDAT. A node made of a CXL region has no such files; its figures
 /// are the region's `access1` (the same numbers the kernel's weighted
-/// interleave uses, see [`crate::cxl`]). `None` if neither exists (no HMAT).
+/// interleave uses, see [`crate::topology::cxl`]). `None` if neither exists (no HMAT).
 pub fn access1_bandwidth(nid: u32) -> Option<(u32, u32)> {
     access_bandwidth_from(Path::new(NODE_SYSFS), nid).or_else(|| {
-        let a = crate::cxl::CxlBus::default().region_of_node(nid)?.access[1]?;
+        let a = crate::topology::cxl::CxlBus::default()
+            .region_of_node(nid)?
+            .access[1]?;
         Some((a.read_bw, a.write_bw))
     })
 }

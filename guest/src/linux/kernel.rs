@@ -1,8 +1,12 @@
 //! What the running kernel says about itself: its command line
-//! ([`kernel_param`]), debugfs, THP and `init_on_alloc`.
+//! ([`kernel_param`]), where sysfs lists its nodes, debugfs, THP and
+//! `init_on_alloc`.
 
-use crate::sys;
+use crate::linux::sys;
 use std::path::Path;
+
+/// Where the kernel lists its NUMA nodes (drivers/base/node.c).
+pub const NODE_SYSFS: &str = "/sys/devices/system/node";
 
 /// The value of the kernel command-line parameter `key` (`key=value` in
 /// `/proc/cmdline`); the last occurrence wins, as the kernel's own parsing

@@ -2,11 +2,11 @@
 //! each socket (a CPU package, `physical_package_id`, as tierkit's
 //! `module/src/wi/socket.rs` counts it), which node each ACPI proximity
 //! domain became, and one weight table per socket from HMAT's bandwidth
-//! from that socket's CPUs ([`crate::hmat`]).
+//! from that socket's CPUs ([`crate::topology::hmat`]).
 
-use crate::hmat::{Hmat, Srat};
-use crate::node::{self, NODE_SYSFS};
-use crate::tools::workload::calib::table_from_bandwidth;
+use crate::topology::hmat::{Hmat, Srat};
+use crate::topology::node::{self, NODE_SYSFS};
+use crate::topology::weights::table_from_bandwidth;
 use std::collections::BTreeMap;
 use std::fs;
 
@@ -208,8 +208,8 @@ pub fn socket2_sockets() -> Vec<Socket> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hmat::{Locality, ACCESS_BANDWIDTH};
-    use crate::tools::workload::calib::weights_from_bandwidth;
+    use crate::topology::hmat::{Locality, ACCESS_BANDWIDTH};
+    use crate::topology::weights::weights_from_bandwidth;
 
     /// The `socket2` machine: sockets {0}, {1}; memory-only nodes 2 (near
     /// socket 0) and 3 (near socket 1); bandwidth in MB/s.

@@ -13,8 +13,8 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::node::NODE_SYSFS;
-use crate::sys::PAGE_SIZE;
+use crate::linux::kernel::NODE_SYSFS;
+use crate::linux::sys::PAGE_SIZE;
 
 /// Where the kernel lists memory blocks (drivers/base/memory.c).
 pub const MEMORY_SYSFS: &str = "/sys/devices/system/memory";
@@ -207,7 +207,7 @@ impl Outcome {
     pub fn describe(&self) -> String {
         match *self {
             Outcome::Done => "done".into(),
-            Outcome::Failed(e) => crate::errno::errno_name(&io::Error::from_raw_os_error(e)),
+            Outcome::Failed(e) => crate::linux::errno::errno_name(&io::Error::from_raw_os_error(e)),
             Outcome::TimedOut { reaped: true } => "timed out (child killed)".into(),
             Outcome::TimedOut { reaped: false } => {
                 "timed out (child killed but still stuck in the kernel)".into()
@@ -472,7 +472,7 @@ mod tests {
             Some(7)
         );
         // Our own pages: present (root shows the pfn, others 0 = None).
-        let m = crate::sys::Mapping::anon(2 * PAGE_SIZE).unwrap();
+        let m = crate::linux::sys::Mapping::anon(2 * PAGE_SIZE).unwrap();
         m.touch_pages();
         let p = pagemap_pfns(m.addr(), 2).unwrap();
         assert_eq!(p.len(), 2);

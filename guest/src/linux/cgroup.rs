@@ -2,7 +2,7 @@
 //! controller enabled for the root's children, and a child cgroup that a
 //! process joins and that is removed when dropped.
 
-use crate::report::Report;
+use crate::harness::report::Report;
 use std::fs;
 use std::path::{Path, PathBuf};
 

@@ -51,13 +51,13 @@ pub fn parse_pool(s: &str) -> anyhow::Result<Vec<PoolLine>> {
 
 /// Whether the module has the pool file.
 pub fn present() -> bool {
-    crate::kernel::ensure_debugfs();
+    crate::linux::kernel::ensure_debugfs();
     std::path::Path::new(POOL_PATH).exists()
 }
 
 /// Reads and parses [`POOL_PATH`].
 pub fn read() -> anyhow::Result<Vec<PoolLine>> {
-    crate::kernel::ensure_debugfs();
+    crate::linux::kernel::ensure_debugfs();
     parse_pool(&std::fs::read_to_string(POOL_PATH)?)
 }
 
@@ -90,7 +90,7 @@ pub fn write(text: &str) -> io::Result<()> {
 /// One `write(2)` of `b` to the pool file (any bytes, for hostile
 /// input); `Ok` is the count the module took.
 pub fn write_bytes(b: &[u8]) -> io::Result<usize> {
-    crate::kernel::ensure_debugfs();
+    crate::linux::kernel::ensure_debugfs();
     std::fs::OpenOptions::new()
         .write(true)
         .open(POOL_PATH)?
@@ -106,7 +106,7 @@ pub fn snapshot() -> Result<Vec<PoolLine>, String> {
 /// line is checked before any is applied).
 pub fn refused_unchanged(b: &[u8], errno: i32) -> Result<(), String> {
     let before = snapshot()?;
-    crate::errno::expect_errno(write_bytes(b), errno)?;
+    crate::linux::errno::expect_errno(write_bytes(b), errno)?;
     let after = snapshot()?;
     if after != before {
         return Err(format!("the file changed: {before:?} -> {after:?}"));
@@ -122,7 +122,7 @@ pub fn set_target(nid: u32, count: u64) -> io::Result<()> {
 /// How long filling one range on `nid` may take: [`FILL_TIMEOUT_CXL`] on a
 /// node made of a CXL region, else [`FILL_TIMEOUT_DRAM`].
 pub fn fill_timeout(nid: u32) -> Duration {
-    if crate::cxl::cxl_nodes().contains(&nid) {
+    if crate::topology::cxl::cxl_nodes().contains(&nid) {
         FILL_TIMEOUT_CXL
     } else {
         FILL_TIMEOUT_DRAM
@@ -161,9 +161,9 @@ pub fn wait_for(nid: u32, target: u64, ready: u64, timeout: Duration) -> Result<
 pub fn wait_quiet(timeout: Duration) -> Result<(), String> {
     let t0 = Instant::now();
     loop {
-        let filling = crate::vma::read_limits()
+        let filling = crate::linux::vma::read_limits()
             .ok()
-            .and_then(|l| crate::vma::limit(&l, "gigantic_pool_filling"));
+            .and_then(|l| crate::linux::vma::limit(&l, "gigantic_pool_filling"));
         match filling {
             None | Some(0) => return Ok(()),
             Some(n) if t0.elapsed() >= timeout => {
@@ -183,11 +183,11 @@ pub fn quiet() -> Result<(), String> {
     wait_quiet(FILL_TIMEOUT_CXL)
 }
 
-/// Node `nid`'s free memory (kB, [`crate::vma::node_free_kb`]) once the
+/// Node `nid`'s free memory (kB, [`crate::linux::vma::node_free_kb`]) once the
 /// pool is [`quiet`]: the baseline of a check that memory comes back.
 pub fn quiet_free_kb(nid: u32) -> Result<u64, String> {
     quiet()?;
-    crate::vma::node_free_kb(nid).ok_or_else(|| format!("no meminfo of node {nid}"))
+    crate::linux::vma::node_free_kb(nid).ok_or_else(|| format!("no meminfo of node {nid}"))
 }
 
 /// A node's pool target, set while the value lives and put back to 0 on
@@ -211,7 +211,7 @@ impl Target {
         let t = Target::set(nid, count).map_err(|e| {
             format!(
                 "write `{nid} {count}` to {POOL_PATH}: {}",
-                crate::errno::errno_name(&e)
+                crate::linux::errno::errno_name(&e)
             )
         })?;
         let d = wait_for(nid, count, count, fill_timeout(nid) * count.max(1) as u32)?;

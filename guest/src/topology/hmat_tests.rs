@@ -293,7 +293,7 @@ fn recorded_domains_to_nodes() {
         32..=79 => Some(((b - 32) / 16 + 1) as u32),
         _ => None,
     };
-    let m = crate::sockets::domain_nodes(&s, 1 << 27, block, |_| None);
+    let m = crate::topology::sockets::domain_nodes(&s, 1 << 27, block, |_| None);
     assert_eq!(
         m,
         [(0, 0), (1, 1), (2, 2), (3, 3)].into(),

@@ -254,7 +254,7 @@ pub fn parse_wanted(v: &str) -> Option<Vec<WantedRegion>> {
 /// The regions the harness asked for (`tierkit.cxl=` in `/proc/cmdline`):
 /// `None` without the parameter, `Some(Err)` if it is malformed.
 pub fn wanted_regions() -> Option<Result<Vec<WantedRegion>, String>> {
-    let v = crate::kernel::kernel_param(CXL_PARAM)?;
+    let v = crate::linux::kernel::kernel_param(CXL_PARAM)?;
     Some(parse_wanted(&v).ok_or_else(|| format!("{CXL_PARAM}={v}: malformed")))
 }
 

@@ -3,7 +3,7 @@
 //! weight sets the placement and differential tests run, and the page by
 //! page comparisons and pictures of where pages landed.
 
-use crate::node;
+use crate::topology::node;
 use tierkit_core::interleave::{
     interleave_nid_ref, weighted_interleave_nid_ref, Nodemask, Weights,
 };

@@ -1,6 +1,6 @@
 //! `/dev/tierkit`: open, the ioctls of `tierkit_core::uapi`, and `mmap`.
 
-use crate::sys::{self, Mapping};
+use crate::linux::sys::{self, Mapping};
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::fd::AsRawFd;
@@ -176,7 +176,7 @@ impl Tierkit {
         let pages = (TK_GIGANTIC_BYTES as usize / sys::PAGE_SIZE) as u64;
         let w0 = self
             .walk(m.addr())
-            .map_err(|e| format!("TK_IOC_WALK: {}", crate::errno::errno_name(&e)))?;
+            .map_err(|e| format!("TK_IOC_WALK: {}", crate::linux::errno::errno_name(&e)))?;
         if w0.level != TK_WALK_PUD {
             return Err(format!(
                 "page 0: level {} is not a PUD leaf ({TK_WALK_PUD})",
@@ -188,9 +188,12 @@ impl Tierkit {
             return Err(format!("first pfn {first:#x} is not 1 GiB aligned"));
         }
         for i in 0..m.nr_pages() {
-            let w = self
-                .walk(m.addr() + i * sys::PAGE_SIZE)
-                .map_err(|e| format!("TK_IOC_WALK page {i}: {}", crate::errno::errno_name(&e)))?;
+            let w = self.walk(m.addr() + i * sys::PAGE_SIZE).map_err(|e| {
+                format!(
+                    "TK_IOC_WALK page {i}: {}",
+                    crate::linux::errno::errno_name(&e)
+                )
+            })?;
             if w.level != TK_WALK_PUD {
                 return Err(format!("page {i}: level {} is not a PUD leaf", w.level));
             }
@@ -275,7 +278,7 @@ impl MovableGigantic {
     /// Sets the opt-in; `Err` if the file cannot be written (no tierkit,
     /// or one without the file).
     pub fn enable() -> std::io::Result<Self> {
-        crate::kernel::ensure_debugfs();
+        crate::linux::kernel::ensure_debugfs();
         let old = std::fs::read_to_string(MOVABLE_GIGANTIC_PATH).ok();
         std::fs::write(MOVABLE_GIGANTIC_PATH, "1")?;
         Ok(Self { old })
@@ -328,7 +331,7 @@ pub fn parse_stats(s: &str) -> anyhow::Result<Vec<NodeStats>> {
 
 /// Reads [`STATS_PATH`]; `None` if it cannot be read.
 pub fn read_stats() -> Option<Vec<NodeStats>> {
-    crate::kernel::ensure_debugfs();
+    crate::linux::kernel::ensure_debugfs();
     parse_stats(&std::fs::read_to_string(STATS_PATH).ok()?).ok()
 }
 

@@ -4,7 +4,7 @@
 //! give them.
 //!
 //! The kernel reduces HMAT to one best initiator per memory node (sysfs
-//! `node*/access0` and `access1`, read by [`crate::node`]); the per-socket
+//! `node*/access0` and `access1`, read by [`crate::topology::node`]); the per-socket
 //! weights need every initiator-target pair, so this parses the table.
 //! Pure: bytes in, figures out; tested on the host on tables recorded from
 //! the `socket2` topology's guest. Values are normalized as the kernel's

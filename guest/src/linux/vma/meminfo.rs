@@ -8,8 +8,11 @@ pub const LIMITS_PATH: &str = "/sys/kernel/debug/tierkit/limits";
 
 /// `MemFree` of node `nid` in kB (`/sys/devices/system/node/nodeN/meminfo`).
 pub fn node_memfree_kb(nid: u32) -> Option<u64> {
-    let s =
-        std::fs::read_to_string(format!("{}/node{nid}/meminfo", crate::node::NODE_SYSFS)).ok()?;
+    let s = std::fs::read_to_string(format!(
+        "{}/node{nid}/meminfo",
+        crate::linux::kernel::NODE_SYSFS
+    ))
+    .ok()?;
     parse_node_meminfo(&s, "MemFree")
 }
 
@@ -60,8 +63,11 @@ pub fn parse_zoneinfo_pcp_pages(s: &str, nid: u32) -> u64 {
 
 /// `MemTotal` of node `nid` in kB.
 pub fn node_memtotal_kb(nid: u32) -> Option<u64> {
-    let s =
-        std::fs::read_to_string(format!("{}/node{nid}/meminfo", crate::node::NODE_SYSFS)).ok()?;
+    let s = std::fs::read_to_string(format!(
+        "{}/node{nid}/meminfo",
+        crate::linux::kernel::NODE_SYSFS
+    ))
+    .ok()?;
     parse_node_meminfo(&s, "MemTotal")
 }
 
@@ -101,6 +107,6 @@ pub fn limit(limits: &[(String, u64)], key: &str) -> Option<u64> {
 
 /// Reads and parses [`LIMITS_PATH`].
 pub fn read_limits() -> anyhow::Result<Vec<(String, u64)>> {
-    crate::kernel::ensure_debugfs();
+    crate::linux::kernel::ensure_debugfs();
     parse_limits(&std::fs::read_to_string(LIMITS_PATH)?)
 }

@@ -14,7 +14,7 @@
 //!   (allocate, clear with T workers, one PUD). Past the eligible CPUs the
 //!   file refuses T (`EINVAL`) and the series ends there;
 //! - **tierkit from a ready pool**: untimed, the node's pool target is set
-//!   to 1 ([`crate::pool`]) and the bench waits until the range is ready;
+//!   to 1 ([`crate::abi::pool`]) and the bench waits until the range is ready;
 //!   then the same timed part with T = 1, whose first touch takes the
 //!   pre-cleared range (no clear: `TK_GIGANTIC_F_QUERY` reports 0 workers,
 //!   checked). The pool refills behind each run, untimed, and is emptied
@@ -42,12 +42,12 @@
 //! on its first use, and tierkit (`alloc_contig_pages()` returns the GiB
 //! it freed last) and hugetlb (the same pool page) then reuse warm memory.
 
-use crate::errno::errno_name;
-use crate::node::Topology;
-use crate::pool;
-use crate::report::Report;
-use crate::sys::{monotonic_ns, Mapping, MPOL_BIND, PAGE_SIZE};
-use crate::tk::{Tierkit, TK_MODE_INTERLEAVE};
+use crate::abi::pool;
+use crate::abi::tk::{Tierkit, TK_MODE_INTERLEAVE};
+use crate::harness::report::Report;
+use crate::linux::errno::errno_name;
+use crate::linux::sys::{monotonic_ns, Mapping, MPOL_BIND, PAGE_SIZE};
+use crate::topology::node::Topology;
 use serde_json::{json, Value};
 
 use std::process::{Command, ExitCode};

@@ -2,11 +2,11 @@
 //! weight files found; each records its failed check in the test's
 //! [`Report`] and returns `None`, and the caller then finishes.
 
-use crate::kernel::ensure_debugfs;
-use crate::node::Topology;
-use crate::report::Report;
-use crate::tk;
-use crate::weights;
+use crate::abi::tk;
+use crate::harness::report::Report;
+use crate::linux::kernel::ensure_debugfs;
+use crate::topology::node::Topology;
+use crate::topology::weights;
 
 /// The start of a test that needs the module: debugfs mounted,
 /// `/dev/tierkit` present, the topology read and noted. On failure the

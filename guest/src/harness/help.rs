@@ -26,8 +26,9 @@ macro_rules! help {
             env!("CARGO_BIN_NAME"),
             ".rs"
         ));
-        const DOC: [u8; $crate::help::doc_len(SRC)] = $crate::help::doc_bytes(SRC);
-        $crate::help::answer(
+        const DOC: [u8; $crate::harness::help::doc_len(SRC)] =
+            $crate::harness::help::doc_bytes(SRC);
+        $crate::harness::help::answer(
             env!("CARGO_BIN_NAME"),
             &DOC,
             std::env::args_os()

@@ -17,7 +17,7 @@ use std::ffi::c_void;
 use std::io;
 use std::os::fd::RawFd;
 
-use crate::sys::PAGE_SIZE;
+use crate::linux::sys::PAGE_SIZE;
 
 mod kernel_io;
 mod meminfo;
@@ -360,11 +360,11 @@ impl Spawned {
         if let Some(e) = self.reaped {
             return Ok((e, 0));
         }
-        let t0 = crate::sys::monotonic_ns();
+        let t0 = crate::linux::sys::monotonic_ns();
         // SAFETY: a child of ours that has not been reaped.
         cvt(unsafe { libc::kill(self.pid, libc::SIGKILL) } as libc::c_long)?;
         let e = wait_exit(self.pid)?;
-        let dt = crate::sys::monotonic_ns() - t0;
+        let dt = crate::linux::sys::monotonic_ns() - t0;
         self.reaped = Some(e);
         Ok((e, dt))
     }
