@@ -17,11 +17,11 @@
 use super::node_offline::{has_memory, movable_blocks, put_back, set_all, weight_files};
 use super::socket_machine::{pin, pinned, Machine, Socket};
 use super::socket_place::{arg, file, placed_by, set_device, tables, want, PAGES};
-use crate::errno::{errno_name, expect_errno};
-use crate::interleave::compare_nodes;
-use crate::report::Report;
-use crate::tk::{Tierkit, TK_MODE_WEIGHTED_INTERLEAVE};
-use crate::weights::WeightDir;
+use crate::abi::tk::{Tierkit, TK_MODE_WEIGHTED_INTERLEAVE};
+use crate::harness::report::Report;
+use crate::linux::errno::{errno_name, expect_errno};
+use crate::topology::interleave::compare_nodes;
+use crate::topology::weights::WeightDir;
 use std::path::Path;
 use tierkit_core::interleave::{Nodemask, TaskState, Weights, MAX_NUMNODES};
 use tierkit_core::socket::{Levels, SocketWeights};
