@@ -150,18 +150,11 @@ pub fn main() -> ExitCode {
     ));
     let expect = expectations(&mut r, &cal, w_hmat, &w_meas);
 
-    // Set tierkit's weights.
     let optimized = if flags.has("no-write") {
         r.skip("write tierkit's bandwidth", "--no-write");
         serde_json::Value::Null
-    } else if let Some(tw) = tierkit_weight_dir(&mut r) {
-        let o = set_tierkit_weights(&mut r, &tw, &cal, &w_meas, optimize);
-        if !cal.sockets.is_empty() {
-            set_device_tables(&mut r, &cal.sockets);
-        }
-        o
     } else {
-        serde_json::Value::Null
+        write_tierkit(&mut r, &cal, &w_meas, optimize)
     };
 
     if let Some(pid) = apply {
@@ -240,6 +233,24 @@ fn per_socket(
         }
     }
     Some(out)
+}
+
+/// Sets tierkit's weights from the calibration (and, with `--per-socket`,
+/// its device-wide tables): what `--optimize` set, or null.
+fn write_tierkit(
+    r: &mut Report,
+    cal: &Calibration,
+    w_meas: &[u8; 64],
+    optimize: Option<Workload>,
+) -> serde_json::Value {
+    let Some(tw) = tierkit_weight_dir(r) else {
+        return serde_json::Value::Null;
+    };
+    let optimized = set_tierkit_weights(r, &tw, cal, w_meas, optimize);
+    if !cal.sockets.is_empty() {
+        set_device_tables(r, &cal.sockets);
+    }
+    optimized
 }
 
 /// `--per-socket` (without `--no-write`): each socket's measured table set
