@@ -14,7 +14,7 @@
 //! hotplug driver adds node 3 as a DIMM (`--kernel debian --topology
 //! socket2`); on tierkit's kernel node 3 is boot memory and this skips.
 
-use super::node_offline::{has_memory, movable_blocks, put_back, set_all, weight_files};
+use super::node_offline::{check_node_gone, has_memory, movable_blocks, put_back, set_all};
 use super::socket_machine::{pin, pinned, Machine, Socket};
 use super::socket_place::{arg, file, placed_by, set_device, tables, want, PAGES};
 use crate::abi::tk::{Tierkit, TK_MODE_WEIGHTED_INTERLEAVE};
@@ -22,7 +22,6 @@ use crate::harness::report::Report;
 use crate::linux::errno::{errno_name, expect_errno};
 use crate::topology::interleave::compare_nodes;
 use crate::topology::weights::WeightDir;
-use std::path::Path;
 use tierkit_core::interleave::{Nodemask, TaskState, Weights, MAX_NUMNODES};
 use tierkit_core::socket::{Levels, SocketWeights};
 use tierkit_core::uapi::{TK_SOCKET_F_DEVICE, TK_SOCKET_GET, TK_SOCKET_SET};
@@ -226,26 +225,7 @@ fn new_file(s: &Socket, l: &Levels<'_>, p: &Plan<'_>) -> Result<String, String> 
 /// made before keep the node.
 fn while_offline(r: &mut Report, ctl: &Tierkit, p: &Plan<'_>) {
     let c = p.c;
-    r.check(
-        &format!("node {c} left N_MEMORY"),
-        if has_memory().contains(&c) {
-            Err(format!("has_memory still lists {c}"))
-        } else {
-            Ok(())
-        },
-    );
-    let present: Vec<String> = weight_files(c)
-        .into_iter()
-        .filter(|f| Path::new(f).exists())
-        .collect();
-    r.check(
-        &format!("node {c}'s weight files went (the kernel's and tierkit's debugfs nodeN)"),
-        if present.is_empty() {
-            Ok(())
-        } else {
-            Err(format!("still there: {}", present.join(", ")))
-        },
-    );
+    check_node_gone(r, c);
     let l = p.levels();
     for s in [p.b, p.a] {
         let res = pinned(|| new_file(s, &l, p));

@@ -105,6 +105,31 @@ pub fn weight_files(nid: u32) -> Vec<String> {
         .collect()
 }
 
+/// The checks that node `c`, offline whole, is gone: out of `has_memory`
+/// (N_MEMORY), and its weight files (the kernel's and tierkit's) removed.
+pub fn check_node_gone(r: &mut Report, c: u32) {
+    r.check(
+        &format!("node {c} left N_MEMORY"),
+        if has_memory().contains(&c) {
+            Err(format!("has_memory still lists {c}"))
+        } else {
+            Ok(())
+        },
+    );
+    let present: Vec<String> = weight_files(c)
+        .into_iter()
+        .filter(|f| Path::new(f).exists())
+        .collect();
+    r.check(
+        &format!("node {c}'s weight files are gone (kernel's and tierkit's)"),
+        if present.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("still there: {}", present.join(", ")))
+        },
+    );
+}
+
 pub fn held_on(nid: u32) -> u64 {
     read_stats().map_or(u64::MAX, |s| stats_of(&s, nid).1)
 }

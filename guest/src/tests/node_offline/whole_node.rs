@@ -110,26 +110,7 @@ fn while_offline(r: &mut Report, dram: u32, c: u32, files: &Files, held0: u64) {
     let on_c = |m: &Mapping| on_node(m, c);
     let both = mask_of(&[dram, c]);
     let only_c = mask_of(&[c]);
-    r.check(
-        &format!("node {c} left N_MEMORY"),
-        if has_memory().contains(&c) {
-            Err(format!("has_memory still lists {c}"))
-        } else {
-            Ok(())
-        },
-    );
-    let present: Vec<String> = weight_files(c)
-        .into_iter()
-        .filter(|f| Path::new(f).exists())
-        .collect();
-    r.check(
-        &format!("node {c}'s weight files are gone (kernel's and tierkit's)"),
-        if present.is_empty() {
-            Ok(())
-        } else {
-            Err(format!("still there: {}", present.join(", ")))
-        },
-    );
+    check_node_gone(r, c);
     for (name, m, f) in [("file A", ma, 1), ("file B", mb, 2)] {
         r.check(&format!("{name}: every byte intact"), verify(m, f));
         r.check(
