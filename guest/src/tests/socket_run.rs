@@ -312,12 +312,17 @@ fn device_wide(r: &mut Report, m: &Machine) {
         .map_err(|e| format!("socket {s}: {}", crate::linux::errno::errno_name(&e)))
     };
     let before: Result<Vec<_>, String> = m.sockets.iter().map(|s| get(s.id)).collect();
-    let (before, mut saved) = match (before, wd.snapshot()) {
-        (Ok(b), Ok(w)) => (b, RestoreOnDrop::new(w)),
-        (b, w) => {
+    let (before, mut saved, table) = match (before, wd.snapshot(), wd.table()) {
+        (Ok(b), Ok(w), Ok(t)) => (b, RestoreOnDrop::new(w), t),
+        (b, w, t) => {
             r.fail(
                 name,
-                format!("the state before: {:?} / {:?}", b.err(), w.err()),
+                format!(
+                    "the state before: {:?} / {:?} / {:?}",
+                    b.err(),
+                    w.err(),
+                    t.err()
+                ),
             );
             return;
         }
@@ -363,9 +368,26 @@ fn device_wide(r: &mut Report, m: &Machine) {
             )
         })
     });
+    // The weights as they were, not only written back: in auto mode they
+    // follow the bandwidth table, which the calibration rewrote.
+    let weights_back = saved
+        .done()
+        .map_err(|e| format!("{e:#}"))
+        .and_then(|()| wd.table().map_err(|e| format!("{e:#}")))
+        .and_then(|now| {
+            if now == table {
+                Ok(())
+            } else {
+                Err(format!(
+                    "tierkit's weights {:?}, were {:?}",
+                    &now[..8],
+                    &table[..8]
+                ))
+            }
+        });
     r.check(
         "the device tables and tierkit's weights put back after tk-calibrate",
-        back.and_then(|()| saved.done().map_err(|e| format!("{e:#}"))),
+        back.and(weights_back),
     );
 }
 

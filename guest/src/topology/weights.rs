@@ -173,17 +173,25 @@ impl WeightDir {
         Ok(t)
     }
 
-    /// Reads `auto` and every node's weight, to put back later.
+    /// Reads `auto`, every node's weight and the bandwidth table (where
+    /// there is one: tierkit's), to put back later.
     pub fn snapshot(&self) -> Result<WeightSnapshot> {
         let nodes = self.nodes()?;
         let weights = nodes
             .iter()
             .map(|&n| Ok((n, self.weight(n)?)))
             .collect::<Result<Vec<_>>>()?;
+        let bandwidth = match fs::read_to_string(self.bandwidth_path()) {
+            Ok(t) if !t.trim().is_empty() => Some(t),
+            Ok(_) => None,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+            Err(e) => return Err(e).context("reading the bandwidth table"),
+        };
         Ok(WeightSnapshot {
             dir: self.clone(),
             auto: self.auto()?,
             weights,
+            bandwidth,
         })
     }
 }
@@ -196,21 +204,30 @@ pub fn bandwidth_text(entries: &[(u32, u32, u32)]) -> String {
         .collect()
 }
 
-/// Saved weights and `auto` of a [`WeightDir`].
+/// Saved weights, `auto` and bandwidth table of a [`WeightDir`].
 #[derive(Clone, Debug)]
 pub struct WeightSnapshot {
     pub dir: WeightDir,
     pub auto: Option<bool>,
     pub weights: Vec<(u32, u8)>,
+    /// The `bandwidth` file's text (tierkit's table; `None` where there is
+    /// no such file or nothing was ever written to it).
+    pub bandwidth: Option<String>,
 }
 
 impl WeightSnapshot {
-    /// Puts the weights back, then `auto=true` if it was true (which makes
-    /// the kernel recompute the auto weights from its bandwidth table). If
+    /// Puts the bandwidth table back (a `tk-calibrate` writes measured
+    /// figures there, from which `auto` would otherwise recompute), then
+    /// the weights, then `auto=true` if it was true (which makes the
+    /// kernel recompute the auto weights from its bandwidth table). If
     /// that fails with `ENODEV` (no bandwidth data; the kernel read `auto`
     /// as true only because no weight had ever been written), the saved
     /// weights stay, which are the values the kernel was using.
     pub fn restore(&self) -> Result<()> {
+        if let Some(bw) = &self.bandwidth {
+            write_file(&self.dir.bandwidth_path(), bw)
+                .context("writing the bandwidth table back")?;
+        }
         self.dir.set_weights(&self.weights)?;
         if self.auto == Some(true) {
             match self.dir.write_auto_str("true") {

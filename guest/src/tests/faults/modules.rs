@@ -72,8 +72,8 @@ pub fn unload_tierkit() -> io::Result<()> {
 /// written back after it.
 #[derive(Clone, Debug)]
 pub struct TierkitWeights {
+    /// The weights, `auto` and the bandwidth table.
     pub(super) saved: crate::topology::weights::WeightSnapshot,
-    pub(super) bandwidth: String,
     /// [`TierkitWeights::text`] when saved.
     pub before: String,
 }
@@ -88,22 +88,14 @@ impl TierkitWeights {
 
     /// Saves `wd`'s table.
     pub fn save(wd: &crate::topology::weights::WeightDir) -> Result<TierkitWeights, String> {
-        match (
-            wd.snapshot(),
-            fs::read_to_string(wd.bandwidth_path()),
-            Self::text(wd),
-        ) {
-            (Ok(saved), Ok(bandwidth), Ok(before)) => Ok(TierkitWeights {
-                saved,
-                bandwidth,
-                before,
-            }),
-            (s, b, t) => Err(format!("{:?} {:?} {:?}", s.err(), b.err(), t.err())),
+        match (wd.snapshot(), Self::text(wd)) {
+            (Ok(saved), Ok(before)) => Ok(TierkitWeights { saved, before }),
+            (s, t) => Err(format!("{:?} {:?}", s.err(), t.err())),
         }
     }
 
-    /// Writes the table back into the loaded module: bandwidth first (it
-    /// recomputes the auto weights), then the saved weights and `auto`;
+    /// Writes the table back into the loaded module (`WeightSnapshot::
+    /// restore`: bandwidth first, then the saved weights and `auto`);
     /// `Err` if the text then differs from the saved one.
     pub fn restore(&self) -> Result<(), String> {
         let wd = crate::topology::weights::WeightDir::tierkit().ok_or("no weight directory")?;
@@ -111,10 +103,6 @@ impl TierkitWeights {
             dir: wd.clone(),
             ..self.saved.clone()
         };
-        if !self.bandwidth.is_empty() {
-            crate::topology::weights::write_file(&wd.bandwidth_path(), &self.bandwidth)
-                .map_err(|e| format!("writing bandwidth: {e}"))?;
-        }
         s.restore().map_err(|e| format!("{e:#}"))?;
         let now = Self::text(&wd)?;
         if now != self.before {
