@@ -16,6 +16,10 @@
 #include <sys/wait.h>
 #include <time.h>
 
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+
 /* --- fork ---------------------------------------------------------------
  * A tierkit mapping is MAP_SHARED: after a plain fork parent and child
  * would see each other's writes. So the prepare handler asks tierkit for
@@ -169,6 +173,17 @@ static void copy_entry(struct range *r)
 	uintptr_t t = reserve(r->len, r->giga ? GIB : PAGE);
 
 	if (t && tk_map_at(t, r->len, r->off, PROT_READ | PROT_WRITE, r->giga)) {
+		sys_munmap((void *)t, r->len);
+		t = 0;
+	}
+	/*
+	 * A gigantic copy's GiBs are made at first touch, and a GiB that
+	 * cannot be made (no free aligned GiB on the node) is SIGBUS: fault
+	 * them in first, where a failure is an error, not the child's death,
+	 * and take the kernel's memory then.
+	 */
+	if (t && r->giga &&
+	    syscall(SYS_madvise, (void *)t, r->len, MADV_POPULATE_WRITE) != 0) {
 		sys_munmap((void *)t, r->len);
 		t = 0;
 	}
