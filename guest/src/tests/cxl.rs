@@ -294,7 +294,7 @@ fn node_holds_region(nid: u32, reg: &Region) -> Result<String, String> {
         .ok()
         .and_then(|s| u64::from_str_radix(s.trim(), 16).ok())
         .ok_or("no memory block size")?;
-    let blocks = node_blocks(nid);
+    let blocks = memblock::node_blocks(nid);
     let outside: Vec<u64> = blocks
         .iter()
         .copied()
@@ -325,19 +325,6 @@ fn node_holds_region(nid: u32, reg: &Region) -> Result<String, String> {
         blocks.len(),
         total >> 10
     ))
-}
-
-/// The memory block numbers (`memoryN`) of a node.
-fn node_blocks(nid: u32) -> Vec<u64> {
-    let mut v: Vec<u64> = fs::read_dir(format!("{NODE_SYSFS}/node{nid}"))
-        .map(|rd| {
-            rd.filter_map(|e| e.ok())
-                .filter_map(|e| e.file_name().to_str()?.strip_prefix("memory")?.parse().ok())
-                .collect()
-        })
-        .unwrap_or_default();
-    v.sort_unstable();
-    v
 }
 
 /// A node's MemTotal in bytes.
@@ -408,7 +395,7 @@ fn auto_weights(r: &mut Report, topo: &Topology, cxl_nodes: &[u32]) {
 /// `online_kernel`), so that the node is as the later tests expect it:
 /// hot-remove and hot-add on the CXL node.
 fn offline_online(r: &mut Report, nid: u32) {
-    let blocks = node_blocks(nid);
+    let blocks = memblock::node_blocks(nid);
     let Some(&b) = blocks.last() else {
         r.fail(
             "offline and online a memory block of a CXL node",
