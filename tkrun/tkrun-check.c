@@ -18,8 +18,11 @@
  * Usage: tkrun-check [MIB]   (size of the big blocks, default 4)
  *        tkrun-check -g MIB  (one block of MIB: every byte must read zero;
  *                             then "waiting" and a line on stdin to end)
- *        tkrun-check -G MIB  (the same, then a fork with the block: each
- *                             side keeps its own contents)
+ *        tkrun-check -G MIB  (the same, then a fork whose child exits at
+ *                             once, and a fork with the block: each side
+ *                             keeps its own contents)
+ *        tkrun-check -W MIB  (three forks under a writer thread with one
+ *                             block of MIB: tkrun-fork.c)
  *        tkrun-check -f MIB  (fork's cost with a block of MIB, every page
  *                             written: "fork_ms", "fork_exit_ms" (fork to
  *                             the child's exit, reaped), "fork_child_kib"
@@ -359,7 +362,13 @@ static void fork_block(unsigned char *p, size_t n)
 {
 	int go[2];
 	int st = 0;
+	pid_t quick = fork();
 
+	/* A child that exits at once: as fork + exec, it copies nothing. */
+	if (quick == 0)
+		_exit(0);
+	if (quick > 0)
+		waitpid(quick, &st, 0);
 	if (pipe(go)) {
 		check("fork with the block", 0, "pipe failed");
 		return;
@@ -757,8 +766,8 @@ int main(int argc, char **argv)
 {
 	if (argc > 2 && strcmp(argv[1], "-f") == 0)
 		return fork_cost((size_t)atoi(argv[2]));
-	if (argc > 2 && strcmp(argv[1], "-c") == 0) {
-		cow_checks((size_t)atoi(argv[2]));
+	if (argc > 2 && (strcmp(argv[1], "-c") == 0 || strcmp(argv[1], "-W") == 0)) {
+		(argv[1][1] == 'c' ? cow_checks : gigantic_writer)((size_t)atoi(argv[2]));
 		printf("%s\n", failed ? "FAILED" : "PASSED");
 		return failed;
 	}

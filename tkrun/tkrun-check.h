@@ -13,6 +13,8 @@ void show(const char *name, const void *addr);
 int fork_cost(size_t mib);
 /* -c MIB: fork is a snapshot, and copies nothing, with blocks of MIB. */
 void cow_checks(size_t mib);
+/* -W MIB: three forks under a writer thread with one block of MIB. */
+void gigantic_writer(size_t mib);
 /* -t MIB: fork's time with a written block of MIB against the kernel's. */
 int fork_time(size_t mib);
 

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * tkrun-check's fork measurements (-f) and copy-on-write checks (-c), as
- * anonymous private memory behaves under the kernel's fork:
+ * tkrun-check's fork measurements (-f) and copy-on-write checks (-c, and
+ * -W for a gigantic block), as anonymous private memory behaves under the
+ * kernel's fork:
  * - a snapshot: a thread keeps writing a counter to the first and the
  *   last word of a block while the main thread forks; each child must see
  *   both words from one moment (equal, or the first one ahead by one: the
@@ -150,9 +151,10 @@ static int fork_under(struct hammer *h, uint64_t got[4], uint64_t *before, uint6
 	return ok ? 0 : -1;
 }
 
-static void snapshot_under_writer(size_t n)
+/* forks forks of a process whose thread keeps writing block p of n bytes. */
+static void writer_forks(volatile uint64_t *p, size_t n, int forks)
 {
-	struct hammer h = { .p = malloc(n), .words = n / 8 };
+	struct hammer h = { .p = p, .words = n / 8 };
 	int moment = 1, bounds = 1, stable = 1, ran = 1;
 	char why[160] = "";
 	pthread_t t;
@@ -164,7 +166,7 @@ static void snapshot_under_writer(size_t n)
 	show("cow-snapshot", (const void *)h.p);
 	while (atomic_load(&h.gen) < 1000)
 		;
-	for (int i = 0; i < 10 && ran; i++) {
+	for (int i = 0; i < forks && ran; i++) {
 		uint64_t v[4], before, after;
 
 		if (fork_under(&h, v, &before, &after)) {
@@ -183,13 +185,36 @@ static void snapshot_under_writer(size_t n)
 	}
 	atomic_store(&h.stop, 1);
 	pthread_join(t, NULL);
-	check("fork under a writer thread: 10 children ran", ran, "fork, pipe or a child failed");
+	check("fork under a writer thread: every child ran", ran, "fork, pipe or a child failed");
 	check("fork under a writer thread: the child's block is one moment's", moment, why);
 	check("fork under a writer thread: no write after fork() reaches the child", bounds,
 	      "a value from before the fork's start or after it returned");
 	check("fork under a writer thread: the child's block stays as it was", stable,
 	      "the parent's later writes reached the child");
-	free((void *)h.p);
+}
+
+static void snapshot_under_writer(size_t n)
+{
+	volatile uint64_t *p = malloc(n);
+
+	writer_forks(p, n, 10);
+	free((void *)p);
+}
+
+/*
+ * -W MIB: three forks under a writer thread with one block of MIB (under
+ * tk-run --gigantic, a gigantic range: a 1 GiB page shared copy-on-write,
+ * which the writer's first write after each fork copies whole).
+ */
+void gigantic_writer(size_t mib)
+{
+	size_t n = (mib ? mib : 1024) << 20;
+	volatile uint64_t *p = malloc(n);
+
+	if (p)
+		memset((void *)p, 1, n);
+	writer_forks(p, n, 3);
+	free((void *)p);
 }
 
 static void fork_copies_nothing(size_t n)

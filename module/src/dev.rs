@@ -715,8 +715,11 @@ impl MiscDevice for TkFile {
         // A snapshot's file: its vmas copy on write, and refuse long-term
         // writable pins whatever `movable` says (write notified).
         let cow = st.cow;
+        let mut gigantic = gigantic;
         let (backing, movable) = if cow {
-            (me.mmap_snapshot(&mut st, vma, pgoff, nr_pages, mapping)?, true)
+            let (backing, giga) = me.mmap_snapshot(&mut st, vma, pgoff, nr_pages, mapping)?;
+            gigantic = giga;
+            (backing, true)
         } else if gigantic {
             me.mmap_gigantic(&mut st, vma, policy, pgoff, nr_pages, mapping)?
         } else {
@@ -768,12 +771,11 @@ impl MiscDevice for TkFile {
         // file's state, which keeps it until the file is released, after
         // every vma of the file is gone.
         unsafe {
-            if cow {
-                shim::tk_vma_set_cow(vma.as_ptr(), ptr);
-            } else if gigantic {
-                shim::tk_vma_set_gigantic(vma.as_ptr(), ptr, movable);
-            } else {
-                shim::tk_vma_set_backing(vma.as_ptr(), ptr, movable);
+            match (cow, gigantic) {
+                (true, true) => shim::tk_vma_set_gigantic_cow(vma.as_ptr(), ptr),
+                (true, false) => shim::tk_vma_set_cow(vma.as_ptr(), ptr),
+                (false, true) => shim::tk_vma_set_gigantic(vma.as_ptr(), ptr, movable),
+                (false, false) => shim::tk_vma_set_backing(vma.as_ptr(), ptr, movable),
             }
         }
         Ok(())

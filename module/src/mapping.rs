@@ -12,37 +12,40 @@
 //! file's policy picked for it at `mmap`, cleared in parallel) and gives
 //! its pfn to the shim, which maps it with one PUD ([`tk_gigantic_pte_page`]
 //! gives a 4 KiB page of it where the kernel did not try the PUD). Each
-//! GiB is one compound folio (see [`GiganticRange`]). A GiB made once stays
-//! with the file until release: a later fault (after `MADV_DONTNEED`, a
+//! GiB is one compound folio (see [`GiganticRange`](crate::clear::GiganticRange)). A GiB made once stays
+//! with the file until release (or, shared with a forked child, until a
+//! write copies it: [`gib`]): a later fault (after `MADV_DONTNEED`, a
 //! `/proc/PID/pagemap` or `smaps` read, which split the PUD away, or in a
 //! child after `fork`) maps the same range again, contents kept.
 //!
 //! What happens to the pages when their memory goes offline: [`offline`].
 
 pub(crate) mod cow;
+mod gib;
 mod moves;
 mod offline;
 mod tests;
 
 use crate::chunks::GIGANTIC_PAGES;
 use crate::clear::gigantic::{populate_with, LastClear, LastSlot};
-use crate::clear::{ClearParams, GiganticRange};
+use crate::clear::ClearParams;
 use crate::pages::NodePage;
 use crate::placed::PlacedPages;
 use crate::shim;
 use crate::state::{DeviceState, Reservation};
 use crate::sync::KillableMutex;
-pub(crate) use moves::RebalanceCounts;
-pub(crate) use offline::MemoryNotifier;
+pub(crate) use gib::{GiB, COW_COPIES, COW_SPARES};
 use kernel::{
     bindings,
-    ffi::{c_int, c_ulong, c_void},
+    ffi::{c_int, c_uint, c_ulong, c_void},
     new_mutex,
     prelude::*,
     static_lock_class,
     sync::atomic::{Atomic, Relaxed},
     sync::{Arc, Mutex},
 };
+pub(crate) use moves::RebalanceCounts;
+pub(crate) use offline::MemoryNotifier;
 
 /// Test hook (`/sys/kernel/debug/tierkit/test/fail_next_backing`): when
 /// armed, the next [`Backing::new`] fails with `ENOMEM` before it
@@ -62,9 +65,10 @@ pub(crate) enum BackingPages {
 
 /// The 1 GiB ranges of one gigantic mapping: slot `i` covers file page
 /// offset `pgoff + i * 2^18` onward, `None` until its first touch. Each
-/// range is counted in the statistics while held.
+/// range is counted in the statistics while held (by each holder of a GiB
+/// shared copy-on-write after a fork: [`gib`]).
 pub(crate) struct GiganticRanges {
-    pub(crate) ranges: KVec<Option<GiganticRange>>,
+    pub(crate) ranges: KVec<Option<GiB>>,
     pub(crate) state: Arc<DeviceState>,
 }
 
@@ -82,7 +86,7 @@ impl Drop for GiganticRanges {
     fn drop(&mut self) {
         while let Some(slot) = self.ranges.pop() {
             let Some(r) = slot else { continue };
-            self.state.stats.gigantic(r.nid(), false);
+            self.state.stats.gigantic(r.range().nid(), false);
             drop(r);
             // SAFETY: process context (file release, or a failed mmap), no
             // spinlock held.
@@ -199,27 +203,35 @@ impl Backing {
                     .ranges
                     .get(usize::try_from(idx / GIGANTIC_PAGES).ok()?)?
                     .as_ref()?;
-                range.page_ptr(idx % GIGANTIC_PAGES)
+                range.range().page_ptr(idx % GIGANTIC_PAGES)
             }
         }
     }
 
-    /// The first pfn of slot `idx` of a gigantic mapping, if it is made.
-    fn gigantic_pfn(&self, idx: usize) -> Option<u64> {
+    /// The first pfn of slot `idx` of a gigantic mapping, if it is made,
+    /// and whether another holder shares its GiB.
+    fn gigantic_pfn(&self, idx: usize) -> Option<(u64, bool)> {
         match &*self.pages.lock() {
-            BackingPages::Gigantic(g) => g.ranges.get(idx)?.as_ref().map(|r| r.pfn()),
+            BackingPages::Gigantic(g) => g
+                .ranges
+                .get(idx)?
+                .as_ref()
+                .map(|r| (r.range().pfn(), r.is_shared())),
             BackingPages::Small(_) => None,
         }
     }
 
     /// The work of [`tk_gigantic_fault`]: the first pfn of the GiB at file
     /// page offset `pgoff` (which must start a GiB of this mapping), made
-    /// now if this is its first touch.
+    /// now if this is its first touch. A GiB shared with a fork's other
+    /// side is copied first ([`gib`]) for a write (`flags` has
+    /// `cow::FAULT_WRITE`), and for any fault of a vma that is not a
+    /// copy-on-write one (which would map it writable).
     ///
     /// Errors: `EFAULT` for an offset outside the mapping or not at a GiB;
     /// `EINTR` on a fatal signal; as [`populate_with`] (`ENOMEM`: no free
     /// aligned GiB on the node, `EINVAL`: the node went away).
-    fn gigantic_fault(&self, pgoff: u64) -> Result<u64> {
+    fn gigantic_fault(&self, pgoff: u64, flags: u32) -> Result<u64> {
         let plan = self.plan.as_ref().ok_or(EFAULT)?;
         let off = pgoff.checked_sub(self.pgoff).ok_or(EFAULT)?;
         if off % GIGANTIC_PAGES != 0 {
@@ -227,12 +239,16 @@ impl Backing {
         }
         let idx = usize::try_from(off / GIGANTIC_PAGES).map_err(|_| EFAULT)?;
         let nid = *plan.nids.get(idx).ok_or(EFAULT)?;
-        if let Some(pfn) = self.gigantic_pfn(idx) {
-            return Ok(pfn);
+        let private = flags & cow::FAULT_WRITE != 0 || flags & cow::FAULT_COW == 0;
+        match self.gigantic_pfn(idx) {
+            Some((_, true)) if private => return self.unshare_gigantic(idx),
+            Some((pfn, _)) => return Ok(pfn),
+            None => {}
         }
         let _first = self.fault_lock.lock()?;
-        // Another thread may have made it while we waited.
-        if let Some(pfn) = self.gigantic_pfn(idx) {
+        // Another thread may have made it while we waited (a GiB made now
+        // is this mapping's alone).
+        if let Some((pfn, _)) = self.gigantic_pfn(idx) {
             return Ok(pfn);
         }
         // A ready range of the pool, or one allocated and cleared now,
@@ -255,13 +271,14 @@ impl Backing {
             None => populate_with(&plan.params, nid, GIGANTIC_PAGES, self.movable, &plan.last)?,
         };
         let pfn = range.pfn();
+        let gib = GiB::new(range)?;
         let mut pages = self.pages.lock();
         let BackingPages::Gigantic(g) = &mut *pages else {
             return Err(EFAULT);
         };
         let slot = g.ranges.get_mut(idx).ok_or(EFAULT)?;
         self.state.stats.gigantic(nid, true);
-        *slot = Some(range);
+        *slot = Some(gib);
         Ok(pfn)
     }
 
@@ -273,7 +290,7 @@ impl Backing {
     fn going_offline(&self, start: u64, end: u64) -> Result {
         let len = match &*self.pages.lock() {
             BackingPages::Gigantic(g) => {
-                for r in g.ranges.iter().flatten() {
+                for r in g.ranges.iter().flatten().map(GiB::range) {
                     let (first, last) = (r.pfn(), r.pfn() + r.nr_pages());
                     if first < end && start < last {
                         pr_warn!(
@@ -439,7 +456,9 @@ unsafe extern "C" fn tk_mapping_vma_close(backing: *mut c_void) {
 
 /// The gigantic fault handler's work (shim_vma.c `tk_gigantic_huge_fault()`):
 /// sets `*pfn` to the first pfn of the GiB of `backing` at file page
-/// offset `pgoff`, allocating and clearing it at its first touch. Returns
+/// offset `pgoff`, allocating and clearing it at its first touch, copying
+/// it if it is shared and the fault needs it private (`flags`: shim.h's
+/// `TK_FAULT_*`, see [`Backing::gigantic_fault`]). Returns
 /// 0, or a negative errno (the shim answers SIGBUS; the failure is counted
 /// in the `limits` file as `gigantic_fault_failed` and logged, and nothing
 /// stays allocated).
@@ -453,11 +472,12 @@ unsafe extern "C" fn tk_mapping_vma_close(backing: *mut c_void) {
 unsafe extern "C" fn tk_gigantic_fault(
     backing: *mut c_void,
     pgoff: c_ulong,
+    flags: c_uint,
     pfn: *mut c_ulong,
 ) -> c_int {
     // SAFETY: see the function's safety section.
     let b = unsafe { &*backing.cast::<Backing>() };
-    match b.gigantic_fault(pgoff as u64) {
+    match b.gigantic_fault(pgoff as u64, flags) {
         Ok(p) => {
             // SAFETY: see the function's safety section.
             unsafe { *pfn = p as c_ulong };
@@ -497,6 +517,7 @@ unsafe extern "C" fn tk_gigantic_pte_page(
     backing: *mut c_void,
     pgoff: c_ulong,
     addr: c_ulong,
+    flags: c_uint,
     page: *mut *mut bindings::page,
 ) -> c_int {
     // SAFETY: see the function's safety section.
@@ -506,7 +527,7 @@ unsafe extern "C" fn tk_gigantic_pte_page(
     };
     let first = b.pgoff + off / GIGANTIC_PAGES * GIGANTIC_PAGES;
     // SAFETY: as for this function.
-    let ret = unsafe { tk_gigantic_fault(backing, first as c_ulong, &mut 0) };
+    let ret = unsafe { tk_gigantic_fault(backing, first as c_ulong, flags, &mut 0) };
     if ret != 0 {
         return ret;
     }

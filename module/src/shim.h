@@ -87,7 +87,7 @@ void tk_vma_set_cow(struct vm_area_struct *vma, void *backing);
 int tk_mmap_lock_cow_current(unsigned long start, unsigned long end);
 void tk_mmap_read_unlock_current(void);
 void *tk_vma_backing_at(unsigned long addr, unsigned long *pgoff, unsigned long *end,
-			void **file_private);
+			void **file_private, bool *gigantic);
 int tk_vm_insert_page(struct vm_area_struct *vma, unsigned long addr, struct page *page);
 /* Implemented in Rust (module/src/mapping.rs): a vma of @backing made, gone. */
 void tk_mapping_vma_open(void *backing);
@@ -119,9 +119,14 @@ struct file *tk_mapped_file(int pid, unsigned long addr, unsigned long *start,
 			    unsigned long *end, u64 *id);
 void tk_vma_set_gigantic(struct vm_area_struct *vma, void *backing, bool movable);
 /* Implemented in Rust (mapping.rs): the pfn of the GiB at @pgoff, or -errno. */
-int tk_gigantic_fault(void *backing, unsigned long pgoff, unsigned long *pfn);
+void tk_vma_set_gigantic_cow(struct vm_area_struct *vma, void *backing);
+int tk_gigantic_fault(void *backing, unsigned long pgoff, unsigned int flags, unsigned long *pfn);
 int tk_gigantic_pte_page(void *backing, unsigned long pgoff, unsigned long addr,
-			 struct page **page);
+			 unsigned int flags, struct page **page);
+/* Implemented in Rust (mapping/gib.rs): copy on write of a shared GiB. */
+bool tk_gigantic_current(void *backing, unsigned long pgoff, unsigned long pfn);
+void tk_gigantic_zap(void *backing, unsigned long pgoff);
+int tk_gigantic_mkwrite(void *backing, unsigned long pgoff, struct page *page);
 /* Implemented in Rust (dev.rs): is the file with this private_data gigantic? */
 bool tk_file_gigantic(void *private_data);
 /* What tk_walk() found at an address (uapi TK_WALK_*). */

@@ -198,22 +198,25 @@ extern "C" {
     /// notified: `page_mkwrite`) and `backing` as its `vm_private_data`.
     /// As [`tk_vma_set_backing`]: only from `->mmap`.
     pub(crate) fn tk_vma_set_cow(vma: *mut bindings::vm_area_struct, backing: *mut core::ffi::c_void);
-    /// Current's mmap lock for writing while the 4 KiB tierkit vmas in
-    /// `start..end` become copy-on-write ones (write notified, as
-    /// [`tk_vma_set_cow`] makes a snapshot's), then downgraded: 0 with the
+    /// Current's mmap lock for writing while the tierkit vmas in
+    /// `start..end`, 4 KiB and gigantic, become copy-on-write ones (write
+    /// notified, as [`tk_vma_set_cow`] and [`tk_vma_set_gigantic_cow`]
+    /// make a snapshot's), then downgraded: 0 with the
     /// lock held for reading, or `-EINTR` with it not held. Process
     /// context with an mm, no mmap lock of it held.
     pub(crate) fn tk_mmap_lock_cow_current(start: c_ulong, end: c_ulong) -> c_int;
     /// Releases the read lock [`tk_mmap_lock_cow_current`] left held.
     pub(crate) fn tk_mmap_read_unlock_current();
-    /// With current's mmap lock held: the `vm_private_data` of the 4 KiB
+    /// With current's mmap lock held: the `vm_private_data` of the
     /// tierkit vma at `addr` (NULL if there is none), the file page offset
-    /// of `addr`, the vma's end and its file's `private_data`.
+    /// of `addr`, the vma's end, its file's `private_data` and whether it
+    /// is a gigantic vma.
     pub(crate) fn tk_vma_backing_at(
         addr: c_ulong,
         pgoff: *mut c_ulong,
         end: *mut c_ulong,
         file_private: *mut *mut core::ffi::c_void,
+        gigantic: *mut bool,
     ) -> *mut core::ffi::c_void;
     /// `register_memory_notifier()` of a notifier that calls `cb(ctx,
     /// start_pfn, nr_pages)` on `MEM_GOING_OFFLINE` and fails the offline
@@ -334,6 +337,13 @@ extern "C" {
         vma: *mut bindings::vm_area_struct,
         backing: *mut core::ffi::c_void,
         movable: bool,
+    );
+    /// [`tk_vma_set_gigantic`] for the gigantic part of a fork's snapshot:
+    /// the copy-on-write gigantic `vm_operations_struct` (write notified:
+    /// `page_mkwrite`). Only from `->mmap`, as that function.
+    pub(crate) fn tk_vma_set_gigantic_cow(
+        vma: *mut bindings::vm_area_struct,
+        backing: *mut core::ffi::c_void,
     );
     /// What maps `addr` in the current task's page tables: a
     /// `TK_WALK_*` level (`uapi.rs`; `TK_WALK_PTE`: a PTE table covers

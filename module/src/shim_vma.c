@@ -28,6 +28,9 @@
  * file still holds the page, so the fault maps the same page again.
  */
 static const struct vm_operations_struct tk_vm_ops_cow;
+static const struct vm_operations_struct tk_gigantic_vm_ops;
+static const struct vm_operations_struct tk_gigantic_vm_ops_movable;
+static const struct vm_operations_struct tk_gigantic_vm_ops_cow;
 
 /* In C: a vm_operations_struct callback: the 7.3 crate has no vm_operations vtable. */
 static vm_fault_t tk_vm_fault(struct vm_fault *vmf)
@@ -187,8 +190,8 @@ void tk_vma_set_cow(struct vm_area_struct *vma, void *backing)
 
 /*
  * For a snapshot of current's @start..@end (TK_IOC_SNAPSHOT): current's
- * mmap_lock held for writing while each 4 KiB tierkit vma there is made a
- * copy-on-write one (its PTEs write-protected from then on until
+ * mmap_lock held for writing while each tierkit vma there (4 KiB or
+ * gigantic) is made a copy-on-write one (its PTEs write-protected from then on until
  * page_mkwrite, as tk_vma_set_cow() and vma_set_page_prot() make the
  * snapshot's), then downgraded: 0 with the lock held for reading, or
  * -EINTR (a fatal signal) with it not held. O(vmas) under the write lock.
@@ -212,13 +215,20 @@ int tk_mmap_lock_cow_current(unsigned long start, unsigned long end)
 	if (mmap_write_lock_killable(mm))
 		return -EINTR;
 	for_each_vma_range(vmi, vma, end) {
-		if (vma->vm_ops != &tk_vm_ops && vma->vm_ops != &tk_vm_ops_movable)
+		const struct vm_operations_struct *cow;
+
+		if (vma->vm_ops == &tk_vm_ops || vma->vm_ops == &tk_vm_ops_movable)
+			cow = &tk_vm_ops_cow;
+		else if (vma->vm_ops == &tk_gigantic_vm_ops ||
+			 vma->vm_ops == &tk_gigantic_vm_ops_movable)
+			cow = &tk_gigantic_vm_ops_cow;
+		else
 			continue;
 		if (vma_start_write_killable(vma)) {
 			mmap_write_unlock(mm);
 			return -EINTR;
 		}
-		vma->vm_ops = &tk_vm_ops_cow;
+		vma->vm_ops = cow;
 		WRITE_ONCE(vma->vm_page_prot,
 			   vm_get_page_prot(vma->vm_flags & ~VM_SHARED));
 	}
@@ -232,18 +242,23 @@ void tk_mmap_read_unlock_current(void)
 }
 
 /*
- * With current's mmap_lock held: the backing of the 4 KiB tierkit vma of
- * current at @addr, the file page offset of @addr in it, the vma's end and
- * its file's private data (the TkFile); NULL if no such vma is there.
+ * With current's mmap_lock held: the backing of the tierkit vma of current
+ * at @addr, the file page offset of @addr in it, the vma's end, its file's
+ * private data (the TkFile) and whether it is a gigantic one; NULL if no
+ * such vma is there.
  */
 void *tk_vma_backing_at(unsigned long addr, unsigned long *pgoff, unsigned long *end,
-			void **file_private)
+			void **file_private, bool *gigantic)
 {
 	struct vm_area_struct *vma = vma_lookup(current->mm, addr);
 
-	if (!vma || !vma->vm_file ||
-	    (vma->vm_ops != &tk_vm_ops && vma->vm_ops != &tk_vm_ops_movable &&
-	     vma->vm_ops != &tk_vm_ops_cow))
+	if (!vma || !vma->vm_file)
+		return NULL;
+	*gigantic = vma->vm_ops == &tk_gigantic_vm_ops ||
+		    vma->vm_ops == &tk_gigantic_vm_ops_movable ||
+		    vma->vm_ops == &tk_gigantic_vm_ops_cow;
+	if (!*gigantic && vma->vm_ops != &tk_vm_ops && vma->vm_ops != &tk_vm_ops_movable &&
+	    vma->vm_ops != &tk_vm_ops_cow)
 		return NULL;
 	*pgoff = vma->vm_pgoff + ((addr - vma->vm_start) >> PAGE_SHIFT);
 	*end = vma->vm_end;
@@ -451,10 +466,11 @@ void tk_file_use_dev_fops(struct file *file)
 
 /*
  * What @vmf's PUD slot holds now, read under the page-table lock: nothing,
- * the PUD leaf of the GiB at @pfn (writable or not), or something else (a
- * PMD table that a 4 KiB fault's pmd_alloc() put there).
+ * the PUD leaf of the GiB at @pfn (writable or not), the leaf of another
+ * GiB (one the backing held before a write copied it, not yet zapped), or
+ * a PMD table that a 4 KiB fault's pmd_alloc() put there.
  */
-enum tk_pud_slot { TK_PUD_NONE, TK_PUD_OURS_RO, TK_PUD_OURS_RW, TK_PUD_TABLE };
+enum tk_pud_slot { TK_PUD_NONE, TK_PUD_OURS_RO, TK_PUD_OURS_RW, TK_PUD_TABLE, TK_PUD_STALE };
 
 /* In C: pud_offset() and the pud_* accessors are macros and inlines. */
 static enum tk_pud_slot tk_pud_slot(struct vm_fault *vmf, unsigned long pfn)
@@ -467,6 +483,8 @@ static enum tk_pud_slot tk_pud_slot(struct vm_fault *vmf, unsigned long pfn)
 		slot = TK_PUD_NONE;
 	else if (pud_leaf(pud) && pud_pfn(pud) == pfn)
 		slot = pud_write(pud) ? TK_PUD_OURS_RW : TK_PUD_OURS_RO;
+	else if (pud_leaf(pud))
+		slot = TK_PUD_STALE;
 	else
 		slot = TK_PUD_TABLE;
 	spin_unlock(ptl);
@@ -482,6 +500,35 @@ static bool tk_pud_is_table(struct vm_fault *vmf)
 
 	spin_unlock(ptl);
 	return pud_present(pud) && !pud_leaf(pud);
+}
+
+/* The TK_FAULT_* flags of a fault in a gigantic vma. */
+static unsigned int tk_gigantic_fault_flags(struct vm_fault *vmf)
+{
+	unsigned int flags = 0;
+
+	if (vmf->flags & FAULT_FLAG_WRITE)
+		flags |= TK_FAULT_WRITE;
+	if (vmf->vma->vm_ops == &tk_gigantic_vm_ops_cow)
+		flags |= TK_FAULT_COW;
+	return flags;
+}
+
+/*
+ * After a fault mapped @pfn (the GiB at @pgoff, or its 4 KiB page there)
+ * in a copy-on-write vma: a write that copied the GiB meanwhile
+ * (tk_gigantic_fault() of another thread) replaced it in the backing
+ * before it zapped the old one, so if the backing no longer holds @pfn
+ * there, what this fault mapped is stale: zapped, and the access faults
+ * again. (The other order, the copy's zap before this insert, is caught
+ * here; a zap after it removes the insert itself.)
+ */
+static vm_fault_t tk_gigantic_recheck(void *backing, unsigned long pgoff, unsigned long pfn,
+				      unsigned int flags)
+{
+	if ((flags & TK_FAULT_COW) && !tk_gigantic_current(backing, pgoff, pfn))
+		tk_gigantic_zap(backing, pgoff);
+	return VM_FAULT_NOPAGE;
 }
 
 /*
@@ -521,6 +568,7 @@ static vm_fault_t tk_gigantic_huge_fault(struct vm_fault *vmf, unsigned int orde
 	struct vm_area_struct *vma = vmf->vma;
 	unsigned long addr = vmf->address & PUD_MASK;
 	bool write = vmf->flags & FAULT_FLAG_WRITE;
+	unsigned int flags = tk_gigantic_fault_flags(vmf);
 	unsigned long pgoff, pfn = 0;
 	vm_fault_t ret;
 
@@ -529,25 +577,35 @@ static vm_fault_t tk_gigantic_huge_fault(struct vm_fault *vmf, unsigned int orde
 	if (addr < vma->vm_start || addr + PUD_SIZE > vma->vm_end)
 		return VM_FAULT_SIGBUS;
 	pgoff = vma->vm_pgoff + ((addr - vma->vm_start) >> PAGE_SHIFT);
-	if (tk_gigantic_fault(vma->vm_private_data, pgoff, &pfn))
+	if (tk_gigantic_fault(vma->vm_private_data, pgoff, flags, &pfn))
 		return VM_FAULT_SIGBUS;
 	switch (tk_pud_slot(vmf, pfn)) {
 	case TK_PUD_TABLE:
 		return VM_FAULT_FALLBACK;
+	case TK_PUD_STALE:
+		/* A GiB this backing no longer holds (copied on write). */
+		tk_gigantic_zap(vma->vm_private_data, pgoff);
+		return VM_FAULT_NOPAGE;
 	case TK_PUD_NONE:
 		ret = vmf_insert_pfn_pud(vmf, pfn, false);
-		if (ret != VM_FAULT_NOPAGE || !write)
+		if (ret != VM_FAULT_NOPAGE)
 			return ret;
-		/* Writable already, or still to be made so: look again. */
-		if (tk_pud_slot(vmf, pfn) != TK_PUD_OURS_RO)
-			return VM_FAULT_NOPAGE;
+		if (!write || tk_pud_slot(vmf, pfn) != TK_PUD_OURS_RO)
+			break;
+		/* Still to be made writable. */
 		fallthrough;
 	case TK_PUD_OURS_RO:
-		return write ? vmf_insert_pfn_pud(vmf, pfn, true) : VM_FAULT_NOPAGE;
+		if (!write)
+			break;
+		ret = vmf_insert_pfn_pud(vmf, pfn, true);
+		if (ret != VM_FAULT_NOPAGE)
+			return ret;
+		break;
 	case TK_PUD_OURS_RW:
 	default:
-		return VM_FAULT_NOPAGE;
+		break;
 	}
+	return tk_gigantic_recheck(vma->vm_private_data, pgoff, pfn, flags);
 }
 
 /*
@@ -566,6 +624,7 @@ static vm_fault_t tk_gigantic_pte_fault(struct vm_fault *vmf)
 {
 	struct vm_area_struct *vma = vmf->vma;
 	unsigned long addr = vmf->address & PAGE_MASK;
+	unsigned int flags = tk_gigantic_fault_flags(vmf);
 	struct page *page = NULL;
 	int err;
 
@@ -577,7 +636,7 @@ static vm_fault_t tk_gigantic_pte_fault(struct vm_fault *vmf)
 	 * again forever. Only vm_insert_page()'s ENOMEM, a page table, is the
 	 * transient shortage VM_FAULT_OOM is for.
 	 */
-	if (tk_gigantic_pte_page(vma->vm_private_data, vmf->pgoff, addr, &page))
+	if (tk_gigantic_pte_page(vma->vm_private_data, vmf->pgoff, addr, flags, &page))
 		return VM_FAULT_SIGBUS;
 	/*
 	 * The GiB's first touch may have slept. The kernel put a PMD table
@@ -591,8 +650,29 @@ static vm_fault_t tk_gigantic_pte_fault(struct vm_fault *vmf)
 		return VM_FAULT_NOPAGE;
 	err = vm_insert_page(vma, addr, page);
 	if (err == 0 || err == -EBUSY)	/* -EBUSY: another fault mapped it */
-		return VM_FAULT_NOPAGE;
+		return tk_gigantic_recheck(vma->vm_private_data, vmf->pgoff, page_to_pfn(page),
+					   flags);
 	return vmf_error(err);
+}
+
+/*
+ * A write to a 4 KiB page of a GiB that a copy-on-write gigantic vma maps
+ * read-only (tk_gigantic_pte_fault() in such a vma: its vm_page_prot is
+ * read-only, vma_wants_writenotify()). As tk_vm_page_mkwrite():
+ * tk_gigantic_mkwrite() (Rust) copies the whole GiB if it is still
+ * shared (-EAGAIN: the old one zapped, the fault retried), 0 if the GiB
+ * is the backing's alone (the PTE is made writable, the folio returned
+ * locked: it has no mapping).
+ */
+static vm_fault_t tk_gigantic_page_mkwrite(struct vm_fault *vmf)
+{
+	int err = tk_gigantic_mkwrite(vmf->vma->vm_private_data, vmf->pgoff, vmf->page);
+
+	if (err == 0) {
+		folio_lock(page_folio(vmf->page));
+		return VM_FAULT_LOCKED;
+	}
+	return err == -EAGAIN ? VM_FAULT_NOPAGE : VM_FAULT_SIGBUS;
 }
 
 /* As device-dax: a gigantic vma splits (munmap, mprotect, mremap) only at GiB boundaries. */
@@ -629,6 +709,21 @@ static const struct vm_operations_struct tk_gigantic_vm_ops_movable = {
 };
 
 /*
+ * A gigantic vma after a fork's snapshot (TK_IOC_SNAPSHOT), the parent's
+ * and the child's: write notified (page_mkwrite), so a PUD or PTE a fault
+ * maps is read-only until a write fault, which copies a GiB that is still
+ * shared (mapping/gib.rs). Refuses long-term writable pins, as the 4 KiB
+ * copy-on-write vmas do.
+ */
+static const struct vm_operations_struct tk_gigantic_vm_ops_cow = {
+	.fault = tk_gigantic_pte_fault,
+	.huge_fault = tk_gigantic_huge_fault,
+	.may_split = tk_gigantic_may_split,
+	.mremap = tk_gigantic_mremap,
+	.page_mkwrite = tk_gigantic_page_mkwrite,
+};
+
+/*
  * ->mmap of a gigantic mapping (mmap_lock held for writing; the vma is
  * VM_MIXEDMAP, its start GiB aligned): nothing is mapped yet. VM_HUGEPAGE
  * lets the PUD fault happen with transparent_hugepage=madvise too.
@@ -639,5 +734,14 @@ void tk_vma_set_gigantic(struct vm_area_struct *vma, void *backing, bool movable
 {
 	vm_flags_set(vma, VM_HUGEPAGE);
 	vma->vm_ops = movable ? &tk_gigantic_vm_ops_movable : &tk_gigantic_vm_ops;
+	vma->vm_private_data = backing;
+}
+
+/* ->mmap of a snapshot's gigantic part: as tk_vma_set_gigantic(), copy on write. */
+/* In C: sets the C vm_operations and vm_flags_set() (an inline). */
+void tk_vma_set_gigantic_cow(struct vm_area_struct *vma, void *backing)
+{
+	vm_flags_set(vma, VM_HUGEPAGE);
+	vma->vm_ops = &tk_gigantic_vm_ops_cow;
 	vma->vm_private_data = backing;
 }

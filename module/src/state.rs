@@ -135,7 +135,12 @@ impl Registry {
         // SAFETY: `xa` is initialized (type invariant); a backing's address
         // is aligned, so it is a pointer entry, not a value entry.
         let old = unsafe {
-            bindings::xa_store(self.xa.get(), id as usize, addr as *mut c_void, bindings::GFP_KERNEL)
+            bindings::xa_store(
+                self.xa.get(),
+                id as usize,
+                addr as *mut c_void,
+                bindings::GFP_KERNEL,
+            )
         };
         // SAFETY: `old` is what xa_store() returned.
         kernel::error::to_result(unsafe { bindings::xa_err(old) })?;
@@ -314,6 +319,9 @@ impl Stats {
 
     /// The `limits` file: `KEY VALUE` lines; `gigantic_fault_failed` is
     /// the cumulative number of gigantic faults that ended in SIGBUS,
+    /// `gigantic_cow_copies` of GiBs a write copied after a fork's
+    /// snapshot, `gigantic_cow_spares` the spare GiBs held now for such
+    /// copies (`crate::mapping::gib`),
     /// `gigantic_pool_taken` of faults served from `pool`'s ready ranges,
     /// `gigantic_pool_shrunk` of ranges its shrinker gave back,
     /// `gigantic_pool_filling` the refills under way, `orphans` of pages
@@ -332,6 +340,16 @@ impl Stats {
             f,
             "gigantic_fault_failed {}",
             self.gigantic_fault_failed.load(Relaxed)
+        )?;
+        writeln!(
+            f,
+            "gigantic_cow_copies {}",
+            crate::mapping::COW_COPIES.load(Relaxed)
+        )?;
+        writeln!(
+            f,
+            "gigantic_cow_spares {}",
+            crate::mapping::COW_SPARES.load(Relaxed)
         )?;
         writeln!(f, "gigantic_pool_taken {}", pool.taken())?;
         writeln!(f, "gigantic_pool_shrunk {}", pool.shrunk())?;

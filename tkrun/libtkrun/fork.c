@@ -23,18 +23,21 @@
 /* --- fork ---------------------------------------------------------------
  * A tierkit mapping is MAP_SHARED: after a plain fork parent and child
  * would see each other's writes. So the prepare handler asks tierkit for
- * a copy-on-write snapshot of each 4 KiB range (TK_IOC_SNAPSHOT, one
- * ioctl per <= 1 GiB piece, all into one new file): from then on the
- * pages are shared copy-on-write between the parent's mapping and the
+ * a copy-on-write snapshot of each range (TK_IOC_SNAPSHOT, one ioctl per
+ * piece as the range was mapped: <= 1 GiB of 4 KiB pages, <= 64 GiB of a
+ * gigantic range; all into one new file): from then on the pages, or
+ * GiBs, are shared copy-on-write between the parent's mapping and the
  * snapshot, and nothing either side writes reaches the other. The child
  * maps the snapshot over each range; no page is copied until one side
- * writes it (the parent: touches it) while the other still shares it.
+ * writes it while the other still shares it (a GiB is copied whole, into
+ * a spare GiB the snapshot took on its node).
  * Parts under MADV_DONTFORK are not in the child (the kernel left them
  * out), parts under MADV_WIPEONFORK get fresh tierkit memory (zero), every
  * part keeps its protection and key.
  *
- * A range tierkit cannot snapshot (a gigantic one, a kernel without the
- * ioctl, a test device, no file descriptor left) is copied by the child
+ * A range tierkit cannot snapshot (a gigantic one with no spare GiB to be
+ * had, a kernel without the ioctl, a test device, no file descriptor
+ * left) is copied by the child
  * into fresh tierkit memory (same offsets, so the same nodes) before
  * fork() returns in the parent, which waits for it: nothing the parent's
  * forking thread writes after fork() reaches the child. The wait needs no
@@ -52,12 +55,20 @@ static struct fork_sync *fork_sync;
 static int fork_locked;
 static int snap_fd = -1;
 
+/* The pieces a range was mapped in (tk_map_at()), and is snapshot in. */
+static size_t piece_of(const struct range *r)
+{
+	return r->giga ? GIGA_PIECE : PIECE;
+}
+
 /* Entry r's snapshot into snap_fd, piece by piece: 1 if every piece is. */
 static int snapshot_entry(const struct range *r)
 {
-	for (size_t d = 0; d < r->len; d += PIECE) {
+	size_t max = piece_of(r);
+
+	for (size_t d = 0; d < r->len; d += max) {
 		struct tk_snapshot s = { .addr = r->start + d,
-					 .len = r->len - d < PIECE ? r->len - d : PIECE };
+					 .len = r->len - d < max ? r->len - d : max };
 
 		if (ioctl(snap_fd, TK_IOC_SNAPSHOT, &s))
 			return 0;
@@ -82,10 +93,13 @@ void fork_prepare(void)
 		r->snap = 0;
 		if (r->dontfork || r->wipe)
 			continue; /* the child reads nothing of the parent's */
-		if (snap_fd >= 0 && !r->giga && snapshot_entry(r))
+		if (snap_fd >= 0 && snapshot_entry(r)) {
 			r->snap = 1;
-		else
-			wait = 1;
+			continue;
+		}
+		if (snap_fd >= 0 && r->giga)
+			say_once(SAY_FORK_GIGA, "fork: tierkit could not share a gigantic range (no spare GiB on its node); the child gets a copy made at fork");
+		wait = 1;
 	}
 	if (!wait)
 		return;
@@ -134,12 +148,13 @@ void fork_parent(void)
  * moved over the shared mapping. 0, or -1 with nothing changed. */
 static int map_snapshot(const struct range *r)
 {
-	uintptr_t t = reserve(r->len, PAGE);
+	size_t max = piece_of(r);
+	uintptr_t t = reserve(r->len, r->giga ? GIB : PAGE);
 
 	if (!t)
 		return -1;
-	for (size_t d = 0; d < r->len; d += PIECE) {
-		size_t n = r->len - d < PIECE ? r->len - d : PIECE;
+	for (size_t d = 0; d < r->len; d += max) {
+		size_t n = r->len - d < max ? r->len - d : max;
 
 		if (sys_mmap((void *)(t + d), n, r->prot, MAP_SHARED | MAP_FIXED, snap_fd,
 			     (off_t)(r->off + d)) == MAP_FAILED) {
@@ -149,8 +164,8 @@ static int map_snapshot(const struct range *r)
 	}
 	if (r->pkey >= 0)
 		sys_protect((void *)t, r->len, r->prot, r->pkey);
-	for (size_t d = 0; d < r->len; d += PIECE) {
-		size_t n = r->len - d < PIECE ? r->len - d : PIECE;
+	for (size_t d = 0; d < r->len; d += max) {
+		size_t n = r->len - d < max ? r->len - d : max;
 
 		sys_mremap((void *)(t + d), n, n, MREMAP_MAYMOVE | MREMAP_FIXED, (void *)(r->start + d));
 	}

@@ -97,7 +97,7 @@ size_t bump_size(const void *p);
 
 /* --- init.c: messages: one line each, at most once, no stdio ------------ */
 
-enum { SAY_MAP, SAY_TABLE, SAY_FORK, SAY_FORK_WAIT, SAY_GIGA_SPLIT, SAY_DONTUNMAP, SAY_CONFIG, SAY_N };
+enum { SAY_MAP, SAY_TABLE, SAY_FORK, SAY_FORK_GIGA, SAY_FORK_WAIT, SAY_GIGA_SPLIT, SAY_DONTUNMAP, SAY_CONFIG, SAY_N };
 
 void say_once(int which, const char *msg);
 

@@ -37,6 +37,7 @@ pub mod rebalance;
 pub mod rebalance_speed;
 pub mod run;
 pub mod run_apply;
+pub mod run_gigantic;
 pub mod runner;
 pub mod socket;
 pub mod socket_cpuset;

@@ -4,8 +4,8 @@
 use crate::abi::tk;
 use crate::harness::report::Report;
 use crate::tools::run::check::{
-    agreement, backing, blocks, guest_ready, mapping_of, page_nodes, run, start, Held, CHECK,
-    NUMACTL, STREAM, TK_RUN,
+    agreement, backing, blocks, check_lines, guest_ready, mapping_of, page_nodes, run, start, Held,
+    CHECK, NUMACTL, STREAM, TK_RUN,
 };
 use crate::tools::run::{resolve, Args, LIB_PATH};
 use crate::topology::weights::{RestoreOnDrop, WeightDir};
@@ -331,21 +331,6 @@ fn numactl(r: &mut Report, w: &[(u32, u8)]) {
     );
 }
 
-/// tkrun-check's `ok NAME` and `not ok NAME: WHY` lines in `out` as checks
-/// named `PREFIX: NAME`; every line of `out`.
-fn check_lines(r: &mut Report, prefix: &str, out: &str) -> Vec<String> {
-    let lines: Vec<String> = out.lines().map(String::from).collect();
-    for l in &lines {
-        if let Some(name) = l.strip_prefix("ok ") {
-            r.ok(&format!("{prefix}: {name}"));
-        } else if let Some(rest) = l.strip_prefix("not ok ") {
-            let (name, why) = rest.split_once(": ").unwrap_or((rest, ""));
-            r.fail(&format!("{prefix}: {name}"), why);
-        }
-    }
-    lines
-}
-
 /// tkrun-check under tk-run: its own checks, and which blocks are tierkit's.
 fn semantics(r: &mut Report, w: &[(u32, u8)]) {
     let wa = arg(w);
@@ -485,88 +470,6 @@ fn fork_time(r: &mut Report, w: &[(u32, u8)]) {
             Ok(format!("{times:?}"))
         } else {
             Err(format!("exit {code}, {times:?}, stderr {err:?}"))
-        },
-    );
-}
-
-fn gigantic_total() -> u64 {
-    tk::read_stats().map_or(0, |s| s.iter().filter_map(|n| n.gigantic).sum())
-}
-
-/// --gigantic: a 1 GiB malloc is one gigantic range of tierkit's,
-/// GiB aligned, every byte zero; a fork with it gives each side its own
-/// contents (libtkrun copies a gigantic range for the child); given back
-/// at exit, the child's copy too. Node 0's boot-time
-/// 1 GiB hugetlb pages are handed back for the check, as the other gigantic
-/// tests do: under the debug profile the early boot allocations otherwise
-/// leave node 0 no free naturally aligned GiB, and the first touch is SIGBUS.
-fn gigantic(r: &mut Report) {
-    let _boot = crate::abi::first_use::BootPool::release(0);
-    let before = gigantic_total();
-    let h = match start(&[TK_RUN, "--gigantic", "--", CHECK, "-G", "1024"], false) {
-        Ok(h) => h,
-        Err(e) => {
-            r.fail("gigantic: start", e.to_string());
-            return;
-        }
-    };
-    let block = blocks(&h.lines, "block");
-    let held = gigantic_total();
-    let res = match block.first() {
-        Some((_, addr, bytes)) if h.waiting => {
-            let m = mapping_of(h.pid(), *addr);
-            match m {
-                Some((s, e, p))
-                    if p == tk::DEV_PATH
-                        && s % (1 << 30) == 0
-                        && e - s >= *bytes
-                        && held == before + 1 =>
-                {
-                    Ok(format!(
-                        "{addr:#x}, one 1 GiB range held (stats gigantic {before} -> {held})"
-                    ))
-                }
-                _ => Err(format!("mapping {m:?}, stats gigantic {before} -> {held}")),
-            }
-        }
-        _ => Err(format!("no block: {:?}", h.lines)),
-    };
-    r.check_note(
-        "gigantic: a 1 GiB malloc is one GiB-aligned gigantic range",
-        res,
-    );
-    let zero = h.lines.iter().any(|l| l == "ok big block: every byte zero");
-    let (code, after_waiting, err) = h.finish_all();
-    r.check(
-        "gigantic: every byte zero, then written and read back",
-        if zero && code == 0 {
-            Ok(())
-        } else {
-            Err(format!("exit {code}, stderr {err:?}"))
-        },
-    );
-    for what in [
-        "the child sees it as at fork, not the parent's later writes",
-        "the parent does not see the child's writes",
-    ] {
-        let name = format!("fork with the block: {what}");
-        let ok = format!("ok {name}");
-        r.check(
-            &format!("gigantic: {name}"),
-            if after_waiting.iter().any(|l| *l == ok) {
-                Ok(())
-            } else {
-                Err(format!("got {after_waiting:?}"))
-            },
-        );
-    }
-    let after = gigantic_total();
-    r.check(
-        "gigantic: the range is given back at exit",
-        if after == before {
-            Ok(())
-        } else {
-            Err(format!("stats gigantic {before} -> {after}"))
         },
     );
 }
@@ -758,7 +661,9 @@ pub fn main() -> ExitCode {
     semantics(&mut r, &w);
     fork_cow(&mut r, &w);
     fork_time(&mut r, &w);
-    gigantic(&mut r);
+    super::run_gigantic::gigantic(&mut r, &topo, false);
+    super::run_gigantic::gigantic(&mut r, &topo, true);
+    super::run_gigantic::writer(&mut r, &topo);
     auto_weights(&mut r, &topo);
     gigantic_pool(&mut r);
     r.finish()

@@ -4,13 +4,15 @@
 //! and the `mmap` that takes a snapshot (the work is in
 //! `crate::mapping::cow`).
 
-use super::{small_may_be_movable, FileState, TkFile, MAX_FILE_PAGES};
-use crate::mapping::cow;
+use super::{small_may_be_movable, FileState, TkFile, MAX_FILE_GIGANTIC, MAX_FILE_PAGES};
+use crate::chunks::GIGANTIC_PAGES;
+use crate::mapping::cow::{self, SnapPages};
 use crate::mapping::{Backing, BackingPages};
 use crate::uapi::TkSnapshot;
 use crate::wi::Policy;
 use kernel::{
-    bindings, ffi::c_void, mm::virt::VmaNew, prelude::*, transmute::FromBytes, uaccess::UserSlice,
+    bindings, ffi::c_void, mm::virt::VmaNew, page::PAGE_SIZE, prelude::*, transmute::FromBytes,
+    uaccess::UserSlice,
 };
 
 // SAFETY: `repr(C)`, two u64, no padding (uapi.rs).
@@ -27,12 +29,13 @@ impl TkFile {
         let len = usize::try_from(a.len).map_err(|_| EINVAL)?;
         let me = core::ptr::from_ref::<TkFile>(self).cast::<c_void>();
         let mut policy: Option<Policy> = None;
-        let snap = cow::snapshot(&self.device, addr, len, MAX_FILE_PAGES, |src| {
+        let limits = (MAX_FILE_PAGES, MAX_FILE_GIGANTIC);
+        let snap = cow::snapshot(&self.device, addr, len, limits, |src| {
             if src == me.cast_mut() {
                 return Err(EINVAL);
             }
             // SAFETY: `src` is the `private_data` of the file of a live
-            // 4 KiB tierkit vma (its mmap lock is held): the `TkFile` that
+            // tierkit vma (its mmap lock is held): the `TkFile` that
             // `open` returned, alive while the file is.
             let f = unsafe { &*src.cast::<TkFile>() };
             let p = f.state.lock()?.policy.ok_or(EINVAL)?;
@@ -57,7 +60,9 @@ impl TkFile {
     /// `mmap` of a snapshot's file (`TK_IOC_SNAPSHOT`): the snapshot at
     /// this file offset and length becomes the mapping's backing, its vmas
     /// copy on write; nothing is allocated or inserted (a fault maps each
-    /// page read-only). `EINVAL` if the file has no such snapshot.
+    /// page, or GiB, read-only). Returns the backing and whether it is a
+    /// gigantic one. `EINVAL` if the file has no such snapshot, or for a
+    /// gigantic one at an address that is not GiB aligned.
     pub(super) fn mmap_snapshot(
         &self,
         st: &mut FileState,
@@ -65,25 +70,39 @@ impl TkFile {
         pgoff: u64,
         nr_pages: usize,
         mapping: *mut bindings::address_space,
-    ) -> Result<Pin<KBox<Backing>>> {
+    ) -> Result<(Pin<KBox<Backing>>, bool)> {
         let i = st
             .snapshots
             .iter()
-            .position(|s| s.pgoff == pgoff && s.pages.len() == nr_pages)
+            .position(|s| s.pgoff == pgoff && s.pages.nr_pages() == nr_pages)
             .ok_or(EINVAL)?;
-        let movable = st.snapshots.get(i).is_some_and(|s| s.movable) || small_may_be_movable();
+        let gigantic = st
+            .snapshots
+            .get(i)
+            .is_some_and(|s| matches!(s.pages, SnapPages::Gigantic(..)));
+        if gigantic && vma.start() % (GIGANTIC_PAGES as usize * PAGE_SIZE) != 0 {
+            return Err(EINVAL);
+        }
+        let movable =
+            st.snapshots.get(i).is_some_and(|s| s.movable) || (!gigantic && small_may_be_movable());
         let _ = vma.set_mixedmap();
         let snap = st.snapshots.remove(i)?;
+        let (pages, plan) = match snap.pages {
+            SnapPages::Small(p) => (BackingPages::Small(p), None),
+            SnapPages::Gigantic(g, plan) => (BackingPages::Gigantic(g), Some(plan)),
+        };
         let backing = Backing::new(
             &self.device,
             mapping,
             pgoff,
-            BackingPages::Small(snap.pages),
-            None,
+            pages,
+            plan,
             snap.reservation,
             movable,
         )?;
-        st.nr_pages += nr_pages;
-        Ok(backing)
+        if !gigantic {
+            st.nr_pages += nr_pages;
+        }
+        Ok((backing, gigantic))
     }
 }

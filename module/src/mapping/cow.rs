@@ -39,7 +39,10 @@
 //! limit: a snapshot reserves its full size, what the child may come to
 //! hold.
 
-use super::{Backing, BackingPages};
+use super::{Backing, BackingPages, GiganticPlan, GiganticRanges};
+use crate::chunks::GIGANTIC_PAGES;
+use crate::clear::gigantic::LastSlot;
+use crate::clear::ClearParams;
 use crate::pages::NodePage;
 use crate::placed::PlacedPages;
 use crate::shim;
@@ -59,11 +62,31 @@ pub(crate) const FAULT_WRITE: u32 = 1;
 /// shim.h `TK_FAULT_COW`: the vma is a copy-on-write one.
 pub(crate) const FAULT_COW: u32 = 2;
 
+/// What a snapshot holds.
+pub(crate) enum SnapPages {
+    /// 4 KiB pages, page `i` at `pgoff + i`.
+    Small(PlacedPages),
+    /// The GiBs of a gigantic range (`None`: not made at the snapshot) and
+    /// how the snapshot's mapping makes the others at their first touch
+    /// ([`super::gib`]).
+    Gigantic(GiganticRanges, GiganticPlan),
+}
+
+impl SnapPages {
+    /// 4 KiB pages it covers.
+    pub(crate) fn nr_pages(&self) -> usize {
+        match self {
+            SnapPages::Small(p) => p.len(),
+            SnapPages::Gigantic(g, _) => g.ranges.len() * GIGANTIC_PAGES as usize,
+        }
+    }
+}
+
 /// A snapshot waiting for the child's `mmap` of its file: the pages of
-/// file page offsets `pgoff..pgoff + pages.len()`.
+/// file page offsets `pgoff..pgoff + pages.nr_pages()`.
 pub(crate) struct Snapshot {
     pub(crate) pgoff: u64,
-    pub(crate) pages: PlacedPages,
+    pub(crate) pages: SnapPages,
     /// Some page may be in ZONE_MOVABLE (a source backing was so).
     pub(crate) movable: bool,
     pub(crate) reservation: Reservation,
@@ -73,7 +96,7 @@ pub(crate) struct Snapshot {
 struct MmapRead;
 
 impl MmapRead {
-    /// The lock, after the 4 KiB tierkit vmas in `start..end` were made
+    /// The lock, after the tierkit vmas in `start..end` were made
     /// copy-on-write ones under it held for writing.
     fn lock_cow(start: usize, end: usize) -> Result<Self> {
         // SAFETY: an ioctl: process context with an mm, no mmap lock held.
@@ -89,65 +112,127 @@ impl Drop for MmapRead {
     }
 }
 
-/// `TK_IOC_SNAPSHOT`'s work: a snapshot of the caller's 4 KiB tierkit
-/// mappings at `addr..addr + len` (page aligned, at most `max_pages`,
-/// contiguous file offsets, possibly several vmas and backings). `source`
-/// is called with each vma's file (`private_data`) first, under the mmap
-/// lock, and may refuse it.
+/// `TK_IOC_SNAPSHOT`'s work: a snapshot of the caller's tierkit mappings
+/// at `addr..addr + len` (page aligned, contiguous file offsets, possibly
+/// several vmas and backings), all 4 KiB ones (at most `max_pages`) or all
+/// gigantic ones (whole GiBs, at most `max_gigantic` of them: see
+/// [`super::gib`]). `source` is called with each vma's file
+/// (`private_data`) first, under the mmap lock, and may refuse it.
 ///
-/// Errors: `EINVAL` for a bad range, a hole, an address that is not a 4 KiB
-/// tierkit mapping or offsets that do not follow on; `ENOMEM` past the
-/// global limit or for a copy of a pinned page; `EINTR` on a fatal signal
-/// or while waiting for the mmap lock; `source`'s. On any error nothing is
-/// left shared and the caller's PTEs that were zapped fault in again.
+/// Errors: `EINVAL` for a bad range, a hole, an address that is not a
+/// tierkit mapping, 4 KiB and gigantic ones mixed, or offsets that do not
+/// follow on; `ENOMEM` past the global limit, for a copy of a pinned page
+/// or for a gigantic spare; `EBUSY` for a GiB that may be pinned; `EINTR`
+/// on a fatal signal or while waiting for the mmap lock; `source`'s. On
+/// any error nothing is left shared and the caller's PTEs that were zapped
+/// fault in again.
 pub(crate) fn snapshot(
     state: &Arc<DeviceState>,
     addr: usize,
     len: usize,
-    max_pages: usize,
+    (max_pages, max_gigantic): (usize, usize),
     mut source: impl FnMut(*mut c_void) -> Result,
 ) -> Result<Snapshot> {
     let nr = len >> PAGE_SHIFT;
     let end = addr.checked_add(len).ok_or(EINVAL)?;
-    if addr % PAGE_SIZE != 0 || len % PAGE_SIZE != 0 || nr == 0 || nr > max_pages {
+    if addr % PAGE_SIZE != 0 || len % PAGE_SIZE != 0 || nr == 0 {
         return Err(EINVAL);
     }
     let reservation = Stats::reserve(state, nr as u64)?;
-    let mut out = PlacedPages::with_capacity(state, nr)?;
-    let (mut first, mut movable) = (0u64, false);
     let _mm = MmapRead::lock_cow(addr, end)?;
+    let mut out: Option<Building> = None;
+    let (mut first, mut done, mut movable) = (0u64, 0u64, false);
     let mut a = addr;
     while a < end {
         let (mut pgoff, mut vend): (c_ulong, c_ulong) = (0, 0);
         let mut file: *mut c_void = core::ptr::null_mut();
+        let mut gigantic = false;
         // SAFETY: current's mmap lock is held (`_mm`); the pointers are to
         // locals.
-        let b = unsafe { shim::tk_vma_backing_at(a as c_ulong, &mut pgoff, &mut vend, &mut file) };
+        let b = unsafe {
+            shim::tk_vma_backing_at(
+                a as c_ulong,
+                &mut pgoff,
+                &mut vend,
+                &mut file,
+                &mut gigantic,
+            )
+        };
         if b.is_null() {
             return Err(EINVAL);
         }
         let pgoff = pgoff as u64;
-        if out.len() == 0 {
+        if out.is_none() {
             first = pgoff;
-        } else if pgoff != first + out.len() as u64 {
+            let max = if gigantic {
+                max_gigantic * GIGANTIC_PAGES as usize
+            } else {
+                max_pages
+            };
+            if nr > max {
+                return Err(EINVAL);
+            }
+            out = Some(Building::new(state, nr, gigantic)?);
+        } else if pgoff != first + done {
             return Err(EINVAL);
         }
+        let Some(o) = out.as_mut() else {
+            return Err(EINVAL);
+        };
         source(file)?;
         let n = (vend.min(end) - a) >> PAGE_SHIFT;
-        // SAFETY: a 4 KiB tierkit vma's `vm_private_data` is a live
-        // `Backing` of its file, which the vma keeps open while the mmap
-        // lock we hold keeps the vma.
+        // SAFETY: a tierkit vma's `vm_private_data` is a live `Backing` of
+        // its file, which the vma keeps open while the mmap lock we hold
+        // keeps the vma.
         let b = unsafe { &*b.cast::<Backing>() };
         movable |= b.movable;
-        b.share_range(pgoff, n, &mut out)?;
+        match o {
+            Building::Small(p) if !gigantic => b.share_range(pgoff, n, p)?,
+            Building::Gigantic(g, nids, plan) if gigantic => {
+                let (params, last) = b.share_gigantic(pgoff, n as u64, g, nids)?;
+                plan.get_or_insert((params, last));
+            }
+            _ => return Err(EINVAL),
+        }
+        done += n as u64;
         a += n << PAGE_SHIFT;
     }
+    let pages = match out.ok_or(EINVAL)? {
+        Building::Small(p) => SnapPages::Small(p),
+        Building::Gigantic(g, nids, plan) => {
+            let (params, last) = plan.ok_or(EINVAL)?;
+            SnapPages::Gigantic(g, GiganticPlan { nids, params, last })
+        }
+    };
     Ok(Snapshot {
         pgoff: first,
-        pages: out,
+        pages,
         movable,
         reservation,
     })
+}
+
+/// A snapshot's pages while `snapshot` gathers them.
+enum Building {
+    Small(PlacedPages),
+    Gigantic(GiganticRanges, KVec<usize>, Option<(ClearParams, LastSlot)>),
+}
+
+impl Building {
+    fn new(state: &Arc<DeviceState>, nr: usize, gigantic: bool) -> Result<Self> {
+        if !gigantic {
+            return Ok(Building::Small(PlacedPages::with_capacity(state, nr)?));
+        }
+        let slots = nr.div_ceil(GIGANTIC_PAGES as usize);
+        Ok(Building::Gigantic(
+            GiganticRanges {
+                ranges: KVec::with_capacity(slots, GFP_KERNEL)?,
+                state: state.clone(),
+            },
+            KVec::with_capacity(slots, GFP_KERNEL)?,
+            None,
+        ))
+    }
 }
 
 impl Backing {
@@ -190,7 +275,9 @@ impl Backing {
         // SAFETY: By the type invariant, `mapping` is the live address
         // space of the file that owns `self`. A fault on these pages waits
         // for the lock we hold, then sees them shared.
-        unsafe { bindings::unmap_mapping_pages(self.mapping, pgoff as c_ulong, n as c_ulong, true) };
+        unsafe {
+            bindings::unmap_mapping_pages(self.mapping, pgoff as c_ulong, n as c_ulong, true)
+        };
         Ok(())
     }
 

@@ -275,3 +275,18 @@ mod tests {
         assert!(bad.unwrap().contains("page 1"));
     }
 }
+
+/// tkrun-check's `ok NAME` and `not ok NAME: WHY` lines in `out` as checks
+/// named `PREFIX: NAME`; every line of `out`.
+pub fn check_lines(r: &mut crate::harness::report::Report, prefix: &str, out: &str) -> Vec<String> {
+    let lines: Vec<String> = out.lines().map(String::from).collect();
+    for l in &lines {
+        if let Some(name) = l.strip_prefix("ok ") {
+            r.ok(&format!("{prefix}: {name}"));
+        } else if let Some(rest) = l.strip_prefix("not ok ") {
+            let (name, why) = rest.split_once(": ").unwrap_or((rest, ""));
+            r.fail(&format!("{prefix}: {name}"), why);
+        }
+    }
+    lines
+}
