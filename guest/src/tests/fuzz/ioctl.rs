@@ -3,21 +3,23 @@
 
 use super::*;
 
-pub(super) const KNOWN: [u32; 6] = [
+pub(super) const KNOWN: [u32; 7] = [
     TK_IOC_SET_POLICY,
     TK_IOC_BULK,
     TK_IOC_TASK_NEXT,
     TK_IOC_SET_GIGANTIC,
     TK_IOC_CLEAR_BENCH,
     TK_IOC_REBALANCE,
+    TK_IOC_SNAPSHOT,
 ];
-pub(super) const KNOWN_NAMES: [&str; 6] = [
+pub(super) const KNOWN_NAMES: [&str; 7] = [
     "SET_POLICY",
     "BULK",
     "TASK_NEXT",
     "SET_GIGANTIC",
     "CLEAR_BENCH",
     "REBALANCE",
+    "SNAPSHOT",
 ];
 
 /// ioctl types the VFS handles itself before the driver sees the call
@@ -170,6 +172,10 @@ impl Worker<'_> {
                 }
                 put(&mut input, &a);
             }
+            Some(6) => {
+                let s = self.gen_snapshot(o);
+                put(&mut input, &s);
+            }
             _ => {}
         }
         if ak == ArgKind::Valid {
@@ -204,6 +210,37 @@ impl Worker<'_> {
                     }
                     ArgKind::Valid => self.check_valid_ioctl(i, &what, r, &input, ptr),
                 },
+            },
+        }
+    }
+
+    /// A `TK_IOC_SNAPSHOT` argument: mostly a part of one of this
+    /// worker's mappings (4 KiB, gigantic or not tierkit's; a snapshot
+    /// that succeeds makes those vmas copy-on-write while the other
+    /// threads fault, unmap and protect them, and holds its pages until
+    /// the fd is closed), else an unaligned, empty, huge or wrapping
+    /// range.
+    fn gen_snapshot(&mut self, o: &mut Rng) -> TkSnapshot {
+        let slot = o.below(MAP_SLOTS as u64) as usize;
+        match (self.maps[slot], o.below(10)) {
+            (Some(m), 0..=6) => {
+                let pages = (m.len / PAGE).max(1) as u64;
+                let first = o.below(pages);
+                let n = match o.below(3) {
+                    0 => pages - first,
+                    1 => 1,
+                    _ => o.range(1, pages - first),
+                };
+                TkSnapshot {
+                    addr: (m.addr + first as usize * PAGE) as u64,
+                    len: n * PAGE as u64,
+                }
+            }
+            (m, _) => TkSnapshot {
+                addr: m.map_or(0, |m| m.addr as u64) + o.pick_or(&[0, 1, 0x800], |o| o.next_u64()),
+                len: o.pick_or(&[0, 1, PAGE as u64 + 1, 1 << 30, 1 << 40, u64::MAX], |o| {
+                    o.next_u64()
+                }),
             },
         }
     }
@@ -440,6 +477,7 @@ pub(super) fn documented(i: usize) -> &'static [i32] {
         2 => &[libc::EINVAL, libc::ENOMEM],
         3 => &[libc::EINVAL, libc::EBUSY, libc::ENOMEM],
         5 => &[libc::EINVAL, libc::EOPNOTSUPP, libc::ENOMEM],
+        6 => &[libc::EINVAL, libc::EBUSY, libc::ENOMEM],
         _ => &[libc::EINVAL, libc::ENOMEM],
     }
 }

@@ -4,9 +4,13 @@
 //! Workers (`--procs` processes forked from one parent, `--threads`
 //! threads each) make random calls against tierkit:
 //!
-//! - `ioctl` on `/dev/tierkit`: its five commands with random fields
-//!   (modes, flags, nodemasks empty, full, beyond `nr_node_ids`, counts,
-//!   thread counts, placements, chunk sizes), the same numbers with another
+//! - `ioctl` on `/dev/tierkit`: its seven commands (`TK_IOC_SET_POLICY`,
+//!   `BULK`, `TASK_NEXT`, `SET_GIGANTIC`, `CLEAR_BENCH`, `REBALANCE`,
+//!   `SNAPSHOT`) with random fields (modes, flags, nodemasks empty, full,
+//!   beyond `nr_node_ids`, counts, thread counts, placements, chunk sizes;
+//!   for a snapshot, parts of the worker's own mappings, 4 KiB, gigantic or
+//!   not tierkit's, while its other threads use them, and bad ranges), the
+//!   same numbers with another
 //!   size or direction, other numbers of its magic, random numbers; the
 //!   argument valid, NULL, unmapped, non-canonical, a kernel address
 //!   (`0xffff888000000000`, kernel text), read-only, `PROT_NONE`, or
@@ -89,9 +93,10 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 use tierkit_core::uapi::{
-    TkBulk, TkClearBench, TkGigantic, TkPolicy, TkRebalance, TkTaskNext, TK_IOC_BULK,
-    TK_IOC_CLEAR_BENCH, TK_IOC_REBALANCE, TK_IOC_SET_GIGANTIC, TK_IOC_SET_POLICY, TK_IOC_TASK_NEXT,
-    TK_PLACE_ANY, TK_REBALANCE_F_DRY_RUN, TK_REBALANCE_F_WEIGHTS, TK_THREADS_AUTO,
+    TkBulk, TkClearBench, TkGigantic, TkPolicy, TkRebalance, TkSnapshot, TkTaskNext, TK_IOC_BULK,
+    TK_IOC_CLEAR_BENCH, TK_IOC_REBALANCE, TK_IOC_SET_GIGANTIC, TK_IOC_SET_POLICY, TK_IOC_SNAPSHOT,
+    TK_IOC_TASK_NEXT, TK_PLACE_ANY, TK_REBALANCE_F_DRY_RUN, TK_REBALANCE_F_WEIGHTS,
+    TK_THREADS_AUTO,
 };
 
 mod checked;
