@@ -124,7 +124,7 @@ int tk_gigantic_fault(void *backing, unsigned long pgoff, unsigned int flags, un
 int tk_gigantic_pte_page(void *backing, unsigned long pgoff, unsigned long addr,
 			 unsigned int flags, struct page **page);
 /* Implemented in Rust (mapping/gib.rs): copy on write of a shared GiB. */
-bool tk_gigantic_current(void *backing, unsigned long pgoff, unsigned long pfn);
+bool tk_gigantic_current(void *backing, unsigned long pgoff, unsigned long pfn, bool write);
 void tk_gigantic_zap(void *backing, unsigned long pgoff);
 int tk_gigantic_mkwrite(void *backing, unsigned long pgoff, struct page *page);
 /* Implemented in Rust (dev.rs): is the file with this private_data gigantic? */

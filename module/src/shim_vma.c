@@ -516,17 +516,21 @@ static unsigned int tk_gigantic_fault_flags(struct vm_fault *vmf)
 
 /*
  * After a fault mapped @pfn (the GiB at @pgoff, or its 4 KiB page there)
- * in a copy-on-write vma: a write that copied the GiB meanwhile
- * (tk_gigantic_fault() of another thread) replaced it in the backing
- * before it zapped the old one, so if the backing no longer holds @pfn
- * there, what this fault mapped is stale: zapped, and the access faults
- * again. (The other order, the copy's zap before this insert, is caught
- * here; a zap after it removes the insert itself.)
+ * in a copy-on-write vma, what may have changed since the backing was
+ * read: a write that copied the GiB (tk_gigantic_fault() of another
+ * thread) replaced it in the backing before it zapped the old one; a
+ * snapshot (TK_IOC_SNAPSHOT of another thread) shared it before it
+ * zapped the range. So if the backing no longer holds @pfn there, or a
+ * write fault (which may have mapped it writable) finds it shared now,
+ * what this fault mapped is zapped and the access faults again. (The
+ * other order, their zap before this insert, is caught here; a zap after
+ * it removes the insert itself.)
  */
 static vm_fault_t tk_gigantic_recheck(void *backing, unsigned long pgoff, unsigned long pfn,
 				      unsigned int flags)
 {
-	if ((flags & TK_FAULT_COW) && !tk_gigantic_current(backing, pgoff, pfn))
+	if ((flags & TK_FAULT_COW) &&
+	    !tk_gigantic_current(backing, pgoff, pfn, flags & TK_FAULT_WRITE))
 		tk_gigantic_zap(backing, pgoff);
 	return VM_FAULT_NOPAGE;
 }

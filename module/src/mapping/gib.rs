@@ -331,9 +331,10 @@ impl Backing {
 }
 
 /// Whether `pfn` is still what `backing` holds at file page offset `pgoff`
-/// (the GiB's first pfn at a GiB's offset, a 4 KiB page's otherwise): a
-/// fault of a copy-on-write gigantic vma asks after it mapped `pfn`
-/// (shim_vma.c `tk_gigantic_recheck()`).
+/// (the GiB's first pfn at a GiB's offset, a 4 KiB page's otherwise) and,
+/// after a `write` fault, a GiB no other holder has: a fault of a
+/// copy-on-write gigantic vma asks after it mapped `pfn` (shim_vma.c
+/// `tk_gigantic_recheck()`).
 ///
 /// # Safety
 ///
@@ -344,6 +345,7 @@ unsafe extern "C" fn tk_gigantic_current(
     backing: *mut c_void,
     pgoff: c_ulong,
     pfn: c_ulong,
+    write: bool,
 ) -> bool {
     // SAFETY: see the function's safety section.
     let b = unsafe { &*backing.cast::<Backing>() };
@@ -351,7 +353,7 @@ unsafe extern "C" fn tk_gigantic_current(
         return false;
     };
     b.gib_at(idx)
-        .is_some_and(|(first, _)| first + k == pfn as u64)
+        .is_some_and(|(first, g)| first + k == pfn as u64 && !(write && g.is_shared()))
 }
 
 /// Zaps what maps the GiB of `backing` at file page offset `pgoff` (a
