@@ -454,37 +454,13 @@ unsafe extern "C" fn tk_mapping_vma_close(backing: *mut c_void) {
     b.vmas.fetch_sub(1, Relaxed);
 }
 
-/// The gigantic fault handler's work (shim_vma.c `tk_gigantic_huge_fault()`):
-/// sets `*pfn` to the first pfn of the GiB of `backing` at file page
-/// offset `pgoff`, allocating and clearing it at its first touch, copying
-/// it if it is shared and the fault needs it private (`flags`: shim.h's
-/// `TK_FAULT_*`, see [`Backing::gigantic_fault`]). Returns
-/// 0, or a negative errno (the shim answers SIGBUS; the failure is counted
-/// in the `limits` file as `gigantic_fault_failed` and logged, and nothing
-/// stays allocated).
-///
-/// # Safety
-///
-/// `backing` is the `vm_private_data` that `TkFile::mmap` gave a gigantic
-/// vma of a file that is not released: a live [`Backing`]. `pfn` is valid
-/// for a write. Called in a fault, mmap lock held for reading.
-#[no_mangle]
-unsafe extern "C" fn tk_gigantic_fault(
-    backing: *mut c_void,
-    pgoff: c_ulong,
-    flags: c_uint,
-    pfn: *mut c_ulong,
-) -> c_int {
-    // SAFETY: see the function's safety section.
-    let b = unsafe { &*backing.cast::<Backing>() };
-    match b.gigantic_fault(pgoff as u64, flags) {
-        Ok(p) => {
-            // SAFETY: see the function's safety section.
-            unsafe { *pfn = p as c_ulong };
-            0
-        }
-        Err(e) => {
-            b.state.stats.gigantic_fault_failed();
+impl Backing {
+    /// [`Backing::gigantic_fault`], with a failure counted in the `limits`
+    /// file as `gigantic_fault_failed` and logged (the fault answers
+    /// SIGBUS; nothing stays allocated).
+    fn gigantic_fault_logged(&self, pgoff: u64, flags: u32) -> Result<u64> {
+        self.gigantic_fault(pgoff, flags).inspect_err(|e| {
+            self.state.stats.gigantic_fault_failed();
             // SAFETY: no precondition.
             if unsafe { shim::tk_fatal_signal_pending() } {
                 pr_debug!("gigantic fault at file page {:#x}: killed\n", pgoff);
@@ -496,40 +472,88 @@ unsafe extern "C" fn tk_gigantic_fault(
                     e
                 );
             }
-            e.to_errno()
-        }
+        })
     }
+}
+
+/// shim_vma.c `VM_FAULT_*` answers.
+const VM_FAULT_SIGBUS: bindings::vm_fault_t = bindings::vm_fault_reason_VM_FAULT_SIGBUS;
+const VM_FAULT_NOPAGE: bindings::vm_fault_t = bindings::vm_fault_reason_VM_FAULT_NOPAGE;
+
+/// The gigantic PUD fault (shim_vma.c `tk_gigantic_huge_fault()`): the
+/// first pfn of the GiB of `backing` at file page offset `pgoff` (made at
+/// its first touch, copied if it is shared and the fault needs it private:
+/// `flags` are shim.h's `TK_FAULT_*`, see [`Backing::gigantic_fault`]),
+/// mapped by shim_vma.c `tk_gigantic_insert_pud()` with the backing's lock
+/// held, after the lock saw the backing still hold that GiB, alone for a
+/// write: a copy on write replaces a GiB, and a snapshot shares one, under
+/// that lock and zap it afterwards ([`gib`]), so no fault maps a GiB the
+/// backing let go of or a shared GiB writable. The fault is retried
+/// otherwise. SIGBUS when the GiB cannot be had.
+///
+/// # Safety
+///
+/// `backing` is the `vm_private_data` that `TkFile::mmap` gave a gigantic
+/// vma of a file that is not released: a live [`Backing`]; `vmf` is the
+/// fault of that vma. Called in a fault, mmap lock (or the vma's) held for
+/// reading.
+#[no_mangle]
+unsafe extern "C" fn tk_gigantic_map_pud(
+    backing: *mut c_void,
+    vmf: *mut bindings::vm_fault,
+    pgoff: c_ulong,
+    flags: c_uint,
+) -> bindings::vm_fault_t {
+    // SAFETY: see the function's safety section.
+    let b = unsafe { &*backing.cast::<Backing>() };
+    let Ok(pfn) = b.gigantic_fault_logged(pgoff as u64, flags) else {
+        return VM_FAULT_SIGBUS;
+    };
+    let write = flags & cow::FAULT_WRITE != 0;
+    let mut stale = false;
+    let ret = {
+        let pages = b.pages.lock();
+        if !b.holds_gib(&pages, pgoff as u64, pfn, write) {
+            return VM_FAULT_NOPAGE;
+        }
+        // SAFETY: `vmf` is this fault's (see above); the backing's lock is
+        // a mutex, and the insert only takes the page-table lock.
+        unsafe { shim::tk_gigantic_insert_pud(vmf, pfn as c_ulong, write, &mut stale) }
+    };
+    if stale {
+        b.zap_gib_at(pgoff as u64);
+    }
+    ret
 }
 
 /// A 4 KiB fault in a gigantic mapping (shim_vma.c `tk_gigantic_pte_fault()`):
 /// THP is disabled for the task or the vma, or an earlier such fault left
 /// a PMD table in the GiB's PUD slot. Makes the GiB at its first touch as
-/// [`tk_gigantic_fault`] does and sets `*page` to its 4 KiB page at file
-/// page offset `pgoff`, which the shim maps with `vm_insert_page()` (that
-/// PTE holds a reference on the GiB's folio). Logged once per mapping.
-/// Returns 0 or a negative errno, as [`tk_gigantic_fault`].
+/// [`tk_gigantic_map_pud`] does, and maps its 4 KiB page at file page
+/// offset `pgoff` with shim_vma.c `tk_gigantic_insert_pte()`
+/// (`vm_insert_page()`: that PTE holds a reference on the GiB's folio)
+/// with the backing's lock held, so the page is one the backing holds
+/// then. Logged once per mapping.
 ///
 /// # Safety
 ///
-/// As [`tk_gigantic_fault`]; `page` is valid for a write.
+/// As [`tk_gigantic_map_pud`].
 #[no_mangle]
-unsafe extern "C" fn tk_gigantic_pte_page(
+unsafe extern "C" fn tk_gigantic_map_pte(
     backing: *mut c_void,
+    vmf: *mut bindings::vm_fault,
     pgoff: c_ulong,
     addr: c_ulong,
     flags: c_uint,
-    page: *mut *mut bindings::page,
-) -> c_int {
+) -> bindings::vm_fault_t {
     // SAFETY: see the function's safety section.
     let b = unsafe { &*backing.cast::<Backing>() };
     let Some(off) = (pgoff as u64).checked_sub(b.pgoff) else {
-        return EFAULT.to_errno();
+        return VM_FAULT_SIGBUS;
     };
     let first = b.pgoff + off / GIGANTIC_PAGES * GIGANTIC_PAGES;
-    // SAFETY: as for this function.
-    let ret = unsafe { tk_gigantic_fault(backing, first as c_ulong, flags, &mut 0) };
-    if ret != 0 {
-        return ret;
+    if b.gigantic_fault_logged(first, flags).is_err() {
+        return VM_FAULT_SIGBUS;
     }
     if !b.pte_noted.xchg(true, Relaxed) {
         crate::ratelimit::ratelimited!(pr_info,
@@ -538,12 +562,11 @@ unsafe extern "C" fn tk_gigantic_pte_page(
             addr
         );
     }
-    match b.page(&b.pages.lock(), pgoff as u64) {
-        Some(p) => {
-            // SAFETY: see the function's safety section.
-            unsafe { *page = p };
-            0
-        }
-        None => EFAULT.to_errno(),
+    let pages = b.pages.lock();
+    match b.page(&pages, pgoff as u64) {
+        // SAFETY: `vmf` is this fault's; `p` is a page of a GiB the
+        // backing holds while its lock, held here, is.
+        Some(p) => unsafe { shim::tk_gigantic_insert_pte(vmf, p) },
+        None => VM_FAULT_SIGBUS,
     }
 }

@@ -120,12 +120,15 @@ struct file *tk_mapped_file(int pid, unsigned long addr, unsigned long *start,
 void tk_vma_set_gigantic(struct vm_area_struct *vma, void *backing, bool movable);
 /* Implemented in Rust (mapping.rs): the pfn of the GiB at @pgoff, or -errno. */
 void tk_vma_set_gigantic_cow(struct vm_area_struct *vma, void *backing);
-int tk_gigantic_fault(void *backing, unsigned long pgoff, unsigned int flags, unsigned long *pfn);
-int tk_gigantic_pte_page(void *backing, unsigned long pgoff, unsigned long addr,
-			 unsigned int flags, struct page **page);
+vm_fault_t tk_gigantic_map_pud(void *backing, struct vm_fault *vmf, unsigned long pgoff,
+			       unsigned int flags);
+vm_fault_t tk_gigantic_map_pte(void *backing, struct vm_fault *vmf, unsigned long pgoff,
+			       unsigned long addr, unsigned int flags);
+/* Called by those two, the backing's lock held (shim_vma.c). */
+vm_fault_t tk_gigantic_insert_pud(struct vm_fault *vmf, unsigned long pfn, bool write,
+				  bool *stale);
+vm_fault_t tk_gigantic_insert_pte(struct vm_fault *vmf, struct page *page);
 /* Implemented in Rust (mapping/gib.rs): copy on write of a shared GiB. */
-bool tk_gigantic_current(void *backing, unsigned long pgoff, unsigned long pfn, bool write);
-void tk_gigantic_zap(void *backing, unsigned long pgoff);
 int tk_gigantic_mkwrite(void *backing, unsigned long pgoff, struct page *page);
 /* Implemented in Rust (dev.rs): is the file with this private_data gigantic? */
 bool tk_file_gigantic(void *private_data);

@@ -338,6 +338,23 @@ extern "C" {
         backing: *mut core::ffi::c_void,
         movable: bool,
     );
+    /// The PUD insert of a gigantic fault (`vmf`, a fault of a gigantic
+    /// vma): `pfn` mapped read-only, or writable for a `write`, as the
+    /// PUD slot allows; `*stale` set if the slot holds another GiB's leaf.
+    /// Only from `mapping::tk_gigantic_map_pud`, the backing's lock held.
+    pub(crate) fn tk_gigantic_insert_pud(
+        vmf: *mut bindings::vm_fault,
+        pfn: c_ulong,
+        write: bool,
+        stale: *mut bool,
+    ) -> bindings::vm_fault_t;
+    /// The PTE insert of a 4 KiB gigantic fault: `vm_insert_page()` of
+    /// `page` at the fault's address, if a PMD table is in the PUD slot.
+    /// Only from `mapping::tk_gigantic_map_pte`, the backing's lock held.
+    pub(crate) fn tk_gigantic_insert_pte(
+        vmf: *mut bindings::vm_fault,
+        page: *mut bindings::page,
+    ) -> bindings::vm_fault_t;
     /// [`tk_vma_set_gigantic`] for the gigantic part of a fork's snapshot:
     /// the copy-on-write gigantic `vm_operations_struct` (write notified:
     /// `page_mkwrite`). Only from `->mmap`, as that function.

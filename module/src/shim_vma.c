@@ -515,34 +515,15 @@ static unsigned int tk_gigantic_fault_flags(struct vm_fault *vmf)
 }
 
 /*
- * After a fault mapped @pfn (the GiB at @pgoff, or its 4 KiB page there)
- * in a copy-on-write vma, what may have changed since the backing was
- * read: a write that copied the GiB (tk_gigantic_fault() of another
- * thread) replaced it in the backing before it zapped the old one; a
- * snapshot (TK_IOC_SNAPSHOT of another thread) shared it before it
- * zapped the range. So if the backing no longer holds @pfn there, or a
- * write fault (which may have mapped it writable) finds it shared now,
- * what this fault mapped is zapped and the access faults again. (The
- * other order, their zap before this insert, is caught here; a zap after
- * it removes the insert itself.)
- */
-static vm_fault_t tk_gigantic_recheck(void *backing, unsigned long pgoff, unsigned long pfn,
-				      unsigned int flags)
-{
-	if ((flags & TK_FAULT_COW) &&
-	    !tk_gigantic_current(backing, pgoff, pfn, flags & TK_FAULT_WRITE))
-		tk_gigantic_zap(backing, pgoff);
-	return VM_FAULT_NOPAGE;
-}
-
-/*
  * The first touch of a GiB (and a write to a GiB mapped read-only, see
  * wp_huge_pud()) comes here at PUD order: tk_gigantic_fault() (Rust,
  * mapping.rs) allocates and clears the GiB once, and it is mapped by one
  * special PUD. The PUD holds no reference (zap_huge_pud() and fork's
  * copy_huge_pud() take and drop none on a VM_MIXEDMAP vma): the file
- * holds the GiB's folio until release, after every vma of it is gone, and
- * get_user_pages() takes its own references on that folio. Any failure is
+ * holds the GiB's folio until release, after every vma of it is gone, or
+ * until a copy on write replaces it and zaps it (mapping/gib.rs; which is
+ * why the insert is made under the backing's lock), and get_user_pages()
+ * takes its own references on that folio. Any failure is
  * SIGBUS for this GiB only. A smaller order falls back to
  * tk_gigantic_pte_fault().
  *
@@ -566,50 +547,56 @@ static vm_fault_t tk_gigantic_recheck(void *backing, unsigned long pgoff, unsign
  *   saw our PUD there (between the two only a zap followed by a 4 KiB
  *   fault's pmd_alloc() could change it, with no sleep in between).
  */
+/*
+ * The PUD insert of tk_gigantic_huge_fault(), called by
+ * tk_gigantic_map_pud() (Rust) with the backing's lock held and the
+ * backing seen to hold @pfn (and, for a @write, no other holder to share
+ * it): a copy on write (mapping/gib.rs) replaces a GiB, and a snapshot
+ * shares one, under that lock before it zaps, so this insert is either
+ * zapped by them or sees their change. *@stale: the slot holds the leaf
+ * of a GiB the backing no longer holds (replaced, not yet zapped); the
+ * caller zaps it after the lock, and the access faults again.
+ */
+vm_fault_t tk_gigantic_insert_pud(struct vm_fault *vmf, unsigned long pfn, bool write,
+				  bool *stale)
+{
+	vm_fault_t ret;
+
+	switch (tk_pud_slot(vmf, pfn)) {
+	case TK_PUD_TABLE:
+		return VM_FAULT_FALLBACK;
+	case TK_PUD_STALE:
+		*stale = true;
+		return VM_FAULT_NOPAGE;
+	case TK_PUD_NONE:
+		ret = vmf_insert_pfn_pud(vmf, pfn, false);
+		if (ret != VM_FAULT_NOPAGE || !write)
+			return ret;
+		/* Writable already, or still to be made so: look again. */
+		if (tk_pud_slot(vmf, pfn) != TK_PUD_OURS_RO)
+			return VM_FAULT_NOPAGE;
+		fallthrough;
+	case TK_PUD_OURS_RO:
+		return write ? vmf_insert_pfn_pud(vmf, pfn, true) : VM_FAULT_NOPAGE;
+	case TK_PUD_OURS_RW:
+	default:
+		return VM_FAULT_NOPAGE;
+	}
+}
+
 /* In C: a vm_operations_struct huge_fault callback: no vtable in the 7.3 crate. */
 static vm_fault_t tk_gigantic_huge_fault(struct vm_fault *vmf, unsigned int order)
 {
 	struct vm_area_struct *vma = vmf->vma;
 	unsigned long addr = vmf->address & PUD_MASK;
-	bool write = vmf->flags & FAULT_FLAG_WRITE;
-	unsigned int flags = tk_gigantic_fault_flags(vmf);
-	unsigned long pgoff, pfn = 0;
-	vm_fault_t ret;
+	unsigned long pgoff;
 
 	if (order != PUD_ORDER)
 		return VM_FAULT_FALLBACK;
 	if (addr < vma->vm_start || addr + PUD_SIZE > vma->vm_end)
 		return VM_FAULT_SIGBUS;
 	pgoff = vma->vm_pgoff + ((addr - vma->vm_start) >> PAGE_SHIFT);
-	if (tk_gigantic_fault(vma->vm_private_data, pgoff, flags, &pfn))
-		return VM_FAULT_SIGBUS;
-	switch (tk_pud_slot(vmf, pfn)) {
-	case TK_PUD_TABLE:
-		return VM_FAULT_FALLBACK;
-	case TK_PUD_STALE:
-		/* A GiB this backing no longer holds (copied on write). */
-		tk_gigantic_zap(vma->vm_private_data, pgoff);
-		return VM_FAULT_NOPAGE;
-	case TK_PUD_NONE:
-		ret = vmf_insert_pfn_pud(vmf, pfn, false);
-		if (ret != VM_FAULT_NOPAGE)
-			return ret;
-		if (!write || tk_pud_slot(vmf, pfn) != TK_PUD_OURS_RO)
-			break;
-		/* Still to be made writable. */
-		fallthrough;
-	case TK_PUD_OURS_RO:
-		if (!write)
-			break;
-		ret = vmf_insert_pfn_pud(vmf, pfn, true);
-		if (ret != VM_FAULT_NOPAGE)
-			return ret;
-		break;
-	case TK_PUD_OURS_RW:
-	default:
-		break;
-	}
-	return tk_gigantic_recheck(vma->vm_private_data, pgoff, pfn, flags);
+	return tk_gigantic_map_pud(vma->vm_private_data, vmf, pgoff, tk_gigantic_fault_flags(vmf));
 }
 
 /*
@@ -623,40 +610,43 @@ static vm_fault_t tk_gigantic_huge_fault(struct vm_fault *vmf, unsigned int orde
  * reference on the GiB's folio and its rmap, both dropped by the zap.
  * Contents, node and lifetime are the GiB's; only the page size differs.
  */
+/*
+ * The PTE insert of tk_gigantic_pte_fault(), called by
+ * tk_gigantic_map_pte() (Rust) with the backing's lock held and @page a
+ * page of a GiB the backing holds (so it cannot be freed meanwhile: a
+ * copy on write replaces a GiB under that lock and zaps it before it lets
+ * go). The GiB's first touch may have slept. The kernel put a PMD table
+ * into the PUD slot before calling us, and nothing frees page tables
+ * while we hold the vma, so the slot cannot have become a PUD leaf;
+ * checked under the page-table lock all the same, since vm_insert_page()
+ * would walk a leaf as a table. The PTE itself is checked by
+ * vm_insert_page() under its lock (-EBUSY: mapped).
+ */
+vm_fault_t tk_gigantic_insert_pte(struct vm_fault *vmf, struct page *page)
+{
+	int err;
+
+	if (!tk_pud_is_table(vmf))
+		return VM_FAULT_NOPAGE;
+	err = vm_insert_page(vmf->vma, vmf->address & PAGE_MASK, page);
+	if (err == 0 || err == -EBUSY)	/* -EBUSY: another fault mapped it */
+		return VM_FAULT_NOPAGE;
+	return vmf_error(err);
+}
+
+/*
+ * A GiB that cannot be made is SIGBUS, as at a PUD fault: never
+ * VM_FAULT_OOM, which the #PF handler answers by retrying the fault
+ * (pagefault_out_of_memory() kills nothing outside a memcg OOM), so an
+ * ENOMEM that lasts, no free aligned GiB on the node, would fault again
+ * forever. Only vm_insert_page()'s ENOMEM, a page table, is the transient
+ * shortage VM_FAULT_OOM is for.
+ */
 /* In C: a vm_operations_struct callback: no vtable in the 7.3 crate. */
 static vm_fault_t tk_gigantic_pte_fault(struct vm_fault *vmf)
 {
-	struct vm_area_struct *vma = vmf->vma;
-	unsigned long addr = vmf->address & PAGE_MASK;
-	unsigned int flags = tk_gigantic_fault_flags(vmf);
-	struct page *page = NULL;
-	int err;
-
-	/*
-	 * A GiB that cannot be made is SIGBUS, as at a PUD fault: never
-	 * VM_FAULT_OOM, which the #PF handler answers by retrying the fault
-	 * (pagefault_out_of_memory() kills nothing outside a memcg OOM), so
-	 * an ENOMEM that lasts, no free aligned GiB on the node, would fault
-	 * again forever. Only vm_insert_page()'s ENOMEM, a page table, is the
-	 * transient shortage VM_FAULT_OOM is for.
-	 */
-	if (tk_gigantic_pte_page(vma->vm_private_data, vmf->pgoff, addr, flags, &page))
-		return VM_FAULT_SIGBUS;
-	/*
-	 * The GiB's first touch may have slept. The kernel put a PMD table
-	 * into the PUD slot before calling us, and nothing frees page tables
-	 * while we hold the vma, so the slot cannot have become a PUD leaf;
-	 * checked under the page-table lock all the same, since
-	 * vm_insert_page() would walk a leaf as a table. The PTE itself is
-	 * checked by vm_insert_page() under its lock (-EBUSY: mapped).
-	 */
-	if (!tk_pud_is_table(vmf))
-		return VM_FAULT_NOPAGE;
-	err = vm_insert_page(vma, addr, page);
-	if (err == 0 || err == -EBUSY)	/* -EBUSY: another fault mapped it */
-		return tk_gigantic_recheck(vma->vm_private_data, vmf->pgoff, page_to_pfn(page),
-					   flags);
-	return vmf_error(err);
+	return tk_gigantic_map_pte(vmf->vma->vm_private_data, vmf, vmf->pgoff,
+				   vmf->address & PAGE_MASK, tk_gigantic_fault_flags(vmf));
 }
 
 /*

@@ -5,11 +5,11 @@ use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::fd::AsRawFd;
 use tierkit_core::uapi::{
-    TkBulk, TkClearBench, TkGigantic, TkMappedFile, TkPageRefs, TkPolicy, TkRebalance,
+    TkBulk, TkClearBench, TkGigantic, TkMappedFile, TkPageRefs, TkPolicy, TkRebalance, TkSnapshot,
     TkSocketWeights, TkTaskNext, TkWalk, TIERKIT_MAX_NODES, TK_GIGANTIC_BYTES, TK_GIGANTIC_F_QUERY,
     TK_IOC_BULK, TK_IOC_CLEAR_BENCH, TK_IOC_MAPPED_FILE, TK_IOC_PAGE_REFS, TK_IOC_REBALANCE,
-    TK_IOC_SET_GIGANTIC, TK_IOC_SET_POLICY, TK_IOC_SOCKET_WEIGHTS, TK_IOC_TASK_NEXT, TK_IOC_WALK,
-    TK_PLACE_LOCAL, TK_TASK_NEXT_MAX, TK_THREADS_AUTO, TK_WALK_PUD,
+    TK_IOC_SET_GIGANTIC, TK_IOC_SET_POLICY, TK_IOC_SNAPSHOT, TK_IOC_SOCKET_WEIGHTS,
+    TK_IOC_TASK_NEXT, TK_IOC_WALK, TK_PLACE_LOCAL, TK_TASK_NEXT_MAX, TK_THREADS_AUTO, TK_WALK_PUD,
 };
 
 pub use tierkit_core::uapi::{TK_MODE_INTERLEAVE, TK_MODE_WEIGHTED_INTERLEAVE};
@@ -141,6 +141,19 @@ impl Tierkit {
         // SAFETY: TK_IOC_SET_GIGANTIC is _IOWR(.., TkGigantic).
         unsafe { sys::ioctl(self.fd(), TK_IOC_SET_GIGANTIC, &mut a)? };
         Ok(a)
+    }
+
+    /// `TK_IOC_SNAPSHOT` into this (new) file: a copy-on-write snapshot
+    /// of the caller's tierkit mappings at `addr..addr + len`, for a
+    /// forked child to map at the same file offsets.
+    pub fn snapshot(&self, addr: usize, len: usize) -> io::Result<()> {
+        let mut a = TkSnapshot {
+            addr: addr as u64,
+            len: len as u64,
+        };
+        // SAFETY: TK_IOC_SNAPSHOT is _IOWR(.., TkSnapshot).
+        unsafe { sys::ioctl(self.fd(), TK_IOC_SNAPSHOT, &mut a)? };
+        Ok(())
     }
 
     /// `TK_IOC_SET_GIGANTIC` with `TK_GIGANTIC_F_QUERY`: the `last_*`

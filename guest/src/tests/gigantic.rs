@@ -711,6 +711,7 @@ pub fn main() -> ExitCode {
         if !semantics_done {
             semantics_done = true;
             semantics(&mut r, nid);
+            super::gigantic_cow::refault_race(&mut r, nid);
         }
     }
     // A memory-only node: taking all its memory leaves the kernel's own

@@ -20,6 +20,7 @@ pub mod diff;
 pub mod faults;
 pub mod fuzz;
 pub mod gigantic;
+pub mod gigantic_cow;
 pub mod gup;
 pub mod hostile;
 pub mod lifecycle;

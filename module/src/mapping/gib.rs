@@ -273,9 +273,12 @@ impl Backing {
         let count = usize::try_from(n / GIGANTIC_PAGES).map_err(|_| EINVAL)?;
         // No first touch or copy of this mapping meanwhile: its slots stay.
         let _one = self.fault_lock.lock()?;
+        // The spares first, without the backing's lock (a GiB is long to
+        // get): one per GiB made, on its node.
+        let mut spares = KVec::with_capacity(count, GFP_KERNEL)?;
         for idx in first..first + count {
             let nid = *plan.nids.get(idx).ok_or(EINVAL)?;
-            let holder = match self.gib_at(idx) {
+            let spare = match self.gib_at(idx) {
                 None => None,
                 Some((_, gib)) => {
                     let head = gib.range.page_ptr(0).ok_or(EFAULT)?;
@@ -283,19 +286,38 @@ impl Backing {
                     if unsafe { shim::tk_page_maybe_dma_pinned(head) } {
                         return Err(EBUSY);
                     }
-                    let spare =
-                        GiganticRange::alloc_for_mapping(nid, GIGANTIC_PAGES, self.movable)?;
-                    Some(share(&gib, spare)?)
+                    Some(GiganticRange::alloc_for_mapping(
+                        nid,
+                        GIGANTIC_PAGES,
+                        self.movable,
+                    )?)
                 }
             };
-            out.ranges.reserve(1, GFP_KERNEL)?;
-            nids.push(nid, GFP_KERNEL)?;
-            if holder.is_some() {
-                self.state.stats.gigantic(nid, true);
+            spares.push((nid, spare), GFP_KERNEL)?;
+        }
+        out.ranges.reserve(count, GFP_KERNEL)?;
+        nids.reserve(count, GFP_KERNEL)?;
+        // Shared under the backing's lock, as a fault checks and maps
+        // under it: a fault either maps before the sharing (and the zap
+        // below removes it) or sees the GiB shared.
+        {
+            let pages = self.pages.lock();
+            let BackingPages::Gigantic(g) = &*pages else {
+                return Err(EINVAL);
+            };
+            for (k, (nid, spare)) in spares.into_iter().enumerate() {
+                let holder = match (g.ranges.get(first + k).and_then(Option::as_ref), spare) {
+                    (Some(gib), Some(spare)) => Some(share(&gib.shared, spare)?),
+                    _ => None,
+                };
+                if holder.is_some() {
+                    self.state.stats.gigantic(nid, true);
+                }
+                out.ranges
+                    .push_within_capacity(holder)
+                    .map_err(|_| ENOMEM)?;
+                nids.push_within_capacity(nid).map_err(|_| ENOMEM)?;
             }
-            out.ranges
-                .push_within_capacity(holder)
-                .map_err(|_| ENOMEM)?;
         }
         // SAFETY: By the type invariant, `mapping` is the live address
         // space of the file that owns `self`. A fault on the range waits
@@ -328,47 +350,31 @@ impl Backing {
             off % GIGANTIC_PAGES,
         ))
     }
-}
 
-/// Whether `pfn` is still what `backing` holds at file page offset `pgoff`
-/// (the GiB's first pfn at a GiB's offset, a 4 KiB page's otherwise) and,
-/// after a `write` fault, a GiB no other holder has: a fault of a
-/// copy-on-write gigantic vma asks after it mapped `pfn` (shim_vma.c
-/// `tk_gigantic_recheck()`).
-///
-/// # Safety
-///
-/// `backing` is the `vm_private_data` of a gigantic vma of a file that is
-/// not released: a live [`Backing`].
-#[no_mangle]
-unsafe extern "C" fn tk_gigantic_current(
-    backing: *mut c_void,
-    pgoff: c_ulong,
-    pfn: c_ulong,
-    write: bool,
-) -> bool {
-    // SAFETY: see the function's safety section.
-    let b = unsafe { &*backing.cast::<Backing>() };
-    let Some((idx, k)) = b.gib_index(pgoff as u64) else {
-        return false;
-    };
-    b.gib_at(idx)
-        .is_some_and(|(first, g)| first + k == pfn as u64 && !(write && g.is_shared()))
-}
+    /// Whether `pages` (this backing's, locked) holds the GiB whose first
+    /// pfn is `pfn` at file page offset `pgoff`, and, for a `write`, no
+    /// other holder has it: what a fault checks under the lock before it
+    /// maps `pfn`.
+    pub(super) fn holds_gib(
+        &self,
+        pages: &BackingPages,
+        pgoff: u64,
+        pfn: u64,
+        write: bool,
+    ) -> bool {
+        let BackingPages::Gigantic(g) = pages else {
+            return false;
+        };
+        self.gib_index(pgoff)
+            .and_then(|(idx, _)| g.ranges.get(idx)?.as_ref())
+            .is_some_and(|gib| gib.range().pfn() == pfn && !(write && gib.is_shared()))
+    }
 
-/// Zaps what maps the GiB of `backing` at file page offset `pgoff` (a
-/// stale mapping of a GiB it no longer holds, see
-/// [`tk_gigantic_current`]).
-///
-/// # Safety
-///
-/// As [`tk_gigantic_current`].
-#[no_mangle]
-unsafe extern "C" fn tk_gigantic_zap(backing: *mut c_void, pgoff: c_ulong) {
-    // SAFETY: see the function's safety section.
-    let b = unsafe { &*backing.cast::<Backing>() };
-    if let Some((idx, _)) = b.gib_index(pgoff as u64) {
-        b.zap_gib(idx);
+    /// [`Backing::zap_gib`] of the GiB at file page offset `pgoff`.
+    pub(super) fn zap_gib_at(&self, pgoff: u64) {
+        if let Some((idx, _)) = self.gib_index(pgoff) {
+            self.zap_gib(idx);
+        }
     }
 }
 

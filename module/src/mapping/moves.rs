@@ -228,7 +228,9 @@ impl Backing {
         b: &mut Batch,
     ) -> Result<usize> {
         let count_only = allowed == 0;
-        let room = usize::try_from(allowed).unwrap_or(usize::MAX).min(MOVE_BATCH);
+        let room = usize::try_from(allowed)
+            .unwrap_or(usize::MAX)
+            .min(MOVE_BATCH);
         let end = (i + SCAN_WINDOW).min(len);
         let pages = self.pages.lock();
         let BackingPages::Small(p) = &*pages else {
