@@ -711,9 +711,9 @@ pub fn main() -> ExitCode {
         if !semantics_done {
             semantics_done = true;
             semantics(&mut r, nid);
-            super::gigantic_cow::refault_race(&mut r, nid);
         }
     }
+    super::gigantic_cow::refault_race(&mut r, &topo);
     // A memory-only node: taking all its memory leaves the kernel's own
     // allocations alone; with the least free memory, it has the fewest
     // GiBs to take. Not an emulated CXL node, where QEMU serves each

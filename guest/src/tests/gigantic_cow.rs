@@ -15,6 +15,7 @@
 
 use crate::abi::tk::Tierkit;
 use crate::harness::report::Report;
+use crate::topology::node::Topology;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
@@ -26,6 +27,11 @@ const TRIALS: u32 = 6;
 
 /// What a trial's process reports by its exit status.
 const SIGBUS_EXIT: i32 = 99;
+/// Its exit status when the snapshot found no spare GiB (`ENOMEM`).
+const NO_SPARE_EXIT: i32 = 3;
+const NO_SPARE: &str = "TK_IOC_SNAPSHOT: ENOMEM";
+const NAME: &str =
+    "a GiB copied on write while 4 KiB faults of it race and the child exits mid-copy";
 
 extern "C" fn on_sigbus(_: libc::c_int) {
     // SAFETY: async-signal-safe.
@@ -45,8 +51,13 @@ fn trial(nid: u32, release: Option<Duration>) -> Result<Duration, String> {
         unsafe { *(a as *mut u8).add(o) = b'P' };
     }
     let snap = Tierkit::open().map_err(|e| format!("open: {e}"))?;
-    snap.snapshot(a, GIB)
-        .map_err(|e| format!("TK_IOC_SNAPSHOT: {e}"))?;
+    snap.snapshot(a, GIB).map_err(|e| {
+        if e.raw_os_error() == Some(libc::ENOMEM) {
+            NO_SPARE.to_string()
+        } else {
+            format!("TK_IOC_SNAPSHOT: {e}")
+        }
+    })?;
     let mut pp = [0i32; 2];
     // SAFETY: a pipe into a local array.
     if unsafe { libc::pipe(pp.as_mut_ptr()) } != 0 {
@@ -159,6 +170,7 @@ fn in_process(nid: u32, release: Option<Duration>) -> Result<Duration, String> {
                 unsafe { libc::write(pp[1], (&ns as *const u64).cast(), 8) };
                 0
             }
+            Err(e) if e == NO_SPARE => NO_SPARE_EXIT,
             Err(e) => {
                 eprintln!("{e}");
                 1
@@ -180,17 +192,31 @@ fn in_process(nid: u32, release: Option<Duration>) -> Result<Duration, String> {
     match (libc::WIFEXITED(st), libc::WEXITSTATUS(st)) {
         (true, 0) => Ok(Duration::from_nanos(ns)),
         (true, SIGBUS_EXIT) => Err("SIGBUS in a thread faulting the GiB".into()),
+        (true, NO_SPARE_EXIT) => Err(NO_SPARE.into()),
         _ => Err(format!(
             "the trial ended with status {st:#x} (its stderr above)"
         )),
     }
 }
 
-/// [`TRIALS`] trials on node `nid`; each must end with every byte as
-/// written, no SIGBUS, the child's own view intact, and the spares given
-/// back.
-pub fn refault_race(r: &mut Report, nid: u32) {
-    let name = format!("node {nid}: a GiB copied on write while 4 KiB faults of it race and the child exits mid-copy");
+/// [`TRIALS`] trials on the node without CXL memory that has the most
+/// free memory (a snapshot takes a spare GiB there); each must end with
+/// every byte as written, no SIGBUS, the child's own view intact, and the
+/// spares given back.
+pub fn refault_race(r: &mut Report, topo: &Topology) {
+    let cxl = crate::topology::cxl::cxl_nodes();
+    let Some(nid) = topo
+        .memory
+        .iter()
+        .copied()
+        .filter(|n| *n < 64 && !cxl.contains(n))
+        .max_by_key(|&n| crate::linux::vma::node_free_kb(n).unwrap_or(0))
+    else {
+        r.skip(NAME, "no memory node without CXL memory");
+        return;
+    };
+    let _boot = crate::abi::first_use::BootPool::release(nid);
+    let name = format!("node {nid}: {NAME}");
     let spares = || {
         crate::linux::vma::read_limits()
             .ok()
@@ -206,6 +232,10 @@ pub fn refault_race(r: &mut Report, nid: u32) {
             Ok(d) => {
                 copy.get_or_insert(d);
                 notes.push(format!("{:.2}s", d.as_secs_f64()));
+            }
+            Err(e) if e == NO_SPARE => {
+                r.skip(&name, format!("trial {t}: {e}: no spare GiB on the node"));
+                return;
             }
             Err(e) => {
                 r.fail(&name, format!("trial {t}: {e}"));
