@@ -153,11 +153,19 @@ impl Subjects {
             self.gig.as_ref().map(|g| g.1.as_ptr() as usize),
         );
         let e = vma::fork_run(|| {
+            // The control pages go to the node by the mapping's own policy
+            // (mbind), taken off again once they are in, never by a task
+            // policy: under one, the kernel's own allocations during the
+            // faults (a new slab page of a cache, which this CPU's
+            // allocations from any task then share and keep alive, page
+            // tables) land on that node too, and one left in a free
+            // naturally aligned GiB of the memory-only node cost
+            // tk-test-pool-cxl its only one (debug numa-full).
             let anon = match control {
                 Some(nid) => match Mapping::anon(8 << 20) {
-                    Ok(a) if sys::set_mempolicy(sys::MPOL_BIND, 1 << nid).is_ok() => {
+                    Ok(a) if a.mbind(sys::MPOL_BIND, 1 << nid, 0).is_ok() => {
                         a.touch_pages();
-                        if sys::set_mempolicy(sys::MPOL_DEFAULT, 0).is_err() {
+                        if a.mbind(sys::MPOL_DEFAULT, 0, 0).is_err() {
                             return 3;
                         }
                         Some(a)

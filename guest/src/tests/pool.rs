@@ -31,8 +31,10 @@
 //!    table put back as /init set it, as `tk-test-lifecycle` does) and its
 //!    pool starts empty.
 //!
-//! Every step fails with what it saw; steps that need a ready range are
-//! not run once filling failed. The node needs two free naturally aligned
+//! Every step fails with what it saw (a fill that does not come names what
+//! holds each naturally aligned GiB of the node,
+//! [`crate::linux::pageflags`], as the note before it does); steps that
+//! need a ready range are not run once filling failed. The node needs two free naturally aligned
 //! GiBs (the refill happens while the mapping holds the first); on a small
 //! guest reserve them at boot (`--append 'hugepagesz=1G hugepages=0:2'`
 //! for node 0; a memory-only node of N GiB holds at most N-1): the node's boot-time 1 GiB hugetlb pages are
@@ -486,6 +488,10 @@ fn run(r: &mut Report, topo: &Topology, nid: u32, all_steps: bool) {
         );
         return;
     }
+    r.note(format!(
+        "node {nid} before the fill: {}",
+        crate::linux::pageflags::describe_node_gibs(nid)
+    ));
     let target = match Target::filled(nid, 1) {
         Ok((t, d)) => {
             r.ok_note(
@@ -495,7 +501,10 @@ fn run(r: &mut Report, topo: &Topology, nid: u32, all_steps: bool) {
             t
         }
         Err(e) => {
-            r.fail(&name("`NID 1` fills one range"), e);
+            // What holds each aligned GiB of the node: what an earlier
+            // test left there.
+            let held = crate::linux::pageflags::describe_node_gibs(nid);
+            r.fail(&name("`NID 1` fills one range"), format!("{e}; {held}"));
             let _ = pool::set_target(nid, 0);
             return;
         }
