@@ -216,14 +216,7 @@ fn in_process(nid: u32, release: Option<Duration>) -> Result<Duration, String> {
 /// every byte as written, no SIGBUS, the child's own view intact, and the
 /// spares given back.
 pub fn refault_race(r: &mut Report, topo: &Topology) {
-    let cxl = crate::topology::cxl::cxl_nodes();
-    let Some(nid) = topo
-        .memory
-        .iter()
-        .copied()
-        .filter(|n| *n < 64 && !cxl.contains(n))
-        .max_by_key(|&n| crate::linux::vma::node_free_kb(n).unwrap_or(0))
-    else {
+    let Some(nid) = crate::topology::cxl::roomiest_non_cxl_node(topo) else {
         r.skip(NAME, "no memory node without CXL memory");
         return;
     };

@@ -37,16 +37,6 @@ fn cow_counts() -> Result<(u64, u64), String> {
     }
 }
 
-/// The memory node without CXL memory with the most free memory.
-fn gib_node(topo: &Topology) -> Option<u32> {
-    let cxl = crate::topology::cxl::cxl_nodes();
-    topo.memory
-        .iter()
-        .copied()
-        .filter(|n| !cxl.contains(n))
-        .max_by_key(|&n| vma::node_free_kb(n).unwrap_or(0))
-}
-
 /// The copies of a run: `want` if the GiB was shared copy-on-write (no
 /// copy line from libtkrun), 0 if libtkrun copied it; the spares held
 /// back where they were either way.
@@ -98,7 +88,7 @@ pub fn gigantic(r: &mut Report, topo: &Topology, thp_off: bool) {
         "gigantic"
     };
     let _boot = crate::abi::first_use::BootPool::release(0);
-    let Some(nid) = gib_node(topo) else {
+    let Some(nid) = crate::topology::cxl::roomiest_non_cxl_node(topo) else {
         r.fail(
             &format!("{label}: a node for the GiB"),
             "no memory node without CXL memory",
@@ -205,7 +195,7 @@ pub fn gigantic(r: &mut Report, topo: &Topology, thp_off: bool) {
 /// under a writer thread.
 pub fn writer(r: &mut Report, topo: &Topology) {
     let _boot = crate::abi::first_use::BootPool::release(0);
-    let Some(nid) = gib_node(topo) else {
+    let Some(nid) = crate::topology::cxl::roomiest_non_cxl_node(topo) else {
         r.fail(
             "gigantic writer: a node for the GiB",
             "no memory node without CXL memory",

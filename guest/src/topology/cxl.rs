@@ -272,6 +272,19 @@ pub fn cxl_nodes() -> Vec<u32> {
     v
 }
 
+/// Of `topo`'s memory nodes below 64 without CXL memory, the one with
+/// the most free memory (`MemFree` plus the per-CPU lists): where a test
+/// that needs several free GiBs, such as a GiB and its copy-on-write
+/// spare, has the best chance, and no access is emulated CXL memory's.
+pub fn roomiest_non_cxl_node(topo: &super::node::Topology) -> Option<u32> {
+    let cxl = cxl_nodes();
+    topo.memory
+        .iter()
+        .copied()
+        .filter(|n| *n < 64 && !cxl.contains(n))
+        .max_by_key(|&n| crate::linux::vma::node_free_kb(n).unwrap_or(0))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
