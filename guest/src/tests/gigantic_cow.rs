@@ -39,6 +39,16 @@ extern "C" fn on_sigbus(_: libc::c_int) {
     unsafe { libc::_exit(SIGBUS_EXIT) };
 }
 
+/// A pipe's two ends.
+fn pipe() -> Result<[i32; 2], String> {
+    let mut pp = [0i32; 2];
+    // SAFETY: a pipe into a local array.
+    if unsafe { libc::pipe(pp.as_mut_ptr()) } != 0 {
+        return Err("pipe".into());
+    }
+    Ok(pp)
+}
+
 /// One trial, in a process of its own (THP disabled for it alone): the
 /// time the writer's copy took, or why it failed.
 fn trial(nid: u32, release: Option<Duration>) -> Result<Duration, String> {
@@ -59,11 +69,7 @@ fn trial(nid: u32, release: Option<Duration>) -> Result<Duration, String> {
             format!("TK_IOC_SNAPSHOT: {e}")
         }
     })?;
-    let mut pp = [0i32; 2];
-    // SAFETY: a pipe into a local array.
-    if unsafe { libc::pipe(pp.as_mut_ptr()) } != 0 {
-        return Err("pipe".into());
-    }
+    let pp = pipe()?;
     // SAFETY: the trial's process has no other thread yet.
     let pid = unsafe { libc::fork() };
     if pid == 0 {
@@ -159,11 +165,7 @@ fn trial(nid: u32, release: Option<Duration>) -> Result<Duration, String> {
 /// says how it went (0, 1 with the reason on its stderr, or
 /// [`SIGBUS_EXIT`]); the copy's time comes back through a pipe.
 fn in_process(nid: u32, release: Option<Duration>) -> Result<Duration, String> {
-    let mut pp = [0i32; 2];
-    // SAFETY: a pipe into a local array.
-    if unsafe { libc::pipe(pp.as_mut_ptr()) } != 0 {
-        return Err("pipe".into());
-    }
+    let pp = pipe()?;
     // SAFETY: tk-test-gigantic has no other thread here.
     let pid = unsafe { libc::fork() };
     if pid == 0 {

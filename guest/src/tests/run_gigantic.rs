@@ -37,6 +37,20 @@ fn cow_counts() -> Result<(u64, u64), String> {
     }
 }
 
+/// `tk-run --gigantic --weights W -- tkrun-check FLAG 1024`.
+fn check_argv<'a>(w: &'a str, flag: &'a str) -> [&'a str; 8] {
+    [
+        TK_RUN,
+        "--gigantic",
+        "--weights",
+        w,
+        "--",
+        CHECK,
+        flag,
+        "1024",
+    ]
+}
+
 /// The copies of a run: `want` if the GiB was shared copy-on-write (no
 /// copy line from libtkrun), 0 if libtkrun copied it; the spares held
 /// back where they were either way.
@@ -98,16 +112,7 @@ pub fn gigantic(r: &mut Report, topo: &Topology, thp_off: bool) {
     let w = format!("{nid}:1");
     let before = gigantic_total();
     let counts = cow_counts();
-    let argv = [
-        TK_RUN,
-        "--gigantic",
-        "--weights",
-        &w,
-        "--",
-        CHECK,
-        "-G",
-        "1024",
-    ];
+    let argv = check_argv(&w, "-G");
     let h = match start(&argv, thp_off) {
         Ok(h) => h,
         Err(e) => {
@@ -204,16 +209,7 @@ pub fn writer(r: &mut Report, topo: &Topology) {
     };
     let w = format!("{nid}:1");
     let counts = cow_counts();
-    let argv = [
-        TK_RUN,
-        "--gigantic",
-        "--weights",
-        &w,
-        "--",
-        CHECK,
-        "-W",
-        "1024",
-    ];
+    let argv = check_argv(&w, "-W");
     let (code, out, err) = match run(&argv) {
         Ok(x) => x,
         Err(e) => {
