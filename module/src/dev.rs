@@ -362,7 +362,7 @@ impl TkFile {
     /// will be a cleared 1 GiB range on the node the policy picks now for
     /// `ilx = (pgoff >> 18) + i` (`get_vma_policy()` shifts both parts of
     /// the ilx by the folio order, 18 for 1 GiB), made and mapped by one
-    /// PUD at its first touch (`mapping::tk_gigantic_fault`).
+    /// PUD at its first touch (`mapping::tk_gigantic_map_pud`).
     ///
     /// Errors: `EINVAL` for a length that is not a whole number of GiB
     /// (or above 64 GiB), a file offset or start address that is not GiB

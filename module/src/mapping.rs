@@ -7,11 +7,11 @@
 //! 1 GiB ranges of that mapping, found by file page offset. It is the
 //! `vm_private_data` of the mapping's vmas, for the fault handlers:
 //! [`tk_mapping_fault`] maps a 4 KiB page again after its PTE was zapped
-//! (`MADV_DONTNEED`, or a move below); [`tk_gigantic_fault`] makes a GiB
+//! (`MADV_DONTNEED`, or a move below); [`tk_gigantic_map_pud`] makes a GiB
 //! of a gigantic mapping at its first touch (allocated on the node the
-//! file's policy picked for it at `mmap`, cleared in parallel) and gives
-//! its pfn to the shim, which maps it with one PUD ([`tk_gigantic_pte_page`]
-//! gives a 4 KiB page of it where the kernel did not try the PUD). Each
+//! file's policy picked for it at `mmap`, cleared in parallel) and
+//! maps it with one PUD under the backing's lock ([`tk_gigantic_map_pte`]
+//! maps a 4 KiB page of it where the kernel did not try the PUD). Each
 //! GiB is one compound folio (see [`GiganticRange`](crate::clear::GiganticRange)). A GiB made once stays
 //! with the file until release (or, shared with a forked child, until a
 //! write copies it: [`gib`]): a later fault (after `MADV_DONTNEED`, a
@@ -221,7 +221,7 @@ impl Backing {
         }
     }
 
-    /// The work of [`tk_gigantic_fault`]: the first pfn of the GiB at file
+    /// The work of [`tk_gigantic_map_pud`] before it maps: the first pfn of the GiB at file
     /// page offset `pgoff` (which must start a GiB of this mapping), made
     /// now if this is its first touch. A GiB shared with a fork's other
     /// side is copied first ([`gib`]) for a write (`flags` has

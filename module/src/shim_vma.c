@@ -516,7 +516,7 @@ static unsigned int tk_gigantic_fault_flags(struct vm_fault *vmf)
 
 /*
  * The first touch of a GiB (and a write to a GiB mapped read-only, see
- * wp_huge_pud()) comes here at PUD order: tk_gigantic_fault() (Rust,
+ * wp_huge_pud()) comes here at PUD order: tk_gigantic_map_pud() (Rust,
  * mapping.rs) allocates and clears the GiB once, and it is mapped by one
  * special PUD. The PUD holds no reference (zap_huge_pud() and fork's
  * copy_huge_pud() take and drop none on a VM_MIXEDMAP vma): the file

@@ -387,7 +387,8 @@ impl Backing {
 ///
 /// # Safety
 ///
-/// As [`tk_gigantic_current`].
+/// `backing` is the `vm_private_data` of a gigantic vma of a file that is
+/// not released: a live [`Backing`]; `page` is the page of the fault.
 #[no_mangle]
 unsafe extern "C" fn tk_gigantic_mkwrite(
     backing: *mut c_void,
