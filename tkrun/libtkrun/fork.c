@@ -95,10 +95,14 @@ void fork_prepare(void)
 			continue; /* the child reads nothing of the parent's */
 		if (snap_fd >= 0 && snapshot_entry(r)) {
 			r->snap = 1;
+			if (r->giga)
+				say_verbose("fork: a gigantic range shared copy-on-write");
 			continue;
 		}
-		if (snap_fd >= 0 && r->giga)
+		if (snap_fd >= 0 && r->giga) {
 			say_once(SAY_FORK_GIGA, "fork: tierkit could not share a gigantic range (no spare GiB on its node); the child gets a copy made at fork");
+			say_verbose("fork: a gigantic range copied for the child");
+		}
 		wait = 1;
 	}
 	if (!wait)

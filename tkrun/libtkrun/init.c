@@ -58,15 +58,25 @@ size_t bump_size(const void *p)
 
 static atomic_int said[SAY_N];
 
-void say_once(int which, const char *msg)
+static void say(const char *msg)
 {
-	if (atomic_exchange(&said[which], 1))
-		return;
 	ssize_t r = write(2, "tk-run: ", 8);
 
 	r = write(2, msg, strlen(msg));
 	r = write(2, "\n", 1);
 	(void)r;
+}
+
+void say_once(int which, const char *msg)
+{
+	if (!atomic_exchange(&said[which], 1))
+		say(msg);
+}
+
+void say_verbose(const char *msg)
+{
+	if (cfg.verbose)
+		say(msg);
 }
 
 /* --- initialization ---------------------------------------------------- */
@@ -123,7 +133,7 @@ static void parse_config(void)
 	const char *w = getenv("TKRUN_WEIGHTS"), *t = getenv("TKRUN_THRESHOLD");
 	const char *g = getenv("TKRUN_GIGANTIC"), *p = getenv("TKRUN_PLACE");
 
-	const char *d = getenv("TKRUN_DEVICE");
+	const char *d = getenv("TKRUN_DEVICE"), *v = getenv("TKRUN_VERBOSE");
 
 	cfg.device = d && *d ? d : dev_tierkit;
 	cfg.threshold = 2UL << 20;
@@ -132,6 +142,7 @@ static void parse_config(void)
 	if (cfg.threshold < PAGE)
 		cfg.threshold = PAGE;
 	cfg.gigantic = g && *g == '1';
+	cfg.verbose = v && *v == '1';
 	cfg.place = !p || *p != '0';
 	/* "N:W,N:W": the nodes named are the mask. */
 	if (w)

@@ -55,6 +55,7 @@ struct tkrun_config {
 	const char *device; /* TKRUN_DEVICE: another device, for host tests */
 	int place;          /* 4 KiB placement of chunks >= threshold */
 	int gigantic;       /* chunks >= 1 GiB as gigantic pages */
+	int verbose;        /* TKRUN_VERBOSE=1 (tk-run --verbose): say more */
 	size_t threshold;
 	uint64_t mask;
 	uint8_t weights[TIERKIT_MAX_NODES];
@@ -100,6 +101,8 @@ size_t bump_size(const void *p);
 enum { SAY_MAP, SAY_TABLE, SAY_FORK, SAY_FORK_GIGA, SAY_FORK_WAIT, SAY_GIGA_SPLIT, SAY_DONTUNMAP, SAY_CONFIG, SAY_N };
 
 void say_once(int which, const char *msg);
+/* Under TKRUN_VERBOSE=1 only: msg, every time. */
+void say_verbose(const char *msg);
 
 /* --- raw system calls (never our own wrappers) -------------------------- */
 

@@ -22,6 +22,9 @@
 //! tierkit's gigantic pages, cleared by its workers at first touch (needs
 //! CAP_SYS_ADMIN); without `--weights` they go to the local node.
 //! `--pool N`: first keep N pre-cleared GiBs ready on each node they use.
+//! `--verbose`: the resolved weights on one line before the program
+//! starts, and from the library one line per gigantic range at each fork
+//! (shared copy-on-write, or copied for the child).
 //! The library is `--lib` (default /lib/tierkit/libtkrun.so), set in
 //! LD_PRELOAD; children of the program inherit it.
 //!

@@ -347,6 +347,9 @@ pub fn environment(a: &Args, r: &Resolved, old_preload: Option<&str>) -> Vec<(St
         ),
         ("LD_PRELOAD".into(), preload),
     ];
+    if a.verbose {
+        env.push(("TKRUN_VERBOSE".into(), "1".into()));
+    }
     if !r.sockets.is_empty() {
         env.push(("TKRUN_SOCKET_WEIGHTS".into(), socket::env(&r.sockets)));
         env.push(("TKRUN_NR_NODE_IDS".into(), r.nr_node_ids.to_string()));
