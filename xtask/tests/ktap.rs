@@ -62,6 +62,7 @@ fn user_test(name: &str, rc: i32) -> UserTest {
         output_tail: format!("{name}: done\n{name}: rc={rc}\n"),
         duration_ms: 1234,
         reason: None,
+        ..Default::default()
     }
 }
 
@@ -737,6 +738,28 @@ fn totals_count_leaves_and_userspace_tests() {
         Totals::of(&crashed, &[]).to_string(),
         "tierkit: 1 passed, 1 failed, 0 skipped"
     );
+}
+
+#[test]
+fn summary_names_a_failed_check_far_from_the_end_of_the_output() {
+    let run = parse("oops_caught.log");
+    let mut t = user_test("tk-test-long", 1);
+    t.output_tail = (0..12)
+        .map(|i| format!("ok - later check {i}"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    t.failed_checks = vec!["not ok - early check (spares 0 -> 1)".into()];
+    let text = summary::format_summary(&run, &[t]);
+    assert!(
+        text.contains(
+            "  FAIL userspace.tk-test-long (rc=1, 1234 ms)\n\
+             \x20     not ok - early check (spares 0 -> 1)\n\
+             \x20     [... the end of its output:]\n\
+             \x20     ok - later check 2\n"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("      ok - later check 11\n"), "{text}");
 }
 
 #[test]

@@ -315,6 +315,7 @@ pub fn write_missing(to: &Path, id: &str, why: String) -> Result<()> {
         output_tail: why,
         duration_ms: 0,
         reason: None,
+        ..Default::default()
     };
     let run = crate::judge::ktap::Run::default();
     let failures = std::slice::from_ref(&failure);

@@ -13,9 +13,13 @@
 use crate::judge::ktap::{Run, Status};
 use serde::{Deserialize, Serialize};
 
+/// How many `not ok` lines of a userspace test [`UserTest::failed_checks`]
+/// keeps.
+pub const FAILED_CHECKS: usize = 10;
+
 /// One userspace test run by `/init` in the guest, reported by the marker
 /// line `TIERKIT-USERTEST name rc=N`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct UserTest {
     pub name: String,
     pub passed: bool,
@@ -28,6 +32,11 @@ pub struct UserTest {
     pub rc: i32,
     /// The last lines of the test's output.
     pub output_tail: String,
+    /// Its `not ok` lines, wherever they were in its output (the first
+    /// [`FAILED_CHECKS`] of them), so a failure far from the end of a long
+    /// output is still named in the summary.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failed_checks: Vec<String>,
     pub duration_ms: u64,
     /// Why it failed when its exit code does not say it (`timed out after
     /// 120 s`, `left 2 process(es) running after it exited`, `did not

@@ -46,6 +46,7 @@ fn harness_failure(name: &str, msg: String) -> UserTest {
         output_tail: msg,
         duration_ms: 0,
         reason: None,
+        ..Default::default()
     }
 }
 
@@ -159,6 +160,7 @@ pub fn judge(
             output_tail: format!("ok - {t} # SKIP {why}"),
             duration_ms: 0,
             reason: None,
+            ..Default::default()
         });
     }
     if let Some(log) = &harness.host_tests_failed {
@@ -551,6 +553,13 @@ fn user_tests_of(markers: &Markers) -> Vec<UserTest> {
                 skipped: passed && p.rc == Some(0) && all_skipped(&p.json),
                 rc: p.rc.unwrap_or(-1),
                 output_tail: p.output[p.output.len().saturating_sub(40)..].join("\n"),
+                failed_checks: p
+                    .output
+                    .iter()
+                    .filter(|l| l.starts_with("not ok"))
+                    .take(crate::judge::records::FAILED_CHECKS)
+                    .cloned()
+                    .collect(),
                 duration_ms: match (p.start_s, p.end_s) {
                     (Some(a), Some(b)) if b >= a => ((b - a) * 1000.0) as u64,
                     _ => 0,

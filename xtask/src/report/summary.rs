@@ -238,7 +238,19 @@ fn write_failed(out: &mut String, leaves: &[Leaf], extra: &[UserTest]) -> fmt::R
                 )?,
             }
             let lines: Vec<&str> = test.output_tail.lines().collect();
-            for line in &lines[lines.len().saturating_sub(SUMMARY_OUTPUT_LINES)..] {
+            let tail = &lines[lines.len().saturating_sub(SUMMARY_OUTPUT_LINES)..];
+            let earlier: Vec<&String> = test
+                .failed_checks
+                .iter()
+                .filter(|c| !tail.contains(&c.as_str()))
+                .collect();
+            for line in &earlier {
+                writeln!(out, "      {line}")?;
+            }
+            if !earlier.is_empty() {
+                writeln!(out, "      [... the end of its output:]")?;
+            }
+            for line in tail {
                 writeln!(out, "      {line}")?;
             }
         }

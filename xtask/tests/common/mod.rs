@@ -44,6 +44,7 @@ pub fn user(name: &str, rc: i32, skipped: bool, ms: u64) -> UserTest {
         },
         duration_ms: ms,
         reason: None,
+        failed_checks: Vec::new(),
     }
 }
 

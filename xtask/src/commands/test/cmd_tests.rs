@@ -254,6 +254,7 @@ pub(crate) fn run_all(
             output_tail: tail,
             duration_ms: ms,
             reason: None,
+            ..Default::default()
         });
     }
     let run = crate::judge::ktap::Run::default();

@@ -556,6 +556,19 @@ fn with_prog(name: &str, end: Option<&str>, out: &str) -> (String, String) {
 }
 
 #[test]
+fn a_failed_check_early_in_a_long_output_is_kept() {
+    let mut out = String::from("ok - a\nnot ok - b (spares 0 -> 1)\n");
+    for i in 0..60 {
+        out.push_str(&format!("ok - later {i}\n"));
+    }
+    let (c, d) = with_prog("tk-test-a", Some("rc=1"), &out);
+    let o = evaluate(&guest(&c, &d, false), true, None, Profile::Default);
+    let t = &o.user_tests[0];
+    assert!(!t.output_tail.contains("not ok"), "{}", t.output_tail);
+    assert_eq!(t.failed_checks, ["not ok - b (spares 0 -> 1)"]);
+}
+
+#[test]
 fn a_test_killed_at_its_deadline_fails_with_its_output_kept() {
     let out = "ok 1 - first half\ntk-init: tk-test-a: timed out after 120 s: killed its process group 99\n";
     let (c, d) = with_prog("tk-test-a", Some("rc=137 timeout=120"), out);
