@@ -49,6 +49,23 @@ pub fn build(kernel: &KernelBuild) -> Result<ModuleBuild> {
     let _lock = util::lock(&util::out_dir().join("module.lock"), "the module build")?;
     let mut cmd = make_command(kernel);
     let shown = show_cmd(&cmd);
+    // The copy of this kernel's last build, if nothing it was built from
+    // has changed since: a build for another kernel in between (another
+    // boot of the same `test`) left module/'s objects to that kernel, and
+    // Kbuild would compile everything again.
+    let ko = util::out_dir().join(format!("tierkit-{}.ko", kernel.key));
+    let stamp = ko.with_extension("ko.inputs");
+    let inputs = inputs_digest(kernel, &shown)?;
+    if ko.is_file() && std::fs::read_to_string(&stamp).ok().as_deref() == Some(inputs.as_str()) {
+        if util::verbose() {
+            say!(
+                "tierkit.ko for {}: unchanged since its last build ({})",
+                kernel.key,
+                ko.display()
+            );
+        }
+        return Ok(ModuleBuild { ko });
+    }
     if util::verbose() {
         say!("$ {shown}");
     }
@@ -89,9 +106,51 @@ pub fn build(kernel: &KernelBuild) -> Result<ModuleBuild> {
     }
     // A copy per kernel, taken under the lock: a concurrent build against
     // another kernel cannot swap it before the initramfs is written.
-    let ko = util::out_dir().join(format!("tierkit-{}.ko", kernel.key));
     util::write_atomic(&ko, &std::fs::read(&built)?)?;
+    util::write_atomic(&stamp, inputs.as_bytes())?;
     Ok(ModuleBuild { ko })
+}
+
+/// A digest of what `tierkit.ko` is built from besides the compiler: the
+/// `make` command line (kernel directory, profile, flags), the kernel
+/// image's size and time (a rebuilt kernel), and the path and contents of
+/// every source file of the module (`Kbuild`, `Makefile`, `src/`, and the
+/// pure logic in `core/src/` that the module includes).
+fn inputs_digest(kernel: &KernelBuild, make: &str) -> Result<String> {
+    let root = util::repo_root().join("module");
+    let mut files = vec![root.join("Kbuild"), root.join("Makefile")];
+    for dir in [root.join("src"), root.join("core/src")] {
+        collect_files(&dir, &mut files)?;
+    }
+    files.sort();
+    let mut data = Vec::new();
+    data.extend_from_slice(make.as_bytes());
+    let image = std::fs::metadata(&kernel.bzimage)
+        .with_context(|| format!("reading {}", kernel.bzimage.display()))?;
+    data.extend_from_slice(format!("\n{} {:?}\n", image.len(), image.modified().ok()).as_bytes());
+    for f in files {
+        data.extend_from_slice(f.to_string_lossy().as_bytes());
+        data.push(0);
+        data.extend(std::fs::read(&f).with_context(|| format!("reading {}", f.display()))?);
+        data.push(0);
+    }
+    Ok(util::sha256_hex(&data))
+}
+
+/// Every source file (`.rs`, `.c`, `.h`) under `dir`, recursively.
+fn collect_files(dir: &std::path::Path, out: &mut Vec<PathBuf>) -> Result<()> {
+    for e in std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
+        let p = e?.path();
+        if p.is_dir() {
+            collect_files(&p, out)?;
+        } else if matches!(
+            p.extension().and_then(|x| x.to_str()),
+            Some("rs" | "c" | "h")
+        ) {
+            out.push(p);
+        }
+    }
+    Ok(())
 }
 
 /// One rustc/clippy diagnostic as `--error-format=json` prints it (the
@@ -223,6 +282,20 @@ impl Diagnostics {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The module's sources, the pure logic it includes, and nothing
+    /// Kbuild writes (objects, `.cmd` files).
+    #[test]
+    fn the_inputs_are_the_sources() {
+        let root = util::repo_root().join("module");
+        let mut files = Vec::new();
+        collect_files(&root.join("src"), &mut files).unwrap();
+        collect_files(&root.join("core/src"), &mut files).unwrap();
+        assert!(files.contains(&root.join("src/tierkit.rs")));
+        assert!(files.contains(&root.join("src/shim.c")));
+        assert!(files.contains(&root.join("core/src/interleave.rs")));
+        assert!(files.iter().all(|f| !f.to_string_lossy().ends_with(".o")));
+    }
 
     /// What Kbuild prints for `make CLIPPY=1 KRUSTFLAGS='-Dwarnings
     /// --error-format=json'` with two clippy findings (rustc 1.95's JSON).
