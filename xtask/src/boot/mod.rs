@@ -334,7 +334,9 @@ impl BootRequest {
     }
 }
 
-/// What one boot came to.
+/// What one boot came to (as JSON: a boot of `test --lanes`' second lane,
+/// [`crate::commands::test::lanes`]).
+#[derive(serde::Serialize, serde::Deserialize)]
 pub(crate) struct GuestResult {
     pub(crate) ok: bool,
     /// KUnit plus userspace totals (`test`, `run --kunit`).

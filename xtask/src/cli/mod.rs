@@ -277,6 +277,13 @@ fn test_request(t: &TestArgs) -> Result<TestRequest> {
         },
         cmd_kvm: f.kvm,
         repeat: t.repeat,
+        lanes: t
+            .lanes
+            .unwrap_or(if t.ci && t.job.is_none() && util::nproc() >= 2 {
+                2
+            } else {
+                1
+            }),
     })
 }
 

@@ -12,6 +12,7 @@ use crate::util::{self, fmt_dur, Timer};
 use crate::{kernels::profile, plan::runs, report::summary, report::timings, say, util::setup};
 
 pub mod cmd_tests;
+pub mod lanes;
 
 /// One boot of a `test`: its run and its request.
 #[derive(Clone, Debug)]
@@ -45,6 +46,8 @@ pub struct TestRequest {
     pub cmd_kvm: Option<bool>,
     /// Rounds of the boots and run/shell tests (`--repeat`; 0 or 1: one).
     pub repeat: u32,
+    /// Boots at once (`--lanes`; 1: one after another): [`lanes`].
+    pub lanes: u32,
 }
 
 /// `cargo xtask test`: the host tests once, then the boots and the tests
@@ -270,14 +273,46 @@ fn test_all(
         req.host = host;
         let label = run_label(req.kernel.profile, req.kernel.kind, one.run.name);
         let r = boot::run(req)?;
+        lanes::write_result(&r)?;
         let (ok, totals) = (r.ok, r.totals.unwrap_or_default());
         time_table(host, &[(label, r)]).report(wall.elapsed(), &util::out_dir());
         return Ok((ok, totals));
     }
-    let mut results = run_boots(&t.boots, host);
-    if !t.cmd_tests.is_empty() {
-        results.push(run_cmd_tests(t.cmd_kernel, t.cmd_kvm, &t.cmd_tests));
-    }
+    let results = if t.lanes >= 2 {
+        // Lane 2's boots start first, in the background; lane 1's, then
+        // the run/shell tests, run here.
+        let (mine, theirs) = lanes::split(&t.boots);
+        say!(
+            "lanes: {} boot(s) here, {} at the same time on a second lane ({})",
+            mine.len(),
+            theirs.len(),
+            lanes::dir().display()
+        );
+        let second = lanes::start(theirs);
+        let boots: Vec<TestBoot> = mine.iter().map(|(_, b)| b.clone()).collect();
+        let mut results: Vec<(usize, String, GuestResult)> = mine
+            .iter()
+            .zip(run_boots(&boots, host))
+            .map(|((i, _), (label, r))| (*i, label, r))
+            .collect();
+        if !t.cmd_tests.is_empty() {
+            let (label, r) = run_cmd_tests(t.cmd_kernel, t.cmd_kvm, &t.cmd_tests);
+            results.push((usize::MAX, label, r));
+        }
+        let done = second
+            .join()
+            .map_err(|_| anyhow::anyhow!("lane 2's thread panicked"))?;
+        lanes::print_logs(&done, &t.boots);
+        results.extend(done);
+        results.sort_by_key(|(i, _, _)| *i);
+        results.into_iter().map(|(_, l, r)| (l, r)).collect()
+    } else {
+        let mut results = run_boots(&t.boots, host);
+        if !t.cmd_tests.is_empty() {
+            results.push(run_cmd_tests(t.cmd_kernel, t.cmd_kvm, &t.cmd_tests));
+        }
+        results
+    };
     println!();
     let mut all = summary::Totals::default();
     for (label, r) in &results {
