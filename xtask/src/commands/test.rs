@@ -59,19 +59,26 @@ pub struct TestRequest {
 pub(crate) fn run(t: TestRequest) -> Result<ExitCode> {
     let wall = Timer::start();
     setup::ensure()?;
+    let rounds = t.repeat.max(1);
+    // The first round's second lane starts before the host tests, which
+    // it does not need.
+    let mut second = lanes::wanted(&t).then(|| lanes::begin(&t.boots));
     let mut host = if t.host_tests {
         Some(host_tests()?)
     } else {
         None
     };
-    let rounds = t.repeat.max(1);
     let mut sum = summary::Totals::default();
     for round in 1..=rounds {
         if rounds > 1 {
             println!();
             say!("===== round {round} of {rounds} =====");
         }
-        let (ok, totals) = test_all(host.take(), t.clone(), &wall)?;
+        let lane = match second.take() {
+            Some(l) => Some(l),
+            None => lanes::wanted(&t).then(|| lanes::begin(&t.boots)),
+        };
+        let (ok, totals) = test_all(host.take(), t.clone(), &wall, lane)?;
         sum = sum + totals;
         if rounds > 1 {
             println!("{}", totals.labelled(&format!("round {round} of {rounds}")));
@@ -267,6 +274,7 @@ fn test_all(
     host: Option<(bool, Duration)>,
     t: TestRequest,
     wall: &Timer,
+    second: Option<lanes::Second>,
 ) -> Result<(bool, summary::Totals)> {
     if let ([one], true) = (&t.boots[..], t.cmd_tests.is_empty()) {
         let mut req = one.req.clone();
@@ -278,40 +286,21 @@ fn test_all(
         time_table(host, &[(label, r)]).report(wall.elapsed(), &util::out_dir());
         return Ok((ok, totals));
     }
-    let results = if t.lanes >= 2 {
-        // Lane 2's boots start first, in the background; lane 1's, then
-        // the run/shell tests, run here.
-        let (mine, theirs) = lanes::split(&t.boots);
-        say!(
-            "lanes: {} boot(s) here, {} at the same time on a second lane ({})",
-            mine.len(),
-            theirs.len(),
-            lanes::dir().display()
-        );
-        let second = lanes::start(theirs);
-        let boots: Vec<TestBoot> = mine.iter().map(|(_, b)| b.clone()).collect();
-        let mut results: Vec<(usize, String, GuestResult)> = mine
-            .iter()
-            .zip(run_boots(&boots, host))
-            .map(|((i, _), (label, r))| (*i, label, r))
-            .collect();
-        if !t.cmd_tests.is_empty() {
-            let (label, r) = run_cmd_tests(t.cmd_kernel, t.cmd_kvm, &t.cmd_tests);
-            results.push((usize::MAX, label, r));
+    let results = match second {
+        Some(second) => {
+            let mut results = second.run_here(host, |boots, host| run_boots(boots, host));
+            if !t.cmd_tests.is_empty() {
+                results.push(run_cmd_tests(t.cmd_kernel, t.cmd_kvm, &t.cmd_tests));
+            }
+            second.finish(results)?
         }
-        let done = second
-            .join()
-            .map_err(|_| anyhow::anyhow!("lane 2's thread panicked"))?;
-        lanes::print_logs(&done, &t.boots);
-        results.extend(done);
-        results.sort_by_key(|(i, _, _)| *i);
-        results.into_iter().map(|(_, l, r)| (l, r)).collect()
-    } else {
-        let mut results = run_boots(&t.boots, host);
-        if !t.cmd_tests.is_empty() {
-            results.push(run_cmd_tests(t.cmd_kernel, t.cmd_kvm, &t.cmd_tests));
+        None => {
+            let mut results = run_boots(&t.boots, host);
+            if !t.cmd_tests.is_empty() {
+                results.push(run_cmd_tests(t.cmd_kernel, t.cmd_kvm, &t.cmd_tests));
+            }
+            results
         }
-        results
     };
     println!();
     let mut all = summary::Totals::default();

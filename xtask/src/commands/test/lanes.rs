@@ -130,11 +130,29 @@ fn child(id: &str, log: &Path, json: &Path) -> Result<GuestResult> {
     serde_json::from_str(&text).with_context(|| format!("parsing {}", json.display()))
 }
 
-/// Starts lane 2: its boots one after another, each a child.
-pub(crate) fn start(
-    theirs: Vec<(usize, TestBoot)>,
-) -> JoinHandle<Vec<(usize, String, GuestResult)>> {
-    std::thread::spawn(move || {
+/// Whether `t` runs on two lanes: `--lanes 2` and more than one boot.
+pub(crate) fn wanted(t: &super::TestRequest) -> bool {
+    t.lanes >= 2 && t.boots.len() > 1
+}
+
+/// Lane 2, started: its boots run one after another, each a child, while
+/// this process runs lane 1's.
+pub(crate) struct Second {
+    boots: Vec<TestBoot>,
+    mine: Vec<(usize, TestBoot)>,
+    handle: JoinHandle<Vec<(usize, String, GuestResult)>>,
+}
+
+/// Splits `boots` ([`split`]) and starts lane 2.
+pub(crate) fn begin(boots: &[TestBoot]) -> Second {
+    let (mine, theirs) = split(boots);
+    say!(
+        "lanes: {} boot(s) here, {} at the same time on a second lane ({})",
+        mine.len(),
+        theirs.len(),
+        dir().display()
+    );
+    let handle = std::thread::spawn(move || {
         theirs
             .into_iter()
             .map(|(i, b)| {
@@ -142,11 +160,54 @@ pub(crate) fn start(
                 (i, label, r)
             })
             .collect()
-    })
+    });
+    Second {
+        boots: boots.to_vec(),
+        mine,
+        handle,
+    }
+}
+
+type Results = Vec<(String, GuestResult)>;
+
+impl Second {
+    /// Lane 1's boots, run here by `run` (with the host tests' result).
+    pub(crate) fn run_here(
+        &self,
+        host: Option<(bool, std::time::Duration)>,
+        run: impl FnOnce(&[TestBoot], Option<(bool, std::time::Duration)>) -> Results,
+    ) -> Results {
+        let boots: Vec<TestBoot> = self.mine.iter().map(|(_, b)| b.clone()).collect();
+        run(&boots, host)
+    }
+
+    /// Waits for lane 2, prints its logs, and returns every result in the
+    /// order of the boots: `here` is lane 1's boots' results in their
+    /// order, then anything else this process ran (the run/shell tests),
+    /// which stays last.
+    pub(crate) fn finish(self, here: Results) -> anyhow::Result<Results> {
+        let done = self
+            .handle
+            .join()
+            .map_err(|_| anyhow::anyhow!("lane 2's thread panicked"))?;
+        print_logs(&done, &self.boots);
+        let n = self.mine.len();
+        let mut all: Vec<(usize, String, GuestResult)> = here
+            .into_iter()
+            .enumerate()
+            .map(|(k, (l, r))| {
+                let at = self.mine.get(k).map_or(usize::MAX - n + k, |(i, _)| *i);
+                (at, l, r)
+            })
+            .collect();
+        all.extend(done);
+        all.sort_by_key(|(i, _, _)| *i);
+        Ok(all.into_iter().map(|(_, l, r)| (l, r)).collect())
+    }
 }
 
 /// Prints each of lane 2's logs, whole, after lane 1's boots.
-pub(crate) fn print_logs(done: &[(usize, String, GuestResult)], boots: &[TestBoot]) {
+fn print_logs(done: &[(usize, String, GuestResult)], boots: &[TestBoot]) {
     for (i, label, _) in done {
         let log = dir().join(format!("{}.log", id(&boots[*i])));
         println!();
