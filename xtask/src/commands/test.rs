@@ -62,7 +62,8 @@ pub(crate) fn run(t: TestRequest) -> Result<ExitCode> {
     let rounds = t.repeat.max(1);
     // The first round's second lane starts before the host tests, which
     // it does not need.
-    let mut second = lanes::wanted(&t).then(|| lanes::begin(&t.boots));
+    let two = lanes::decide(&t);
+    let mut second = two.then(|| lanes::begin(&t.boots));
     let mut host = if t.host_tests {
         Some(host_tests()?)
     } else {
@@ -76,7 +77,7 @@ pub(crate) fn run(t: TestRequest) -> Result<ExitCode> {
         }
         let lane = match second.take() {
             Some(l) => Some(l),
-            None => lanes::wanted(&t).then(|| lanes::begin(&t.boots)),
+            None => two.then(|| lanes::begin(&t.boots)),
         };
         let (ok, totals) = test_all(host.take(), t.clone(), &wall, lane)?;
         sum = sum + totals;

@@ -10,6 +10,10 @@
 //! ends, the whole log after lane 1's boots) and its [`GuestResult`] in
 //! `ID.json` beside it: the summary, the time table and the combined KCIDB
 //! file take it as if it had run here.
+//!
+//! A guest keeps every page of host memory it has touched, and a long boot
+//! touches all of its RAM: two lanes run only where the host's memory
+//! holds the largest guest of each lane at once ([`decide`]).
 
 use anyhow::{Context, Result};
 use std::path::{Path, PathBuf};
@@ -130,9 +134,43 @@ fn child(id: &str, log: &Path, json: &Path) -> Result<GuestResult> {
     serde_json::from_str(&text).with_context(|| format!("parsing {}", json.display()))
 }
 
-/// Whether `t` runs on two lanes: `--lanes 2` and more than one boot.
-pub(crate) fn wanted(t: &super::TestRequest) -> bool {
-    t.lanes >= 2 && t.boots.len() > 1
+/// GiB of the host's memory kept for everything but the guests (its
+/// kernel, xtask, cargo, the page cache of the initramfs it reads) when two
+/// guests run at once.
+const HOST_RESERVE_GIB: u64 = 2;
+
+/// Whether `t` runs on two lanes: `--lanes 2`, more than one boot, and
+/// memory for the largest guest of each lane at once ([`need_gib`]);
+/// otherwise one line says why not, and the boots run one after another.
+pub(crate) fn decide(t: &super::TestRequest) -> bool {
+    if t.lanes < 2 || t.boots.len() < 2 {
+        return false;
+    }
+    let need = need_gib(&t.boots);
+    match crate::util::validate::Host::this().mem_total_gib {
+        Some(have) if have >= need => true,
+        have => {
+            say!(
+                "lanes: one lane: two guests at once may take {need} GiB with the host's own {HOST_RESERVE_GIB} (a guest keeps every page it has touched, and most touch all of theirs), and this host has {}",
+                have.map_or("an unknown amount".into(), |g| format!("{g} GiB"))
+            );
+            false
+        }
+    }
+}
+
+/// The guest RAM of a boot, GiB: its nodes' memory and its CXL devices'.
+fn guest_gib(b: &TestBoot) -> u64 {
+    crate::plan::topology::Topology::new(&b.req.topology)
+        .map_or(u64::MAX / 4, |t| t.total_mem_gib() + t.cxl_gib())
+}
+
+/// What two lanes of `boots` need of the host: the largest guest of each
+/// lane, and [`HOST_RESERVE_GIB`].
+pub fn need_gib(boots: &[TestBoot]) -> u64 {
+    let (mine, theirs) = split(boots);
+    let max = |v: &[(usize, TestBoot)]| v.iter().map(|(_, b)| guest_gib(b)).max().unwrap_or(0);
+    max(&mine) + max(&theirs) + HOST_RESERVE_GIB
 }
 
 /// Lane 2, started: its boots run one after another, each a child, while
@@ -281,5 +319,9 @@ mod tests {
         let ids: Vec<String> = theirs.iter().map(|(_, b)| id(b)).collect();
         assert_eq!(ids, ["numa-full-debug", "cxl-debug"]);
         assert_eq!(mine.len() + theirs.len(), boots.len());
+        // cxl (8 GiB of DRAM, 4 of CXL memory) on each lane: more than a
+        // 24 GiB host (23 whole GiB in MemTotal) has, which runs them on
+        // one lane.
+        assert_eq!(need_gib(&boots), 12 + 12 + 2);
     }
 }
