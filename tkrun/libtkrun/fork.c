@@ -99,10 +99,10 @@ void fork_prepare(void)
 				say_verbose("fork: a gigantic range shared copy-on-write");
 			continue;
 		}
-		if (snap_fd >= 0 && r->giga) {
+		if (snap_fd >= 0 && r->giga)
 			say_once(SAY_FORK_GIGA, "fork: tierkit could not share a gigantic range (no spare GiB on its node); the child gets a copy made at fork");
+		if (r->giga)
 			say_verbose("fork: a gigantic range copied for the child");
-		}
 		wait = 1;
 	}
 	if (!wait)
@@ -246,8 +246,13 @@ void fork_child(void)
 			table_del(i--);
 			continue;
 		}
-		if (!ranges[i].snap || map_snapshot(&ranges[i]))
+		if (!ranges[i].snap)
 			copy_entry(&ranges[i]);
+		else if (map_snapshot(&ranges[i])) {
+			if (ranges[i].giga)
+				say_verbose("fork: a shared gigantic range could not be mapped in the child, which copied it");
+			copy_entry(&ranges[i]);
+		}
 	}
 	if (snap_fd >= 0)
 		close(snap_fd);

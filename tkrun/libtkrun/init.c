@@ -58,12 +58,18 @@ size_t bump_size(const void *p)
 
 static atomic_int said[SAY_N];
 
+/* One write, so that a line is never split by another writer's. */
 static void say(const char *msg)
 {
-	ssize_t r = write(2, "tk-run: ", 8);
+	char line[256] = "tk-run: ";
+	size_t n = strlen(line), m = strlen(msg);
 
-	r = write(2, msg, strlen(msg));
-	r = write(2, "\n", 1);
+	if (m > sizeof(line) - n - 1)
+		m = sizeof(line) - n - 1;
+	memcpy(line + n, msg, m);
+	line[n + m] = '\n';
+	ssize_t r = write(2, line, n + m + 1);
+
 	(void)r;
 }
 

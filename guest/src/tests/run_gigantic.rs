@@ -21,17 +21,28 @@ use crate::topology::node::Topology;
 /// fork: shared copy-on-write, or copied for the child (no spare GiB).
 const SHARED: &str = "tk-run: fork: a gigantic range shared copy-on-write";
 const COPIED: &str = "tk-run: fork: a gigantic range copied for the child";
+/// The child's own line when it could not map the shared range and copied
+/// it after all: that fork did not share.
+const CHILD_COPIED: &str =
+    "tk-run: fork: a shared gigantic range could not be mapped in the child, which copied it";
 
 /// Each fork's path for the one gigantic range, in order: `true` where it
 /// was shared copy-on-write.
 fn fork_paths(err: &str) -> Vec<bool> {
-    err.lines()
-        .filter_map(|l| match l {
-            SHARED => Some(true),
-            COPIED => Some(false),
-            _ => None,
-        })
-        .collect()
+    let mut paths = Vec::new();
+    for l in err.lines() {
+        match l {
+            SHARED => paths.push(true),
+            COPIED => paths.push(false),
+            CHILD_COPIED => {
+                if let Some(last) = paths.last_mut() {
+                    *last = false;
+                }
+            }
+            _ => {}
+        }
+    }
+    paths
 }
 
 fn describe(paths: &[bool]) -> String {
@@ -298,4 +309,19 @@ pub fn writer(r: &mut Report, topo: &Topology) {
             (n.min(1), n)
         },
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_forks_path_in_order_the_childs_fallback_included() {
+        let err = format!(
+            "tk-run: weights 0:1 (given)\n{SHARED}\n{COPIED}\ntk-run: fork: tierkit could not share a gigantic range\n{SHARED}\n{CHILD_COPIED}\n"
+        );
+        assert_eq!(fork_paths(&err), [true, false, false]);
+        assert_eq!(describe(&[true, false]), "forks shared, copied by libtkrun");
+        assert!(fork_paths("").is_empty());
+    }
 }

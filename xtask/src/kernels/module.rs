@@ -66,6 +66,8 @@ pub fn build(kernel: &KernelBuild) -> Result<ModuleBuild> {
         }
         return Ok(ModuleBuild { ko });
     }
+    // Until the new copy is in place, no stamp vouches for it.
+    let _ = std::fs::remove_file(&stamp);
     if util::verbose() {
         say!("$ {shown}");
     }
@@ -111,9 +113,10 @@ pub fn build(kernel: &KernelBuild) -> Result<ModuleBuild> {
     Ok(ModuleBuild { ko })
 }
 
-/// A digest of what `tierkit.ko` is built from besides the compiler: the
-/// `make` command line (kernel directory, profile, flags), the kernel
-/// image's size and time (a rebuilt kernel), and the path and contents of
+/// A digest of what `tierkit.ko` is built from: the `make` command line
+/// (kernel directory, profile, flags), the environment make reads (the
+/// compilers on `PATH`, `KCFLAGS`, `KRUSTFLAGS`, ...), the kernel image's
+/// size and time (a rebuilt kernel), and the path and contents of
 /// every source file of the module (`Kbuild`, `Makefile`, `src/`, and the
 /// pure logic in `core/src/` that the module includes).
 fn inputs_digest(kernel: &KernelBuild, make: &str) -> Result<String> {
@@ -125,6 +128,19 @@ fn inputs_digest(kernel: &KernelBuild, make: &str) -> Result<String> {
     files.sort();
     let mut data = Vec::new();
     data.extend_from_slice(make.as_bytes());
+    // What make and Kbuild take from the environment: the compilers found
+    // on PATH, and the flags a user may add.
+    for var in [
+        "PATH",
+        "LLVM",
+        "KCFLAGS",
+        "KRUSTFLAGS",
+        "KCPPFLAGS",
+        "CC",
+        "RUSTC",
+    ] {
+        data.extend_from_slice(format!("\n{var}={:?}", std::env::var_os(var)).as_bytes());
+    }
     let image = std::fs::metadata(&kernel.bzimage)
         .with_context(|| format!("reading {}", kernel.bzimage.display()))?;
     data.extend_from_slice(format!("\n{} {:?}\n", image.len(), image.modified().ok()).as_bytes());

@@ -71,6 +71,10 @@ pub struct Part {
 pub fn build_into(out: &Path) -> Result<Vec<Part>> {
     let root = util::repo_root();
     std::fs::create_dir_all(out)?;
+    // One build at a time in `out`: two boots of one checkout at once
+    // (`test --lanes 2`) would otherwise both run gcc on the same output,
+    // and one could pack the other's half-written file.
+    let _lock = util::lock(&out.join(".lock"), "the tk-run build")?;
     let headers = newest_mtime(&[root.join("tkrun"), root.join("include/uapi")], |p| {
         p.extension().is_some_and(|e| e == "h")
     });

@@ -36,7 +36,9 @@ pub const RESULT_ENV: &str = "TIERKIT_LANE_RESULT";
 fn second_lane(boots: &[TestBoot]) -> Vec<bool> {
     let ids: Vec<String> = boots.iter().map(id).collect();
     let long = ["numa-full-debug", "cxl-debug"];
-    if long.iter().all(|l| ids.iter().any(|i| i == l)) {
+    // Lane 1 keeps at least one boot: the host tests' result counts with
+    // its first.
+    if long.iter().all(|l| ids.iter().any(|i| i == l)) && ids.len() > long.len() {
         ids.iter().map(|i| long.contains(&i.as_str())).collect()
     } else {
         (0..boots.len()).map(|i| i % 2 == 1).collect()
@@ -135,9 +137,13 @@ fn child(id: &str, log: &Path, json: &Path) -> Result<GuestResult> {
 }
 
 /// GiB of the host's memory kept for everything but the guests (its
-/// kernel, xtask, cargo, the page cache of the initramfs it reads) when two
-/// guests run at once.
+/// kernel, xtask, cargo and the host tests, the page cache of the
+/// initramfs it reads) when two guests run at once.
 const HOST_RESERVE_GIB: u64 = 2;
+
+/// GiB each QEMU takes besides its guest's RAM (TCG's translation cache,
+/// its own heap).
+const QEMU_GIB: u64 = 1;
 
 /// Whether `t` runs on two lanes: `--lanes 2`, more than one boot, and
 /// memory for the largest guest of each lane at once ([`need_gib`]);
@@ -151,7 +157,7 @@ pub(crate) fn decide(t: &super::TestRequest) -> bool {
         Some(have) if have >= need => true,
         have => {
             say!(
-                "lanes: one lane: two guests at once may take {need} GiB with the host's own {HOST_RESERVE_GIB} (a guest keeps every page it has touched, and most touch all of theirs), and this host has {}",
+                "lanes: one lane: two guests at once may take {need} GiB with their QEMUs and the host's own {HOST_RESERVE_GIB} (a guest keeps every page it has touched, and most touch all of theirs), and this host has {}",
                 have.map_or("an unknown amount".into(), |g| format!("{g} GiB"))
             );
             false
@@ -166,11 +172,11 @@ fn guest_gib(b: &TestBoot) -> u64 {
 }
 
 /// What two lanes of `boots` need of the host: the largest guest of each
-/// lane, and [`HOST_RESERVE_GIB`].
+/// lane, [`QEMU_GIB`] for each QEMU, and [`HOST_RESERVE_GIB`].
 pub fn need_gib(boots: &[TestBoot]) -> u64 {
     let (mine, theirs) = split(boots);
     let max = |v: &[(usize, TestBoot)]| v.iter().map(|(_, b)| guest_gib(b)).max().unwrap_or(0);
-    max(&mine) + max(&theirs) + HOST_RESERVE_GIB
+    max(&mine) + max(&theirs) + 2 * QEMU_GIB + HOST_RESERVE_GIB
 }
 
 /// Lane 2, started: its boots run one after another, each a child, while
@@ -319,9 +325,9 @@ mod tests {
         let ids: Vec<String> = theirs.iter().map(|(_, b)| id(b)).collect();
         assert_eq!(ids, ["numa-full-debug", "cxl-debug"]);
         assert_eq!(mine.len() + theirs.len(), boots.len());
-        // cxl (8 GiB of DRAM, 4 of CXL memory) on each lane: more than a
-        // 24 GiB host (23 whole GiB in MemTotal) has, which runs them on
-        // one lane.
-        assert_eq!(need_gib(&boots), 12 + 12 + 2);
+        // cxl (8 GiB of DRAM, 4 of CXL memory) and its QEMU on each lane:
+        // more than a 24 GiB host (23 whole GiB in MemTotal) has, which
+        // runs them on one lane.
+        assert_eq!(need_gib(&boots), 12 + 12 + 2 + 2);
     }
 }
