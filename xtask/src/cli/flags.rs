@@ -383,7 +383,8 @@ pub(super) struct TestArgs {
     pub(super) repeat: u32,
     /// Boot N guests at once (1 or 2; default: 2 with --ci on a host with
     /// at least 2 CPUs, else 1), where the host's memory holds the largest
-    /// guest of each lane plus 2 GiB (else one lane, said in one line).
+    /// guest of each lane, their QEMUs and 2 GiB (else one lane, said in
+    /// one line).
     /// Lane 2 takes the debug profile's two long boots, each a child `test
     /// --job ID` whose output is printed whole after lane 1's boots
     /// (target/tierkit/lanes/). A TCG guest keeps about one host CPU busy.
