@@ -287,22 +287,18 @@ fn test_all(
         time_table(host, &[(label, r)]).report(wall.elapsed(), &util::out_dir());
         return Ok((ok, totals));
     }
-    let results = match second {
-        Some(second) => {
-            let mut results = second.run_here(host, |boots, host| run_boots(boots, host));
-            if !t.cmd_tests.is_empty() {
-                results.push(run_cmd_tests(t.cmd_kernel, t.cmd_kvm, &t.cmd_tests));
-            }
-            second.finish(results)?
-        }
-        None => {
-            let mut results = run_boots(&t.boots, host);
-            if !t.cmd_tests.is_empty() {
-                results.push(run_cmd_tests(t.cmd_kernel, t.cmd_kvm, &t.cmd_tests));
-            }
-            results
-        }
+    // With a second lane, this process runs lane 1's boots; lane 2's
+    // results join after the run/shell tests ran here.
+    let mut results = match &second {
+        Some(second) => run_boots(&second.mine(), host),
+        None => run_boots(&t.boots, host),
     };
+    if !t.cmd_tests.is_empty() {
+        results.push(run_cmd_tests(t.cmd_kernel, t.cmd_kvm, &t.cmd_tests));
+    }
+    if let Some(second) = second {
+        results = second.finish(results)?;
+    }
     println!();
     let mut all = summary::Totals::default();
     for (label, r) in &results {

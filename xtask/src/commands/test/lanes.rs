@@ -182,9 +182,10 @@ pub fn need_gib(boots: &[TestBoot]) -> u64 {
 /// Lane 2, started: its boots run one after another, each a child, while
 /// this process runs lane 1's.
 pub(crate) struct Second {
-    boots: Vec<TestBoot>,
     mine: Vec<(usize, TestBoot)>,
-    handle: JoinHandle<Vec<(usize, String, GuestResult)>>,
+    /// Each of lane 2's boots: its place in the boots, its job id, label
+    /// and result.
+    handle: JoinHandle<Vec<(usize, String, String, GuestResult)>>,
 }
 
 /// Splits `boots` ([`split`]) and starts lane 2.
@@ -201,59 +202,52 @@ pub(crate) fn begin(boots: &[TestBoot]) -> Second {
             .into_iter()
             .map(|(i, b)| {
                 let (label, r) = run_child(&b);
-                (i, label, r)
+                (i, id(&b), label, r)
             })
             .collect()
     });
-    Second {
-        boots: boots.to_vec(),
-        mine,
-        handle,
-    }
+    Second { mine, handle }
 }
 
 type Results = Vec<(String, GuestResult)>;
 
 impl Second {
-    /// Lane 1's boots, run here by `run` (with the host tests' result).
-    pub(crate) fn run_here(
-        &self,
-        host: Option<(bool, std::time::Duration)>,
-        run: impl FnOnce(&[TestBoot], Option<(bool, std::time::Duration)>) -> Results,
-    ) -> Results {
-        let boots: Vec<TestBoot> = self.mine.iter().map(|(_, b)| b.clone()).collect();
-        run(&boots, host)
+    /// Lane 1's boots, for this process to run.
+    pub(crate) fn mine(&self) -> Vec<TestBoot> {
+        self.mine.iter().map(|(_, b)| b.clone()).collect()
     }
 
     /// Waits for lane 2, prints its logs, and returns every result in the
     /// order of the boots: `here` is lane 1's boots' results in their
     /// order, then anything else this process ran (the run/shell tests),
     /// which stays last.
-    pub(crate) fn finish(self, here: Results) -> anyhow::Result<Results> {
+    pub(crate) fn finish(self, mut here: Results) -> anyhow::Result<Results> {
         let done = self
             .handle
             .join()
             .map_err(|_| anyhow::anyhow!("lane 2's thread panicked"))?;
-        print_logs(&done, &self.boots);
-        let n = self.mine.len();
-        let mut all: Vec<(usize, String, GuestResult)> = here
-            .into_iter()
-            .enumerate()
-            .map(|(k, (l, r))| {
-                let at = self.mine.get(k).map_or(usize::MAX - n + k, |(i, _)| *i);
-                (at, l, r)
-            })
+        print_logs(&done);
+        let rest = here.split_off(self.mine.len().min(here.len()));
+        let mut all: Vec<(usize, String, GuestResult)> = self
+            .mine
+            .iter()
+            .zip(here)
+            .map(|((i, _), (l, r))| (*i, l, r))
+            .chain(done.into_iter().map(|(i, _, l, r)| (i, l, r)))
             .collect();
-        all.extend(done);
         all.sort_by_key(|(i, _, _)| *i);
-        Ok(all.into_iter().map(|(_, l, r)| (l, r)).collect())
+        Ok(all
+            .into_iter()
+            .map(|(_, l, r)| (l, r))
+            .chain(rest)
+            .collect())
     }
 }
 
 /// Prints each of lane 2's logs, whole, after lane 1's boots.
-fn print_logs(done: &[(usize, String, GuestResult)], boots: &[TestBoot]) {
-    for (i, label, _) in done {
-        let log = dir().join(format!("{}.log", id(&boots[*i])));
+fn print_logs(done: &[(usize, String, String, GuestResult)]) {
+    for (_, id, label, _) in done {
+        let log = dir().join(format!("{id}.log"));
         println!();
         say!(
             "===== lane 2: {label}: its output ({}) =====",
@@ -312,6 +306,33 @@ mod tests {
             child_args(&s(&["test", "--ci", "--no-host-tests", "--lanes=2"]), "x"),
             s(&["test", "--ci", "--job", "x", "--no-host-tests"])
         );
+    }
+
+    /// Every result in the order of the boots, whichever lane ran it, and
+    /// what ran here after the boots last.
+    #[test]
+    fn results_keep_the_boots_order() {
+        let f = crate::boot::GuestFlags::default();
+        let boots: Vec<TestBoot> = crate::plan::runs::ci_boots()
+            .iter()
+            .take(3)
+            .map(|b| TestBoot::new(&f, b).unwrap())
+            .collect();
+        let r = |l: &str| (l.to_string(), GuestResult::failed(l.into()));
+        let second = Second {
+            mine: vec![(0, boots[0].clone()), (2, boots[2].clone())],
+            handle: std::thread::spawn(|| {
+                vec![(
+                    1,
+                    "none".to_string(),
+                    "b1".to_string(),
+                    GuestResult::failed("b1".into()),
+                )]
+            }),
+        };
+        let all = second.finish(vec![r("b0"), r("b2"), r("cmd")]).unwrap();
+        let labels: Vec<&str> = all.iter().map(|(l, _)| l.as_str()).collect();
+        assert_eq!(labels, ["b0", "b1", "b2", "cmd"]);
     }
 
     #[test]
